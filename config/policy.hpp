@@ -1,0 +1,117 @@
+// One policy layer (DESIGN §4): parsed from JSON with // comments, every error naming
+// file, line and key.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "config/cidr.hpp"
+#include "config/host_pattern.hpp"
+#include "config/path_pattern.hpp"
+#include "config/units.hpp"
+
+namespace broker::config {
+
+// what() is "FILE:LINE: KEY: message", e.g. "policy.json:12: allow[3].ports: expected array of
+// integers". For a JSON syntax error KEY is the innermost key being read (or "(document)").
+class policy_error : public std::runtime_error {
+ public:
+  policy_error(std::string file, int line, std::string key, std::string message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  const std::string& key() const { return key_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::string key_;
+  std::string message_;
+};
+
+struct rule {
+  std::string name;                     // "allow[0]", "deny[2]"
+  int line = 0;                         // where the rule object starts
+  std::optional<host_pattern> host;     // exactly one of host / cidr is set
+  std::optional<cidr> net;
+  std::vector<std::uint16_t> ports;     // never empty after parsing: default {80, 443}
+  std::vector<std::string> methods;     // upper-case tokens; empty = any method
+  std::vector<path_pattern> paths;      // empty = any path
+  bool tunnel = false;                  // allow rules only; with tunnel, methods/paths are an error
+
+  bool has_l7_conditions() const { return !methods.empty() || !paths.empty(); }
+};
+
+// Known credential types; the brokers that implement them come with interception.
+struct credential_spec {
+  std::string name;                     // the key under "credentials"
+  int line = 0;
+  std::string type;                     // github | bearer | header | basic | aws-sigv4 | ...
+  std::vector<std::string> env;         // variable names the child sees (dummies)
+  std::vector<host_pattern> hosts;      // bound hosts; never empty
+  std::string source;                   // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
+  std::string header;                   // type "header": the header name (lower-case)
+  std::string prefix;                   // type "header": optional value prefix ("Bearer ")
+  std::vector<std::string> query;       // query parameter names where the credential may appear
+  bool allow_plaintext = false;
+};
+
+enum class exhaust_action { deny, kill };
+
+struct budget_spec {
+  std::optional<std::uint64_t> requests;
+  std::optional<std::uint64_t> bytes_out;
+  std::optional<std::uint64_t> bytes_in;
+  std::optional<std::chrono::milliseconds> duration;
+  std::optional<std::uint64_t> llm_tokens;
+  std::optional<rate> request_rate;     // key "rate"
+  exhaust_action on_exhaust = exhaust_action::deny;
+};
+
+struct env_spec {
+  std::vector<std::string> pass;
+  std::vector<std::string> strip;
+};
+
+struct files_spec {
+  std::vector<std::string> mask;
+  std::vector<std::string> pass;
+};
+
+struct policy {
+  std::string source;                   // file path as given, or "<default>"
+  std::string sha256;                   // hex digest of the file's bytes
+  std::vector<rule> allow;
+  std::vector<rule> deny;
+  std::map<std::string, credential_spec> credentials;
+  budget_spec budgets;
+  env_spec env;
+  files_spec files;
+
+  bool has_egress_rules() const { return !allow.empty() || !deny.empty(); }
+};
+
+// Parses one layer. `source` names it in errors (a path or "<default>"). Throws policy_error.
+// Unknown keys are errors (a typo must not silently loosen or ignore a rule).
+policy parse_policy(std::string_view text, const std::string& source);
+
+// Reads and parses a file; an unreadable file is a policy_error with line 0.
+policy load_policy_file(const std::filesystem::path& path);
+
+// The embedded default policy (DESIGN §4): brokers for GitHub, OpenAI, Anthropic and AWS on their
+// official hosts; egress to those hosts and the common package registries; everything else denied.
+std::string_view default_policy_text();
+
+// The normalized layer as JSON (patterns normalized, defaults filled in), for `policy check`.
+nlohmann::ordered_json to_json(const policy& layer);
+
+}  // namespace broker::config

@@ -1,0 +1,55 @@
+// The per-session audit log (DESIGN §7): one JSONL file, one record per line, SHA-256 hash chain.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace broker::session {
+
+// Thread-safe append-only writer. Records are written with a single write(2) each, in seq
+// order. The first write failure (or an open failure) puts the log in the failed state for
+// good: the session then fails closed (DESIGN §7, 503 audit_unavailable).
+class audit_log {
+ public:
+  // Opens (creating the directory and file, mode 0700/0600) <dir>/<session_id>.jsonl. Never
+  // throws: on failure the returned log is failed() with the reason in failure().
+  static std::unique_ptr<audit_log> open(const std::filesystem::path& dir, std::string session_id);
+  ~audit_log();
+  audit_log(const audit_log&) = delete;
+  audit_log& operator=(const audit_log&) = delete;
+
+  // Adds "ts", "session", "seq" (in that order, first), then the caller's fields in their order,
+  // then "prev" and "hash"; writes one line. `fields` must be an object and must not contain those
+  // keys. Returns false (and the log is failed from then on) if the line could not be written.
+  bool write(const nlohmann::ordered_json& fields);
+
+  bool failed() const;
+  std::string failure() const;          // human reason, e.g. "/x/s-1.jsonl: Permission denied"
+  const std::filesystem::path& path() const { return path_; }
+  const std::string& session_id() const { return session_id_; }
+
+ private:
+  audit_log(std::filesystem::path path, std::string session_id);
+
+  std::filesystem::path path_;
+  std::string session_id_;
+  mutable std::mutex mutex_;
+  int fd_ = -1;
+  std::uint64_t seq_ = 0;
+  std::string prev_;                    // hex hash of the previous record; 64 zeros at start
+  std::string failure_;
+};
+
+// SHA-256 hex of `data` (lower-case).
+std::string sha256_hex(std::string_view data);
+
+// The chain rule, shared by writer and verifier: hash = SHA-256(prev_hex + record_without_hash)
+// where record_without_hash is the exact line text with its trailing `,"hash":"<hex>"` removed.
+std::string chain_hash(std::string_view prev_hex, std::string_view record_without_hash);
+
+}  // namespace broker::session
