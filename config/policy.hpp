@@ -23,6 +23,7 @@ namespace broker::config {
 
 // what() is "FILE:LINE: KEY: message", e.g. "policy.json:12: allow[3].ports: expected array of
 // integers". For a JSON syntax error KEY is the innermost key being read (or "(document)").
+// A file that cannot be read has line 0 and no key: what() is then "FILE: message".
 class policy_error : public std::runtime_error {
  public:
   policy_error(std::string file, int line, std::string key, std::string message);
@@ -55,8 +56,9 @@ struct rule {
 struct credential_spec {
   std::string name;                     // the key under "credentials"
   int line = 0;
-  std::string type;                     // github | bearer | header | basic | aws-sigv4 | ...
-  std::vector<std::string> env;         // variable names the child sees (dummies)
+  std::string type;                     // one of config/credential_types.hpp
+  std::vector<std::string> env;         // variable names the child sees (dummies); aws-sigv4
+                                        // defaults to the three AWS_* names
   std::vector<host_pattern> hosts;      // bound hosts; never empty
   std::string source;                   // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
   std::string header;                   // type "header": the header name (lower-case)

@@ -22,13 +22,21 @@ struct destination {
 struct verdict {
   bool allowed = false;
   // Which rule decided: "allow[0]" / "deny[1]", prefixed with "<layer source>#" when the set has
-  // more than one layer; "default_deny" when no allow rule matched.
+  // more than one layer; "default_deny" when no allow rule matched (also prefixed: it names the
+  // layer that refused). A refusal reports an explicit deny rule before a layer's default_deny;
+  // an allowed verdict reports the first layer's allow rule.
   std::string rule;
   // True only if every layer's deciding allow rule says "tunnel": true (tunnelling skips
-  // inspection, so it is a loosening every layer must agree to).
+  // inspection, so it is a loosening every layer must agree to). Also false when a deny rule
+  // with methods/paths matches the host/port (it could not be enforced in a tunnel) or when a
+  // credential in any layer is bound to the host (it could not be swapped). A connection-level
+  // property: check_request reports the same value check_connect would.
   bool tunnel = false;
 };
 
+// Within a layer: a matching deny rule refuses; otherwise, if the layer has allow rules, one must
+// match; a layer with only deny rules can only refuse. Egress needs at least one allow rule in
+// some layer: a set with no allow rules anywhere refuses everything ("default_deny").
 class policy_set {
  public:
   explicit policy_set(std::vector<policy> layers);
@@ -40,12 +48,17 @@ class policy_set {
   verdict check_connect(const destination& dest) const;
 
   // Full decision for one HTTP request; `path` is the raw request target's path (normalized here).
+  // Methods compare case-sensitively against the rules' upper-case tokens. A path that does not
+  // normalize (not origin-form, bad %-escape) matches no allow rule with "paths" and every deny
+  // rule with "paths".
   verdict check_request(const destination& dest, std::string_view method,
                         std::string_view path) const;
 
-  // For an address a host name resolved to: refused if any layer has a matching cidr deny rule.
-  // `private_ok` reports whether every layer with egress rules has a cidr allow rule covering
-  // (address, port) - the only way to reach private ranges.
+  // For an address a host name resolved to: refused if any layer has a matching cidr deny rule
+  // (without methods/paths). `private_ok` reports whether every layer with allow rules (and at
+  // least one) has a cidr allow rule covering (address, port) - the only way to reach private
+  // ranges; deny-only layers do not need one, they only refuse. Deny rules also match the IPv4
+  // address inside a v4-mapped IPv6 one; allow rules never do.
   struct address_verdict {
     bool denied = false;
     std::string rule;                   // the deny rule when denied

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace broker::config {
@@ -14,6 +15,9 @@ std::optional<std::uint64_t> parse_size(std::string_view text);
 
 // "90s", "30m", "2h", "1d", "1h30m", "500ms"; a bare number is seconds.
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+
+// The inverse, largest units first: 5400000ms -> "1h30m", 500ms -> "500ms", 0 -> "0s".
+std::string format_duration(std::chrono::milliseconds duration);
 
 struct rate {
   double per_second = 0;  // sustained rate

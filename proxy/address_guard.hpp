@@ -23,7 +23,11 @@ enum class address_class {
 // IPv6 forms that embed an IPv4 address - v4-mapped (::ffff:0:0/96), v4-compatible (::/96),
 // NAT64 (64:ff9b::/96, 64:ff9b:1::/48), 6to4 (2002::/16) and Teredo (2001::/32, server and
 // client address) - are classified by the embedded IPv4 address (the worst class when two are
-// embedded), because that is where the packets end up.
+// embedded), because that is where the packets end up. "Worst": any non-global class beats
+// global; then loopback > unspecified > link-local > private > unique-local > cgnat > multicast >
+// reserved. The local-use NAT64 prefix 64:ff9b:1::/48 has no fixed v4 placement, so every
+// RFC 6052 placement that fits in it is checked. IPv6 outside 2000::/3 that matches nothing more
+// specific is reserved.
 address_class classify(const config::ip_address& address);
 
 std::string_view to_string(address_class c);  // "loopback", "private", "link-local", ...

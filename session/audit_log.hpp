@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -17,7 +18,10 @@ namespace broker::session {
 class audit_log {
  public:
   // Opens (creating the directory and file, mode 0700/0600) <dir>/<session_id>.jsonl. Never
-  // throws: on failure the returned log is failed() with the reason in failure().
+  // throws: on failure the returned log is failed() with the reason in failure(). An id that is
+  // empty, "." or "..", or contains '/' is refused. When the file already holds records (a
+  // reused session id) the chain continues from its last line's seq and hash; a file ending in a
+  // partial line or an unreadable last record cannot be continued and the log is failed.
   static std::unique_ptr<audit_log> open(const std::filesystem::path& dir, std::string session_id);
   ~audit_log();
   audit_log(const audit_log&) = delete;
@@ -25,7 +29,9 @@ class audit_log {
 
   // Adds "ts", "session", "seq" (in that order, first), then the caller's fields in their order,
   // then "prev" and "hash"; writes one line. `fields` must be an object and must not contain those
-  // keys. Returns false (and the log is failed from then on) if the line could not be written.
+  // keys (any that it does contain are dropped; a non-object adds nothing). Strings that are not
+  // valid UTF-8 are written with U+FFFD in place of the bad bytes. Returns false (and the log is
+  // failed from then on) if the line could not be written.
   bool write(const nlohmann::ordered_json& fields);
 
   bool failed() const;

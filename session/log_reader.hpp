@@ -20,14 +20,22 @@ struct verify_result {
   std::string error;                    // what is wrong there ("hash mismatch", "prev does not...")
   bool has_end = false;                 // the last record is session_end (else: running or cut)
 };
+// Records must start at seq 1 with prev = 64 zeros and end with a newline; the first record
+// that does not parse, chain or follow in order stops the check.
 verify_result verify_log(std::istream& in);
 
-// One line for people: "20:15:06.053  request  GET https://api.github.com/x  200  512B>  20311B<  41.2ms  allow allow[0]"
-// (exact layout is ours; it must show event, decision, method, URL/host, status, rule, error code).
+// One line for people (exact layout is ours; it must show event, decision, method, URL/host,
+// status, rule, error code). The time is ts's UTC HH:MM:SS.mmm; control bytes print as \xNN:
+//   20:15:06.053  request  allow  GET https://api.github.com/x  200  512B> 20311B<  41.2ms
+//       rule=allow[0]  credential=github  error=CODE                        (all on one line)
+//   20:15:07.000  tunnel   allow  pinned.example.com:443  10B> 20B<  1500.0ms
+//   20:15:00.000  session_start  version 0.1.0  listen 127.0.0.1:41234  policy a.json, b.json
+//   20:16:00.000  session_end  requests=5  denied=1  exit=0
+// Never throws, whatever the JSON holds.
 std::string format_record(const nlohmann::json& record);
 
 struct session_summary {
-  std::string id;
+  std::string id;                       // the file name without .jsonl
   std::string start;                    // ts of session_start, "" when missing
   std::string end;                      // ts of session_end, "" while running / cut
   std::uint64_t requests = 0;           // request/tunnel/refusal records
@@ -36,14 +44,17 @@ struct session_summary {
 };
 session_summary summarize_log(const std::filesystem::path& file);
 
-// Every <dir>/*.jsonl, oldest start first.
+// Every <dir>/*.jsonl, oldest start first (files without a session_start first; ties by id).
+// Tolerant: lines that are not JSON objects are skipped, a missing dir gives an empty list.
 std::vector<session_summary> list_sessions(const std::filesystem::path& dir);
 
 // Default log dir: $XDG_STATE_HOME/broker/sessions, else $HOME/.local/state/broker/sessions.
+// Relative values are ignored (XDG spec); empty when neither variable gives an absolute path.
 std::filesystem::path default_log_dir();
 
-// Resolves `broker log`'s argument: empty -> the newest session in dir; an existing file path ->
-// itself; otherwise a session id -> <dir>/<id>.jsonl. nullopt when nothing is found.
+// Resolves `broker log`'s argument: empty -> the newest session in dir (the last one
+// list_sessions returns); an id without '/' whose <dir>/<id>.jsonl exists -> that file; an
+// existing non-directory path -> itself. nullopt when nothing is found.
 std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir, const std::string& arg);
 
 // A fresh random session id: "s-" + 8 lower-case hex digits.

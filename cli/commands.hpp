@@ -1,0 +1,13 @@
+// Each subcommand registers itself on the root app; its callback stores the exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace broker::cli {
+
+void register_serve(CLI::App& root, int& exit_status);
+void register_policy(CLI::App& root, int& exit_status);
+void register_log(CLI::App& root, int& exit_status);
+void register_sessions(CLI::App& root, int& exit_status);
+
+}  // namespace broker::cli

@@ -1,0 +1,76 @@
+#include "cli/common.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <stdexcept>
+
+#include "session/log_reader.hpp"
+
+namespace broker::cli {
+
+void add_log_dir_option(CLI::App& app, std::string& log_dir) {
+  app.add_option("--log-dir", log_dir,
+                 "Audit log directory (default $XDG_STATE_HOME/broker/sessions)");
+}
+
+void add_common_options(CLI::App& app, common_options& o) {
+  app.add_option("--policy", o.policies, "Policy file; repeat for more layers (each can only narrow)");
+  add_log_dir_option(app, o.log_dir);
+  app.add_option("--connect-to", o.connect_to,
+                 "HOST:PORT:ADDR:PORT - dial ADDR:PORT for HOST:PORT (curl semantics)");
+  app.add_option("--upstream-ca", o.upstream_cas, "Extra CA file for verifying upstreams");
+  app.add_option("--log-level", o.log_level, "Operational log level on stderr")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+}
+
+void setup_logging(const std::string& level) {
+  auto logger = spdlog::stderr_color_mt("broker");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+std::vector<config::policy> load_layers(const std::vector<std::string>& files) {
+  std::vector<config::policy> layers;
+  std::error_code ec;
+  if (std::filesystem::exists(team_policy_path, ec))
+    layers.push_back(config::load_policy_file(team_policy_path));
+  for (const auto& f : files) layers.push_back(config::load_policy_file(f));
+  if (layers.empty())
+    layers.push_back(config::parse_policy(config::default_policy_text(), "<default>"));
+  return layers;
+}
+
+std::filesystem::path log_dir_or_default(const std::string& log_dir) {
+  return log_dir.empty() ? session::default_log_dir() : std::filesystem::path(log_dir);
+}
+
+std::vector<proxy::connect_to_rule> parse_connect_to_rules(const std::vector<std::string>& specs) {
+  std::vector<proxy::connect_to_rule> rules;
+  for (const auto& s : specs) rules.push_back(proxy::parse_connect_to(s));
+  return rules;
+}
+
+void check_upstream_cas(const std::vector<std::string>& files) {
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    if (!in) throw std::invalid_argument("--upstream-ca " + f + ": cannot read the file");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+      throw std::invalid_argument("--upstream-ca " + f + ": no PEM certificate in the file");
+  }
+}
+
+bool valid_session_name(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name.front() == '.') return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace broker::cli

@@ -1,0 +1,26 @@
+// broker: a credential-brokering egress proxy for AI coding agents (see README.md).
+#include <csignal>
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  CLI::App app{"broker: a credential-brokering egress proxy for AI coding agents"};
+  app.set_version_flag("--version", std::string("broker ") + BROKER_VERSION);
+  app.require_subcommand(1);
+  int exit_status = broker::cli::exit_ok;
+  broker::cli::register_serve(app, exit_status);
+  broker::cli::register_policy(app, exit_status);
+  broker::cli::register_log(app, exit_status);
+  broker::cli::register_sessions(app, exit_status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : broker::cli::exit_usage;
+  }
+  std::fflush(stdout);
+  return exit_status;
+}

@@ -1,0 +1,38 @@
+// `broker sessions`: the sessions in the log directory, oldest first.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "session/log_reader.hpp"
+
+namespace broker::cli {
+
+namespace {
+
+int run_sessions(const std::string& log_dir) {
+  const auto sessions = session::list_sessions(log_dir_or_default(log_dir));
+  std::printf("%-24s %-24s %-24s %9s %7s %5s\n", "SESSION", "START", "END", "REQUESTS", "DENIED",
+              "EXIT");
+  for (const auto& s : sessions) {
+    const std::string exit = s.exit_code ? std::to_string(*s.exit_code) : "-";
+    std::printf("%-24s %-24s %-24s %9llu %7llu %5s\n", s.id.c_str(),
+                s.start.empty() ? "-" : s.start.c_str(),
+                s.end.empty() ? "(running)" : s.end.c_str(),
+                static_cast<unsigned long long>(s.requests),
+                static_cast<unsigned long long>(s.denied), exit.c_str());
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+void register_sessions(CLI::App& root, int& exit_status) {
+  auto log_dir = std::make_shared<std::string>();
+  auto* app = root.add_subcommand("sessions", "List the sessions in the audit log directory");
+  add_log_dir_option(*app, *log_dir);
+  app->callback([log_dir, &exit_status] { exit_status = run_sessions(*log_dir); });
+}
+
+}  // namespace broker::cli

@@ -1,0 +1,29 @@
+// The credential families a policy may name (DESIGN §4-5). This is the one list: the policy
+// parser accepts exactly these, and brokers/ implements one family per name.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace broker::config {
+
+inline constexpr std::array<std::string_view, 7> credential_types{
+    "github", "bearer", "header", "basic", "aws-sigv4", "gcp", "azure"};
+
+inline bool is_credential_type(std::string_view type) {
+  return std::find(credential_types.begin(), credential_types.end(), type) !=
+         credential_types.end();
+}
+
+// Variables a family reads when its credential names none. Only AWS has a fixed, well-known
+// set, and DESIGN §4's example binds aws-sigv4 without "env"; every other family must say.
+inline std::vector<std::string> default_credential_env(std::string_view type) {
+  if (type == "aws-sigv4")
+    return {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
+  return {};
+}
+
+}  // namespace broker::config

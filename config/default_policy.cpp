@@ -1,0 +1,74 @@
+// The embedded default policy (DESIGN §4), used when no --policy is given and printed by
+// `broker policy default` as a starting point for a custom one.
+#include "config/policy.hpp"
+
+namespace broker::config {
+namespace {
+
+constexpr std::string_view default_text = R"json({
+  // broker default policy: the official API hosts of the brokered credentials and the common
+  // package registries, HTTPS only, every request intercepted and audited. Everything else is
+  // denied. Copy it (`broker policy default > policy.json`) to start your own.
+  "version": 1,
+  "allow": [
+    // GitHub: API, git over HTTPS, raw content, release and archive downloads.
+    { "host": "api.github.com", "ports": [443] },
+    { "host": "github.com", "ports": [443] },
+    { "host": "*.githubusercontent.com", "ports": [443] },
+    { "host": "codeload.github.com", "ports": [443] },
+
+    // LLM APIs.
+    { "host": "api.openai.com", "ports": [443] },
+    { "host": "api.anthropic.com", "ports": [443] },
+
+    // AWS service endpoints (regional and global).
+    { "host": "*.amazonaws.com", "ports": [443] },
+
+    // Package registries: npm/yarn, PyPI, crates.io, Go modules, RubyGems, Maven Central, Debian.
+    { "host": "registry.npmjs.org", "ports": [443] },
+    { "host": "registry.yarnpkg.com", "ports": [443] },
+    { "host": "pypi.org", "ports": [443] },
+    { "host": "files.pythonhosted.org", "ports": [443] },
+    { "host": "crates.io", "ports": [443] },
+    { "host": "static.crates.io", "ports": [443] },
+    { "host": "index.crates.io", "ports": [443] },
+    { "host": "proxy.golang.org", "ports": [443] },
+    { "host": "sum.golang.org", "ports": [443] },
+    { "host": "rubygems.org", "ports": [443] },
+    { "host": "repo.maven.apache.org", "ports": [443] },
+    { "host": "repo1.maven.org", "ports": [443] },
+    { "host": "deb.debian.org", "ports": [443] }
+  ],
+  "credentials": {
+    "github": {
+      "type": "github",
+      "env": ["GITHUB_TOKEN", "GH_TOKEN"],
+      "hosts": ["github.com", "api.github.com", "*.githubusercontent.com"]
+    },
+    "openai": {
+      "type": "bearer",
+      "env": ["OPENAI_API_KEY"],
+      "hosts": ["api.openai.com"]
+    },
+    "anthropic": {
+      "type": "header",
+      "header": "x-api-key",
+      "env": ["ANTHROPIC_API_KEY"],
+      "hosts": ["api.anthropic.com"]
+    },
+    "aws": {
+      "type": "aws-sigv4",
+      "env": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"],
+      "hosts": ["*.amazonaws.com"]
+    }
+  }
+}
+)json";
+
+}  // namespace
+
+std::string_view default_policy_text() {
+  return default_text;
+}
+
+}  // namespace broker::config

@@ -1,0 +1,158 @@
+// "credentials": named secrets, the hosts they are bound to, and where the real value lives.
+#include <algorithm>
+
+#include "config/credential_types.hpp"
+#include "config/policy_sections.hpp"
+
+namespace broker::config {
+namespace {
+
+bool is_env_name(std::string_view name) {  // POSIX portable: [A-Za-z_][A-Za-z0-9_]*
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+bool is_credential_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+bool is_header_name(std::string_view name) {  // RFC 9110 token
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+std::string known_types() {
+  std::string list;
+  for (std::string_view t : credential_types) list += (list.empty() ? "" : ", ") + std::string(t);
+  return list;
+}
+
+std::vector<host_pattern> parse_hosts(const json_node& node, const std::vector<rule>& allow) {
+  std::vector<host_pattern> hosts;
+  for (auto& [text, item] : node.string_elements()) {
+    auto pattern = host_pattern::parse(text);
+    if (!pattern) item.fail("invalid host pattern \"" + text + "\"");
+    // DESIGN §1: a tunnelled host is never intercepted, so a credential bound to it could
+    // never be swapped - the child would be sent there with a dummy it cannot use, or worse,
+    // someone would "fix" that by handing it the real key.
+    for (const rule& r : allow) {
+      if (r.tunnel && r.host && patterns_overlap(*pattern, *r.host))
+        item.fail("\"" + pattern->text() + "\" overlaps " + r.name + " (line " +
+                  std::to_string(r.line) + "), which tunnels \"" + r.host->text() +
+                  "\"; a credential cannot be bound to a tunnelled host");
+    }
+    hosts.push_back(std::move(*pattern));
+  }
+  return hosts;
+}
+
+std::string parse_source(const json_node& node) {
+  std::string source = node.as_string();
+  for (std::string_view scheme : {"env:", "file:", "cmd:"}) {
+    if (source.rfind(scheme, 0) != 0) continue;
+    std::string_view rest = std::string_view(source).substr(scheme.size());
+    if (rest.empty()) node.fail("\"" + std::string(scheme) + "\" needs a value after the colon");
+    if (scheme == "env:" && !is_env_name(rest))
+      node.fail("\"" + std::string(rest) + "\" is not an environment variable name");
+    return source;
+  }
+  node.fail("expected \"env:NAME\", \"file:PATH\" or \"cmd:COMMAND\"");
+}
+
+credential_spec parse_credential(const std::string& name, const json_node& node,
+                                 const std::vector<rule>& allow) {
+  if (!is_credential_name(name))
+    node.fail("credential names use letters, digits, '-', '_' and '.'");
+  node.expect_object("expected a credential object");
+  node.reject_unknown_keys(
+      {"type", "hosts", "env", "source", "header", "prefix", "query", "allow_plaintext"});
+
+  credential_spec c;
+  c.name = name;
+  c.line = node.line();
+
+  auto type = node.find("type");
+  if (!type) node.fail("missing \"type\" (one of: " + known_types() + ")");
+  c.type = type->as_string();
+  if (!is_credential_type(c.type))
+    type->fail("unknown credential type \"" + c.type + "\" (one of: " + known_types() + ")");
+
+  auto hosts = node.find("hosts");
+  if (!hosts) node.fail("missing \"hosts\" (the hosts this credential may be sent to)");
+  c.hosts = parse_hosts(*hosts, allow);
+
+  if (auto env = node.find("env")) {
+    for (auto& [text, item] : env->string_elements()) {
+      if (!is_env_name(text)) item.fail("\"" + text + "\" is not an environment variable name");
+      c.env.push_back(text);
+    }
+  } else {
+    c.env = default_credential_env(c.type);
+  }
+
+  if (auto source = node.find("source"))
+    c.source = parse_source(*source);
+  else if (!c.env.empty())
+    c.source = "env:" + c.env.front();
+  else
+    node.fail("needs \"source\" or \"env\" (where the real secret comes from)");
+
+  auto header = node.find("header");
+  auto prefix = node.find("prefix");
+  if (c.type == "header") {
+    if (!header) node.fail("type \"header\" needs \"header\" (the header name)");
+  } else {
+    // Only the "header" family reads these; elsewhere they would be silently ignored.
+    if (header) header->fail("\"header\" applies only to type \"header\"");
+    if (prefix) prefix->fail("\"prefix\" applies only to type \"header\"");
+  }
+  if (header) {
+    c.header = header->as_string();
+    if (!is_header_name(c.header)) header->fail("\"" + c.header + "\" is not a header name");
+    for (char& ch : c.header)
+      if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch + 32);
+  }
+  if (prefix) c.prefix = prefix->as_string();
+
+  if (auto query = node.find("query")) {
+    for (auto& [text, item] : query->string_elements()) {
+      if (text.empty()) item.fail("empty query parameter name");
+      c.query.push_back(text);
+    }
+  }
+  if (auto plaintext = node.find("allow_plaintext")) c.allow_plaintext = plaintext->as_bool();
+  return c;
+}
+
+}  // namespace
+
+bool patterns_overlap(const host_pattern& a, const host_pattern& b) {
+  const std::string& x = a.text();
+  const std::string& y = b.text();
+  if (x == "*" || y == "*") return true;
+  bool x_wild = x.front() == '*';
+  bool y_wild = y.front() == '*';
+  if (!x_wild && !y_wild) return x == y;
+  if (x_wild && !y_wild) return a.matches(y);
+  if (!x_wild && y_wild) return b.matches(x);
+  // Two wildcards share hosts exactly when one suffix contains the other.
+  std::string_view xs = std::string_view(x).substr(1), ys = std::string_view(y).substr(1);
+  return xs.ends_with(ys) || ys.ends_with(xs);
+}
+
+std::map<std::string, credential_spec> parse_credentials(const json_node& section,
+                                                         const std::vector<rule>& allow) {
+  std::map<std::string, credential_spec> out;
+  for (auto& [name, node] : section.members("expected an object of named credentials"))
+    out.emplace(name, parse_credential(name, node, allow));
+  return out;
+}
+
+}  // namespace broker::config

@@ -1,0 +1,82 @@
+// The normalized layer as JSON, for `broker policy check` (DESIGN §3): patterns in their
+// normalized form, defaults filled in, sizes in bytes, so a reader sees what is enforced.
+#include <nlohmann/json.hpp>
+
+#include "config/policy.hpp"
+
+namespace broker::config {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json rule_json(const rule& r, bool allow_list) {
+  ordered_json j;
+  j["name"] = r.name;
+  if (r.host) j["host"] = r.host->text();
+  if (r.net) j["cidr"] = r.net->to_string();
+  j["ports"] = r.ports;
+  if (!r.methods.empty()) j["methods"] = r.methods;
+  if (!r.paths.empty()) {
+    ordered_json paths = ordered_json::array();
+    for (const auto& p : r.paths) paths.push_back(p.text());
+    j["paths"] = std::move(paths);
+  }
+  if (allow_list) j["tunnel"] = r.tunnel;
+  return j;
+}
+
+ordered_json rules_json(const std::vector<rule>& rules, bool allow_list) {
+  ordered_json out = ordered_json::array();
+  for (const auto& r : rules) out.push_back(rule_json(r, allow_list));
+  return out;
+}
+
+ordered_json credential_json(const credential_spec& c) {
+  ordered_json j;
+  j["type"] = c.type;
+  ordered_json hosts = ordered_json::array();
+  for (const auto& h : c.hosts) hosts.push_back(h.text());
+  j["hosts"] = std::move(hosts);
+  j["env"] = c.env;
+  j["source"] = c.source;
+  if (!c.header.empty()) j["header"] = c.header;
+  if (!c.prefix.empty()) j["prefix"] = c.prefix;
+  if (!c.query.empty()) j["query"] = c.query;
+  j["allow_plaintext"] = c.allow_plaintext;
+  return j;
+}
+
+ordered_json budgets_json(const budget_spec& b) {
+  ordered_json j = ordered_json::object();
+  if (b.requests) j["requests"] = *b.requests;
+  if (b.bytes_out) j["bytes_out"] = *b.bytes_out;
+  if (b.bytes_in) j["bytes_in"] = *b.bytes_in;
+  if (b.duration) {
+    j["duration"] = format_duration(*b.duration);
+    j["duration_ms"] = b.duration->count();
+  }
+  if (b.llm_tokens) j["llm_tokens"] = *b.llm_tokens;
+  if (b.request_rate)
+    j["rate"] = {{"per_second", b.request_rate->per_second}, {"burst", b.request_rate->burst}};
+  j["on_exhaust"] = b.on_exhaust == exhaust_action::kill ? "kill" : "deny";
+  return j;
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const policy& layer) {
+  ordered_json j;
+  j["source"] = layer.source;
+  j["sha256"] = layer.sha256;
+  j["allow"] = rules_json(layer.allow, true);
+  j["deny"] = rules_json(layer.deny, false);
+  ordered_json credentials = ordered_json::object();
+  for (const auto& [name, c] : layer.credentials) credentials[name] = credential_json(c);
+  j["credentials"] = std::move(credentials);
+  j["budgets"] = budgets_json(layer.budgets);
+  j["env"] = {{"pass", layer.env.pass}, {"strip", layer.env.strip}};
+  j["files"] = {{"mask", layer.files.mask}, {"pass", layer.files.pass}};
+  return j;
+}
+
+}  // namespace broker::config

@@ -1,0 +1,113 @@
+// "allow" and "deny" rule lists (DESIGN §4).
+#include <algorithm>
+#include <string_view>
+
+#include "config/address.hpp"
+#include "config/policy_sections.hpp"
+
+namespace broker::config {
+namespace {
+
+bool is_tchar(char c) {  // RFC 9110 §5.6.2
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+void parse_target(const json_node& item, rule& r) {
+  auto host = item.find("host");
+  auto net = item.find("cidr");
+  if (host.has_value() == net.has_value())
+    item.fail("a rule needs exactly one of \"host\" or \"cidr\"");
+  if (host) {
+    std::string text = host->as_string();
+    r.host = host_pattern::parse(text);
+    if (r.host) return;
+    if (ip_address::parse(text) || cidr::parse(text))
+      host->fail("\"" + text + "\" is an IP address; IP literals match only \"cidr\" rules");
+    host->fail("invalid host pattern \"" + text +
+               "\" (a host name, \"*.\" + a host name, or \"*\")");
+  }
+  std::string text = net->as_string();
+  r.net = cidr::parse(text);
+  if (!r.net)
+    net->fail("invalid CIDR block \"" + text + "\" (address/prefix with no host bits set)");
+}
+
+std::vector<std::uint16_t> parse_ports(const json_node& node) {
+  auto items = node.elements("expected array of integers");
+  if (items.empty()) node.fail("expected a non-empty array of integers");
+  std::vector<std::uint16_t> ports;
+  for (const auto& item : items)
+    if (!item.value().is_number_integer()) node.fail("expected array of integers");
+  for (const auto& item : items) {
+    auto value = item.value().get<std::int64_t>();
+    if (item.value().is_number_unsigned() && item.value().get<std::uint64_t>() > 65535) value = -1;
+    if (value < 1 || value > 65535) item.fail("port out of range 1..65535");
+    auto port = static_cast<std::uint16_t>(value);
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  }
+  return ports;
+}
+
+std::vector<std::string> parse_methods(const json_node& node) {
+  std::vector<std::string> methods;
+  for (auto& [text, item] : node.string_elements()) {
+    if (text.empty() || text.size() > 32 || !std::all_of(text.begin(), text.end(), is_tchar))
+      item.fail("\"" + text + "\" is not an HTTP method");
+    // Methods are case-sensitive on the wire (RFC 9110 §9.1) but every registered one is
+    // upper-case; "get" in a policy means GET.
+    std::string upper = text;
+    for (char& c : upper)
+      if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
+    if (std::find(methods.begin(), methods.end(), upper) == methods.end()) methods.push_back(upper);
+  }
+  return methods;
+}
+
+std::vector<path_pattern> parse_paths(const json_node& node) {
+  std::vector<path_pattern> paths;
+  for (auto& [text, item] : node.string_elements()) {
+    if (text.empty() || text.front() != '/') item.fail("path pattern must start with \"/\"");
+    auto pattern = path_pattern::parse(text);
+    if (!pattern)
+      item.fail("invalid path pattern \"" + text +
+                "\" (no query, fragment, \".\" or \"..\" segments, or bad %-escapes)");
+    paths.push_back(std::move(*pattern));
+  }
+  return paths;
+}
+
+}  // namespace
+
+std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
+  std::vector<rule> rules;
+  for (const auto& item : list.elements("expected array of rule objects")) {
+    item.expect_object("expected a rule object");
+    if (!allow_list) {
+      if (auto tunnel = item.find("tunnel")) tunnel->fail("\"tunnel\" applies only to allow rules");
+      item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths"});
+    } else {
+      item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths", "tunnel"});
+    }
+    rule r;
+    r.name = item.key().substr(item.key().rfind('.') + 1);  // "allow[3]"
+    r.line = item.line();
+    parse_target(item, r);
+    r.ports = {80, 443};
+    if (auto ports = item.find("ports")) r.ports = parse_ports(*ports);
+    if (auto methods = item.find("methods")) r.methods = parse_methods(*methods);
+    if (auto paths = item.find("paths")) r.paths = parse_paths(*paths);
+    if (auto tunnel = item.find("tunnel")) {
+      r.tunnel = tunnel->as_bool();
+      // A tunnel is never parsed, so a method or path condition could never be enforced.
+      if (r.tunnel && r.has_l7_conditions())
+        tunnel->fail(
+            "a tunnel rule cannot have \"methods\" or \"paths\" (tunnelled traffic is not "
+            "inspected)");
+    }
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+}  // namespace broker::config

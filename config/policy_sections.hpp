@@ -1,0 +1,27 @@
+// The parts of parse_policy, one per top-level section. Private to config/.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/located_json.hpp"
+#include "config/policy.hpp"
+
+namespace broker::config {
+
+// "allow" or "deny": an array of rule objects, named after the node ("allow[0]").
+std::vector<rule> parse_rules(const json_node& list, bool allow_list);
+
+// "credentials": checked against `allow` so no credential is bound to a tunnelled host.
+std::map<std::string, credential_spec> parse_credentials(const json_node& section,
+                                                         const std::vector<rule>& allow);
+
+budget_spec parse_budgets(const json_node& section);
+env_spec parse_env(const json_node& section);
+files_spec parse_files(const json_node& section);
+
+// True when some host name could match both patterns (used for the tunnel/credential check).
+bool patterns_overlap(const host_pattern& a, const host_pattern& b);
+
+}  // namespace broker::config

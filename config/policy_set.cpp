@@ -1,0 +1,205 @@
+#include "config/policy_set.hpp"
+
+#include <algorithm>
+
+namespace broker::config {
+namespace {
+
+constexpr std::string_view default_deny = "default_deny";
+
+// What a request adds to a connection decision; absent for check_connect.
+struct request_line {
+  std::string_view method;
+  std::optional<std::string> path;  // nullopt when the target could not be normalized
+};
+
+// ::ffff:a.b.c.d reaches a.b.c.d, so a deny rule for the IPv4 block must catch it too.
+// (Allow rules deliberately do not unwrap: cidr::contains keeps the families apart.)
+std::optional<ip_address> unwrap_v4_mapped(const ip_address& a) {
+  if (a.v4) return std::nullopt;
+  for (std::size_t i = 0; i < 10; ++i)
+    if (a.bytes[i] != 0) return std::nullopt;
+  if (a.bytes[10] != 0xff || a.bytes[11] != 0xff) return std::nullopt;
+  ip_address v4;
+  v4.v4 = true;
+  std::copy(a.bytes.begin() + 12, a.bytes.end(), v4.bytes.begin());
+  return v4;
+}
+
+bool port_matches(const rule& r, std::uint16_t port) {
+  return std::find(r.ports.begin(), r.ports.end(), port) != r.ports.end();
+}
+
+bool address_matches(const rule& r, const ip_address& address, bool deny) {
+  if (!r.net) return false;
+  if (r.net->contains(address)) return true;
+  auto v4 = deny ? unwrap_v4_mapped(address) : std::nullopt;
+  return v4 && r.net->contains(*v4);
+}
+
+// Host names match host rules only, IP literals cidr rules only (DESIGN §4).
+bool target_matches(const rule& r, const destination& d, bool deny) {
+  if (!port_matches(r, d.port)) return false;
+  if (d.ip) return address_matches(r, *d.ip, deny);
+  return r.host && r.host->matches(d.host);
+}
+
+bool l7_matches(const rule& r, const request_line& req, bool deny) {
+  if (!r.methods.empty() &&
+      std::find(r.methods.begin(), r.methods.end(), req.method) == r.methods.end())
+    return false;
+  if (r.paths.empty()) return true;
+  // A path that cannot be normalized matches no allow rule and every deny rule: fail closed.
+  if (!req.path) return deny;
+  return std::any_of(r.paths.begin(), r.paths.end(),
+                     [&](const path_pattern& p) { return p.matches(*req.path); });
+}
+
+struct layer_result {
+  bool refused = false;
+  bool allowed_by_rule = false;  // false: the layer has no allow rules (deny-only)
+  std::string rule;
+  bool tunnel = false;  // this layer agrees to tunnelling the connection
+};
+
+layer_result evaluate(const policy& layer, const destination& d, const request_line* req) {
+  layer_result out;
+  // A deny rule with methods/paths cannot be enforced inside a tunnel, so when one matches the
+  // connection the layer insists on interception.
+  bool l7_deny_applies = false;
+  for (const rule& r : layer.deny) {
+    if (!target_matches(r, d, /*deny=*/true)) continue;
+    if (r.has_l7_conditions()) {
+      l7_deny_applies = true;
+      if (!req || !l7_matches(r, *req, /*deny=*/true)) continue;
+    }
+    out.refused = true;
+    out.rule = r.name;
+    return out;
+  }
+  if (layer.allow.empty()) {
+    out.tunnel = !l7_deny_applies;
+    return out;
+  }
+  const rule* first = nullptr;
+  const rule* tunnel_rule = nullptr;
+  for (const rule& r : layer.allow) {
+    if (!target_matches(r, d, /*deny=*/false)) continue;
+    if (r.tunnel && !tunnel_rule) tunnel_rule = &r;
+    if (!first && (!req || l7_matches(r, *req, /*deny=*/false))) first = &r;
+  }
+  if (!first) {
+    out.refused = true;
+    out.rule = default_deny;
+    return out;
+  }
+  out.allowed_by_rule = true;
+  out.tunnel = tunnel_rule && !l7_deny_applies;
+  // At connection level a tunnel rule, when one matches, is the one that decides.
+  out.rule = (!req && out.tunnel) ? tunnel_rule->name : first->name;
+  return out;
+}
+
+// Host name destinations are normalized again here so a caller that passed a raw name (or an
+// IP literal as text) gets the same answer as one that normalized first.
+std::optional<destination> normalized(const destination& d) {
+  destination out = d;
+  if (!out.ip) out.ip = ip_address::parse(d.host);
+  if (out.ip) {
+    out.host = out.ip->to_string();
+    return out;
+  }
+  auto host = normalize_host(d.host);
+  if (!host) return std::nullopt;
+  out.host = std::move(*host);
+  return out;
+}
+
+bool credential_bound(const std::vector<policy>& layers, const destination& d) {
+  if (d.ip) return false;  // credentials bind host names only
+  for (const policy& layer : layers)
+    for (const auto& [name, cred] : layer.credentials)
+      for (const host_pattern& h : cred.hosts)
+        if (h.matches(d.host)) return true;
+  return false;
+}
+
+}  // namespace
+
+policy_set::policy_set(std::vector<policy> layers) : layers_(std::move(layers)) {}
+
+namespace {
+
+verdict decide(const std::vector<policy>& layers, const destination& raw, const request_line* req) {
+  auto name = [&](const policy& layer, const std::string& rule) {
+    return layers.size() > 1 ? layer.source + "#" + rule : rule;
+  };
+  auto d = normalized(raw);
+  if (!d) return verdict{false, std::string(default_deny), false};
+
+  std::string first_allow, first_deny, first_default_deny;
+  bool any_allow = false;
+  bool tunnel = true;
+  for (const policy& layer : layers) {
+    if (!layer.has_egress_rules()) continue;
+    layer_result r = evaluate(layer, *d, req);
+    if (r.refused) {
+      // Report an explicit deny rule in preference to a layer that merely had no allow rule.
+      std::string& slot = r.rule == default_deny ? first_default_deny : first_deny;
+      if (slot.empty()) slot = name(layer, r.rule);
+      continue;
+    }
+    tunnel = tunnel && r.tunnel;
+    if (r.allowed_by_rule) {
+      any_allow = true;
+      if (first_allow.empty()) first_allow = name(layer, r.rule);
+    }
+  }
+  if (!first_deny.empty()) return verdict{false, first_deny, false};
+  if (!first_default_deny.empty()) return verdict{false, first_default_deny, false};
+  // Egress needs at least one allow rule somewhere: deny-only layers only ever narrow.
+  if (!any_allow) return verdict{false, std::string(default_deny), false};
+  // A credential can never be swapped inside a tunnel (DESIGN §1); the parser refuses that
+  // within one file, and this catches a tunnel in one layer meeting a binding in another.
+  if (tunnel && credential_bound(layers, *d)) tunnel = false;
+  return verdict{true, first_allow, tunnel};
+}
+
+}  // namespace
+
+verdict policy_set::check_connect(const destination& dest) const {
+  return decide(layers_, dest, nullptr);
+}
+
+verdict policy_set::check_request(const destination& dest, std::string_view method,
+                                  std::string_view path) const {
+  request_line req{method, normalize_path(path)};
+  return decide(layers_, dest, &req);
+}
+
+policy_set::address_verdict policy_set::check_address(const ip_address& address,
+                                                      std::uint16_t port) const {
+  address_verdict out;
+  bool any_allow_layer = false;
+  bool every_allows = true;
+  for (const policy& layer : layers_) {
+    for (const rule& r : layer.deny) {
+      if (r.has_l7_conditions() || !port_matches(r, port) || !address_matches(r, address, true))
+        continue;
+      if (!out.denied) {
+        out.denied = true;
+        out.rule = layers_.size() > 1 ? layer.source + "#" + r.name : r.name;
+      }
+    }
+    if (layer.allow.empty()) continue;  // deny-only layers never grant anything
+    any_allow_layer = true;
+    bool covered = std::any_of(layer.allow.begin(), layer.allow.end(), [&](const rule& r) {
+      return port_matches(r, port) && address_matches(r, address, false);
+    });
+    every_allows = every_allows && covered;
+  }
+  out.private_ok = !out.denied && any_allow_layer && every_allows;
+  return out;
+}
+
+}  // namespace broker::config

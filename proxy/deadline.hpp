@@ -1,0 +1,50 @@
+// A connection's watchdog: one timer per connection, re-armed by storing a new expiry (cheap on
+// the hot path); `watch()` returns when the expiry passes, and is raced with the connection's
+// work via `||` so that the expiry cancels whatever the connection is waiting for.
+#pragma once
+
+#include <chrono>
+
+#include "proxy/asio.hpp"
+
+namespace broker::proxy {
+
+class deadline {
+ public:
+  using clock = std::chrono::steady_clock;
+  // What the connection was waiting for when the deadline passed.
+  enum class phase { client_head, client_idle, request_body, upstream, tunnel };
+
+  explicit deadline(const asio::any_io_executor& ex) : timer_(ex) {}
+
+  void arm(clock::duration d, phase p) {
+    const auto next = clock::now() + d;
+    phase_ = p;
+    // The watch loop sleeps until the old expiry; only an earlier one needs to wake it.
+    const bool earlier = next < expiry_;
+    expiry_ = next;
+    if (earlier) timer_.cancel();
+  }
+  phase current_phase() const { return phase_; }
+
+  asio::awaitable<void> watch() {
+    for (;;) {
+      timer_.expires_at(expiry_);
+      auto [ec] = co_await timer_.async_wait(use_tuple);
+      if (clock::now() >= expiry_) co_return;
+      if (ec && ec != asio::error::operation_aborted) co_return;
+      // Cancelled by an earlier arm(), or spurious: re-check the current expiry.
+      if (ec == asio::error::operation_aborted) {
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (cs.cancelled() != asio::cancellation_type::none) co_return;
+      }
+    }
+  }
+
+ private:
+  asio::steady_timer timer_;
+  clock::time_point expiry_ = clock::time_point::max();
+  phase phase_ = phase::client_head;
+};
+
+}  // namespace broker::proxy

@@ -1,0 +1,257 @@
+#include "proxy/http_parser.hpp"
+
+#include <llhttp.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "proxy/limits.hpp"
+
+namespace broker::proxy {
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
+           return std::tolower(x) == std::tolower(y);
+         });
+}
+
+const std::string* message_head::find(std::string_view name) const {
+  for (const auto& h : headers)
+    if (iequals(h.name, name)) return &h.value;
+  return nullptr;
+}
+
+namespace {
+
+// RFC 9110 §5.6.2 token characters.
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (unsigned char c : s) {
+    if (std::isalnum(c)) continue;
+    if (std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct http_parser::impl {
+  llhttp_t parser{};
+  llhttp_settings_t settings{};
+  http_parser* owner = nullptr;
+  std::string field;
+  std::string value;
+  bool in_value = false;
+  std::size_t field_limit = 0;
+  const char* user_error = nullptr;  // set by a callback that refuses the message
+  parse_error user_error_kind = parse_error::bad_request;
+  char prev_byte = 0;                // for obs-fold detection across feeds
+
+  static impl& self(llhttp_t* p) { return *static_cast<impl*>(p->data); }
+
+  static int on_url(llhttp_t* p, const char* at, std::size_t n) {
+    self(p).owner->head_.target.append(at, n);
+    return 0;
+  }
+  static int on_status(llhttp_t* p, const char* at, std::size_t n) {
+    self(p).owner->head_.reason.append(at, n);
+    return 0;
+  }
+  static int on_header_field(llhttp_t* p, const char* at, std::size_t n) {
+    self(p).field.append(at, n);
+    return 0;
+  }
+  static int on_header_value(llhttp_t* p, const char* at, std::size_t n) {
+    self(p).value.append(at, n);
+    return 0;
+  }
+  static int on_header_value_complete(llhttp_t* p) {
+    impl& s = self(p);
+    // llhttp accepts "Name : value"; RFC 9112 §5.1 says such a request must be rejected.
+    if (!is_token(s.field)) {
+      s.user_error = "invalid header field name";
+      return -1;
+    }
+    auto& headers = s.owner->head_.headers;
+    if (headers.size() >= s.field_limit) {
+      s.user_error = "too many header fields";
+      s.user_error_kind = parse_error::header_too_large;
+      return -1;
+    }
+    while (!s.value.empty() && (s.value.back() == ' ' || s.value.back() == '\t')) s.value.pop_back();
+    headers.push_back({std::move(s.field), std::move(s.value)});
+    s.field.clear();
+    s.value.clear();
+    return 0;
+  }
+  static int on_headers_complete(llhttp_t* p) {
+    impl& s = self(p);
+    http_parser& o = *s.owner;
+    message_head& h = o.head_;
+    h.version_major = p->http_major;
+    h.version_minor = p->http_minor;
+    h.keep_alive = llhttp_should_keep_alive(p) != 0;
+    h.upgrade = p->upgrade != 0;
+    h.chunked = (p->flags & F_CHUNKED) != 0;
+    if (p->flags & F_CONTENT_LENGTH) h.content_length = p->content_length;
+    if (o.is_request_) {
+      h.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
+      // Only CONNECT hands the connection over; an Upgrade request is relayed as a plain
+      // request, so its body (if any) must be framed like any other.
+      const bool connect = p->method == HTTP_CONNECT;
+      h.has_body = !connect && (h.chunked || h.content_length.value_or(0) > 0);
+    } else {
+      h.status = p->status_code;
+      const bool no_body = o.head_request_ || h.status < 200 || h.status == 204 ||
+                           h.status == 304 || (!h.chunked && h.content_length == 0u);
+      h.has_body = !no_body;
+    }
+    o.head_done_ = true;
+    if (!h.has_body) o.message_done_ = true;
+    return HPE_PAUSED;
+  }
+  static int on_message_complete(llhttp_t* p) {
+    self(p).owner->message_done_ = true;
+    return HPE_PAUSED;
+  }
+};
+
+http_parser::http_parser(kind k, std::string_view request_method)
+    : impl_(std::make_unique<impl>()), is_request_(k == kind::request) {
+  head_request_ = !is_request_ && request_method == "HEAD";
+  impl& s = *impl_;
+  s.owner = this;
+  s.field_limit = is_request_ ? limits::max_header_fields : limits::max_response_header_fields;
+  llhttp_settings_init(&s.settings);
+  s.settings.on_url = &impl::on_url;
+  s.settings.on_status = &impl::on_status;
+  s.settings.on_header_field = &impl::on_header_field;
+  s.settings.on_header_value = &impl::on_header_value;
+  s.settings.on_header_value_complete = &impl::on_header_value_complete;
+  s.settings.on_headers_complete = &impl::on_headers_complete;
+  s.settings.on_message_complete = &impl::on_message_complete;
+  llhttp_init(&s.parser, is_request_ ? HTTP_REQUEST : HTTP_RESPONSE, &s.settings);
+  s.parser.data = &s;
+}
+
+http_parser::~http_parser() = default;
+
+http_parser::result http_parser::fail(parse_error e, std::string reason, std::size_t consumed) {
+  error_ = e;
+  error_reason_ = std::move(reason);
+  return {parse_status::error, consumed};
+}
+
+bool http_parser::keep_alive() const {
+  return head_.keep_alive && !head_.upgrade;
+}
+
+http_parser::result http_parser::feed(std::string_view data) {
+  if (error_ != parse_error::none) return {parse_status::error, 0};
+  if (message_done_) return {parse_status::message_complete, 0};
+  impl& s = *impl_;
+  const bool was_head_done = head_done_;
+  if (was_head_done && llhttp_get_errno(&s.parser) == HPE_PAUSED) llhttp_resume(&s.parser);
+
+  const llhttp_errno_t rc = llhttp_execute(&s.parser, data.data(), data.size());
+  std::size_t consumed = data.size();
+  if (rc == HPE_PAUSED || rc == HPE_PAUSED_UPGRADE)
+    consumed = static_cast<std::size_t>(llhttp_get_error_pos(&s.parser) - data.data());
+
+  if (!was_head_done) {
+    const std::size_t head_part = consumed;
+    // obs-fold (a header line starting with SP/HTAB) is refused, RFC 9112 §5.2.
+    for (std::size_t i = 0; i < head_part; ++i) {
+      const char c = data[i];
+      if ((c == ' ' || c == '\t') && s.prev_byte == '\n')
+        return fail(parse_error::bad_request, "obsolete line folding in header", i);
+      s.prev_byte = c;
+    }
+    head_bytes_ += head_part;
+    const std::size_t limit = is_request_ ? limits::max_head_bytes : limits::max_response_head_bytes;
+    if (head_bytes_ > limit) return fail(parse_error::header_too_large, "header too large", consumed);
+  }
+
+  if (rc != HPE_OK && rc != HPE_PAUSED && rc != HPE_PAUSED_UPGRADE) {
+    if (s.user_error) return fail(s.user_error_kind, s.user_error, consumed);
+    return fail(parse_error::bad_request, llhttp_get_error_reason(&s.parser), consumed);
+  }
+  if (!was_head_done) {
+    if (!head_done_) return {parse_status::need_more, consumed};
+    return {parse_status::head_complete, consumed};
+  }
+  if (message_done_) return {parse_status::message_complete, consumed};
+  return {parse_status::need_more, consumed};
+}
+
+http_parser::result http_parser::finish() {
+  if (message_done_) return {parse_status::message_complete, 0};
+  if (error_ != parse_error::none) return {parse_status::error, 0};
+  impl& s = *impl_;
+  if (!head_done_) return fail(parse_error::bad_request, "connection closed mid-head", 0);
+  if (llhttp_get_errno(&s.parser) == HPE_PAUSED) llhttp_resume(&s.parser);
+  const llhttp_errno_t rc = llhttp_finish(&s.parser);
+  if (message_done_) return {parse_status::message_complete, 0};
+  if (rc != HPE_OK) return fail(parse_error::bad_request, llhttp_get_error_reason(&s.parser), 0);
+  return fail(parse_error::bad_request, "connection closed mid-message", 0);
+}
+
+namespace {
+
+void append_headers(std::string& out, const message_head& head) {
+  for (const auto& h : head.headers) {
+    if (is_hop_by_hop(h.name, head)) continue;
+    out.append(h.name).append(": ").append(h.value).append("\r\n");
+  }
+}
+
+}  // namespace
+
+std::string serialize_request_head(const message_head& head, std::string_view target) {
+  std::string out;
+  out.reserve(256 + head.headers.size() * 48);
+  out.append(head.method).append(" ").append(target).append(" HTTP/1.1\r\n");
+  append_headers(out, head);
+  out.append("\r\n");
+  return out;
+}
+
+std::string serialize_response_head(const message_head& head) {
+  std::string out;
+  out.reserve(256 + head.headers.size() * 48);
+  out.append("HTTP/1.1 ").append(std::to_string(head.status)).append(" ");
+  out.append(head.reason).append("\r\n");
+  append_headers(out, head);
+  out.append("\r\n");
+  return out;
+}
+
+bool is_hop_by_hop(std::string_view name, const message_head& head) {
+  static constexpr std::string_view fixed[] = {"connection",         "keep-alive",
+                                               "proxy-connection",   "proxy-authorization",
+                                               "proxy-authenticate", "te",
+                                               "upgrade"};
+  for (auto f : fixed)
+    if (iequals(name, f)) return true;
+  // Names listed in Connection are hop-by-hop too; framing headers are never dropped this way
+  // (we relay the body as framed, so its framing header must go with it).
+  if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) return false;
+  for (const auto& h : head.headers) {
+    if (!iequals(h.name, "connection")) continue;
+    std::string_view list = h.value;
+    while (!list.empty()) {
+      const auto comma = list.find(',');
+      std::string_view item = list.substr(0, comma);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      if (iequals(item, name)) return true;
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  return false;
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,40 @@
+#include "proxy/proxy_context.hpp"
+
+#include <cmath>
+
+#include "session/redact.hpp"
+
+namespace broker::proxy {
+
+proxy_context::proxy_context(proxy_options options,
+                             std::shared_ptr<const config::policy_set> policy,
+                             std::unique_ptr<session::audit_log> audit)
+    : options_(std::move(options)), policy_(std::move(policy)), audit_(std::move(audit)) {}
+
+bool proxy_context::record(const audit_entry& e) {
+  ++requests_;
+  if (!e.allowed) ++denied_;
+  nlohmann::ordered_json j;
+  j["event"] = e.event;
+  // Attribution of the client socket's owner comes with `wrap`; unknown here.
+  j["pid"] = nullptr;
+  j["exe"] = nullptr;
+  j["method"] = e.method.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.method);
+  j["scheme"] = e.scheme.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.scheme);
+  j["host"] = e.host;
+  j["port"] = e.port;
+  j["path"] = e.target.empty() ? nlohmann::ordered_json()
+                               : nlohmann::ordered_json(session::redact_target(e.target));
+  j["status"] = e.status ? nlohmann::ordered_json(e.status) : nlohmann::ordered_json();
+  j["bytes_out"] = e.bytes_out;
+  j["bytes_in"] = e.bytes_in;
+  j["ms"] = std::round(e.ms * 10.0) / 10.0;
+  j["decision"] = e.allowed ? "allow" : "deny";
+  j["rule"] = e.rule.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.rule);
+  j["credential"] = nullptr;
+  j["llm_tokens"] = nullptr;
+  if (!e.error.empty()) j["error"] = e.error;
+  return audit_->write(j);
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,73 @@
+// What every connection of one proxy session shares: options, the live policy, the audit log and
+// counters. Thread-safe; connections hold it by shared_ptr.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/policy_set.hpp"
+#include "proxy/connect_to.hpp"
+#include "session/audit_log.hpp"
+
+namespace broker::proxy {
+
+struct proxy_options {
+  std::string session_id;
+  std::vector<connect_to_rule> connect_to;
+  std::vector<std::filesystem::path> upstream_cas;  // extra roots for verifying upstream TLS
+};
+
+// One audit record of an exchange, tunnel or refusal (DESIGN §7).
+struct audit_entry {
+  std::string event;         // "request" | "tunnel" | "refused"
+  std::string method;
+  std::string scheme;        // "http" | "https" | "" (unknown, e.g. a tunnel or a bad request)
+  std::string host;
+  std::uint16_t port = 0;
+  std::string target;        // raw path and query; redacted on the way into the record
+  int status = 0;            // 0 = none (tunnels)
+  std::uint64_t bytes_out = 0;
+  std::uint64_t bytes_in = 0;
+  double ms = 0;
+  bool allowed = true;
+  std::string rule;
+  std::string error;         // refusal code, when any
+};
+
+class proxy_context {
+ public:
+  proxy_context(proxy_options options, std::shared_ptr<const config::policy_set> policy,
+                std::unique_ptr<session::audit_log> audit);
+
+  const proxy_options& options() const { return options_; }
+  const std::string& session_id() const { return options_.session_id; }
+
+  std::shared_ptr<const config::policy_set> policy() const { return policy_.load(); }
+  void replace_policy(std::shared_ptr<const config::policy_set> policy) { policy_.store(policy); }
+
+  // False once the audit log has failed: the session then refuses everything (fail closed).
+  bool audit_ok() const { return !audit_->failed(); }
+  // Writes one record; false when it could not be written.
+  bool record(const audit_entry& entry);
+  session::audit_log& audit_log() { return *audit_; }
+
+  std::uint64_t next_connection_id() { return ++connection_ids_; }
+  std::uint64_t requests() const { return requests_.load(); }
+  std::uint64_t denied() const { return denied_.load(); }
+
+  std::atomic<std::size_t> active_connections{0};
+
+ private:
+  proxy_options options_;
+  std::atomic<std::shared_ptr<const config::policy_set>> policy_;
+  std::unique_ptr<session::audit_log> audit_;
+  std::atomic<std::uint64_t> connection_ids_{0};
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> denied_{0};
+};
+
+}  // namespace broker::proxy

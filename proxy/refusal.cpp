@@ -1,0 +1,92 @@
+#include "proxy/refusal.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace broker::proxy {
+
+refusal refusal::policy_denied(std::string rule, std::string_view host) {
+  std::string message = rule == "default_deny"
+                            ? "no allow rule of the session policy matches " + std::string(host)
+                            : "the session policy denies " + std::string(host) + " (" + rule + ")";
+  return {"policy_denied", 403, std::move(message), std::move(rule), {}};
+}
+
+refusal refusal::private_address(std::string_view host, std::string_view address,
+                                 std::string_view address_class) {
+  return {"private_address_blocked", 403,
+          std::string(host) + " resolves to " + std::string(address) + " (" +
+              std::string(address_class) +
+              "), which only a cidr allow rule can open",
+          {}, {}};
+}
+
+refusal refusal::bad_request(std::string message) {
+  return {"bad_request", 400, std::move(message), {}, {}};
+}
+
+refusal refusal::header_too_large() {
+  return {"header_too_large", 431, "the request head exceeds 64 KiB or 100 header fields", {}, {}};
+}
+
+refusal refusal::host_mismatch(std::string message) {
+  return {"host_mismatch", 421, std::move(message), {}, {}};
+}
+
+refusal refusal::dns_failed(std::string_view host, std::string_view reason) {
+  return {"dns_failed", 502,
+          "could not resolve " + std::string(host) + ": " + std::string(reason), {}, {}};
+}
+
+refusal refusal::upstream_unreachable(std::string_view host, std::string_view reason) {
+  return {"upstream_unreachable", 502,
+          "could not reach " + std::string(host) + ": " + std::string(reason), {}, {}};
+}
+
+refusal refusal::upstream_timeout(std::string_view host) {
+  return {"upstream_timeout", 504, std::string(host) + " did not answer in time", {}, {}};
+}
+
+refusal refusal::audit_unavailable() {
+  return {"audit_unavailable", 503,
+          "the session's audit log cannot be written, so the broker refuses all traffic", {}, {}};
+}
+
+refusal refusal::overloaded() {
+  return {"overloaded", 503, "the broker is serving its maximum number of connections", {}, {}};
+}
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 421: return "Misdirected Request";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Error";
+  }
+}
+
+std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
+                           bool keep_alive) {
+  nlohmann::ordered_json body = {{"error", r.code}, {"message", r.message}, {"host", host},
+                                 {"rule", r.rule},  {"session", session}};
+  std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (!r.detail_json.empty()) text.insert(text.size() - 1, r.detail_json);
+  text.push_back('\n');
+  std::string out;
+  out.reserve(256 + text.size());
+  out.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
+  out.append(reason_phrase(r.status)).append("\r\n");
+  out.append("Content-Type: application/json\r\n");
+  out.append("X-Broker-Error: ").append(r.code).append("\r\n");
+  out.append("Content-Length: ").append(std::to_string(text.size())).append("\r\n");
+  out.append(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+  out.append("\r\n").append(text);
+  return out;
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,35 @@
+// A refusal the broker makes, and its wire form (DESIGN §6): status, X-Broker-Error, JSON body.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace broker::proxy {
+
+struct refusal {
+  std::string code;     // "policy_denied", "bad_request", ...
+  int status = 403;
+  std::string message;  // a human sentence; never contains a secret
+  std::string rule;     // the deciding policy rule, "" when none
+  std::string detail_json;  // extra members for the body (",\"budget\":...") or empty
+
+  static refusal policy_denied(std::string rule, std::string_view host);
+  static refusal private_address(std::string_view host, std::string_view address,
+                                 std::string_view address_class);
+  static refusal bad_request(std::string message);
+  static refusal header_too_large();
+  static refusal host_mismatch(std::string message);
+  static refusal dns_failed(std::string_view host, std::string_view reason);
+  static refusal upstream_unreachable(std::string_view host, std::string_view reason);
+  static refusal upstream_timeout(std::string_view host);
+  static refusal audit_unavailable();
+  static refusal overloaded();
+};
+
+std::string_view reason_phrase(int status);
+
+// The complete HTTP/1.1 response. `keep_alive` false adds "Connection: close".
+std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
+                           bool keep_alive);
+
+}  // namespace broker::proxy

@@ -1,0 +1,135 @@
+#include "proxy/server.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "proxy/asio.hpp"
+#include "proxy/client_connection.hpp"
+#include "proxy/limits.hpp"
+#include "proxy/refusal.hpp"
+
+namespace broker::proxy {
+
+struct server::impl {
+  std::shared_ptr<proxy_context> ctx;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  // Installed at construction, before the ready line, so no early signal takes the default path.
+  asio::signal_set signal_set{io, SIGINT, SIGTERM, SIGHUP};
+  unsigned threads;
+  std::function<void()> on_reload;
+
+  // Live connections, so that a drain can reach the idle ones.
+  std::mutex mutex;
+  std::unordered_map<client_connection*, std::weak_ptr<client_connection>> live;
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      auto strand = asio::make_strand(io);
+      auto [ec, socket] = co_await acceptor.async_accept(strand, use_tuple);
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      if (ec) {
+        // EMFILE and friends: back off briefly instead of spinning.
+        spdlog::warn("[{}] accept failed: {}", ctx->session_id(), ec.message());
+        asio::steady_timer pause(io, std::chrono::milliseconds(50));
+        co_await pause.async_wait(use_tuple);
+        continue;
+      }
+      if (ctx->active_connections.load() >= limits::max_connections) {
+        const auto text = render_refusal(refusal::overloaded(), "", ctx->session_id(), false);
+        error_code ignored;
+        socket.write_some(asio::buffer(text), ignored);
+        continue;
+      }
+      start(std::move(socket));
+    }
+  }
+
+  void start(tcp::socket socket) {
+    auto conn = std::make_shared<client_connection>(std::move(socket), ctx);
+    {
+      std::lock_guard lock(mutex);
+      live.emplace(conn.get(), conn);
+    }
+    ++ctx->active_connections;
+    auto* key = conn.get();
+    asio::co_spawn(conn->executor(), conn->run(), [this, key](std::exception_ptr) {
+      // run() catches everything it can expect; whatever is left ends just this connection.
+      std::lock_guard lock(mutex);
+      live.erase(key);
+      --ctx->active_connections;
+    });
+  }
+
+  asio::awaitable<void> signals() {
+    for (;;) {
+      auto [ec, signo] = co_await signal_set.async_wait(use_tuple);
+      if (ec) co_return;
+      if (signo == SIGHUP) {
+        if (on_reload) on_reload();
+        continue;
+      }
+      spdlog::info("[{}] signal {}: draining {} connection(s)", ctx->session_id(), signo,
+                   ctx->active_connections.load());
+      error_code ignored;
+      acceptor.close(ignored);
+      drain_all();
+      const auto until = std::chrono::steady_clock::now() + limits::drain_timeout;
+      while (ctx->active_connections.load() > 0 && std::chrono::steady_clock::now() < until) {
+        asio::steady_timer tick(io, std::chrono::milliseconds(20));
+        co_await tick.async_wait(use_tuple);
+      }
+      io.stop();
+      co_return;
+    }
+  }
+
+  void drain_all() {
+    std::lock_guard lock(mutex);
+    for (auto& [key, weak] : live) {
+      if (auto conn = weak.lock()) asio::post(conn->executor(), [conn] { conn->drain(); });
+    }
+  }
+};
+
+server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std::uint16_t port,
+               unsigned threads)
+    : impl_(std::make_unique<impl>()) {
+  impl_->ctx = std::move(ctx);
+  impl_->threads = threads == 0 ? 1 : threads;
+  error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec) throw std::runtime_error("--listen " + host + ": not an IP address");
+  const tcp::endpoint endpoint(address, port);
+  auto& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
+                             ec.message());
+}
+
+server::~server() = default;
+
+std::string server::host() const { return impl_->acceptor.local_endpoint().address().to_string(); }
+std::uint16_t server::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void server::run(std::function<void()> on_reload) {
+  impl_->on_reload = std::move(on_reload);
+  asio::co_spawn(impl_->io, impl_->signals(), asio::detached);
+  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < impl_->threads; ++i) pool.emplace_back([this] { impl_->io.run(); });
+  impl_->io.run();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,35 @@
+// The listener and its threads: accepts client connections, serves each as a coroutine on its own
+// strand, drains on SIGINT/SIGTERM and reloads on SIGHUP.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "proxy/proxy_context.hpp"
+
+namespace broker::proxy {
+
+class server {
+ public:
+  // Binds HOST:PORT (port 0 = any free port). Throws std::runtime_error naming the address.
+  server(std::shared_ptr<proxy_context> ctx, const std::string& host, std::uint16_t port,
+         unsigned threads);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  std::string host() const;
+  std::uint16_t port() const;  // the bound port
+
+  // Serves until SIGINT or SIGTERM, then stops accepting, lets open connections finish (up to
+  // limits::drain_timeout) and returns. SIGHUP calls `on_reload` (on a server thread).
+  void run(std::function<void()> on_reload);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace broker::proxy

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages broker builds, tests and benchmarks with (DESIGN §2).
+# Idempotent: runs apt-get only when something is missing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
+  libcli11-dev catch2
+  curl openssl python3 python3-pytest python3-requests iproute2
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,300 @@
+#include "session/log_reader.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+#include <openssl/rand.h>
+
+#include "session/audit_log.hpp"
+
+namespace broker::session {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr std::string_view zero_hash =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+constexpr std::string_view hash_key = ",\"hash\":\"";
+constexpr std::size_t hash_suffix_size = hash_key.size() + 64 + 2;  // ,"hash":"<64>"}
+
+bool is_lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// Field access that tolerates any JSON: a reader of a damaged or foreign log must not throw.
+const json* field(const json& record, const char* key) {
+  if (!record.is_object()) return nullptr;
+  auto it = record.find(key);
+  return it == record.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string string_field(const json& record, const char* key) {
+  const json* value = field(record, key);
+  return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+std::optional<long long> integer_field(const json& record, const char* key) {
+  const json* value = field(record, key);
+  if (value == nullptr) return std::nullopt;
+  if (value->is_number_unsigned()) {
+    auto v = value->get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(LLONG_MAX)) return std::nullopt;
+    return static_cast<long long>(v);
+  }
+  if (value->is_number_integer()) return value->get<long long>();
+  return std::nullopt;
+}
+
+// Log text goes to a terminal: control bytes from a hostile path or host (ESC sequences) are
+// shown as \xNN instead of being interpreted.
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string scalar_text(const json& value) {
+  if (value.is_string()) return printable(value.get<std::string>());
+  if (value.is_number() || value.is_boolean()) return value.dump();
+  return "?";
+}
+
+// scheme://host[:port]path, the port shown only when it is not the scheme's default; without a
+// scheme (a tunnel) just host:port.
+std::string target_text(const json& record) {
+  std::string host = string_field(record, "host");
+  if (host.empty()) return {};
+  if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+  std::string scheme = string_field(record, "scheme");
+  auto port = integer_field(record, "port");
+  std::string out;
+  if (!scheme.empty()) out = scheme + "://";
+  out += host;
+  bool default_port = (port == 80 && (scheme == "http" || scheme == "ws")) ||
+                      (port == 443 && (scheme == "https" || scheme == "wss"));
+  if (port && !default_port) out += ":" + std::to_string(*port);
+  if (!scheme.empty()) out += string_field(record, "path");
+  return printable(out);
+}
+
+void append(std::string& out, const std::string& part) {
+  if (part.empty()) return;
+  if (!out.empty()) out += "  ";
+  out += part;
+}
+
+}  // namespace
+
+verify_result verify_log(std::istream& in) {
+  verify_result result;
+  std::string previous_hash(zero_hash);
+  std::size_t line_number = 0;
+  bool last_is_end = false;
+  std::string line;
+  auto fail = [&](std::string error) {
+    result.ok = false;
+    result.bad_line = line_number;
+    result.error = std::move(error);
+    result.has_end = last_is_end;
+    return result;
+  };
+
+  while (std::getline(in, line)) {
+    ++line_number;
+    // getline stopping at EOF instead of '\n' means the writer never finished this record.
+    if (in.eof()) return fail("truncated record (no newline at end of file)");
+    if (line.empty()) return fail("empty line");
+    if (line.size() <= hash_suffix_size ||
+        line.compare(line.size() - hash_suffix_size, hash_key.size(), hash_key) != 0 ||
+        line.compare(line.size() - 2, 2, "\"}") != 0 ||
+        !is_lower_hex(std::string_view(line).substr(line.size() - 66, 64))) {
+      return fail("record does not end with a \"hash\" field");
+    }
+    json record = json::parse(line, nullptr, false);
+    if (!record.is_object()) return fail("record is not a JSON object");
+
+    auto seq = integer_field(record, "seq");
+    auto expected = static_cast<long long>(result.records + 1);
+    if (!seq) return fail("record has no integer \"seq\"");
+    if (*seq != expected) {
+      return fail("seq " + std::to_string(*seq) + " where " + std::to_string(expected) +
+                  " was expected (record missing, reordered or inserted)");
+    }
+    if (string_field(record, "prev") != previous_hash) {
+      return fail(result.records == 0 ? "first record's \"prev\" is not all zeros"
+                                      : "\"prev\" does not match the previous record's hash");
+    }
+    std::string stated = line.substr(line.size() - 66, 64);
+    std::string without_hash = line.substr(0, line.size() - hash_suffix_size) + "}";
+    if (chain_hash(previous_hash, without_hash) != stated) {
+      return fail("hash mismatch (record was modified)");
+    }
+    previous_hash = std::move(stated);
+    last_is_end = string_field(record, "event") == "session_end";
+    ++result.records;
+  }
+  if (in.bad()) return fail("read error");
+  if (result.records == 0) return fail("empty log");
+  result.ok = true;
+  result.has_end = last_is_end;
+  return result;
+}
+
+std::string format_record(const nlohmann::json& record) {
+  std::string ts = string_field(record, "ts");
+  auto t = ts.find('T');
+  std::string out = t == std::string::npos ? "??:??:??.???" : printable(ts.substr(t + 1, 12));
+
+  std::string event = string_field(record, "event");
+  std::string shown = event.empty() ? "?" : printable(event);
+  if (shown.size() < 7) shown.resize(7, ' ');  // aligns the request/tunnel/refused columns
+  out += "  " + shown;
+
+  if (event == "session_start") {
+    if (const json* v = field(record, "version")) append(out, "version " + scalar_text(*v));
+    if (const json* v = field(record, "listen")) append(out, "listen " + scalar_text(*v));
+    if (const json* policy = field(record, "policy"); policy != nullptr && policy->is_array()) {
+      std::string sources;
+      for (const auto& layer : *policy) {
+        std::string source = string_field(layer, "source");
+        if (!sources.empty()) sources += ", ";
+        sources += source.empty() ? "?" : printable(source);
+      }
+      append(out, "policy " + (sources.empty() ? std::string("(default)") : sources));
+    }
+    return out;
+  }
+  if (event == "session_end") {
+    for (const char* key : {"requests", "denied"}) {
+      if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
+    }
+    const json* exit = field(record, "exit");
+    append(out, "exit=" + (exit != nullptr ? scalar_text(*exit) : std::string("-")));
+    return out;
+  }
+
+  append(out, printable(string_field(record, "decision")));
+  std::string request = printable(string_field(record, "method"));
+  std::string target = target_text(record);
+  if (!request.empty() && !target.empty()) request += " ";
+  append(out, request + target);
+  if (const json* status = field(record, "status")) append(out, scalar_text(*status));
+  const json* bytes_out = field(record, "bytes_out");
+  const json* bytes_in = field(record, "bytes_in");
+  if (bytes_out != nullptr || bytes_in != nullptr) {
+    append(out, (bytes_out ? scalar_text(*bytes_out) : "-") + "B> " +
+                    (bytes_in ? scalar_text(*bytes_in) : "-") + "B<");
+  }
+  if (const json* ms = field(record, "ms"); ms != nullptr && ms->is_number()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1fms", ms->get<double>());
+    append(out, buf);
+  }
+  for (const char* key : {"rule", "credential", "error"}) {
+    if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
+  }
+  return out;
+}
+
+session_summary summarize_log(const std::filesystem::path& file) {
+  session_summary summary;
+  summary.id = file.stem().string();
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    json record = json::parse(line, nullptr, false);
+    if (!record.is_object()) continue;  // garbage or a half-written last line
+    std::string event = string_field(record, "event");
+    if (event == "session_start") {
+      if (summary.start.empty()) summary.start = string_field(record, "ts");
+      // A resumed session is running again until its next session_end.
+      summary.end.clear();
+      summary.exit_code.reset();
+    } else if (event == "session_end") {
+      summary.end = string_field(record, "ts");
+      auto exit = integer_field(record, "exit");
+      if (exit && *exit >= INT_MIN && *exit <= INT_MAX) {
+        summary.exit_code = static_cast<int>(*exit);
+      } else {
+        summary.exit_code.reset();
+      }
+    } else if (event == "request" || event == "tunnel" || event == "refused") {
+      ++summary.requests;
+      if (string_field(record, "decision") != "allow") ++summary.denied;
+    }
+  }
+  return summary;
+}
+
+std::vector<session_summary> list_sessions(const std::filesystem::path& dir) {
+  std::vector<session_summary> sessions;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".jsonl" || !it->is_regular_file(ec)) continue;
+    sessions.push_back(summarize_log(it->path()));
+  }
+  // ISO 8601 UTC timestamps sort as strings; the id breaks ties so the order is stable.
+  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) {
+    return a.start != b.start ? a.start < b.start : a.id < b.id;
+  });
+  return sessions;
+}
+
+std::filesystem::path default_log_dir() {
+  // XDG Base Directory spec: a relative $XDG_STATE_HOME is invalid and must be ignored.
+  const char* state = std::getenv("XDG_STATE_HOME");
+  if (state != nullptr && state[0] == '/') return fs::path(state) / "broker" / "sessions";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] == '/') {
+    return fs::path(home) / ".local" / "state" / "broker" / "sessions";
+  }
+  return {};
+}
+
+std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir,
+                                              const std::string& arg) {
+  std::error_code ec;
+  if (arg.empty()) {
+    auto sessions = list_sessions(dir);
+    if (sessions.empty()) return std::nullopt;
+    return dir / (sessions.back().id + ".jsonl");
+  }
+  // A bare id is looked up in the log dir first, so a stray file of that name in the current
+  // directory does not shadow the session; anything with a '/' is only ever a path.
+  bool could_be_id = arg.find('/') == std::string::npos && arg != "." && arg != "..";
+  if (could_be_id) {
+    fs::path candidate = dir / (arg + ".jsonl");
+    if (fs::is_regular_file(candidate, ec)) return candidate;
+  }
+  fs::path as_path(arg);
+  if (fs::exists(as_path, ec) && !fs::is_directory(as_path, ec)) return as_path;
+  return std::nullopt;
+}
+
+std::string new_session_id() {
+  unsigned char bytes[4];
+  // No fallback to a weaker generator: the id names a file and tags every log line.
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "s-%02x%02x%02x%02x", bytes[0], bytes[1], bytes[2], bytes[3]);
+  return buf;
+}
+
+}  // namespace broker::session

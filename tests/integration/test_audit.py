@@ -1,0 +1,165 @@
+"""The audit log: hash chain, tamper detection, redaction, `broker log`/`sessions`, fail-closed."""
+
+import json
+import os
+
+import pytest
+
+from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
+                      run_broker_cli)
+
+HOST = "api.example.test"
+SECRET = "s3cr3t-QzXyW"  # not hex: cannot show up inside a hash by chance
+
+
+@pytest.fixture
+def finished_session(broker_factory, upstream):
+    """A session with 2 allowed requests and 1 denied one, stopped cleanly."""
+    b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(HOST, upstream.port)])
+    assert curl(f"http://{HOST}:{upstream.port}/a", proxy=b.proxy).status == 200
+    assert curl(f"http://{HOST}:{upstream.port}/b", proxy=b.proxy).status == 200
+    assert curl("http://denied.example.test/", proxy=b.proxy).status == 403
+    assert b.stop() == 0
+    return b
+
+
+def verify(b, target=None):
+    return run_broker_cli("log", target or b.session, "--log-dir", b.log_dir, "--verify")
+
+
+def test_records_chain_and_verify(finished_session):
+    b = finished_session
+    lines = b.log_path.read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert records[0]["event"] == "session_start"
+    assert records[-1]["event"] == "session_end"
+    assert [r["event"] for r in records[1:-1]] == ["request", "request", "refused"]
+    assert all(r["session"] == b.session for r in records)
+    seqs = [r["seq"] for r in records]
+    assert seqs == list(range(seqs[0], seqs[0] + len(records)))
+    for prev, rec in zip(records, records[1:]):
+        assert rec["prev"] == prev["hash"]
+    assert len({r["hash"] for r in records}) == len(records)
+    for r in records:
+        assert r["ts"].endswith("Z")
+
+    by_id = verify(b)
+    assert by_id.returncode == 0, by_id.stdout + by_id.stderr
+    by_path = verify(b, target=b.log_path)
+    assert by_path.returncode == 0, by_path.stdout + by_path.stderr
+
+
+def test_editing_one_byte_breaks_verify(finished_session):
+    b = finished_session
+    lines = b.log_path.read_text().splitlines(keepends=True)
+    idx = next(i for i, line in enumerate(lines) if '"status":200' in line)
+    lines[idx] = lines[idx].replace('"status":200', '"status":201', 1)  # one byte
+    b.log_path.write_text("".join(lines))
+    r = verify(b)
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_editing_one_byte_of_the_host_breaks_verify(finished_session):
+    b = finished_session
+    text = b.log_path.read_text()
+    assert "denied.example.test" in text
+    b.log_path.write_text(text.replace("denied.example.test", "denieD.example.test", 1))
+    r = verify(b)
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_deleting_a_line_breaks_verify(finished_session):
+    b = finished_session
+    lines = b.log_path.read_text().splitlines(keepends=True)
+    del lines[2]
+    b.log_path.write_text("".join(lines))
+    r = verify(b)
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_query_values_are_redacted(broker_factory, upstream):
+    b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(HOST, upstream.port)])
+    r = curl(f"http://{HOST}:{upstream.port}/search?token={SECRET}&q=x{SECRET}", proxy=b.proxy)
+    assert r.status == 200
+    # the upstream got the real query: redaction is for the log only
+    assert r.json()["path"] == f"/search?token={SECRET}&q=x{SECRET}"
+    denied = curl(f"http://denied.example.test/p?key={SECRET}", proxy=b.proxy)
+    assert denied.status == 403
+    assert b.stop() == 0
+
+    text = b.log_path.read_text()
+    assert SECRET not in text
+    rec = [json.loads(line) for line in text.splitlines()]
+    paths = [x["path"] for x in rec if x.get("event") in ("request", "refused")]
+    assert "/search?token=<redacted>&q=<redacted>" in paths, paths
+    assert "/p?key=<redacted>" in paths, paths
+    shown = run_broker_cli("log", b.session, "--log-dir", b.log_dir)
+    assert shown.returncode == 0
+    assert SECRET not in shown.stdout
+
+
+def test_log_json_prints_the_records(finished_session):
+    b = finished_session
+    r = run_broker_cli("log", b.session, "--log-dir", b.log_dir, "--json")
+    assert r.returncode == 0, r.stderr
+    printed = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    on_disk = [json.loads(line) for line in b.log_path.read_text().splitlines()]
+    assert printed == on_disk
+
+    human = run_broker_cli("log", b.session, "--log-dir", b.log_dir)
+    assert human.returncode == 0, human.stderr
+    assert HOST in human.stdout and "denied.example.test" in human.stdout
+
+
+def test_log_without_session_shows_the_newest(finished_session):
+    b = finished_session
+    r = run_broker_cli("log", "--log-dir", b.log_dir, "--json")
+    assert r.returncode == 0, r.stderr
+    assert all(json.loads(line)["session"] == b.session for line in r.stdout.splitlines())
+
+
+def test_sessions_lists_the_session_with_counts(finished_session):
+    b = finished_session
+    r = run_broker_cli("sessions", "--log-dir", b.log_dir)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if b.session in line]
+    assert len(rows) == 1, r.stdout
+    row = rows[0]
+    assert row[0] == b.session
+    # ... start, end, requests=3, denied=1, exit
+    assert row[-3:-1] == ["3", "1"], r.stdout
+
+
+def test_unwritable_log_dir_fails_closed(broker_factory, upstream, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a regular file")
+    b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(HOST, upstream.port)],
+                       log_dir=blocker / "logs")
+    for _ in range(2):
+        r = curl(f"http://{HOST}:{upstream.port}/", proxy=b.proxy)
+        assert_refusal(r.status, r.headers, r.body, "audit_unavailable", 503, session=b.session)
+    with RawClient(b.port) as c:
+        c.send(f"CONNECT {HOST}:{upstream.port} HTTP/1.1\r\nHost: {HOST}:{upstream.port}\r\n\r\n"
+               .encode())
+        resp = c.read_response()
+    assert_refusal(resp.status, resp.headers, resp.body, "audit_unavailable", 503)
+    assert upstream.requests == []  # nothing unaudited went out
+
+
+def test_full_disk_fails_closed_after_first_failed_write(broker_factory, upstream, tmp_path):
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    os.symlink("/dev/full", log_dir / "full-session.jsonl")
+    b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(HOST, upstream.port)],
+                       log_dir=log_dir, session="full-session")
+    assert b.session == "full-session"
+    curl(f"http://{HOST}:{upstream.port}/first", proxy=b.proxy)  # may fail either way
+    seen_before = len(upstream.requests)
+    for i in range(3):
+        r = curl(f"http://{HOST}:{upstream.port}/next{i}", proxy=b.proxy)
+        assert_refusal(r.status, r.headers, r.body, "audit_unavailable", 503, session=b.session)
+    assert len(upstream.requests) == seen_before

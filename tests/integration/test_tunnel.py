@@ -1,0 +1,98 @@
+"""HTTPS through CONNECT: end-to-end TLS with the upstream, keep-alive, refusals, audit."""
+
+from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
+                      pattern_bytes, sha256)
+
+HOST = "api.example.test"
+
+
+def start(broker_factory, tls_upstream):
+    return broker_factory(policy=allow_policy(HOST, ports=[tls_upstream.port]),
+                          connect_to=[connect_to_arg(HOST, tls_upstream.port)])
+
+
+def test_https_keep_alive_through_one_tunnel(broker_factory, tls_upstream, pki):
+    b = start(broker_factory, tls_upstream)
+    urls = [f"https://{HOST}:{tls_upstream.port}/item/{i}" for i in range(30)]
+    r = curl(*urls, proxy=b.proxy, cacert=pki.ca_cert)
+    assert r.returncode == 0, r.stderr
+    assert r.statuses == [200] * 30
+    assert sum(r.new_connections) == 1, r.new_connections
+    assert len(tls_upstream.requests) == 30
+    assert tls_upstream.connections == 1
+    # the upstream saw the requests as the client sent them, Host and all
+    assert all(req["headers"]["Host"] == f"{HOST}:{tls_upstream.port}"
+               for req in tls_upstream.requests)
+
+    tunnels = b.wait_for_records(lambda r: r.get("event") == "tunnel")
+    assert len(tunnels) == 1, b.records()
+    t = tunnels[0]
+    assert t["method"] == "CONNECT"
+    assert t["host"] == HOST
+    assert t["port"] == tls_upstream.port
+    assert t["status"] == 200
+    assert t["decision"] == "allow"
+    assert t["rule"] == "allow[0]"
+    assert t["bytes_out"] > 30 * 40   # 30 encrypted requests went up
+    assert t["bytes_in"] > 30 * 100   # 30 encrypted responses came back
+
+
+def test_https_single_request_response_is_the_upstreams(broker_factory, tls_upstream, pki):
+    b = start(broker_factory, tls_upstream)
+    r = curl(f"https://{HOST}:{tls_upstream.port}/path?q=1", proxy=b.proxy, cacert=pki.ca_cert,
+             args=["-X", "PUT", "-d", "payload"])
+    assert r.returncode == 0, r.stderr
+    assert r.status == 200
+    echo = r.json()
+    assert echo["method"] == "PUT"
+    assert echo["path"] == "/path?q=1"
+    assert echo["body_sha256"] == sha256(b"payload")
+
+
+def test_denied_connect_is_answered_with_403_json(broker_factory, tls_upstream):
+    b = start(broker_factory, tls_upstream)
+    with RawClient(b.port) as c:
+        c.send(b"CONNECT denied.example.test:443 HTTP/1.1\r\n"
+               b"Host: denied.example.test:443\r\n\r\n")
+        resp = c.read_response()
+    doc = assert_refusal(resp.status, resp.headers, resp.body, "policy_denied", 403,
+                         session=b.session, host="denied.example.test")
+    assert doc["rule"] == "default_deny"
+    assert tls_upstream.connections == 0
+
+    rec = b.wait_for_records(lambda r: r.get("host") == "denied.example.test")
+    assert rec, b.records()
+    assert rec[0]["method"] == "CONNECT"
+    assert rec[0]["decision"] == "deny"
+    assert rec[0]["error"] == "policy_denied"
+
+
+def test_denied_connect_fails_curl(broker_factory, tls_upstream, pki):
+    b = start(broker_factory, tls_upstream)
+    r = curl("https://denied.example.test/", proxy=b.proxy, cacert=pki.ca_cert)
+    assert r.returncode != 0
+    assert "403" in r.stderr, r.stderr
+
+
+def test_connect_to_port_outside_rule_is_denied(broker_factory, tls_upstream):
+    b = start(broker_factory, tls_upstream)
+    with RawClient(b.port) as c:
+        c.send(f"CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\n\r\n".encode())
+        resp = c.read_response()
+    assert_refusal(resp.status, resp.headers, resp.body, "policy_denied", 403, session=b.session)
+
+
+def test_bulk_download_20mb_intact(broker_factory, tls_upstream, pki):
+    b = start(broker_factory, tls_upstream)
+    n = 20 * 1000 * 1000
+    r = curl(f"https://{HOST}:{tls_upstream.port}/bytes/{n}", proxy=b.proxy, cacert=pki.ca_cert,
+             timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.status == 200
+    assert len(r.body) == n
+    assert sha256(r.body) == sha256(pattern_bytes(n))
+
+    tunnels = b.wait_for_records(lambda r: r.get("event") == "tunnel")
+    assert len(tunnels) == 1, b.records()
+    assert tunnels[0]["bytes_in"] >= n
+    assert tunnels[0]["bytes_out"] > 0

@@ -1,0 +1,305 @@
+#include <catch2/catch.hpp>
+
+#include "config/policy_set.hpp"
+
+using broker::config::destination;
+using broker::config::ip_address;
+using broker::config::parse_policy;
+using broker::config::policy;
+using broker::config::policy_set;
+
+namespace {
+
+destination host(const char* name, std::uint16_t port = 443) {
+  return destination{name, std::nullopt, port};
+}
+
+destination ip(const char* text, std::uint16_t port = 443) {
+  auto a = *ip_address::parse(text);
+  return destination{a.to_string(), a, port};
+}
+
+policy layer(const char* text, const char* source = "p.json") {
+  return parse_policy(text, source);
+}
+
+policy_set single(const char* text) {
+  std::vector<policy> layers;
+  layers.push_back(layer(text));
+  return policy_set(std::move(layers));
+}
+
+}  // namespace
+
+TEST_CASE("one layer: host, port and default deny", "[config][policy_set]") {
+  auto set = single(
+      R"({"allow": [{"host": "api.github.com"}, {"host": "*.example.com", "ports": [8443]}]})");
+  auto v = set.check_connect(host("api.github.com"));
+  CHECK(v.allowed);
+  CHECK(v.rule == "allow[0]");
+  CHECK_FALSE(v.tunnel);
+  CHECK(set.check_connect(host("api.github.com", 80)).allowed);  // default ports 80, 443
+  CHECK_FALSE(set.check_connect(host("api.github.com", 22)).allowed);
+
+  auto sub = set.check_connect(host("a.b.example.com", 8443));
+  CHECK(sub.allowed);
+  CHECK(sub.rule == "allow[1]");
+  CHECK_FALSE(set.check_connect(host("example.com", 8443)).allowed);
+
+  auto other = set.check_connect(host("evil.example"));
+  CHECK_FALSE(other.allowed);
+  CHECK(other.rule == "default_deny");
+}
+
+TEST_CASE("host names are normalized before matching", "[config][policy_set]") {
+  auto set = single(R"({"allow": [{"host": "bücher.example"}, {"host": "api.github.com"}]})");
+  CHECK(set.check_connect(host("API.GITHUB.COM.")).allowed);
+  CHECK(set.check_connect(host("xn--bcher-kva.example")).allowed);
+  CHECK(set.check_connect(host("BÜCHER.example")).allowed);
+  CHECK_FALSE(set.check_connect(host("bad host")).allowed);
+}
+
+TEST_CASE("deny wins over allow within a layer", "[config][policy_set]") {
+  auto set = single(R"({
+    "allow": [{"host": "*.github.com"}, {"host": "github.com"}],
+    "deny": [{"host": "gist.github.com"}]
+  })");
+  CHECK(set.check_connect(host("api.github.com")).allowed);
+  auto v = set.check_connect(host("gist.github.com"));
+  CHECK_FALSE(v.allowed);
+  CHECK(v.rule == "deny[0]");
+}
+
+TEST_CASE("a second layer can only narrow", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(
+      layer(R"({"allow": [{"host": "*.github.com"}, {"host": "api.openai.com"}]})", "team.json"));
+  layers.push_back(
+      layer(R"({"allow": [{"host": "api.github.com"}, {"host": "pypi.org"}]})", "mine.json"));
+  policy_set set(std::move(layers));
+
+  auto both = set.check_connect(host("api.github.com"));
+  CHECK(both.allowed);
+  CHECK(both.rule == "team.json#allow[0]");
+
+  auto only_first = set.check_connect(host("api.openai.com"));
+  CHECK_FALSE(only_first.allowed);
+  CHECK(only_first.rule == "mine.json#default_deny");
+
+  auto only_second = set.check_connect(host("pypi.org"));
+  CHECK_FALSE(only_second.allowed);
+  CHECK(only_second.rule == "team.json#default_deny");
+}
+
+TEST_CASE("an explicit deny in any layer is reported first", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "api.github.com"}]})", "a.json"));
+  layers.push_back(
+      layer(R"({"deny": [{"host": "*.example.com"}, {"host": "gist.github.com"}]})", "b.json"));
+  policy_set set(std::move(layers));
+  auto v = set.check_connect(host("gist.github.com"));
+  CHECK_FALSE(v.allowed);
+  CHECK(v.rule == "b.json#deny[1]");
+}
+
+TEST_CASE("a deny-only layer only refuses", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "*.github.com"}]})", "a.json"));
+  layers.push_back(layer(R"({"deny": [{"host": "gist.github.com"}]})", "b.json"));
+  policy_set set(std::move(layers));
+  auto ok = set.check_connect(host("api.github.com"));
+  CHECK(ok.allowed);
+  CHECK(ok.rule == "a.json#allow[0]");
+  CHECK_FALSE(set.check_connect(host("gist.github.com")).allowed);
+
+  // On its own, a deny-only layer grants nothing: egress needs an allow rule somewhere.
+  auto alone = single(R"({"deny": [{"host": "gist.github.com"}]})");
+  auto v = alone.check_connect(host("api.github.com"));
+  CHECK_FALSE(v.allowed);
+  CHECK(v.rule == "default_deny");
+}
+
+TEST_CASE("layers without egress rules are ignored", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "api.github.com"}]})", "a.json"));
+  layers.push_back(layer(R"({"budgets": {"requests": 10}})", "b.json"));
+  policy_set set(std::move(layers));
+  CHECK(set.check_connect(host("api.github.com")).allowed);
+  CHECK_FALSE(policy_set({}).check_connect(host("api.github.com")).allowed);
+}
+
+TEST_CASE("a tunnel needs every layer to agree", "[config][policy_set]") {
+  const char* tunnel = R"({"allow": [{"host": "pinned.example.com", "tunnel": true}]})";
+  const char* intercept = R"({"allow": [{"host": "*.example.com"}]})";
+
+  auto alone = single(tunnel);
+  auto v = alone.check_connect(host("pinned.example.com"));
+  CHECK(v.allowed);
+  CHECK(v.tunnel);
+  CHECK(v.rule == "allow[0]");
+
+  std::vector<policy> agree;
+  agree.push_back(layer(tunnel, "a.json"));
+  agree.push_back(layer(tunnel, "b.json"));
+  CHECK(policy_set(std::move(agree)).check_connect(host("pinned.example.com")).tunnel);
+
+  std::vector<policy> disagree;
+  disagree.push_back(layer(tunnel, "a.json"));
+  disagree.push_back(layer(intercept, "b.json"));
+  auto mixed = policy_set(std::move(disagree)).check_connect(host("pinned.example.com"));
+  CHECK(mixed.allowed);
+  CHECK_FALSE(mixed.tunnel);
+
+  // A deny rule with methods cannot be enforced inside a tunnel, so it forces interception.
+  std::vector<policy> l7deny;
+  l7deny.push_back(layer(tunnel, "a.json"));
+  l7deny.push_back(
+      layer(R"({"deny": [{"host": "pinned.example.com", "methods": ["DELETE"]}]})", "b.json"));
+  auto forced = policy_set(std::move(l7deny)).check_connect(host("pinned.example.com"));
+  CHECK(forced.allowed);
+  CHECK_FALSE(forced.tunnel);
+
+  // A deny-only layer with host-level rules does not stop a tunnel elsewhere.
+  std::vector<policy> hostdeny;
+  hostdeny.push_back(layer(tunnel, "a.json"));
+  hostdeny.push_back(layer(R"({"deny": [{"host": "gist.github.com"}]})", "b.json"));
+  CHECK(policy_set(std::move(hostdeny)).check_connect(host("pinned.example.com")).tunnel);
+}
+
+TEST_CASE("a credential in another layer turns a tunnel into interception",
+          "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(
+      layer(R"({"allow": [{"host": "pinned.example.com", "tunnel": true}]})", "a.json"));
+  layers.push_back(layer(
+      R"({"credentials": {"c": {"type": "bearer", "env": ["T"], "hosts": ["*.example.com"]}}})",
+      "b.json"));
+  auto v = policy_set(std::move(layers)).check_connect(host("pinned.example.com"));
+  CHECK(v.allowed);
+  CHECK_FALSE(v.tunnel);
+}
+
+TEST_CASE("IP literals match cidr rules only", "[config][policy_set]") {
+  auto set = single(R"({
+    "allow": [{"cidr": "10.20.0.0/16", "ports": [8080]}, {"host": "*"}, {"cidr": "fd00::/8"}],
+    "deny": [{"cidr": "10.20.9.0/24", "ports": [8080]}]
+  })");
+  auto v = set.check_connect(ip("10.20.1.2", 8080));
+  CHECK(v.allowed);
+  CHECK(v.rule == "allow[0]");
+  CHECK_FALSE(set.check_connect(ip("10.20.1.2", 443)).allowed);
+  CHECK_FALSE(set.check_connect(ip("10.21.1.2", 8080)).allowed);  // "*" never matches an IP
+  CHECK(set.check_connect(host("anything.example")).allowed);     // but does match any name
+  auto denied = set.check_connect(ip("10.20.9.9", 8080));
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.rule == "deny[0]");
+  CHECK(set.check_connect(ip("fd00::1")).allowed);
+  // An IP literal given as text is recognised as one.
+  CHECK(set.check_connect(destination{"10.20.1.2", std::nullopt, 8080}).allowed);
+  CHECK_FALSE(set.check_connect(destination{"1.2.3.4", std::nullopt, 443}).allowed);
+}
+
+TEST_CASE("deny rules see through v4-mapped IPv6, allow rules do not", "[config][policy_set]") {
+  auto set = single(R"({
+    "allow": [{"cidr": "::/0"}, {"cidr": "198.51.100.0/24"}],
+    "deny": [{"cidr": "203.0.113.0/24"}]
+  })");
+  CHECK_FALSE(set.check_connect(ip("::ffff:203.0.113.5")).allowed);
+  CHECK(set.check_connect(ip("::ffff:198.51.100.5")).allowed);  // via ::/0, not the v4 rule
+  auto v4only = single(R"({"allow": [{"cidr": "198.51.100.0/24"}]})");
+  CHECK_FALSE(v4only.check_connect(ip("::ffff:198.51.100.5")).allowed);
+}
+
+TEST_CASE("check_address: private_ok and denied", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "*.corp"}, {"cidr": "10.0.0.0/8", "ports": [443]}],
+                             "deny": [{"cidr": "10.9.0.0/16"}]})",
+                         "a.json"));
+  layers.push_back(
+      layer(R"({"allow": [{"host": "git.corp"}, {"cidr": "10.1.0.0/16"}]})", "b.json"));
+  policy_set set(std::move(layers));
+
+  auto ok = set.check_address(*ip_address::parse("10.1.2.3"), 443);
+  CHECK_FALSE(ok.denied);
+  CHECK(ok.private_ok);
+
+  auto one_layer = set.check_address(*ip_address::parse("10.2.0.1"), 443);  // only a.json covers it
+  CHECK_FALSE(one_layer.denied);
+  CHECK_FALSE(one_layer.private_ok);
+
+  auto wrong_port = set.check_address(*ip_address::parse("10.1.2.3"), 80);
+  CHECK_FALSE(wrong_port.private_ok);
+
+  auto denied = set.check_address(*ip_address::parse("10.9.1.1"), 443);
+  CHECK(denied.denied);
+  CHECK(denied.rule == "a.json#deny[0]");
+  CHECK_FALSE(denied.private_ok);
+
+  auto public_addr = set.check_address(*ip_address::parse("8.8.8.8"), 443);
+  CHECK_FALSE(public_addr.denied);
+  CHECK_FALSE(public_addr.private_ok);
+}
+
+TEST_CASE("check_address: deny-only layers and host-only policies", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"cidr": "192.168.0.0/16"}]})", "a.json"));
+  layers.push_back(layer(R"({"deny": [{"host": "x.example"}]})", "b.json"));
+  policy_set set(std::move(layers));
+  CHECK(set.check_address(*ip_address::parse("192.168.1.1"), 443).private_ok);
+
+  auto hosts_only = single(R"({"allow": [{"host": "*"}]})");
+  CHECK_FALSE(hosts_only.check_address(*ip_address::parse("192.168.1.1"), 443).private_ok);
+  CHECK_FALSE(hosts_only.check_address(*ip_address::parse("192.168.1.1"), 443).denied);
+}
+
+TEST_CASE("methods and paths: check_request vs check_connect", "[config][policy_set]") {
+  auto set = single(R"({
+    "allow": [{"host": "api.openai.com", "methods": ["POST"], "paths": ["/v1/*"]},
+              {"host": "api.github.com"}],
+    "deny": [{"host": "api.github.com", "methods": ["DELETE"]},
+             {"host": "api.github.com", "paths": ["/admin/*"]}]
+  })");
+  // Connection level: L7 allow rules admit, L7 deny rules do not refuse.
+  auto connect = set.check_connect(host("api.openai.com"));
+  CHECK(connect.allowed);
+  CHECK(connect.rule == "allow[0]");
+  CHECK(set.check_connect(host("api.github.com")).allowed);
+
+  auto post = set.check_request(host("api.openai.com"), "POST", "/v1/chat/completions?x=1");
+  CHECK(post.allowed);
+  CHECK(post.rule == "allow[0]");
+  auto get = set.check_request(host("api.openai.com"), "GET", "/v1/models");
+  CHECK_FALSE(get.allowed);
+  CHECK(get.rule == "default_deny");
+  CHECK_FALSE(
+      set.check_request(host("api.openai.com"), "post", "/v1/x").allowed);  // case-sensitive
+  CHECK_FALSE(set.check_request(host("api.openai.com"), "POST", "/v2/x").allowed);
+  CHECK_FALSE(set.check_request(host("api.openai.com"), "POST", "/v1/../admin").allowed);
+  CHECK(set.check_request(host("api.openai.com"), "POST", "/%76%31/x").allowed);
+
+  CHECK(set.check_request(host("api.github.com"), "GET", "/repos").allowed);
+  auto del = set.check_request(host("api.github.com"), "DELETE", "/repos/o/r");
+  CHECK_FALSE(del.allowed);
+  CHECK(del.rule == "deny[0]");
+  auto admin = set.check_request(host("api.github.com"), "GET", "/x/../admin/users");
+  CHECK_FALSE(admin.allowed);
+  CHECK(admin.rule == "deny[1]");
+  // A path that cannot be normalized fails closed: denied by path deny rules...
+  CHECK_FALSE(set.check_request(host("api.github.com"), "GET", "/a%zz").allowed);
+  // ...and matches no allow rule with paths.
+  CHECK_FALSE(set.check_request(host("api.openai.com"), "POST", "/v1/%zz").allowed);
+}
+
+TEST_CASE("the default policy as a policy set", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(parse_policy(broker::config::default_policy_text(), "<default>"));
+  policy_set set(std::move(layers));
+  CHECK(set.check_connect(host("api.github.com")).allowed);
+  CHECK(set.check_connect(host("objects.githubusercontent.com")).allowed);
+  CHECK(set.check_connect(host("s3.us-east-1.amazonaws.com")).allowed);
+  CHECK(set.check_connect(host("registry.npmjs.org")).allowed);
+  CHECK_FALSE(set.check_connect(host("api.github.com", 80)).allowed);
+  CHECK_FALSE(set.check_connect(host("example.com")).allowed);
+  CHECK_FALSE(set.check_connect(ip("140.82.112.6")).allowed);
+  CHECK_FALSE(set.check_address(*ip_address::parse("10.0.0.1"), 443).private_ok);
+}

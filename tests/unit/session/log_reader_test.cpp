@@ -1,0 +1,393 @@
+#include "session/log_reader.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "session/audit_log.hpp"
+
+namespace fs = std::filesystem;
+using broker::session::audit_log;
+using broker::session::format_record;
+using broker::session::verify_log;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "broker-reader-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// Restores an environment variable at scope exit.
+struct env_guard {
+  std::string name;
+  std::optional<std::string> saved;
+  explicit env_guard(std::string n) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) saved = v;
+  }
+  ~env_guard() {
+    if (saved) {
+      ::setenv(name.c_str(), saved->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+};
+
+// A complete session written by the real writer: start, 4 requests, end. Returns its lines.
+std::vector<std::string> written_session(const fs::path& dir, const std::string& id) {
+  auto log = audit_log::open(dir, id);
+  REQUIRE(log->write({{"event", "session_start"}, {"version", "0.1.0"}}));
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(log->write({{"event", "request"},
+                        {"method", "GET"},
+                        {"host", "example.com"},
+                        {"path", "/" + std::to_string(i)},
+                        {"decision", "allow"}}));
+  }
+  REQUIRE(log->write({{"event", "session_end"}, {"exit", 0}}));
+  std::ifstream in(log->path());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+broker::session::verify_result verify_text(const std::string& text) {
+  std::istringstream in(text);
+  return verify_log(in);
+}
+
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) out += line + "\n";
+  return out;
+}
+
+void write_file(const fs::path& file, const std::string& text) {
+  std::ofstream(file, std::ios::binary) << text;
+}
+
+}  // namespace
+
+TEST_CASE("verify_log accepts an intact log", "[log_reader]") {
+  temp_dir tmp;
+  auto lines = written_session(tmp.path, "s-ok");
+  auto result = verify_text(join(lines));
+  CHECK(result.ok);
+  CHECK(result.records == 6);
+  CHECK(result.has_end);
+  CHECK(result.error.empty());
+
+  lines.pop_back();  // cut at a record boundary: still a valid chain, but not ended
+  result = verify_text(join(lines));
+  CHECK(result.ok);
+  CHECK_FALSE(result.has_end);
+}
+
+TEST_CASE("verify_log detects tampering", "[log_reader]") {
+  temp_dir tmp;
+  auto lines = written_session(tmp.path, "s-tamper");
+  auto expect_bad = [](const std::string& text, std::size_t line, const std::string& error) {
+    auto result = verify_text(text);
+    INFO(result.error);
+    CHECK_FALSE(result.ok);
+    CHECK(result.bad_line == line);
+    CHECK(result.records == line - 1);
+    CHECK(result.error.find(error) != std::string::npos);
+  };
+
+  SECTION("a modified field") {
+    auto pos = lines[2].find("\"/1\"");
+    REQUIRE(pos != std::string::npos);
+    lines[2].replace(pos, 4, "\"/x\"");
+    expect_bad(join(lines), 3, "hash mismatch");
+  }
+  SECTION("a modified field with its hash recomputed breaks the next link") {
+    auto record = lines[2].substr(0, lines[2].size() - 75);
+    auto pos = record.find("\"/1\"");
+    record.replace(pos, 4, "\"/x\"");
+    auto prev = json::parse(lines[1])["hash"].get<std::string>();
+    lines[2] = record + ",\"hash\":\"" + broker::session::chain_hash(prev, record + "}") + "\"}";
+    expect_bad(join(lines), 4, "prev");
+  }
+  SECTION("a deleted line") {
+    lines.erase(lines.begin() + 2);
+    expect_bad(join(lines), 3, "seq 4 where 3 was expected");
+  }
+  SECTION("the first line deleted") {
+    lines.erase(lines.begin());
+    expect_bad(join(lines), 1, "seq 2 where 1 was expected");
+  }
+  SECTION("two lines swapped") {
+    std::swap(lines[1], lines[2]);
+    expect_bad(join(lines), 2, "seq");
+  }
+  SECTION("an edited hash") {
+    char& c = lines[3][lines[3].size() - 3];
+    c = c == '0' ? '1' : '0';
+    expect_bad(join(lines), 4, "hash mismatch");
+  }
+  SECTION("an upper-cased hash") {
+    auto& line = lines[1];
+    for (std::size_t i = line.size() - 66; i < line.size() - 2; ++i) {
+      line[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(line[i])));
+    }
+    expect_bad(join(lines), 2, "does not end with a \"hash\" field");
+  }
+  SECTION("a truncated last line") {
+    std::string text = join(lines);
+    text.resize(text.size() - 20);
+    expect_bad(text, 6, "truncated");
+  }
+  SECTION("a complete last line without its newline") {
+    std::string text = join(lines);
+    text.pop_back();
+    expect_bad(text, 6, "truncated");
+  }
+  SECTION("an inserted garbage line") {
+    lines.insert(lines.begin() + 1, "hello");
+    expect_bad(join(lines), 2, "hash");
+  }
+  SECTION("an empty line") {
+    lines.insert(lines.begin() + 3, "");
+    expect_bad(join(lines), 4, "empty line");
+  }
+  SECTION("a hash suffix on something that is not JSON") {
+    lines[0] = "{not json" + lines[0].substr(lines[0].size() - 75);
+    expect_bad(join(lines), 1, "not a JSON object");
+  }
+}
+
+TEST_CASE("verify_log on an empty log", "[log_reader]") {
+  auto result = verify_text("");
+  CHECK_FALSE(result.ok);
+  CHECK(result.error == "empty log");
+  CHECK(result.records == 0);
+  CHECK_FALSE(result.has_end);
+}
+
+TEST_CASE("format_record shows a request on one line", "[log_reader]") {
+  auto record = json::parse(R"({"ts":"2026-11-29T20:15:06.053Z","session":"s-7f3a","seq":12,
+    "event":"request","pid":4242,"exe":"/usr/bin/git","method":"GET","scheme":"https",
+    "host":"api.github.com","port":443,"path":"/repos/o/r?per_page=<redacted>","status":200,
+    "bytes_out":512,"bytes_in":20311,"ms":41.2,"decision":"allow","rule":"allow[0]",
+    "credential":"github","llm_tokens":null,"prev":"00","hash":"11"})");
+  auto line = format_record(record);
+  INFO(line);
+  CHECK(
+      line.starts_with("20:15:06.053  request  allow  GET "
+                       "https://api.github.com/repos/o/r?per_page=<redacted>  200  "));
+  CHECK(line.find("512B> 20311B<") != std::string::npos);
+  CHECK(line.find("41.2ms") != std::string::npos);
+  CHECK(line.find("rule=allow[0]") != std::string::npos);
+  CHECK(line.find("credential=github") != std::string::npos);
+  CHECK(line.find("error=") == std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+}
+
+TEST_CASE("format_record ports, tunnels, refusals and session events", "[log_reader]") {
+  auto line = format_record({{"event", "request"},
+                             {"method", "POST"},
+                             {"scheme", "http"},
+                             {"host", "localhost"},
+                             {"port", 8080},
+                             {"path", "/x"}});
+  CHECK(line.find("POST http://localhost:8080/x") != std::string::npos);
+  line = format_record(
+      {{"event", "request"}, {"scheme", "http"}, {"host", "h"}, {"port", 80}, {"path", "/"}});
+  CHECK(line.find("http://h/") != std::string::npos);
+  line = format_record(
+      {{"event", "request"}, {"scheme", "https"}, {"host", "::1"}, {"port", 443}, {"path", "/"}});
+  CHECK(line.find("https://[::1]/") != std::string::npos);
+
+  line = format_record({{"ts", "2026-11-29T20:15:06.053Z"},
+                        {"event", "tunnel"},
+                        {"decision", "allow"},
+                        {"host", "pinned.example.com"},
+                        {"port", 443},
+                        {"bytes_out", 10},
+                        {"bytes_in", 20},
+                        {"ms", 1500}});
+  CHECK(line == "20:15:06.053  tunnel   allow  pinned.example.com:443  10B> 20B<  1500.0ms");
+
+  line = format_record({{"event", "refused"},
+                        {"decision", "deny"},
+                        {"method", "CONNECT"},
+                        {"host", "evil.example"},
+                        {"port", 443},
+                        {"status", 403},
+                        {"rule", "deny[0]"},
+                        {"error", "policy_denied"}});
+  CHECK(line.find("refused  deny  CONNECT evil.example:443  403") != std::string::npos);
+  CHECK(line.find("error=policy_denied") != std::string::npos);
+  CHECK(line.find("rule=deny[0]") != std::string::npos);
+
+  line = format_record(json::parse(
+      R"({"ts":"2026-11-29T20:15:00.000Z","event":"session_start","version":"0.1.0",
+          "policy":[{"source":"/etc/broker/policy.json","sha256":"ab"},{"source":"p.json"}],
+          "listen":"127.0.0.1:41234"})"));
+  CHECK(line ==
+        "20:15:00.000  session_start  version 0.1.0  listen 127.0.0.1:41234  "
+        "policy /etc/broker/policy.json, p.json");
+
+  line = format_record({{"ts", "2026-11-29T20:16:00.000Z"},
+                        {"event", "session_end"},
+                        {"requests", 5},
+                        {"denied", 1},
+                        {"exit", nullptr}});
+  CHECK(line == "20:16:00.000  session_end  requests=5  denied=1  exit=-");
+}
+
+TEST_CASE("format_record never throws on odd input", "[log_reader]") {
+  std::vector<json> odd = {
+      json::parse(R"({"ts":5,"event":[],"host":{},"port":"x","status":null,"ms":"fast",
+                      "bytes_out":true,"rule":{"a":1},"error":[1]})"),
+      json::parse(R"({"event":"session_start","policy":"nope","version":{}})"),
+      json::parse(R"({"event":"session_start","policy":[1,null,{"source":2}]})"),
+      json::parse(R"({"event":"session_end","exit":"x"})"),
+      json::parse(R"({"host":"h","port":-1,"scheme":7})"),
+      json::parse(R"({"ts":"2026"})"),
+      json::array(),
+      json(42),
+      json(),
+      json::object(),
+  };
+  for (const auto& record : odd) {
+    INFO(record.dump());
+    CHECK_NOTHROW(format_record(record));
+  }
+  CHECK(format_record(json::object()).starts_with("??:??:??.???  ?"));
+}
+
+TEST_CASE("format_record escapes control characters", "[log_reader]") {
+  auto line = format_record({{"event", "request"},
+                             {"scheme", "http"},
+                             {"host", "h"},
+                             {"path", "/\x1b[31mred\n"},
+                             {"error", "\x07"}});
+  CHECK(line.find('\x1b') == std::string::npos);
+  CHECK(line.find('\n') == std::string::npos);
+  CHECK(line.find("/\\x1b[31mred\\x0a") != std::string::npos);
+  CHECK(line.find("error=\\x07") != std::string::npos);
+}
+
+TEST_CASE("summarize_log counts a written session", "[log_reader]") {
+  temp_dir tmp;
+  auto log = audit_log::open(tmp.path, "s-sum");
+  REQUIRE(log->write({{"event", "session_start"}, {"version", "0.1.0"}}));
+  REQUIRE(log->write({{"event", "request"}, {"decision", "allow"}}));
+  REQUIRE(
+      log->write({{"event", "request"}, {"decision", "deny"}, {"error", "real_secret_blocked"}}));
+  REQUIRE(log->write({{"event", "tunnel"}, {"decision", "allow"}}));
+  REQUIRE(log->write({{"event", "refused"}, {"decision", "deny"}, {"error", "policy_denied"}}));
+  REQUIRE(log->write({{"event", "exfiltration_blocked"}, {"decision", "deny"}}));
+
+  SECTION("running") {
+    auto s = broker::session::summarize_log(log->path());
+    CHECK(s.id == "s-sum");
+    CHECK_FALSE(s.start.empty());
+    CHECK(s.end.empty());
+    CHECK(s.requests == 4);
+    CHECK(s.denied == 2);
+    CHECK_FALSE(s.exit_code.has_value());
+  }
+  SECTION("ended, with garbage appended") {
+    REQUIRE(log->write({{"event", "session_end"}, {"requests", 4}, {"denied", 2}, {"exit", 3}}));
+    std::ofstream(log->path(), std::ios::app) << "garbage\n[1,2]\n{\"event\":\"request\"";
+    auto s = broker::session::summarize_log(log->path());
+    CHECK_FALSE(s.end.empty());
+    CHECK(s.start <= s.end);
+    CHECK(s.requests == 4);
+    CHECK(s.denied == 2);
+    CHECK(s.exit_code == 3);
+  }
+  SECTION("ended by a signal-less exit of null") {
+    REQUIRE(log->write({{"event", "session_end"}, {"exit", nullptr}}));
+    auto s = broker::session::summarize_log(log->path());
+    CHECK_FALSE(s.end.empty());
+    CHECK_FALSE(s.exit_code.has_value());
+  }
+  SECTION("resumed after an end") {
+    REQUIRE(log->write({{"event", "session_end"}, {"exit", 0}}));
+    REQUIRE(log->write({{"event", "session_start"}}));
+    auto s = broker::session::summarize_log(log->path());
+    CHECK(s.end.empty());
+    CHECK_FALSE(s.exit_code.has_value());
+  }
+}
+
+TEST_CASE("list_sessions and find_log", "[log_reader]") {
+  temp_dir tmp;
+  write_file(tmp.path / "s-b.jsonl",
+             R"({"ts":"2026-01-02T00:00:00.000Z","event":"session_start"})"
+             "\n"
+             R"({"ts":"2026-01-02T00:01:00.000Z","event":"session_end","exit":0})"
+             "\n");
+  write_file(tmp.path / "s-a.jsonl", R"({"ts":"2026-01-03T00:00:00.000Z","event":"session_start"})"
+                                     "\n"
+                                     R"({"event":"request","decision":"allow"})"
+                                     "\n");
+  write_file(tmp.path / "s-c.jsonl", R"({"ts":"2025-12-31T23:59:59.999Z","event":"session_start"})"
+                                     "\n");
+  write_file(tmp.path / "notes.txt", "not a log\n");
+  fs::create_directory(tmp.path / "sub.jsonl");
+
+  auto sessions = broker::session::list_sessions(tmp.path);
+  REQUIRE(sessions.size() == 3);
+  CHECK(sessions[0].id == "s-c");
+  CHECK(sessions[1].id == "s-b");
+  CHECK(sessions[1].exit_code == 0);
+  CHECK(sessions[1].end == "2026-01-02T00:01:00.000Z");
+  CHECK(sessions[2].id == "s-a");
+  CHECK(sessions[2].requests == 1);
+
+  CHECK(broker::session::list_sessions(tmp.path / "missing").empty());
+
+  using broker::session::find_log;
+  CHECK(find_log(tmp.path, "") == tmp.path / "s-a.jsonl");
+  CHECK(find_log(tmp.path, "s-b") == tmp.path / "s-b.jsonl");
+  CHECK(find_log(tmp.path, (tmp.path / "notes.txt").string()) == tmp.path / "notes.txt");
+  CHECK_FALSE(find_log(tmp.path, "s-missing").has_value());
+  CHECK_FALSE(find_log(tmp.path, (tmp.path / "nope.jsonl").string()).has_value());
+  CHECK_FALSE(find_log(tmp.path, tmp.path.string()).has_value());  // a directory
+  CHECK_FALSE(find_log(tmp.path / "empty", "").has_value());
+}
+
+TEST_CASE("default_log_dir follows XDG", "[log_reader]") {
+  env_guard state("XDG_STATE_HOME");
+  env_guard home("HOME");
+  ::setenv("XDG_STATE_HOME", "/xdg/state", 1);
+  ::setenv("HOME", "/home/u", 1);
+  CHECK(broker::session::default_log_dir() == fs::path("/xdg/state/broker/sessions"));
+  ::setenv("XDG_STATE_HOME", "relative", 1);
+  CHECK(broker::session::default_log_dir() == fs::path("/home/u/.local/state/broker/sessions"));
+  ::unsetenv("XDG_STATE_HOME");
+  CHECK(broker::session::default_log_dir() == fs::path("/home/u/.local/state/broker/sessions"));
+  ::unsetenv("HOME");
+  CHECK(broker::session::default_log_dir().empty());
+}
+
+TEST_CASE("new_session_id is random and well-formed", "[log_reader]") {
+  auto well_formed = [](const std::string& id) {
+    return id.size() == 10 && id.starts_with("s-") &&
+           id.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
+  };
+  auto a = broker::session::new_session_id();
+  auto b = broker::session::new_session_id();
+  CHECK(well_formed(a));
+  CHECK(well_formed(b));
+  CHECK(a != b);
+}
