@@ -65,6 +65,10 @@ int run_log(const log_options& o) {
   }
   if (o.verify) {
     const auto result = session::verify_log(in);
+    if (!result.ok && result.bad_line == 0) {
+      std::cout << file->string() << ": " << result.error << "\n";
+      return exit_failure;
+    }
     if (!result.ok) {
       std::cout << file->string() << ": TAMPERED or damaged at line " << result.bad_line << ": "
                 << result.error << " (" << result.records << " record(s) before it verified)\n";

@@ -44,7 +44,7 @@ struct rule {
   int line = 0;                         // where the rule object starts
   std::optional<host_pattern> host;     // exactly one of host / cidr is set
   std::optional<cidr> net;
-  std::vector<std::uint16_t> ports;     // never empty after parsing: default {80, 443}
+  std::vector<std::uint16_t> ports;     // allow rules: default {80, 443}; deny rules: empty = any
   std::vector<std::string> methods;     // upper-case tokens; empty = any method
   std::vector<path_pattern> paths;      // empty = any path
   bool tunnel = false;                  // allow rules only; with tunnel, methods/paths are an error

@@ -14,7 +14,10 @@ ordered_json rule_json(const rule& r, bool allow_list) {
   j["name"] = r.name;
   if (r.host) j["host"] = r.host->text();
   if (r.net) j["cidr"] = r.net->to_string();
-  j["ports"] = r.ports;
+  if (r.ports.empty())
+    j["ports"] = "any";
+  else
+    j["ports"] = r.ports;
   if (!r.methods.empty()) j["methods"] = r.methods;
   if (!r.paths.empty()) {
     ordered_json paths = ordered_json::array();

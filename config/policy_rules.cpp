@@ -93,7 +93,9 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     r.name = item.key().substr(item.key().rfind('.') + 1);  // "allow[3]"
     r.line = item.line();
     parse_target(item, r);
-    r.ports = {80, 443};
+    // An allow rule opens the web ports unless it names others; a deny rule without ports
+    // refuses the host on every port ("never this host" must not leave port 8080 open).
+    if (allow_list) r.ports = {80, 443};
     if (auto ports = item.find("ports")) r.ports = parse_ports(*ports);
     if (auto methods = item.find("methods")) r.methods = parse_methods(*methods);
     if (auto paths = item.find("paths")) r.paths = parse_paths(*paths);

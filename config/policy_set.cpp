@@ -27,6 +27,7 @@ std::optional<ip_address> unwrap_v4_mapped(const ip_address& a) {
 }
 
 bool port_matches(const rule& r, std::uint16_t port) {
+  if (r.ports.empty()) return true;  // deny rules without "ports": every port
   return std::find(r.ports.begin(), r.ports.end(), port) != r.ports.end();
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "proxy/limits.hpp"
+#include "proxy/race.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tunnel.hpp"
 #include "proxy/upstream_dialer.hpp"
@@ -75,8 +76,7 @@ asio::awaitable<void> client_connection::run() {
   client_.set_option(tcp::no_delay(true), ignored);
   std::string failure;
   try {
-    auto result = co_await (serve() || deadline_.watch());
-    if (result.index() == 1) {
+    if (co_await race(serve(), deadline_.watch()) == 1) {
       const auto p = deadline_.current_phase();
       if (p != deadline::phase::client_idle)
         spdlog::debug("{} deadline passed waiting for {}", tag_, phase_name(p));
@@ -86,8 +86,7 @@ asio::awaitable<void> client_connection::run() {
         finish_exchange(r.status, true, r.code);
         const auto text = render_refusal(r, exchange_.entry.host, ctx_->session_id(), false);
         // The client gets a bounded time to take the answer.
-        co_await (asio::async_write(client_, asio::buffer(text), use_tuple) ||
-                  deadline_.watch());
+        co_await race(write_client(text), deadline_.watch());
       } else if (exchange_.active) {
         finish_exchange(exchange_.entry.status, true, "timeout");
       }
@@ -263,20 +262,22 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(http_parser& req
     co_return co_await refuse(refusal::upstream_unreachable(entry.host, ec.message()), false);
   }
   entry.bytes_out += n;
-  if (!request.head().has_body) co_return co_await relay_response(entry.method, client_keep_alive);
+  bool keep_alive = false;
+  if (!request.head().has_body) {
+    co_await relay_response(entry.method, client_keep_alive, keep_alive);
+    co_return keep_alive;
+  }
 
   bool body_done = false;
   std::string body_problem;
   try {
-    auto result = co_await (pump_request_body(request, body_done) ||
-                            relay_response(entry.method, client_keep_alive));
-    if (!body_done) {
-      // The upstream answered before the body was through; the client's stream cannot be
-      // resynchronized, so both connections end here.
-      upstream_.reset();
-      co_return false;
-    }
-    co_return std::get<1>(result);
+    co_await race(pump_request_body(request, body_done),
+                  relay_response(entry.method, client_keep_alive, keep_alive));
+    if (body_done) co_return keep_alive;
+    // The upstream answered before the body was through; the client's stream cannot be
+    // resynchronized, so both connections end here.
+    upstream_.reset();
+    co_return false;
   } catch (const body_error& e) {
     upstream_.reset();
     if (exchange_.response_started) throw;
@@ -287,6 +288,9 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(http_parser& req
 
 asio::awaitable<void> client_connection::pump_request_body(http_parser& request, bool& done) {
   auto& entry = exchange_.entry;
+  // Yield once before any work: in Boost 1.81 a parallel group whose first operation completes
+  // inline (a body error in bytes already buffered) never cancels the second one.
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   for (;;) {
     if (!in_.empty()) {
       const auto r = request.feed(in_.view());
@@ -311,8 +315,9 @@ asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
   co_await hold_until_cancelled();
 }
 
-asio::awaitable<bool> client_connection::relay_response(const std::string& method,
-                                                        bool client_keep_alive) {
+asio::awaitable<void> client_connection::relay_response(const std::string& method,
+                                                        bool client_keep_alive, bool& keep_alive) {
+  keep_alive = false;
   auto& entry = exchange_.entry;
   auto& up = *upstream_;
   std::optional<http_parser> response;
@@ -328,18 +333,21 @@ asio::awaitable<bool> client_connection::relay_response(const std::string& metho
           break;
         if (r.status == parse_status::error) {
           upstream_.reset();
-          co_return co_await refuse(
+          co_await refuse(
               refusal::upstream_unreachable(entry.host, "malformed response: " +
                                                             response->error_reason()),
               false);
+          co_return;
         }
       }
       auto [ec, n] =
           co_await up.socket.async_read_some(asio::buffer(up.in.tail(), up.in.tail_size()), use_tuple);
+      if (ec == asio::error::operation_aborted) co_return;  // the request body failed first
       if (ec) {
         upstream_.reset();
-        co_return co_await refuse(
+        co_await refuse(
             refusal::upstream_unreachable(entry.host, "connection closed before a response"), false);
+        co_return;
       }
       up.in.commit(n);
       deadline_.arm(limits::upstream_response_timeout, deadline::phase::upstream);
@@ -348,9 +356,10 @@ asio::awaitable<bool> client_connection::relay_response(const std::string& metho
     if (status >= 200) break;
     if (status == 101) {
       upstream_.reset();
-      co_return co_await refuse(
+      co_await refuse(
           refusal::upstream_unreachable(entry.host, "protocol upgrade is not supported here"),
           false);
+      co_return;
     }
     co_await write_client(serialize_response_head(response->head()));
   }
@@ -397,7 +406,7 @@ asio::awaitable<bool> client_connection::relay_response(const std::string& metho
     }
   }
   if (upstream_ && (!response->keep_alive() || !upstream_->in.empty())) upstream_.reset();
-  co_return keep_client;
+  keep_alive = keep_client;
 }
 
 asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_alive) {

@@ -50,7 +50,8 @@ class client_connection : public std::enable_shared_from_this<client_connection>
   asio::awaitable<bool> handle_forward(http_parser& request);
   asio::awaitable<bool> exchange_with_upstream(http_parser& request, const std::string& head);
   asio::awaitable<void> pump_request_body(http_parser& request, bool& done);
-  asio::awaitable<bool> relay_response(const std::string& method, bool client_keep_alive);
+  asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
+                                       bool& keep_alive);
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
   asio::awaitable<void> write_client(std::string_view data);
   bool finish_exchange(int status, bool allowed, const std::string& error = {});

@@ -144,7 +144,7 @@ verify_result verify_log(std::istream& in) {
     std::string stated = line.substr(line.size() - 66, 64);
     std::string without_hash = line.substr(0, line.size() - hash_suffix_size) + "}";
     if (chain_hash(previous_hash, without_hash) != stated) {
-      return fail("hash mismatch (record was modified)");
+      return fail("hash mismatch (the record or its hash was altered)");
     }
     previous_hash = std::move(stated);
     last_is_end = string_field(record, "event") == "session_end";
@@ -167,7 +167,7 @@ std::string format_record(const nlohmann::json& record) {
   if (shown.size() < 7) shown.resize(7, ' ');  // aligns the request/tunnel/refused columns
   out += "  " + shown;
 
-  if (event == "session_start") {
+  if (event == "session_start" || event == "policy_reload") {  // serve reloads on SIGHUP
     if (const json* v = field(record, "version")) append(out, "version " + scalar_text(*v));
     if (const json* v = field(record, "listen")) append(out, "listen " + scalar_text(*v));
     if (const json* policy = field(record, "policy"); policy != nullptr && policy->is_array()) {
@@ -222,7 +222,7 @@ session_summary summarize_log(const std::filesystem::path& file) {
     json record = json::parse(line, nullptr, false);
     if (!record.is_object()) continue;  // garbage or a half-written last line
     std::string event = string_field(record, "event");
-    if (event == "session_start") {
+    if (event == "session_start" || event == "policy_reload") {  // serve reloads on SIGHUP
       if (summary.start.empty()) summary.start = string_field(record, "ts");
       // A resumed session is running again until its next session_end.
       summary.end.clear();

@@ -11,10 +11,12 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ import pytest
 
 BROKER_BIN = os.environ.get("BROKER_BIN") or "/work/main/build/broker"
 READY_TIMEOUT = 15.0
-STOP_TIMEOUT = 10.0
+STOP_TIMEOUT = 15.0
 READY_LINE = re.compile(r"^broker: listening on (http://(127\.0\.0\.1|\[::1\]):(\d+)) session=(\S+)$")
 
 # DNS names every test leaf certificate carries.
@@ -66,7 +68,7 @@ def closed_port() -> int:
 
 
 @dataclass
-class TestPKI:
+class Pki:
     ca_cert: Path
     leaf_cert: Path
     leaf_key: Path
@@ -76,7 +78,7 @@ def _openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
-def make_pki(directory: Path, names) -> TestPKI:
+def make_pki(directory: Path, names) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
              "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=broker test CA",
@@ -93,11 +95,11 @@ def make_pki(directory: Path, names) -> TestPKI:
     _openssl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
              "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "leaf.ext",
              cwd=directory)
-    return TestPKI(directory / "ca.pem", directory / "leaf.pem", directory / "leaf.key")
+    return Pki(directory / "ca.pem", directory / "leaf.pem", directory / "leaf.key")
 
 
 @pytest.fixture(scope="session")
-def pki(tmp_path_factory) -> TestPKI:
+def pki(tmp_path_factory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"), TEST_NAMES)
 
 
@@ -230,7 +232,7 @@ class Upstream:
     .connections: number of TCP connections accepted so far (distinct client ports seen).
     """
 
-    def __init__(self, tls: TestPKI = None):
+    def __init__(self, tls: Pki = None):
         ctx = None
         if tls is not None:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -482,7 +484,6 @@ def curl(*urls, proxy=None, args=(), timeout=30, cacert=None, data_file=None, tm
 
     Returns a CurlResult; the body and headers are those of the last URL.
     """
-    import tempfile
     own_tmp = tmp is None
     tmpdir = Path(tempfile.mkdtemp(prefix="curl-")) if own_tmp else Path(tmp)
     try:
@@ -518,7 +519,6 @@ def curl(*urls, proxy=None, args=(), timeout=30, cacert=None, data_file=None, tm
                           p.stderr.decode(errors="replace"), statuses, connects)
     finally:
         if own_tmp:
-            import shutil
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 

@@ -2,7 +2,7 @@
 
 import os
 
-from conftest import (allow_policy, assert_refusal, connect_to_arg, curl, raw_exchange,
+from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl, raw_exchange,
                       sha256)
 
 HOST = "api.example.test"
@@ -56,10 +56,51 @@ def test_thirty_requests_share_one_connection_each_side(broker_factory, upstream
     assert len(upstream.requests) == 30
     assert upstream.connections == 1, upstream.peers
 
-    records = b.wait_for_records(lambda r: r.get("event") == "request", count=30)
+    # each record is written before its response completes (DESIGN §7): no waiting needed
+    records = [rec for rec in b.records() if rec.get("event") == "request"]
     assert len(records) == 30
     assert sorted(rec["path"] for rec in records) == sorted(f"/item/{i}" for i in range(30))
     assert all(rec["status"] == 200 and rec["decision"] == "allow" for rec in records)
+
+
+def test_refusal_keeps_the_client_connection_usable(broker_factory, upstream):
+    b = start(broker_factory, upstream, hosts=(HOST,))
+    r = curl("http://denied.example.test/", f"http://{HOST}:{upstream.port}/after-403",
+             proxy=b.proxy)
+    assert r.statuses == [403, 200]
+    assert sum(r.new_connections) == 1, r.new_connections
+    assert [q["path"] for q in upstream.requests] == ["/after-403"]
+
+
+def test_head_then_get_on_one_connection(broker_factory, upstream):
+    b = start(broker_factory, upstream)
+    with RawClient(b.port) as c:
+        for method in ("HEAD", "GET", "HEAD", "GET"):
+            c.send(f"{method} http://{HOST}:{upstream.port}/bytes/1000 HTTP/1.1\r\n"
+                   f"Host: {HOST}:{upstream.port}\r\n\r\n".encode())
+            resp = c.read_response(head_only=(method == "HEAD"))
+            assert resp.status == 200
+            assert resp.headers["content-length"] == "1000"
+            assert len(resp.body) == (0 if method == "HEAD" else 1000)
+    assert upstream.connections == 1
+
+
+def test_pipelined_requests_are_answered_in_order(broker_factory, upstream):
+    b = start(broker_factory, upstream)
+    one = "GET http://{h}:{p}/pipe/{i} HTTP/1.1\r\nHost: {h}:{p}\r\n\r\n"
+    with RawClient(b.port) as c:
+        c.send("".join(one.format(h=HOST, p=upstream.port, i=i) for i in range(3)).encode())
+        assert [c.read_response().json()["path"] for _ in range(3)] == [
+            "/pipe/0", "/pipe/1", "/pipe/2"]
+
+
+def test_host_header_matching_is_case_insensitive(broker_factory, upstream):
+    b = start(broker_factory, upstream)
+    req = (f"GET http://{HOST}:{upstream.port}/case HTTP/1.1\r\n"
+           f"Host: API.Example.TEST:{upstream.port}\r\n\r\n").encode()
+    resp = raw_exchange(b.port, req)
+    assert resp.status == 200
+    assert resp.json()["path"] == "/case"
 
 
 def test_post_with_content_length_streams_5mb_intact(broker_factory, upstream, tmp_path):
@@ -116,7 +157,7 @@ def test_denied_host_gets_403_json_with_every_field(broker_factory, upstream):
 def test_deny_rule_beats_allow_rule(broker_factory, upstream):
     policy = {"version": 1,
               "allow": [{"host": "*.example.test", "ports": [upstream.port]}],
-              "deny": [{"host": HOST}]}
+              "deny": [{"host": HOST, "ports": [upstream.port]}]}
     b = start(broker_factory, upstream, policy=policy, hosts=(HOST, "other.example.test"))
     denied = curl(f"http://{HOST}:{upstream.port}/", proxy=b.proxy)
     doc = assert_refusal(denied.status, denied.headers, denied.body, "policy_denied", 403,
@@ -127,6 +168,20 @@ def test_deny_rule_beats_allow_rule(broker_factory, upstream):
     assert ok.status == 200
     assert ok.json()["headers"]["host"] == f"other.example.test:{upstream.port}"
     assert [r["path"] for r in upstream.requests] == ["/"]
+
+
+def test_deny_rule_without_ports_denies_every_port(broker_factory, upstream):
+    # "deny": [{"host": X}] reads as "never X"; an allow rule opening a non-default port of a
+    # wildcard must not slip past it.
+    policy = {"version": 1,
+              "allow": [{"host": "*.example.test", "ports": [upstream.port]}],
+              "deny": [{"host": HOST}]}
+    b = start(broker_factory, upstream, policy=policy, hosts=(HOST,))
+    denied = curl(f"http://{HOST}:{upstream.port}/", proxy=b.proxy)
+    doc = assert_refusal(denied.status, denied.headers, denied.body, "policy_denied", 403,
+                         session=b.session, host=HOST)
+    assert doc["rule"] == "deny[0]"
+    assert upstream.requests == []
 
 
 def test_host_header_differing_from_uri_authority_is_421(broker_factory, upstream):

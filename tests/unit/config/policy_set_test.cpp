@@ -303,3 +303,16 @@ TEST_CASE("the default policy as a policy set", "[config][policy_set]") {
   CHECK_FALSE(set.check_connect(ip("140.82.112.6")).allowed);
   CHECK_FALSE(set.check_address(*ip_address::parse("10.0.0.1"), 443).private_ok);
 }
+
+TEST_CASE("a deny rule without ports refuses the host on every port", "[config][policy_set]") {
+  auto set = single(
+      R"({"allow": [{"host": "*.example.test", "ports": [8080, 443]}],
+          "deny": [{"host": "api.example.test"}]})");
+  auto v = set.check_connect(host("api.example.test", 8080));
+  CHECK_FALSE(v.allowed);
+  CHECK(v.rule == "deny[0]");
+  CHECK_FALSE(set.check_connect(host("api.example.test", 443)).allowed);
+  CHECK(set.check_connect(host("www.example.test", 8080)).allowed);
+  CHECK(set.layers()[0].deny[0].ports.empty());
+  CHECK(set.layers()[0].allow[0].ports == std::vector<std::uint16_t>{8080, 443});
+}

@@ -4,7 +4,7 @@
 
 using namespace broker::proxy;
 
-TEST_CASE("--connect-to follows curl's HOST:PORT:ADDR:PORT", "[connect_to]") {
+TEST_CASE("connect-to rules follow curl's HOST:PORT:ADDR:PORT", "[connect_to]") {
   const std::vector<connect_to_rule> rules = {
       parse_connect_to("api.example.test:443:127.0.0.1:8443"),
       parse_connect_to("::[::1]:"),
@@ -20,7 +20,7 @@ TEST_CASE("--connect-to follows curl's HOST:PORT:ADDR:PORT", "[connect_to]") {
   CHECK(any->port == 80);
 }
 
-TEST_CASE("--connect-to with no match and malformed specs", "[connect_to]") {
+TEST_CASE("connect-to rules with no match and malformed specs", "[connect_to]") {
   const std::vector<connect_to_rule> rules = {parse_connect_to("a.test:443:127.0.0.1:1")};
   CHECK_FALSE(apply_connect_to(rules, "a.test", 80));
   CHECK_FALSE(apply_connect_to(rules, "b.test", 443));

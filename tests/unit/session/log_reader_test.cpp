@@ -243,6 +243,10 @@ TEST_CASE("format_record ports, tunnels, refusals and session events", "[log_rea
         "20:15:00.000  session_start  version 0.1.0  listen 127.0.0.1:41234  "
         "policy /etc/broker/policy.json, p.json");
 
+  line = format_record(json::parse(
+      R"({"ts":"2026-11-29T20:15:30.000Z","event":"policy_reload","policy":[{"source":"p.json"}]})"));
+  CHECK(line == "20:15:30.000  policy_reload  policy p.json");
+
   line = format_record({{"ts", "2026-11-29T20:16:00.000Z"},
                         {"event", "session_end"},
                         {"requests", 5},
