@@ -24,6 +24,7 @@ struct serve_options {
   std::string listen;
   std::string session;
   std::string env_file;
+  std::vector<std::string> timeouts;
 };
 
 // "127.0.0.1:8080" or "[::1]:8080"; the host must be an IP address.
@@ -91,6 +92,7 @@ int run_serve(const serve_options& o) {
   try {
     options.connect_to = parse_connect_to_rules(o.common.connect_to);
     check_upstream_cas(o.common.upstream_cas);
+    for (const auto& spec : o.timeouts) proxy::set_timeout(options.timeouts, spec);
     for (const auto& f : o.common.upstream_cas) options.upstream_cas.emplace_back(f);
     policy = std::make_shared<config::policy_set>(load_layers(o.common.policies));
   } catch (const std::exception& e) {
@@ -165,6 +167,8 @@ void register_serve(CLI::App& root, int& exit_status) {
   app->add_option("--session", options->session, "Session name (default: a random id)");
   app->add_option("--env-file", options->env_file,
                   "Write the child environment (KEY=VALUE lines) to this file");
+  app->add_option("--timeout", options->timeouts,
+                  "NAME=DURATION: head, idle, dns, connect, upstream, body, tunnel, drain");
   app->callback([options, &exit_status] { exit_status = run_serve(*options); });
 }
 

@@ -71,7 +71,6 @@ void client_connection::drain() {
 }
 
 asio::awaitable<void> client_connection::run() {
-  auto self = shared_from_this();
   error_code ignored;
   client_.set_option(tcp::no_delay(true), ignored);
   std::string failure;
@@ -117,13 +116,13 @@ asio::awaitable<void> client_connection::serve() {
 asio::awaitable<client_connection::head_result> client_connection::read_request_head(
     http_parser& parser, bool first) {
   if (first)
-    deadline_.arm(limits::head_read_timeout, deadline::phase::client_head);
+    deadline_.arm(timeouts().head, deadline::phase::client_head);
   else
-    deadline_.arm(limits::keepalive_idle_timeout, deadline::phase::client_idle);
+    deadline_.arm(timeouts().idle, deadline::phase::client_idle);
   bool started = false;
   for (;;) {
     if (!in_.empty()) {
-      if (!started && !first) deadline_.arm(limits::head_read_timeout, deadline::phase::client_head);
+      if (!started && !first) deadline_.arm(timeouts().head, deadline::phase::client_head);
       started = true;
       const auto r = parser.feed(in_.view());
       in_.consume(r.consumed);
@@ -170,7 +169,7 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
   }
   // Interception (DESIGN §1) slots in here: a CONNECT whose rule is not a tunnel rule will be
   // served by the MITM request loop. Until it exists, every allowed CONNECT is tunnelled.
-  deadline_.arm(limits::dns_timeout + limits::connect_timeout + std::chrono::seconds(1),
+  deadline_.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
                 deadline::phase::upstream);
   auto dialed = co_await dial_upstream(*ctx_, *policy, where->dest);
   if (dialed.refused) {
@@ -181,7 +180,8 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
   co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   exchange_.response_started = true;
   entry.status = 200;
-  co_await relay_tunnel(client_, *dialed.socket, in_, deadline_, entry.bytes_out, entry.bytes_in);
+  co_await relay_tunnel(client_, *dialed.socket, in_, deadline_, timeouts().tunnel, entry.bytes_out,
+                        entry.bytes_in);
   finish_exchange(200, true);
 }
 
@@ -231,7 +231,7 @@ asio::awaitable<bool> client_connection::handle_forward(http_parser& request) {
                     !still_open(upstream_->socket)))
     upstream_.reset();
   if (!upstream_) {
-    deadline_.arm(limits::dns_timeout + limits::connect_timeout + std::chrono::seconds(1),
+    deadline_.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
                   deadline::phase::upstream);
     auto dialed = co_await dial_upstream(*ctx_, *policy, dest);
     if (dialed.refused) co_return co_await refuse(*dialed.refused, keep_after_refusal);
@@ -255,7 +255,7 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(http_parser& req
                                                                 const std::string& head) {
   auto& entry = exchange_.entry;
   const bool client_keep_alive = request.keep_alive() && !draining_;
-  deadline_.arm(limits::upstream_response_timeout, deadline::phase::upstream);
+  deadline_.arm(timeouts().upstream, deadline::phase::upstream);
   auto [ec, n] = co_await asio::async_write(upstream_->socket, asio::buffer(head), use_tuple);
   if (ec) {
     upstream_.reset();
@@ -304,14 +304,14 @@ asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
       }
       if (r.status == parse_status::message_complete) break;
     }
-    deadline_.arm(limits::body_idle_timeout, deadline::phase::request_body);
+    deadline_.arm(timeouts().body, deadline::phase::request_body);
     auto [ec, n] =
         co_await client_.async_read_some(asio::buffer(in_.tail(), in_.tail_size()), use_tuple);
     if (ec) throw body_error("client closed the connection mid-body");
     in_.commit(n);
   }
   done = true;
-  deadline_.arm(limits::upstream_response_timeout, deadline::phase::upstream);
+  deadline_.arm(timeouts().upstream, deadline::phase::upstream);
   co_await hold_until_cancelled();
 }
 
@@ -350,7 +350,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
         co_return;
       }
       up.in.commit(n);
-      deadline_.arm(limits::upstream_response_timeout, deadline::phase::upstream);
+      deadline_.arm(timeouts().upstream, deadline::phase::upstream);
     }
     const int status = response->head().status;
     if (status >= 200) break;
@@ -402,7 +402,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
       }
       if (ec) throw upstream_error("upstream read failed: " + ec.message());
       up.in.commit(n);
-      deadline_.arm(limits::upstream_response_timeout, deadline::phase::upstream);
+      deadline_.arm(timeouts().upstream, deadline::phase::upstream);
     }
   }
   if (upstream_ && (!response->keep_alive() || !upstream_->in.empty())) upstream_.reset();

@@ -16,7 +16,7 @@
 
 namespace broker::proxy {
 
-class client_connection : public std::enable_shared_from_this<client_connection> {
+class client_connection {
  public:
   client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx);
 
@@ -57,6 +57,7 @@ class client_connection : public std::enable_shared_from_this<client_connection>
   bool finish_exchange(int status, bool allowed, const std::string& error = {});
   void begin_exchange(std::string method);
   double elapsed_ms() const;
+  const proxy::timeouts& timeouts() const { return ctx_->options().timeouts; }
 
   tcp::socket client_;
   std::shared_ptr<proxy_context> ctx_;

@@ -11,6 +11,7 @@
 
 #include "config/policy_set.hpp"
 #include "proxy/connect_to.hpp"
+#include "proxy/timeouts.hpp"
 #include "session/audit_log.hpp"
 
 namespace broker::proxy {
@@ -19,6 +20,7 @@ struct proxy_options {
   std::string session_id;
   std::vector<connect_to_rule> connect_to;
   std::vector<std::filesystem::path> upstream_cas;  // extra roots for verifying upstream TLS
+  proxy::timeouts timeouts;
 };
 
 // One audit record of an exchange, tunnel or refusal (DESIGN §7).

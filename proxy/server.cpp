@@ -71,11 +71,14 @@ struct server::impl {
       live.emplace(conn.get(), conn);
     }
     ++ctx->active_connections;
-    auto* key = conn.get();
-    asio::co_spawn(conn->executor(), conn->run(), [this, key](std::exception_ptr) {
+    auto executor = conn->executor();
+    auto work = conn->run();
+    // The completion handler owns the connection until run() has finished: the coroutine may
+    // start later, on another thread.
+    asio::co_spawn(executor, std::move(work), [this, conn](std::exception_ptr) {
       // run() catches everything it can expect; whatever is left ends just this connection.
       std::lock_guard lock(mutex);
-      live.erase(key);
+      live.erase(conn.get());
       --ctx->active_connections;
     });
   }
@@ -93,7 +96,7 @@ struct server::impl {
       error_code ignored;
       acceptor.close(ignored);
       drain_all();
-      const auto until = std::chrono::steady_clock::now() + limits::drain_timeout;
+      const auto until = std::chrono::steady_clock::now() + ctx->options().timeouts.drain;
       while (ctx->active_connections.load() > 0 && std::chrono::steady_clock::now() < until) {
         asio::steady_timer tick(io, std::chrono::milliseconds(20));
         co_await tick.async_wait(use_tuple);

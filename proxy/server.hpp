@@ -24,7 +24,7 @@ class server {
   std::uint16_t port() const;  // the bound port
 
   // Serves until SIGINT or SIGTERM, then stops accepting, lets open connections finish (up to
-  // limits::drain_timeout) and returns. SIGHUP calls `on_reload` (on a server thread).
+  // timeouts.drain) and returns. SIGHUP calls `on_reload` (on a server thread).
   void run(std::function<void()> on_reload);
 
  private:

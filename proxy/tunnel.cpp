@@ -9,7 +9,8 @@ using namespace asio::experimental::awaitable_operators;
 namespace {
 
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
-                           deadline& idle, std::uint64_t& counter) {
+                           deadline& idle, deadline::clock::duration idle_timeout,
+                           std::uint64_t& counter) {
   for (;;) {
     if (!buffer.empty()) {
       const auto data = buffer.view();
@@ -17,7 +18,7 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
       if (ec) throw boost::system::system_error(ec);
       counter += n;
       buffer.consume(n);
-      idle.arm(limits::tunnel_idle_timeout, deadline::phase::tunnel);
+      idle.arm(idle_timeout, deadline::phase::tunnel);
     }
     auto [ec, n] = co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()),
                                                  use_tuple);
@@ -35,13 +36,13 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
 }  // namespace
 
 asio::awaitable<void> relay_tunnel(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
-                                   deadline& idle, std::uint64_t& bytes_out,
-                                   std::uint64_t& bytes_in) {
+                                   deadline& idle, deadline::clock::duration idle_timeout,
+                                   std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
   read_buffer back(limits::relay_buffer_bytes);
-  idle.arm(limits::tunnel_idle_timeout, deadline::phase::tunnel);
+  idle.arm(idle_timeout, deadline::phase::tunnel);
   try {
-    co_await (pump(client, upstream, early, idle, bytes_out) &&
-              pump(upstream, client, back, idle, bytes_in));
+    co_await (pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
+              pump(upstream, client, back, idle, idle_timeout, bytes_in));
   } catch (const boost::system::system_error& e) {
     // A reset or broken pipe on either side ends the tunnel; that is its normal way to end too.
     const auto ec = e.code();

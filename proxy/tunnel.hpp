@@ -14,7 +14,7 @@ namespace broker::proxy {
 // Returns when both directions are done (or one failed). The counters (client->upstream and
 // upstream->client) are updated as bytes move, so they are right even if the relay is cancelled.
 asio::awaitable<void> relay_tunnel(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
-                                   deadline& idle, std::uint64_t& bytes_out,
-                                   std::uint64_t& bytes_in);
+                                   deadline& idle, deadline::clock::duration idle_timeout,
+                                   std::uint64_t& bytes_out, std::uint64_t& bytes_in);
 
 }  // namespace broker::proxy

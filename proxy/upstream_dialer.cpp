@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "proxy/address_guard.hpp"
-#include "proxy/limits.hpp"
 #include "proxy/target.hpp"
 
 namespace broker::proxy {
@@ -38,10 +37,11 @@ struct resolved {
   std::optional<refusal> refused;
 };
 
-asio::awaitable<resolved> resolve(const std::string& host, std::uint16_t port) {
+asio::awaitable<resolved> resolve(const std::string& host, std::uint16_t port,
+                                  std::chrono::steady_clock::duration timeout) {
   tcp::resolver resolver(co_await asio::this_coro::executor);
   auto result = co_await (resolver.async_resolve(host, std::to_string(port), use_tuple) ||
-                          sleep_for(limits::dns_timeout));
+                          sleep_for(timeout));
   if (result.index() == 1) co_return resolved{{}, refusal::dns_failed(host, "timed out")};
   auto [ec, results] = std::get<0>(std::move(result));
   if (ec) co_return resolved{{}, refusal::dns_failed(host, ec.message())};
@@ -87,7 +87,7 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
     if (auto ip = config::ip_address::parse(mapped->host)) {
       endpoints.emplace_back(asio::ip::make_address(ip->to_string()), mapped->port);
     } else {
-      auto r = co_await resolve(mapped->host, mapped->port);
+      auto r = co_await resolve(mapped->host, mapped->port, ctx.options().timeouts.dns);
       if (r.refused) {
         out.refused = std::move(r.refused);
         co_return out;
@@ -98,7 +98,7 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
     if (dest.ip) {
       endpoints.emplace_back(asio::ip::make_address(dest.ip->to_string()), dest.port);
     } else {
-      auto r = co_await resolve(dest.host, dest.port);
+      auto r = co_await resolve(dest.host, dest.port, ctx.options().timeouts.dns);
       if (r.refused) {
         out.refused = std::move(r.refused);
         co_return out;
@@ -114,7 +114,7 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
 
   tcp::socket socket(co_await asio::this_coro::executor);
   auto result = co_await (asio::async_connect(socket, endpoints, use_tuple) ||
-                          sleep_for(limits::connect_timeout));
+                          sleep_for(ctx.options().timeouts.connect));
   if (result.index() == 1) {
     out.refused = refusal::upstream_timeout(to_string(dest));
     co_return out;

@@ -1,0 +1,27 @@
+// The proxy's deadlines. Every wait has one (STYLE §4); `serve --timeout NAME=DURATION` can
+// change each.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+namespace broker::proxy {
+
+struct timeouts {
+  using duration = std::chrono::steady_clock::duration;
+  duration head = std::chrono::seconds(30);       // a request head, from its first byte
+  duration idle = std::chrono::seconds(120);      // a kept-alive client between requests
+  duration dns = std::chrono::seconds(10);        // resolving an upstream name
+  duration connect = std::chrono::seconds(10);    // the upstream TCP handshake
+  duration upstream = std::chrono::seconds(120);  // silence from an upstream mid-response
+  duration body = std::chrono::seconds(60);       // silence from a client mid-body
+  duration tunnel = std::chrono::seconds(600);    // a tunnel with no byte either way
+  duration drain = std::chrono::seconds(10);      // open connections after SIGTERM
+};
+
+// Applies "NAME=DURATION" ("upstream=5s", "tunnel=1h"). Throws std::invalid_argument naming the
+// option and the accepted names when the spec is malformed or the duration is not positive.
+void set_timeout(timeouts& t, std::string_view spec);
+
+}  // namespace broker::proxy
