@@ -14,6 +14,9 @@ inline constexpr std::size_t max_response_header_fields = 200;
 
 // Read/relay buffer per direction. Large enough that bulk transfers are not syscall-bound.
 inline constexpr std::size_t relay_buffer_bytes = 128 * 1024;
+// A tunnel direction's kernel pipe (splice): pages are only taken while bytes are in flight, and
+// the kernel's per-user pipe quota falls back to its 64 KiB default when exhausted.
+inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;
 
 // Connections served at once; beyond this new connections are answered 503 and closed.
 inline constexpr std::size_t max_connections = 4096;
