@@ -5,12 +5,6 @@
 namespace broker::config {
 namespace {
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // Strict dotted quad: four decimal octets, no leading zeros. inet_aton also accepts "0177.1" or
 // "0x7f.1" (octal, hex, fewer parts); refusing them here keeps a policy from matching a text

@@ -1,5 +1,6 @@
 // One client connection: reads request heads, and per request either opens a CONNECT tunnel
 // or forwards an absolute-form http:// request (keep-alive on both sides, bodies streamed).
+// The forwarding half lives in http_forward.cpp.
 #pragma once
 
 #include <chrono>

@@ -21,8 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
-constexpr std::string_view zero_hash =
-    "0000000000000000000000000000000000000000000000000000000000000000";
 
 // Resuming reads the file backwards to its last line; a record is a few KiB at most, so a
 // "line" longer than this means the file is not one of ours.

@@ -51,6 +51,10 @@ class audit_log {
   std::string failure_;
 };
 
+// The `prev` of a log's first record.
+inline constexpr std::string_view zero_hash =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
 // SHA-256 hex of `data` (lower-case).
 std::string sha256_hex(std::string_view data);
 

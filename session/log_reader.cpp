@@ -19,8 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr std::string_view zero_hash =
-    "0000000000000000000000000000000000000000000000000000000000000000";
 constexpr std::string_view hash_key = ",\"hash\":\"";
 constexpr std::size_t hash_suffix_size = hash_key.size() + 64 + 2;  // ,"hash":"<64>"}
 

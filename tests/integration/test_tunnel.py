@@ -96,3 +96,59 @@ def test_bulk_download_20mb_intact(broker_factory, tls_upstream, pki):
     assert len(tunnels) == 1, b.records()
     assert tunnels[0]["bytes_in"] >= n
     assert tunnels[0]["bytes_out"] > 0
+
+
+class LineEchoServer:
+    """Echoes every byte back; when the client half-closes, sends b"bye" and closes."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        conn, _ = self.sock.accept()
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    conn.sendall(b"bye")
+                    return
+                self.received += data
+                conn.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_bytes_behind_the_connect_head_and_half_close_pass_through(broker_factory):
+    echo = LineEchoServer()
+    try:
+        b = broker_factory(policy=allow_policy(HOST, ports=[echo.port]),
+                           connect_to=[connect_to_arg(HOST, echo.port)])
+        with RawClient(b.port) as c:
+            # The first payload rides in the same write as the CONNECT head.
+            c.send(f"CONNECT {HOST}:{echo.port} HTTP/1.1\r\nHost: {HOST}:{echo.port}\r\n\r\n"
+                   "early-bytes".encode())
+            assert c.read_response(head_only=True).status == 200
+            while len(c.buf) < len(b"early-bytes"):
+                assert c._fill()
+            assert c.buf == b"early-bytes"
+            c.buf = b""
+            # Half-close: the upstream sees EOF but its answer still comes back.
+            import socket
+            c.sock.shutdown(socket.SHUT_WR)
+            while c._fill():
+                pass
+            assert c.buf == b"bye"
+        assert echo.received == b"early-bytes"
+        rec = b.wait_for_records(lambda r: r.get("event") == "tunnel")
+        assert rec and rec[0]["bytes_out"] == len(b"early-bytes"), b.records()
+        assert rec[0]["bytes_in"] == len(b"early-bytes") + len(b"bye")
+    finally:
+        echo.close()
