@@ -16,7 +16,8 @@ void add_log_dir_option(CLI::App& app, std::string& log_dir) {
 }
 
 void add_common_options(CLI::App& app, common_options& o) {
-  app.add_option("--policy", o.policies, "Policy file; repeat for more layers (each can only narrow)");
+  app.add_option("--policy", o.policies,
+                 "Policy file; repeat for more layers (each can only narrow)");
   add_log_dir_option(app, o.log_dir);
   app.add_option("--connect-to", o.connect_to,
                  "HOST:PORT:ADDR:PORT - dial ADDR:PORT for HOST:PORT (curl semantics)");

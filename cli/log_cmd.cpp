@@ -1,6 +1,6 @@
 // `broker log [SESSION|FILE] [--json] [--verify] [--follow]`.
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -54,8 +54,8 @@ int run_log(const log_options& o) {
   const auto dir = log_dir_or_default(o.log_dir);
   const auto file = session::find_log(dir, o.which);
   if (!file) {
-    std::cerr << "broker: no audit log " << (o.which.empty() ? "in " + dir.string() : "for " + o.which)
-              << "\n";
+    std::cerr << "broker: no audit log "
+              << (o.which.empty() ? "in " + dir.string() : "for " + o.which) << "\n";
     return exit_failure;
   }
   std::ifstream in(*file);

@@ -70,7 +70,8 @@ void write_file_atomically(const std::string& path, const std::string& content) 
 
 nlohmann::ordered_json policy_sources(const config::policy_set& set) {
   auto list = nlohmann::ordered_json::array();
-  for (const auto& layer : set.layers()) list.push_back({{"source", layer.source}, {"sha256", layer.sha256}});
+  for (const auto& layer : set.layers())
+    list.push_back({{"source", layer.source}, {"sha256", layer.sha256}});
   return list;
 }
 
@@ -143,8 +144,8 @@ int run_serve(const serve_options& o) {
       ctx->replace_policy(std::move(fresh));
       spdlog::info("[{}] policy reloaded:{}", ctx->session_id(), digests);
     } catch (const std::exception& e) {
-      spdlog::error("[{}] policy reload refused, keeping the current policy: {}",
-                    ctx->session_id(), e.what());
+      spdlog::error("[{}] policy reload refused, keeping the current policy: {}", ctx->session_id(),
+                    e.what());
     }
   });
   ctx->audit_log().write({{"event", "session_end"},

@@ -5,7 +5,6 @@
 namespace broker::config {
 namespace {
 
-
 // Strict dotted quad: four decimal octets, no leading zeros. inet_aton also accepts "0177.1" or
 // "0x7f.1" (octal, hex, fewer parts); refusing them here keeps a policy from matching a text
 // that some resolver would read as a different address.

@@ -24,7 +24,9 @@ class host_pattern {
 
   // `host` must already be normalized (normalize_host).
   bool matches(std::string_view normalized_host) const;
-  const std::string& text() const { return text_; }  // normalized form, e.g. "*.xn--bcher-kva.example"
+  const std::string& text() const {
+    return text_;
+  }  // normalized form, e.g. "*.xn--bcher-kva.example"
 
  private:
   std::string text_;

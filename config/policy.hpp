@@ -40,30 +40,30 @@ class policy_error : public std::runtime_error {
 };
 
 struct rule {
-  std::string name;                     // "allow[0]", "deny[2]"
-  int line = 0;                         // where the rule object starts
-  std::optional<host_pattern> host;     // exactly one of host / cidr is set
+  std::string name;                  // "allow[0]", "deny[2]"
+  int line = 0;                      // where the rule object starts
+  std::optional<host_pattern> host;  // exactly one of host / cidr is set
   std::optional<cidr> net;
-  std::vector<std::uint16_t> ports;     // allow rules: default {80, 443}; deny rules: empty = any
-  std::vector<std::string> methods;     // upper-case tokens; empty = any method
-  std::vector<path_pattern> paths;      // empty = any path
-  bool tunnel = false;                  // allow rules only; with tunnel, methods/paths are an error
+  std::vector<std::uint16_t> ports;  // allow rules: default {80, 443}; deny rules: empty = any
+  std::vector<std::string> methods;  // upper-case tokens; empty = any method
+  std::vector<path_pattern> paths;   // empty = any path
+  bool tunnel = false;               // allow rules only; with tunnel, methods/paths are an error
 
   bool has_l7_conditions() const { return !methods.empty() || !paths.empty(); }
 };
 
 // Known credential types; the brokers that implement them come with interception.
 struct credential_spec {
-  std::string name;                     // the key under "credentials"
+  std::string name;  // the key under "credentials"
   int line = 0;
-  std::string type;                     // one of config/credential_types.hpp
-  std::vector<std::string> env;         // variable names the child sees (dummies); aws-sigv4
-                                        // defaults to the three AWS_* names
-  std::vector<host_pattern> hosts;      // bound hosts; never empty
-  std::string source;                   // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
-  std::string header;                   // type "header": the header name (lower-case)
-  std::string prefix;                   // type "header": optional value prefix ("Bearer ")
-  std::vector<std::string> query;       // query parameter names where the credential may appear
+  std::string type;                 // one of config/credential_types.hpp
+  std::vector<std::string> env;     // variable names the child sees (dummies); aws-sigv4
+                                    // defaults to the three AWS_* names
+  std::vector<host_pattern> hosts;  // bound hosts; never empty
+  std::string source;  // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
+  std::string header;  // type "header": the header name (lower-case)
+  std::string prefix;  // type "header": optional value prefix ("Bearer ")
+  std::vector<std::string> query;  // query parameter names where the credential may appear
   bool allow_plaintext = false;
 };
 
@@ -75,7 +75,7 @@ struct budget_spec {
   std::optional<std::uint64_t> bytes_in;
   std::optional<std::chrono::milliseconds> duration;
   std::optional<std::uint64_t> llm_tokens;
-  std::optional<rate> request_rate;     // key "rate"
+  std::optional<rate> request_rate;  // key "rate"
   exhaust_action on_exhaust = exhaust_action::deny;
 };
 
@@ -90,8 +90,8 @@ struct files_spec {
 };
 
 struct policy {
-  std::string source;                   // file path as given, or "<default>"
-  std::string sha256;                   // hex digest of the file's bytes
+  std::string source;  // file path as given, or "<default>"
+  std::string sha256;  // hex digest of the file's bytes
   std::vector<rule> allow;
   std::vector<rule> deny;
   std::map<std::string, credential_spec> credentials;

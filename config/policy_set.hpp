@@ -14,8 +14,8 @@
 namespace broker::config {
 
 struct destination {
-  std::string host;                     // normalized host name, or the IP literal's canonical text
-  std::optional<ip_address> ip;         // set when the request named an IP literal
+  std::string host;              // normalized host name, or the IP literal's canonical text
+  std::optional<ip_address> ip;  // set when the request named an IP literal
   std::uint16_t port = 0;
 };
 
@@ -61,7 +61,7 @@ class policy_set {
   // address inside a v4-mapped IPv6 one; allow rules never do.
   struct address_verdict {
     bool denied = false;
-    std::string rule;                   // the deny rule when denied
+    std::string rule;  // the deny rule when denied
     bool private_ok = false;
   };
   address_verdict check_address(const ip_address& address, std::uint16_t port) const;

@@ -8,16 +8,16 @@
 namespace broker::proxy {
 
 enum class address_class {
-  global,          // routable public unicast: the only class dialed without a cidr rule
-  unspecified,     // 0.0.0.0/8, ::
-  loopback,        // 127.0.0.0/8, ::1
-  private_use,     // RFC 1918: 10/8, 172.16/12, 192.168/16
-  link_local,      // 169.254/16 (incl. 169.254.169.254 metadata), fe80::/10
-  cgnat,           // 100.64.0.0/10
-  unique_local,    // fc00::/7 (and deprecated site-local fec0::/10)
-  multicast,       // 224.0.0.0/4, ff00::/8
-  reserved,        // other special-purpose ranges: 192.0.0.0/24, TEST-NETs, 198.18/15, 240/4,
-                   // broadcast, 2001:db8::/32, 100::/64 ...
+  global,        // routable public unicast: the only class dialed without a cidr rule
+  unspecified,   // 0.0.0.0/8, ::
+  loopback,      // 127.0.0.0/8, ::1
+  private_use,   // RFC 1918: 10/8, 172.16/12, 192.168/16
+  link_local,    // 169.254/16 (incl. 169.254.169.254 metadata), fe80::/10
+  cgnat,         // 100.64.0.0/10
+  unique_local,  // fc00::/7 (and deprecated site-local fec0::/10)
+  multicast,     // 224.0.0.0/4, ff00::/8
+  reserved,      // other special-purpose ranges: 192.0.0.0/24, TEST-NETs, 198.18/15, 240/4,
+                 // broadcast, 2001:db8::/32, 100::/64 ...
 };
 
 // IPv6 forms that embed an IPv4 address - v4-mapped (::ffff:0:0/96), v4-compatible (::/96),

@@ -13,15 +13,22 @@ namespace broker::proxy {
 namespace {
 
 // Upstream-side failures are answered by the broker but were allowed by policy.
-bool is_policy_refusal(const refusal& r) { return r.status != 502 && r.status != 504; }
+bool is_policy_refusal(const refusal& r) {
+  return r.status != 502 && r.status != 504;
+}
 
 const char* phase_name(deadline::phase p) {
   switch (p) {
-    case deadline::phase::client_head: return "request head";
-    case deadline::phase::client_idle: return "next request";
-    case deadline::phase::request_body: return "request body";
-    case deadline::phase::upstream: return "upstream";
-    case deadline::phase::tunnel: return "tunnel traffic";
+    case deadline::phase::client_head:
+      return "request head";
+    case deadline::phase::client_idle:
+      return "next request";
+    case deadline::phase::request_body:
+      return "request body";
+    case deadline::phase::upstream:
+      return "upstream";
+    case deadline::phase::tunnel:
+      return "tunnel traffic";
   }
   return "?";
 }
@@ -171,7 +178,8 @@ asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_aliv
 }
 
 asio::awaitable<void> client_connection::write_client(std::string_view data) {
-  auto [ec, n] = co_await asio::async_write(client_, asio::buffer(data.data(), data.size()), use_tuple);
+  auto [ec, n] =
+      co_await asio::async_write(client_, asio::buffer(data.data(), data.size()), use_tuple);
   if (ec) throw boost::system::system_error(ec);
 }
 

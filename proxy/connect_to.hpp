@@ -12,9 +12,9 @@
 namespace broker::proxy {
 
 struct connect_to_rule {
-  std::string host;                    // normalized; empty = any host
-  std::optional<std::uint16_t> port;   // empty = any port
-  std::string target_host;             // empty = keep the requested host
+  std::string host;                   // normalized; empty = any host
+  std::optional<std::uint16_t> port;  // empty = any port
+  std::string target_host;            // empty = keep the requested host
   std::optional<std::uint16_t> target_port;
 };
 

@@ -79,8 +79,7 @@ asio::awaitable<bool> client_connection::handle_forward(http_parser& request) {
   const auto verdict = policy->check_request(uri->where.dest, head.method, uri->path_and_query);
   entry.rule = verdict.rule;
   if (!verdict.allowed)
-    co_return co_await refuse(refusal::policy_denied(verdict.rule, entry.host),
-                              keep_after_refusal);
+    co_return co_await refuse(refusal::policy_denied(verdict.rule, entry.host), keep_after_refusal);
 
   const auto& dest = uri->where.dest;
   if (upstream_ && (upstream_->host != dest.host || upstream_->port != dest.port ||
@@ -100,9 +99,11 @@ asio::awaitable<bool> client_connection::handle_forward(http_parser& request) {
     // HTTP/1.0 clients may omit Host; the upstream needs it (RFC 9112 §3.2).
     const auto line_end = out.find("\r\n") + 2;
     const bool default_port = dest.port == 80;
-    out.insert(line_end, "Host: " + (default_port ? (dest.ip && !dest.ip->v4 ? "[" + dest.host + "]"
-                                                                                : dest.host)
-                                                   : to_string(dest)) + "\r\n");
+    out.insert(line_end,
+               "Host: " +
+                   (default_port ? (dest.ip && !dest.ip->v4 ? "[" + dest.host + "]" : dest.host)
+                                 : to_string(dest)) +
+                   "\r\n");
   }
   co_return co_await exchange_with_upstream(request, out);
 }
@@ -189,20 +190,20 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
           break;
         if (r.status == parse_status::error) {
           upstream_.reset();
-          co_await refuse(
-              refusal::upstream_unreachable(entry.host, "malformed response: " +
-                                                            response->error_reason()),
-              false);
+          co_await refuse(refusal::upstream_unreachable(
+                              entry.host, "malformed response: " + response->error_reason()),
+                          false);
           co_return;
         }
       }
-      auto [ec, n] =
-          co_await up.socket.async_read_some(asio::buffer(up.in.tail(), up.in.tail_size()), use_tuple);
+      auto [ec, n] = co_await up.socket.async_read_some(
+          asio::buffer(up.in.tail(), up.in.tail_size()), use_tuple);
       if (ec == asio::error::operation_aborted) co_return;  // the request body failed first
       if (ec) {
         upstream_.reset();
         co_await refuse(
-            refusal::upstream_unreachable(entry.host, "connection closed before a response"), false);
+            refusal::upstream_unreachable(entry.host, "connection closed before a response"),
+            false);
         co_return;
       }
       up.in.commit(n);
@@ -247,8 +248,8 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
         up.in.consume(r.consumed);
         if (last) break;
       }
-      auto [ec, n] =
-          co_await up.socket.async_read_some(asio::buffer(up.in.tail(), up.in.tail_size()), use_tuple);
+      auto [ec, n] = co_await up.socket.async_read_some(
+          asio::buffer(up.in.tail(), up.in.tail_size()), use_tuple);
       if (ec == asio::error::eof) {
         if (response->finish().status != parse_status::message_complete)
           throw upstream_error("upstream closed mid-response");

@@ -47,7 +47,7 @@ struct http_parser::impl {
   std::size_t field_limit = 0;
   const char* user_error = nullptr;  // set by a callback that refuses the message
   parse_error user_error_kind = parse_error::bad_request;
-  char prev_byte = 0;                // for obs-fold detection across feeds
+  char prev_byte = 0;  // for obs-fold detection across feeds
 
   static impl& self(llhttp_t* p) { return *static_cast<impl*>(p->data); }
 
@@ -80,7 +80,8 @@ struct http_parser::impl {
       s.user_error_kind = parse_error::header_too_large;
       return -1;
     }
-    while (!s.value.empty() && (s.value.back() == ' ' || s.value.back() == '\t')) s.value.pop_back();
+    while (!s.value.empty() && (s.value.back() == ' ' || s.value.back() == '\t'))
+      s.value.pop_back();
     headers.push_back({std::move(s.field), std::move(s.value)});
     s.field.clear();
     s.value.clear();
@@ -170,8 +171,10 @@ http_parser::result http_parser::feed(std::string_view data) {
       s.prev_byte = c;
     }
     head_bytes_ += head_part;
-    const std::size_t limit = is_request_ ? limits::max_head_bytes : limits::max_response_head_bytes;
-    if (head_bytes_ > limit) return fail(parse_error::header_too_large, "header too large", consumed);
+    const std::size_t limit =
+        is_request_ ? limits::max_head_bytes : limits::max_response_head_bytes;
+    if (head_bytes_ > limit)
+      return fail(parse_error::header_too_large, "header too large", consumed);
   }
 
   if (rc != HPE_OK && rc != HPE_PAUSED && rc != HPE_PAUSED_UPGRADE) {
@@ -229,10 +232,9 @@ std::string serialize_response_head(const message_head& head) {
 }
 
 bool is_hop_by_hop(std::string_view name, const message_head& head) {
-  static constexpr std::string_view fixed[] = {"connection",         "keep-alive",
-                                               "proxy-connection",   "proxy-authorization",
-                                               "proxy-authenticate", "te",
-                                               "upgrade"};
+  static constexpr std::string_view fixed[] = {
+      "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+      "proxy-authenticate", "te",         "upgrade"};
   for (auto f : fixed)
     if (iequals(name, f)) return true;
   // Names listed in Connection are hop-by-hop too; framing headers are never dropped this way

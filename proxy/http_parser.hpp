@@ -31,9 +31,9 @@ struct message_head {
   int version_major = 1;
   int version_minor = 1;
   std::vector<header_field> headers;
-  bool keep_alive = true;   // llhttp_should_keep_alive after the head
+  bool keep_alive = true;  // llhttp_should_keep_alive after the head
   bool upgrade = false;
-  bool has_body = false;    // Content-Length > 0, chunked, or (responses) read-until-close
+  bool has_body = false;  // Content-Length > 0, chunked, or (responses) read-until-close
   bool chunked = false;
   std::optional<std::uint64_t> content_length;
 
@@ -75,7 +75,7 @@ class http_parser {
   const std::string& error_reason() const { return error_reason_; }
   bool head_done() const { return head_done_; }
   bool message_done() const { return message_done_; }
-  bool keep_alive() const;   // valid after message_complete
+  bool keep_alive() const;  // valid after message_complete
 
  private:
   struct impl;

@@ -25,19 +25,19 @@ struct proxy_options {
 
 // One audit record of an exchange, tunnel or refusal (DESIGN §7).
 struct audit_entry {
-  std::string event;         // "request" | "tunnel" | "refused"
+  std::string event;  // "request" | "tunnel" | "refused"
   std::string method;
-  std::string scheme;        // "http" | "https" | "" (unknown, e.g. a tunnel or a bad request)
+  std::string scheme;  // "http" | "https" | "" (unknown, e.g. a tunnel or a bad request)
   std::string host;
   std::uint16_t port = 0;
-  std::string target;        // raw path and query; redacted on the way into the record
-  int status = 0;            // 0 = none (tunnels)
+  std::string target;  // raw path and query; redacted on the way into the record
+  int status = 0;      // 0 = none (tunnels)
   std::uint64_t bytes_out = 0;
   std::uint64_t bytes_in = 0;
   double ms = 0;
   bool allowed = true;
   std::string rule;
-  std::string error;         // refusal code, when any
+  std::string error;  // refusal code, when any
 };
 
 class proxy_context {

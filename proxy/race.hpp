@@ -15,11 +15,10 @@ namespace broker::proxy {
 // Returns 0 when `a` finished first, 1 when `b` did; rethrows the winner's exception.
 inline asio::awaitable<std::size_t> race(asio::awaitable<void> a, asio::awaitable<void> b) {
   auto ex = co_await asio::this_coro::executor;
-  auto [order, ex0, ex1] =
-      co_await asio::experimental::make_parallel_group(
-          asio::co_spawn(ex, std::move(a), asio::deferred),
-          asio::co_spawn(ex, std::move(b), asio::deferred))
-          .async_wait(asio::experimental::wait_for_one(), asio::deferred);
+  auto [order, ex0, ex1] = co_await asio::experimental::make_parallel_group(
+                               asio::co_spawn(ex, std::move(a), asio::deferred),
+                               asio::co_spawn(ex, std::move(b), asio::deferred))
+                               .async_wait(asio::experimental::wait_for_one(), asio::deferred);
   const std::size_t winner = order[0];
   if (winner == 0 && ex0) std::rethrow_exception(ex0);
   if (winner == 1 && ex1) std::rethrow_exception(ex1);

@@ -13,11 +13,12 @@ refusal refusal::policy_denied(std::string rule, std::string_view host) {
 
 refusal refusal::private_address(std::string_view host, std::string_view address,
                                  std::string_view address_class) {
-  return {"private_address_blocked", 403,
+  return {"private_address_blocked",
+          403,
           std::string(host) + " resolves to " + std::string(address) + " (" +
-              std::string(address_class) +
-              "), which only a cidr allow rule can open",
-          {}, {}};
+              std::string(address_class) + "), which only a cidr allow rule can open",
+          {},
+          {}};
 }
 
 refusal refusal::bad_request(std::string message) {
@@ -33,13 +34,19 @@ refusal refusal::host_mismatch(std::string message) {
 }
 
 refusal refusal::dns_failed(std::string_view host, std::string_view reason) {
-  return {"dns_failed", 502,
-          "could not resolve " + std::string(host) + ": " + std::string(reason), {}, {}};
+  return {"dns_failed",
+          502,
+          "could not resolve " + std::string(host) + ": " + std::string(reason),
+          {},
+          {}};
 }
 
 refusal refusal::upstream_unreachable(std::string_view host, std::string_view reason) {
-  return {"upstream_unreachable", 502,
-          "could not reach " + std::string(host) + ": " + std::string(reason), {}, {}};
+  return {"upstream_unreachable",
+          502,
+          "could not reach " + std::string(host) + ": " + std::string(reason),
+          {},
+          {}};
 }
 
 refusal refusal::upstream_timeout(std::string_view host) {
@@ -47,8 +54,11 @@ refusal refusal::upstream_timeout(std::string_view host) {
 }
 
 refusal refusal::audit_unavailable() {
-  return {"audit_unavailable", 503,
-          "the session's audit log cannot be written, so the broker refuses all traffic", {}, {}};
+  return {"audit_unavailable",
+          503,
+          "the session's audit log cannot be written, so the broker refuses all traffic",
+          {},
+          {}};
 }
 
 refusal refusal::overloaded() {
@@ -57,23 +67,36 @@ refusal refusal::overloaded() {
 
 std::string_view reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 421: return "Misdirected Request";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 421:
+      return "Misdirected Request";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
   }
 }
 
 std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
                            bool keep_alive) {
-  nlohmann::ordered_json body = {{"error", r.code}, {"message", r.message}, {"host", host},
-                                 {"rule", r.rule},  {"session", session}};
+  nlohmann::ordered_json body = {{"error", r.code},
+                                 {"message", r.message},
+                                 {"host", host},
+                                 {"rule", r.rule},
+                                 {"session", session}};
   std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!r.detail_json.empty()) text.insert(text.size() - 1, r.detail_json);
   text.push_back('\n');

@@ -1,9 +1,9 @@
 #include "proxy/server.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 
 #include <mutex>
 #include <thread>
@@ -134,8 +134,12 @@ server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std:
 
 server::~server() = default;
 
-std::string server::host() const { return impl_->acceptor.local_endpoint().address().to_string(); }
-std::uint16_t server::port() const { return impl_->acceptor.local_endpoint().port(); }
+std::string server::host() const {
+  return impl_->acceptor.local_endpoint().address().to_string();
+}
+std::uint16_t server::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
 
 void server::run(std::function<void()> on_reload) {
   impl_->on_reload = std::move(on_reload);

@@ -67,9 +67,11 @@ std::optional<authority> parse_authority(std::string_view text,
   }
   // A dotted all-numeric name that inet_pton refused ("127.1", "0x7f.1") is an IP in some
   // resolvers' eyes; refuse it rather than let a resolver reinterpret it.
-  if (!host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
-        return (c >= '0' && c <= '9') || c == '.' || c == 'x' || c == 'X';
-      }) && std::any_of(host.begin(), host.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (!host.empty() &&
+      std::all_of(
+          host.begin(), host.end(),
+          [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == 'x' || c == 'X'; }) &&
+      std::any_of(host.begin(), host.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   auto normalized = config::normalize_host(host);
   if (!normalized) return std::nullopt;

@@ -21,7 +21,7 @@ std::optional<authority> parse_authority(std::string_view text,
                                          std::optional<std::uint16_t> default_port = {});
 
 struct absolute_uri {
-  std::string scheme;        // lower-case
+  std::string scheme;  // lower-case
   authority where;
   std::string path_and_query;  // origin-form for the upstream: "/" when the URI had no path
 };

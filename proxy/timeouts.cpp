@@ -10,8 +10,8 @@ void set_timeout(timeouts& t, std::string_view spec) {
   const std::string text(spec);
   const auto eq = spec.find('=');
   const std::string_view name = spec.substr(0, eq);
-  const auto value = eq == std::string_view::npos ? std::nullopt
-                                                  : config::parse_duration(spec.substr(eq + 1));
+  const auto value =
+      eq == std::string_view::npos ? std::nullopt : config::parse_duration(spec.substr(eq + 1));
   if (!value || value->count() <= 0)
     throw std::invalid_argument("--timeout " + text +
                                 ": expected NAME=DURATION with a positive duration, e.g. "
@@ -21,9 +21,8 @@ void set_timeout(timeouts& t, std::string_view spec) {
     timeouts::duration timeouts::*field;
   };
   static constexpr entry fields[] = {
-      {"head", &timeouts::head},       {"idle", &timeouts::idle},
-      {"dns", &timeouts::dns},         {"connect", &timeouts::connect},
-      {"upstream", &timeouts::upstream}, {"body", &timeouts::body},
+      {"head", &timeouts::head},       {"idle", &timeouts::idle},         {"dns", &timeouts::dns},
+      {"connect", &timeouts::connect}, {"upstream", &timeouts::upstream}, {"body", &timeouts::body},
       {"tunnel", &timeouts::tunnel},   {"drain", &timeouts::drain},
   };
   for (const auto& f : fields) {

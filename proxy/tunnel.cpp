@@ -71,8 +71,8 @@ asio::awaitable<void> splice_pump(tcp::socket& from, tcp::socket& to, kernel_pip
   const int out = to.native_handle();
   constexpr unsigned flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
   for (;;) {
-    const ssize_t n = ::splice(in, nullptr, pipe.write_end(), nullptr, limits::tunnel_pipe_bytes,
-                               flags);
+    const ssize_t n =
+        ::splice(in, nullptr, pipe.write_end(), nullptr, limits::tunnel_pipe_bytes, flags);
     if (n == 0) {
       pass_on_eof(to);
       co_return;
@@ -112,8 +112,8 @@ asio::awaitable<void> copy_pump(tcp::socket& from, tcp::socket& to, read_buffer&
   for (;;) {
     co_await write_early_bytes(to, buffer, counter);
     idle.arm(idle_timeout, deadline::phase::tunnel);
-    auto [ec, n] = co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()),
-                                                 use_tuple);
+    auto [ec, n] =
+        co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()), use_tuple);
     if (ec == asio::error::eof) {
       pass_on_eof(to);
       co_return;

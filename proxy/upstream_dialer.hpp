@@ -14,8 +14,8 @@ namespace broker::proxy {
 
 struct dial_outcome {
   std::optional<tcp::socket> socket;
-  std::optional<refusal> refused;   // set when socket is not
-  std::string address;              // what was dialed ("127.0.0.1:8443"), for logs
+  std::optional<refusal> refused;  // set when socket is not
+  std::string address;             // what was dialed ("127.0.0.1:8443"), for logs
 };
 
 asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,

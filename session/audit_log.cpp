@@ -21,7 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
-
 // Resuming reads the file backwards to its last line; a record is a few KiB at most, so a
 // "line" longer than this means the file is not one of ours.
 constexpr std::size_t max_resume_line = 16 * 1024 * 1024;

@@ -35,7 +35,7 @@ class audit_log {
   bool write(const nlohmann::ordered_json& fields);
 
   bool failed() const;
-  std::string failure() const;          // human reason, e.g. "/x/s-1.jsonl: Permission denied"
+  std::string failure() const;  // human reason, e.g. "/x/s-1.jsonl: Permission denied"
   const std::filesystem::path& path() const { return path_; }
   const std::string& session_id() const { return session_id_; }
 
@@ -47,7 +47,7 @@ class audit_log {
   mutable std::mutex mutex_;
   int fd_ = -1;
   std::uint64_t seq_ = 0;
-  std::string prev_;                    // hex hash of the previous record; 64 zeros at start
+  std::string prev_;  // hex hash of the previous record; 64 zeros at start
   std::string failure_;
 };
 

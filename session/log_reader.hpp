@@ -14,11 +14,11 @@
 namespace broker::session {
 
 struct verify_result {
-  bool ok = false;                      // every record parses, chains and is in seq order
-  std::size_t records = 0;              // records checked (up to the first bad one)
-  std::size_t bad_line = 0;             // 1-based line of the first bad record, 0 when ok
-  std::string error;                    // what is wrong there ("hash mismatch", "prev does not...")
-  bool has_end = false;                 // the last record is session_end (else: running or cut)
+  bool ok = false;           // every record parses, chains and is in seq order
+  std::size_t records = 0;   // records checked (up to the first bad one)
+  std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok
+  std::string error;         // what is wrong there ("hash mismatch", "prev does not...")
+  bool has_end = false;      // the last record is session_end (else: running or cut)
 };
 // Records must start at seq 1 with prev = 64 zeros and end with a newline; the first record
 // that does not parse, chain or follow in order stops the check.
@@ -35,12 +35,12 @@ verify_result verify_log(std::istream& in);
 std::string format_record(const nlohmann::json& record);
 
 struct session_summary {
-  std::string id;                       // the file name without .jsonl
-  std::string start;                    // ts of session_start, "" when missing
-  std::string end;                      // ts of session_end, "" while running / cut
-  std::uint64_t requests = 0;           // request/tunnel/refusal records
-  std::uint64_t denied = 0;             // of those, decision != "allow"
-  std::optional<int> exit_code;         // from session_end's "exit", when present
+  std::string id;                // the file name without .jsonl
+  std::string start;             // ts of session_start, "" when missing
+  std::string end;               // ts of session_end, "" while running / cut
+  std::uint64_t requests = 0;    // request/tunnel/refusal records
+  std::uint64_t denied = 0;      // of those, decision != "allow"
+  std::optional<int> exit_code;  // from session_end's "exit", when present
 };
 session_summary summarize_log(const std::filesystem::path& file);
 
@@ -55,7 +55,8 @@ std::filesystem::path default_log_dir();
 // Resolves `broker log`'s argument: empty -> the newest session in dir (the last one
 // list_sessions returns); an id without '/' whose <dir>/<id>.jsonl exists -> that file; an
 // existing non-directory path -> itself. nullopt when nothing is found.
-std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir, const std::string& arg);
+std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir,
+                                              const std::string& arg);
 
 // A fresh random session id: "s-" + 8 lower-case hex digits.
 std::string new_session_id();

@@ -8,7 +8,9 @@ using namespace broker::proxy;
 
 namespace {
 
-http_parser::result feed_all(http_parser& p, std::string_view data) { return p.feed(data); }
+http_parser::result feed_all(http_parser& p, std::string_view data) {
+  return p.feed(data);
+}
 
 std::string many_fields(int n) {
   std::string head = "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n";
@@ -89,8 +91,8 @@ TEST_CASE("smuggling shapes are refused", "[http_parser]") {
     CHECK(status == parse_status::error);
   }
   SECTION("bad chunk size") {
-    auto [status, err] = error_of(
-        "POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+    auto [status, err] =
+        error_of("POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
     CHECK(status == parse_status::error);
     CHECK(err == parse_error::bad_request);
   }

@@ -21,12 +21,12 @@ TEST_CASE("CONNECT authorities", "[target]") {
   REQUIRE(v4);
   CHECK(v4->dest.ip);
 
-  CHECK_FALSE(parse_authority("example.com"));          // CONNECT needs a port
+  CHECK_FALSE(parse_authority("example.com"));  // CONNECT needs a port
   CHECK_FALSE(parse_authority("example.com:0"));
   CHECK_FALSE(parse_authority("example.com:65536"));
   CHECK_FALSE(parse_authority("user@example.com:443"));
-  CHECK_FALSE(parse_authority("::1:443"));              // IPv6 needs brackets
-  CHECK_FALSE(parse_authority("127.1:80"));             // resolver-dependent shorthand
+  CHECK_FALSE(parse_authority("::1:443"));   // IPv6 needs brackets
+  CHECK_FALSE(parse_authority("127.1:80"));  // resolver-dependent shorthand
   CHECK_FALSE(parse_authority("0x7f.0.0.1:80"));
   CHECK_FALSE(parse_authority("bad host:80"));
 }
