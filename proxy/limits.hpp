@@ -12,8 +12,13 @@ inline constexpr std::size_t max_header_fields = 100;
 inline constexpr std::size_t max_response_head_bytes = 64 * 1024;
 inline constexpr std::size_t max_response_header_fields = 200;
 
-// Read/relay buffer per direction. Large enough that bulk transfers are not syscall-bound.
-inline constexpr std::size_t relay_buffer_bytes = 128 * 1024;
+// A client connection's read buffer (heads, forwarded bodies, the tunnel's upward copies), and
+// each upstream connection's. Kept under glibc's mmap threshold so a connection costs no mmap.
+inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;
+// The tunnel's downward copy buffer: a TLS record is at most 16 KiB plus overhead.
+inline constexpr std::size_t tunnel_copy_buffer_bytes = 32 * 1024;
+// A tunnel direction switches from copying to splice(2) once it has carried this many bytes.
+inline constexpr std::size_t splice_after = 64 * 1024;
 // A tunnel direction's kernel pipe (splice): pages are only taken while bytes are in flight, and
 // the kernel's per-user pipe quota falls back to its 64 KiB default when exhausted.
 inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "proxy/limits.hpp"
 
@@ -64,19 +65,14 @@ asio::awaitable<void> write_early_bytes(tcp::socket& to, read_buffer& early,
   early.consume(n);
 }
 
-asio::awaitable<void> splice_pump(tcp::socket& from, tcp::socket& to, kernel_pipe& pipe,
-                                  deadline& idle, idle_duration idle_timeout,
+// Moves what `from` has now through the pipe into `to`. Returns false at EOF on `from`.
+asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pipe& pipe,
                                   std::uint64_t& counter) {
-  const int in = from.native_handle();
-  const int out = to.native_handle();
   constexpr unsigned flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
   for (;;) {
-    const ssize_t n =
-        ::splice(in, nullptr, pipe.write_end(), nullptr, limits::tunnel_pipe_bytes, flags);
-    if (n == 0) {
-      pass_on_eof(to);
-      co_return;
-    }
+    const ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr,
+                               limits::tunnel_pipe_bytes, flags);
+    if (n == 0) co_return false;
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) throw_errno();
@@ -87,7 +83,8 @@ asio::awaitable<void> splice_pump(tcp::socket& from, tcp::socket& to, kernel_pip
     }
     std::size_t buffered = static_cast<std::size_t>(n);
     while (buffered > 0) {
-      const ssize_t m = ::splice(pipe.read_end(), nullptr, out, nullptr, buffered, flags);
+      const ssize_t m = ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, buffered,
+                                 flags);
       if (m > 0) {
         buffered -= static_cast<std::size_t>(m);
         counter += static_cast<std::uint64_t>(m);
@@ -101,44 +98,45 @@ asio::awaitable<void> splice_pump(tcp::socket& from, tcp::socket& to, kernel_pip
       }
       throw_errno();
     }
-    idle.arm(idle_timeout, deadline::phase::tunnel);
+    co_return true;
   }
 }
 
-// The portable relay, for when no pipe can be had (file descriptor limit).
-asio::awaitable<void> copy_pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
-                                deadline& idle, idle_duration idle_timeout,
-                                std::uint64_t& counter) {
+// One direction of the tunnel. It starts by copying through `buffer`; once a direction has
+// carried limits::splice_after bytes it is a bulk transfer, and the rest moves by splice(2).
+// Short exchanges (a TLS handshake, API calls) thus never pay for creating a pipe.
+asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
+                           deadline& idle, idle_duration idle_timeout, std::uint64_t& counter) {
+  std::optional<kernel_pipe> pipe;
   for (;;) {
     co_await write_early_bytes(to, buffer, counter);
     idle.arm(idle_timeout, deadline::phase::tunnel);
-    auto [ec, n] =
-        co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()), use_tuple);
-    if (ec == asio::error::eof) {
-      pass_on_eof(to);
-      co_return;
+    if (!pipe && counter >= limits::splice_after) {
+      pipe.emplace();
+      if (pipe->ok()) {
+        from.native_non_blocking(true);
+        to.native_non_blocking(true);
+      }
     }
+    if (pipe && pipe->ok()) {
+      if (!co_await splice_once(from, to, *pipe, counter)) break;
+      continue;
+    }
+    auto [ec, n] = co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()),
+                                                 use_tuple);
+    if (ec == asio::error::eof) break;
     if (ec) throw boost::system::system_error(ec);
     buffer.commit(n);
   }
+  pass_on_eof(to);
 }
 
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
                             deadline& idle, idle_duration idle_timeout, std::uint64_t& bytes_out,
                             std::uint64_t& bytes_in) {
-  co_await write_early_bytes(upstream, early, bytes_out);
-  kernel_pipe out_pipe;
-  kernel_pipe in_pipe;
-  if (out_pipe.ok() && in_pipe.ok()) {
-    client.native_non_blocking(true);
-    upstream.native_non_blocking(true);
-    co_await (splice_pump(client, upstream, out_pipe, idle, idle_timeout, bytes_out) &&
-              splice_pump(upstream, client, in_pipe, idle, idle_timeout, bytes_in));
-  } else {
-    read_buffer back(limits::relay_buffer_bytes);
-    co_await (copy_pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
-              copy_pump(upstream, client, back, idle, idle_timeout, bytes_in));
-  }
+  read_buffer back(limits::tunnel_copy_buffer_bytes);
+  co_await (pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
+            pump(upstream, client, back, idle, idle_timeout, bytes_in));
 }
 
 }  // namespace
