@@ -43,10 +43,11 @@ client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_c
   tag_ = "[" + ctx_->session_id() + " c" + std::to_string(ctx_->next_connection_id()) + "]";
 }
 
-void client_connection::drain() {
+void client_connection::drain(bool now) {
   draining_ = true;
+  cut_short_ = cut_short_ || now;
   const auto p = deadline_.current_phase();
-  if (p == deadline::phase::client_idle || p == deadline::phase::client_head)
+  if (now || p == deadline::phase::client_idle || p == deadline::phase::client_head)
     deadline_.arm(std::chrono::steady_clock::duration::zero(), p);
 }
 
@@ -59,7 +60,10 @@ asio::awaitable<void> client_connection::run() {
       const auto p = deadline_.current_phase();
       if (p != deadline::phase::client_idle)
         spdlog::debug("{} deadline passed waiting for {}", tag_, phase_name(p));
-      if (exchange_.active && !exchange_.response_started && p == deadline::phase::upstream) {
+      if (cut_short_) {
+        if (exchange_.active) finish_exchange(exchange_.entry.status, true, "shutdown");
+      } else if (exchange_.active && !exchange_.response_started &&
+                 p == deadline::phase::upstream) {
         upstream_.reset();
         const auto r = refusal::upstream_timeout(exchange_.entry.host);
         finish_exchange(r.status, true, r.code);

@@ -23,9 +23,10 @@ class client_connection {
 
   // Serves the connection to its end. Never throws for client or upstream behaviour.
   asio::awaitable<void> run();
-  // Ask the connection to end: at once if it waits for a request, after the current one if not.
-  // Must run on the connection's executor.
-  void drain();
+  // Ask the connection to end: at once if it waits for a request, after the current one if not;
+  // with `now`, at once whatever it is doing (its exchange is audited as cut short). Must run on
+  // the connection's executor.
+  void drain(bool now);
   asio::any_io_executor executor() { return client_.get_executor(); }
   const std::string& tag() const { return tag_; }
 
@@ -68,6 +69,7 @@ class client_connection {
   std::optional<upstream_connection> upstream_;
   exchange exchange_;
   bool draining_ = false;
+  bool cut_short_ = false;
 };
 
 }  // namespace broker::proxy

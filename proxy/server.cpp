@@ -95,21 +95,29 @@ struct server::impl {
                    ctx->active_connections.load());
       error_code ignored;
       acceptor.close(ignored);
-      drain_all();
-      const auto until = std::chrono::steady_clock::now() + ctx->options().timeouts.drain;
-      while (ctx->active_connections.load() > 0 && std::chrono::steady_clock::now() < until) {
-        asio::steady_timer tick(io, std::chrono::milliseconds(20));
-        co_await tick.async_wait(use_tuple);
-      }
+      drain_all(false);
+      co_await wait_for_idle(ctx->options().timeouts.drain);
+      // What is still open (long tunnels, slow transfers) is cut, so that its audit record is
+      // written before session_end.
+      drain_all(true);
+      co_await wait_for_idle(std::chrono::seconds(2));
       for (auto& w : workers) w->stop();
       co_return;
     }
   }
 
-  void drain_all() {
+  void drain_all(bool now) {
     std::lock_guard lock(mutex);
     for (auto& [key, weak] : live) {
-      if (auto conn = weak.lock()) asio::post(conn->executor(), [conn] { conn->drain(); });
+      if (auto conn = weak.lock()) asio::post(conn->executor(), [conn, now] { conn->drain(now); });
+    }
+  }
+
+  asio::awaitable<void> wait_for_idle(std::chrono::steady_clock::duration limit) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (ctx->active_connections.load() > 0 && std::chrono::steady_clock::now() < until) {
+      asio::steady_timer tick(io, std::chrono::milliseconds(20));
+      co_await tick.async_wait(use_tuple);
     }
   }
 };

@@ -163,3 +163,24 @@ def test_full_disk_fails_closed_after_first_failed_write(broker_factory, upstrea
         r = curl(f"http://{HOST}:{upstream.port}/next{i}", proxy=b.proxy)
         assert_refusal(r.status, r.headers, r.body, "audit_unavailable", 503, session=b.session)
     assert len(upstream.requests) == seen_before
+
+
+def test_log_follow_prints_records_as_they_come_and_stops_at_session_end(broker_factory,
+                                                                          upstream):
+    import subprocess
+    from conftest import BROKER_BIN, clean_env
+    b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(HOST, upstream.port)])
+    follower = subprocess.Popen([BROKER_BIN, "log", b.session, "--log-dir", str(b.log_dir),
+                                 "--json", "--follow"], stdout=subprocess.PIPE, text=True,
+                                env=clean_env())
+    try:
+        assert curl(f"http://{HOST}:{upstream.port}/followed", proxy=b.proxy).status == 200
+        assert b.stop() == 0
+        out, _ = follower.communicate(timeout=10)  # ends by itself after session_end
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    events = [json.loads(line)["event"] for line in out.splitlines() if line.strip()]
+    assert events == ["session_start", "request", "session_end"], out
+    assert follower.returncode == 0

@@ -219,3 +219,24 @@ def test_env_file_has_proxy_variables_and_mode_0600(broker_factory, upstream, tm
     assert r.status == 200, r.stderr
     assert r.json()["path"] == "/via-env"
     assert b.wait_for_records(lambda rec: rec.get("path") == "/via-env")
+
+
+def test_sigterm_cuts_an_open_tunnel_after_the_drain_time_and_audits_it(broker_factory, upstream):
+    import time
+    from conftest import RawClient, connect_to_arg, run_broker_cli
+    b = broker_factory(policy={"version": 1,
+                               "allow": [{"host": "api.example.test", "ports": [upstream.port]}]},
+                       connect_to=[connect_to_arg("api.example.test", upstream.port)],
+                       args=["--timeout", "drain=1s"])
+    with RawClient(b.port) as c:
+        c.send(f"CONNECT api.example.test:{upstream.port} HTTP/1.1\r\n"
+               f"Host: api.example.test:{upstream.port}\r\n\r\n".encode())
+        assert c.read_response(head_only=True).status == 200
+        t0 = time.monotonic()
+        assert b.stop() == 0
+        assert time.monotonic() - t0 < 5
+        assert c.is_closed_by_peer(wait=2.0)
+    events = [(r["event"], r.get("error")) for r in b.records()]
+    assert events[-2:] == [("tunnel", "shutdown"), ("session_end", None)], events
+    r = run_broker_cli("log", b.session, "--log-dir", b.log_dir, "--verify")
+    assert r.returncode == 0, r.stdout
