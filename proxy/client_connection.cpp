@@ -161,7 +161,8 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
     co_await refuse(*dialed.refused, false);
     co_return;
   }
-  spdlog::debug("{} tunnel to {} via {}", tag_, to_string(where->dest), dialed.address);
+  if (spdlog::should_log(spdlog::level::debug))
+    spdlog::debug("{} tunnel to {} via {}", tag_, to_string(where->dest), dialed.address);
   co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   exchange_.response_started = true;
   entry.status = 200;

@@ -12,27 +12,16 @@
 #include <catch2/catch.hpp>
 
 #include "session/log_reader.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using broker::session::audit_log;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-namespace {
+using broker::test::temp_dir;
 
-// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "broker-audit-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+namespace {
 
 std::vector<std::string> read_lines(const fs::path& file) {
   std::ifstream in(file);

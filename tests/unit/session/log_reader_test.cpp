@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "session/audit_log.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using broker::session::audit_log;
@@ -16,20 +17,9 @@ using broker::session::verify_log;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-namespace {
+using broker::test::temp_dir;
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "broker-reader-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+namespace {
 
 // Restores an environment variable at scope exit.
 struct env_guard {
