@@ -215,7 +215,11 @@ void append_headers(std::string& out, const message_head& head) {
 std::string serialize_request_head(const message_head& head, std::string_view target) {
   std::string out;
   out.reserve(256 + head.headers.size() * 48);
-  out.append(head.method).append(" ").append(target).append(" HTTP/1.1\r\n");
+  // An HTTP/1.0 client's request goes up as 1.0, so that the upstream answers in a form the
+  // client can read (no chunked coding, RFC 9112 §7.1).
+  out.append(head.method).append(" ").append(target);
+  out.append(head.version_major == 1 && head.version_minor == 0 ? " HTTP/1.0\r\n"
+                                                                : " HTTP/1.1\r\n");
   append_headers(out, head);
   out.append("\r\n");
   return out;

@@ -93,8 +93,8 @@ class http_parser {
   bool head_request_ = false;
 };
 
-// Serializes a head back to HTTP/1.1 wire form ("METHOD target HTTP/1.1" or status line),
-// headers in order, ending with the blank line.
+// Serializes a head back to wire form ("METHOD target HTTP/1.1", or HTTP/1.0 for a 1.0
+// request; responses always as HTTP/1.1), hop-by-hop headers dropped, ending with the blank line.
 std::string serialize_request_head(const message_head& head, std::string_view target);
 std::string serialize_response_head(const message_head& head);
 

@@ -167,6 +167,25 @@ class _EchoHandler(BaseHTTPRequestHandler):
             self.server.requests.append({"method": self.command, "path": self.path,
                                          "peer": self.client_address[1],
                                          "headers": dict(self.headers.items())})
+        c = re.fullmatch(r"/chunked/(\d+)", self.path.split("?")[0])
+        if c:
+            # HTTP/1.1 gets a chunked body; an HTTP/1.0 request gets one delimited by close.
+            data = pattern_bytes(int(c.group(1)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            if self.request_version == "HTTP/1.1":
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(data), 1000):
+                    piece = data[i:i + 1000]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(data)
+                self.close_connection = True
+            return
         m = re.fullmatch(r"/bytes/(\d+)", self.path.split("?")[0])
         if m:
             n = int(m.group(1))

@@ -2,8 +2,8 @@
 
 import os
 
-from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl, raw_exchange,
-                      sha256)
+from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
+                      pattern_bytes, raw_exchange, sha256)
 
 HOST = "api.example.test"
 
@@ -231,3 +231,20 @@ def test_methods_and_paths_rules_are_enforced(broker_factory, upstream):
     assert by_path[("POST", 200)]["rule"] == "allow[0]"
     assert by_path[("GET", 200)]["rule"] == "allow[1]"
     assert by_path[("DELETE", 403)]["decision"] == "deny"
+
+
+def test_chunked_response_passes_through_and_http10_clients_get_a_readable_body(broker_factory,
+                                                                                upstream):
+    b = start(broker_factory, upstream)
+    url = f"http://{HOST}:{upstream.port}/chunked/5000"
+    r11 = curl(url, proxy=b.proxy)
+    assert r11.status == 200 and r11.body == pattern_bytes(5000)
+    assert "chunked" in r11.headers.get("transfer-encoding", "")
+    # An HTTP/1.0 client cannot read chunked coding: its request must go up as 1.0.
+    r10 = curl(url, proxy=b.proxy, args=["--http1.0"])
+    assert r10.returncode == 0, r10.stderr
+    assert r10.status == 200 and r10.body == pattern_bytes(5000)
+    assert "transfer-encoding" not in r10.headers
+    assert upstream.requests[-1]["path"] == "/chunked/5000"
+    rec = b.wait_for_records(lambda r: r.get("event") == "request", count=2)
+    assert [r["status"] for r in rec] == [200, 200], b.records()

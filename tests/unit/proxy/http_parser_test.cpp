@@ -179,3 +179,11 @@ TEST_CASE("hop-by-hop headers are dropped when serializing", "[http_parser]") {
   const auto out = serialize_request_head(p.head(), "/x");
   CHECK(out == "GET /x HTTP/1.1\r\nHost: a.test\r\nX-Kept: yes\r\n\r\n");
 }
+
+TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http_parser]") {
+  http_parser p(http_parser::kind::request);
+  REQUIRE(p.feed("GET http://a.test/x HTTP/1.0\r\nHost: a.test\r\n\r\n").status ==
+          parse_status::head_complete);
+  CHECK(serialize_request_head(p.head(), "/x") == "GET /x HTTP/1.0\r\nHost: a.test\r\n\r\n");
+  CHECK_FALSE(p.keep_alive());
+}
