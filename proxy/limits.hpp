@@ -17,8 +17,11 @@ inline constexpr std::size_t max_response_header_fields = 200;
 inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;
 // The tunnel's downward copy buffer: a TLS record is at most 16 KiB plus overhead.
 inline constexpr std::size_t tunnel_copy_buffer_bytes = 32 * 1024;
-// A tunnel direction switches from copying to splice(2) once it has carried this many bytes.
-inline constexpr std::size_t splice_after = 64 * 1024;
+// A tunnel direction switches from copying to splice(2) after this many reads in a row of at
+// least splice_read_bytes: a bulk transfer. Small exchanges (API calls, a TLS handshake) stay on
+// the copy path, which is cheaper than splice for a few hundred bytes at a time.
+inline constexpr int splice_after_large_reads = 4;
+inline constexpr std::size_t splice_read_bytes = 16 * 1024;
 // A tunnel direction's kernel pipe (splice): pages are only taken while bytes are in flight, and
 // the kernel's per-user pipe quota falls back to its 64 KiB default when exhausted.
 inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;

@@ -102,16 +102,17 @@ asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pip
   }
 }
 
-// One direction of the tunnel. It starts by copying through `buffer`; once a direction has
-// carried limits::splice_after bytes it is a bulk transfer, and the rest moves by splice(2).
-// Short exchanges (a TLS handshake, API calls) thus never pay for creating a pipe.
+// One direction of the tunnel. It copies through `buffer` until reads show a bulk transfer
+// (limits::splice_after_large_reads large reads in a row); the rest then moves by splice(2).
+// Short exchanges (a TLS handshake, API calls) thus never pay for a pipe.
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
                            deadline& idle, idle_duration idle_timeout, std::uint64_t& counter) {
   std::optional<kernel_pipe> pipe;
+  int large_reads = 0;
   for (;;) {
     co_await write_early_bytes(to, buffer, counter);
     idle.arm(idle_timeout, deadline::phase::tunnel);
-    if (!pipe && counter >= limits::splice_after) {
+    if (!pipe && large_reads >= limits::splice_after_large_reads) {
       pipe.emplace();
       if (pipe->ok()) {
         from.native_non_blocking(true);
@@ -126,6 +127,7 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
                                                  use_tuple);
     if (ec == asio::error::eof) break;
     if (ec) throw boost::system::system_error(ec);
+    large_reads = n >= limits::splice_read_bytes ? large_reads + 1 : 0;
     buffer.commit(n);
   }
   pass_on_eof(to);
