@@ -154,8 +154,7 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
   }
   // Interception (DESIGN §1) slots in here: a CONNECT whose rule is not a tunnel rule will be
   // served by the MITM request loop. Until it exists, every allowed CONNECT is tunnelled.
-  deadline_.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
-                deadline::phase::upstream);
+  arm_for_dial();
   auto dialed = co_await dial_upstream(*ctx_, *policy, where->dest);
   if (dialed.refused) {
     co_await refuse(*dialed.refused, false);
@@ -194,6 +193,13 @@ void client_connection::begin_exchange(std::string method) {
   exchange_.entry.method = std::move(method);
   exchange_.start = std::chrono::steady_clock::now();
   exchange_.active = true;
+}
+
+void client_connection::arm_for_dial() {
+  // dial_upstream bounds each of its own steps; this only keeps an earlier phase's deadline
+  // from cutting the dial short.
+  deadline_.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
+                deadline::phase::upstream);
 }
 
 double client_connection::elapsed_ms() const {

@@ -59,6 +59,7 @@ class client_connection {
   bool finish_exchange(int status, bool allowed, const std::string& error = {});
   void begin_exchange(std::string method);
   double elapsed_ms() const;
+  void arm_for_dial();
   const proxy::timeouts& timeouts() const { return ctx_->options().timeouts; }
 
   tcp::socket client_;

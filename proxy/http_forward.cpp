@@ -86,8 +86,7 @@ asio::awaitable<bool> client_connection::handle_forward(http_parser& request) {
                     !still_open(upstream_->socket)))
     upstream_.reset();
   if (!upstream_) {
-    deadline_.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
-                  deadline::phase::upstream);
+    arm_for_dial();
     auto dialed = co_await dial_upstream(*ctx_, *policy, dest);
     if (dialed.refused) co_return co_await refuse(*dialed.refused, keep_after_refusal);
     upstream_.emplace(upstream_connection{std::move(*dialed.socket), dest.host, dest.port,
@@ -145,9 +144,6 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(http_parser& req
 
 asio::awaitable<void> client_connection::pump_request_body(http_parser& request, bool& done) {
   auto& entry = exchange_.entry;
-  // Yield once before any work: in Boost 1.81 a parallel group whose first operation completes
-  // inline (a body error in bytes already buffered) never cancels the second one.
-  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   for (;;) {
     if (!in_.empty()) {
       const auto r = request.feed(in_.view());

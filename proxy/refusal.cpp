@@ -8,7 +8,7 @@ refusal refusal::policy_denied(std::string rule, std::string_view host) {
   std::string message = rule == "default_deny"
                             ? "no allow rule of the session policy matches " + std::string(host)
                             : "the session policy denies " + std::string(host) + " (" + rule + ")";
-  return {"policy_denied", 403, std::move(message), std::move(rule), {}};
+  return {"policy_denied", 403, std::move(message), std::move(rule)};
 }
 
 refusal refusal::private_address(std::string_view host, std::string_view address,
@@ -17,52 +17,46 @@ refusal refusal::private_address(std::string_view host, std::string_view address
           403,
           std::string(host) + " resolves to " + std::string(address) + " (" +
               std::string(address_class) + "), which only a cidr allow rule can open",
-          {},
           {}};
 }
 
 refusal refusal::bad_request(std::string message) {
-  return {"bad_request", 400, std::move(message), {}, {}};
+  return {"bad_request", 400, std::move(message), {}};
 }
 
 refusal refusal::header_too_large() {
-  return {"header_too_large", 431, "the request head exceeds 64 KiB or 100 header fields", {}, {}};
+  return {"header_too_large", 431, "the request head exceeds 64 KiB or 100 header fields", {}};
 }
 
 refusal refusal::host_mismatch(std::string message) {
-  return {"host_mismatch", 421, std::move(message), {}, {}};
+  return {"host_mismatch", 421, std::move(message), {}};
 }
 
 refusal refusal::dns_failed(std::string_view host, std::string_view reason) {
-  return {"dns_failed",
-          502,
-          "could not resolve " + std::string(host) + ": " + std::string(reason),
-          {},
-          {}};
+  return {
+      "dns_failed", 502, "could not resolve " + std::string(host) + ": " + std::string(reason), {}};
 }
 
 refusal refusal::upstream_unreachable(std::string_view host, std::string_view reason) {
   return {"upstream_unreachable",
           502,
           "could not reach " + std::string(host) + ": " + std::string(reason),
-          {},
           {}};
 }
 
 refusal refusal::upstream_timeout(std::string_view host) {
-  return {"upstream_timeout", 504, std::string(host) + " did not answer in time", {}, {}};
+  return {"upstream_timeout", 504, std::string(host) + " did not answer in time", {}};
 }
 
 refusal refusal::audit_unavailable() {
   return {"audit_unavailable",
           503,
           "the session's audit log cannot be written, so the broker refuses all traffic",
-          {},
           {}};
 }
 
 refusal refusal::overloaded() {
-  return {"overloaded", 503, "the broker is serving its maximum number of connections", {}, {}};
+  return {"overloaded", 503, "the broker is serving its maximum number of connections", {}};
 }
 
 std::string_view reason_phrase(int status) {
@@ -98,7 +92,6 @@ std::string render_refusal(const refusal& r, std::string_view host, std::string_
                                  {"rule", r.rule},
                                  {"session", session}};
   std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (!r.detail_json.empty()) text.insert(text.size() - 1, r.detail_json);
   text.push_back('\n');
   std::string out;
   out.reserve(256 + text.size());

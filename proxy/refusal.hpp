@@ -9,9 +9,8 @@ namespace broker::proxy {
 struct refusal {
   std::string code;  // "policy_denied", "bad_request", ...
   int status = 403;
-  std::string message;      // a human sentence; never contains a secret
-  std::string rule;         // the deciding policy rule, "" when none
-  std::string detail_json;  // extra members for the body (",\"budget\":...") or empty
+  std::string message;  // a human sentence; never contains a secret
+  std::string rule;     // the deciding policy rule, "" when none
 
   static refusal policy_denied(std::string rule, std::string_view host);
   static refusal private_address(std::string_view host, std::string_view address,

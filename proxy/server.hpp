@@ -1,5 +1,5 @@
-// The listener and its threads: accepts client connections, serves each as a coroutine on its own
-// strand, drains on SIGINT/SIGTERM and reloads on SIGHUP.
+// The listener and its threads: accepts client connections, serves each as a coroutine on one of
+// the per-thread io_contexts, drains on SIGINT/SIGTERM and reloads on SIGHUP.
 #pragma once
 
 #include <cstdint>

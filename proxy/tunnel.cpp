@@ -83,8 +83,8 @@ asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pip
     }
     std::size_t buffered = static_cast<std::size_t>(n);
     while (buffered > 0) {
-      const ssize_t m = ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, buffered,
-                                 flags);
+      const ssize_t m =
+          ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, buffered, flags);
       if (m > 0) {
         buffered -= static_cast<std::size_t>(m);
         counter += static_cast<std::uint64_t>(m);
@@ -105,8 +105,8 @@ asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pip
 // One direction of the tunnel. It copies through `buffer` until reads show a bulk transfer
 // (limits::splice_after_large_reads large reads in a row); the rest then moves by splice(2).
 // Short exchanges (a TLS handshake, API calls) thus never pay for a pipe.
-asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
-                           deadline& idle, idle_duration idle_timeout, std::uint64_t& counter) {
+asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer, deadline& idle,
+                           idle_duration idle_timeout, std::uint64_t& counter) {
   std::optional<kernel_pipe> pipe;
   int large_reads = 0;
   for (;;) {
@@ -123,8 +123,8 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
       if (!co_await splice_once(from, to, *pipe, counter)) break;
       continue;
     }
-    auto [ec, n] = co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()),
-                                                 use_tuple);
+    auto [ec, n] =
+        co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()), use_tuple);
     if (ec == asio::error::eof) break;
     if (ec) throw boost::system::system_error(ec);
     large_reads = n >= limits::splice_read_bytes ? large_reads + 1 : 0;
