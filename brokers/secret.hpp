@@ -1,0 +1,41 @@
+// A secret value (a real credential). It cannot be printed, formatted, logged or converted: the
+// only way to its bytes is expose(), which callers use to compare or send them, never to show
+// them. Its memory is zeroed when it is destroyed or moved from.
+#pragma once
+
+#include <cstddef>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace broker::brokers {
+
+class secret {
+ public:
+  secret() = default;
+  // Takes the value and wipes the source string's buffer.
+  explicit secret(std::string&& value);
+  ~secret();
+  secret(secret&& other) noexcept;
+  secret& operator=(secret&& other) noexcept;
+  secret(const secret&) = delete;
+  secret& operator=(const secret&) = delete;
+
+  // The bytes. Compare or transmit them; never format, log or store them elsewhere.
+  std::string_view expose() const { return {data_.get(), size_}; }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+  friend std::ostream& operator<<(std::ostream&, const secret&) = delete;
+
+ private:
+  void wipe() noexcept;
+  std::unique_ptr<char[]> data_;
+  std::size_t size_ = 0;
+};
+
+// Zeroes a string's buffer (and clears it), for copies of secret bytes that had to exist briefly.
+void wipe(std::string& s) noexcept;
+
+}  // namespace broker::brokers

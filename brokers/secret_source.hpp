@@ -1,0 +1,31 @@
+// Where a credential's real value comes from (DESIGN §4 "source"): "env:NAME", "file:PATH"
+// (a leading "~/" is the home directory; surrounding whitespace trimmed) or "cmd:COMMAND" (run
+// once through /bin/sh -c, stdout trimmed; bounded output and run time).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "brokers/secret.hpp"
+
+namespace broker::brokers {
+
+// A source that exists but cannot be read: unreadable file, failing command. The message names
+// the source, never its value.
+class source_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct source_limits {
+  std::size_t max_bytes = 64 * 1024;
+  std::chrono::milliseconds timeout{30'000};
+};
+
+// The value, or nullopt when the source is simply absent (an unset or empty variable, a missing
+// file): the credential is then not brokered. Throws source_error otherwise.
+std::optional<secret> load_secret(const std::string& source, const source_limits& limits = {});
+
+}  // namespace broker::brokers

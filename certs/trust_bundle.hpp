@@ -1,0 +1,18 @@
+// The CA bundle a session's clients trust: the system roots plus the session's CA, so a client
+// pointed at it (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, ...) still verifies every other host.
+#pragma once
+
+#include <filesystem>
+
+#include "certs/ca.hpp"
+
+namespace broker::certs {
+
+// Where the system roots live on Debian; the first readable one is used.
+std::filesystem::path system_roots_file();
+
+// Writes the system roots followed by the CA certificate to `file` (0644, atomically). A missing
+// system bundle is not an error: the file then holds the CA alone. Throws ca_error.
+void write_trust_bundle(const std::filesystem::path& file, const certificate_authority& ca);
+
+}  // namespace broker::certs
