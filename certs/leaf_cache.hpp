@@ -16,7 +16,7 @@ namespace broker::certs {
 
 class leaf_cache {
  public:
-  // The CA must outlive the cache.
+  // The CA must outlive the cache. A capacity of 0 is taken as 1.
   explicit leaf_cache(const certificate_authority& ca, std::size_t capacity = 1024);
 
   // The leaf for a host name (DNS SAN) or an IP literal (IP SAN; IPv6 without brackets), valid

@@ -8,11 +8,16 @@
 
 namespace broker::certs {
 
-// Where the system roots live on Debian; the first readable one is used.
+// The system roots: the first readable of the Debian, Fedora and Alpine bundle paths; an empty
+// path when there is none.
 std::filesystem::path system_roots_file();
 
 // Writes the system roots followed by the CA certificate to `file` (0644, atomically). A missing
 // system bundle is not an error: the file then holds the CA alone. Throws ca_error.
 void write_trust_bundle(const std::filesystem::path& file, const certificate_authority& ca);
+// The same with the roots read from `roots` (the CA alone when `roots` is empty); throws ca_error
+// when `roots` names a file that cannot be read.
+void write_trust_bundle(const std::filesystem::path& file, const certificate_authority& ca,
+                        const std::filesystem::path& roots);
 
 }  // namespace broker::certs

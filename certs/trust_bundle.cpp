@@ -1,0 +1,44 @@
+#include "certs/trust_bundle.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "certs/atomic_file.hpp"
+
+namespace broker::certs {
+
+namespace fs = std::filesystem;
+
+fs::path system_roots_file() {
+  // Debian/Ubuntu, then Fedora/RHEL, then Alpine/macOS-style layouts.
+  for (const char* candidate : {"/etc/ssl/certs/ca-certificates.crt",
+                                "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}) {
+    struct stat st {};
+    if (::stat(candidate, &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate, R_OK) == 0)
+      return candidate;
+  }
+  return {};
+}
+
+void write_trust_bundle(const fs::path& file, const certificate_authority& ca) {
+  write_trust_bundle(file, ca, system_roots_file());
+}
+
+void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
+                        const fs::path& roots) {
+  std::string bundle;
+  if (!roots.empty()) {
+    std::ifstream in(roots, std::ios::binary);
+    if (!in) throw ca_error("cannot read the system CA bundle " + roots.string());
+    bundle.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    // Without it a bundle lacking a final newline would glue END and BEGIN lines together.
+    if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
+  }
+  bundle += ca.certificate_pem();
+  write_file_atomically(file, bundle, 0644);
+}
+
+}  // namespace broker::certs
