@@ -21,8 +21,11 @@ namespace broker::brokers {
 struct credential {
   config::credential_spec spec;
   secret real;
-  std::string dummy;  // same length as real
+  std::string dummy;                          // same length as real
   std::unique_ptr<credential_broker> broker;  // made by credential_set; callers leave it empty
+  // The bindings of the same name in the other layers that define it (load() fills this): a
+  // host is bound only if spec.hosts and each of these lists match it. Usually empty.
+  std::vector<std::vector<config::host_pattern>> other_layer_hosts;
 };
 
 enum class request_action {
@@ -40,9 +43,9 @@ struct request_decision {
 
 // Where a request is going, as the broker decides which credentials it may carry.
 struct request_context {
-  std::string_view host;      // normalized host name or IP literal text
-  bool plaintext = false;     // http:// (no TLS to the upstream)
-  bool loopback = false;      // the destination is a loopback address
+  std::string_view host;   // normalized host name or IP literal text
+  bool plaintext = false;  // http:// (no TLS to the upstream)
+  bool loopback = false;   // the destination is a loopback address
 };
 
 class credential_set {

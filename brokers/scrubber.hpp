@@ -5,6 +5,7 @@
 // has been released yet.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -26,8 +27,10 @@ class stream_scrubber {
   // pattern matched during this call, if any. Overlapping matches: the leftmost wins, then the
   // longest of those starting there.
   std::optional<std::size_t> feed(std::string_view in, std::string& out);
-  // End of stream: releases what is held back.
-  void finish(std::string& out);
+  // End of stream: releases what is held back, replacing any match found in it (a match can
+  // still be found here: a longer candidate that started earlier had to be ruled out first).
+  // Returns the index of the first pattern matched during this call, if any.
+  std::optional<std::size_t> finish(std::string& out);
 
   bool active() const { return !patterns_.empty(); }
   std::size_t held() const { return held_.size(); }
@@ -38,6 +41,8 @@ class stream_scrubber {
   std::size_t longest_ = 0;
   std::string held_;
   std::size_t matches_ = 0;
+  std::array<bool, 256> starts_{};  // first bytes of the patterns, for the held-back tail
+  std::vector<std::size_t> next_;   // per pattern, its next match position (scratch per feed)
 };
 
 // Replaces every pattern in one complete value (a header field); returns how many were replaced.

@@ -1,0 +1,118 @@
+// Authorization header values (RFC 9110 §11.4) and Basic credentials (RFC 7617), as the
+// credential families read and rewrite them; percent-encoding for query parameters.
+#include <cstring>
+
+#include "brokers/families.hpp"
+#include "brokers/secret.hpp"
+#include "proxy/http_parser.hpp"
+
+namespace broker::brokers {
+namespace {
+
+bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
+bool is_tchar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::optional<auth_value> parse_auth_value(std::string_view value) {
+  std::size_t i = 0;
+  while (i < value.size() && is_ows(value[i])) ++i;
+  const std::size_t scheme_at = i;
+  while (i < value.size() && is_tchar(value[i])) ++i;
+  const std::size_t scheme_end = i;
+  if (scheme_end == scheme_at || i == value.size() || !is_ows(value[i])) return std::nullopt;
+  while (i < value.size() && is_ows(value[i])) ++i;
+  std::size_t end = value.size();
+  while (end > i && is_ows(value[end - 1])) --end;
+  if (end == i) return std::nullopt;
+  return auth_value{value.substr(scheme_at, scheme_end - scheme_at), i, value.substr(i, end - i)};
+}
+
+bool is_authorization(std::string_view header_name) {
+  return proxy::iequals(header_name, "authorization");
+}
+
+int swap_basic(std::string& value, const auth_value& auth, std::string_view from,
+               std::string_view to, bool user, bool password) {
+  if (!proxy::iequals(auth.scheme, "basic")) return 0;
+  auto decoded = base64_decode(auth.token);
+  if (!decoded) return 0;
+  const std::size_t colon = decoded->find(':');  // RFC 7617 §2: the user-id has no colon
+  if (colon == std::string::npos) {
+    wipe(*decoded);
+    return 0;
+  }
+  std::string_view u = std::string_view(*decoded).substr(0, colon);
+  std::string_view p = std::string_view(*decoded).substr(colon + 1);
+  const bool swap_user = user && u == from;
+  const bool swap_password = password && p == from;
+  if (!swap_user && !swap_password) {
+    wipe(*decoded);
+    return 0;
+  }
+  std::string rebuilt;
+  rebuilt.reserve(decoded->size() + 2 * to.size());
+  rebuilt.append(swap_user ? to : u).append(1, ':').append(swap_password ? to : p);
+  std::string encoded = base64_encode(rebuilt);
+  const std::size_t token_at = auth.token_at, token_size = auth.token.size();  // views into value
+  value.replace(token_at, token_size, encoded);
+  wipe(encoded);
+  wipe(rebuilt);
+  wipe(*decoded);
+  return (swap_user ? 1 : 0) + (swap_password ? 1 : 0);
+}
+
+std::optional<std::string> decode_basic(std::string_view value) {
+  auto auth = parse_auth_value(value);
+  if (!auth || !proxy::iequals(auth->scheme, "basic")) return std::nullopt;
+  return base64_decode(auth->token);
+}
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    int hi = -1, lo = -1;
+    if (text[i] == '%' && i + 2 < text.size() && (hi = hex_digit(text[i + 1])) >= 0 &&
+        (lo = hex_digit(text[i + 2])) >= 0) {
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+std::string percent_encode(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out.push_back(c);
+    } else {
+      auto b = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(hex[b >> 4]);
+      out.push_back(hex[b & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace broker::brokers

@@ -1,0 +1,29 @@
+// Bearer tokens (RFC 6750 §2.1): `Authorization: Bearer X`, the form of most API keys (OpenAI...).
+#include "brokers/families.hpp"
+#include "proxy/http_parser.hpp"
+
+namespace broker::brokers {
+namespace {
+
+class bearer_broker final : public credential_broker {
+ public:
+  using credential_broker::credential_broker;
+
+  int swap_header(std::string_view name, std::string& value) const override {
+    if (!is_authorization(name)) return 0;
+    auto auth = parse_auth_value(value);
+    if (!auth || !proxy::iequals(auth->scheme, "bearer") || auth->token != dummy()) return 0;
+    value.replace(auth->token_at, auth->token.size(), real());
+    return 1;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<credential_broker> make_bearer_broker(const config::credential_spec& spec,
+                                                      std::string_view dummy,
+                                                      std::string_view real) {
+  return std::make_unique<bearer_broker>(spec, dummy, real);
+}
+
+}  // namespace broker::brokers

@@ -1,0 +1,41 @@
+// A family's own header (`x-api-key: X`, `api-key: X`, `PRIVATE-TOKEN: X`...), named by the
+// credential's "header", with its optional "prefix" (`x-auth: Token X`). Only that header: an
+// `Authorization: Bearer` with the dummy is not this family's form and stays as it is.
+#include "brokers/families.hpp"
+#include "proxy/http_parser.hpp"
+
+namespace broker::brokers {
+namespace {
+
+bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
+class header_broker final : public credential_broker {
+ public:
+  using credential_broker::credential_broker;
+
+  int swap_header(std::string_view name, std::string& value) const override {
+    if (!proxy::iequals(name, spec().header)) return 0;
+    // Surrounding whitespace is not part of a field value (RFC 9110 §5.5); the prefix is compared
+    // exactly as the policy spells it.
+    std::size_t begin = 0, end = value.size();
+    while (begin < end && is_ows(value[begin])) ++begin;
+    while (end > begin && is_ows(value[end - 1])) --end;
+    std::string_view field = std::string_view(value).substr(begin, end - begin);
+    const std::string& prefix = spec().prefix;
+    if (!field.starts_with(prefix) || field.substr(prefix.size()) != dummy()) return 0;
+    value.replace(begin + prefix.size(), dummy().size(), real());
+    return 1;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<credential_broker> make_header_broker(const config::credential_spec& spec,
+                                                      std::string_view dummy,
+                                                      std::string_view real) {
+  return std::make_unique<header_broker>(spec, dummy, real);
+}
+
+}  // namespace broker::brokers

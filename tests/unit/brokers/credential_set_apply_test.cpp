@@ -1,0 +1,229 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "brokers/credential_set.hpp"
+#include "config/host_pattern.hpp"
+
+using broker::brokers::base64_encode;
+using broker::brokers::credential;
+using broker::brokers::credential_set;
+using broker::brokers::request_action;
+using broker::brokers::request_context;
+using broker::brokers::secret;
+using broker::brokers::stream_scrubber;
+using broker::proxy::header_field;
+
+namespace {
+
+// Fake values; each dummy has its real's length.
+const std::string gh_real = "ghp_REALreal9876543210realREALreal98765";
+const std::string gh_dummy = "ghp_DUMMYdummy0123456789dummyDUMMY01234";
+const std::string ai_real = "sk-proj-REALreal9876543210realREALreal9";
+const std::string ai_dummy = "sk-proj-DUMMYdummy0123456789dummyDUMMY0";
+
+credential make(std::string name, std::string type, std::vector<std::string> hosts,
+                const std::string& real, const std::string& dummy) {
+  credential c;
+  c.spec.name = std::move(name);
+  c.spec.type = std::move(type);
+  for (const auto& h : hosts) c.spec.hosts.push_back(*broker::config::host_pattern::parse(h));
+  c.spec.source = "env:UNUSED";
+  c.spec.query = {"access_token"};
+  c.real = secret(std::string(real));
+  c.dummy = dummy;
+  return c;
+}
+
+credential_set make_set(bool github_allows_plaintext = false) {
+  std::vector<credential> list;
+  list.push_back(make("github", "github", {"api.github.com", "github.com"}, gh_real, gh_dummy));
+  list.back().spec.allow_plaintext = github_allows_plaintext;
+  list.push_back(make("openai", "bearer", {"api.openai.com"}, ai_real, ai_dummy));
+  return credential_set(std::move(list));
+}
+
+struct request {
+  std::string target = "/repos/o/r";
+  std::vector<header_field> headers{{"Host", "api.github.com"}, {"Accept", "*/*"}};
+};
+
+request_context to(std::string_view host) {
+  return request_context{host, false, false};
+}
+
+std::string basic(const std::string& user_pass) {
+  return "Basic " + base64_encode(user_pass);
+}
+
+}  // namespace
+
+TEST_CASE("apply swaps a bound dummy", "[brokers][apply]") {
+  auto set = make_set();
+  request r;
+  r.headers.push_back({"Authorization", "Bearer " + gh_dummy});
+  auto d = set.apply(to("api.github.com"), r.target, r.headers);
+  CHECK(d.action == request_action::pass);
+  CHECK(d.credential == "github");
+  CHECK(d.where == "header authorization");
+  CHECK(d.swapped == 1);
+  CHECK(r.headers[2].value == "Bearer " + gh_real);
+  CHECK(r.headers[0].value == "api.github.com");
+}
+
+TEST_CASE("apply swaps every Authorization header and opted-in query", "[brokers][apply]") {
+  auto set = make_set();
+  request r;
+  r.target = "/x?access_token=" + gh_dummy + "&other=" + gh_dummy;
+  r.headers.push_back({"aUtHoRiZaTiOn", "TOKEN " + gh_dummy});
+  r.headers.push_back({"Authorization", basic("x-access-token:" + gh_dummy)});
+  auto d = set.apply(to("github.com"), r.target, r.headers);
+  CHECK(d.action == request_action::pass);
+  CHECK(d.swapped == 3);
+  CHECK(r.headers[2].value == "TOKEN " + gh_real);
+  CHECK(r.headers[3].value == basic("x-access-token:" + gh_real));
+  CHECK(r.target == "/x?access_token=" + gh_real + "&other=" + gh_dummy);
+}
+
+TEST_CASE("apply passes untouched requests", "[brokers][apply]") {
+  auto set = make_set();
+  request r;
+  auto d = set.apply(to("example.org"), r.target, r.headers);
+  CHECK(d.action == request_action::pass);
+  CHECK(d.swapped == 0);
+  CHECK(d.credential.empty());
+
+  credential_set none;
+  r.headers.push_back({"Authorization", "Bearer " + gh_real});
+  CHECK(none.apply(to("example.org"), r.target, r.headers).action == request_action::pass);
+}
+
+TEST_CASE("apply refuses a dummy sent to a host it is not bound to", "[brokers][apply]") {
+  auto set = make_set();
+  struct place {
+    std::string target;
+    header_field header;
+    std::string where;
+  };
+  std::vector<place> places{
+      {"/", {"Authorization", "Bearer " + gh_dummy}, "header authorization"},
+      {"/", {"X-Anything", "prefix" + gh_dummy + "suffix"}, "header x-anything"},
+      {"/", {"Authorization", basic("x-access-token:" + gh_dummy)}, "header authorization"},
+      {"/?q=" + gh_dummy, {"Accept", "*/*"}, "query"},
+      {"/?q=%67hp_" + gh_dummy.substr(4), {"Accept", "*/*"}, "query"},  // %67 = 'g'
+      {"/paste/" + gh_dummy, {"Accept", "*/*"}, "path"},
+  };
+  for (const place& p : places) {
+    INFO("where " << p.where);
+    request r;
+    r.target = p.target;
+    r.headers.push_back(p.header);
+    r.headers.push_back({"X-Other", "Bearer " + ai_dummy});  // openai is bound... elsewhere
+    const request before = r;
+    auto d = set.apply(to("evil.example"), r.target, r.headers);
+    CHECK(d.action == request_action::credential_not_bound);
+    CHECK(d.credential == "github");
+    CHECK(d.where == p.where);
+    CHECK(d.swapped == 0);
+    CHECK(r.target == before.target);
+    for (std::size_t i = 0; i < r.headers.size(); ++i)
+      CHECK(r.headers[i].value == before.headers[i].value);
+  }
+}
+
+TEST_CASE("apply refuses a bound dummy when another one is not bound, changing nothing",
+          "[brokers][apply]") {
+  auto set = make_set();
+  request r;
+  r.headers.push_back({"Authorization", "Bearer " + gh_dummy});
+  r.headers.push_back({"X-Extra", ai_dummy});
+  auto d = set.apply(to("api.github.com"), r.target, r.headers);
+  CHECK(d.action == request_action::credential_not_bound);
+  CHECK(d.credential == "openai");
+  CHECK(d.where == "header x-extra");
+  CHECK(r.headers[2].value == "Bearer " + gh_dummy);
+}
+
+TEST_CASE("apply refuses real values anywhere, even on bound hosts", "[brokers][apply]") {
+  auto set = make_set();
+  struct place {
+    std::string target;
+    header_field header;
+    std::string where;
+  };
+  std::vector<place> places{
+      {"/", {"Authorization", "Bearer " + gh_real}, "header authorization"},
+      {"/", {"Cookie", "t=" + gh_real}, "header cookie"},
+      {"/", {"Authorization", basic("x-access-token:" + gh_real)}, "header authorization"},
+      {"/", {"Authorization", basic(gh_real + ":x-oauth-basic")}, "header authorization"},
+      {"/?access_token=" + gh_real, {"Accept", "*/*"}, "query"},
+      {"/a%62c/" + gh_real, {"Accept", "*/*"}, "path"},
+  };
+  for (std::string_view host : {"api.github.com", "elsewhere.example"}) {
+    for (const place& p : places) {
+      INFO("where " << p.where << " host " << host);
+      request r;
+      r.target = p.target;
+      r.headers.push_back(p.header);
+      r.headers.push_back({"Authorization", "Bearer " + gh_dummy});
+      const request before = r;
+      auto d = set.apply(to(host), r.target, r.headers);
+      CHECK(d.action == request_action::real_secret_blocked);
+      CHECK(d.credential == "github");
+      CHECK(d.where == p.where);
+      CHECK(r.target == before.target);
+      CHECK(r.headers.back().value == "Bearer " + gh_dummy);  // nothing swapped on refusal
+    }
+  }
+}
+
+TEST_CASE("apply: plaintext only to loopback or with allow_plaintext", "[brokers][apply]") {
+  auto set = make_set();
+  request r;
+  r.headers.push_back({"Authorization", "Bearer " + gh_dummy});
+  auto plain = set.apply(request_context{"api.github.com", true, false}, r.target, r.headers);
+  CHECK(plain.action == request_action::credential_not_bound);
+  CHECK(plain.credential == "github");
+  CHECK(r.headers[2].value == "Bearer " + gh_dummy);
+
+  auto loop = set.apply(request_context{"api.github.com", true, true}, r.target, r.headers);
+  CHECK(loop.action == request_action::pass);
+  CHECK(loop.swapped == 1);
+  CHECK(r.headers[2].value == "Bearer " + gh_real);
+
+  auto allowed = make_set(true);
+  request q;
+  q.headers.push_back({"Authorization", "Bearer " + gh_dummy});
+  auto d = allowed.apply(request_context{"api.github.com", true, false}, q.target, q.headers);
+  CHECK(d.action == request_action::pass);
+  CHECK(q.headers[2].value == "Bearer " + gh_real);
+}
+
+TEST_CASE("request body patterns: real values and refused dummies", "[brokers][apply]") {
+  auto set = make_set();
+  const auto where = to("api.github.com");
+  auto patterns = set.request_body_patterns(where);
+  REQUIRE(patterns.size() == 3);  // two real values, openai's dummy (not bound here)
+  CHECK(patterns[2].find == ai_dummy);
+  for (const auto& p : patterns) CHECK(p.find == p.replacement);
+
+  auto scan = [&](const std::string& body) {
+    stream_scrubber s(set.request_body_patterns(where));
+    std::string out;
+    auto m = s.feed(body.substr(0, body.size() / 2), out);
+    if (!m) m = s.feed(body.substr(body.size() / 2), out);
+    if (!m) m = s.finish(out);
+    CHECK(out == body);  // patterns replace with themselves: the body is unchanged
+    return m ? set.body_decision(where, *m) : broker::brokers::request_decision{};
+  };
+  auto real = scan("{\"token\":\"" + ai_real + "\"}");
+  CHECK(real.action == request_action::real_secret_blocked);
+  CHECK(real.credential == "openai");
+  CHECK(real.where == "body");
+  auto canary = scan("{\"token\":\"" + ai_dummy + "\"}");
+  CHECK(canary.action == request_action::credential_not_bound);
+  CHECK(canary.credential == "openai");
+  auto own = scan("{\"token\":\"" + gh_dummy + "\"}");  // bound here: passes
+  CHECK(own.action == request_action::pass);
+}

@@ -1,0 +1,171 @@
+#include "brokers/credential_set.hpp"
+
+#include <stdlib.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "brokers/secret_source.hpp"
+#include "tests/unit/temp_dir.hpp"
+
+using broker::brokers::credential;
+using broker::brokers::credential_set;
+using broker::brokers::source_error;
+using broker::config::parse_policy;
+using broker::test::temp_dir;
+
+namespace {
+
+// Fake tokens, set in this process's environment for the test's duration.
+const std::string github_real = "ghp_REALreal9876543210realREALreal98765";
+const std::string acme_real = "acme-REALreal9876543210";
+
+struct env_var {
+  std::string name;
+  env_var(std::string n, const std::string& value) : name(std::move(n)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~env_var() { ::unsetenv(name.c_str()); }
+};
+
+const credential* find(const credential_set& set, std::string_view name) {
+  for (std::size_t i = 0; i < set.size(); ++i)
+    if (set[i].spec.name == name) return &set[i];
+  return nullptr;
+}
+
+template <class List, class Item>
+bool contains(const List& list, const Item& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+std::string github_policy(const std::string& hosts, const std::string& type = "github") {
+  return R"({ "version": 1, "credentials": { "github": { "type": ")" + type +
+         R"(", "env": ["BROKER_TEST_GH_TOKEN"], "hosts": )" + hosts + " } } }";
+}
+
+}  // namespace
+
+TEST_CASE("load reads env and file sources and skips what it cannot broker",
+          "[brokers][credential_set]") {
+  temp_dir tmp;
+  const auto token_file = tmp.path / "acme-token";
+  std::ofstream(token_file) << acme_real << "\n";
+  env_var gh("BROKER_TEST_GH_TOKEN", github_real);
+  ::unsetenv("BROKER_TEST_MISSING");
+
+  const std::string text = R"({
+    "version": 1,
+    "credentials": {
+      "github": { "type": "github", "env": ["BROKER_TEST_GH_TOKEN", "BROKER_TEST_GH2"],
+                  "hosts": ["github.com", "api.github.com"] },
+      "acme": { "type": "bearer", "source": "file:)" +
+                           token_file.string() + R"(",
+                "env": ["BROKER_TEST_ACME"], "hosts": ["api.acme.dev"] },
+      "aws": { "type": "aws-sigv4", "hosts": ["*.amazonaws.com"] },
+      "absent": { "type": "bearer", "env": ["BROKER_TEST_MISSING"], "hosts": ["x.example"] }
+    }
+  })";
+  std::vector<std::string> skipped;
+  credential_set set = credential_set::load({parse_policy(text, "p.json")}, &skipped);
+
+  REQUIRE(set.size() == 2);
+  const credential* github = find(set, "github");
+  const credential* acme = find(set, "acme");
+  REQUIRE(github);
+  REQUIRE(acme);
+  CHECK(github->real.expose() == github_real);
+  CHECK(acme->real.expose() == acme_real);
+  CHECK(github->dummy.size() == github_real.size());
+  CHECK(github->dummy.starts_with("ghp_"));
+  CHECK(github->dummy != github_real);
+  CHECK(acme->dummy != acme_real);
+  CHECK(github->broker);
+
+  CHECK(skipped.size() == 2);
+  CHECK(contains(skipped, std::string("aws: not brokered yet")));
+  CHECK(contains(skipped, std::string("absent: no value in env:BROKER_TEST_MISSING")));
+
+  auto env = set.dummy_environment();
+  CHECK(env.size() == 3);
+  CHECK(contains(env, std::pair<std::string, std::string>("BROKER_TEST_GH_TOKEN", github->dummy)));
+  CHECK(contains(env, std::pair<std::string, std::string>("BROKER_TEST_GH2", github->dummy)));
+  CHECK(contains(env, std::pair<std::string, std::string>("BROKER_TEST_ACME", acme->dummy)));
+
+  // Responses: each real value becomes its dummy.
+  const auto& patterns = set.response_patterns();
+  REQUIRE(patterns.size() == 2);
+  for (const auto& p : patterns) {
+    const credential* c = p.find == github_real ? github : acme;
+    CHECK(p.find == c->real.expose());
+    CHECK(p.replacement == c->dummy);
+  }
+}
+
+TEST_CASE("load: bindings, and a second layer narrows them", "[brokers][credential_set]") {
+  env_var gh("BROKER_TEST_GH_TOKEN", github_real);
+  auto one = parse_policy(github_policy(R"(["github.com", "api.github.com", "*.example.com"])"),
+                          "team.json");
+  auto two = parse_policy(github_policy(R"(["api.github.com", "a.example.com"])"), "user.json");
+
+  credential_set wide = credential_set::load({one});
+  REQUIRE(wide.size() == 1);
+  CHECK(credential_set::bound(wide[0], "github.com"));
+  CHECK(credential_set::bound(wide[0], "api.github.com"));
+  CHECK(credential_set::bound(wide[0], "a.example.com"));
+  CHECK_FALSE(credential_set::bound(wide[0], "example.com"));
+  CHECK_FALSE(credential_set::bound(wide[0], "gist.github.com"));
+
+  credential_set narrow = credential_set::load({one, two});
+  REQUIRE(narrow.size() == 1);
+  CHECK(narrow[0].other_layer_hosts.size() == 1);
+  CHECK(credential_set::bound(narrow[0], "api.github.com"));
+  CHECK(credential_set::bound(narrow[0], "a.example.com"));
+  CHECK_FALSE(credential_set::bound(narrow[0], "github.com"));
+  CHECK_FALSE(credential_set::bound(narrow[0], "b.example.com"));
+
+  // A layer that does not name the credential does not narrow it.
+  auto unrelated = parse_policy(R"({ "version": 1, "allow": [ { "host": "x.example" } ] })", "x");
+  credential_set same = credential_set::load({one, unrelated});
+  REQUIRE(same.size() == 1);
+  CHECK(credential_set::bound(same[0], "github.com"));
+}
+
+TEST_CASE("load: the same name with another type in a later layer is an error",
+          "[brokers][credential_set]") {
+  env_var gh("BROKER_TEST_GH_TOKEN", github_real);
+  auto one = parse_policy(github_policy(R"(["api.github.com"])"), "team.json");
+  auto two = parse_policy(github_policy(R"(["api.github.com"])", "bearer"), "user.json");
+  CHECK_THROWS_AS(credential_set::load({one, two}), std::invalid_argument);
+}
+
+TEST_CASE("load: a failing source throws, a too-short value is skipped",
+          "[brokers][credential_set]") {
+  auto failing = parse_policy(R"({ "version": 1, "credentials": { "c": { "type": "bearer",
+      "source": "cmd:exit 4", "env": ["C_TOKEN"], "hosts": ["api.c.dev"] } } })",
+                              "p.json");
+  CHECK_THROWS_AS(credential_set::load({failing}), source_error);
+
+  env_var gh("BROKER_TEST_GH_TOKEN", "abc");
+  std::vector<std::string> skipped;
+  auto set =
+      credential_set::load({parse_policy(github_policy(R"(["api.github.com"])"), "p")}, &skipped);
+  CHECK(set.empty());
+  REQUIRE(skipped.size() == 1);
+  CHECK(skipped[0].starts_with("github: "));
+  CHECK(skipped[0].find("abc") == std::string::npos);
+}
+
+TEST_CASE("a credential set keeps its patterns valid when moved", "[brokers][credential_set]") {
+  env_var gh("BROKER_TEST_GH_TOKEN", github_real);
+  credential_set a =
+      credential_set::load({parse_policy(github_policy(R"(["api.github.com"])"), "p")});
+  const std::string dummy = a[0].dummy;
+  credential_set b = std::move(a);
+  REQUIRE(b.size() == 1);
+  CHECK(b.response_patterns()[0].find == github_real);
+  CHECK(b.response_patterns()[0].replacement == dummy);
+}

@@ -1,0 +1,59 @@
+#include "brokers/secret.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+using broker::brokers::secret;
+
+namespace {
+bool all_zero(const char* p, std::size_t n) {
+  return std::all_of(p, p + n, [](char c) { return c == '\0'; });
+}
+}  // namespace
+
+TEST_CASE("secret takes the value and wipes the source buffer", "[brokers][secret]") {
+  // Long enough to live on the heap, and a short one that lives in the string object (SSO).
+  for (std::string value :
+       {std::string("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), std::string("short-token")}) {
+    const std::string expected = value;
+    const char* buffer = value.data();
+    const std::size_t capacity = value.capacity();
+    secret s(std::move(value));
+    CHECK(s.expose() == expected);
+    CHECK(s.size() == expected.size());
+    CHECK_FALSE(s.empty());
+    CHECK(value.empty());
+    CHECK(value.data() == buffer);  // clear() keeps the allocation: it was zeroed, not freed
+    CHECK(all_zero(buffer, capacity));
+  }
+}
+
+TEST_CASE("a moved-from secret is empty", "[brokers][secret]") {
+  secret a(std::string("sk-proj-0123456789abcdef"));
+  secret b(std::move(a));
+  CHECK(a.empty());
+  CHECK(a.expose().empty());
+  CHECK(b.expose() == "sk-proj-0123456789abcdef");
+
+  secret c(std::string("other-value-xyz"));
+  c = std::move(b);
+  CHECK(b.empty());
+  CHECK(c.expose() == "sk-proj-0123456789abcdef");
+
+  secret none;
+  CHECK(none.empty());
+  CHECK(none.size() == 0);
+}
+
+TEST_CASE("wipe zeroes the whole allocation of a string", "[brokers][secret]") {
+  std::string s(100, 'x');
+  s.resize(10);  // bytes 10..99 still hold 'x' past the end
+  const char* buffer = s.data();
+  const std::size_t capacity = s.capacity();
+  broker::brokers::wipe(s);
+  CHECK(s.empty());
+  CHECK(all_zero(buffer, capacity));
+}
