@@ -9,5 +9,6 @@ void register_serve(CLI::App& root, int& exit_status);
 void register_policy(CLI::App& root, int& exit_status);
 void register_log(CLI::App& root, int& exit_status);
 void register_sessions(CLI::App& root, int& exit_status);
+void register_ca(CLI::App& root, int& exit_status);
 
 }  // namespace broker::cli

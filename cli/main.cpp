@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   broker::cli::register_policy(app, exit_status);
   broker::cli::register_log(app, exit_status);
   broker::cli::register_sessions(app, exit_status);
+  broker::cli::register_ca(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,19 +1,25 @@
 // `broker serve`: one session on a listening address, until SIGINT/SIGTERM (DESIGN §3).
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
 
+#include "brokers/credential_set.hpp"
+#include "brokers/secret_source.hpp"
+#include "certs/atomic_file.hpp"
+#include "certs/ca.hpp"
+#include "certs/leaf_cache.hpp"
+#include "certs/trust_bundle.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "config/policy_set.hpp"
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
+#include "proxy/tls.hpp"
 #include "session/log_reader.hpp"
+#include "wrap/child_env.hpp"
 
 namespace broker::cli {
 
@@ -24,8 +30,21 @@ struct serve_options {
   std::string listen;
   std::string session;
   std::string env_file;
+  std::string ca_dir;
   std::vector<std::string> timeouts;
 };
+
+// serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
+// once: `broker ca path` names the file.
+certs::certificate_authority load_or_create_ca(const std::filesystem::path& dir) {
+  if (std::filesystem::exists(certs::certificate_authority::key_path(dir)))
+    return certs::certificate_authority::load(dir);
+  auto ca = certs::certificate_authority::generate("broker serve CA");
+  ca.save(dir);
+  spdlog::info("created a CA in {}; clients must trust {}", dir.string(),
+               certs::certificate_authority::cert_path(dir).string());
+  return ca;
+}
 
 // "127.0.0.1:8080" or "[::1]:8080"; the host must be an IP address.
 bool split_listen(const std::string& text, std::string& host, std::uint16_t& port) {
@@ -41,31 +60,6 @@ bool split_listen(const std::string& text, std::string& host, std::uint16_t& por
     return false;
   }
   return true;
-}
-
-// The child environment: proxy variables in both cases, as curl, git, python, node, npm and
-// pip read them (DESIGN §8).
-std::string render_env_file(const std::string& proxy_url) {
-  std::string out;
-  for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                           "all_proxy", "npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY"})
-    out.append(name).append("=").append(proxy_url).append("\n");
-  out.append("NO_PROXY=\nno_proxy=\nNODE_USE_ENV_PROXY=1\n");
-  return out;
-}
-
-// Written whole under a temporary name and renamed, mode 0600: readers never see half a file.
-void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  const mode_t old_mask = ::umask(077);
-  std::ofstream out(tmp, std::ios::trunc);
-  ::umask(old_mask);
-  out << content;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + tmp);
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw std::runtime_error("cannot write " + path + ": " + ec.message());
 }
 
 nlohmann::ordered_json policy_sources(const config::policy_set& set) {
@@ -90,6 +84,8 @@ int run_serve(const serve_options& o) {
   }
   proxy::proxy_options options;
   std::shared_ptr<const config::policy_set> policy;
+  std::shared_ptr<const brokers::credential_set> credentials;
+  std::vector<std::string> skipped;
   try {
     options.connect_to = parse_connect_to_rules(o.common.connect_to);
     check_upstream_cas(o.common.upstream_cas);
@@ -100,12 +96,29 @@ int run_serve(const serve_options& o) {
     std::cerr << "broker: " << e.what() << "\n";
     return exit_usage;
   }
+  const std::filesystem::path ca_dir =
+      o.ca_dir.empty() ? certs::default_ca_dir() : std::filesystem::path(o.ca_dir);
+  std::shared_ptr<certs::certificate_authority> ca;
+  std::shared_ptr<proxy::tls_contexts> tls;
+  try {
+    credentials = std::make_shared<brokers::credential_set>(
+        brokers::credential_set::load(policy->layers(), &skipped));
+    ca = std::make_shared<certs::certificate_authority>(load_or_create_ca(ca_dir));
+    tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
+                                                options.upstream_cas);
+  } catch (const std::exception& e) {
+    std::cerr << "broker: " << e.what() << "\n";
+    return exit_failure;
+  }
   options.session_id = o.session.empty() ? session::new_session_id() : o.session;
   auto audit = session::audit_log::open(log_dir_or_default(o.common.log_dir), options.session_id);
   if (audit->failed())
     spdlog::error("[{}] audit log unavailable ({}): every request will be refused",
                   options.session_id, audit->failure());
-  auto ctx = std::make_shared<proxy::proxy_context>(options, policy, std::move(audit));
+  for (const auto& why : skipped)
+    spdlog::warn("[{}] credential {}: not brokered", options.session_id, why);
+  auto ctx =
+      std::make_shared<proxy::proxy_context>(options, policy, std::move(audit), credentials, tls);
 
   std::unique_ptr<proxy::server> server;
   try {
@@ -118,14 +131,25 @@ int run_serve(const serve_options& o) {
   const bool v6 = server->host().find(':') != std::string::npos;
   const std::string url = "http://" + (v6 ? "[" + server->host() + "]" : server->host()) + ":" +
                           std::to_string(server->port());
+  auto brokered = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < credentials->size(); ++i)
+    brokered.push_back((*credentials)[i].spec.name);
   ctx->audit_log().write({{"event", "session_start"},
                           {"version", BROKER_VERSION},
                           {"mode", "serve"},
                           {"listen", url},
-                          {"policy", policy_sources(*policy)}});
+                          {"policy", policy_sources(*policy)},
+                          {"credentials", brokered}});
   if (!o.env_file.empty()) {
     try {
-      write_file_atomically(o.env_file, render_env_file(url));
+      // The bundle sits beside the CA: every serve session with this CA writes the same bytes.
+      const auto bundle = ca_dir / "bundle.pem";
+      certs::write_trust_bundle(bundle, *ca);
+      // 0600: the file names the session's proxy and dummies, nothing for other users.
+      certs::write_file_atomically(o.env_file,
+                                   wrap::render_env_lines(wrap::child_environment(
+                                       url, bundle.string(), credentials->dummy_environment())),
+                                   0600);
     } catch (const std::exception& e) {
       std::cerr << "broker: --env-file: " << e.what() << "\n";
       return exit_failure;
@@ -168,8 +192,11 @@ void register_serve(CLI::App& root, int& exit_status) {
   app->add_option("--session", options->session, "Session name (default: a random id)");
   app->add_option("--env-file", options->env_file,
                   "Write the child environment (KEY=VALUE lines) to this file");
+  app->add_option("--ca-dir", options->ca_dir,
+                  "The persistent CA for intercepted hosts (default: ~/.config/broker/ca; made "
+                  "on first use)");
   app->add_option("--timeout", options->timeouts,
-                  "NAME=DURATION: head, idle, dns, connect, upstream, body, tunnel, drain");
+                  "NAME=DURATION: head, idle, dns, connect, tls, upstream, body, tunnel, drain");
   app->callback([options, &exit_status] { exit_status = run_serve(*options); });
 }
 

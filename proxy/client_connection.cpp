@@ -35,9 +35,11 @@ const char* phase_name(deadline::phase p) {
 
 }  // namespace
 
-client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx)
+client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx,
+                                     upstream_pool& pool)
     : client_(std::move(socket)),
       ctx_(std::move(ctx)),
+      pool_(pool),
       in_(limits::relay_buffer_bytes),
       deadline_(client_.get_executor()) {
   tag_ = "[" + ctx_->session_id() + " c" + std::to_string(ctx_->next_connection_id()) + "]";
@@ -53,7 +55,7 @@ void client_connection::drain(bool now) {
 
 asio::awaitable<void> client_connection::run() {
   error_code ignored;
-  client_.set_option(tcp::no_delay(true), ignored);
+  client_.socket().set_option(tcp::no_delay(true), ignored);
   std::string failure;
   try {
     if (co_await race(serve(), deadline_.watch()) == 1) {
@@ -81,7 +83,7 @@ asio::awaitable<void> client_connection::run() {
   if (exchange_.active) finish_exchange(exchange_.entry.status, true, "aborted");
   if (!failure.empty()) spdlog::info("{} connection ended: {}", tag_, failure);
   upstream_.reset();
-  client_.close(ignored);
+  client_.close();
 }
 
 asio::awaitable<void> client_connection::serve() {
@@ -90,9 +92,16 @@ asio::awaitable<void> client_connection::serve() {
     http_parser parser(http_parser::kind::request);
     if (co_await read_request_head(parser, first) != head_result::ok) co_return;
     first = false;
+    if (intercept_) {
+      if (!co_await handle_intercepted(parser)) co_return;
+      continue;
+    }
     if (parser.head().method == "CONNECT") {
       co_await handle_connect(parser.head());
-      co_return;
+      // An intercepted CONNECT goes on with the requests inside it.
+      if (!intercept_) co_return;
+      first = true;
+      continue;
     }
     if (!co_await handle_forward(parser)) co_return;
   }
@@ -122,8 +131,7 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
         co_return head_result::refused;
       }
     }
-    auto [ec, n] =
-        co_await client_.async_read_some(asio::buffer(in_.tail(), in_.tail_size()), use_tuple);
+    auto [ec, n] = co_await client_.read_some(in_.tail(), in_.tail_size());
     if (ec) co_return head_result::closed;  // EOF or reset before a whole head: nothing to answer
     in_.commit(n);
   }
@@ -149,11 +157,21 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
   const auto verdict = policy->check_connect(where->dest);
   entry.rule = verdict.rule;
   if (!verdict.allowed) {
-    co_await refuse(refusal::policy_denied(verdict.rule, entry.host), false);
+    // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
+    // audited as refused and nothing is dialed.
+    std::optional<refusal> why = refusal::policy_denied(verdict.rule, entry.host);
+    entry.event = "refused";
+    if (!finish_exchange(why->status, false, why->code)) co_return;
+    co_await start_interception(where->dest, std::move(why));
     co_return;
   }
-  // Interception (DESIGN §1) slots in here: a CONNECT whose rule is not a tunnel rule will be
-  // served by the MITM request loop. Until it exists, every allowed CONNECT is tunnelled.
+  if (!verdict.tunnel) {
+    // Interception is the default (DESIGN §1): the exchanges inside are audited one by one.
+    exchange_.active = false;
+    std::optional<refusal> none;
+    co_await start_interception(where->dest, std::move(none));
+    co_return;
+  }
   arm_for_dial();
   auto dialed = co_await dial_upstream(*ctx_, *policy, where->dest);
   if (dialed.refused) {
@@ -165,25 +183,27 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
   co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   exchange_.response_started = true;
   entry.status = 200;
-  co_await relay_tunnel(client_, *dialed.socket, in_, deadline_, timeouts().tunnel, entry.bytes_out,
-                        entry.bytes_in);
+  co_await relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_, timeouts().tunnel,
+                        entry.bytes_out, entry.bytes_in);
   finish_exchange(200, true);
 }
 
 asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_alive) {
   auto& entry = exchange_.entry;
   const bool policy_refusal = is_policy_refusal(r);
-  if (policy_refusal) entry.event = "refused";
+  // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
+  if (policy_refusal)
+    entry.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
   if (!r.rule.empty()) entry.rule = r.rule;
   finish_exchange(r.status, !policy_refusal, r.code);
-  spdlog::debug("{} {} {} {}: {}", tag_, entry.method, entry.host, r.code, r.message);
-  co_await write_client(render_refusal(r, entry.host, ctx_->session_id(), keep_alive));
+  const std::string host = ctx_->scrub(entry.host);
+  spdlog::debug("{} {} {} {}: {}", tag_, entry.method, host, r.code, r.message);
+  co_await write_client(render_refusal(r, host, ctx_->session_id(), keep_alive));
   co_return keep_alive;
 }
 
 asio::awaitable<void> client_connection::write_client(std::string_view data) {
-  auto [ec, n] =
-      co_await asio::async_write(client_, asio::buffer(data.data(), data.size()), use_tuple);
+  auto [ec, n] = co_await client_.write(data);
   if (ec) throw boost::system::system_error(ec);
 }
 

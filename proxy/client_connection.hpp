@@ -1,6 +1,8 @@
-// One client connection: reads request heads, and per request either opens a CONNECT tunnel
-// or forwards an absolute-form http:// request (keep-alive on both sides, bodies streamed).
-// The forwarding half lives in http_forward.cpp.
+// One client connection: reads request heads, and per request either opens a CONNECT tunnel,
+// intercepts a CONNECT (TLS toward the client with a leaf for the host, then each request inside
+// is forwarded like a plain one), or forwards an absolute-form http:// request. The halves live
+// in interception.cpp (after CONNECT), http_forward.cpp (one request, policy and credentials)
+// and message_relay.cpp (bodies and responses).
 #pragma once
 
 #include <chrono>
@@ -14,12 +16,19 @@
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/refusal.hpp"
+#include "proxy/stream.hpp"
+#include "proxy/upstream_pool.hpp"
+
+namespace broker::brokers {
+class stream_scrubber;
+}
 
 namespace broker::proxy {
 
 class client_connection {
  public:
-  client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx);
+  // `pool` belongs to the thread whose io_context owns `socket`.
+  client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx, upstream_pool& pool);
 
   // Serves the connection to its end. Never throws for client or upstream behaviour.
   asio::awaitable<void> run();
@@ -31,29 +40,45 @@ class client_connection {
   const std::string& tag() const { return tag_; }
 
  private:
-  struct upstream_connection {
-    tcp::socket socket;
-    std::string host;
-    std::uint16_t port;
-    read_buffer in;
-  };
   // The request in flight, so a deadline that fires mid-exchange can still answer and audit it.
   struct exchange {
     audit_entry entry;
     std::chrono::steady_clock::time_point start;
     bool active = false;
     bool response_started = false;
+    bool websocket = false;  // the request asked for Upgrade: websocket
+  };
+  // After an intercepted CONNECT: every request on this connection goes to `dest`.
+  struct interception {
+    config::destination dest;
+    std::string scheme;              // "https" after a TLS handshake, "http" for plain bytes
+    std::optional<refusal> refused;  // decided at CONNECT time, answered to every request
+  };
+  // Where one request goes, once its target is known.
+  struct request_target {
+    config::destination dest;
+    std::string scheme;
+    std::string path_and_query;
+    bool keep_after_refusal = false;
   };
   enum class head_result { ok, closed, refused };
 
   asio::awaitable<void> serve();
   asio::awaitable<head_result> read_request_head(http_parser& parser, bool first);
   asio::awaitable<void> handle_connect(const message_head& head);
+  asio::awaitable<bool> start_interception(const config::destination& dest,
+                                           std::optional<refusal> refused);
+  asio::awaitable<bool> handle_intercepted(http_parser& request);
   asio::awaitable<bool> handle_forward(http_parser& request);
-  asio::awaitable<bool> exchange_with_upstream(http_parser& request, const std::string& head);
-  asio::awaitable<void> pump_request_body(http_parser& request, bool& done);
+  asio::awaitable<bool> forward_request(http_parser& request, const request_target& to);
+  asio::awaitable<bool> exchange_with_upstream(http_parser& request, const std::string& head,
+                                               const brokers::request_context& where);
+  asio::awaitable<void> pump_request_body(http_parser& request, brokers::stream_scrubber* scan,
+                                          bool& done);
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
                                        bool& keep_alive);
+  asio::awaitable<void> relay_body(http_parser& response, const message_head& head);
+  asio::awaitable<void> relay_websocket();
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
   asio::awaitable<void> write_client(std::string_view data);
   bool finish_exchange(int status, bool allowed, const std::string& error = {});
@@ -62,12 +87,14 @@ class client_connection {
   void arm_for_dial();
   const proxy::timeouts& timeouts() const { return ctx_->options().timeouts; }
 
-  tcp::socket client_;
+  stream client_;
   std::shared_ptr<proxy_context> ctx_;
+  upstream_pool& pool_;
   std::string tag_;
   read_buffer in_;
   deadline deadline_;
-  std::optional<upstream_connection> upstream_;
+  std::unique_ptr<upstream_connection> upstream_;  // during one exchange
+  std::optional<interception> intercept_;
   exchange exchange_;
   bool draining_ = false;
   bool cut_short_ = false;

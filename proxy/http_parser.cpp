@@ -47,7 +47,8 @@ struct http_parser::impl {
   std::size_t field_limit = 0;
   const char* user_error = nullptr;  // set by a callback that refuses the message
   parse_error user_error_kind = parse_error::bad_request;
-  char prev_byte = 0;  // for obs-fold detection across feeds
+  char prev_byte = 0;           // for obs-fold detection across feeds
+  std::string* body = nullptr;  // where decoded body bytes go during one feed, if anywhere
 
   static impl& self(llhttp_t* p) { return *static_cast<impl*>(p->data); }
 
@@ -113,6 +114,10 @@ struct http_parser::impl {
     if (!h.has_body) o.message_done_ = true;
     return HPE_PAUSED;
   }
+  static int on_body(llhttp_t* p, const char* at, std::size_t n) {
+    if (auto* body = self(p).body) body->append(at, n);
+    return 0;
+  }
   static int on_message_complete(llhttp_t* p) {
     self(p).owner->message_done_ = true;
     return HPE_PAUSED;
@@ -132,6 +137,7 @@ http_parser::http_parser(kind k, std::string_view request_method)
   s.settings.on_header_value = &impl::on_header_value;
   s.settings.on_header_value_complete = &impl::on_header_value_complete;
   s.settings.on_headers_complete = &impl::on_headers_complete;
+  s.settings.on_body = &impl::on_body;
   s.settings.on_message_complete = &impl::on_message_complete;
   llhttp_init(&s.parser, is_request_ ? HTTP_REQUEST : HTTP_RESPONSE, &s.settings);
   s.parser.data = &s;
@@ -149,14 +155,16 @@ bool http_parser::keep_alive() const {
   return head_.keep_alive && !head_.upgrade;
 }
 
-http_parser::result http_parser::feed(std::string_view data) {
+http_parser::result http_parser::feed(std::string_view data, std::string* body) {
   if (error_ != parse_error::none) return {parse_status::error, 0};
   if (message_done_) return {parse_status::message_complete, 0};
   impl& s = *impl_;
   const bool was_head_done = head_done_;
   if (was_head_done && llhttp_get_errno(&s.parser) == HPE_PAUSED) llhttp_resume(&s.parser);
 
+  s.body = body;
   const llhttp_errno_t rc = llhttp_execute(&s.parser, data.data(), data.size());
+  s.body = nullptr;
   std::size_t consumed = data.size();
   if (rc == HPE_PAUSED || rc == HPE_PAUSED_UPGRADE)
     consumed = static_cast<std::size_t>(llhttp_get_error_pos(&s.parser) - data.data());

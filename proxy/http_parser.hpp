@@ -64,8 +64,9 @@ class http_parser {
     parse_status status;
     std::size_t consumed;
   };
-  // Feeds bytes. Before head_complete the head is parsed; afterwards only framing is tracked.
-  result feed(std::string_view data);
+  // Feeds bytes. Before head_complete the head is parsed; afterwards framing is tracked and,
+  // with `body`, the decoded body bytes (chunk framing removed) of this feed are appended to it.
+  result feed(std::string_view data, std::string* body = nullptr);
   // The peer closed: completes a read-until-close body; otherwise an error if mid-message.
   result finish();
 

@@ -8,8 +8,20 @@ namespace broker::proxy {
 
 proxy_context::proxy_context(proxy_options options,
                              std::shared_ptr<const config::policy_set> policy,
-                             std::unique_ptr<session::audit_log> audit)
-    : options_(std::move(options)), policy_(std::move(policy)), audit_(std::move(audit)) {}
+                             std::unique_ptr<session::audit_log> audit,
+                             std::shared_ptr<const brokers::credential_set> credentials,
+                             std::shared_ptr<tls_contexts> tls)
+    : options_(std::move(options)),
+      policy_(std::move(policy)),
+      audit_(std::move(audit)),
+      credentials_(std::move(credentials)),
+      tls_(std::move(tls)) {}
+
+std::string proxy_context::scrub(std::string_view text) const {
+  std::string out(text);
+  brokers::scrub_value(out, credentials_->response_patterns());
+  return out;
+}
 
 bool proxy_context::record(const audit_entry& e) {
   ++requests_;
@@ -21,17 +33,18 @@ bool proxy_context::record(const audit_entry& e) {
   j["exe"] = nullptr;
   j["method"] = e.method.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.method);
   j["scheme"] = e.scheme.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.scheme);
-  j["host"] = e.host;
+  j["host"] = scrub(e.host);
   j["port"] = e.port;
   j["path"] = e.target.empty() ? nlohmann::ordered_json()
-                               : nlohmann::ordered_json(session::redact_target(e.target));
+                               : nlohmann::ordered_json(session::redact_target(scrub(e.target)));
   j["status"] = e.status ? nlohmann::ordered_json(e.status) : nlohmann::ordered_json();
   j["bytes_out"] = e.bytes_out;
   j["bytes_in"] = e.bytes_in;
   j["ms"] = std::round(e.ms * 10.0) / 10.0;
   j["decision"] = e.allowed ? "allow" : "deny";
   j["rule"] = e.rule.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.rule);
-  j["credential"] = nullptr;
+  j["credential"] =
+      e.credential.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.credential);
   j["llm_tokens"] = nullptr;
   if (!e.error.empty()) j["error"] = e.error;
   return audit_->write(j);

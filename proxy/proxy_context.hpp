@@ -9,12 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "brokers/credential_set.hpp"
 #include "config/policy_set.hpp"
 #include "proxy/connect_to.hpp"
 #include "proxy/timeouts.hpp"
 #include "session/audit_log.hpp"
 
 namespace broker::proxy {
+
+class tls_contexts;
 
 struct proxy_options {
   std::string session_id;
@@ -37,19 +40,29 @@ struct audit_entry {
   double ms = 0;
   bool allowed = true;
   std::string rule;
-  std::string error;  // refusal code, when any
+  std::string error;       // refusal code, when any
+  std::string credential;  // the credential swapped in (or found, for a refusal)
 };
 
 class proxy_context {
  public:
   proxy_context(proxy_options options, std::shared_ptr<const config::policy_set> policy,
-                std::unique_ptr<session::audit_log> audit);
+                std::unique_ptr<session::audit_log> audit,
+                std::shared_ptr<const brokers::credential_set> credentials,
+                std::shared_ptr<tls_contexts> tls);
 
   const proxy_options& options() const { return options_; }
   const std::string& session_id() const { return options_.session_id; }
 
   std::shared_ptr<const config::policy_set> policy() const { return policy_.load(); }
   void replace_policy(std::shared_ptr<const config::policy_set> policy) { policy_.store(policy); }
+
+  // The session's brokered credentials; fixed for the session (a reload changes rules, not keys).
+  const brokers::credential_set& credentials() const { return *credentials_; }
+  tls_contexts& tls() { return *tls_; }
+  // `text` with every real secret value replaced by its dummy: for anything the broker writes
+  // that carries client-chosen text (hosts, paths, log lines).
+  std::string scrub(std::string_view text) const;
 
   // False once the audit log has failed: the session then refuses everything (fail closed).
   bool audit_ok() const { return !audit_->failed(); }
@@ -67,6 +80,8 @@ class proxy_context {
   proxy_options options_;
   std::atomic<std::shared_ptr<const config::policy_set>> policy_;
   std::unique_ptr<session::audit_log> audit_;
+  std::shared_ptr<const brokers::credential_set> credentials_;
+  std::shared_ptr<tls_contexts> tls_;
   std::atomic<std::uint64_t> connection_ids_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};

@@ -48,6 +48,31 @@ refusal refusal::upstream_timeout(std::string_view host) {
   return {"upstream_timeout", 504, std::string(host) + " did not answer in time", {}};
 }
 
+refusal refusal::upstream_tls_failed(std::string_view host, std::string_view reason) {
+  return {"upstream_tls_failed",
+          502,
+          "TLS with " + std::string(host) + " failed: " + std::string(reason),
+          {}};
+}
+
+refusal refusal::credential_not_bound(std::string_view credential, std::string_view host,
+                                      std::string_view where, bool plaintext) {
+  std::string message = "the request carries the session's dummy for credential \"" +
+                        std::string(credential) + "\" (" + std::string(where) + "), ";
+  message += plaintext ? "which is not sent over plain http:// to " + std::string(host)
+                       : "which is not bound to " + std::string(host) +
+                             "; the request was blocked and recorded";
+  return {"credential_not_bound", 403, std::move(message), {}};
+}
+
+refusal refusal::real_secret_blocked(std::string_view credential, std::string_view where) {
+  return {"real_secret_blocked",
+          403,
+          "the request carries the real value of credential \"" + std::string(credential) + "\" (" +
+              std::string(where) + "); this session's programs must only ever hold its dummy",
+          {}};
+}
+
 refusal refusal::audit_unavailable() {
   return {"audit_unavailable",
           503,

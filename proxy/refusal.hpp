@@ -21,6 +21,11 @@ struct refusal {
   static refusal dns_failed(std::string_view host, std::string_view reason);
   static refusal upstream_unreachable(std::string_view host, std::string_view reason);
   static refusal upstream_timeout(std::string_view host);
+  static refusal upstream_tls_failed(std::string_view host, std::string_view reason);
+  // `where` says where it was found ("header authorization", "query", "body"); never the value.
+  static refusal credential_not_bound(std::string_view credential, std::string_view host,
+                                      std::string_view where, bool plaintext);
+  static refusal real_secret_blocked(std::string_view credential, std::string_view where);
   static refusal audit_unavailable();
   static refusal overloaded();
 };

@@ -18,7 +18,7 @@
 namespace broker::proxy {
 
 struct server::impl {
-  explicit impl(unsigned threads) : workers(make_workers(threads)) {}
+  explicit impl(unsigned threads) : workers(make_workers(threads)), pools(threads) {}
 
   static std::vector<std::unique_ptr<asio::io_context>> make_workers(unsigned threads) {
     std::vector<std::unique_ptr<asio::io_context>> out;
@@ -31,6 +31,8 @@ struct server::impl {
   // directions of a relay then run on one thread with no cross-thread wake-ups or strand
   // hand-offs, which is what per-request latency through the proxy is made of.
   std::vector<std::unique_ptr<asio::io_context>> workers;
+  // One upstream pool per worker, declared after the workers so that its sockets go first.
+  std::vector<upstream_pool> pools;
   std::size_t next_worker = 0;
   asio::io_context& io = *workers.front();
   tcp::acceptor acceptor{io};
@@ -44,8 +46,8 @@ struct server::impl {
 
   asio::awaitable<void> accept_loop() {
     for (;;) {
-      auto& worker = *workers[next_worker++ % workers.size()];
-      auto [ec, socket] = co_await acceptor.async_accept(worker, use_tuple);
+      const std::size_t index = next_worker++ % workers.size();
+      auto [ec, socket] = co_await acceptor.async_accept(*workers[index], use_tuple);
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
         // EMFILE and friends: back off briefly instead of spinning.
@@ -60,12 +62,12 @@ struct server::impl {
         socket.write_some(asio::buffer(text), ignored);
         continue;
       }
-      start(std::move(socket));
+      start(std::move(socket), pools[index]);
     }
   }
 
-  void start(tcp::socket socket) {
-    auto conn = std::make_shared<client_connection>(std::move(socket), ctx);
+  void start(tcp::socket socket, upstream_pool& pool) {
+    auto conn = std::make_shared<client_connection>(std::move(socket), ctx, pool);
     {
       std::lock_guard lock(mutex);
       live.emplace(conn.get(), conn);

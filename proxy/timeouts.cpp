@@ -23,7 +23,7 @@ void set_timeout(timeouts& t, std::string_view spec) {
   static constexpr entry fields[] = {
       {"head", &timeouts::head},       {"idle", &timeouts::idle},         {"dns", &timeouts::dns},
       {"connect", &timeouts::connect}, {"upstream", &timeouts::upstream}, {"body", &timeouts::body},
-      {"tunnel", &timeouts::tunnel},   {"drain", &timeouts::drain},
+      {"tunnel", &timeouts::tunnel},   {"drain", &timeouts::drain},       {"tls", &timeouts::tls},
   };
   for (const auto& f : fields) {
     if (f.name == name) {
@@ -32,8 +32,8 @@ void set_timeout(timeouts& t, std::string_view spec) {
     }
   }
   throw std::invalid_argument("--timeout " + text +
-                              ": unknown name; use head, idle, dns, connect, upstream, body, "
-                              "tunnel or drain");
+                              ": unknown name; use head, idle, dns, connect, tls, upstream, "
+                              "body, tunnel or drain");
 }
 
 }  // namespace broker::proxy

@@ -14,6 +14,7 @@ struct timeouts {
   duration idle = std::chrono::seconds(120);      // a kept-alive client between requests
   duration dns = std::chrono::seconds(10);        // resolving an upstream name
   duration connect = std::chrono::seconds(10);    // the upstream TCP handshake
+  duration tls = std::chrono::seconds(10);        // a TLS handshake, with a client or upstream
   duration upstream = std::chrono::seconds(120);  // silence from an upstream mid-response
   duration body = std::chrono::seconds(60);       // silence from a client mid-body
   duration tunnel = std::chrono::seconds(600);    // a tunnel with no byte either way

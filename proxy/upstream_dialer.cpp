@@ -6,6 +6,7 @@
 
 #include "proxy/address_guard.hpp"
 #include "proxy/target.hpp"
+#include "proxy/tls.hpp"
 
 namespace broker::proxy {
 
@@ -125,10 +126,44 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
     co_return out;
   }
   socket.set_option(tcp::no_delay(true));
+  out.loopback = classify(to_config(endpoint.address())) == address_class::loopback;
   out.address = endpoint.address().is_v6()
                     ? "[" + endpoint.address().to_string() + "]:" + std::to_string(endpoint.port())
                     : endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
   out.socket.emplace(std::move(socket));
+  co_return out;
+}
+
+asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::policy_set& policy,
+                                            const config::destination& dest, bool tls,
+                                            std::string key) {
+  open_outcome out;
+  auto dialed = co_await dial_upstream(ctx, policy, dest);
+  if (dialed.refused) {
+    out.refused = std::move(dialed.refused);
+    co_return out;
+  }
+  stream s(std::move(*dialed.socket));
+  if (tls) {
+    s.start_tls(ctx.tls().client());
+    SSL* ssl = s.native_tls();
+    if (!tls_contexts::expect_peer(ssl, dest.host, dest.ip.has_value())) {
+      out.refused = refusal::upstream_tls_failed(to_string(dest), "cannot set up TLS");
+      co_return out;
+    }
+    auto result = co_await (s.tls().async_handshake(asio::ssl::stream_base::client, use_tuple) ||
+                            sleep_for(ctx.options().timeouts.tls));
+    if (result.index() == 1) {
+      out.refused = refusal::upstream_timeout(to_string(dest));
+      co_return out;
+    }
+    auto [ec] = std::get<0>(result);
+    if (ec) {
+      out.refused = refusal::upstream_tls_failed(to_string(dest), tls_failure(ssl, ec.message()));
+      co_return out;
+    }
+  }
+  out.conn = std::make_unique<upstream_connection>(std::move(s), std::move(key), dialed.loopback);
   co_return out;
 }
 

@@ -9,6 +9,7 @@
 #include "proxy/asio.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/refusal.hpp"
+#include "proxy/upstream_pool.hpp"
 
 namespace broker::proxy {
 
@@ -16,10 +17,23 @@ struct dial_outcome {
   std::optional<tcp::socket> socket;
   std::optional<refusal> refused;  // set when socket is not
   std::string address;             // what was dialed ("127.0.0.1:8443"), for logs
+  bool loopback = false;           // the dialed address is a loopback one
 };
 
 asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
                                             const config::policy_set& policy,
                                             const config::destination& dest);
+
+struct open_outcome {
+  std::unique_ptr<upstream_connection> conn;
+  std::optional<refusal> refused;  // set when conn is not
+};
+
+// Dials `dest` and, with `tls`, completes a verified TLS handshake for dest.host (SNI, system
+// roots + --upstream-ca; a failure is 502 upstream_tls_failed, never a plaintext fallback).
+// `key` is what the connection is pooled under.
+asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::policy_set& policy,
+                                            const config::destination& dest, bool tls,
+                                            std::string key);
 
 }  // namespace broker::proxy

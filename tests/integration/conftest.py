@@ -31,7 +31,8 @@ STOP_TIMEOUT = 15.0
 READY_LINE = re.compile(r"^broker: listening on (http://(127\.0\.0\.1|\[::1\]):(\d+)) session=(\S+)$")
 
 # DNS names every test leaf certificate carries.
-TEST_NAMES = ["api.example.test", "other.example.test", "api.github.com", "localhost"]
+TEST_NAMES = ["api.example.test", "other.example.test", "api.github.com", "github.com",
+              "api.openai.com", "localhost"]
 
 
 def clean_env(extra=None):
@@ -186,6 +187,29 @@ class _EchoHandler(BaseHTTPRequestHandler):
                 self.wfile.write(data)
                 self.close_connection = True
             return
+        r = re.fullmatch(r"/reflect/(chunked|length)/(\d+)", self.path.split("?")[0])
+        if r:
+            # Sends the request's Authorization back (a header and the body, the body in
+            # chunks of N bytes), as an upstream that leaks what it received would.
+            seen = (self.headers.get("Authorization") or "").encode()
+            data = b"<html>" + b"x" * 7 + seen + b"|" + seen * 3 + b"</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("X-Seen-Authorization", seen.decode())
+            size = int(r.group(2))
+            if r.group(1) == "chunked":
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(data), size):
+                    piece = data[i:i + size]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            return
         m = re.fullmatch(r"/bytes/(\d+)", self.path.split("?")[0])
         if m:
             n = int(m.group(1))
@@ -248,6 +272,8 @@ class Upstream:
 
     GET/POST/... any path: JSON {method, path, headers, body_length, body_sha256, peer_port}.
     /bytes/N: N bytes of pattern_bytes(N).
+    /reflect/chunked/N, /reflect/length/0: the request's Authorization sent back in a response
+    header (X-Seen-Authorization) and body (chunked in N-byte pieces, or with Content-Length).
     .connections: number of TCP connections accepted so far (distinct client ports seen).
     """
 
@@ -306,13 +332,17 @@ def run_broker_cli(*args, timeout=30, cwd=None):
                           timeout=timeout, cwd=cwd, env=clean_env())
 
 
-def allow_policy(*hosts, ports=None, **extra):
-    """{"version":1,"allow":[{"host":h,"ports":ports}...]} plus extra top-level keys."""
+def allow_policy(*hosts, ports=None, tunnel=False, **extra):
+    """{"version":1,"allow":[{"host":h,"ports":ports}...]} plus extra top-level keys.
+
+    tunnel=True makes every rule a "tunnel": true rule (not intercepted)."""
     rules = []
     for h in hosts:
         r = {"host": h}
         if ports is not None:
             r["ports"] = list(ports)
+        if tunnel:
+            r["tunnel"] = True
         rules.append(r)
     return {"version": 1, "allow": rules, **extra}
 
@@ -321,7 +351,8 @@ class Broker:
     """`broker serve` on 127.0.0.1:0 with a policy written into its own temp dir."""
 
     def __init__(self, directory: Path, policy=None, policies=None, args=(), log_dir=None,
-                 session=None, connect_to=(), start=True):
+                 session=None, connect_to=(), start=True, upstream_ca=None, env=None,
+                 env_file=False):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir) if log_dir is not None else self.dir / "logs"
@@ -332,7 +363,16 @@ class Broker:
             path = self.dir / f"policy{i}.json"
             path.write_text(p if isinstance(p, str) else json.dumps(p, indent=2))
             self.policy_files.append(path)
-        self.args = [BROKER_BIN, "serve", "--listen", "127.0.0.1:0", "--log-dir", str(self.log_dir)]
+        # Its own persistent CA (never ~/.config), trusted by the clients of intercepted hosts.
+        self.ca_dir = self.dir / "ca"
+        self.args = [BROKER_BIN, "serve", "--listen", "127.0.0.1:0", "--log-dir", str(self.log_dir),
+                     "--ca-dir", str(self.ca_dir)]
+        self.env = env
+        self.env_file = self.dir / "session.env" if env_file else None
+        if self.env_file is not None:
+            self.args += ["--env-file", str(self.env_file)]
+        if upstream_ca is not None:
+            self.args += ["--upstream-ca", str(upstream_ca)]
         for f in self.policy_files:
             self.args += ["--policy", str(f)]
         for c in connect_to:
@@ -352,7 +392,7 @@ class Broker:
     def start(self):
         self._stderr_file = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self._stderr_file,
-                                     stdin=subprocess.DEVNULL, env=clean_env())
+                                     stdin=subprocess.DEVNULL, env=clean_env(self.env))
         line = self._read_line(READY_TIMEOUT)
         m = READY_LINE.match(line.strip()) if line else None
         if not m:
@@ -389,6 +429,19 @@ class Broker:
     @property
     def proxy(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ca_cert(self) -> Path:
+        """The CA that signs the leaves of intercepted hosts."""
+        return self.ca_dir / "ca.pem"
+
+    def session_env(self) -> dict:
+        """The --env-file variables as a dict."""
+        out = {}
+        for line in self.env_file.read_text().splitlines():
+            k, _, v = line.partition("=")
+            out[k] = v
+        return out
 
     @property
     def log_path(self) -> Path:

@@ -225,7 +225,8 @@ def test_sigterm_cuts_an_open_tunnel_after_the_drain_time_and_audits_it(broker_f
     import time
     from conftest import RawClient, connect_to_arg, run_broker_cli
     b = broker_factory(policy={"version": 1,
-                               "allow": [{"host": "api.example.test", "ports": [upstream.port]}]},
+                               "allow": [{"host": "api.example.test", "ports": [upstream.port],
+                                          "tunnel": True}]},
                        connect_to=[connect_to_arg("api.example.test", upstream.port)],
                        args=["--timeout", "drain=1s"])
     with RawClient(b.port) as c:

@@ -75,7 +75,8 @@ def test_idle_keepalive_connection_is_closed(broker_factory, upstream):
 def test_idle_tunnel_is_closed_and_audited(broker_factory):
     silent = SilentServer()
     try:
-        b = broker_factory(policy=allow_policy("api.example.test", ports=[silent.port]),
+        b = broker_factory(policy=allow_policy("api.example.test", ports=[silent.port],
+                                               tunnel=True),
                            connect_to=[connect_to_arg("api.example.test", silent.port)],
                            args=["--timeout", "tunnel=1s"])
         with RawClient(b.port) as c:

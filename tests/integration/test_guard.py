@@ -15,7 +15,7 @@ def test_localhost_allowed_by_policy_is_still_blocked_for_http(broker_factory, u
 
 
 def test_localhost_allowed_by_policy_is_still_blocked_for_connect(broker_factory, upstream):
-    b = broker_factory(policy=allow_policy("localhost", ports=[upstream.port]))
+    b = broker_factory(policy=allow_policy("localhost", ports=[upstream.port], tunnel=True))
     with RawClient(b.port) as c:
         c.send(f"CONNECT localhost:{upstream.port} HTTP/1.1\r\n"
                f"Host: localhost:{upstream.port}\r\n\r\n".encode())
@@ -57,7 +57,7 @@ def test_cidr_rule_port_is_enforced(broker_factory, upstream):
 
 def test_upstream_down_is_502_upstream_unreachable(broker_factory):
     port = closed_port()
-    b = broker_factory(policy=allow_policy("api.example.test", ports=[port]),
+    b = broker_factory(policy=allow_policy("api.example.test", ports=[port], tunnel=True),
                        connect_to=[connect_to_arg("api.example.test", port)])
     r = curl(f"http://api.example.test:{port}/", proxy=b.proxy)
     assert r.returncode == 0, r.stderr
@@ -74,7 +74,7 @@ def test_upstream_down_is_502_upstream_unreachable(broker_factory):
 
 
 def test_unknown_name_is_502_dns_failed(broker_factory):
-    b = broker_factory(policy=allow_policy("nonexistent.invalid", ports=[80, 443]))
+    b = broker_factory(policy=allow_policy("nonexistent.invalid", ports=[80, 443], tunnel=True))
     r = curl("http://nonexistent.invalid/", proxy=b.proxy)
     assert r.returncode == 0, r.stderr
     assert_refusal(r.status, r.headers, r.body, "dns_failed", 502, session=b.session,

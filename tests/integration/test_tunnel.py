@@ -7,7 +7,7 @@ HOST = "api.example.test"
 
 
 def start(broker_factory, tls_upstream):
-    return broker_factory(policy=allow_policy(HOST, ports=[tls_upstream.port]),
+    return broker_factory(policy=allow_policy(HOST, ports=[tls_upstream.port], tunnel=True),
                           connect_to=[connect_to_arg(HOST, tls_upstream.port)])
 
 
@@ -49,12 +49,19 @@ def test_https_single_request_response_is_the_upstreams(broker_factory, tls_upst
     assert echo["body_sha256"] == sha256(b"payload")
 
 
+def refused_inside(port, target):
+    """CONNECT, then a plain request inside: a CONNECT-time refusal answers that request
+    (DESIGN §6), since clients hide a failed CONNECT's body."""
+    with RawClient(port) as c:
+        c.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        assert c.read_response(head_only=True).status == 200
+        c.send(f"GET / HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        return c.read_response()
+
+
 def test_denied_connect_is_answered_with_403_json(broker_factory, tls_upstream):
     b = start(broker_factory, tls_upstream)
-    with RawClient(b.port) as c:
-        c.send(b"CONNECT denied.example.test:443 HTTP/1.1\r\n"
-               b"Host: denied.example.test:443\r\n\r\n")
-        resp = c.read_response()
+    resp = refused_inside(b.port, "denied.example.test:443")
     doc = assert_refusal(resp.status, resp.headers, resp.body, "policy_denied", 403,
                          session=b.session, host="denied.example.test")
     assert doc["rule"] == "default_deny"
@@ -67,18 +74,16 @@ def test_denied_connect_is_answered_with_403_json(broker_factory, tls_upstream):
     assert rec[0]["error"] == "policy_denied"
 
 
-def test_denied_connect_fails_curl(broker_factory, tls_upstream, pki):
+def test_denied_connect_shows_curl_the_json_refusal(broker_factory, tls_upstream):
     b = start(broker_factory, tls_upstream)
-    r = curl("https://denied.example.test/", proxy=b.proxy, cacert=pki.ca_cert)
-    assert r.returncode != 0
-    assert "403" in r.stderr, r.stderr
+    r = curl("https://denied.example.test/", proxy=b.proxy, cacert=b.ca_cert)
+    assert r.returncode == 0, r.stderr
+    assert_refusal(r.status, r.headers, r.body, "policy_denied", 403, session=b.session)
 
 
 def test_connect_to_port_outside_rule_is_denied(broker_factory, tls_upstream):
     b = start(broker_factory, tls_upstream)
-    with RawClient(b.port) as c:
-        c.send(f"CONNECT {HOST}:443 HTTP/1.1\r\nHost: {HOST}:443\r\n\r\n".encode())
-        resp = c.read_response()
+    resp = refused_inside(b.port, f"{HOST}:443")
     assert_refusal(resp.status, resp.headers, resp.body, "policy_denied", 403, session=b.session)
 
 
@@ -129,7 +134,7 @@ class LineEchoServer:
 def test_bytes_behind_the_connect_head_and_half_close_pass_through(broker_factory):
     echo = LineEchoServer()
     try:
-        b = broker_factory(policy=allow_policy(HOST, ports=[echo.port]),
+        b = broker_factory(policy=allow_policy(HOST, ports=[echo.port], tunnel=True),
                            connect_to=[connect_to_arg(HOST, echo.port)])
         with RawClient(b.port) as c:
             # The first payload rides in the same write as the CONNECT head.

@@ -1,0 +1,111 @@
+// After an intercepted CONNECT (DESIGN §1): the client is told the tunnel is open, and what it
+// sends next is served by the proxy itself: a TLS handshake gets a leaf for the CONNECT host
+// (ALPN http/1.1), plain HTTP is read as such, and each request inside goes the way of a plain
+// one, pinned to the CONNECT target.
+#include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
+
+#include "config/host_pattern.hpp"
+#include "proxy/client_connection.hpp"
+#include "proxy/target.hpp"
+#include "proxy/tls.hpp"
+
+namespace broker::proxy {
+
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+// The first byte of a TLS record carrying a handshake message (RFC 8446 §5.1).
+constexpr char tls_handshake_record = 0x16;
+
+bool sni_matches(SSL* ssl, const config::destination& dest) {
+  const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (!name) return true;  // absent SNI (IP literal targets, some clients) is allowed
+  if (dest.ip) return false;
+  const auto normalized = config::normalize_host(name);
+  return normalized && *normalized == dest.host;
+}
+
+}  // namespace
+
+asio::awaitable<bool> client_connection::start_interception(const config::destination& dest,
+                                                            std::optional<refusal> refused) {
+  co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
+  intercept_.emplace(interception{dest, "http", std::move(refused)});
+
+  // What comes next decides between TLS and plain HTTP; it may already be buffered.
+  deadline_.arm(timeouts().head, deadline::phase::client_head);
+  if (in_.empty()) {
+    auto [ec, n] = co_await client_.read_some(in_.tail(), in_.tail_size());
+    if (ec) co_return false;
+    in_.commit(n);
+  }
+  if (in_.view().front() != tls_handshake_record) co_return true;
+
+  auto& tls = ctx_->tls();
+  client_.start_tls(tls.server());
+  SSL* ssl = client_.native_tls();
+  tls.use_leaf(ssl, dest.host);
+  deadline_.arm(timeouts().tls, deadline::phase::client_head);
+  // The bytes already read are the start of the ClientHello.
+  const std::string early(in_.view());
+  in_.consume(in_.size());
+  auto [ec, used] = co_await client_.tls().async_handshake(asio::ssl::stream_base::server,
+                                                           asio::buffer(early), use_tuple);
+  if (ec) {
+    // Typically a client that does not trust the session CA; it says so on its side.
+    spdlog::info("{} TLS handshake for {} failed: {}", tag_, ctx_->scrub(dest.host), ec.message());
+    co_return false;
+  }
+  intercept_->scheme = "https";
+  if (!intercept_->refused && !sni_matches(ssl, dest))
+    intercept_->refused =
+        refusal::host_mismatch("the TLS server name (SNI) is not the CONNECT host");
+  co_return true;
+}
+
+asio::awaitable<bool> client_connection::handle_intercepted(http_parser& request) {
+  const message_head& head = request.head();
+  const auto& dest = intercept_->dest;
+  begin_exchange(head.method);
+  auto& entry = exchange_.entry;
+  entry.scheme = intercept_->scheme;
+  entry.host = dest.host;
+  entry.port = dest.port;
+  entry.target = head.target;
+  request_target to{dest, intercept_->scheme, head.target,
+                    request.keep_alive() && !head.has_body && !draining_};
+
+  if (intercept_->refused) co_return co_await refuse(*intercept_->refused, to.keep_after_refusal);
+  if (head.method == "CONNECT")
+    co_return co_await refuse(refusal::bad_request("CONNECT inside a CONNECT tunnel"), false);
+  if (head.target.empty() || head.target.front() != '/') {
+    // Absolute-form is allowed too (RFC 9112 §3.2.2) when it names the CONNECT target.
+    auto uri = parse_absolute_uri(head.target);
+    if (!uri || uri->where.dest.host != dest.host || uri->where.dest.port != dest.port ||
+        uri->scheme != intercept_->scheme) {
+      if (head.method == "OPTIONS" && head.target == "*") {
+        to.path_and_query = "*";
+      } else {
+        co_return co_await refuse(
+            refusal::host_mismatch("the request target does not name the CONNECT host"),
+            to.keep_after_refusal);
+      }
+    } else {
+      to.path_and_query = uri->path_and_query;
+      entry.target = uri->path_and_query;
+    }
+  }
+  const std::string* host_header = head.find("host");
+  const std::uint16_t default_port = intercept_->scheme == "https" ? 443 : 80;
+  authority where{dest, true};
+  if (!host_header || !host_header_matches(*host_header, where, default_port))
+    co_return co_await refuse(
+        refusal::host_mismatch(host_header ? "the Host header is not the CONNECT host"
+                                           : "the request has no Host header"),
+        to.keep_after_refusal);
+  co_return co_await forward_request(request, to);
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,317 @@
+// The exchange with the upstream for one request: the request body pumped up as framed while
+// the response is relayed down, both streamed. With brokered credentials in the session, bodies
+// are decoded on the way: a request body is searched for values that must not leave (before any
+// of their bytes does) and a response has real values replaced by their dummies, across chunk
+// and read boundaries; the decoded bytes are then framed again (same length, same coding).
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "brokers/scrubber.hpp"
+#include "proxy/client_connection.hpp"
+#include "proxy/limits.hpp"
+#include "proxy/race.hpp"
+
+namespace broker::proxy {
+
+namespace {
+
+// A client-side protocol error found while streaming a request body.
+struct body_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// An upstream that breaks its response after the head went out: the client connection is cut.
+struct upstream_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A request body carried a value that must not leave; `pattern` indexes the body patterns.
+struct body_refused : std::runtime_error {
+  explicit body_refused(std::size_t p) : std::runtime_error("refused body"), pattern(p) {}
+  std::size_t pattern;
+};
+
+asio::awaitable<void> hold_until_cancelled() {
+  asio::steady_timer forever(co_await asio::this_coro::executor,
+                             std::chrono::steady_clock::time_point::max());
+  co_await forever.async_wait(use_tuple);
+}
+
+// Decoded body bytes back to wire form: a chunk of their own under chunked coding, as they are
+// otherwise. The last piece of a chunked body gets the terminating zero chunk.
+void frame(std::string& wire, std::string_view data, bool chunked, bool last) {
+  if (!chunked) {
+    wire.append(data);
+    return;
+  }
+  if (!data.empty()) {
+    char size[24];
+    const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    wire.append(size, static_cast<std::size_t>(n)).append(data).append("\r\n");
+  }
+  if (last) wire.append("0\r\n\r\n");
+}
+
+// One direction of an upgraded (WebSocket) connection, until either side ends.
+asio::awaitable<void> copy_stream(stream& from, stream& to, read_buffer& buffer,
+                                  std::uint64_t& counter, deadline& idle,
+                                  deadline::clock::duration idle_timeout) {
+  for (;;) {
+    if (!buffer.empty()) {
+      auto [ec, n] = co_await to.write(buffer.view());
+      if (ec) co_return;
+      counter += n;
+      buffer.consume(n);
+    }
+    idle.arm(idle_timeout, deadline::phase::tunnel);
+    auto [ec, n] = co_await from.read_some(buffer.tail(), buffer.tail_size());
+    if (ec) co_return;
+    buffer.commit(n);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<bool> client_connection::exchange_with_upstream(
+    http_parser& request, const std::string& head, const brokers::request_context& where) {
+  auto& entry = exchange_.entry;
+  const auto& credentials = ctx_->credentials();
+  const bool client_keep_alive = request.keep_alive() && !draining_;
+  deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+  auto [ec, n] = co_await upstream_->io.write(head);
+  if (ec) {
+    upstream_.reset();
+    co_return co_await refuse(refusal::upstream_unreachable(entry.host, ec.message()), false);
+  }
+  entry.bytes_out += n;
+  bool keep_alive = false;
+  if (!request.head().has_body) {
+    co_await relay_response(entry.method, client_keep_alive, keep_alive);
+    if (upstream_) pool_.give_back(std::move(upstream_));
+    co_return keep_alive;
+  }
+
+  std::optional<brokers::stream_scrubber> scan;
+  if (!credentials.empty()) scan.emplace(credentials.request_body_patterns(where));
+  bool body_done = false;
+  std::optional<refusal> refused;
+  try {
+    co_await race(pump_request_body(request, scan ? &*scan : nullptr, body_done),
+                  relay_response(entry.method, client_keep_alive, keep_alive));
+    if (body_done) {
+      if (upstream_) pool_.give_back(std::move(upstream_));
+      co_return keep_alive;
+    }
+    // The upstream answered before the body was through; the client's stream cannot be
+    // resynchronized, so both connections end here.
+    upstream_.reset();
+    co_return false;
+  } catch (const body_refused& e) {
+    // None of the value's bytes went up; the upstream saw a request that never ends.
+    upstream_.reset();
+    if (exchange_.response_started) throw upstream_error("request body refused mid-response");
+    const auto decision = credentials.body_decision(where, e.pattern);
+    entry.credential = decision.credential;
+    refused = decision.action == brokers::request_action::real_secret_blocked
+                  ? refusal::real_secret_blocked(decision.credential, decision.where)
+                  : refusal::credential_not_bound(decision.credential, entry.host, decision.where,
+                                                  where.plaintext);
+  } catch (const body_error& e) {
+    upstream_.reset();
+    if (exchange_.response_started) throw;
+    refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
+  }
+  co_return co_await refuse(*refused, false);
+}
+
+asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
+                                                           brokers::stream_scrubber* scan,
+                                                           bool& done) {
+  auto& entry = exchange_.entry;
+  const bool chunked = request.head().chunked;
+  std::string decoded, released, wire;
+  for (;;) {
+    if (!in_.empty()) {
+      if (!scan) {
+        const auto r = request.feed(in_.view());
+        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        if (r.consumed > 0) {
+          auto [ec, n] = co_await upstream_->io.write(in_.view().substr(0, r.consumed));
+          if (ec) throw upstream_error("upstream write failed: " + ec.message());
+          entry.bytes_out += n;
+          in_.consume(r.consumed);
+        }
+        if (r.status == parse_status::message_complete) break;
+      } else {
+        decoded.clear();
+        released.clear();
+        wire.clear();
+        const auto r = request.feed(in_.view(), &decoded);
+        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        in_.consume(r.consumed);
+        if (auto match = scan->feed(decoded, released)) throw body_refused(*match);
+        const bool last = r.status == parse_status::message_complete;
+        if (last)
+          if (auto match = scan->finish(released)) throw body_refused(*match);
+        frame(wire, released, chunked, last);
+        if (!wire.empty()) {
+          auto [ec, n] = co_await upstream_->io.write(wire);
+          if (ec) throw upstream_error("upstream write failed: " + ec.message());
+          entry.bytes_out += n;
+        }
+        if (last) break;
+      }
+    }
+    deadline_.arm(timeouts().body, deadline::phase::request_body);
+    auto [ec, n] = co_await client_.read_some(in_.tail(), in_.tail_size());
+    if (ec) throw body_error("client closed the connection mid-body");
+    in_.commit(n);
+  }
+  done = true;
+  deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+  co_await hold_until_cancelled();
+}
+
+asio::awaitable<void> client_connection::relay_response(const std::string& method,
+                                                        bool client_keep_alive, bool& keep_alive) {
+  keep_alive = false;
+  auto& entry = exchange_.entry;
+  auto& up = *upstream_;
+  std::optional<http_parser> response;
+  // Interim (1xx) responses are passed on; the loop ends at the final response's head.
+  for (;;) {
+    response.emplace(http_parser::kind::response, method);
+    for (;;) {
+      if (!up.in.empty()) {
+        const auto r = response->feed(up.in.view());
+        up.in.consume(r.consumed);
+        entry.bytes_in += r.consumed;
+        if (r.status == parse_status::head_complete || r.status == parse_status::message_complete)
+          break;
+        if (r.status == parse_status::error) {
+          upstream_.reset();
+          co_await refuse(refusal::upstream_unreachable(
+                              entry.host, "malformed response: " + response->error_reason()),
+                          false);
+          co_return;
+        }
+      }
+      auto [ec, n] = co_await up.io.read_some(up.in.tail(), up.in.tail_size());
+      if (ec == asio::error::operation_aborted) co_return;  // the request body failed first
+      if (ec) {
+        upstream_.reset();
+        co_await refuse(
+            refusal::upstream_unreachable(entry.host, "connection closed before a response"),
+            false);
+        co_return;
+      }
+      up.in.commit(n);
+      deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+    }
+    auto& head = response->head();
+    for (auto& h : head.headers)
+      brokers::scrub_value(h.value, ctx_->credentials().response_patterns());
+    if (head.status >= 200) break;
+    if (head.status == 101) {
+      if (!exchange_.websocket) {
+        upstream_.reset();
+        co_await refuse(
+            refusal::upstream_unreachable(entry.host, "protocol upgrade is not supported here"),
+            false);
+        co_return;
+      }
+      std::string out = serialize_response_head(head);
+      out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+      exchange_.response_started = true;
+      entry.status = 101;
+      co_await write_client(out);
+      co_await relay_websocket();
+      co_return;
+    }
+    co_await write_client(serialize_response_head(head));
+  }
+
+  const message_head& head = response->head();
+  const bool until_close = head.has_body && !head.chunked && !head.content_length;
+  const bool keep_client = client_keep_alive && !until_close && !draining_;
+  std::string out = serialize_response_head(head);
+  if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
+  exchange_.response_started = true;
+  entry.status = head.status;
+
+  if (response->message_done()) {
+    if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
+    co_await write_client(out);
+  } else {
+    co_await write_client(out);
+    co_await relay_body(*response, head);
+  }
+  if (upstream_ && (!response->keep_alive() || !upstream_->in.empty())) upstream_.reset();
+  keep_alive = keep_client;
+}
+
+asio::awaitable<void> client_connection::relay_body(http_parser& response,
+                                                    const message_head& head) {
+  auto& entry = exchange_.entry;
+  auto& up = *upstream_;
+  const auto& patterns = ctx_->credentials().response_patterns();
+  std::optional<brokers::stream_scrubber> scrub;
+  if (!patterns.empty()) scrub.emplace(patterns);
+  std::string decoded, released, wire;
+  for (;;) {
+    if (!up.in.empty()) {
+      const auto r = response.feed(up.in.view(), scrub ? &decoded : nullptr);
+      if (r.status == parse_status::error)
+        throw upstream_error("malformed response body: " + response.error_reason());
+      entry.bytes_in += r.consumed;
+      const bool last = r.status == parse_status::message_complete;
+      // The record is written before the response completes (DESIGN §7).
+      if (last && !finish_exchange(head.status, true))
+        throw upstream_error("audit log write failed");
+      if (!scrub) {
+        co_await write_client(up.in.view().substr(0, r.consumed));
+        up.in.consume(r.consumed);
+      } else {
+        up.in.consume(r.consumed);
+        scrub->feed(decoded, released);
+        if (last) scrub->finish(released);
+        frame(wire, released, head.chunked, last);
+        if (!wire.empty()) co_await write_client(wire);
+        decoded.clear();
+        released.clear();
+        wire.clear();
+      }
+      if (last) co_return;
+    }
+    auto [ec, n] = co_await up.io.read_some(up.in.tail(), up.in.tail_size());
+    if (ec == asio::error::eof ||
+        (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
+      // Read-until-close ends here (a missing close_notify is tolerated only there, where the
+      // length is unknown anyway, as browsers and curl do).
+      if (response.finish().status != parse_status::message_complete)
+        throw upstream_error("upstream closed mid-response");
+      if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
+      if (scrub) {
+        scrub->finish(released);
+        if (!released.empty()) co_await write_client(released);
+      }
+      upstream_.reset();
+      co_return;
+    }
+    if (ec) throw upstream_error("upstream read failed: " + ec.message());
+    up.in.commit(n);
+    deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+  }
+}
+
+asio::awaitable<void> client_connection::relay_websocket() {
+  auto& entry = exchange_.entry;
+  auto& up = *upstream_;
+  // Frames are relayed as they are (not scrubbed); the upgrade request went through the brokers.
+  co_await race(copy_stream(client_, up.io, in_, entry.bytes_out, deadline_, timeouts().tunnel),
+                copy_stream(up.io, client_, up.in, entry.bytes_in, deadline_, timeouts().tunnel));
+  upstream_.reset();
+  finish_exchange(101, true);
+  draining_ = true;  // the connection was handed over; nothing HTTP follows
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,82 @@
+#include "proxy/tls.hpp"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <stdexcept>
+
+namespace broker::proxy {
+
+namespace ssl = boost::asio::ssl;
+
+namespace {
+
+constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// Intercepted clients speak HTTP/1.1 to us whatever they offer; a client that offers only h2
+// gets no ALPN and falls back to HTTP/1.1 (RFC 7301 §3.2 allows the server to ignore it).
+int select_http11(SSL*, const unsigned char** out, unsigned char* out_len, const unsigned char* in,
+                  unsigned int in_len, void*) {
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, out_len, alpn_http11, sizeof alpn_http11, in, in_len) ==
+          OPENSSL_NPN_NEGOTIATED &&
+      selected) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+}  // namespace
+
+tls_contexts::tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
+                           const std::vector<std::filesystem::path>& upstream_cas)
+    : leaves_(std::move(leaves)),
+      server_(ssl::context::tls_server),
+      client_(ssl::context::tls_client) {
+  SSL_CTX* s = server_.native_handle();
+  SSL_CTX_set_min_proto_version(s, TLS1_2_VERSION);
+  SSL_CTX_set_alpn_select_cb(s, select_http11, nullptr);
+  // Session tickets (on by default) let a reconnecting client skip the full handshake.
+  SSL_CTX_set_session_id_context(s, reinterpret_cast<const unsigned char*>("broker"), 6);
+
+  SSL_CTX* c = client_.native_handle();
+  SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+  client_.set_default_verify_paths();
+  for (const auto& file : upstream_cas) {
+    if (SSL_CTX_load_verify_locations(c, file.c_str(), nullptr) != 1) {
+      ERR_clear_error();
+      throw std::runtime_error("--upstream-ca " + file.string() +
+                               ": cannot load certificates from it");
+    }
+  }
+  client_.set_verify_mode(ssl::verify_peer);
+  SSL_CTX_set_alpn_protos(c, alpn_http11, sizeof alpn_http11);
+}
+
+void tls_contexts::use_leaf(SSL* ssl, const std::string& host) {
+  auto leaf = leaves_->get(host);
+  if (SSL_use_certificate(ssl, leaf.get()) != 1 || SSL_use_PrivateKey(ssl, leaves_->key()) != 1) {
+    ERR_clear_error();
+    throw std::runtime_error("cannot use the leaf certificate for " + host);
+  }
+}
+
+bool tls_contexts::expect_peer(SSL* ssl, const std::string& host, bool is_ip) {
+  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  if (is_ip) {
+    // RFC 6066 §3: SNI carries host names only.
+    return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host.c_str()) == 1;
+  }
+  return SSL_set_tlsext_host_name(ssl, host.c_str()) == 1 && SSL_set1_host(ssl, host.c_str()) == 1;
+}
+
+std::string tls_failure(SSL* ssl, std::string_view fallback) {
+  const long result = SSL_get_verify_result(ssl);
+  if (result != X509_V_OK)
+    return std::string("certificate verification failed: ") + X509_verify_cert_error_string(result);
+  return std::string(fallback);
+}
+
+}  // namespace broker::proxy

