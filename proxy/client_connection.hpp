@@ -77,7 +77,8 @@ class client_connection {
                                           bool& done);
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
                                        bool& keep_alive);
-  asio::awaitable<void> relay_body(http_parser& response, const message_head& head);
+  asio::awaitable<void> relay_body(http_parser& response, const message_head& head,
+                                   std::string pending_head);
   asio::awaitable<void> relay_websocket();
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
   asio::awaitable<void> write_client(std::string_view data);

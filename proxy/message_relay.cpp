@@ -242,21 +242,24 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
     if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
     co_await write_client(out);
   } else {
-    co_await write_client(out);
-    co_await relay_body(*response, head);
+    co_await relay_body(*response, head, std::move(out));
   }
   if (upstream_ && (!response->keep_alive() || !upstream_->in.empty())) upstream_.reset();
   keep_alive = keep_client;
 }
 
 asio::awaitable<void> client_connection::relay_body(http_parser& response,
-                                                    const message_head& head) {
+                                                    const message_head& head,
+                                                    std::string pending_head) {
   auto& entry = exchange_.entry;
   auto& up = *upstream_;
   const auto& patterns = ctx_->credentials().response_patterns();
   std::optional<brokers::stream_scrubber> scrub;
   if (!patterns.empty()) scrub.emplace(patterns);
-  std::string decoded, released, wire;
+  // The head goes out with the first body bytes when they are already here: one write, one TLS
+  // record and one wake-up of the client instead of two.
+  std::string wire = std::move(pending_head);
+  std::string decoded, released;
   for (;;) {
     if (!up.in.empty()) {
       const auto r = response.feed(up.in.view(), scrub ? &decoded : nullptr);
@@ -268,7 +271,14 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response,
       if (last && !finish_exchange(head.status, true))
         throw upstream_error("audit log write failed");
       if (!scrub) {
-        co_await write_client(up.in.view().substr(0, r.consumed));
+        const auto body = up.in.view().substr(0, r.consumed);
+        if (wire.empty()) {
+          co_await write_client(body);
+        } else {
+          wire.append(body);
+          co_await write_client(wire);
+          wire.clear();
+        }
         up.in.consume(r.consumed);
       } else {
         up.in.consume(r.consumed);
@@ -281,6 +291,11 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response,
         wire.clear();
       }
       if (last) co_return;
+    }
+    // Nothing to send with it: the head goes alone rather than wait for the body.
+    if (!wire.empty()) {
+      co_await write_client(wire);
+      wire.clear();
     }
     auto [ec, n] = co_await up.io.read_some(up.in.tail(), up.in.tail_size());
     if (ec == asio::error::eof ||

@@ -310,3 +310,87 @@ def test_policy_methods_and_paths_apply_inside_interception(broker_factory, tls_
                  args=args)
         assert_refusal(r.status, r.headers, r.body, "policy_denied", 403)
     assert [req["path"] for req in tls_upstream.requests] == ["/repos/o/r"]
+
+
+def test_private_address_refusal_is_answered_inside_tls(broker_factory, tls_upstream):
+    b = broker_factory(policy=allow_policy("localhost", ports=[tls_upstream.port]))
+    r = curl(f"https://localhost:{tls_upstream.port}/", proxy=b.proxy, cacert=b.ca_cert)
+    assert r.returncode == 0, r.stderr
+    assert_refusal(r.status, r.headers, r.body, "private_address_blocked", 403,
+                   session=b.session, host="localhost")
+    assert tls_upstream.connections == 0
+
+
+class WebSocketEcho:
+    """An HTTPS upstream that accepts one WebSocket upgrade (checking the credential it
+    carries) and then echoes raw bytes."""
+
+    def __init__(self, pki, expect_auth):
+        import hashlib
+        import threading
+        self.expect_auth = expect_auth
+        self.request = b""
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+        self._hashlib = hashlib
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        raw, _ = self.sock.accept()
+        with self.ctx.wrap_socket(raw, server_side=True) as conn:
+            while b"\r\n\r\n" not in self.request:
+                self.request += conn.recv(4096)
+            head = self.request.decode()
+            key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
+                       if line.lower().startswith("sec-websocket-key:"))
+            accept = base64.b64encode(self._hashlib.sha1(
+                (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+            if f"authorization: bearer {self.expect_auth}" not in head.lower():
+                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
+                return
+            conn.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                          f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n")
+                         .encode())
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                conn.sendall(data)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_websocket_upgrade_is_relayed_after_the_brokers(broker_factory, pki):
+    ws = WebSocketEcho(pki, REAL.lower())
+    try:
+        b = broker_factory(policy=github_policy(ws.port),
+                           connect_to=[connect_to_arg(GITHUB, ws.port)],
+                           upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL}, env_file=True)
+        dummy = b.session_env()["GITHUB_TOKEN"]
+        target = f"{GITHUB}:{ws.port}"
+        s = tls_through_connect(b, target, GITHUB, b.ca_cert)
+        s.sendall((f"GET /socket HTTP/1.1\r\nHost: {target}\r\nUpgrade: websocket\r\n"
+                   "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                   f"Authorization: Bearer {dummy}\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += s.recv(1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        assert b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head
+        s.sendall(b"\x81\x05hello")
+        got = b""
+        while len(got) < 7:
+            got += s.recv(64)
+        assert got == b"\x81\x05hello"
+        s.close()
+        assert REAL.encode() in ws.request and dummy.encode() not in ws.request
+        rec = b.wait_for_records(lambda x: x.get("status") == 101)
+        assert rec and rec[0]["credential"] == "github" and rec[0]["bytes_out"] >= 7
+    finally:
+        ws.close()
