@@ -116,9 +116,11 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
                               to.keep_after_refusal);
   if (decision.swapped == 0) entry.credential.clear();
   if (!credentials.empty()) {
-    // A compressed response could carry a real value past the scrubber; ask for none.
-    for (auto& h : head.headers)
-      if (iequals(h.name, "accept-encoding")) h.value = "identity";
+    // A compressed response could carry a real value past the scrubber; ask for none (an absent
+    // Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
+    std::erase_if(head.headers,
+                  [](const header_field& h) { return iequals(h.name, "accept-encoding"); });
+    head.headers.push_back({"Accept-Encoding", "identity"});
   }
   exchange_.websocket = header_has_token(head, "connection", "upgrade") &&
                         header_has_token(head, "upgrade", "websocket");

@@ -79,6 +79,8 @@ def test_dummy_becomes_real_on_the_bound_host(session, tls_upstream):
     assert r.status == 200
     seen = tls_upstream.requests[-1]["headers"]
     assert seen["Authorization"] == f"token {REAL}"
+    # no compressed body can carry a real value past the scrubber
+    assert seen["Accept-Encoding"] == "identity"
     # the echo of the real value came back scrubbed to the dummy
     assert r.json()["headers"]["authorization"] == f"token {session.dummy}"
     rec = session.wait_for_records(lambda x: x.get("event") == "request")
@@ -394,3 +396,14 @@ def test_websocket_upgrade_is_relayed_after_the_brokers(broker_factory, pki):
         assert rec and rec[0]["credential"] == "github" and rec[0]["bytes_out"] >= 7
     finally:
         ws.close()
+
+
+def test_ip_literal_targets_get_a_leaf_with_an_ip_san(broker_factory, tls_upstream, pki):
+    b = broker_factory(policy={"version": 1, "allow": [{"cidr": "127.0.0.1/32",
+                                                         "ports": [tls_upstream.port]}]},
+                       upstream_ca=pki.ca_cert)
+    # curl accepts the broker's leaf for 127.0.0.1 (it checks the IP SAN) and reads the JSON;
+    # the upstream's own certificate names no IP, so broker's verification of it fails.
+    r = curl(f"https://127.0.0.1:{tls_upstream.port}/", proxy=b.proxy, cacert=b.ca_cert)
+    assert r.returncode == 0, r.stderr
+    assert_refusal(r.status, r.headers, r.body, "upstream_tls_failed", 502)
