@@ -16,8 +16,8 @@ std::string lower(std::string_view s) {
 }
 
 // The searchable text of one request head: the target's path and query (raw and
-// percent-decoded) and every header value (with Basic credentials decoded). The decoded copies
-// may hold a real value the child sent, so they are wiped.
+// percent-decoded) and every header name and value (with Basic credentials decoded). The decoded
+// copies may hold a real value the child sent, so they are wiped.
 class request_text {
  public:
   request_text(std::string_view target, const std::vector<proxy::header_field>& headers) {
@@ -50,7 +50,10 @@ class request_text {
     };
     if (in(path_) || in(path_decoded_)) return "path";
     if (in(query_) || in(query_decoded_)) return "query";
+    // Names too: a header name is as good a carrier as its value (and, holding the value, is
+    // not repeated in the answer).
     for (const field& f : fields_) {
+      if (in(f.name)) return "header name";
       if (in(f.value) || in(f.basic)) return "header " + lower(f.name);
     }
     return {};

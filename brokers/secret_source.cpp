@@ -260,4 +260,15 @@ std::optional<secret> load_secret(const std::string& source, const source_limits
   throw source_error(source + ": unknown source (expected env:, file: or cmd:)");
 }
 
+void forget_environment_source(const std::string& source) {
+  if (source.rfind("env:", 0) != 0) return;
+  const std::string name = source.substr(4);
+  if (char* value = std::getenv(name.c_str())) {
+    // The bytes live in the process's environment block, readable through /proc/PID/environ
+    // by the same user: overwrite them, then drop the variable.
+    std::memset(value, 0, std::strlen(value));
+    ::unsetenv(name.c_str());
+  }
+}
+
 }  // namespace broker::brokers

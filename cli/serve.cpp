@@ -1,5 +1,6 @@
 // `broker serve`: one session on a listening address, until SIGINT/SIGTERM (DESIGN §3).
 #include <spdlog/spdlog.h>
+#include <sys/prctl.h>
 
 #include <cstdio>
 #include <iostream>
@@ -62,6 +63,13 @@ bool split_listen(const std::string& text, std::string& host, std::uint16_t& por
   return true;
 }
 
+// What the credentials of a policy say, to see whether a reload would change them.
+std::string credential_specs(const config::policy_set& set) {
+  std::string out;
+  for (const auto& layer : set.layers()) out += config::to_json(layer)["credentials"].dump();
+  return out;
+}
+
 nlohmann::ordered_json policy_sources(const config::policy_set& set) {
   auto list = nlohmann::ordered_json::array();
   for (const auto& layer : set.layers())
@@ -101,8 +109,14 @@ int run_serve(const serve_options& o) {
   std::shared_ptr<certs::certificate_authority> ca;
   std::shared_ptr<proxy::tls_contexts> tls;
   try {
+    // Nothing of this process (its memory, its environment) is readable by a same-user debugger
+    // or /proc reader once it holds real values.
+    ::prctl(PR_SET_DUMPABLE, 0);
     credentials = std::make_shared<brokers::credential_set>(
         brokers::credential_set::load(policy->layers(), &skipped));
+    for (const auto& layer : policy->layers())
+      for (const auto& [name, spec] : layer.credentials)
+        brokers::forget_environment_source(spec.source);
     ca = std::make_shared<certs::certificate_authority>(load_or_create_ca(ca_dir));
     tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
                                                 options.upstream_cas);
@@ -158,10 +172,17 @@ int run_serve(const serve_options& o) {
   std::cout << "broker: listening on " << url << " session=" << options.session_id << std::endl;
 
   const auto files = o.common.policies;
-  server->run([ctx, files] {
+  const std::string loaded_credentials = credential_specs(*policy);
+  server->run([ctx, files, loaded_credentials] {
     // Validate first: a broken file never replaces a working policy.
     try {
       auto fresh = std::make_shared<config::policy_set>(load_layers(files));
+      // The real values were read at start and their sources wiped; a binding that changed
+      // could not be honoured half-way, so it takes a restart.
+      if (credential_specs(*fresh) != loaded_credentials)
+        throw std::runtime_error(
+            "the credentials section changed; credentials are fixed for a session, restart "
+            "serve to change them");
       std::string digests;
       for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
       ctx->audit_log().write({{"event", "policy_reload"}, {"policy", policy_sources(*fresh)}});

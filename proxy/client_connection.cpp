@@ -69,7 +69,8 @@ asio::awaitable<void> client_connection::run() {
         upstream_.reset();
         const auto r = refusal::upstream_timeout(exchange_.entry.host);
         finish_exchange(r.status, true, r.code);
-        const auto text = render_refusal(r, exchange_.entry.host, ctx_->session_id(), false);
+        const auto text =
+            render_refusal(r, ctx_->scrub(exchange_.entry.host), ctx_->session_id(), false);
         // The client gets a bounded time to take the answer.
         deadline_.arm(timeouts().body, deadline::phase::request_body);
         co_await race(write_client(text), deadline_.watch());
@@ -81,8 +82,14 @@ asio::awaitable<void> client_connection::run() {
     failure = e.what();
   }
   if (exchange_.active) finish_exchange(exchange_.entry.status, true, "aborted");
-  if (!failure.empty()) spdlog::info("{} connection ended: {}", tag_, failure);
+  if (!failure.empty()) spdlog::info("{} connection ended: {}", tag_, ctx_->scrub(failure));
   upstream_.reset();
+  if (client_.is_tls() && failure.empty()) {
+    // close_notify, so a client reading until close sees a clean end (RFC 8446 §6.1); bounded,
+    // as the client need not answer.
+    deadline_.arm(std::chrono::seconds(1), deadline::phase::client_idle);
+    co_await race(client_.shutdown(), deadline_.watch());
+  }
   client_.close();
 }
 
@@ -131,7 +138,7 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
         co_return head_result::refused;
       }
     }
-    auto [ec, n] = co_await client_.read_some(in_.tail(), in_.tail_size());
+    auto [ec, n] = co_await client_.read_some(in_.space());
     if (ec) co_return head_result::closed;  // EOF or reset before a whole head: nothing to answer
     in_.commit(n);
   }
@@ -195,10 +202,15 @@ asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_aliv
   if (policy_refusal)
     entry.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
   if (!r.rule.empty()) entry.rule = r.rule;
+  // The target carried a real value, maybe encoded past what the audit's scrubbing recognizes.
+  if (r.code == "real_secret_blocked") entry.target.clear();
   finish_exchange(r.status, !policy_refusal, r.code);
+  // Hosts and messages hold client-chosen text; what the broker writes holds no real value.
+  refusal shown = r;
+  shown.message = ctx_->scrub(r.message);
   const std::string host = ctx_->scrub(entry.host);
-  spdlog::debug("{} {} {} {}: {}", tag_, entry.method, host, r.code, r.message);
-  co_await write_client(render_refusal(r, host, ctx_->session_id(), keep_alive));
+  spdlog::debug("{} {} {} {}: {}", tag_, entry.method, host, shown.code, shown.message);
+  co_await write_client(render_refusal(shown, host, ctx_->session_id(), keep_alive));
   co_return keep_alive;
 }
 

@@ -47,6 +47,11 @@ class client_connection {
     bool active = false;
     bool response_started = false;
     bool websocket = false;  // the request asked for Upgrade: websocket
+    // The upstream connection may carry another request: its response was relayed whole.
+    bool upstream_reusable = false;
+    // Request header values the brokers rewrote: (as sent upstream, as the client sent them),
+    // so that an upstream echoing one back is answered with the client's form.
+    std::vector<std::pair<brokers::secret, std::string>> swapped;
   };
   // After an intercepted CONNECT: every request on this connection goes to `dest`.
   struct interception {
@@ -71,8 +76,11 @@ class client_connection {
   asio::awaitable<bool> handle_intercepted(http_parser& request);
   asio::awaitable<bool> handle_forward(http_parser& request);
   asio::awaitable<bool> forward_request(http_parser& request, const request_target& to);
-  asio::awaitable<bool> exchange_with_upstream(http_parser& request, const std::string& head,
+  asio::awaitable<bool> exchange_with_upstream(http_parser& request, std::string head,
                                                const brokers::request_context& where);
+  void release_upstream();
+  // Real values (and this exchange's rewritten header values) back to what the client knows.
+  void scrub_head(message_head& head) const;
   asio::awaitable<void> pump_request_body(http_parser& request, brokers::stream_scrubber* scan,
                                           bool& done);
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
@@ -97,6 +105,7 @@ class client_connection {
   std::unique_ptr<upstream_connection> upstream_;  // during one exchange
   std::optional<interception> intercept_;
   exchange exchange_;
+  std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response in flight
   bool draining_ = false;
   bool cut_short_ = false;
 };

@@ -3,6 +3,8 @@
 // connection from the pool (or a new one), and the exchange (message_relay.cpp).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "brokers/scrubber.hpp"
 #include "proxy/address_guard.hpp"
 #include "proxy/client_connection.hpp"
@@ -45,6 +47,34 @@ bool header_has_token(const message_head& head, std::string_view name, std::stri
 
 void insert_before_blank_line(std::string& head, std::string_view lines) {
   head.insert(head.size() - 2, lines);
+}
+
+std::size_t count_headers(const message_head& head, std::string_view name) {
+  return static_cast<std::size_t>(
+      std::count_if(head.headers.begin(), head.headers.end(),
+                    [name](const header_field& h) { return iequals(h.name, name); }));
+}
+
+// Why a request head cannot go through as it is, if it cannot.
+std::optional<std::string> malformed_for_proxying(const message_head& head, bool websocket) {
+  // Two Hosts let the upstream (or a front end before it) pick another virtual host than the
+  // one checked here (RFC 9112 §3.2: a 400).
+  if (count_headers(head, "host") > 1) return "more than one Host header";
+  // An HTTP/1.0 hop cannot carry chunked coding; an upstream could read the body as a second,
+  // unchecked request (RFC 9112 §6.1).
+  if (head.chunked && head.version_major == 1 && head.version_minor == 0)
+    return "Transfer-Encoding in an HTTP/1.0 request";
+  // After a 101 the connection carries frames; a request body would be read by both.
+  if (websocket && head.has_body) return "a WebSocket upgrade request with a body";
+  return std::nullopt;
+}
+
+// The values of a head's header fields, to see afterwards which ones the brokers rewrote.
+std::vector<std::string> header_values(const message_head& head) {
+  std::vector<std::string> out;
+  out.reserve(head.headers.size());
+  for (const auto& h : head.headers) out.push_back(h.value);
+  return out;
 }
 
 }  // namespace
@@ -92,6 +122,10 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   const auto& dest = to.dest;
   if (!ctx_->audit_ok())
     co_return co_await refuse(refusal::audit_unavailable(), to.keep_after_refusal);
+  exchange_.websocket = header_has_token(head, "connection", "upgrade") &&
+                        header_has_token(head, "upgrade", "websocket");
+  if (auto why = malformed_for_proxying(head, exchange_.websocket))
+    co_return co_await refuse(refusal::bad_request(*why), false);
 
   const auto policy = ctx_->policy();
   const auto verdict = policy->check_request(dest, head.method, to.path_and_query);
@@ -105,6 +139,7 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   std::string target = to.path_and_query;
   const brokers::request_context where{dest.host, to.scheme == "http",
                                        loopback_destination(*ctx_, dest)};
+  const auto before = header_values(head);
   const auto decision = credentials.apply(where, target, head.headers);
   entry.credential = decision.credential;
   if (decision.action == brokers::request_action::real_secret_blocked)
@@ -115,6 +150,15 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
                                                             decision.where, where.plaintext),
                               to.keep_after_refusal);
   if (decision.swapped == 0) entry.credential.clear();
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    // Dummies have their real value's length, so a rewritten value keeps its length too.
+    auto& value = head.headers[i].value;
+    if (value != before[i] && value.size() == before[i].size())
+      exchange_.swapped.emplace_back(brokers::secret(std::string(value)), before[i]);
+  }
+  scrub_patterns_ = credentials.response_patterns();
+  for (const auto& [sent, original] : exchange_.swapped)
+    scrub_patterns_.push_back({sent.expose(), original});
   if (!credentials.empty()) {
     // A compressed response could carry a real value past the scrubber; ask for none (an absent
     // Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
@@ -122,8 +166,6 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
                   [](const header_field& h) { return iequals(h.name, "accept-encoding"); });
     head.headers.push_back({"Accept-Encoding", "identity"});
   }
-  exchange_.websocket = header_has_token(head, "connection", "upgrade") &&
-                        header_has_token(head, "upgrade", "websocket");
 
   const std::string key = to.scheme + "://" + to_string(dest);
   upstream_ = pool_.take(key);
@@ -149,7 +191,11 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
     // Connection and Upgrade are hop-by-hop; a WebSocket handshake needs them on this hop too.
     insert_before_blank_line(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
   }
-  co_return co_await exchange_with_upstream(request, out, where);
+  const bool keep_alive = co_await exchange_with_upstream(request, std::move(out), where);
+  // The head's values may hold real values now; they go no further.
+  for (auto& h : head.headers) brokers::wipe(h.value);
+  brokers::wipe(target);
+  co_return keep_alive;
 }
 
 }  // namespace broker::proxy

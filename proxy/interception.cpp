@@ -37,7 +37,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   // What comes next decides between TLS and plain HTTP; it may already be buffered.
   deadline_.arm(timeouts().head, deadline::phase::client_head);
   if (in_.empty()) {
-    auto [ec, n] = co_await client_.read_some(in_.tail(), in_.tail_size());
+    auto [ec, n] = co_await client_.read_some(in_.space());
     if (ec) co_return false;
     in_.commit(n);
   }

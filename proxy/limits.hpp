@@ -26,6 +26,9 @@ inline constexpr std::size_t splice_read_bytes = 16 * 1024;
 // the kernel's per-user pipe quota falls back to its 64 KiB default when exhausted.
 inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;
 
+// Interim (1xx) responses before the final one; beyond it the exchange ends with 502.
+inline constexpr int max_interim_responses = 16;
+
 // Connections served at once; beyond this new connections are answered 503 and closed.
 inline constexpr std::size_t max_connections = 4096;
 

@@ -63,7 +63,7 @@ asio::awaitable<void> copy_stream(stream& from, stream& to, read_buffer& buffer,
       buffer.consume(n);
     }
     idle.arm(idle_timeout, deadline::phase::tunnel);
-    auto [ec, n] = co_await from.read_some(buffer.tail(), buffer.tail_size());
+    auto [ec, n] = co_await from.read_some(buffer.space());
     if (ec) co_return;
     buffer.commit(n);
   }
@@ -71,13 +71,22 @@ asio::awaitable<void> copy_stream(stream& from, stream& to, read_buffer& buffer,
 
 }  // namespace
 
+void client_connection::release_upstream() {
+  // Only a connection whose last response was relayed whole may carry another request.
+  if (upstream_ && exchange_.upstream_reusable)
+    pool_.give_back(std::move(upstream_));
+  else
+    upstream_.reset();
+}
+
 asio::awaitable<bool> client_connection::exchange_with_upstream(
-    http_parser& request, const std::string& head, const brokers::request_context& where) {
+    http_parser& request, std::string head, const brokers::request_context& where) {
   auto& entry = exchange_.entry;
   const auto& credentials = ctx_->credentials();
   const bool client_keep_alive = request.keep_alive() && !draining_;
   deadline_.arm(timeouts().upstream, deadline::phase::upstream);
   auto [ec, n] = co_await upstream_->io.write(head);
+  brokers::wipe(head);  // it may carry a real value
   if (ec) {
     upstream_.reset();
     co_return co_await refuse(refusal::upstream_unreachable(entry.host, ec.message()), false);
@@ -86,7 +95,7 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   bool keep_alive = false;
   if (!request.head().has_body) {
     co_await relay_response(entry.method, client_keep_alive, keep_alive);
-    if (upstream_) pool_.give_back(std::move(upstream_));
+    release_upstream();
     co_return keep_alive;
   }
 
@@ -95,10 +104,12 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   bool body_done = false;
   std::optional<refusal> refused;
   try {
+    // Neither side destroys the upstream connection while the other may be using it; it is
+    // released here, once both have finished.
     co_await race(pump_request_body(request, scan ? &*scan : nullptr, body_done),
                   relay_response(entry.method, client_keep_alive, keep_alive));
     if (body_done) {
-      if (upstream_) pool_.give_back(std::move(upstream_));
+      release_upstream();
       co_return keep_alive;
     }
     // The upstream answered before the body was through; the client's stream cannot be
@@ -162,7 +173,7 @@ asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
       }
     }
     deadline_.arm(timeouts().body, deadline::phase::request_body);
-    auto [ec, n] = co_await client_.read_some(in_.tail(), in_.tail_size());
+    auto [ec, n] = co_await client_.read_some(in_.space());
     if (ec) throw body_error("client closed the connection mid-body");
     in_.commit(n);
   }
@@ -177,6 +188,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
   auto& entry = exchange_.entry;
   auto& up = *upstream_;
   std::optional<http_parser> response;
+  int interim = 0;
   // Interim (1xx) responses are passed on; the loop ends at the final response's head.
   for (;;) {
     response.emplace(http_parser::kind::response, method);
@@ -188,17 +200,15 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
         if (r.status == parse_status::head_complete || r.status == parse_status::message_complete)
           break;
         if (r.status == parse_status::error) {
-          upstream_.reset();
           co_await refuse(refusal::upstream_unreachable(
                               entry.host, "malformed response: " + response->error_reason()),
                           false);
           co_return;
         }
       }
-      auto [ec, n] = co_await up.io.read_some(up.in.tail(), up.in.tail_size());
+      auto [ec, n] = co_await up.io.read_some(up.in.space());
       if (ec == asio::error::operation_aborted) co_return;  // the request body failed first
       if (ec) {
-        upstream_.reset();
         co_await refuse(
             refusal::upstream_unreachable(entry.host, "connection closed before a response"),
             false);
@@ -208,12 +218,17 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
       deadline_.arm(timeouts().upstream, deadline::phase::upstream);
     }
     auto& head = response->head();
-    for (auto& h : head.headers)
-      brokers::scrub_value(h.value, ctx_->credentials().response_patterns());
+    scrub_head(head);
     if (head.status >= 200) break;
+    // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
+    // exchange open forever with them.
+    if (++interim > limits::max_interim_responses) {
+      co_await refuse(refusal::upstream_unreachable(entry.host, "too many interim responses"),
+                      false);
+      co_return;
+    }
     if (head.status == 101) {
       if (!exchange_.websocket) {
-        upstream_.reset();
         co_await refuse(
             refusal::upstream_unreachable(entry.host, "protocol upgrade is not supported here"),
             false);
@@ -231,6 +246,17 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
   }
 
   const message_head& head = response->head();
+  if (head.has_body && !scrub_patterns_.empty()) {
+    const std::string* coding = head.find("content-encoding");
+    if (coding && !iequals(*coding, "identity")) {
+      // It was asked for identity; a compressed body could carry a real value past the scrubber.
+      co_await refuse(refusal::upstream_unreachable(
+                          entry.host, "compressed response (Content-Encoding: " + *coding +
+                                          ") to a request that asked for identity"),
+                      false);
+      co_return;
+    }
+  }
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
   const bool keep_client = client_keep_alive && !until_close && !draining_;
   std::string out = serialize_response_head(head);
@@ -239,23 +265,23 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
   entry.status = head.status;
 
   if (response->message_done()) {
+    exchange_.upstream_reusable = true;
     if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
     co_await write_client(out);
   } else {
     co_await relay_body(*response, head, std::move(out));
   }
-  if (upstream_ && (!response->keep_alive() || !upstream_->in.empty())) upstream_.reset();
+  exchange_.upstream_reusable =
+      exchange_.upstream_reusable && response->keep_alive() && upstream_->in.empty();
   keep_alive = keep_client;
 }
 
-asio::awaitable<void> client_connection::relay_body(http_parser& response,
-                                                    const message_head& head,
+asio::awaitable<void> client_connection::relay_body(http_parser& response, const message_head& head,
                                                     std::string pending_head) {
   auto& entry = exchange_.entry;
   auto& up = *upstream_;
-  const auto& patterns = ctx_->credentials().response_patterns();
   std::optional<brokers::stream_scrubber> scrub;
-  if (!patterns.empty()) scrub.emplace(patterns);
+  if (!scrub_patterns_.empty()) scrub.emplace(scrub_patterns_);
   // The head goes out with the first body bytes when they are already here: one write, one TLS
   // record and one wake-up of the client instead of two.
   std::string wire = std::move(pending_head);
@@ -290,14 +316,17 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response,
         released.clear();
         wire.clear();
       }
-      if (last) co_return;
+      if (last) {
+        exchange_.upstream_reusable = true;
+        co_return;
+      }
     }
     // Nothing to send with it: the head goes alone rather than wait for the body.
     if (!wire.empty()) {
       co_await write_client(wire);
       wire.clear();
     }
-    auto [ec, n] = co_await up.io.read_some(up.in.tail(), up.in.tail_size());
+    auto [ec, n] = co_await up.io.read_some(up.in.space());
     if (ec == asio::error::eof ||
         (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
       // Read-until-close ends here (a missing close_notify is tolerated only there, where the
@@ -309,12 +338,20 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response,
         scrub->finish(released);
         if (!released.empty()) co_await write_client(released);
       }
-      upstream_.reset();
-      co_return;
+      co_return;  // read until close: not reusable
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
     deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+  }
+}
+
+void client_connection::scrub_head(message_head& head) const {
+  if (scrub_patterns_.empty()) return;
+  brokers::scrub_value(head.reason, scrub_patterns_);
+  for (auto& h : head.headers) {
+    brokers::scrub_value(h.name, scrub_patterns_);
+    brokers::scrub_value(h.value, scrub_patterns_);
   }
 }
 
@@ -324,7 +361,6 @@ asio::awaitable<void> client_connection::relay_websocket() {
   // Frames are relayed as they are (not scrubbed); the upgrade request went through the brokers.
   co_await race(copy_stream(client_, up.io, in_, entry.bytes_out, deadline_, timeouts().tunnel),
                 copy_stream(up.io, client_, up.in, entry.bytes_in, deadline_, timeouts().tunnel));
-  upstream_.reset();
   finish_exchange(101, true);
   draining_ = true;  // the connection was handed over; nothing HTTP follows
 }

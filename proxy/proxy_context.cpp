@@ -1,5 +1,6 @@
 #include "proxy/proxy_context.hpp"
 
+#include <cctype>
 #include <cmath>
 
 #include "session/redact.hpp"
@@ -19,7 +20,23 @@ proxy_context::proxy_context(proxy_options options,
 
 std::string proxy_context::scrub(std::string_view text) const {
   std::string out(text);
-  brokers::scrub_value(out, credentials_->response_patterns());
+  const auto& patterns = credentials_->response_patterns();
+  brokers::scrub_value(out, patterns);
+  // Host names arrive lower-cased: a real value in one is found case-insensitively.
+  auto lower = [](std::string_view s) {
+    std::string l(s);
+    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return l;
+  };
+  std::string folded = lower(out);
+  for (const auto& p : patterns) {
+    std::string needle = lower(p.find);
+    for (auto at = folded.find(needle); at != std::string::npos;
+         at = folded.find(needle, at + needle.size()))
+      out.replace(at, p.replacement.size(), p.replacement);
+    brokers::wipe(needle);
+  }
+  brokers::wipe(folded);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string_view>
 
 namespace broker::proxy {
@@ -33,6 +34,12 @@ class read_buffer {
     return data_.get() + end_;
   }
   std::size_t tail_size() const { return capacity_ - end_; }
+  // tail() and tail_size() in that order (as function arguments their order is unspecified,
+  // and a size taken before the compaction could be zero).
+  std::span<char> space() {
+    char* t = tail();
+    return {t, tail_size()};
+  }
   void commit(std::size_t n) { end_ += n; }
 
  private:

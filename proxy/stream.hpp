@@ -4,6 +4,7 @@
 
 #include <boost/asio/ssl/stream.hpp>
 
+#include <span>
 #include <string_view>
 #include <tuple>
 #include <variant>
@@ -33,11 +34,11 @@ class stream {
   }
   asio::any_io_executor get_executor() { return socket().get_executor(); }
 
-  asio::awaitable<std::tuple<error_code, std::size_t>> read_some(char* data, std::size_t size) {
+  asio::awaitable<std::tuple<error_code, std::size_t>> read_some(std::span<char> into) {
+    const auto buffer = asio::buffer(into.data(), into.size());
     if (auto* t = std::get_if<tls_stream>(&s_))
-      co_return co_await t->async_read_some(asio::buffer(data, size), use_tuple);
-    co_return co_await std::get<tcp::socket>(s_).async_read_some(asio::buffer(data, size),
-                                                                 use_tuple);
+      co_return co_await t->async_read_some(buffer, use_tuple);
+    co_return co_await std::get<tcp::socket>(s_).async_read_some(buffer, use_tuple);
   }
 
   asio::awaitable<std::tuple<error_code, std::size_t>> write(std::string_view data) {

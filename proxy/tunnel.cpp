@@ -123,8 +123,9 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
       if (!co_await splice_once(from, to, *pipe, counter)) break;
       continue;
     }
+    const auto space = buffer.space();
     auto [ec, n] =
-        co_await from.async_read_some(asio::buffer(buffer.tail(), buffer.tail_size()), use_tuple);
+        co_await from.async_read_some(asio::buffer(space.data(), space.size()), use_tuple);
     if (ec == asio::error::eof) break;
     if (ec) throw boost::system::system_error(ec);
     large_reads = n >= limits::splice_read_bytes ? large_reads + 1 : 0;

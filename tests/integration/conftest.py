@@ -187,6 +187,15 @@ class _EchoHandler(BaseHTTPRequestHandler):
                 self.wfile.write(data)
                 self.close_connection = True
             return
+        if self.path.split("?")[0] == "/gzip":
+            import gzip
+            data = gzip.compress(b"compressed whatever the request asked for")
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         r = re.fullmatch(r"/reflect/(chunked|length)/(\d+)", self.path.split("?")[0])
         if r:
             # Sends the request's Authorization back (a header and the body, the body in
@@ -272,6 +281,7 @@ class Upstream:
 
     GET/POST/... any path: JSON {method, path, headers, body_length, body_sha256, peer_port}.
     /bytes/N: N bytes of pattern_bytes(N).
+    /gzip: a gzip body with Content-Encoding: gzip, whatever Accept-Encoding said.
     /reflect/chunked/N, /reflect/length/0: the request's Authorization sent back in a response
     header (X-Seen-Authorization) and body (chunked in N-byte pieces, or with Content-Length).
     .connections: number of TCP connections accepted so far (distinct client ports seen).

@@ -407,3 +407,109 @@ def test_ip_literal_targets_get_a_leaf_with_an_ip_san(broker_factory, tls_upstre
     r = curl(f"https://127.0.0.1:{tls_upstream.port}/", proxy=b.proxy, cacert=b.ca_cert)
     assert r.returncode == 0, r.stderr
     assert_refusal(r.status, r.headers, r.body, "upstream_tls_failed", 502)
+
+
+def test_echoed_basic_credentials_come_back_in_the_clients_form(session, tls_upstream):
+    r = curl(url(GITHUB, tls_upstream.port, "/reflect/chunked/3"), proxy=session.proxy,
+             cacert=session.ca_cert, args=["-u", f"x-access-token:{session.dummy}"])
+    assert r.status == 200
+    sent = base64.b64encode(f"x-access-token:{REAL}".encode())
+    mine = base64.b64encode(f"x-access-token:{session.dummy}".encode())
+    assert tls_upstream.requests[-1]["headers"]["Authorization"] == "Basic " + sent.decode()
+    assert sent not in r.body and r.body.count(mine) == 4
+    assert r.headers["x-seen-authorization"] == "Basic " + mine.decode()
+
+
+def test_compressed_response_cannot_pass_the_scrubber(session, tls_upstream):
+    r = curl(url(GITHUB, tls_upstream.port, "/gzip"), proxy=session.proxy,
+             cacert=session.ca_cert)
+    doc = assert_refusal(r.status, r.headers, r.body, "upstream_unreachable", 502)
+    assert "compressed" in doc["message"]
+
+
+def test_header_names_are_searched_too(session, tls_upstream):
+    r = curl(url(OTHER, tls_upstream.port, "/h"), proxy=session.proxy, cacert=session.ca_cert,
+             args=["-H", f"X-{session.dummy}: 1"])
+    assert_refusal(r.status, r.headers, r.body, "credential_not_bound", 403)
+    r = curl(url(GITHUB, tls_upstream.port, "/h"), proxy=session.proxy, cacert=session.ca_cert,
+             args=["-H", f"X-{REAL}: 1"])
+    assert_refusal(r.status, r.headers, r.body, "real_secret_blocked", 403)
+    assert tls_upstream.requests == []
+    session.stop()
+    assert_nothing_written_contains(session, REAL)
+
+
+def test_two_host_headers_are_refused(session, tls_upstream):
+    target = f"{GITHUB}:{tls_upstream.port}"
+    s = tls_through_connect(session, target, GITHUB, session.ca_cert)
+    s.sendall((f"GET / HTTP/1.1\r\nHost: {target}\r\nHost: attacker.example\r\n"
+               f"Authorization: Bearer {session.dummy}\r\n\r\n").encode())
+    data = s.recv(65536)
+    assert data.startswith(b"HTTP/1.1 400"), data
+    s.close()
+    assert tls_upstream.requests == []
+
+
+def test_the_real_value_is_gone_from_the_brokers_environment(session):
+    environ = Path(f"/proc/{session.proc.pid}/environ").read_bytes()
+    assert REAL.encode() not in environ
+    status = Path(f"/proc/{session.proc.pid}/status").read_text()
+    assert REAL not in status
+
+
+class EarlyAnswer:
+    """An HTTPS upstream that answers 413 and closes as soon as it has a request head, without
+    reading the body - while the broker is still sending it."""
+
+    def __init__(self, pki):
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+        self.heads = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                raw, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                with self.ctx.wrap_socket(raw, server_side=True) as conn:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(4096)
+                    self.heads += 1
+                    conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 4\r\n"
+                                 b"Connection: close\r\n\r\nbig!")
+            except (OSError, ssl.SSLError):
+                pass
+
+    def close(self):
+        self.sock.close()
+
+
+def test_an_upstream_answering_before_the_body_is_through(broker_factory, pki, tmp_path):
+    early = EarlyAnswer(pki)
+    try:
+        b = broker_factory(policy=github_policy(early.port),
+                           connect_to=[connect_to_arg(GITHUB, early.port)],
+                           upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL})
+        body = tmp_path / "big"
+        body.write_bytes(b"z" * (20 * 1024 * 1024))
+        for chunked in (False, True):
+            args = ["--data-binary", f"@{body}"]
+            if chunked:
+                args += ["-H", "Transfer-Encoding: chunked"]
+            r = curl(url(GITHUB, early.port, "/upload"), proxy=b.proxy, cacert=b.ca_cert,
+                     args=args)
+            assert r.status in (413, 0), r.stderr  # the answer, or a cut connection
+            assert b.alive()
+        r = curl(url(GITHUB, early.port, "/after"), proxy=b.proxy, cacert=b.ca_cert)
+        assert r.status == 413 and r.body == b"big!"
+    finally:
+        early.close()

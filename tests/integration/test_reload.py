@@ -41,3 +41,19 @@ def test_sighup_applies_a_valid_policy_and_keeps_the_old_on_error(broker_factory
     assert "allow[0].host" in b.stderr
     assert curl(other, proxy=b.proxy).status == 200  # the last good policy still applies
     assert b.alive()
+
+
+def test_sighup_refuses_a_policy_that_changes_credentials(broker_factory, upstream):
+    port = upstream.port
+    creds = {"gh": {"type": "github", "env": ["GITHUB_TOKEN"], "hosts": ["api.example.test"]}}
+    b = broker_factory(policy=allow_policy("api.example.test", "other.example.test", ports=[port],
+                                           credentials=creds),
+                       connect_to=[connect_to_arg("api.example.test", port)],
+                       env={"GITHUB_TOKEN": "ghp_0123456789abcdefghijABCDEFGHIJ012345"})
+    creds["gh"]["hosts"].append("other.example.test")
+    b.policy_files[0].write_text(json.dumps(
+        allow_policy("api.example.test", "other.example.test", ports=[port], credentials=creds)))
+    b.proc.send_signal(signal.SIGHUP)
+    assert _wait_for(lambda: "policy reload refused" in b.stderr), b.stderr
+    assert "credentials" in b.stderr
+    assert not b.wait_for_records(lambda r: r.get("event") == "policy_reload", timeout=0.2)

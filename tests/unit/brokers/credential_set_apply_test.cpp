@@ -227,3 +227,16 @@ TEST_CASE("request body patterns: real values and refused dummies", "[brokers][a
   auto own = scan("{\"token\":\"" + gh_dummy + "\"}");  // bound here: passes
   CHECK(own.action == request_action::pass);
 }
+
+TEST_CASE("apply finds values carried in header names", "[brokers][apply]") {
+  const auto set = make_set();
+  request dummy_in_name;
+  dummy_in_name.headers.push_back({"X-" + gh_dummy, "1"});
+  auto d = set.apply(to("evil.example.com"), dummy_in_name.target, dummy_in_name.headers);
+  CHECK(d.action == request_action::credential_not_bound);
+  CHECK(d.where == "header name");
+  request real_in_name;
+  real_in_name.headers.push_back({"X-" + gh_real, "1"});
+  d = set.apply(to("api.github.com"), real_in_name.target, real_in_name.headers);
+  CHECK(d.action == request_action::real_secret_blocked);
+}
