@@ -28,23 +28,6 @@ bool loopback_destination(const proxy_context& ctx, const config::destination& d
   return is_loopback(dest.host);
 }
 
-bool header_has_token(const message_head& head, std::string_view name, std::string_view token) {
-  for (const auto& h : head.headers) {
-    if (!iequals(h.name, name)) continue;
-    std::string_view list = h.value;
-    while (!list.empty()) {
-      const auto comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-      if (iequals(item, token)) return true;
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-  }
-  return false;
-}
-
 void insert_before_blank_line(std::string& head, std::string_view lines) {
   head.insert(head.size() - 2, lines);
 }
@@ -122,8 +105,8 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   const auto& dest = to.dest;
   if (!ctx_->audit_ok())
     co_return co_await refuse(refusal::audit_unavailable(), to.keep_after_refusal);
-  exchange_.websocket = header_has_token(head, "connection", "upgrade") &&
-                        header_has_token(head, "upgrade", "websocket");
+  exchange_.websocket =
+      head.has_token("connection", "upgrade") && head.has_token("upgrade", "websocket");
   if (auto why = malformed_for_proxying(head, exchange_.websocket))
     co_return co_await refuse(refusal::bad_request(*why), false);
 

@@ -22,6 +22,23 @@ const std::string* message_head::find(std::string_view name) const {
   return nullptr;
 }
 
+bool message_head::has_token(std::string_view name, std::string_view token) const {
+  for (const auto& h : headers) {
+    if (!iequals(h.name, name)) continue;
+    std::string_view list = h.value;
+    while (!list.empty()) {
+      const auto comma = list.find(',');
+      std::string_view item = list.substr(0, comma);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      if (iequals(item, token)) return true;
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // RFC 9110 §5.6.2 token characters.
@@ -252,20 +269,7 @@ bool is_hop_by_hop(std::string_view name, const message_head& head) {
   // Names listed in Connection are hop-by-hop too; framing headers are never dropped this way
   // (we relay the body as framed, so its framing header must go with it).
   if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) return false;
-  for (const auto& h : head.headers) {
-    if (!iequals(h.name, "connection")) continue;
-    std::string_view list = h.value;
-    while (!list.empty()) {
-      const auto comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-      if (iequals(item, name)) return true;
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-  }
-  return false;
+  return head.has_token("connection", name);
 }
 
 }  // namespace broker::proxy

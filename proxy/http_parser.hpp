@@ -39,6 +39,8 @@ struct message_head {
 
   // First value of a header, case-insensitive name.
   const std::string* find(std::string_view name) const;
+  // Does any `name` header list `token` (a comma-separated list, case-insensitive)?
+  bool has_token(std::string_view name, std::string_view token) const;
 };
 
 enum class parse_status {

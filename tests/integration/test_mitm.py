@@ -262,31 +262,31 @@ def test_upstream_name_is_verified_even_through_connect_to(broker_factory, tls_u
     assert_refusal(r.status, r.headers, r.body, "upstream_tls_failed", 502)
 
 
-def test_plain_http_after_connect_is_served_as_http(broker_factory, upstream):
+def plain_bytes_after_connect(broker_factory, upstream, payload):
+    """CONNECT to the plain upstream, then `payload` instead of a TLS handshake."""
     b = broker_factory(policy=allow_policy(GITHUB, ports=[upstream.port]),
                        connect_to=[connect_to_arg(GITHUB, upstream.port)])
     with RawClient(b.port) as c:
         target = f"{GITHUB}:{upstream.port}"
         c.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
         assert c.read_response(head_only=True).status == 200
-        c.send(f"GET /plain HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-        resp = c.read_response()
-        assert resp.status == 200
-        assert json.loads(resp.body)["path"] == "/plain"
+        c.send(payload.replace(b"TARGET", target.encode()))
+        return b, c.read_response()
+
+
+def test_plain_http_after_connect_is_served_as_http(broker_factory, upstream):
+    b, resp = plain_bytes_after_connect(broker_factory, upstream,
+                                        b"GET /plain HTTP/1.1\r\nHost: TARGET\r\n\r\n")
+    assert resp.status == 200
+    assert json.loads(resp.body)["path"] == "/plain"
     rec = b.wait_for_records(lambda x: x.get("event") == "request")
     assert rec[0]["scheme"] == "http" and rec[0]["path"] == "/plain"
 
 
 def test_non_http_bytes_after_connect_are_refused(broker_factory, upstream):
-    b = broker_factory(policy=allow_policy(GITHUB, ports=[upstream.port]),
-                       connect_to=[connect_to_arg(GITHUB, upstream.port)])
-    with RawClient(b.port) as c:
-        target = f"{GITHUB}:{upstream.port}"
-        c.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-        assert c.read_response(head_only=True).status == 200
-        c.send(b"SSH-2.0-OpenSSH_9.2\r\n\x00\x01\x02\r\n\r\n")
-        resp = c.read_response()
-        assert_refusal(resp.status, resp.headers, resp.body, "bad_request", 400)
+    _, resp = plain_bytes_after_connect(broker_factory, upstream,
+                                        b"SSH-2.0-OpenSSH_9.2\r\n\x00\x01\x02\r\n\r\n")
+    assert_refusal(resp.status, resp.headers, resp.body, "bad_request", 400)
     assert upstream.requests == []
 
 
