@@ -288,7 +288,9 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
   std::string decoded, released;
   for (;;) {
     if (!up.in.empty()) {
-      const auto r = response.feed(up.in.view(), scrub ? &decoded : nullptr);
+      // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
+      const bool decode = scrub && head.chunked;
+      const auto r = response.feed(up.in.view(), decode ? &decoded : nullptr);
       if (r.status == parse_status::error)
         throw upstream_error("malformed response body: " + response.error_reason());
       entry.bytes_in += r.consumed;
@@ -296,22 +298,26 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
       // The record is written before the response completes (DESIGN §7).
       if (last && !finish_exchange(head.status, true))
         throw upstream_error("audit log write failed");
+      const auto raw = up.in.view().substr(0, r.consumed);
       if (!scrub) {
-        const auto body = up.in.view().substr(0, r.consumed);
         if (wire.empty()) {
-          co_await write_client(body);
+          co_await write_client(raw);
         } else {
-          wire.append(body);
+          wire.append(raw);
           co_await write_client(wire);
           wire.clear();
         }
         up.in.consume(r.consumed);
       } else {
+        scrub->feed(decode ? std::string_view(decoded) : raw, released);
         up.in.consume(r.consumed);
-        scrub->feed(decoded, released);
         if (last) scrub->finish(released);
-        frame(wire, released, head.chunked, last);
-        if (!wire.empty()) co_await write_client(wire);
+        if (!head.chunked && wire.empty()) {
+          if (!released.empty()) co_await write_client(released);
+        } else {
+          frame(wire, released, head.chunked, last);
+          if (!wire.empty()) co_await write_client(wire);
+        }
         decoded.clear();
         released.clear();
         wire.clear();

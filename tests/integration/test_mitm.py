@@ -513,3 +513,39 @@ def test_an_upstream_answering_before_the_body_is_through(broker_factory, pki, t
         assert r.status == 413 and r.body == b"big!"
     finally:
         early.close()
+
+
+def test_pipelined_requests_inside_tls(session, tls_upstream):
+    target = f"{GITHUB}:{tls_upstream.port}"
+    s = tls_through_connect(session, target, GITHUB, session.ca_cert)
+    s.sendall("".join(f"GET /p/{i} HTTP/1.1\r\nHost: {target}\r\n"
+                      f"Authorization: Bearer {session.dummy}\r\n\r\n" for i in range(3)).encode())
+    data = b""
+    while data.count(b"HTTP/1.1 200") < 3 or not data.endswith(b"}"):
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    s.close()
+    assert [r["path"] for r in tls_upstream.requests] == ["/p/0", "/p/1", "/p/2"]
+    assert all(r["headers"]["Authorization"] == f"Bearer {REAL}" for r in tls_upstream.requests)
+
+
+def test_opted_in_query_parameters_are_swapped(broker_factory, tls_upstream, pki):
+    policy = github_policy(tls_upstream.port)
+    policy["credentials"]["github"]["query"] = ["access_token"]
+    b = broker_factory(policy=policy,
+                       connect_to=[connect_to_arg(GITHUB, tls_upstream.port),
+                                   connect_to_arg(OTHER, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL}, env_file=True)
+    dummy = b.session_env()["GITHUB_TOKEN"]
+    r = curl(url(GITHUB, tls_upstream.port, f"/q?page=2&access_token={dummy}"), proxy=b.proxy,
+             cacert=b.ca_cert)
+    assert r.status == 200
+    assert tls_upstream.requests[-1]["path"] == f"/q?page=2&access_token={REAL}"
+    rec = b.wait_for_records(lambda x: x.get("path", "") and x["path"].startswith("/q"))
+    assert rec[0]["path"] == "/q?page=<redacted>&access_token=<redacted>"
+    r = curl(url(OTHER, tls_upstream.port, f"/q?access_token={dummy}"), proxy=b.proxy,
+             cacert=b.ca_cert)
+    assert_refusal(r.status, r.headers, r.body, "credential_not_bound", 403)
+    b.stop()
+    assert_nothing_written_contains(b, REAL)

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The yardstick's four measurements, taken round-robin over the contenders for several rounds and
+# reported as medians and ratios to direct. On this noisy 2-core machine one sequential pass
+# (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone.
+# Needs the peers of ../shared/bench up (bench/yardstick.sh starts them) and curl.
+# Usage: bench/interleaved.sh [path/to/broker] [rounds]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+broker=${1:-$root/build/broker}
+rounds=${2:-5}
+PEERS=${PEERS:-/tmp/peers}
+U=https://api.example.test:8443
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+
+cat > "$work/tunnel.json" <<JSON
+{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443], "tunnel": true } ] }
+JSON
+cat > "$work/mitm.json" <<JSON
+{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443] } ],
+  "credentials": { "bench": { "type": "bearer", "env": ["BENCH_TOKEN"],
+                              "hosts": ["api.example.test"] } } }
+JSON
+start() { # name port policy extra-args...
+  local name=$1 port=$2 policy=$3; shift 3
+  "$broker" serve --listen 127.0.0.1:"$port" --policy "$policy" --log-dir "$work/logs" \
+    --ca-dir "$work/ca" --connect-to api.example.test:8443:127.0.0.1:8443 --log-level warn "$@" \
+    > "$work/$name.out" &
+  for _ in $(seq 50); do grep -q listening "$work/$name.out" 2>/dev/null && break; sleep 0.1; done
+}
+start tunnel 18443 "$work/tunnel.json"
+BENCH_TOKEN=sk-bench-0123456789abcdefghijklmnop start mitm 18444 "$work/mitm.json" \
+  --upstream-ca "$PEERS/upstream-ca.pem"
+
+N=2000 NC=200
+urls() { for i in $(seq "$1"); do printf 'url = "%s/small?i=%d"\noutput = "/dev/null"\n' "$U" "$i"; done; }
+urls $N > "$work/ka.cfg"
+urls $NC > "$work/newc.cfg"
+contenders=(
+  "direct||$PEERS/upstream-ca.pem"
+  "squid|-x http://127.0.0.1:13128|$PEERS/squid-ca.pem"
+  "broker-tunnel|-x http://127.0.0.1:18443|$PEERS/upstream-ca.pem"
+  "broker-mitm|-x http://127.0.0.1:18444|$work/ca/ca.pem"
+)
+now() { date +%s.%N; }
+measure() { # metric pargs ca -> prints a rate
+  local metric=$1 pargs=$2 ca=$3 t0 t1
+  t0=$(now)
+  # shellcheck disable=SC2086
+  case $metric in
+    ka1) curl -s $pargs --cacert "$ca" -K "$work/ka.cfg" ;;
+    ka8) curl -s -Z --parallel-max 8 $pargs --cacert "$ca" -K "$work/ka.cfg" 2>/dev/null ;;
+    newc) curl -s -H 'Connection: close' $pargs --cacert "$ca" -K "$work/newc.cfg" ;;
+    bulk) curl -s $pargs --cacert "$ca" -o /dev/null "$U/big" ;;
+  esac
+  t1=$(now)
+  case $metric in
+    ka1 | ka8) python3 -c "print($N/($t1-$t0))" ;;
+    newc) python3 -c "print($NC/($t1-$t0))" ;;
+    bulk) python3 -c "print(256/($t1-$t0))" ;;
+  esac
+}
+for metric in ka1 ka8 newc bulk; do
+  for round in $(seq "$rounds"); do
+    for c in "${contenders[@]}"; do
+      IFS='|' read -r name pargs ca <<< "$c"
+      echo "$metric $name $(measure "$metric" "$pargs" "$ca")" >> "$work/results"
+    done
+  done
+done
+python3 - "$work/results" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+names = list(dict.fromkeys(r[1] for r in rows))
+metrics = ["ka1", "ka8", "newc", "bulk"]
+med = {(m, n): statistics.median(float(r[2]) for r in rows if r[0] == m and r[1] == n)
+       for m in metrics for n in names}
+print(f"{'median (ratio to direct)':<16}" + "".join(f"{m:>18}" for m in metrics))
+for n in names:
+    cells = "".join(f"{med[m, n]:>10.0f} ({med[m, n] / med[m, 'direct']:.2f})" for m in metrics)
+    print(f"{n:<16}{cells}")
+PY
