@@ -1,6 +1,7 @@
 // broker: a credential-brokering egress proxy for AI coding agents (see README.md).
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
@@ -16,11 +17,14 @@ int main(int argc, char** argv) {
   broker::cli::register_log(app, exit_status);
   broker::cli::register_sessions(app, exit_status);
   broker::cli::register_ca(app, exit_status);
+  broker::cli::register_wrap(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
-    return rc == 0 ? 0 : broker::cli::exit_usage;
+    if (rc == 0) return 0;
+    // wrap's own failures are 125, so they cannot be mistaken for the command's status.
+    return argc > 1 && std::string_view(argv[1]) == "wrap" ? 125 : broker::cli::exit_usage;
   }
   std::fflush(stdout);
   return exit_status;

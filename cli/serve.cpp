@@ -1,6 +1,5 @@
 // `broker serve`: one session on a listening address, until SIGINT/SIGTERM (DESIGN §3).
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 
 #include <cstdio>
 #include <iostream>
@@ -8,18 +7,17 @@
 #include <thread>
 
 #include "brokers/credential_set.hpp"
-#include "brokers/secret_source.hpp"
 #include "certs/atomic_file.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/session_setup.hpp"
 #include "config/policy_set.hpp"
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
-#include "session/log_reader.hpp"
 #include "wrap/child_env.hpp"
 
 namespace broker::cli {
@@ -85,21 +83,9 @@ int run_serve(const serve_options& o) {
     std::cerr << "broker: --listen " << o.listen << ": expected HOST:PORT\n";
     return exit_usage;
   }
-  if (!o.session.empty() && !valid_session_name(o.session)) {
-    std::cerr << "broker: --session " << o.session
-              << ": use 1-64 letters, digits, '.', '_' or '-'\n";
-    return exit_usage;
-  }
-  proxy::proxy_options options;
-  std::shared_ptr<const config::policy_set> policy;
-  std::shared_ptr<const brokers::credential_set> credentials;
-  std::vector<std::string> skipped;
+  session_setup setup;
   try {
-    options.connect_to = parse_connect_to_rules(o.common.connect_to);
-    check_upstream_cas(o.common.upstream_cas);
-    for (const auto& spec : o.timeouts) proxy::set_timeout(options.timeouts, spec);
-    for (const auto& f : o.common.upstream_cas) options.upstream_cas.emplace_back(f);
-    policy = std::make_shared<config::policy_set>(load_layers(o.common.policies));
+    setup = load_options_and_policy(o.common, o.timeouts, o.session);
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
     return exit_usage;
@@ -109,30 +95,19 @@ int run_serve(const serve_options& o) {
   std::shared_ptr<certs::certificate_authority> ca;
   std::shared_ptr<proxy::tls_contexts> tls;
   try {
-    // Nothing of this process (its memory, its environment) is readable by a same-user debugger
-    // or /proc reader once it holds real values.
-    ::prctl(PR_SET_DUMPABLE, 0);
-    credentials = std::make_shared<brokers::credential_set>(
-        brokers::credential_set::load(policy->layers(), &skipped));
-    for (const auto& layer : policy->layers())
-      for (const auto& [name, spec] : layer.credentials)
-        brokers::forget_environment_source(spec.source);
+    load_credentials(setup);
     ca = std::make_shared<certs::certificate_authority>(load_or_create_ca(ca_dir));
     tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
-                                                options.upstream_cas);
+                                                setup.options.upstream_cas);
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
     return exit_failure;
   }
-  options.session_id = o.session.empty() ? session::new_session_id() : o.session;
-  auto audit = session::audit_log::open(log_dir_or_default(o.common.log_dir), options.session_id);
-  if (audit->failed())
-    spdlog::error("[{}] audit log unavailable ({}): every request will be refused",
-                  options.session_id, audit->failure());
-  for (const auto& why : skipped)
-    spdlog::warn("[{}] credential {}: not brokered", options.session_id, why);
-  auto ctx =
-      std::make_shared<proxy::proxy_context>(options, policy, std::move(audit), credentials, tls);
+  const auto& options = setup.options;
+  const auto& policy = setup.policy;
+  const auto& credentials = setup.credentials;
+  auto ctx = std::make_shared<proxy::proxy_context>(
+      options, policy, open_audit(o.common, options.session_id), credentials, tls);
 
   std::unique_ptr<proxy::server> server;
   try {
@@ -145,15 +120,12 @@ int run_serve(const serve_options& o) {
   const bool v6 = server->host().find(':') != std::string::npos;
   const std::string url = "http://" + (v6 ? "[" + server->host() + "]" : server->host()) + ":" +
                           std::to_string(server->port());
-  auto brokered = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < credentials->size(); ++i)
-    brokered.push_back((*credentials)[i].spec.name);
   ctx->audit_log().write({{"event", "session_start"},
                           {"version", BROKER_VERSION},
                           {"mode", "serve"},
                           {"listen", url},
                           {"policy", policy_sources(*policy)},
-                          {"credentials", brokered}});
+                          {"credentials", credential_names(*credentials)}});
   if (!o.env_file.empty()) {
     try {
       // The bundle sits beside the CA: every serve session with this CA writes the same bytes.

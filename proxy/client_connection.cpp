@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "proxy/attribution.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
 #include "proxy/target.hpp"
@@ -53,9 +54,27 @@ void client_connection::drain(bool now) {
     deadline_.arm(std::chrono::steady_clock::duration::zero(), p);
 }
 
+void client_connection::attribute() {
+  // wrap knows its clients' process tree; serve's clients could be anyone, and searching every
+  // process's descriptors per connection is not worth its cost there.
+  const int root = ctx_->client_root_pid();
+  if (root <= 0) return;
+  error_code e1, e2;
+  const auto peer = client_.socket().remote_endpoint(e1);
+  const auto local = client_.socket().local_endpoint(e2);
+  if (e1 || e2) return;
+  if (auto found =
+          find_socket_owner(peer.address().to_string(), peer.port(), local.address().to_string(),
+                            local.port(), ctx_->client_netns_pid(), {root})) {
+    owner_pid_ = found->pid;
+    owner_exe_ = std::move(found->exe);
+  }
+}
+
 asio::awaitable<void> client_connection::run() {
   error_code ignored;
   client_.socket().set_option(tcp::no_delay(true), ignored);
+  attribute();
   std::string failure;
   try {
     if (co_await race(serve(), deadline_.watch()) == 1) {
@@ -223,6 +242,8 @@ void client_connection::begin_exchange(std::string method) {
   exchange_ = exchange{};
   exchange_.entry.event = "request";
   exchange_.entry.method = std::move(method);
+  exchange_.entry.pid = owner_pid_;
+  exchange_.entry.exe = owner_exe_;
   exchange_.start = std::chrono::steady_clock::now();
   exchange_.active = true;
 }

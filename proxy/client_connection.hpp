@@ -68,6 +68,8 @@ class client_connection {
   };
   enum class head_result { ok, closed, refused };
 
+  // Finds the process that opened this connection (wrap sessions), for the audit records.
+  void attribute();
   asio::awaitable<void> serve();
   asio::awaitable<head_result> read_request_head(http_parser& parser, bool first);
   asio::awaitable<void> handle_connect(const message_head& head);
@@ -108,6 +110,8 @@ class client_connection {
   std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response in flight
   bool draining_ = false;
   bool cut_short_ = false;
+  int owner_pid_ = 0;
+  std::string owner_exe_;
 };
 
 }  // namespace broker::proxy

@@ -45,9 +45,8 @@ bool proxy_context::record(const audit_entry& e) {
   if (!e.allowed) ++denied_;
   nlohmann::ordered_json j;
   j["event"] = e.event;
-  // Attribution of the client socket's owner comes with `wrap`; unknown here.
-  j["pid"] = nullptr;
-  j["exe"] = nullptr;
+  j["pid"] = e.pid > 0 ? nlohmann::ordered_json(e.pid) : nlohmann::ordered_json();
+  j["exe"] = e.pid > 0 && !e.exe.empty() ? nlohmann::ordered_json(e.exe) : nlohmann::ordered_json();
   j["method"] = e.method.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.method);
   j["scheme"] = e.scheme.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.scheme);
   j["host"] = scrub(e.host);

@@ -42,6 +42,8 @@ struct audit_entry {
   std::string rule;
   std::string error;       // refusal code, when any
   std::string credential;  // the credential swapped in (or found, for a refusal)
+  int pid = 0;             // the client socket's owner; 0 = unknown
+  std::string exe;
 };
 
 class proxy_context {
@@ -70,6 +72,15 @@ class proxy_context {
   bool record(const audit_entry& entry);
   session::audit_log& audit_log() { return *audit_; }
 
+  // wrap: where the session's clients live, for attributing connections to processes: a pid
+  // inside their network namespace (0: this one) and the root of their process tree.
+  void set_client_process(int netns_pid, int root_pid) {
+    client_netns_pid_ = netns_pid;
+    client_root_pid_ = root_pid;
+  }
+  int client_netns_pid() const { return client_netns_pid_.load(); }
+  int client_root_pid() const { return client_root_pid_.load(); }
+
   std::uint64_t next_connection_id() { return ++connection_ids_; }
   std::uint64_t requests() const { return requests_.load(); }
   std::uint64_t denied() const { return denied_.load(); }
@@ -83,6 +94,8 @@ class proxy_context {
   std::shared_ptr<const brokers::credential_set> credentials_;
   std::shared_ptr<tls_contexts> tls_;
   std::atomic<std::uint64_t> connection_ids_{0};
+  std::atomic<int> client_netns_pid_{0};
+  std::atomic<int> client_root_pid_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};
 };

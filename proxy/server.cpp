@@ -6,6 +6,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -36,8 +37,9 @@ struct server::impl {
   std::size_t next_worker = 0;
   asio::io_context& io = *workers.front();
   tcp::acceptor acceptor{io};
-  // Installed at construction, before the ready line, so no early signal takes the default path.
-  asio::signal_set signal_set{io, SIGINT, SIGTERM, SIGHUP};
+  // serve: installed at construction, before the ready line, so no early signal takes the
+  // default path. wrap: none; its main thread takes the signals (they go to the child).
+  std::optional<asio::signal_set> signal_set;
   std::function<void()> on_reload;
 
   // Live connections, so that a drain can reach the idle ones.
@@ -87,7 +89,7 @@ struct server::impl {
 
   asio::awaitable<void> signals() {
     for (;;) {
-      auto [ec, signo] = co_await signal_set.async_wait(use_tuple);
+      auto [ec, signo] = co_await signal_set->async_wait(use_tuple);
       if (ec) co_return;
       if (signo == SIGHUP) {
         if (on_reload) on_reload();
@@ -95,17 +97,24 @@ struct server::impl {
       }
       spdlog::info("[{}] signal {}: draining {} connection(s)", ctx->session_id(), signo,
                    ctx->active_connections.load());
-      error_code ignored;
-      acceptor.close(ignored);
-      drain_all(false);
-      co_await wait_for_idle(ctx->options().timeouts.drain);
-      // What is still open (long tunnels, slow transfers) is cut, so that its audit record is
-      // written before session_end.
-      drain_all(true);
-      co_await wait_for_idle(std::chrono::seconds(2));
-      for (auto& w : workers) w->stop();
+      co_await shut_down();
       co_return;
     }
+  }
+
+  // Stops accepting, lets open connections finish (up to the drain time), cuts the rest and
+  // stops the threads.
+  asio::awaitable<void> shut_down() {
+    error_code ignored;
+    acceptor.close(ignored);
+    if (signal_set) signal_set->cancel(ignored);
+    drain_all(false);
+    co_await wait_for_idle(ctx->options().timeouts.drain);
+    // What is still open (long tunnels, slow transfers) is cut, so that its audit record is
+    // written before session_end.
+    drain_all(true);
+    co_await wait_for_idle(std::chrono::seconds(2));
+    for (auto& w : workers) w->stop();
   }
 
   void drain_all(bool now) {
@@ -128,6 +137,7 @@ server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std:
                unsigned threads)
     : impl_(std::make_unique<impl>(threads == 0 ? 1 : threads)) {
   impl_->ctx = std::move(ctx);
+  impl_->signal_set.emplace(impl_->io, SIGINT, SIGTERM, SIGHUP);
   error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw std::runtime_error("--listen " + host + ": not an IP address");
@@ -142,7 +152,19 @@ server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std:
                              ec.message());
 }
 
+server::server(std::shared_ptr<proxy_context> ctx, int listener_fd, unsigned threads)
+    : impl_(std::make_unique<impl>(threads == 0 ? 1 : threads)) {
+  impl_->ctx = std::move(ctx);
+  error_code ec;
+  impl_->acceptor.assign(tcp::v4(), listener_fd, ec);
+  if (ec) throw std::runtime_error("cannot use the sandbox's listener: " + ec.message());
+}
+
 server::~server() = default;
+
+void server::stop() {
+  asio::co_spawn(impl_->io, impl_->shut_down(), asio::detached);
+}
 
 std::string server::host() const {
   return impl_->acceptor.local_endpoint().address().to_string();
@@ -153,7 +175,7 @@ std::uint16_t server::port() const {
 
 void server::run(std::function<void()> on_reload) {
   impl_->on_reload = std::move(on_reload);
-  asio::co_spawn(impl_->io, impl_->signals(), asio::detached);
+  if (impl_->signal_set) asio::co_spawn(impl_->io, impl_->signals(), asio::detached);
   asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
   std::vector<std::thread> pool;

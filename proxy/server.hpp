@@ -16,6 +16,9 @@ class server {
   // Binds HOST:PORT (port 0 = any free port). Throws std::runtime_error naming the address.
   server(std::shared_ptr<proxy_context> ctx, const std::string& host, std::uint16_t port,
          unsigned threads);
+  // On a listening IPv4 socket made elsewhere (wrap: inside the child's network namespace); the
+  // server owns it. Signals are left to the caller: stop() ends the server.
+  server(std::shared_ptr<proxy_context> ctx, int listener_fd, unsigned threads);
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -26,6 +29,8 @@ class server {
   // Serves until SIGINT or SIGTERM, then stops accepting, lets open connections finish (up to
   // timeouts.drain) and returns. SIGHUP calls `on_reload` (on a server thread).
   void run(std::function<void()> on_reload);
+  // Thread-safe: the same drain as SIGTERM, then run() returns.
+  void stop();
 
  private:
   struct impl;

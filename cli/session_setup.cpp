@@ -1,0 +1,58 @@
+#include "cli/session_setup.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "brokers/secret_source.hpp"
+#include "session/log_reader.hpp"
+
+namespace broker::cli {
+
+session_setup load_options_and_policy(const common_options& common,
+                                      const std::vector<std::string>& timeouts,
+                                      const std::string& session_name) {
+  session_setup s;
+  if (!session_name.empty() && !valid_session_name(session_name))
+    throw std::invalid_argument("--session " + session_name +
+                                ": use 1-64 letters, digits, '.', '_' or '-'");
+  s.options.connect_to = parse_connect_to_rules(common.connect_to);
+  check_upstream_cas(common.upstream_cas);
+  for (const auto& spec : timeouts) proxy::set_timeout(s.options.timeouts, spec);
+  for (const auto& f : common.upstream_cas) s.options.upstream_cas.emplace_back(f);
+  s.policy = std::make_shared<config::policy_set>(load_layers(common.policies));
+  s.options.session_id = session_name.empty() ? session::new_session_id() : session_name;
+  return s;
+}
+
+void load_credentials(session_setup& setup) {
+  // Nothing of this process (its memory, its environment) is readable by a same-user debugger
+  // or /proc reader once it holds real values.
+  ::prctl(PR_SET_DUMPABLE, 0);
+  std::vector<std::string> skipped;
+  setup.credentials = std::make_shared<brokers::credential_set>(
+      brokers::credential_set::load(setup.policy->layers(), &skipped));
+  for (const auto& layer : setup.policy->layers())
+    for (const auto& [name, spec] : layer.credentials)
+      brokers::forget_environment_source(spec.source);
+  for (const auto& why : skipped)
+    spdlog::info("[{}] credential {} (not brokered)", setup.options.session_id, why);
+}
+
+std::unique_ptr<session::audit_log> open_audit(const common_options& common,
+                                               const std::string& session_id) {
+  auto audit = session::audit_log::open(log_dir_or_default(common.log_dir), session_id);
+  if (audit->failed())
+    spdlog::error("[{}] audit log unavailable ({}): every request will be refused", session_id,
+                  audit->failure());
+  return audit;
+}
+
+nlohmann::ordered_json credential_names(const brokers::credential_set& credentials) {
+  auto names = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < credentials.size(); ++i) names.push_back(credentials[i].spec.name);
+  return names;
+}
+
+}  // namespace broker::cli

@@ -1,0 +1,40 @@
+// What `serve` and `wrap` both load before they run a session: the options, the layered policy,
+// the brokered credentials (their `env:` sources then wiped from this process), and the audit log.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brokers/credential_set.hpp"
+#include "cli/common.hpp"
+#include "config/policy_set.hpp"
+#include "proxy/proxy_context.hpp"
+
+namespace broker::cli {
+
+struct session_setup {
+  proxy::proxy_options options;
+  std::shared_ptr<const config::policy_set> policy;
+  std::shared_ptr<const brokers::credential_set> credentials;
+};
+
+// Options and policy. Throws std::exception whose what() is the user-facing message (a usage or
+// policy error).
+session_setup load_options_and_policy(const common_options& common,
+                                      const std::vector<std::string>& timeouts,
+                                      const std::string& session_name);
+
+// Makes the process non-dumpable, reads the real values and wipes `env:` sources from this
+// process's environment; warns (names only) about credentials not brokered. Throws on a failing
+// source.
+void load_credentials(session_setup& setup);
+
+// The audit log for the session (failing closed, with an error line, when it cannot be opened).
+std::unique_ptr<session::audit_log> open_audit(const common_options& common,
+                                               const std::string& session_id);
+
+// The session's credential names, for session_start records.
+nlohmann::ordered_json credential_names(const brokers::credential_set& credentials);
+
+}  // namespace broker::cli

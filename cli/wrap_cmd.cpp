@@ -1,0 +1,216 @@
+// `broker wrap -- CMD`: one session around one command (DESIGN §3, §8). The command gets dummy
+// credentials and the session's proxy and trust variables; with netns isolation its only way
+// out is the proxy, served here from a listener made inside its network namespace.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "certs/ca.hpp"
+#include "certs/leaf_cache.hpp"
+#include "certs/trust_bundle.hpp"
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/session_setup.hpp"
+#include "proxy/server.hpp"
+#include "proxy/tls.hpp"
+#include "wrap/child_env.hpp"
+#include "wrap/env_policy.hpp"
+#include "wrap/file_masks.hpp"
+#include "wrap/launcher.hpp"
+#include "wrap/sandbox_init.hpp"
+#include "wrap/session_dir.hpp"
+
+extern char** environ;
+
+namespace broker::cli {
+
+namespace {
+
+// `wrap` exits with the command's status; these are its own (DESIGN §3).
+constexpr int exit_broker_failed = 125;
+// Inside the child's fresh network namespace every port is free; the proxy takes this one.
+constexpr std::uint16_t netns_proxy_port = 3128;
+
+struct wrap_options {
+  common_options common;
+  std::string session;
+  std::string isolate = "auto";
+  std::string env_file;
+  std::vector<std::string> timeouts;
+  std::vector<std::string> command;
+};
+
+std::vector<wrap::variable> parent_environment() {
+  std::vector<wrap::variable> out;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    out.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  return out;
+}
+
+// env mode: a listener on the host's loopback, any free port.
+int host_listener(std::uint16_t& port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0 ||
+      ::listen(s, SOMAXCONN) < 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) < 0)
+    throw std::runtime_error("cannot listen on 127.0.0.1");
+  port = ntohs(address.sin_port);
+  return s;
+}
+
+// Which isolation this run gets; throws for an explicit netns that cannot be had.
+wrap::isolation choose_isolation(const std::string& requested) {
+  if (requested == "env") return wrap::isolation::env;
+  const std::string why = wrap::netns_unavailable_reason();
+  if (why.empty()) return wrap::isolation::netns;
+  if (requested == "netns") throw std::runtime_error("--isolate netns: " + why);
+  std::cerr << "broker: WARNING: network isolation is unavailable (" << why
+            << "); running with --isolate env: only the proxy variables keep the command "
+               "inside the session, a program that ignores them is not stopped\n";
+  return wrap::isolation::env;
+}
+
+// Runs until the command ends, passing signals on; returns its exit status.
+int supervise(wrap::child_session& child, const sigset_t& signals) {
+  for (;;) {
+    siginfo_t info{};
+    if (::sigwaitinfo(&signals, &info) < 0) continue;
+    if (info.si_signo == SIGCHLD) {
+      const int code = child.poll();
+      if (code >= 0) return code;
+      continue;
+    }
+    child.forward(info.si_signo);
+  }
+}
+
+void take_back_terminal() {
+  if (!::isatty(STDIN_FILENO) || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) return;
+  ::signal(SIGTTOU, SIG_IGN);
+  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  ::signal(SIGTTOU, SIG_DFL);
+}
+
+int run_wrap(wrap_options& o) {
+  setup_logging(o.common.log_level);
+  // The signals the command gets are blocked from here on in every thread; this one takes them.
+  sigset_t signals = wrap::forwarded_signals();
+  sigaddset(&signals, SIGCHLD);
+  ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  session_setup setup;
+  wrap::isolation mode;
+  std::shared_ptr<certs::certificate_authority> ca;
+  std::shared_ptr<proxy::tls_contexts> tls;
+  std::unique_ptr<wrap::session_dir> dir;
+  try {
+    setup = load_options_and_policy(o.common, o.timeouts, o.session);
+    mode = choose_isolation(o.isolate);
+    load_credentials(setup);
+    // The session CA lives in this process's memory only (DESIGN §8).
+    ca = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
+        "broker session CA " + setup.options.session_id, 30));
+    tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
+                                                setup.options.upstream_cas);
+    dir = std::make_unique<wrap::session_dir>(setup.options.session_id);
+    certs::write_trust_bundle(dir->bundle(), *ca);
+  } catch (const std::exception& e) {
+    std::cerr << "broker: " << e.what() << "\n";
+    return exit_broker_failed;
+  }
+  const auto& session_id = setup.options.session_id;
+
+  std::uint16_t port = netns_proxy_port;
+  int listener = -1;
+  std::unique_ptr<wrap::child_session> child;
+  try {
+    if (mode == wrap::isolation::env) listener = host_listener(port);
+    const std::string url = "http://127.0.0.1:" + std::to_string(port);
+    std::vector<wrap::brokered_var> dummies;
+    for (std::size_t i = 0; i < setup.credentials->size(); ++i) {
+      const auto& c = (*setup.credentials)[i];
+      for (const auto& name : c.spec.env) dummies.push_back({name, c.dummy, c.spec.name});
+    }
+    const auto session_vars = wrap::child_environment(url, dir->bundle().string(), {});
+    const auto plan = wrap::plan_child_environment(parent_environment(), dummies, session_vars,
+                                                   wrap::merge_env_rules(setup.policy->layers()));
+    std::cerr << wrap::describe(session_id, plan,
+                                mode == wrap::isolation::netns ? "netns" : "env (no isolation)")
+              << "\n";
+    if (!o.env_file.empty()) dir->write_env_file(o.env_file, wrap::render_env_lines(plan.env));
+
+    wrap::launch_options launch;
+    launch.argv = o.command;
+    for (const auto& [name, value] : plan.env) launch.envp.push_back(name + "=" + value);
+    launch.mode = mode;
+    launch.proxy_port = port;
+    const char* home = std::getenv("HOME");
+    launch.masks = wrap::credential_file_masks(setup.policy->layers(), home ? home : "");
+    child = std::make_unique<wrap::child_session>(launch);
+    if (mode == wrap::isolation::netns) listener = child->take_listener();
+  } catch (const std::exception& e) {
+    std::cerr << "broker: " << e.what() << "\n";
+    if (listener >= 0) ::close(listener);
+    return exit_broker_failed;
+  }
+
+  auto ctx = std::make_shared<proxy::proxy_context>(
+      setup.options, setup.policy, open_audit(o.common, session_id), setup.credentials, tls);
+  ctx->set_client_process(mode == wrap::isolation::netns ? child->pid() : 0, child->pid());
+  ctx->audit_log().write({{"event", "session_start"},
+                          {"version", BROKER_VERSION},
+                          {"mode", "wrap"},
+                          {"isolation", mode == wrap::isolation::netns ? "netns" : "env"},
+                          {"command", o.command.front()},
+                          {"pid", child->pid()},
+                          {"credentials", credential_names(*setup.credentials)}});
+  auto server = std::make_unique<proxy::server>(ctx, listener, 2);
+  std::thread serving([&server] { server->run(nullptr); });
+
+  const int code = supervise(*child, signals);
+  child->end_leftovers();
+  take_back_terminal();
+  server->stop();
+  serving.join();
+  ctx->audit_log().write({{"event", "session_end"},
+                          {"requests", ctx->requests()},
+                          {"denied", ctx->denied()},
+                          {"exit", code}});
+  return code;
+}
+
+}  // namespace
+
+void register_wrap(CLI::App& root, int& exit_status) {
+  auto options = std::make_shared<wrap_options>();
+  auto* app = root.add_subcommand("wrap", "Run a command inside a session, with dummy credentials");
+  add_common_options(*app, options->common);
+  options->common.log_level = "warn";
+  app->add_option("--session", options->session, "Session name (default: a random id)");
+  app->add_option("--isolate", options->isolate,
+                  "auto (netns where the kernel allows, else env with a warning), netns, env")
+      ->check(CLI::IsMember({"auto", "netns", "env"}));
+  app->add_option("--env-file", options->env_file,
+                  "Also write the child environment (KEY=VALUE lines) to this file");
+  app->add_option("--timeout", options->timeouts, "NAME=DURATION, as for serve");
+  app->add_option("command", options->command, "The command and its arguments, after --")
+      ->required();
+  app->callback([options, &exit_status] { exit_status = run_wrap(*options); });
+}
+
+}  // namespace broker::cli

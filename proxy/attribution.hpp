@@ -1,0 +1,71 @@
+// Which local process opened a client connection to the proxy: the audit log's `pid` and `exe`
+// (DESIGN.md §7). Linux only. The connection's client end is looked up in /proc/net/tcp{,6} for
+// its socket inode, then that inode among the /proc/<pid>/fd links. Best effort by nature: the
+// client may exit, or /proc may deny access, before the scan finds it; the record says null then.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace broker::proxy {
+
+struct socket_owner {
+  int pid = 0;      // as seen from the broker's pid namespace
+  std::string exe;  // readlink of /proc/<pid>/exe; "" when unreadable (kernel thread, no access)
+};
+
+// One lookup runs per accepted connection on the proxy's thread, so its work is bounded: past
+// any of these it gives up with nullopt rather than stall every other connection. A process
+// holding the socket beyond its first max_fds_per_scanned_process descriptors is not found.
+// The table read alone costs ~1 ms however few sockets exist: the kernel walks its whole
+// established-connection hash (262144 buckets on a typical host) for /proc/net/tcp.
+inline constexpr std::size_t max_scanned_processes = 4096;
+inline constexpr std::size_t max_fds_per_scanned_process = 1024;
+inline constexpr std::size_t max_scanned_fds = 16 * 1024;  // ~20 ms at ~1.2 us per readlink
+
+// The process holding the client end of a TCP connection accepted by the proxy. `client` is the
+// peer address (the client's ip:port as the proxy sees it), `server` the proxy's local ip:port;
+// IPs are textual, IPv4, IPv6 or v4-mapped IPv6 ("::ffff:127.0.0.1"), optionally bracketed or
+// with a %scope. `netns_pid`: 0 when the client lives in the broker's own network namespace;
+// otherwise a pid inside the client's namespace, whose /proc/<pid>/net/tcp{,6} is read.
+// `candidates`: when non-empty, only these pids and their descendants (/proc/<pid>/task/*/children)
+// are searched, in breadth-first order; when empty, every /proc/<pid>/fd is. When several
+// processes share the socket (inherited across fork), the first one found is returned.
+// Never throws: every failure, including an unparsable IP, is nullopt.
+std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
+                                              std::uint16_t client_port,
+                                              const std::string& server_ip,
+                                              std::uint16_t server_port, int netns_pid,
+                                              const std::vector<int>& candidates) noexcept;
+
+namespace detail {
+
+using ip_bytes = std::array<std::uint8_t, 16>;  // network order; IPv4 as ::ffff:a.b.c.d
+
+// One row of /proc/net/tcp or tcp6 (the kernel's tcp4_seq_show / tcp6_seq_show format).
+struct tcp_row {
+  ip_bytes local_ip{};
+  std::uint16_t local_port = 0;
+  ip_bytes remote_ip{};
+  std::uint16_t remote_port = 0;
+  int state = 0;            // TCP_ESTABLISHED = 1, TCP_LISTEN = 10, ...
+  std::uint64_t inode = 0;  // 0 for sockets no process holds (TIME_WAIT, orphans)
+};
+
+// Addresses are printed as 32-bit words in host byte order ("0100007F:1F90" is 127.0.0.1:8080
+// on little-endian hosts), so the parse is only meaningful on the host that produced the text.
+// A line that is not a well-formed row (the header, a truncated line) gives nullopt.
+std::optional<tcp_row> parse_tcp_line(std::string_view line, bool v6);
+// Every well-formed row of a whole table; other lines are skipped.
+std::vector<tcp_row> parse_tcp_table(std::string_view text, bool v6);
+
+// "127.0.0.1", "::1", "[::1]", "fe80::1%eth0" as bytes; nullopt when not an IP.
+std::optional<ip_bytes> parse_ip(std::string_view text);
+
+}  // namespace detail
+}  // namespace broker::proxy

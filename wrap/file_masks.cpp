@@ -1,0 +1,65 @@
+#include "wrap/file_masks.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace broker::wrap {
+
+namespace {
+
+constexpr const char* well_known[] = {
+    "~/.aws",    "~/.config/gh",       "~/.config/gcloud",      "~/.azure",
+    "~/.netrc",  "~/.git-credentials", "~/.docker/config.json", "~/.npmrc",
+    "~/.pypirc", "~/.kube/config",     "~/.config/broker/ca",
+};
+
+std::string expand(const std::string& path, const std::string& home) {
+  if (path == "~") return home;
+  if (path.rfind("~/", 0) == 0) return home + path.substr(1);
+  return path;
+}
+
+void add_unique(std::vector<std::string>& list, std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (std::find(list.begin(), list.end(), path) == list.end()) list.push_back(std::move(path));
+}
+
+}  // namespace
+
+std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,
+                                               const std::string& home) {
+  std::vector<std::string> masks;
+  if (!home.empty()) {
+    for (const char* p : well_known) add_unique(masks, expand(p, home));
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(home + "/.ssh", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("id_", 0) == 0 && !name.ends_with(".pub"))
+        add_unique(masks, entry.path().string());
+    }
+  }
+  for (const auto& layer : layers)
+    for (const auto& m : layer.files.mask) add_unique(masks, expand(m, home));
+  // A path is passed only when every layer that passes anything passes it.
+  std::vector<std::string> passed;
+  bool first = true;
+  for (const auto& layer : layers) {
+    if (layer.files.pass.empty()) continue;
+    std::vector<std::string> mine;
+    for (const auto& p : layer.files.pass) add_unique(mine, expand(p, home));
+    if (first) {
+      passed = mine;
+      first = false;
+    } else {
+      std::erase_if(passed, [&](const std::string& p) {
+        return std::find(mine.begin(), mine.end(), p) == mine.end();
+      });
+    }
+  }
+  std::erase_if(masks, [&](const std::string& m) {
+    return std::find(passed.begin(), passed.end(), m) != passed.end();
+  });
+  return masks;
+}
+
+}  // namespace broker::wrap

@@ -1,0 +1,74 @@
+// Starting and ending the wrapped command (DESIGN §3, §8).
+//
+// netns: the child is cloned into fresh network, PID and mount namespaces (and a user namespace
+// when the broker is not root). Its first process is a small init that brings up loopback,
+// creates the proxy's listening socket there and hands it to the broker, mounts a fresh /proc,
+// masks credential files, then runs the command as its own process group and forwards signals
+// to it. When the command exits, init ends what it left behind, and the kernel ends the rest of
+// the namespace with init.
+// env: the command is a plain child in its own process group; only variables keep it inside.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace broker::wrap {
+
+// The broker could not start the child (exit 125).
+class launch_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class isolation { netns, env };
+
+struct launch_options {
+  std::vector<std::string> argv;  // the command; argv[0] is looked up in PATH
+  std::vector<std::string> envp;  // "NAME=VALUE", the whole child environment
+  isolation mode = isolation::netns;
+  std::uint16_t proxy_port = 0;           // netns: the listener's port inside the namespace
+  std::vector<std::string> masks;         // netns: absolute paths hidden from the child
+  std::chrono::milliseconds grace{2000};  // between TERM and KILL for what the command left
+};
+
+class child_session {
+ public:
+  // Starts the command. netns: throws launch_error when the namespaces cannot be made (the
+  // message says why, e.g. user namespaces disabled). Signals the caller will forward should be
+  // blocked in the calling thread before (they are unblocked in the child).
+  explicit child_session(const launch_options& options);
+  ~child_session();
+  child_session(const child_session&) = delete;
+  child_session& operator=(const child_session&) = delete;
+
+  // netns: the listening socket made inside the child's namespace (ownership passes to the
+  // caller, once); -1 in env mode.
+  int take_listener();
+  // The process the broker waits for: init (netns) or the command (env).
+  pid_t pid() const { return pid_; }
+  // Passes a signal on to the command (through init in netns mode).
+  void forward(int signo) const;
+  // Reaps the child if it has ended; returns its exit status per DESIGN §3 (the code, or
+  // 128+N when a signal N ended the command), or -1 while it runs.
+  int poll();
+  // env mode: TERM to what is left of the command's process group, then KILL after the grace.
+  // netns: the namespace ends with init; nothing is left.
+  void end_leftovers();
+
+ private:
+  launch_options options_;
+  pid_t pid_ = -1;
+  int listener_ = -1;
+  int status_ = -1;
+};
+
+// Can this process make the namespaces netns mode needs? An empty string when it can, otherwise
+// why not (for `--isolate auto`'s warning and `--isolate netns`'s error).
+std::string netns_unavailable_reason();
+
+}  // namespace broker::wrap

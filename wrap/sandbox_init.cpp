@@ -1,0 +1,211 @@
+#include "wrap/sandbox_init.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace broker::wrap {
+
+namespace {
+
+// Setup failures go up the control socket as 'E' + text; the broker reports them (exit 125).
+[[noreturn]] void fail(int control, const std::string& what) {
+  const std::string message = "E" + what + ": " + std::strerror(errno);
+  (void)::send(control, message.data(), message.size(), MSG_NOSIGNAL);
+  ::_exit(125);
+}
+
+void bring_up_loopback(int control) {
+  const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) fail(control, "socket");
+  ifreq request{};
+  std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s, SIOCGIFFLAGS, &request) < 0) fail(control, "reading the loopback's flags");
+  request.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(s, SIOCSIFFLAGS, &request) < 0) fail(control, "bringing up loopback");
+  ::close(s);
+}
+
+int make_listener(int control, std::uint16_t port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) fail(control, "socket");
+  const int one = 1;
+  ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0)
+    fail(control, "binding the proxy listener");
+  if (::listen(s, SOMAXCONN) < 0) fail(control, "listen");
+  return s;
+}
+
+void send_listener(int control, int listener) {
+  char tag = 'L';
+  iovec data{&tag, 1};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = space;
+  message.msg_controllen = sizeof space;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &listener, sizeof(int));
+  if (::sendmsg(control, &message, MSG_NOSIGNAL) != 1) fail(control, "handing over the listener");
+  ::close(listener);
+}
+
+// A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
+// Then the credential files are hidden: an empty read-only tmpfs over a directory, /dev/null
+// over a file.
+void set_up_mounts(int control, const launch_options& options) {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
+    fail(control, "making mounts private");
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
+    fail(control, "mounting a fresh /proc");
+  for (const std::string& path : options.masks) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide
+    if (S_ISDIR(st.st_mode)) {
+      if (::mount("tmpfs", path.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=0500") < 0)
+        fail(control, "masking " + path);
+    } else {
+      if (::mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) < 0)
+        fail(control, "masking " + path);
+    }
+  }
+}
+
+void ignore_handler(int) {}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 125;
+}
+
+// After the command: TERM to everything else in the namespace, reap for up to the grace period;
+// what is left dies with init (the kernel kills a PID namespace's members when its init exits).
+void end_the_rest(const launch_options& options, const sigset_t& waited) {
+  ::kill(-1, SIGTERM);
+  timespec until{};
+  ::clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += options.grace.count() / 1000;
+  until.tv_nsec += (options.grace.count() % 1000) * 1000000;
+  for (;;) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    long left_ms = (until.tv_sec - now.tv_sec) * 1000 + (until.tv_nsec - now.tv_nsec) / 1000000;
+    if (left_ms <= 0) return;
+    const timespec wait{0, std::min(left_ms, 50L) * 1000000};
+    siginfo_t info;
+    (void)::sigtimedwait(&waited, &info, &wait);
+  }
+}
+
+}  // namespace
+
+sigset_t forwarded_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2}) sigaddset(&set, s);
+  return set;
+}
+
+void exec_command(const launch_options& options, const sigset_t& mask) {
+  for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  ::setpgid(0, 0);
+  if (::isatty(STDIN_FILENO)) {
+    // Take the terminal, as a shell does for a foreground job; SIGTTOU would stop us otherwise.
+    ::signal(SIGTTOU, SIG_IGN);
+    ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    ::signal(SIGTTOU, SIG_DFL);
+  }
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+  std::vector<char*> argv;
+  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : options.envp) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  const int error = errno;
+  std::fprintf(stderr, "broker: %s: %s\n", argv[0], std::strerror(error));
+  ::_exit(error == ENOENT ? 127 : 126);
+}
+
+int sandbox_init(void* arg) {
+  const auto& a = *static_cast<sandbox_args*>(arg);
+  const launch_options& options = *a.options;
+  ::close(a.broker_end);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (a.user_namespace) {
+    char go = 0;
+    if (::recv(a.control, &go, 1, 0) != 1) ::_exit(125);  // the broker went away
+  }
+  ::setpgid(0, 0);
+  bring_up_loopback(a.control);
+  send_listener(a.control, make_listener(a.control, options.proxy_port));
+  set_up_mounts(a.control, options);
+
+  // PID 1 receives only signals it has a handler for; they stay blocked and are taken with
+  // sigwaitinfo below.
+  sigset_t waited = a.forwarded;
+  sigaddset(&waited, SIGCHLD);
+  for (int s = 1; s < NSIG; ++s)
+    if (sigismember(&waited, s)) ::signal(s, ignore_handler);
+  ::sigprocmask(SIG_BLOCK, &waited, nullptr);
+
+  const pid_t command = ::fork();
+  if (command < 0) fail(a.control, "fork");
+  if (command == 0) {
+    ::close(a.control);
+    exec_command(options, a.original_mask);
+  }
+  ::close(a.control);
+  int code = 125;
+  for (;;) {
+    siginfo_t info{};
+    if (::sigwaitinfo(&waited, &info) < 0) continue;
+    if (info.si_signo != SIGCHLD) {
+      ::kill(-command, info.si_signo);
+      continue;
+    }
+    int status = 0;
+    pid_t done;
+    bool command_done = false;
+    while ((done = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (done == command) {
+        code = exit_code(status);
+        command_done = true;
+      }
+    }
+    if (command_done) break;
+  }
+  end_the_rest(options, waited);
+  ::_exit(code);
+}
+
+}  // namespace broker::wrap

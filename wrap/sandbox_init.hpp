@@ -1,0 +1,31 @@
+// The first process of a netns-mode child (PID 1 of its namespace): set up the namespaces, hand
+// the proxy listener to the broker, run the command, and end everything when it ends. Runs in a
+// cloned child of the still single-threaded broker; it never returns.
+#pragma once
+
+#include <signal.h>
+
+#include "wrap/launcher.hpp"
+
+namespace broker::wrap {
+
+struct sandbox_args {
+  const launch_options* options;
+  int control;          // the child's end of a SOCK_SEQPACKET pair with the broker
+  int broker_end;       // the broker's end, closed here
+  bool user_namespace;  // wait for the broker to write the id maps first
+  sigset_t forwarded;   // the signals init passes on to the command (blocked on entry)
+  sigset_t original_mask;
+};
+
+// clone(2) entry point; `arg` is a sandbox_args*.
+int sandbox_init(void* arg);
+
+// The signals `wrap` forwards to the command (DESIGN §3).
+sigset_t forwarded_signals();
+
+// In a freshly forked child: default dispositions, `mask` restored, its own process group in the
+// terminal's foreground when there is one, then exec; never returns (126/127 as a shell does).
+[[noreturn]] void exec_command(const launch_options& options, const sigset_t& mask);
+
+}  // namespace broker::wrap

@@ -1,0 +1,51 @@
+#include "wrap/session_dir.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "certs/atomic_file.hpp"
+
+namespace broker::wrap {
+
+namespace {
+
+// mkdir 0700, or an existing directory that is ours, not a link, and private.
+void private_directory(const std::filesystem::path& dir) {
+  if (::mkdir(dir.c_str(), 0700) == 0) return;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0)
+    throw std::runtime_error(dir.string() +
+                             ": cannot make it, or it is not a private directory of this user");
+}
+
+}  // namespace
+
+session_dir::session_dir(const std::string& session_id) {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  std::filesystem::path base;
+  if (runtime && *runtime == '/') {
+    private_directory(std::filesystem::path(runtime) / "broker");
+    base = std::filesystem::path(runtime) / "broker";
+  } else {
+    base = "/tmp/broker-" + std::to_string(::geteuid());
+    private_directory(base);
+  }
+  path_ = base / session_id;
+  private_directory(path_);
+}
+
+session_dir::~session_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void session_dir::write_env_file(const std::filesystem::path& file, const std::string& content) {
+  certs::write_file_atomically(file, content, 0600);
+  env_file_ = file;
+}
+
+}  // namespace broker::wrap
