@@ -58,7 +58,6 @@ tls_contexts::tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
   SSL_CTX_set_ciphersuites(c, tls13_suites);
   SSL_CTX_set_cipher_list(c, tls12_ciphers);
-  client_.set_default_verify_paths();
   for (const auto& file : upstream_cas) {
     if (SSL_CTX_load_verify_locations(c, file.c_str(), nullptr) != 1) {
       ERR_clear_error();
@@ -68,6 +67,13 @@ tls_contexts::tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
   }
   client_.set_verify_mode(ssl::verify_peer);
   SSL_CTX_set_alpn_protos(c, alpn_http11, sizeof alpn_http11);
+}
+
+boost::asio::ssl::context& tls_contexts::client() {
+  // The system roots are ~150 certificates to parse (tens of milliseconds): a session that never
+  // goes upstream over TLS, like `broker wrap -- true`, does not pay for them.
+  std::call_once(system_roots_loaded_, [this] { client_.set_default_verify_paths(); });
+  return client_;
 }
 
 void tls_contexts::use_leaf(SSL* ssl, const std::string& host) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +23,8 @@ class tls_contexts {
                const std::vector<std::filesystem::path>& upstream_cas);
 
   boost::asio::ssl::context& server() { return server_; }
-  boost::asio::ssl::context& client() { return client_; }
+  // Thread-safe; the system roots are loaded on first use.
+  boost::asio::ssl::context& client();
 
   // Before the handshake with an intercepted client: the leaf for `host`.
   void use_leaf(SSL* ssl, const std::string& host);
@@ -33,6 +35,7 @@ class tls_contexts {
   std::shared_ptr<certs::leaf_cache> leaves_;
   boost::asio::ssl::context server_;
   boost::asio::ssl::context client_;
+  std::once_flag system_roots_loaded_;
 };
 
 // Why the last handshake of `ssl` failed, for the 502 message: the verification error when
