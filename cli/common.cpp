@@ -16,12 +16,17 @@ void add_log_dir_option(CLI::App& app, std::string& log_dir) {
 }
 
 void add_common_options(CLI::App& app, common_options& o) {
+  // Repeatable options take one value per occurrence, so that `wrap ... --policy F -- CMD`
+  // does not read CMD's arguments as more policy files.
   app.add_option("--policy", o.policies,
-                 "Policy file; repeat for more layers (each can only narrow)");
+                 "Policy file; repeat for more layers (each can only narrow)")
+      ->allow_extra_args(false);
   add_log_dir_option(app, o.log_dir);
   app.add_option("--connect-to", o.connect_to,
-                 "HOST:PORT:ADDR:PORT - dial ADDR:PORT for HOST:PORT (curl semantics)");
-  app.add_option("--upstream-ca", o.upstream_cas, "Extra CA file for verifying upstreams");
+                 "HOST:PORT:ADDR:PORT - dial ADDR:PORT for HOST:PORT (curl semantics)")
+      ->allow_extra_args(false);
+  app.add_option("--upstream-ca", o.upstream_cas, "Extra CA file for verifying upstreams")
+      ->allow_extra_args(false);
   app.add_option("--log-level", o.log_level, "Operational log level on stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }

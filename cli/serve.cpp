@@ -189,7 +189,8 @@ void register_serve(CLI::App& root, int& exit_status) {
                   "The persistent CA for intercepted hosts (default: ~/.config/broker/ca; made "
                   "on first use)");
   app->add_option("--timeout", options->timeouts,
-                  "NAME=DURATION: head, idle, dns, connect, tls, upstream, body, tunnel, drain");
+                  "NAME=DURATION: head, idle, dns, connect, tls, upstream, body, tunnel, drain")
+      ->allow_extra_args(false);
   app->callback([options, &exit_status] { exit_status = run_serve(*options); });
 }
 

@@ -207,7 +207,8 @@ void register_wrap(CLI::App& root, int& exit_status) {
       ->check(CLI::IsMember({"auto", "netns", "env"}));
   app->add_option("--env-file", options->env_file,
                   "Also write the child environment (KEY=VALUE lines) to this file");
-  app->add_option("--timeout", options->timeouts, "NAME=DURATION, as for serve");
+  app->add_option("--timeout", options->timeouts, "NAME=DURATION, as for serve")
+      ->allow_extra_args(false);
   app->add_option("command", options->command, "The command and its arguments, after --")
       ->required();
   app->callback([options, &exit_status] { exit_status = run_wrap(*options); });

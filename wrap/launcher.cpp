@@ -125,6 +125,10 @@ child_session::child_session(const launch_options& options) : options_(options) 
   }
   try {
     if (user_namespace) {
+      pollfd p{pair[0], POLLIN, 0};
+      char ready = 0;
+      if (::poll(&p, 1, 10000) != 1 || ::recv(pair[0], &ready, 1, 0) != 1 || ready != 'R')
+        throw launch_error("the sandbox did not start");
       write_id_maps(pid_);
       const char go = 'G';
       if (::send(pair[0], &go, 1, MSG_NOSIGNAL) != 1) throw launch_error("the sandbox ended");

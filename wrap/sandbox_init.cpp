@@ -162,8 +162,15 @@ int sandbox_init(void* arg) {
   ::close(a.broker_end);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (a.user_namespace) {
+    // The broker, non-dumpable, can only write our id maps while our /proc files are ours: that
+    // takes us being dumpable, for the moment it writes them (no other process of the session
+    // exists yet).
+    ::prctl(PR_SET_DUMPABLE, 1);
+    const char ready = 'R';
+    if (::send(a.control, &ready, 1, MSG_NOSIGNAL) != 1) ::_exit(125);
     char go = 0;
     if (::recv(a.control, &go, 1, 0) != 1) ::_exit(125);  // the broker went away
+    ::prctl(PR_SET_DUMPABLE, 0);
   }
   ::setpgid(0, 0);
   bring_up_loopback(a.control);
