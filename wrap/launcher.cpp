@@ -93,8 +93,13 @@ std::string netns_unavailable_reason() {
 }
 
 child_session::child_session(const launch_options& options) : options_(options) {
+  // The caller blocks the signals it forwards (and SIGCHLD) to take them itself; the command
+  // starts with them unblocked.
   sigset_t current;
   ::sigprocmask(SIG_SETMASK, nullptr, &current);
+  const sigset_t forwarded = forwarded_signals();
+  for (int s = 1; s < NSIG; ++s)
+    if (sigismember(&forwarded, s) || s == SIGCHLD) sigdelset(&current, s);
   if (options_.mode == isolation::env) {
     pid_ = ::fork();
     if (pid_ < 0) throw launch_error(errno_text("fork"));

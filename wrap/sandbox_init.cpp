@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -97,6 +98,18 @@ void set_up_mounts(int control, const launch_options& options) {
 
 void ignore_handler(int) {}
 
+// A command started as real root keeps root's everyday powers (owning files, installing
+// packages) but loses those that would undo the sandbox: unmounting the masks or reading the
+// memory of init (a copy of the broker's), reaching outside the namespaces, raw devices and
+// kernel memory. Dropped from the bounding set, they cannot come back through exec.
+void drop_escape_capabilities() {
+  for (int cap : {CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_MKNOD,
+                  CAP_DAC_READ_SEARCH, CAP_NET_ADMIN, CAP_SYS_BOOT, CAP_SYSLOG, CAP_BPF,
+                  CAP_PERFMON, CAP_SETPCAP, CAP_SYS_RESOURCE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE})
+    ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
 int exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -189,6 +202,7 @@ int sandbox_init(void* arg) {
   if (command < 0) fail(a.control, "fork");
   if (command == 0) {
     ::close(a.control);
+    if (::geteuid() == 0) drop_escape_capabilities();
     exec_command(options, a.original_mask);
   }
   ::close(a.control);
