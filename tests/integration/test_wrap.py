@@ -732,6 +732,25 @@ def test_background_processes_do_not_outlive_the_session(ws):
             os.kill(pid, signal.SIGKILL)
 
 
+def test_the_command_dies_with_the_broker(ws):
+    tag = f"{300 + (uuid.uuid4().int % 600)}.{uuid.uuid4().int % 10**6:06d}"
+    mine = f"sleep\0{tag}\0"
+    p = ws.popen("sleep", tag)
+    try:
+        assert wait_for(lambda: len(host_processes_with(mine)) == 1, timeout=5), \
+            "the command never started"
+        p.kill()  # SIGKILL: the broker gets no chance to end the session itself
+        p.wait(timeout=5)
+        assert wait_for(lambda: not host_processes_with(mine), timeout=5), \
+            f"outlived the broker: {host_processes_with(mine)}"
+    finally:
+        for pid in host_processes_with(mine):
+            os.kill(pid, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+        ws.popen_output()
+
+
 # ==============================================================================================
 # 7. Signals sent to the broker reach the command
 # ==============================================================================================
