@@ -13,24 +13,7 @@ U=https://api.example.test:8443
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
-cat > "$work/tunnel.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443], "tunnel": true } ] }
-JSON
-cat > "$work/mitm.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443] } ],
-  "credentials": { "bench": { "type": "bearer", "env": ["BENCH_TOKEN"],
-                              "hosts": ["api.example.test"] } } }
-JSON
-start() { # name port policy extra-args...
-  local name=$1 port=$2 policy=$3; shift 3
-  "$broker" serve --listen 127.0.0.1:"$port" --policy "$policy" --log-dir "$work/logs" \
-    --ca-dir "$work/ca" --connect-to api.example.test:8443:127.0.0.1:8443 --log-level warn "$@" \
-    > "$work/$name.out" &
-  for _ in $(seq 50); do grep -q listening "$work/$name.out" 2>/dev/null && break; sleep 0.1; done
-}
-start tunnel 18443 "$work/tunnel.json"
-BENCH_TOKEN=sk-bench-0123456789abcdefghijklmnop start mitm 18444 "$work/mitm.json" \
-  --upstream-ca "$PEERS/upstream-ca.pem"
+source "$root/bench/contenders.sh"
 
 N=2000 NC=200
 urls() { for i in $(seq "$1"); do printf 'url = "%s/small?i=%d"\noutput = "/dev/null"\n' "$U" "$i"; done; }

@@ -3,6 +3,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <stdexcept>
 
@@ -67,6 +72,22 @@ void check_upstream_cas(const std::vector<std::string>& files) {
     if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
       throw std::invalid_argument("--upstream-ca " + f + ": no PEM certificate in the file");
   }
+}
+
+int loopback_listener(std::uint16_t& port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0 ||
+      ::listen(s, SOMAXCONN) < 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) < 0) {
+    if (s >= 0) ::close(s);
+    throw std::runtime_error("cannot listen on 127.0.0.1");
+  }
+  port = ntohs(address.sin_port);
+  return s;
 }
 
 bool valid_session_name(const std::string& name) {

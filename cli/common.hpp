@@ -39,6 +39,10 @@ std::filesystem::path log_dir_or_default(const std::string& log_dir);
 std::vector<proxy::connect_to_rule> parse_connect_to_rules(const std::vector<std::string>& specs);
 void check_upstream_cas(const std::vector<std::string>& files);
 
+// A listening TCP socket on 127.0.0.1, any free port (written to `port`). Throws
+// std::runtime_error.
+int loopback_listener(std::uint16_t& port);
+
 // Session names become file names: letters, digits, '.', '_', '-'; 1..64 chars; no leading dot.
 bool valid_session_name(const std::string& name);
 

@@ -1,5 +1,7 @@
 #include "cli/demo_upstream.hpp"
 
+#include "cli/common.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -57,21 +59,6 @@ brokers::secret random_github_token() {
     if (byte < 248) token += alphabet[byte % 62];  // 248 = 4 * 62: no modulo bias
   }
   return brokers::secret(std::move(token));
-}
-
-int loopback_listener(std::uint16_t& port) {
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0 ||
-      ::listen(s, 16) < 0 || ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) < 0) {
-    if (s >= 0) ::close(s);
-    throw std::runtime_error("demo upstream: cannot listen on 127.0.0.1");
-  }
-  port = ntohs(address.sin_port);
-  return s;
 }
 
 }  // namespace

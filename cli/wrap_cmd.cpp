@@ -58,21 +58,6 @@ std::vector<wrap::variable> parent_environment() {
   return out;
 }
 
-// env mode: a listener on the host's loopback, any free port.
-int host_listener(std::uint16_t& port) {
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0 ||
-      ::listen(s, SOMAXCONN) < 0 ||
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&address), &length) < 0)
-    throw std::runtime_error("cannot listen on 127.0.0.1");
-  port = ntohs(address.sin_port);
-  return s;
-}
-
 // Which isolation this run gets; throws for an explicit netns that cannot be had.
 wrap::isolation choose_isolation(const std::string& requested) {
   if (requested == "env") return wrap::isolation::env;
@@ -139,7 +124,7 @@ int run_wrap(wrap_options& o) {
   int listener = -1;
   std::unique_ptr<wrap::child_session> child;
   try {
-    if (mode == wrap::isolation::env) listener = host_listener(port);
+    if (mode == wrap::isolation::env) listener = loopback_listener(port);
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
     std::vector<wrap::brokered_var> dummies;
     for (std::size_t i = 0; i < setup.credentials->size(); ++i) {

@@ -251,16 +251,22 @@ class _EchoHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
 
 
-class _Server(ThreadingHTTPServer):
+class LoopbackHttpServer(ThreadingHTTPServer):
+    """A threaded HTTP server on 127.0.0.1:<ephemeral>, HTTPS when given an SSL context, serving
+    from its own thread once start() is called. `.lock` guards what handlers record."""
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, ssl_context=None):
+    def __init__(self, handler, ssl_context=None):
         self.ssl_context = ssl_context
         self.lock = threading.Lock()
-        self.peers = []
-        self.requests = []
-        super().__init__(("127.0.0.1", 0), _EchoHandler)
+        super().__init__(("127.0.0.1", 0), handler)
+        self.port = self.server_address[1]
+
+    def start(self):
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+        return self
 
     def finish_request(self, request, client_address):
         # The TLS handshake runs in the connection's own thread, never in the accept loop.
@@ -276,6 +282,19 @@ class _Server(ThreadingHTTPServer):
         pass
 
 
+def tls_server_context(pki: "Pki") -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+    return ctx
+
+
+class _Server(LoopbackHttpServer):
+    def __init__(self, ssl_context=None):
+        self.peers = []
+        self.requests = []
+        super().__init__(_EchoHandler, ssl_context)
+
+
 class Upstream:
     """A threaded HTTP/1.1 (or HTTPS) echo server on 127.0.0.1:<ephemeral>.
 
@@ -288,15 +307,8 @@ class Upstream:
     """
 
     def __init__(self, tls: Pki = None):
-        ctx = None
-        if tls is not None:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(tls.leaf_cert, tls.leaf_key)
-        self.server = _Server(ctx)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.server = _Server(tls_server_context(tls) if tls is not None else None).start()
+        self.port = self.server.port
 
     @property
     def peers(self):

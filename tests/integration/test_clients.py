@@ -6,15 +6,13 @@ never reach a client's output nor any file the broker wrote."""
 import base64
 import json
 import os
-import ssl
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, connect_to_arg
+from conftest import LoopbackHttpServer, clean_env, connect_to_arg, tls_server_context
 
 GITHUB, API, OPENAI, OTHER = "github.com", "api.github.com", "api.openai.com", "other.example.test"
 REAL_GH = "ghp_Cl13ntT3stR3alT0ken0123456789abcdEF"  # GitHub classic token shape
@@ -127,32 +125,13 @@ class _GitHandler(BaseHTTPRequestHandler):
     do_GET = do_POST = _handle
 
 
-class GitServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
+class GitServer(LoopbackHttpServer):
     def __init__(self, pki, root: Path, real: str):
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
         self.root = root
         self.expected_auth = "Basic " + base64.b64encode(f"x-access-token:{real}".encode()).decode()
-        self.lock = threading.Lock()
         self.seen = []
-        super().__init__(("127.0.0.1", 0), _GitHandler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def finish_request(self, request, client_address):
-        request.settimeout(30)
-        try:
-            request = self.ctx.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request, client_address):
-        pass
+        super().__init__(_GitHandler, tls_server_context(pki))
+        self.start()
 
     def requests_to(self, host):
         with self.lock:

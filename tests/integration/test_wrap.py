@@ -17,19 +17,17 @@ import shlex
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from conftest import BROKER_BIN, clean_env
+from conftest import BROKER_BIN, LoopbackHttpServer, clean_env, tls_server_context
 
 API, GITHUB = "api.github.com", "github.com"
 REAL = "ghp_" + "Wr4pR3alT0kenAbCdEfGh0123456789XyZw1"  # GitHub classic shape: ghp_ + 36
@@ -362,33 +360,14 @@ class _RefsHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class _RefsServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
+class _RefsServer(LoopbackHttpServer):
     def __init__(self, pki):
-        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
         self.expected_auth = "Basic " + base64.b64encode(
             f"x-access-token:{REAL}".encode()).decode()
         self.sha = "0123456789abcdef0123456789abcdef01234567"
-        self.lock = threading.Lock()
         self.seen = []
-        super().__init__(("127.0.0.1", 0), _RefsHandler)
-        self.port = self.server_address[1]
-        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    def finish_request(self, request, client_address):
-        request.settimeout(30)
-        try:
-            request = self.ctx.wrap_socket(request, server_side=True)
-        except (ssl.SSLError, OSError):
-            return
-        super().finish_request(request, client_address)
-
-    def handle_error(self, request, client_address):
-        pass
+        super().__init__(_RefsHandler, tls_server_context(pki))
+        self.start()
 
 
 def test_git_ls_remote_inside_wrap_authenticates_with_the_real_token(tmp_path, pki,
