@@ -928,9 +928,9 @@ class Nobody:
     ca: Path
     env: dict
 
-    def run(self, upstream_port, *cmd, timeout=30):
+    def run(self, upstream_port, *cmd, timeout=30, isolate="netns"):
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                BROKER_BIN, "wrap", "--isolate", "netns", "--policy", str(self.policy),
+                BROKER_BIN, "wrap", "--isolate", isolate, "--policy", str(self.policy),
                 "--upstream-ca", str(self.ca),
                 "--connect-to", f"{API}:443:127.0.0.1:{upstream_port}",
                 "--log-dir", str(self.logs), "--", *cmd]
@@ -1030,3 +1030,38 @@ def test_isolate_env_still_swaps_through_its_proxy(ws, tls_upstream):
     assert_clean(r.stdout + r.stderr, "wrap output", REAL)
     rec = [q for q in ws.requests() if q.get("path") == "/env-mode"]
     assert rec and rec[0]["pid"] > 1 and (rec[0]["exe"] or "").endswith("/curl"), rec
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch user namespaces off")
+def test_without_user_namespaces_auto_falls_back_loudly_and_netns_refuses(nobody, tls_upstream):
+    knob = Path("/proc/sys/user/max_user_namespaces")
+    old = knob.read_text()
+    try:
+        knob.write_text("0")
+    except OSError as e:
+        pytest.skip(f"cannot switch user namespaces off here: {e}")
+    try:
+        r = nobody.run(tls_upstream.port, "sh", "-c", "exit 3", isolate="auto")
+        assert r.returncode == 3, r.describe()
+        assert "WARNING" in r.err and "network isolation is unavailable" in r.err
+        assert session_lines(r.err)[0].endswith("isolation: env (no isolation)"), r.err
+        r = nobody.run(tls_upstream.port, "true", isolate="netns")
+        assert r.returncode == 125, r.describe()
+        assert "--isolate netns" in r.err
+    finally:
+        knob.write_text(old)
+
+
+def test_the_policy_files_section_masks_more_and_passes_some(ws):
+    _plant(ws.home)
+    (ws.home / "private").mkdir()
+    (ws.home / "private" / "key").write_text(REAL)
+    policy = github_policy()
+    policy["files"] = {"mask": ["~/private"], "pass": ["~/.netrc"]}
+    f = ws.dir / "files-policy.json"
+    f.write_text(json.dumps(policy))
+    r = ws.run("sh", "-c", 'cat "$HOME/private/key" 2>/dev/null; echo; cat "$HOME/.netrc"; '
+                           'cat "$HOME/.aws/credentials" 2>/dev/null; true', policy_file=f)
+    assert r.returncode == 0, r.describe()
+    assert REAL_BODY.encode() in r.stdout  # ~/.netrc was passed ...
+    assert r.out.count(REAL_BODY) == 1     # ... and nothing else was readable
