@@ -69,13 +69,39 @@ struct credential_spec {
 
 enum class exhaust_action { deny, kill };
 
-struct budget_spec {
+// The limits a layer may set for the whole session and, under "per_host", for one host pattern.
+// Absent = unlimited. Counts and sizes are totals over the session's life; "requests": 0 refuses
+// every request.
+struct budget_amounts {
   std::optional<std::uint64_t> requests;
-  std::optional<std::uint64_t> bytes_out;
-  std::optional<std::uint64_t> bytes_in;
-  std::optional<std::chrono::milliseconds> duration;
-  std::optional<std::uint64_t> llm_tokens;
-  std::optional<rate> request_rate;  // key "rate"
+  std::optional<std::uint64_t> bytes_out;   // request bytes the child sends (sizes: "100MB")
+  std::optional<std::uint64_t> bytes_in;    // response bytes it receives
+  std::optional<std::uint64_t> llm_tokens;  // input + output tokens reported by LLM APIs
+  std::optional<double> cost_usd;           // > 0; priced with budget_spec::prices
+  std::optional<rate> request_rate;         // key "rate": a token bucket, e.g. "20/s"
+};
+
+// USD per million tokens. A model with no price costs 0 and is reported as unpriced, so a
+// cost_usd budget does not limit it (list every model the agent may use, or add "*").
+struct model_price {
+  double input_per_mtok = 0;
+  double output_per_mtok = 0;
+};
+
+// One "per_host" entry: counted over every host the pattern matches (so "*.example.com" is one
+// budget for all its subdomains). Takes the budget_amounts keys only: duration, on_exhaust and
+// prices are the session's.
+struct host_budget_spec : budget_amounts {
+  host_pattern host;
+  int line = 0;
+};
+
+struct budget_spec : budget_amounts {
+  std::optional<std::chrono::milliseconds> duration;  // session lifetime; exhausting it kills
+  // Keys are model names, lower-cased, or a prefix ending in "*" ("claude-3-5-sonnet*", "*").
+  // An exact name beats a prefix; among prefixes the longest wins.
+  std::map<std::string, model_price> prices;
+  std::vector<host_budget_spec> per_host;  // one per distinct normalized pattern
   exhaust_action on_exhaust = exhaust_action::deny;
 };
 

@@ -20,6 +20,90 @@ std::uint64_t parse_bytes(const json_node& node) {
   node.fail("expected a size such as \"100MB\" or \"1GiB\", or a byte count");
 }
 
+double parse_cost(const json_node& node) {
+  const auto& v = node.value();
+  if (!v.is_number() || !(v.get<double>() > 0)) node.fail("expected a positive number of USD");
+  return v.get<double>();
+}
+
+void parse_amounts(const json_node& node, budget_amounts& b) {
+  if (auto n = node.find("requests")) b.requests = parse_count(*n);
+  if (auto n = node.find("llm_tokens")) b.llm_tokens = parse_count(*n);
+  if (auto n = node.find("bytes_out")) b.bytes_out = parse_bytes(*n);
+  if (auto n = node.find("bytes_in")) b.bytes_in = parse_bytes(*n);
+  if (auto n = node.find("cost_usd")) b.cost_usd = parse_cost(*n);
+  if (auto n = node.find("rate")) {
+    auto r = n->value().is_string() ? parse_rate(n->value().get<std::string>()) : std::nullopt;
+    if (!r) n->fail("expected a rate such as \"20/s\", \"100/m\" or \"5/10s\"");
+    b.request_rate = *r;
+  }
+}
+
+// A model name or a prefix ending in "*": printable ASCII without spaces, "*" only last.
+std::optional<std::string> model_pattern(std::string_view text) {
+  if (text.empty() || text.size() > 200) return std::nullopt;
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c <= ' ' || c > '~' || (c == '*' && i + 1 != text.size())) return std::nullopt;
+    out += c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+  }
+  return out;
+}
+
+double parse_price(const json_node& entry, const char* name) {
+  auto n = entry.find(name);
+  if (!n) entry.fail(std::string("missing \"") + name + "\" (USD per million tokens)");
+  const auto& v = n->value();
+  if (!v.is_number() || !(v.get<double>() >= 0))
+    n->fail("expected a non-negative number (USD per million tokens)");
+  return v.get<double>();
+}
+
+std::map<std::string, model_price> parse_prices(const json_node& section) {
+  std::map<std::string, model_price> prices;
+  for (const auto& [text, entry] : section.members("expected an object of model prices")) {
+    auto pattern = model_pattern(text);
+    if (!pattern)
+      entry.fail("invalid model pattern \"" + text +
+                 "\" (a model name, or a prefix ending in \"*\")");
+    entry.expect_object("expected an object with input_per_mtok and output_per_mtok");
+    entry.reject_unknown_keys({"input_per_mtok", "output_per_mtok"});
+    model_price price;
+    price.input_per_mtok = parse_price(entry, "input_per_mtok");
+    price.output_per_mtok = parse_price(entry, "output_per_mtok");
+    if (!prices.emplace(*pattern, price).second)
+      entry.fail("model pattern \"" + *pattern + "\" is listed twice");
+  }
+  return prices;
+}
+
+std::vector<host_budget_spec> parse_per_host(const json_node& section) {
+  std::vector<host_budget_spec> out;
+  for (const auto& [text, entry] : section.members("expected an object of host patterns")) {
+    auto host = host_pattern::parse(text);
+    if (!host)
+      entry.fail("invalid host pattern \"" + text +
+                 "\" (a host name, \"*.\" + a host name, or \"*\")");
+    entry.expect_object("expected an object of budgets");
+    // A clearer word than "unknown key" for the session-wide keys.
+    for (const char* session_only : {"duration", "on_exhaust", "prices", "per_host"})
+      if (auto n = entry.find(session_only))
+        n->fail(std::string("\"") + session_only + "\" applies to the whole session, not per host");
+    entry.reject_unknown_keys(
+        {"requests", "bytes_out", "bytes_in", "llm_tokens", "cost_usd", "rate"});
+    for (const auto& other : out)
+      if (other.host.text() == host->text())
+        entry.fail("host pattern \"" + host->text() + "\" is listed twice");
+    host_budget_spec h;
+    h.host = *host;
+    h.line = entry.line();
+    parse_amounts(entry, h);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 // Names and paths only; an empty entry is always a mistake.
 std::vector<std::string> parse_names(const json_node& node) {
   auto items = node.elements("expected array of strings");
@@ -37,23 +121,17 @@ std::vector<std::string> parse_names(const json_node& node) {
 
 budget_spec parse_budgets(const json_node& section) {
   section.expect_object("expected an object");
-  section.reject_unknown_keys(
-      {"requests", "bytes_out", "bytes_in", "duration", "llm_tokens", "rate", "on_exhaust"});
+  section.reject_unknown_keys({"requests", "bytes_out", "bytes_in", "duration", "llm_tokens",
+                               "cost_usd", "rate", "prices", "per_host", "on_exhaust"});
   budget_spec b;
-  if (auto n = section.find("requests")) b.requests = parse_count(*n);
-  if (auto n = section.find("llm_tokens")) b.llm_tokens = parse_count(*n);
-  if (auto n = section.find("bytes_out")) b.bytes_out = parse_bytes(*n);
-  if (auto n = section.find("bytes_in")) b.bytes_in = parse_bytes(*n);
+  parse_amounts(section, b);
   if (auto n = section.find("duration")) {
     auto d = n->value().is_string() ? parse_duration(n->value().get<std::string>()) : std::nullopt;
     if (!d) n->fail("expected a duration such as \"2h\", \"90s\" or \"1h30m\"");
     b.duration = *d;
   }
-  if (auto n = section.find("rate")) {
-    auto r = n->value().is_string() ? parse_rate(n->value().get<std::string>()) : std::nullopt;
-    if (!r) n->fail("expected a rate such as \"20/s\", \"100/m\" or \"5/10s\"");
-    b.request_rate = *r;
-  }
+  if (auto n = section.find("prices")) b.prices = parse_prices(*n);
+  if (auto n = section.find("per_host")) b.per_host = parse_per_host(*n);
   if (auto n = section.find("on_exhaust")) {
     std::string action = n->value().is_string() ? n->value().get<std::string>() : "";
     if (action == "deny")

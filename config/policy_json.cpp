@@ -49,18 +49,39 @@ ordered_json credential_json(const credential_spec& c) {
   return j;
 }
 
-ordered_json budgets_json(const budget_spec& b) {
-  ordered_json j = ordered_json::object();
+void add_amounts(ordered_json& j, const budget_amounts& b) {
   if (b.requests) j["requests"] = *b.requests;
   if (b.bytes_out) j["bytes_out"] = *b.bytes_out;
   if (b.bytes_in) j["bytes_in"] = *b.bytes_in;
+  if (b.llm_tokens) j["llm_tokens"] = *b.llm_tokens;
+  if (b.cost_usd) j["cost_usd"] = *b.cost_usd;
+  if (b.request_rate)
+    j["rate"] = {{"per_second", b.request_rate->per_second}, {"burst", b.request_rate->burst}};
+}
+
+ordered_json budgets_json(const budget_spec& b) {
+  ordered_json j = ordered_json::object();
+  add_amounts(j, b);
   if (b.duration) {
     j["duration"] = format_duration(*b.duration);
     j["duration_ms"] = b.duration->count();
   }
-  if (b.llm_tokens) j["llm_tokens"] = *b.llm_tokens;
-  if (b.request_rate)
-    j["rate"] = {{"per_second", b.request_rate->per_second}, {"burst", b.request_rate->burst}};
+  if (!b.prices.empty()) {
+    ordered_json prices = ordered_json::object();
+    for (const auto& [model, price] : b.prices)
+      prices[model] = {{"input_per_mtok", price.input_per_mtok},
+                       {"output_per_mtok", price.output_per_mtok}};
+    j["prices"] = std::move(prices);
+  }
+  if (!b.per_host.empty()) {
+    ordered_json per_host = ordered_json::object();
+    for (const auto& h : b.per_host) {
+      ordered_json entry = ordered_json::object();
+      add_amounts(entry, h);
+      per_host[h.host.text()] = std::move(entry);
+    }
+    j["per_host"] = std::move(per_host);
+  }
   j["on_exhaust"] = b.on_exhaust == exhaust_action::kill ? "kill" : "deny";
   return j;
 }

@@ -1,0 +1,68 @@
+// Token usage of intercepted LLM API responses, for the audit record's `llm_tokens`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace broker::session {
+
+enum class llm_api { none, openai_chat, openai_responses, anthropic_messages };
+
+// Which API a request calls: a POST to api.openai.com /v1/chat/completions (and the legacy
+// /v1/completions, which reports usage the same way), api.openai.com /v1/responses, or
+// api.anthropic.com /v1/messages. Anything else is none. host is lower-case and may carry
+// ":443"; path may carry a query.
+llm_api classify_llm_request(std::string_view host, std::string_view method, std::string_view path);
+
+struct llm_usage {
+  std::uint64_t input_tokens = 0;
+  std::uint64_t output_tokens = 0;
+  bool estimated = false;  // the response reported no (complete) usage; counts are guesses
+  std::string model;       // as the response names it; "" when it does not
+
+  std::uint64_t total() const { return input_tokens + output_tokens; }
+};
+
+// Counts one response's tokens from its decoded body as it passes, in pieces split anywhere
+// (mid-line, mid-UTF-8, mid-JSON). Never throws from feed or finish: a malformed body or event
+// is ignored and the count falls back to an estimate.
+//
+// `text/event-stream` is read event by event (see sse_reader), each event's JSON parsed on its
+// own, nothing else kept. A JSON body (`application/json`, `+json`) is buffered up to
+// max_json_body and parsed at the end; a larger one is scanned instead for its last
+// `"usage":{...}` object, holding only that object. Any other content type is sniffed from
+// the body's first byte ('{' or '[' is JSON, anything else is read as SSE).
+//
+// Usage reported by the API wins: OpenAI chat's `usage` (stream_options.include_usage puts it
+// in the last chunk), Responses' `response.usage` (response.completed / incomplete / failed),
+// Anthropic's message_start input and message_delta cumulative output (cache tokens count as
+// input). What is not reported is estimated at 4 bytes a token: output from the generated text
+// seen (content, tool-call arguments, reasoning deltas), input from set_request_bytes.
+//
+// Callers should meter successful (2xx) responses only: an error body has no usage, and the
+// estimate would count a request the API rejected.
+class llm_usage_meter {
+ public:
+  static constexpr std::size_t max_json_body = 1024 * 1024;
+
+  // api none meters nothing: finish() returns zero tokens, not estimated.
+  llm_usage_meter(llm_api api, std::string_view content_type);
+  ~llm_usage_meter();
+  llm_usage_meter(llm_usage_meter&&) noexcept;
+  llm_usage_meter& operator=(llm_usage_meter&&) noexcept;
+
+  void feed(std::string_view body_piece);
+  void set_request_bytes(std::uint64_t n);
+
+  // End of body. Later calls return the same usage; pieces fed after it are ignored.
+  llm_usage finish();
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+}  // namespace broker::session
