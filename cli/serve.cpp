@@ -108,6 +108,7 @@ int run_serve(const serve_options& o) {
   const auto& credentials = setup.credentials;
   auto ctx = std::make_shared<proxy::proxy_context>(
       options, policy, open_audit(o.common, options.session_id), credentials, tls);
+  ctx->set_budget(setup.budget);
 
   std::unique_ptr<proxy::server> server;
   try {

@@ -23,6 +23,8 @@ session_setup load_options_and_policy(const common_options& common,
   for (const auto& f : common.upstream_cas) s.options.upstream_cas.emplace_back(f);
   s.policy = std::make_shared<config::policy_set>(load_layers(common.policies));
   s.options.session_id = session_name.empty() ? session::new_session_id() : session_name;
+  s.budget = std::make_shared<session::session_budget>(session::tightest(s.policy->layers()),
+                                                       std::chrono::steady_clock::now());
   return s;
 }
 

@@ -17,6 +17,7 @@ struct session_setup {
   proxy::proxy_options options;
   std::shared_ptr<const config::policy_set> policy;
   std::shared_ptr<const brokers::credential_set> credentials;
+  std::shared_ptr<session::session_budget> budget;  // the tightest of every layer's budgets
 };
 
 // Options and policy. Throws std::exception whose what() is the user-facing message (a usage or

@@ -70,17 +70,32 @@ wrap::isolation choose_isolation(const std::string& requested) {
   return wrap::isolation::env;
 }
 
-// Runs until the command ends, passing signals on; returns its exit status.
-int supervise(wrap::child_session& child, const sigset_t& signals) {
+// Runs until the command ends, passing signals on; returns its exit status. A spent budget that
+// ends the session (on_exhaust kill, or duration) kills the command's whole tree, and says so.
+int supervise(wrap::child_session& child, const sigset_t& signals, proxy::proxy_context& ctx) {
+  bool killed = false;
   for (;;) {
     siginfo_t info{};
-    if (::sigwaitinfo(&signals, &info) < 0) continue;
-    if (info.si_signo == SIGCHLD) {
+    const timespec tick{0, 200 * 1000 * 1000};
+    const int signo = ::sigtimedwait(&signals, &info, &tick);
+    if (signo == SIGCHLD || (killed && signo < 0)) {
       const int code = child.poll();
       if (code >= 0) return code;
-      continue;
+    } else if (signo > 0) {
+      child.forward(signo);
     }
-    child.forward(info.si_signo);
+    if (killed) continue;
+    auto ended = ctx.session_ender();
+    if (!ended) {
+      if (auto spent = ctx.budget()->spent(std::chrono::steady_clock::now()); spent && spent->kill)
+        ended = spent;
+    }
+    if (ended) {
+      std::cerr << "broker: session " << ctx.session_id() << " ended: the " << ended->budget
+                << " budget is spent (limit " << ended->limit << ", used " << ended->used << ")\n";
+      child.kill_all();
+      killed = true;
+    }
   }
 }
 
@@ -157,6 +172,7 @@ int run_wrap(wrap_options& o) {
   auto ctx = std::make_shared<proxy::proxy_context>(
       setup.options, setup.policy, open_audit(o.common, session_id), setup.credentials, tls);
   ctx->set_client_process(mode == wrap::isolation::netns ? child->pid() : 0, child->pid());
+  ctx->set_budget(setup.budget);
   ctx->audit_log().write({{"event", "session_start"},
                           {"version", BROKER_VERSION},
                           {"mode", "wrap"},
@@ -167,7 +183,7 @@ int run_wrap(wrap_options& o) {
   auto server = std::make_unique<proxy::server>(ctx, listener, 2);
   std::thread serving([&server] { server->run(nullptr); });
 
-  const int code = supervise(*child, signals);
+  const int code = supervise(*child, signals, *ctx);
   child->end_leftovers();
   take_back_terminal();
   server->stop();

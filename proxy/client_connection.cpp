@@ -198,6 +198,10 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
     co_await start_interception(where->dest, std::move(none));
     co_return;
   }
+  if (auto refused = admit_by_budget(where->dest.host)) {
+    co_await refuse(*refused, false);
+    co_return;
+  }
   arm_for_dial();
   auto dialed = co_await dial_upstream(*ctx_, *policy, where->dest);
   if (dialed.refused) {
@@ -236,6 +240,17 @@ asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_aliv
 asio::awaitable<void> client_connection::write_client(std::string_view data) {
   auto [ec, n] = co_await client_.write(data);
   if (ec) throw boost::system::system_error(ec);
+}
+
+std::optional<refusal> client_connection::admit_by_budget(const std::string& host) {
+  auto* budget = ctx_->budget();
+  if (!budget) return std::nullopt;
+  auto spent = budget->admit(host, std::chrono::steady_clock::now());
+  if (!spent) return std::nullopt;
+  if (spent->kill) ctx_->end_session(*spent);
+  const auto retry_ms = spent->retry_after.count();
+  return refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
+                                   retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);
 }
 
 void client_connection::begin_exchange(std::string method) {

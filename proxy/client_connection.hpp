@@ -22,6 +22,10 @@
 namespace broker::brokers {
 class stream_scrubber;
 }
+namespace broker::session {
+class llm_usage_meter;
+enum class llm_api;
+}  // namespace broker::session
 
 namespace broker::proxy {
 
@@ -52,6 +56,7 @@ class client_connection {
     // Request header values the brokers rewrote: (as sent upstream, as the client sent them),
     // so that an upstream echoing one back is answered with the client's form.
     std::vector<std::pair<brokers::secret, std::string>> swapped;
+    session::llm_api llm{};  // which LLM API the request calls, if any
   };
   // After an intercepted CONNECT: every request on this connection goes to `dest`.
   struct interception {
@@ -88,11 +93,15 @@ class client_connection {
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
                                        bool& keep_alive);
   asio::awaitable<void> relay_body(http_parser& response, const message_head& head,
-                                   std::string pending_head);
+                                   std::string pending_head, session::llm_usage_meter* meter);
+  // The finished meter's tokens into the record and the budget.
+  void account_llm_usage(session::llm_usage_meter& meter);
   asio::awaitable<void> relay_websocket();
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
   asio::awaitable<void> write_client(std::string_view data);
   bool finish_exchange(int status, bool allowed, const std::string& error = {});
+  // A 429 budget_exhausted when the session's (or the host's) budget refuses one more request.
+  std::optional<refusal> admit_by_budget(const std::string& host);
   void begin_exchange(std::string method);
   double elapsed_ms() const;
   void arm_for_dial();

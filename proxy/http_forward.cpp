@@ -10,6 +10,7 @@
 #include "proxy/client_connection.hpp"
 #include "proxy/target.hpp"
 #include "proxy/upstream_dialer.hpp"
+#include "session/llm_usage.hpp"
 
 namespace broker::proxy {
 
@@ -116,6 +117,9 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   if (!verdict.allowed)
     co_return co_await refuse(refusal::policy_denied(verdict.rule, entry.host),
                               to.keep_after_refusal);
+  if (auto refused = admit_by_budget(dest.host))
+    co_return co_await refuse(*refused, to.keep_after_refusal);
+  exchange_.llm = session::classify_llm_request(dest.host, head.method, to.path_and_query);
 
   // The brokers: refuse what must not leave, swap what may (DESIGN §5).
   const auto& credentials = ctx_->credentials();

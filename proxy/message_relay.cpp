@@ -11,6 +11,7 @@
 #include "proxy/client_connection.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
+#include "session/llm_usage.hpp"
 
 namespace broker::proxy {
 
@@ -269,7 +270,14 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
     if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
     co_await write_client(out);
   } else {
-    co_await relay_body(*response, head, std::move(out));
+    // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
+    std::optional<session::llm_usage_meter> meter;
+    if (exchange_.llm != session::llm_api::none && head.status >= 200 && head.status < 300) {
+      const std::string* type = head.find("content-type");
+      meter.emplace(exchange_.llm, type ? std::string_view(*type) : std::string_view());
+      meter->set_request_bytes(entry.bytes_out);
+    }
+    co_await relay_body(*response, head, std::move(out), meter ? &*meter : nullptr);
   }
   exchange_.upstream_reusable =
       exchange_.upstream_reusable && response->keep_alive() && upstream_->in.empty();
@@ -277,7 +285,8 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
 }
 
 asio::awaitable<void> client_connection::relay_body(http_parser& response, const message_head& head,
-                                                    std::string pending_head) {
+                                                    std::string pending_head,
+                                                    session::llm_usage_meter* meter) {
   auto& entry = exchange_.entry;
   auto& up = *upstream_;
   std::optional<brokers::stream_scrubber> scrub;
@@ -289,12 +298,16 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
   for (;;) {
     if (!up.in.empty()) {
       // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
-      const bool decode = scrub && head.chunked;
+      const bool decode = (scrub || meter) && head.chunked;
       const auto r = response.feed(up.in.view(), decode ? &decoded : nullptr);
       if (r.status == parse_status::error)
         throw upstream_error("malformed response body: " + response.error_reason());
       entry.bytes_in += r.consumed;
       const bool last = r.status == parse_status::message_complete;
+      if (meter) {
+        meter->feed(decode ? std::string_view(decoded) : up.in.view().substr(0, r.consumed));
+        if (last) account_llm_usage(*meter);
+      }
       // The record is written before the response completes (DESIGN §7).
       if (last && !finish_exchange(head.status, true))
         throw upstream_error("audit log write failed");
@@ -339,6 +352,7 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
       // length is unknown anyway, as browsers and curl do).
       if (response.finish().status != parse_status::message_complete)
         throw upstream_error("upstream closed mid-response");
+      if (meter) account_llm_usage(*meter);
       if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
       if (scrub) {
         scrub->finish(released);
@@ -350,6 +364,15 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
     up.in.commit(n);
     deadline_.arm(timeouts().upstream, deadline::phase::upstream);
   }
+}
+
+void client_connection::account_llm_usage(session::llm_usage_meter& meter) {
+  auto& entry = exchange_.entry;
+  const auto usage = meter.finish();
+  entry.llm_tokens = usage.total();
+  entry.llm_estimated = usage.estimated;
+  if (auto* budget = ctx_->budget())
+    budget->add_llm_usage(entry.host, usage.model, usage.input_tokens, usage.output_tokens);
 }
 
 void client_connection::scrub_head(message_head& head) const {

@@ -43,6 +43,7 @@ std::string proxy_context::scrub(std::string_view text) const {
 bool proxy_context::record(const audit_entry& e) {
   ++requests_;
   if (!e.allowed) ++denied_;
+  if (budget_) budget_->add_bytes(e.host, e.bytes_out, e.bytes_in);
   nlohmann::ordered_json j;
   j["event"] = e.event;
   j["pid"] = e.pid > 0 ? nlohmann::ordered_json(e.pid) : nlohmann::ordered_json();
@@ -61,7 +62,8 @@ bool proxy_context::record(const audit_entry& e) {
   j["rule"] = e.rule.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.rule);
   j["credential"] =
       e.credential.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.credential);
-  j["llm_tokens"] = nullptr;
+  j["llm_tokens"] = e.llm_tokens ? nlohmann::ordered_json(*e.llm_tokens) : nlohmann::ordered_json();
+  if (e.llm_estimated) j["estimated"] = true;
   if (!e.error.empty()) j["error"] = e.error;
   return audit_->write(j);
 }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "proxy/connect_to.hpp"
 #include "proxy/timeouts.hpp"
 #include "session/audit_log.hpp"
+#include "session/budget.hpp"
 
 namespace broker::proxy {
 
@@ -40,9 +43,11 @@ struct audit_entry {
   double ms = 0;
   bool allowed = true;
   std::string rule;
-  std::string error;       // refusal code, when any
-  std::string credential;  // the credential swapped in (or found, for a refusal)
-  int pid = 0;             // the client socket's owner; 0 = unknown
+  std::string error;                        // refusal code, when any
+  std::string credential;                   // the credential swapped in (or found, for a refusal)
+  std::optional<std::uint64_t> llm_tokens;  // an LLM API response's input + output tokens
+  bool llm_estimated = false;               // ... counted from its text, not reported
+  int pid = 0;                              // the client socket's owner; 0 = unknown
   std::string exe;
 };
 
@@ -62,6 +67,18 @@ class proxy_context {
   // The session's brokered credentials; fixed for the session (a reload changes rules, not keys).
   const brokers::credential_set& credentials() const { return *credentials_; }
   tls_contexts& tls() { return *tls_; }
+  // The session's budgets; null when no layer sets any.
+  session::session_budget* budget() const { return budget_.get(); }
+  void set_budget(std::shared_ptr<session::session_budget> b) { budget_ = std::move(b); }
+  // A refused request whose budget says "kill" asks for the session's end; wrap polls this.
+  void end_session(const session::exhausted& why) {
+    std::lock_guard lock(end_mutex_);
+    if (!ender_) ender_ = why;
+  }
+  std::optional<session::exhausted> session_ender() const {
+    std::lock_guard lock(end_mutex_);
+    return ender_;
+  }
   // `text` with every real secret value replaced by its dummy: for anything the broker writes
   // that carries client-chosen text (hosts, paths, log lines).
   std::string scrub(std::string_view text) const;
@@ -93,6 +110,9 @@ class proxy_context {
   std::unique_ptr<session::audit_log> audit_;
   std::shared_ptr<const brokers::credential_set> credentials_;
   std::shared_ptr<tls_contexts> tls_;
+  std::shared_ptr<session::session_budget> budget_;
+  mutable std::mutex end_mutex_;
+  std::optional<session::exhausted> ender_;
   std::atomic<std::uint64_t> connection_ids_{0};
   std::atomic<int> client_netns_pid_{0};
   std::atomic<int> client_root_pid_{0};

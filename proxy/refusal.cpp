@@ -73,6 +73,19 @@ refusal refusal::real_secret_blocked(std::string_view credential, std::string_vi
           {}};
 }
 
+refusal refusal::budget_exhausted(std::string budget, std::string limit, std::string used,
+                                  long retry_after_s) {
+  refusal r{"budget_exhausted",
+            429,
+            "the session's " + budget + " budget is spent (limit " + limit + ", used " + used + ")",
+            {}};
+  r.budget = std::move(budget);
+  r.limit = std::move(limit);
+  r.used = std::move(used);
+  r.retry_after_s = retry_after_s;
+  return r;
+}
+
 refusal refusal::audit_unavailable() {
   return {"audit_unavailable",
           503,
@@ -116,6 +129,11 @@ std::string render_refusal(const refusal& r, std::string_view host, std::string_
                                  {"host", host},
                                  {"rule", r.rule},
                                  {"session", session}};
+  if (!r.budget.empty()) {
+    body["budget"] = r.budget;
+    body["limit"] = r.limit;
+    body["used"] = r.used;
+  }
   std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.push_back('\n');
   std::string out;
@@ -124,6 +142,8 @@ std::string render_refusal(const refusal& r, std::string_view host, std::string_
   out.append(reason_phrase(r.status)).append("\r\n");
   out.append("Content-Type: application/json\r\n");
   out.append("X-Broker-Error: ").append(r.code).append("\r\n");
+  if (r.retry_after_s > 0)
+    out.append("Retry-After: ").append(std::to_string(r.retry_after_s)).append("\r\n");
   out.append("Content-Length: ").append(std::to_string(text.size())).append("\r\n");
   out.append(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
   out.append("\r\n").append(text);

@@ -11,6 +11,10 @@ struct refusal {
   int status = 403;
   std::string message;  // a human sentence; never contains a secret
   std::string rule;     // the deciding policy rule, "" when none
+  // budget_exhausted: which budget, its limit and what was used (rendered into the body), and
+  // for a rate, when to come back (Retry-After, seconds).
+  std::string budget, limit, used;
+  long retry_after_s = 0;
 
   static refusal policy_denied(std::string rule, std::string_view host);
   static refusal private_address(std::string_view host, std::string_view address,
@@ -26,6 +30,8 @@ struct refusal {
   static refusal credential_not_bound(std::string_view credential, std::string_view host,
                                       std::string_view where, bool plaintext);
   static refusal real_secret_blocked(std::string_view credential, std::string_view where);
+  static refusal budget_exhausted(std::string budget, std::string limit, std::string used,
+                                  long retry_after_s);
   static refusal audit_unavailable();
   static refusal overloaded();
 };

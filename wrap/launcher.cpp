@@ -174,6 +174,14 @@ int child_session::poll() {
   return status_;
 }
 
+void child_session::kill_all() {
+  if (pid_ <= 0 || status_ >= 0) return;
+  if (options_.mode == isolation::env)
+    ::kill(-pid_, SIGKILL);
+  else
+    ::kill(pid_, SIGKILL);
+}
+
 void child_session::end_leftovers() {
   if (options_.mode != isolation::env || pid_ <= 0) return;
   if (::kill(-pid_, SIGTERM) < 0) return;  // the group is empty already

@@ -59,6 +59,9 @@ class child_session {
   // env mode: TERM to what is left of the command's process group, then KILL after the grace.
   // netns: the namespace ends with init; nothing is left.
   void end_leftovers();
+  // KILL to the command's whole tree at once (a budget ended the session): init in netns mode
+  // (its namespace goes with it), the process group in env mode.
+  void kill_all();
 
  private:
   launch_options options_;
