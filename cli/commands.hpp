@@ -11,6 +11,7 @@ void register_log(CLI::App& root, int& exit_status);
 void register_sessions(CLI::App& root, int& exit_status);
 void register_ca(CLI::App& root, int& exit_status);
 void register_wrap(CLI::App& root, int& exit_status);
+void register_control(CLI::App& root, int& exit_status);
 void register_demo(CLI::App& root, int& exit_status);
 
 }  // namespace broker::cli

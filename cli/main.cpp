@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   broker::cli::register_sessions(app, exit_status);
   broker::cli::register_ca(app, exit_status);
   broker::cli::register_wrap(app, exit_status);
+  broker::cli::register_control(app, exit_status);
   broker::cli::register_demo(app, exit_status);
   try {
     app.parse(argc, argv);

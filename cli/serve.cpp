@@ -1,6 +1,9 @@
 // `broker serve`: one session on a listening address, until SIGINT/SIGTERM (DESIGN §3).
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -18,7 +21,9 @@
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
+#include "session/control_socket.hpp"
 #include "wrap/child_env.hpp"
+#include "wrap/session_dir.hpp"
 
 namespace broker::cli {
 
@@ -141,6 +146,17 @@ int run_serve(const serve_options& o) {
       std::cerr << "broker: --env-file: " << e.what() << "\n";
       return exit_failure;
     }
+  }
+  // `broker status` / `broker kill` reach the session here; kill is a SIGTERM (drain, then end).
+  std::unique_ptr<wrap::session_dir> dir;
+  std::unique_ptr<session::control_socket> control;
+  try {
+    dir = std::make_unique<wrap::session_dir>(options.session_id);
+    control = std::make_unique<session::control_socket>(
+        dir->control_socket(), [&] { return session_status(*ctx, "serve", ::getpid()); },
+        [] { ::kill(::getpid(), SIGTERM); });
+  } catch (const std::exception& e) {
+    spdlog::warn("[{}] no control socket: {}", options.session_id, e.what());
   }
   std::cout << "broker: listening on " << url << " session=" << options.session_id << std::endl;
 

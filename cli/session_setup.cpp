@@ -51,6 +51,18 @@ std::unique_ptr<session::audit_log> open_audit(const common_options& common,
   return audit;
 }
 
+nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
+                                      int pid) {
+  nlohmann::ordered_json j;
+  j["session"] = ctx.session_id();
+  j["mode"] = mode;
+  j["pid"] = pid;
+  j["requests"] = ctx.requests();
+  j["denied"] = ctx.denied();
+  if (auto* budget = ctx.budget()) j["budgets"] = budget->report(std::chrono::steady_clock::now());
+  return j;
+}
+
 nlohmann::ordered_json credential_names(const brokers::credential_set& credentials) {
   auto names = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < credentials.size(); ++i) names.push_back(credentials[i].spec.name);

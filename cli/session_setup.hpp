@@ -35,6 +35,10 @@ void load_credentials(session_setup& setup);
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id);
 
+// What `broker status` shows of a running session: identity, counters and every budget.
+nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
+                                      int pid);
+
 // The session's credential names, for session_start records.
 nlohmann::ordered_json credential_names(const brokers::credential_set& credentials);
 

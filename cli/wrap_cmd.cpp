@@ -20,6 +20,7 @@
 #include "cli/session_setup.hpp"
 #include "proxy/server.hpp"
 #include "proxy/tls.hpp"
+#include "session/control_socket.hpp"
 #include "wrap/child_env.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
@@ -91,8 +92,12 @@ int supervise(wrap::child_session& child, const sigset_t& signals, proxy::proxy_
         ended = spent;
     }
     if (ended) {
-      std::cerr << "broker: session " << ctx.session_id() << " ended: the " << ended->budget
-                << " budget is spent (limit " << ended->limit << ", used " << ended->used << ")\n";
+      if (ended->budget == "broker kill")
+        std::cerr << "broker: session " << ctx.session_id() << " ended by broker kill\n";
+      else
+        std::cerr << "broker: session " << ctx.session_id() << " ended: the " << ended->budget
+                  << " budget is spent (limit " << ended->limit << ", used " << ended->used
+                  << ")\n";
       child.kill_all();
       killed = true;
     }
@@ -180,6 +185,16 @@ int run_wrap(wrap_options& o) {
                           {"command", o.command.front()},
                           {"pid", child->pid()},
                           {"credentials", credential_names(*setup.credentials)}});
+  std::unique_ptr<session::control_socket> control;
+  try {
+    control = std::make_unique<session::control_socket>(
+        dir->control_socket(), [&] { return session_status(*ctx, "wrap", child->pid()); },
+        [&] {
+          ctx->end_session({"broker kill", "", "", true, {}});
+        });
+  } catch (const std::exception& e) {
+    spdlog::warn("[{}] no control socket: {}", session_id, e.what());
+  }
   auto server = std::make_unique<proxy::server>(ctx, listener, 2);
   std::thread serving([&server] { server->run(nullptr); });
 

@@ -24,16 +24,15 @@ void private_directory(const std::filesystem::path& dir) {
 
 }  // namespace
 
-session_dir::session_dir(const std::string& session_id) {
+std::filesystem::path runtime_base() {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::filesystem::path base;
-  if (runtime && *runtime == '/') {
-    private_directory(std::filesystem::path(runtime) / "broker");
-    base = std::filesystem::path(runtime) / "broker";
-  } else {
-    base = "/tmp/broker-" + std::to_string(::geteuid());
-    private_directory(base);
-  }
+  if (runtime && *runtime == '/') return std::filesystem::path(runtime) / "broker";
+  return "/tmp/broker-" + std::to_string(::geteuid());
+}
+
+session_dir::session_dir(const std::string& session_id) {
+  const auto base = runtime_base();
+  private_directory(base);
   path_ = base / session_id;
   private_directory(path_);
 }

@@ -8,6 +8,9 @@
 
 namespace broker::wrap {
 
+// Where sessions' directories live: $XDG_RUNTIME_DIR/broker when set, else /tmp/broker-<uid>.
+std::filesystem::path runtime_base();
+
 class session_dir {
  public:
   // Throws std::runtime_error naming the directory when it cannot be made or is not private.
@@ -18,6 +21,7 @@ class session_dir {
 
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path bundle() const { return path_ / "ca-bundle.pem"; }
+  std::filesystem::path control_socket() const { return path_ / "control.sock"; }
   // KEY=VALUE lines at `file` (mode 0600, atomically), removed with the directory's session.
   void write_env_file(const std::filesystem::path& file, const std::string& content);
 

@@ -1,0 +1,117 @@
+#include "session/control_socket.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace broker::session {
+
+namespace {
+
+sockaddr_un address_of(const std::filesystem::path& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string p = path.string();
+  if (p.size() >= sizeof a.sun_path)
+    throw std::runtime_error(p + ": path too long for a unix socket");
+  std::memcpy(a.sun_path, p.c_str(), p.size() + 1);
+  return a;
+}
+
+// One line, bounded, within a deadline.
+std::string read_line(int fd, int timeout_ms) {
+  std::string line;
+  char buffer[256];
+  while (line.size() < 4096 && line.find('\n') == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) != 1) break;
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    line.append(buffer, static_cast<std::size_t>(n));
+  }
+  if (auto nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
+  return line;
+}
+
+void write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+control_socket::control_socket(std::filesystem::path path, status_fn status, kill_fn kill)
+    : path_(std::move(path)), status_(std::move(status)), kill_(std::move(kill)) {
+  const sockaddr_un a = address_of(path_);
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) throw std::runtime_error("control socket: " + std::string(std::strerror(errno)));
+  ::unlink(path_.c_str());
+  // Only this user may ask for the usage or end the session.
+  const mode_t old = ::umask(077);
+  const int bound = ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+  ::umask(old);
+  if (bound < 0 || ::listen(fd_, 8) < 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    throw std::runtime_error(path_.string() + ": " + why);
+  }
+  thread_ = std::thread([this] { serve(); });
+}
+
+control_socket::~control_socket() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+void control_socket::serve() {
+  while (!stop_) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 200) != 1) continue;
+    const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) continue;
+    const std::string command = read_line(client, 2000);
+    nlohmann::ordered_json answer;
+    try {
+      if (command == "status") {
+        answer = status_();
+      } else if (command == "kill") {
+        kill_();
+        answer = {{"ok", true}};
+      } else {
+        answer = {{"error", "unknown command; use status or kill"}};
+      }
+    } catch (const std::exception& e) {
+      answer = {{"error", e.what()}};
+    }
+    write_all(client, answer.dump() + "\n");
+    ::close(client);
+  }
+}
+
+std::string control_request(const std::filesystem::path& socket, const std::string& command) {
+  const sockaddr_un a = address_of(socket);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) < 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(socket.string() + ": the session does not answer");
+  }
+  write_all(fd, command + "\n");
+  std::string answer = read_line(fd, 5000);
+  ::close(fd);
+  if (answer.empty()) throw std::runtime_error(socket.string() + ": no answer");
+  return answer;
+}
+
+}  // namespace broker::session

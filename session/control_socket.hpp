@@ -1,0 +1,44 @@
+// A running session's control socket (0600, in its private runtime directory): `broker status`
+// reads the session's usage against every budget, `broker kill` ends it. One request per
+// connection: a line "status" or "kill", answered with one JSON line.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace broker::session {
+
+class control_socket {
+ public:
+  using status_fn = std::function<nlohmann::ordered_json()>;
+  using kill_fn = std::function<void()>;
+
+  // Listens at `path` (replacing a stale socket) on its own thread. Throws std::runtime_error.
+  control_socket(std::filesystem::path path, status_fn status, kill_fn kill);
+  ~control_socket();
+  control_socket(const control_socket&) = delete;
+  control_socket& operator=(const control_socket&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void serve();
+
+  std::filesystem::path path_;
+  status_fn status_;
+  kill_fn kill_;
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Sends one command to a session's socket and returns the JSON answer's text. Throws
+// std::runtime_error when the session does not answer.
+std::string control_request(const std::filesystem::path& socket, const std::string& command);
+
+}  // namespace broker::session
