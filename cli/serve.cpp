@@ -182,10 +182,12 @@ int run_serve(const serve_options& o) {
                     e.what());
     }
   });
-  ctx->audit_log().write({{"event", "session_end"},
-                          {"requests", ctx->requests()},
-                          {"denied", ctx->denied()},
-                          {"exit", nullptr}});
+  ctx->audit_log().write(
+      {{"event", "session_end"},
+       {"requests", ctx->requests()},
+       {"denied", ctx->denied()},
+       {"usage", ctx->budget()->report(std::chrono::steady_clock::now())["usage"]},
+       {"exit", nullptr}});
   spdlog::info("[{}] stopped after {} request(s), {} denied", ctx->session_id(), ctx->requests(),
                ctx->denied());
   return exit_ok;

@@ -203,10 +203,12 @@ int run_wrap(wrap_options& o) {
   take_back_terminal();
   server->stop();
   serving.join();
-  ctx->audit_log().write({{"event", "session_end"},
-                          {"requests", ctx->requests()},
-                          {"denied", ctx->denied()},
-                          {"exit", code}});
+  ctx->audit_log().write(
+      {{"event", "session_end"},
+       {"requests", ctx->requests()},
+       {"denied", ctx->denied()},
+       {"usage", ctx->budget()->report(std::chrono::steady_clock::now())["usage"]},
+       {"exit", code}});
   return code;
 }
 

@@ -321,6 +321,7 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
           wire.clear();
         }
         up.in.consume(r.consumed);
+        decoded.clear();  // metered above
       } else {
         scrub->feed(decode ? std::string_view(decoded) : raw, released);
         up.in.consume(r.consumed);

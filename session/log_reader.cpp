@@ -233,9 +233,16 @@ session_summary summarize_log(const std::filesystem::path& file) {
       } else {
         summary.exit_code.reset();
       }
+      if (const json* usage = field(record, "usage"); usage && usage->is_object()) {
+        if (const json* cost = field(*usage, "cost_usd"); cost && cost->is_number())
+          summary.cost_usd = cost->get<double>();
+      }
     } else if (event == "request" || event == "tunnel" || event == "refused") {
       ++summary.requests;
       if (string_field(record, "decision") != "allow") ++summary.denied;
+      for (const char* key : {"bytes_out", "bytes_in"})
+        if (auto n = integer_field(record, key); n && *n > 0) summary.bytes += *n;
+      if (auto n = integer_field(record, "llm_tokens"); n && *n > 0) summary.llm_tokens += *n;
     }
   }
   return summary;

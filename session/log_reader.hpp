@@ -41,6 +41,11 @@ struct session_summary {
   std::uint64_t requests = 0;    // request/tunnel/refusal records
   std::uint64_t denied = 0;      // of those, decision != "allow"
   std::optional<int> exit_code;  // from session_end's "exit", when present
+  // Spend: bytes and LLM tokens summed over the records (so a running session shows them too),
+  // cost from session_end's usage (it needs the policy's prices).
+  std::uint64_t bytes = 0;
+  std::uint64_t llm_tokens = 0;
+  std::optional<double> cost_usd;
 };
 session_summary summarize_log(const std::filesystem::path& file);
 

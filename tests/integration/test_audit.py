@@ -126,10 +126,11 @@ def test_sessions_lists_the_session_with_counts(finished_session):
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if b.session in line]
     assert len(rows) == 1, r.stdout
-    row = rows[0]
-    assert row[0] == b.session
-    # ... start, end, requests=3, denied=1, exit
-    assert row[-3:-1] == ["3", "1"], r.stdout
+    header = r.stdout.splitlines()[0].split()
+    row = dict(zip(header, rows[0]))
+    assert row["SESSION"] == b.session
+    assert (row["REQUESTS"], row["DENIED"]) == ("3", "1"), r.stdout
+    assert int(row["BYTES"]) > 0 and row["TOKENS"] == "0", r.stdout  # spend
 
 
 def test_unwritable_log_dir_fails_closed(broker_factory, upstream, tmp_path):
