@@ -213,9 +213,35 @@ asio::awaitable<void> client_connection::handle_connect(const message_head& head
   co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   exchange_.response_started = true;
   entry.status = 200;
-  co_await relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_, timeouts().tunnel,
-                        entry.bytes_out, entry.bytes_in);
-  finish_exchange(200, true);
+  if (ctx_->budget()) {
+    // A tunnel's bytes count as they move; a spent byte budget closes it (DESIGN §4).
+    const auto ended =
+        co_await race(relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_,
+                                   timeouts().tunnel, entry.bytes_out, entry.bytes_in),
+                      watch_tunnel_budget());
+    finish_exchange(200, true, ended == 1 ? "budget_exhausted" : "");
+  } else {
+    co_await relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_, timeouts().tunnel,
+                          entry.bytes_out, entry.bytes_in);
+    finish_exchange(200, true);
+  }
+}
+
+asio::awaitable<void> client_connection::watch_tunnel_budget() {
+  auto& entry = exchange_.entry;
+  auto& budget = *ctx_->budget();
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  std::uint64_t out = 0, in = 0;
+  for (;;) {
+    tick.expires_after(std::chrono::milliseconds(100));
+    auto [ec] = co_await tick.async_wait(use_tuple);
+    // Charge what moved since the last look (the record then charges nothing more).
+    budget.add_bytes(entry.host, entry.bytes_out - out, entry.bytes_in - in);
+    entry.bytes_charged_out = out = entry.bytes_out;
+    entry.bytes_charged_in = in = entry.bytes_in;
+    if (ec) co_return;  // the tunnel ended first
+    if (budget.spent(entry.host, std::chrono::steady_clock::now())) co_return;
+  }
 }
 
 asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_alive) {

@@ -78,6 +78,8 @@ class client_connection {
   asio::awaitable<void> serve();
   asio::awaitable<head_result> read_request_head(http_parser& parser, bool first);
   asio::awaitable<void> handle_connect(const message_head& head);
+  // Charges a tunnel's bytes to the budget as they move; returns when a byte budget is spent.
+  asio::awaitable<void> watch_tunnel_budget();
   asio::awaitable<bool> start_interception(const config::destination& dest,
                                            std::optional<refusal> refused);
   asio::awaitable<bool> handle_intercepted(http_parser& request);

@@ -43,7 +43,8 @@ std::string proxy_context::scrub(std::string_view text) const {
 bool proxy_context::record(const audit_entry& e) {
   ++requests_;
   if (!e.allowed) ++denied_;
-  if (budget_) budget_->add_bytes(e.host, e.bytes_out, e.bytes_in);
+  if (budget_)
+    budget_->add_bytes(e.host, e.bytes_out - e.bytes_charged_out, e.bytes_in - e.bytes_charged_in);
   nlohmann::ordered_json j;
   j["event"] = e.event;
   j["pid"] = e.pid > 0 ? nlohmann::ordered_json(e.pid) : nlohmann::ordered_json();

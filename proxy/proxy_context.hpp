@@ -43,8 +43,10 @@ struct audit_entry {
   double ms = 0;
   bool allowed = true;
   std::string rule;
-  std::string error;                        // refusal code, when any
-  std::string credential;                   // the credential swapped in (or found, for a refusal)
+  std::string error;                    // refusal code, when any
+  std::string credential;               // the credential swapped in (or found, for a refusal)
+  std::uint64_t bytes_charged_out = 0;  // already charged to the budget (tunnels)
+  std::uint64_t bytes_charged_in = 0;
   std::optional<std::uint64_t> llm_tokens;  // an LLM API response's input + output tokens
   bool llm_estimated = false;               // ... counted from its text, not reported
   int pid = 0;                              // the client socket's owner; 0 = unknown

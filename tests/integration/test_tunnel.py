@@ -157,3 +157,25 @@ def test_bytes_behind_the_connect_head_and_half_close_pass_through(broker_factor
         assert rec[0]["bytes_in"] == len(b"early-bytes") + len(b"bye")
     finally:
         echo.close()
+
+
+def test_a_spent_byte_budget_closes_an_open_tunnel(broker_factory, tls_upstream, pki):
+    import time
+    b = broker_factory(policy=allow_policy(HOST, ports=[tls_upstream.port], tunnel=True,
+                                           budgets={"bytes_in": "1MB"}),
+                       connect_to=[connect_to_arg(HOST, tls_upstream.port)])
+    n = 20 * 1000 * 1000
+    t0 = time.monotonic()
+    r = curl(f"https://{HOST}:{tls_upstream.port}/bytes/{n}", proxy=b.proxy, cacert=pki.ca_cert,
+             args=["--limit-rate", "2M"], timeout=30)
+    assert r.returncode != 0 and len(r.body) < n  # cut, not completed
+    assert time.monotonic() - t0 < 10
+    rec = b.wait_for_records(lambda x: x.get("event") == "tunnel")
+    assert rec and rec[0]["error"] == "budget_exhausted" and rec[0]["bytes_in"] >= 1_000_000
+    # and the next one is refused at CONNECT
+    with RawClient(b.port) as c:
+        c.send(f"CONNECT {HOST}:{tls_upstream.port} HTTP/1.1\r\n"
+               f"Host: {HOST}:{tls_upstream.port}\r\n\r\n".encode())
+        resp = c.read_response()
+    doc = assert_refusal(resp.status, resp.headers, resp.body, "budget_exhausted", 429)
+    assert doc["budget"] == "bytes_in"
