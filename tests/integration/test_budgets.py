@@ -440,3 +440,18 @@ def test_wrap_ends_the_command_when_its_duration_is_spent(tmp_path, llm, llm_pki
     finally:
         for pid in host_processes_with(f"sleep\0{tag}\0".encode()):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_wrapped_client_gets_429_once_its_token_budget_is_spent(tmp_path, llm, llm_pki):
+    post = (f"curl -sS -o /dev/null -w '%{{http_code}}\\n' -H 'Content-Type: application/json' "
+            f"https://{OPENAI}/v1/chat/completions -d ")
+    plain = post + "'{\"model\":\"gpt-4o-mini\",\"messages\":[]}'"
+    streamed = post + ("'{\"model\":\"gpt-4o-mini\",\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},\"messages\":[]}'")
+    p, _, recs = run_wrap(tmp_path, llm, llm_pki, {"llm_tokens": 400},
+                          "\n".join([plain, streamed, plain, plain]))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["200", "200", "200", "429"], p.stdout
+    assert [r["llm_tokens"] for r in recs if r.get("event") == "request"] == [150, 150, 150]
+    refused = [r for r in recs if r.get("error") == "budget_exhausted"]
+    assert len(refused) == 1 and refused[0]["exe"].endswith("/curl"), refused
