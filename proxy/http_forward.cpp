@@ -126,7 +126,8 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   std::string target = to.path_and_query;
   const brokers::request_context where{dest.host, to.scheme == "http",
                                        loopback_destination(*ctx_, dest)};
-  const auto before = header_values(head);
+  // Only a session with credentials can rewrite values; the others skip the copy.
+  const auto before = credentials.empty() ? std::vector<std::string>() : header_values(head);
   const auto decision = credentials.apply(where, target, head.headers);
   entry.credential = decision.credential;
   if (decision.action == brokers::request_action::real_secret_blocked)
@@ -180,8 +181,10 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   }
   const bool keep_alive = co_await exchange_with_upstream(request, std::move(out), where);
   // The head's values may hold real values now; they go no further.
-  for (auto& h : head.headers) brokers::wipe(h.value);
-  brokers::wipe(target);
+  if (decision.swapped > 0) {
+    for (auto& h : head.headers) brokers::wipe(h.value);
+    brokers::wipe(target);
+  }
   co_return keep_alive;
 }
 
