@@ -55,6 +55,7 @@ std::unique_ptr<credential_broker> make_broker(const config::credential_spec& sp
   if (spec.type == "bearer") return make_bearer_broker(spec, dummy, real);
   if (spec.type == "header") return make_header_broker(spec, dummy, real);
   if (spec.type == "basic") return make_basic_broker(spec, dummy, real);
+  if (spec.type == "aws-sigv4") return make_aws_part_broker(spec, dummy, real);
   throw std::invalid_argument("credential " + spec.name + ": type \"" + spec.type +
                               "\" is not brokered yet");
 }

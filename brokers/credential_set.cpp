@@ -3,10 +3,13 @@
 // in credential_set_apply.cpp.
 #include "brokers/credential_set.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
+#include "brokers/aws_credentials.hpp"
 #include "brokers/dummy.hpp"
+#include "brokers/families.hpp"
 #include "brokers/secret_source.hpp"
 
 namespace broker::brokers {
@@ -16,8 +19,50 @@ namespace {
 // would be rewritten or refused ("abc" is everywhere), and they are no secret worth a canary.
 constexpr std::size_t min_secret_size = 8;
 
-bool has_broker(std::string_view type) {
-  return type == "github" || type == "bearer" || type == "header" || type == "basic";
+bool is_token_family(std::string_view type) {
+  return type == "gcp" || type == "azure";
+}
+
+// The hosts where a gcp child's token requests go (google-auth, gcloud and older clients).
+bool is_google_token_host(std::string_view host) {
+  return host == "oauth2.googleapis.com" || host == "accounts.google.com" ||
+         host == "www.googleapis.com";
+}
+
+std::string too_short(const std::string& source) {
+  return "the value in " + source + " is shorter than " + std::to_string(min_secret_size) +
+         " bytes";
+}
+
+credential make_credential(const config::credential_spec& spec, secret value,
+                           std::vector<std::vector<config::host_pattern>> other_hosts) {
+  credential c;
+  c.spec = spec;
+  c.dummy = make_dummy(value);
+  c.real = std::move(value);
+  c.other_layer_hosts = std::move(other_hosts);
+  return c;
+}
+
+// An aws-sigv4 credential as its two or three parts, each with its own variable; false (nothing
+// added) when a part is too short to broker.
+bool add_aws_parts(const config::credential_spec& spec, aws_credentials creds,
+                   const std::vector<std::vector<config::host_pattern>>& other_hosts,
+                   std::vector<credential>& out) {
+  std::vector<std::pair<credential_part, secret>> parts;
+  parts.emplace_back(credential_part::aws_key_id, std::move(creds.access_key_id));
+  parts.emplace_back(credential_part::aws_secret, std::move(creds.secret_access_key));
+  if (!creds.session_token.empty() && spec.env.size() > 2)
+    parts.emplace_back(credential_part::aws_token, std::move(creds.session_token));
+  for (const auto& [part, value] : parts)
+    if (value.size() < min_secret_size) return false;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    config::credential_spec part_spec = spec;
+    part_spec.env = {spec.env[i]};
+    out.push_back(make_credential(part_spec, std::move(parts[i].second), other_hosts));
+    out.back().part = parts[i].first;
+  }
+  return true;
 }
 
 struct layered_spec {
@@ -28,7 +73,9 @@ struct layered_spec {
 
 }  // namespace
 
-credential_set::credential_set(std::vector<credential> credentials) {
+credential_set::credential_set(std::vector<credential> credentials,
+                               std::vector<std::unique_ptr<token_credential>> tokens)
+    : tokens_(std::move(tokens)) {
   credentials_.reserve(credentials.size());
   for (credential& c : credentials) {
     if (c.real.empty()) throw std::invalid_argument("credential " + c.spec.name + ": empty value");
@@ -41,10 +88,30 @@ credential_set::credential_set(std::vector<credential> credentials) {
   }
   response_patterns_.reserve(credentials_.size());
   for (const auto& c : credentials_) response_patterns_.push_back({c->real.expose(), c->dummy});
+  for (const auto& c : credentials_) {
+    if (c->part != credential_part::aws_key_id) continue;
+    aws_identity id{c->spec.name, c->dummy,         c->real.expose(), {}, {}, {},
+                    {},           &c->spec.regions, &c->spec.services};
+    for (const auto& other : credentials_) {
+      if (other->spec.name != c->spec.name) continue;
+      if (other->part == credential_part::aws_secret) {
+        id.dummy_secret = other->dummy;
+        id.real_secret = other->real.expose();
+      } else if (other->part == credential_part::aws_token) {
+        id.dummy_token = other->dummy;
+        id.real_token = other->real.expose();
+      }
+    }
+    if (id.real_secret.empty())
+      throw std::invalid_argument("credential " + c->spec.name +
+                                  ": an AWS key id without a secret");
+    aws_.push_back(id);
+  }
 }
 
 credential_set credential_set::load(const std::vector<config::policy>& layers,
-                                    std::vector<std::string>* skipped) {
+                                    std::vector<std::string>* skipped,
+                                    const token_transport& transport) {
   std::vector<layered_spec> specs;
   std::map<std::string, std::size_t, std::less<>> by_name;
   for (const config::policy& layer : layers) {
@@ -67,10 +134,24 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
     if (skipped) skipped->push_back(name + ": " + reason);
   };
   std::vector<credential> loaded;
+  std::vector<std::unique_ptr<token_credential>> tokens;
   for (layered_spec& s : specs) {
     const config::credential_spec& spec = *s.spec;
-    if (!has_broker(spec.type)) {
-      skip(spec.name, "not brokered yet");
+    if (is_token_family(spec.type)) {
+      auto fetch = make_token_fetcher(spec, transport);
+      if (!fetch)
+        skip(spec.name, "no value in " + spec.source);
+      else
+        tokens.push_back(
+            std::make_unique<token_credential>(spec, std::move(s.other_hosts), std::move(*fetch)));
+      continue;
+    }
+    if (spec.type == "aws-sigv4") {
+      std::optional<aws_credentials> creds = load_aws_credentials(spec.source, spec.env);
+      if (!creds)
+        skip(spec.name, "no value in " + spec.source);
+      else if (!add_aws_parts(spec, std::move(*creds), s.other_hosts, loaded))
+        skip(spec.name, too_short(spec.source));
       continue;
     }
     std::optional<secret> value = load_secret(spec.source);
@@ -79,42 +160,113 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
       continue;
     }
     if (value->size() < min_secret_size) {
-      skip(spec.name, "the value in " + spec.source + " is shorter than " +
-                          std::to_string(min_secret_size) + " bytes");
+      skip(spec.name, too_short(spec.source));
       continue;
     }
-    credential c;
-    c.spec = spec;
-    c.dummy = make_dummy(*value);
-    c.real = std::move(*value);
-    c.other_layer_hosts = std::move(s.other_hosts);
-    loaded.push_back(std::move(c));
+    loaded.push_back(make_credential(spec, std::move(*value), std::move(s.other_hosts)));
   }
-  return credential_set(std::move(loaded));
+  return credential_set(std::move(loaded), std::move(tokens));
 }
 
 bool credential_set::bound(const credential& c, std::string_view host) {
+  return bound(c.spec, c.other_layer_hosts, host);
+}
+
+bool credential_set::bound(const config::credential_spec& spec,
+                           const std::vector<std::vector<config::host_pattern>>& other_layer_hosts,
+                           std::string_view host) {
   auto any_matches = [host](const std::vector<config::host_pattern>& hosts) {
     for (const config::host_pattern& p : hosts)
       if (p.matches(host)) return true;
     return false;
   };
-  if (!any_matches(c.spec.hosts)) return false;
-  for (const auto& hosts : c.other_layer_hosts)
+  if (!any_matches(spec.hosts)) return false;
+  for (const auto& hosts : other_layer_hosts)
     if (!any_matches(hosts)) return false;
   return true;
 }
 
+std::vector<credential_set::dummy_variable> credential_set::dummy_variables() const {
+  std::vector<dummy_variable> vars;
+  auto add = [&vars](const std::string& name, const std::string& value,
+                     const std::string& credential) {
+    bool taken = false;  // two credentials naming one variable: the first one keeps it
+    for (const auto& v : vars) taken = taken || v.name == name;
+    if (!taken) vars.push_back({name, value, credential});
+  };
+  for (const auto& c : credentials_)
+    for (const std::string& name : c->spec.env) add(name, c->dummy, c->spec.name);
+  for (const auto& t : tokens_) {
+    if (t->spec().type == "gcp") {
+      // Its variable names the key file (dummy_files); gcloud takes a token from this one.
+      add("CLOUDSDK_AUTH_ACCESS_TOKEN", t->dummy(), t->spec().name);
+      continue;
+    }
+    for (const std::string& name : t->spec().env) add(name, t->dummy(), t->spec().name);
+  }
+  return vars;
+}
+
 std::vector<std::pair<std::string, std::string>> credential_set::dummy_environment() const {
   std::vector<std::pair<std::string, std::string>> env;
-  for (const auto& c : credentials_) {
-    for (const std::string& name : c->spec.env) {
-      bool taken = false;  // two credentials naming one variable: the first one keeps it
-      for (const auto& [existing, value] : env) taken = taken || existing == name;
-      if (!taken) env.emplace_back(name, c->dummy);
+  for (auto& v : dummy_variables()) env.emplace_back(std::move(v.name), std::move(v.value));
+  return env;
+}
+
+std::vector<credential_set::dummy_file> credential_set::dummy_files() const {
+  std::vector<dummy_file> files;
+  for (const auto& t : tokens_)
+    if (t->spec().type == "gcp" && !t->spec().env.empty())
+      files.push_back({t->spec().env.front(), "gcp-" + t->spec().name + ".json", t->gcp_key_file(),
+                       t->spec().name});
+  return files;
+}
+
+std::vector<std::string> credential_set::names() const {
+  std::vector<std::string> out;
+  auto add = [&out](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  for (const auto& c : credentials_) add(c->spec.name);
+  for (const auto& t : tokens_) add(t->spec().name);
+  return out;
+}
+
+std::vector<scrub_pattern> credential_set::response_patterns() const {
+  std::vector<scrub_pattern> patterns = response_patterns_;
+  for (const auto& t : tokens_) {
+    for (const issued_token* issued : t->live(std::chrono::system_clock::now()))
+      patterns.push_back({issued->token.expose(), issued->mask});
+  }
+  return patterns;
+}
+
+bool credential_set::may_be_gcp_token_request(std::string_view host,
+                                              std::string_view method) const {
+  if (method != "POST" || !is_google_token_host(host)) return false;
+  for (const auto& t : tokens_)
+    if (t->spec().type == "gcp") return true;
+  return false;
+}
+
+std::optional<credential_set::token_answer> credential_set::gcp_token_answer(
+    std::string_view host, std::string_view method, std::string_view form) const {
+  if (!may_be_gcp_token_request(host, method)) return std::nullopt;
+  for (const auto& t : tokens_) {
+    if (t->spec().type != "gcp") continue;
+    // The form's refresh_token parameter, decoded, is this session's dummy.
+    std::string_view rest = form;
+    while (!rest.empty()) {
+      const std::size_t end = std::min(rest.find('&'), rest.size());
+      const std::string_view param = rest.substr(0, end);
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+      const std::size_t eq = param.find('=');
+      if (eq == std::string_view::npos || param.substr(0, eq) != "refresh_token") continue;
+      if (percent_decode(param.substr(eq + 1)) == t->gcp_client().refresh_token)
+        return token_answer{t->spec().name, t->gcp_token_answer(std::chrono::system_clock::now())};
     }
   }
-  return env;
+  return std::nullopt;
 }
 
 }  // namespace broker::brokers

@@ -10,16 +10,23 @@
 #include <utility>
 #include <vector>
 
+#include "brokers/aws_signing.hpp"
 #include "brokers/credential_broker.hpp"
 #include "brokers/scrubber.hpp"
 #include "brokers/secret.hpp"
+#include "brokers/token_credential.hpp"
 #include "config/policy.hpp"
 #include "proxy/http_parser.hpp"
 
 namespace broker::brokers {
 
+// Which value of its credential an entry holds: most families have one; an aws-sigv4
+// credential is brokered as two or three entries of the same name.
+enum class credential_part { value, aws_key_id, aws_secret, aws_token };
+
 struct credential {
-  config::credential_spec spec;
+  config::credential_spec spec;  // for an aws-sigv4 part, env names just that part's variable
+  credential_part part = credential_part::value;
   secret real;
   std::string dummy;                          // same length as real
   std::unique_ptr<credential_broker> broker;  // made by credential_set; callers leave it empty
@@ -32,6 +39,7 @@ enum class request_action {
   pass,                  // forward (possibly with swapped credentials)
   credential_not_bound,  // a dummy was sent to a host its credential is not bound to
   real_secret_blocked,   // a real value was found in the request
+  signature_invalid,     // an AWS request signed with a session dummy that does not verify
 };
 
 struct request_decision {
@@ -53,20 +61,25 @@ class credential_set {
   credential_set() = default;
   // Makes each credential's broker. Credentials are kept at stable addresses (the brokers and the
   // scrub patterns point into them).
-  explicit credential_set(std::vector<credential> credentials);
+  explicit credential_set(std::vector<credential> credentials,
+                          std::vector<std::unique_ptr<token_credential>> tokens = {});
   credential_set(credential_set&&) noexcept = default;
   credential_set& operator=(credential_set&&) noexcept = default;
 
   // Loads every credential of every layer (a name in several layers must have the same type;
   // the later layer's binding narrows: its hosts must also match). Credentials whose source has
-  // no value, and families not brokered yet (aws-sigv4, gcp, azure), are skipped and reported in
-  // `skipped` as "NAME: reason" (never a value). Throws source_error for a source that fails,
-  // std::invalid_argument for conflicting layers.
+  // no value are skipped and reported in `skipped` as "NAME: reason" (never a value). Throws
+  // source_error for a source that fails, std::invalid_argument for conflicting layers. `transport`
+  // is how the broker itself reaches a token endpoint (gcp key files).
   static credential_set load(const std::vector<config::policy>& layers,
-                             std::vector<std::string>* skipped = nullptr);
+                             std::vector<std::string>* skipped = nullptr,
+                             const token_transport& transport = {});
 
   // Is `host` one of this credential's bound hosts?
   static bool bound(const credential& c, std::string_view host);
+  static bool bound(const config::credential_spec& spec,
+                    const std::vector<std::vector<config::host_pattern>>& other_layer_hosts,
+                    std::string_view host);
 
   // Checks one request head and, when it passes, swaps bound dummies for real values in place
   // (target's query for opted-in parameters, headers by family). Real values are looked for in
@@ -76,6 +89,15 @@ class credential_set {
   request_decision apply(const request_context& where, std::string& target,
                          std::vector<proxy::header_field>& headers) const;
 
+  // The AWS SigV4 step, after apply() passed: the request signed with one of this session's
+  // dummy AWS key ids (to be verified and re-signed; see aws_signing.hpp), or null when it carries
+  // none. A malformed signature naming a dummy, or a scope outside the credential's regions or
+  // services, sets `refused` (signature_invalid, credential_not_bound) and returns null.
+  std::unique_ptr<aws_signed_request> find_aws_request(
+      const request_context& where, std::string_view target,
+      const std::vector<proxy::header_field>& headers, bool has_body,
+      request_decision& refused) const;
+
   // Patterns a request body to `where` must not contain: every real value, and the dummies that
   // apply() would refuse for this destination. Replacement = the pattern itself. Indexes map to
   // body_pattern_credential().
@@ -83,20 +105,51 @@ class credential_set {
   // For a match index from a scrubber built on request_body_patterns: the decision to report.
   request_decision body_decision(const request_context& where, std::size_t pattern) const;
 
-  // Real value → dummy, for responses (headers via scrub_value, bodies via stream_scrubber).
-  const std::vector<scrub_pattern>& response_patterns() const { return response_patterns_; }
+  // Real value → dummy, for responses (headers via scrub_value, bodies via stream_scrubber);
+  // access tokens as they are now. The views stay valid as long as this set.
+  std::vector<scrub_pattern> response_patterns() const;
 
-  // The variables the child sees: each credential's env names → its dummy. (aws-sigv4 comes with
-  // issue 6 and is skipped here.)
+  // A gcp child's token request (POST to Google's token endpoint with the refresh token of its
+  // session key file): the JSON answer carrying the dummy access token. nullopt for any other
+  // request. `form` is the request's body.
+  struct token_answer {
+    std::string credential;
+    std::string json;
+  };
+  std::optional<token_answer> gcp_token_answer(std::string_view host, std::string_view method,
+                                               std::string_view form) const;
+  // Could this request be one gcp_token_answer() answers (it needs the body to tell)?
+  bool may_be_gcp_token_request(std::string_view host, std::string_view method) const;
+
+  // The variables the child sees: each credential's env names → its dummy (a variable named by
+  // two credentials goes to the first).
+  struct dummy_variable {
+    std::string name, value, credential;
+  };
+  std::vector<dummy_variable> dummy_variables() const;
   std::vector<std::pair<std::string, std::string>> dummy_environment() const;
+  // Files the child's variables name (gcp key files): variable, file name, content.
+  struct dummy_file {
+    std::string variable, file_name, content, credential;
+  };
+  std::vector<dummy_file> dummy_files() const;
+
+  // The credentials' names, each once.
+  std::vector<std::string> names() const;
 
   std::size_t size() const { return credentials_.size(); }
   const credential& operator[](std::size_t i) const { return *credentials_[i]; }
-  bool empty() const { return credentials_.empty(); }
+  bool empty() const { return credentials_.empty() && tokens_.empty(); }
 
  private:
   std::vector<std::unique_ptr<credential>> credentials_;
   std::vector<scrub_pattern> response_patterns_;
+  // Every value request_body_patterns() looks for, with the decision a match means.
+  std::vector<std::pair<scrub_pattern, request_decision>> body_checks(
+      const request_context& where) const;
+
+  std::vector<aws_identity> aws_;
+  std::vector<std::unique_ptr<token_credential>> tokens_;
 };
 
 }  // namespace broker::brokers

@@ -2,6 +2,7 @@
 // that may not go to this destination → credential_not_bound; otherwise bound dummies become
 // real in the places their family uses. Everything is checked before anything is rewritten.
 #include <cctype>
+#include <chrono>
 
 #include "brokers/credential_set.hpp"
 #include "brokers/families.hpp"
@@ -72,26 +73,67 @@ class request_text {
 
 // May this credential's real value go to this destination? Bound host, and TLS unless the
 // destination is loopback or the credential allows plaintext (DESIGN §1).
+bool usable(const config::credential_spec& spec,
+            const std::vector<std::vector<config::host_pattern>>& other_layer_hosts,
+            const request_context& where) {
+  if (!credential_set::bound(spec, other_layer_hosts, where.host)) return false;
+  return !where.plaintext || where.loopback || spec.allow_plaintext;
+}
 bool usable(const credential& c, const request_context& where) {
-  if (!credential_set::bound(c, where.host)) return false;
-  return !where.plaintext || where.loopback || c.spec.allow_plaintext;
+  return usable(c.spec, c.other_layer_hosts, where);
+}
+bool usable(const token_credential& t, const request_context& where) {
+  return usable(t.spec(), t.other_layer_hosts(), where);
+}
+
+// The values of a token credential the child holds: its dummy access token and, for gcp, the
+// dummy OAuth client's secret and refresh token.
+std::vector<std::string_view> token_dummies(const token_credential& t) {
+  std::vector<std::string_view> out{t.dummy()};
+  if (t.spec().type == "gcp") {
+    out.push_back(t.gcp_client().client_secret);
+    out.push_back(t.gcp_client().refresh_token);
+  }
+  return out;
+}
+
+// `Authorization: Bearer DUMMY` → the token's current real value; 1 or 0.
+int swap_bearer(std::string& value, std::string_view dummy, std::string_view real) {
+  auto auth = parse_auth_value(value);
+  if (!auth || !proxy::iequals(auth->scheme, "bearer") || auth->token != dummy) return 0;
+  value.replace(auth->token_at, auth->token.size(), real);
+  return 1;
 }
 
 }  // namespace
 
 request_decision credential_set::apply(const request_context& where, std::string& target,
                                        std::vector<proxy::header_field>& headers) const {
-  if (credentials_.empty()) return {};
+  if (empty()) return {};  // no plain credentials and no token credentials
   {
     const request_text text(target, headers);
     for (const auto& c : credentials_) {
       std::string at = text.find(c->real.expose());
       if (!at.empty()) return {request_action::real_secret_blocked, c->spec.name, at, 0};
     }
+    const auto now = std::chrono::system_clock::now();
+    for (const auto& t : tokens_) {
+      for (const issued_token* issued : t->live(now)) {
+        std::string at = text.find(issued->token.expose());
+        if (!at.empty()) return {request_action::real_secret_blocked, t->spec().name, at, 0};
+      }
+    }
     for (const auto& c : credentials_) {
       if (usable(*c, where)) continue;
       std::string at = text.find(c->dummy);
       if (!at.empty()) return {request_action::credential_not_bound, c->spec.name, at, 0};
+    }
+    for (const auto& t : tokens_) {
+      if (usable(*t, where)) continue;
+      for (std::string_view dummy : token_dummies(*t)) {
+        std::string at = text.find(dummy);
+        if (!at.empty()) return {request_action::credential_not_bound, t->spec().name, at, 0};
+      }
     }
   }
 
@@ -112,28 +154,79 @@ request_decision credential_set::apply(const request_context& where, std::string
     }
     note(*c, c->broker->swap_query(target), "query");
   }
+  for (const auto& t : tokens_) {
+    if (!usable(*t, where)) continue;
+    const issued_token& current = t->current();
+    for (proxy::header_field& h : headers) {
+      if (!is_authorization(h.name)) continue;
+      if (swap_bearer(h.value, t->dummy(), current.token.expose()) == 0) continue;
+      if (decision.credential.empty()) {
+        decision.credential = t->spec().name;
+        decision.where = "header " + lower(h.name);
+      }
+      ++decision.swapped;
+    }
+  }
   return decision;
+}
+
+std::unique_ptr<aws_signed_request> credential_set::find_aws_request(
+    const request_context& where, std::string_view target,
+    const std::vector<proxy::header_field>& headers, bool has_body,
+    request_decision& refused) const {
+  if (aws_.empty()) return nullptr;
+  std::vector<const aws_identity*> usable_ids;
+  for (const aws_identity& id : aws_) {
+    for (const auto& c : credentials_)
+      if (c->spec.name == id.name && c->part == credential_part::aws_key_id && usable(*c, where))
+        usable_ids.push_back(&id);
+  }
+  try {
+    auto request = brokers::find_aws_request(usable_ids, target, headers, has_body);
+    if (!request) return nullptr;
+    if (std::string why = aws_scope_refusal(request->identity(), request->scope()); !why.empty()) {
+      refused = {request_action::credential_not_bound, std::string(request->credential()), why, 0};
+      return nullptr;
+    }
+    return request;
+  } catch (const sigv4::sigv4_error& e) {
+    refused = {request_action::signature_invalid, std::string(), e.what(), 0};
+    return nullptr;
+  }
+}
+
+std::vector<std::pair<scrub_pattern, request_decision>> credential_set::body_checks(
+    const request_context& where) const {
+  std::vector<std::pair<scrub_pattern, request_decision>> checks;
+  auto add = [&](std::string_view value, request_action action, const std::string& name) {
+    checks.push_back({{value, value}, {action, name, "body", 0}});
+  };
+  for (const auto& c : credentials_)
+    add(c->real.expose(), request_action::real_secret_blocked, c->spec.name);
+  for (const auto& t : tokens_)
+    for (const issued_token* issued : t->live(std::chrono::system_clock::now()))
+      add(issued->token.expose(), request_action::real_secret_blocked, t->spec().name);
+  for (const auto& c : credentials_)
+    if (!usable(*c, where)) add(c->dummy, request_action::credential_not_bound, c->spec.name);
+  for (const auto& t : tokens_) {
+    if (usable(*t, where)) continue;
+    for (std::string_view dummy : token_dummies(*t))
+      add(dummy, request_action::credential_not_bound, t->spec().name);
+  }
+  return checks;
 }
 
 std::vector<scrub_pattern> credential_set::request_body_patterns(
     const request_context& where) const {
   std::vector<scrub_pattern> patterns;
-  for (const auto& c : credentials_) patterns.push_back({c->real.expose(), c->real.expose()});
-  for (const auto& c : credentials_)
-    if (!usable(*c, where)) patterns.push_back({c->dummy, c->dummy});
+  for (auto& [pattern, decision] : body_checks(where)) patterns.push_back(pattern);
   return patterns;
 }
 
 request_decision credential_set::body_decision(const request_context& where,
                                                std::size_t pattern) const {
-  if (pattern < credentials_.size())
-    return {request_action::real_secret_blocked, credentials_[pattern]->spec.name, "body", 0};
-  std::size_t index = credentials_.size();
-  for (const auto& c : credentials_) {
-    if (usable(*c, where)) continue;
-    if (index++ == pattern) return {request_action::credential_not_bound, c->spec.name, "body", 0};
-  }
-  return {};
+  auto checks = body_checks(where);
+  return pattern < checks.size() ? checks[pattern].second : request_decision{};
 }
 
 }  // namespace broker::brokers

@@ -22,6 +22,10 @@ std::unique_ptr<credential_broker> make_bearer_broker(const config::credential_s
 std::unique_ptr<credential_broker> make_header_broker(const config::credential_spec& spec,
                                                       std::string_view dummy,
                                                       std::string_view real);
+// An aws-sigv4 value: never swapped as a header or query value; aws_signed_request re-signs.
+std::unique_ptr<credential_broker> make_aws_part_broker(const config::credential_spec& spec,
+                                                        std::string_view dummy,
+                                                        std::string_view real);
 std::unique_ptr<credential_broker> make_basic_broker(const config::credential_spec& spec,
                                                      std::string_view dummy, std::string_view real);
 

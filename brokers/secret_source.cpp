@@ -38,8 +38,10 @@ void trim(std::string& s) {
   s.erase(0, begin);
 }
 
-// Takes the trimmed buffer's value (if any) and wipes the buffer either way.
-std::optional<secret> take(std::string& buffer) {
+// Takes the buffer's value (trimmed unless `untrimmed`; empty is absent unless `untrimmed`) and
+// wipes the buffer either way.
+std::optional<secret> take(std::string& buffer, bool untrimmed) {
+  if (untrimmed) return secret(std::move(buffer));
   trim(buffer);
   if (buffer.empty()) {
     wipe(buffer);
@@ -69,15 +71,15 @@ class fd_guard {
   int fd_;
 };
 
-std::optional<secret> from_env(const std::string& name) {
+std::optional<secret> from_env(const std::string& name, bool untrimmed) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr || *value == '\0') return std::nullopt;
   std::string copy(value);
-  return take(copy);
+  return take(copy, untrimmed);
 }
 
 std::optional<secret> from_file(const std::string& source, std::string_view path_text,
-                                const source_limits& limits) {
+                                const source_limits& limits, bool untrimmed) {
   std::string path(path_text);
   if (path_text.starts_with("~/")) {
     const char* home = std::getenv("HOME");
@@ -112,7 +114,7 @@ std::optional<secret> from_file(const std::string& source, std::string_view path
     throw source_error(source + ": larger than " + std::to_string(limits.max_bytes) + " bytes");
   }
   buffer.resize(used);
-  return take(buffer);  // an empty file is absent, like an empty variable
+  return take(buffer, untrimmed);  // trimmed, an empty file is absent like an empty variable
 }
 
 // ---- cmd: ----
@@ -210,7 +212,7 @@ read_outcome read_bounded(int fd, std::string& buffer, std::size_t& used,
 }
 
 std::optional<secret> from_command(const std::string& source, const std::string& command,
-                                   const source_limits& limits) {
+                                   const source_limits& limits, bool untrimmed) {
   std::string buffer(limits.max_bytes + 1, '\0');  // allocated before there is a child to reap
   std::size_t used = 0;
   const auto deadline = clock::now() + limits.timeout;
@@ -245,19 +247,29 @@ std::optional<secret> from_command(const std::string& source, const std::string&
     throw source_error(source + ": exited with status " + std::to_string(WEXITSTATUS(*status)));
   }
   buffer.resize(used);
-  auto value = take(buffer);
-  if (!value) throw source_error(source + ": printed nothing");
+  auto value = take(buffer, untrimmed);
+  if (!value || value->empty()) throw source_error(source + ": printed nothing");
   return value;
+}
+
+std::optional<secret> load(const std::string& source, const source_limits& limits, bool untrimmed) {
+  std::string_view text = source;
+  if (text.starts_with("env:")) return from_env(std::string(text.substr(4)), untrimmed);
+  if (text.starts_with("file:")) return from_file(source, text.substr(5), limits, untrimmed);
+  if (text.starts_with("cmd:"))
+    return from_command(source, std::string(text.substr(4)), limits, untrimmed);
+  throw source_error(source + ": unknown source (expected env:, file: or cmd:)");
 }
 
 }  // namespace
 
 std::optional<secret> load_secret(const std::string& source, const source_limits& limits) {
-  std::string_view text = source;
-  if (text.starts_with("env:")) return from_env(std::string(text.substr(4)));
-  if (text.starts_with("file:")) return from_file(source, text.substr(5), limits);
-  if (text.starts_with("cmd:")) return from_command(source, std::string(text.substr(4)), limits);
-  throw source_error(source + ": unknown source (expected env:, file: or cmd:)");
+  return load(source, limits, false);
+}
+
+std::optional<secret> load_secret_untrimmed(const std::string& source,
+                                            const source_limits& limits) {
+  return load(source, limits, true);
 }
 
 void forget_environment_source(const std::string& source) {

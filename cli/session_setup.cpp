@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "brokers/secret_source.hpp"
+#include "proxy/token_client.hpp"
 #include "session/log_reader.hpp"
 
 namespace broker::cli {
@@ -33,11 +34,16 @@ void load_credentials(session_setup& setup) {
   // or /proc reader once it holds real values.
   ::prctl(PR_SET_DUMPABLE, 0);
   std::vector<std::string> skipped;
-  setup.credentials = std::make_shared<brokers::credential_set>(
-      brokers::credential_set::load(setup.policy->layers(), &skipped));
+  setup.credentials = std::make_shared<brokers::credential_set>(brokers::credential_set::load(
+      setup.policy->layers(), &skipped,
+      proxy::make_token_transport(setup.options.connect_to, setup.options.upstream_cas)));
   for (const auto& layer : setup.policy->layers())
-    for (const auto& [name, spec] : layer.credentials)
+    for (const auto& [name, spec] : layer.credentials) {
       brokers::forget_environment_source(spec.source);
+      // An AWS environment source is all of its variables (key id, secret, session token).
+      if (spec.type == "aws-sigv4" && spec.source.starts_with("env:"))
+        for (const auto& variable : spec.env) brokers::forget_environment_source("env:" + variable);
+    }
   for (const auto& why : skipped)
     spdlog::info("[{}] credential {} (not brokered)", setup.options.session_id, why);
 }
@@ -65,7 +71,7 @@ nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std
 
 nlohmann::ordered_json credential_names(const brokers::credential_set& credentials) {
   auto names = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < credentials.size(); ++i) names.push_back(credentials[i].spec.name);
+  for (const std::string& name : credentials.names()) names.push_back(name);
   return names;
 }
 

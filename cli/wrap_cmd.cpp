@@ -12,6 +12,7 @@
 #include <iostream>
 #include <thread>
 
+#include "certs/atomic_file.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
@@ -147,9 +148,13 @@ int run_wrap(wrap_options& o) {
     if (mode == wrap::isolation::env) listener = loopback_listener(port);
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
     std::vector<wrap::brokered_var> dummies;
-    for (std::size_t i = 0; i < setup.credentials->size(); ++i) {
-      const auto& c = (*setup.credentials)[i];
-      for (const auto& name : c.spec.env) dummies.push_back({name, c.dummy, c.spec.name});
+    for (auto& v : setup.credentials->dummy_variables())
+      dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
+    for (const auto& f : setup.credentials->dummy_files()) {
+      // A gcp child's key file: a dummy OAuth client, in the session directory.
+      const auto file = dir->path() / f.file_name;
+      certs::write_file_atomically(file, f.content, 0600);
+      dummies.push_back({f.variable, file.string(), f.credential});
     }
     const auto session_vars = wrap::child_environment(url, dir->bundle().string(), {});
     const auto plan = wrap::plan_child_environment(parent_environment(), dummies, session_vars,

@@ -18,12 +18,24 @@ inline bool is_credential_type(std::string_view type) {
          credential_types.end();
 }
 
-// Variables a family reads when its credential names none. Only AWS has a fixed, well-known
-// set, and DESIGN §4's example binds aws-sigv4 without "env"; every other family must say.
+// Variables a family reads when its credential names none. The cloud families have well-known
+// ones (DESIGN §4's example binds aws-sigv4 without "env"); every other family must say.
+// aws-sigv4: key id, secret, session token. gcp: the key file's path (the child's names a
+// session file). azure: the variable the child finds its (dummy) access token in.
 inline std::vector<std::string> default_credential_env(std::string_view type) {
   if (type == "aws-sigv4")
     return {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
+  if (type == "gcp") return {"GOOGLE_APPLICATION_CREDENTIALS"};
+  if (type == "azure") return {"AZURE_ACCESS_TOKEN"};
   return {};
+}
+
+// Where a credential without "source" gets its real value: the Azure CLI for azure, else the
+// first of its variables in the broker's own environment.
+inline std::string default_credential_source(std::string_view type,
+                                             const std::vector<std::string>& env) {
+  if (type == "azure") return "cmd:az account get-access-token --output json";
+  return env.empty() ? std::string() : "env:" + env.front();
 }
 
 }  // namespace broker::config

@@ -65,6 +65,11 @@ struct credential_spec {
   std::string prefix;  // type "header": optional value prefix ("Bearer ")
   std::vector<std::string> query;  // query parameter names where the credential may appear
   bool allow_plaintext = false;
+  // aws-sigv4: the credential scopes a request may be signed for (empty = any).
+  std::vector<std::string> regions;
+  std::vector<std::string> services;
+  // gcp: the OAuth scopes the broker asks for with a service-account key.
+  std::vector<std::string> scopes;
 };
 
 enum class exhaust_action { deny, kill };

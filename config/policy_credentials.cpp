@@ -66,13 +66,29 @@ std::string parse_source(const json_node& node) {
   node.fail("expected \"env:NAME\", \"file:PATH\" or \"cmd:COMMAND\"");
 }
 
+// A list of non-empty names that only `family` reads ("regions" of aws-sigv4, ...).
+std::vector<std::string> parse_names(const json_node& node, const char* key, std::string_view type,
+                                     std::string_view family) {
+  std::vector<std::string> names;
+  auto list = node.find(key);
+  if (!list) return names;
+  if (type != family)
+    list->fail("\"" + std::string(key) + "\" applies only to type \"" + std::string(family) + "\"");
+  for (auto& [text, item] : list->string_elements()) {
+    if (text.empty()) item.fail("empty name");
+    names.push_back(text);
+  }
+  if (names.empty()) list->fail("an empty list would allow nothing; leave the key out for any");
+  return names;
+}
+
 credential_spec parse_credential(const std::string& name, const json_node& node,
                                  const std::vector<rule>& allow) {
   if (!is_credential_name(name))
     node.fail("credential names use letters, digits, '-', '_' and '.'");
   node.expect_object("expected a credential object");
-  node.reject_unknown_keys(
-      {"type", "hosts", "env", "source", "header", "prefix", "query", "allow_plaintext"});
+  node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
+                            "allow_plaintext", "regions", "services", "scopes"});
 
   credential_spec c;
   c.name = name;
@@ -99,10 +115,13 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
 
   if (auto source = node.find("source"))
     c.source = parse_source(*source);
-  else if (!c.env.empty())
-    c.source = "env:" + c.env.front();
   else
-    node.fail("needs \"source\" or \"env\" (where the real secret comes from)");
+    c.source = default_credential_source(c.type, c.env);
+  if (c.source.empty()) node.fail("needs \"source\" or \"env\" (where the real secret comes from)");
+  if (c.type == "aws-sigv4" && (c.env.size() < 2 || c.env.size() > 3))
+    node.fail(
+        "aws-sigv4 \"env\" names the key id, the secret key and optionally the session "
+        "token variables (2 or 3 names)");
 
   auto header = node.find("header");
   auto prefix = node.find("prefix");
@@ -128,6 +147,9 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
     }
   }
   if (auto plaintext = node.find("allow_plaintext")) c.allow_plaintext = plaintext->as_bool();
+  c.regions = parse_names(node, "regions", c.type, "aws-sigv4");
+  c.services = parse_names(node, "services", c.type, "aws-sigv4");
+  c.scopes = parse_names(node, "scopes", c.type, "gcp");
   return c;
 }
 

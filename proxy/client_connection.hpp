@@ -57,6 +57,11 @@ class client_connection {
     // so that an upstream echoing one back is answered with the client's form.
     std::vector<std::pair<brokers::secret, std::string>> swapped;
     session::llm_api llm{};  // which LLM API the request calls, if any
+    // An AWS request signed with a session dummy (verified, re-signed), its aws-chunked body's
+    // re-signer, and the body when it had to be read whole first (to hash it).
+    std::unique_ptr<brokers::aws_signed_request> sigv4;
+    std::unique_ptr<brokers::sigv4::chunk_resigner> resigner;
+    std::optional<std::string> body;
   };
   // After an intercepted CONNECT: every request on this connection goes to `dest`.
   struct interception {
@@ -88,6 +93,17 @@ class client_connection {
   asio::awaitable<bool> exchange_with_upstream(http_parser& request, std::string head,
                                                const brokers::request_context& where);
   void release_upstream();
+  // The SigV4 step for a request the brokers passed: a request signed with a session's dummy AWS
+  // key is verified and re-signed (its body read whole first when the signature covers its
+  // hash). Returns the refusal when it does not verify or may not be signed for its scope.
+  asio::awaitable<std::optional<refusal>> resign_for_aws(http_parser& request,
+                                                         const brokers::request_context& where,
+                                                         std::string& target);
+  // Reads the whole request body into exchange_.body (scanned like a streamed one), at most
+  // `limit` decoded bytes.
+  asio::awaitable<std::optional<refusal>> read_whole_body(http_parser& request,
+                                                          const brokers::request_context& where,
+                                                          std::size_t limit);
   // Real values (and this exchange's rewritten header values) back to what the client knows.
   void scrub_head(message_head& head) const;
   asio::awaitable<void> pump_request_body(http_parser& request, brokers::stream_scrubber* scan,
@@ -100,6 +116,9 @@ class client_connection {
   void account_llm_usage(session::llm_usage_meter& meter);
   asio::awaitable<void> relay_websocket();
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
+  // A 200 application/json answer made by the broker itself (a gcp token request), audited.
+  asio::awaitable<bool> answer_locally(const std::string& credential, const std::string& json,
+                                       bool keep_alive);
   asio::awaitable<void> write_client(std::string_view data);
   bool finish_exchange(int status, bool allowed, const std::string& error = {});
   // A 429 budget_exhausted when the session's (or the host's) budget refuses one more request.

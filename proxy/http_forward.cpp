@@ -8,6 +8,7 @@
 #include "brokers/scrubber.hpp"
 #include "proxy/address_guard.hpp"
 #include "proxy/client_connection.hpp"
+#include "proxy/limits.hpp"
 #include "proxy/target.hpp"
 #include "proxy/upstream_dialer.hpp"
 #include "session/llm_usage.hpp"
@@ -126,6 +127,14 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   std::string target = to.path_and_query;
   const brokers::request_context where{dest.host, to.scheme == "http",
                                        loopback_destination(*ctx_, dest)};
+  if (head.has_body && credentials.may_be_gcp_token_request(dest.host, head.method)) {
+    // A gcp child redeeming its dummy refresh token: answered here, with the dummy access token.
+    if (auto refused = co_await read_whole_body(request, where, limits::max_token_request))
+      co_return co_await refuse(*refused, false);
+    if (auto answer = credentials.gcp_token_answer(dest.host, head.method, *exchange_.body))
+      co_return co_await answer_locally(answer->credential, answer->json,
+                                        request.keep_alive() && !draining_);
+  }
   // Only a session with credentials can rewrite values; the others skip the copy.
   const auto before = credentials.empty() ? std::vector<std::string>() : header_values(head);
   const auto decision = credentials.apply(where, target, head.headers);
@@ -137,7 +146,12 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
     co_return co_await refuse(refusal::credential_not_bound(decision.credential, entry.host,
                                                             decision.where, where.plaintext),
                               to.keep_after_refusal);
-  if (decision.swapped == 0) entry.credential.clear();
+  if (auto refused = co_await resign_for_aws(request, where, target))
+    co_return co_await refuse(*refused, to.keep_after_refusal && !exchange_.body);
+  if (exchange_.sigv4)
+    entry.credential = exchange_.sigv4->credential();
+  else if (decision.swapped == 0)
+    entry.credential.clear();
   for (std::size_t i = 0; i < before.size(); ++i) {
     // Dummies have their real value's length, so a rewritten value keeps its length too.
     auto& value = head.headers[i].value;
@@ -181,10 +195,25 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   }
   const bool keep_alive = co_await exchange_with_upstream(request, std::move(out), where);
   // The head's values may hold real values now; they go no further.
-  if (decision.swapped > 0) {
+  if (decision.swapped > 0 || exchange_.sigv4) {
     for (auto& h : head.headers) brokers::wipe(h.value);
     brokers::wipe(target);
   }
+  co_return keep_alive;
+}
+
+asio::awaitable<bool> client_connection::answer_locally(const std::string& credential,
+                                                        const std::string& json, bool keep_alive) {
+  auto& entry = exchange_.entry;
+  entry.credential = credential;
+  std::string response =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+      "Cache-Control: no-store\r\nContent-Length: " +
+      std::to_string(json.size()) + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n" +
+      json;
+  entry.bytes_in += response.size();
+  finish_exchange(200, true);
+  co_await write_client(response);
   co_return keep_alive;
 }
 

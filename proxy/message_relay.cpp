@@ -94,7 +94,19 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   }
   entry.bytes_out += n;
   bool keep_alive = false;
-  if (!request.head().has_body) {
+  if (exchange_.body) {
+    // Read whole before the head was signed; it goes up in the coding the client sent it in.
+    std::string wire;
+    frame(wire, *exchange_.body, request.head().chunked, true);
+    auto [body_ec, sent] = co_await upstream_->io.write(wire);
+    if (body_ec) {
+      upstream_.reset();
+      co_return co_await refuse(refusal::upstream_unreachable(entry.host, body_ec.message()),
+                                false);
+    }
+    entry.bytes_out += sent;
+  }
+  if (!request.head().has_body || exchange_.body) {
     co_await relay_response(entry.method, client_keep_alive, keep_alive);
     release_upstream();
     co_return keep_alive;
@@ -131,8 +143,92 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
     upstream_.reset();
     if (exchange_.response_started) throw;
     refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
+  } catch (const brokers::sigv4::sigv4_error& e) {
+    // A chunk that does not verify: none of it went up, and the upstream's request never ends.
+    upstream_.reset();
+    if (exchange_.response_started) throw upstream_error("aws-chunked body refused mid-response");
+    refused = refusal::signature_invalid(e.what());
   }
   co_return co_await refuse(*refused, false);
+}
+
+asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
+    http_parser& request, const brokers::request_context& where, std::string& target) {
+  auto& head = request.head();
+  brokers::request_decision refused;
+  exchange_.sigv4 =
+      ctx_->credentials().find_aws_request(where, target, head.headers, head.has_body, refused);
+  if (refused.action == brokers::request_action::credential_not_bound)
+    co_return refusal::credential_scope(refused.credential, refused.where);
+  if (refused.action == brokers::request_action::signature_invalid)
+    co_return refusal::signature_invalid(refused.where);
+  if (!exchange_.sigv4) co_return std::nullopt;
+  exchange_.entry.credential = exchange_.sigv4->credential();
+  if (exchange_.sigv4->needs_body() && !exchange_.body) {
+    if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
+      co_return not_read;
+  }
+  try {
+    exchange_.sigv4->resign(head.method, target, head.headers,
+                            exchange_.body ? *exchange_.body : std::string_view());
+  } catch (const brokers::sigv4::sigv4_error& e) {
+    co_return refusal::signature_invalid(e.what());
+  }
+  exchange_.resigner = exchange_.sigv4->body_resigner();
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
+    http_parser& request, const brokers::request_context& where, std::size_t limit) {
+  const auto& credentials = ctx_->credentials();
+  brokers::stream_scrubber scan(credentials.request_body_patterns(where));
+  auto& head = request.head();
+  if (head.has_token("expect", "100-continue")) {
+    // The client waits for a go-ahead before it sends the body; the upstream cannot give it
+    // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
+    co_await write_client("HTTP/1.1 100 Continue\r\n\r\n");
+    std::erase_if(head.headers, [](const header_field& h) { return iequals(h.name, "expect"); });
+  }
+  std::string& body = exchange_.body.emplace();
+  std::string decoded;
+  try {
+    for (;;) {
+      if (!in_.empty()) {
+        decoded.clear();
+        const auto r = request.feed(in_.view(), &decoded);
+        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        in_.consume(r.consumed);
+        if (auto match = scan.feed(decoded, body)) throw body_refused(*match);
+        const bool last = r.status == parse_status::message_complete;
+        if (last)
+          if (auto match = scan.finish(body)) throw body_refused(*match);
+        if (body.size() > limit)
+          throw body_error(
+              "the broker reads this request's body whole (to check a signature "
+              "over it, or a token request), and such bodies are limited to " +
+              std::to_string(limit) +
+              " bytes; an AWS upload can stream with "
+              "x-amz-content-sha256: UNSIGNED-PAYLOAD or aws-chunked");
+        if (last) break;
+      }
+      deadline_.arm(timeouts().body, deadline::phase::request_body);
+      auto [ec, n] = co_await client_.read_some(in_.space());
+      if (ec) throw body_error("client closed the connection mid-body");
+      in_.commit(n);
+    }
+  } catch (const body_refused& e) {
+    exchange_.body.reset();
+    const auto decision = credentials.body_decision(where, e.pattern);
+    exchange_.entry.credential = decision.credential;
+    co_return decision.action == brokers::request_action::real_secret_blocked
+        ? refusal::real_secret_blocked(decision.credential, decision.where)
+        : refusal::credential_not_bound(decision.credential, exchange_.entry.host, decision.where,
+                                        where.plaintext);
+  } catch (const body_error& e) {
+    exchange_.body.reset();
+    co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
+  }
+  co_return std::nullopt;
 }
 
 asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
@@ -140,7 +236,7 @@ asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
                                                            bool& done) {
   auto& entry = exchange_.entry;
   const bool chunked = request.head().chunked;
-  std::string decoded, released, wire;
+  std::string decoded, released, resigned, wire;
   for (;;) {
     if (!in_.empty()) {
       if (!scan) {
@@ -164,6 +260,12 @@ asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
         const bool last = r.status == parse_status::message_complete;
         if (last)
           if (auto match = scan->finish(released)) throw body_refused(*match);
+        if (auto* resigner = exchange_.resigner.get()) {
+          resigned.clear();
+          resigner->feed(released, resigned);
+          if (last) resigner->finish();
+          released.swap(resigned);
+        }
         frame(wire, released, chunked, last);
         if (!wire.empty()) {
           auto [ec, n] = co_await upstream_->io.write(wire);

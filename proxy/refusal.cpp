@@ -73,6 +73,22 @@ refusal refusal::real_secret_blocked(std::string_view credential, std::string_vi
           {}};
 }
 
+refusal refusal::credential_scope(std::string_view credential, std::string_view why) {
+  return {"credential_not_bound",
+          403,
+          "credential \"" + std::string(credential) + "\" may not sign this request: " +
+              std::string(why) + "; the request was blocked and recorded",
+          {}};
+}
+
+refusal refusal::signature_invalid(std::string_view why) {
+  return {"signature_invalid",
+          403,
+          "the request's AWS signature was refused: " + std::string(why) +
+              ". Requests must be signed with the session's AWS credentials, unaltered",
+          {}};
+}
+
 refusal refusal::budget_exhausted(std::string budget, std::string limit, std::string used,
                                   long retry_after_s) {
   refusal r{"budget_exhausted",

@@ -30,6 +30,11 @@ struct refusal {
   static refusal credential_not_bound(std::string_view credential, std::string_view host,
                                       std::string_view where, bool plaintext);
   static refusal real_secret_blocked(std::string_view credential, std::string_view where);
+  // A credential bound to the host that may not be used for this request (an AWS scope outside
+  // the credential's regions or services): credential_not_bound, saying why.
+  static refusal credential_scope(std::string_view credential, std::string_view why);
+  // An AWS request signed with a session dummy that does not verify (403 signature_invalid).
+  static refusal signature_invalid(std::string_view why);
   static refusal budget_exhausted(std::string budget, std::string limit, std::string used,
                                   long retry_after_s);
   static refusal audit_unavailable();

@@ -7,6 +7,7 @@ packages=(
   libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev catch2
   curl openssl python3 python3-pytest python3-requests git iproute2
+  python3-boto3 awscli python3-google-auth
 )
 missing=()
 for p in "${packages[@]}"; do

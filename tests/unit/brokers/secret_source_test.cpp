@@ -13,6 +13,7 @@
 #include "tests/unit/temp_dir.hpp"
 
 using broker::brokers::load_secret;
+using broker::brokers::load_secret_untrimmed;
 using broker::brokers::source_error;
 using broker::brokers::source_limits;
 using broker::test::temp_dir;
@@ -181,6 +182,26 @@ TEST_CASE("cmd: output over the limit is an error", "[brokers][source]") {
   auto start = std::chrono::steady_clock::now();
   CHECK(error_of("cmd:yes", limits).find("more than") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+}
+
+TEST_CASE("load_secret_untrimmed keeps the bytes as read", "[brokers][source]") {
+  temp_dir tmp;
+  write_file(tmp.path / "ini", "\n\n[default]\nkey = value \n");
+  auto value = load_secret_untrimmed("file:" + (tmp.path / "ini").string());
+  REQUIRE(value);
+  CHECK(value->expose() == "\n\n[default]\nkey = value \n");
+
+  // An existing empty file is a value; a missing one is still absent.
+  write_file(tmp.path / "empty", "");
+  auto empty = load_secret_untrimmed("file:" + (tmp.path / "empty").string());
+  REQUIRE(empty);
+  CHECK(empty->empty());
+  CHECK_FALSE(load_secret_untrimmed("file:" + (tmp.path / "nope").string()));
+
+  auto output = load_secret_untrimmed("cmd:printf ' out\\n'");
+  REQUIRE(output);
+  CHECK(output->expose() == " out\n");
+  CHECK_THROWS_AS(load_secret_untrimmed("cmd:true"), source_error);
 }
 
 TEST_CASE("an unknown source kind is an error", "[brokers][source]") {

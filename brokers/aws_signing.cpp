@@ -1,0 +1,243 @@
+// Verify-and-re-sign for AWS SigV4 requests. The canonical request is built twice: once as the
+// client sent it (checked with the dummy secret) and once with the real key id and session token
+// in place (signed with the real secret). Everything else the client signed stays as it was.
+#include "brokers/aws_signing.hpp"
+
+#include <algorithm>
+
+#include "brokers/families.hpp"
+#include "brokers/secret.hpp"
+
+namespace broker::brokers {
+namespace {
+
+using sigv4::sigv4_error;
+
+bool iequal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+proxy::header_field* find_header(std::vector<proxy::header_field>& headers, std::string_view name) {
+  for (auto& h : headers)
+    if (iequal(h.name, name)) return &h;
+  return nullptr;
+}
+
+const proxy::header_field* find_header(const std::vector<proxy::header_field>& headers,
+                                       std::string_view name) {
+  return find_header(const_cast<std::vector<proxy::header_field>&>(headers), name);
+}
+
+bool is_hex_digest(std::string_view v) {
+  return v.size() == 64 && std::all_of(v.begin(), v.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+bool is_amz_date(std::string_view v) {
+  if (v.size() != 16 || v[8] != 'T' || v[15] != 'Z') return false;
+  for (std::size_t i = 0; i < 15; ++i)
+    if (i != 8 && (v[i] < '0' || v[i] > '9')) return false;
+  return true;
+}
+
+// Sets query parameter `name`'s value (already percent-encoded) in a target; the parameter must
+// be there. Other parameters keep their bytes and order.
+void set_query_value(std::string& target, std::string_view name, std::string_view encoded) {
+  const std::size_t question = target.find('?');
+  if (question == std::string::npos) throw sigv4_error("no query");
+  std::size_t at = question + 1;
+  while (at <= target.size()) {
+    std::size_t end = target.find('&', at);
+    if (end == std::string::npos) end = target.size();
+    const std::string_view param = std::string_view(target).substr(at, end - at);
+    const std::size_t eq = param.find('=');
+    if (percent_decode(param.substr(0, eq)) == name) {
+      const std::size_t value_at = eq == std::string_view::npos ? end : at + eq + 1;
+      target.replace(value_at, end - value_at,
+                     std::string(eq == std::string_view::npos ? "=" : "") + std::string(encoded));
+      return;
+    }
+    at = end + 1;
+  }
+  throw sigv4_error(std::string("no ") + std::string(name) + " parameter");
+}
+
+std::string query_value(std::string_view target, std::string_view name) {
+  const std::size_t question = target.find('?');
+  if (question == std::string_view::npos) return {};
+  std::string_view query = target.substr(question + 1);
+  while (!query.empty()) {
+    const std::size_t end = std::min(query.find('&'), query.size());
+    const std::string_view param = query.substr(0, end);
+    const std::size_t eq = param.find('=');
+    if (percent_decode(param.substr(0, eq)) == name)
+      return eq == std::string_view::npos ? std::string() : percent_decode(param.substr(eq + 1));
+    query.remove_prefix(std::min(end + 1, query.size()));
+  }
+  return {};
+}
+
+std::string amz_date_of(const std::vector<proxy::header_field>& headers) {
+  for (std::string_view name : {"x-amz-date", "date"}) {
+    if (const auto* h = find_header(headers, name); h && is_amz_date(h->value)) return h->value;
+  }
+  throw sigv4_error("the request has no X-Amz-Date in the form YYYYMMDDTHHMMSSZ");
+}
+
+bool is_listed(const std::vector<std::string>& list, std::string_view value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+class aws_part_broker final : public credential_broker {
+ public:
+  using credential_broker::credential_broker;
+  int swap_header(std::string_view, std::string&) const override { return 0; }
+};
+
+}  // namespace
+
+std::unique_ptr<credential_broker> make_aws_part_broker(const config::credential_spec& spec,
+                                                        std::string_view dummy,
+                                                        std::string_view real) {
+  return std::make_unique<aws_part_broker>(spec, dummy, real);
+}
+
+aws_signed_request::aws_signed_request(const aws_identity& id, bool presigned,
+                                       sigv4::credential_scope scope)
+    : id_(id), presigned_(presigned), scope_(std::move(scope)) {}
+
+aws_signed_request::~aws_signed_request() {
+  wipe(real_signature_);
+}
+
+std::unique_ptr<aws_signed_request> find_aws_request(
+    const std::vector<const aws_identity*>& ids, std::string_view target,
+    const std::vector<proxy::header_field>& headers, bool has_body) {
+  auto identity_of = [&](std::string_view key_id) -> const aws_identity* {
+    for (const aws_identity* id : ids)
+      if (key_id == id->dummy_key_id) return id;
+    return nullptr;
+  };
+  for (const auto& h : headers) {
+    if (!iequal(h.name, "authorization")) continue;
+    auto auth = sigv4::parse_authorization(h.value);
+    if (!auth) {
+      // Ours only if it names a dummy key id; another scheme or someone else's key passes.
+      for (const aws_identity* id : ids)
+        if (h.value.find(id->dummy_key_id) != std::string::npos)
+          throw sigv4_error("the Authorization header is not a well-formed AWS4-HMAC-SHA256 value");
+      continue;
+    }
+    const aws_identity* id = identity_of(auth->credential.access_key_id);
+    if (!id) continue;
+    auto request = std::make_unique<aws_signed_request>(*id, false, auth->credential.scope);
+    const auto* hash = find_header(headers, "x-amz-content-sha256");
+    if (hash) {
+      request->payload_hash_ = hash->value;
+      // A digest the client states is checked against what it sends.
+      request->needs_body_ = has_body && is_hex_digest(hash->value);
+    } else if (has_body) {
+      request->needs_body_ = request->hash_from_body_ = true;
+    } else {
+      request->payload_hash_ = sigv4::empty_sha256;
+    }
+    return request;
+  }
+
+  auto presigned = sigv4::parse_presigned(target);
+  if (!presigned) return nullptr;
+  const aws_identity* id = identity_of(presigned->credential.access_key_id);
+  if (!id) return nullptr;
+  auto request = std::make_unique<aws_signed_request>(*id, true, presigned->credential.scope);
+  if (request->scope_.service == "s3") {
+    request->payload_hash_ = sigv4::unsigned_payload;  // S3 presigned URLs never sign the body
+  } else if (has_body) {
+    request->needs_body_ = request->hash_from_body_ = true;
+  } else {
+    request->payload_hash_ = sigv4::empty_sha256;
+  }
+  return request;
+}
+
+std::string aws_scope_refusal(const aws_identity& id, const sigv4::credential_scope& scope) {
+  if (!id.regions->empty() && !is_listed(*id.regions, scope.region))
+    return "region " + scope.region + " is not in the credential's regions";
+  if (!id.services->empty() && !is_listed(*id.services, scope.service))
+    return "service " + scope.service + " is not in the credential's services";
+  return {};
+}
+
+void aws_signed_request::resign(std::string_view method, std::string& target,
+                                std::vector<proxy::header_field>& headers, std::string_view body) {
+  if (hash_from_body_) {
+    payload_hash_ = sigv4::sha256_hex(body);
+  } else if (needs_body_ && sigv4::sha256_hex(body) != payload_hash_) {
+    throw sigv4_error("the body does not match its x-amz-content-sha256");
+  }
+
+  // The request as the client signed it, checked with the dummy secret.
+  std::vector<std::string> signed_headers;
+  std::string signature;
+  if (presigned_) {
+    auto p = sigv4::parse_presigned(target);
+    signed_headers = std::move(p->signed_headers);
+    signature = std::move(p->signature);
+    amz_date_ = std::move(p->amz_date);
+  } else {
+    auto auth = sigv4::parse_authorization(find_header(headers, "authorization")->value);
+    signed_headers = std::move(auth->signed_headers);
+    signature = std::move(auth->signature);
+    amz_date_ = amz_date_of(headers);
+  }
+  if (amz_date_.compare(0, 8, scope_.date) != 0)
+    throw sigv4_error("the credential scope's date is not the request's date");
+  dummy_key_ = std::make_unique<sigv4::signing_key>(id_.dummy_secret, scope_);
+  const std::string as_sent = sigv4::canonical_request(method, target, headers, signed_headers,
+                                                       payload_hash_, scope_.service, presigned_);
+  if (!sigv4::signatures_equal(dummy_key_->sign(sigv4::string_to_sign(amz_date_, scope_, as_sent)),
+                               signature))
+    throw sigv4_error(
+        "the signature does not match the request (it was altered, or not signed "
+        "with this session's credentials)");
+  dummy_signature_ = std::move(signature);
+
+  // The same request with the real key id and session token, signed with the real secret.
+  real_key_ = std::make_unique<sigv4::signing_key>(id_.real_secret, scope_);
+  const bool swap_token = !id_.dummy_token.empty();
+  if (presigned_) {
+    set_query_value(target, "X-Amz-Credential",
+                    percent_encode(std::string(id_.real_key_id) + "/" + scope_.text()));
+    if (swap_token && query_value(target, "X-Amz-Security-Token") == id_.dummy_token)
+      set_query_value(target, "X-Amz-Security-Token", percent_encode(id_.real_token));
+    const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
+                                                           payload_hash_, scope_.service, true);
+    real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));
+    set_query_value(target, "X-Amz-Signature", real_signature_);
+    return;
+  }
+  if (swap_token) {
+    for (auto& h : headers)
+      if (iequal(h.name, "x-amz-security-token") && h.value == id_.dummy_token)
+        h.value = id_.real_token;
+  }
+  const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
+                                                         payload_hash_, scope_.service, false);
+  real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));
+  sigv4::authorization out{
+      {std::string(id_.real_key_id), scope_}, std::move(signed_headers), real_signature_};
+  find_header(headers, "authorization")->value = sigv4::format_authorization(out);
+}
+
+std::unique_ptr<sigv4::chunk_resigner> aws_signed_request::body_resigner() const {
+  const bool signed_trailer = payload_hash_ == sigv4::streaming_signed_trailer;
+  if (presigned_ || (payload_hash_ != sigv4::streaming_signed && !signed_trailer)) return nullptr;
+  sigv4::chunk_resigner::keys keys{dummy_key_.get(), real_key_.get(), amz_date_,     scope_,
+                                   dummy_signature_, real_signature_, signed_trailer};
+  return std::make_unique<sigv4::chunk_resigner>(std::move(keys));
+}
+
+}  // namespace broker::brokers

@@ -1,0 +1,75 @@
+// The aws-sigv4 family's request step (DESIGN §5): a request signed with a session's dummy AWS
+// credentials is checked with the dummy secret (it came from this session and was not altered on
+// the way) and signed again with the real credentials, in the header form or the presigned-query
+// form, with the session token swapped and aws-chunked bodies re-signed chunk by chunk.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "brokers/sigv4.hpp"
+#include "proxy/http_parser.hpp"
+
+namespace broker::brokers {
+
+// A session's AWS identity: the values of one aws-sigv4 credential (token parts empty when the
+// real credentials have no session token). The views point into the credential_set.
+struct aws_identity {
+  std::string_view name;  // the credential's name
+  std::string_view dummy_key_id, real_key_id;
+  std::string_view dummy_secret, real_secret;
+  std::string_view dummy_token, real_token;
+  const std::vector<std::string>* regions;  // allowlists; empty = any
+  const std::vector<std::string>* services;
+};
+
+// One request signed with an identity's dummy key id. Made by find_aws_request(); lives as long
+// as the exchange (its chunk re-signer points into it).
+class aws_signed_request {
+ public:
+  aws_signed_request(const aws_identity& id, bool presigned, sigv4::credential_scope scope);
+  ~aws_signed_request();
+
+  std::string_view credential() const { return id_.name; }
+  const aws_identity& identity() const { return id_; }
+  const sigv4::credential_scope& scope() const { return scope_; }
+  // The signed payload hash is computed from, or checked against, the body: the request must be
+  // read whole before resign().
+  bool needs_body() const { return needs_body_; }
+
+  // Checks the signature with the dummy secret and signs the request again with the real
+  // credentials, in place. `body` is the whole body when needs_body(), else ignored. Throws
+  // sigv4::sigv4_error (nothing modified) when the request does not verify.
+  void resign(std::string_view method, std::string& target,
+              std::vector<proxy::header_field>& headers, std::string_view body);
+
+  // After resign(), for an aws-chunked body signed chunk by chunk: its re-signer; else null.
+  std::unique_ptr<sigv4::chunk_resigner> body_resigner() const;
+
+ private:
+  friend std::unique_ptr<aws_signed_request> find_aws_request(
+      const std::vector<const aws_identity*>&, std::string_view,
+      const std::vector<proxy::header_field>&, bool);
+  const aws_identity& id_;
+  bool presigned_;
+  sigv4::credential_scope scope_;
+  bool needs_body_ = false;
+  std::string payload_hash_;  // as signed: a hex digest, UNSIGNED-PAYLOAD, STREAMING-...
+  bool hash_from_body_ = false;
+  std::unique_ptr<sigv4::signing_key> dummy_key_, real_key_;
+  std::string amz_date_, dummy_signature_, real_signature_;
+};
+
+// The request's SigV4 signature, when it names one of `ids`' dummy key ids (Authorization
+// header first, then X-Amz-Credential in the query); null when it names none. Throws
+// sigv4::sigv4_error when it names one but is malformed. `has_body`: the request carries a body.
+std::unique_ptr<aws_signed_request> find_aws_request(
+    const std::vector<const aws_identity*>& ids, std::string_view target,
+    const std::vector<proxy::header_field>& headers, bool has_body);
+
+// May `id` sign for this scope (its regions and services allowlists)? The reason when not.
+std::string aws_scope_refusal(const aws_identity& id, const sigv4::credential_scope& scope);
+
+}  // namespace broker::brokers

@@ -1,0 +1,108 @@
+// Credentials whose real value is a short-lived OAuth access token (the gcp and azure families,
+// DESIGN §5): fetched when the session starts and again, by a background thread, before each one
+// expires. The child holds one dummy access token for the whole session; on a bound host
+// `Authorization: Bearer DUMMY` becomes the latest real token.
+//
+// For gcp the child's GOOGLE_APPLICATION_CREDENTIALS names a session file holding a dummy OAuth
+// client (an "authorized_user" key); the token requests it causes are answered by the broker
+// with the dummy access token, so nothing the child holds can be redeemed anywhere.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "brokers/cloud_tokens.hpp"
+#include "brokers/secret.hpp"
+#include "config/policy.hpp"
+
+namespace broker::brokers {
+
+// The broker's own HTTPS POST of a form to a token endpoint (url "https://host[:port]/path"):
+// the response body whatever the status (an OAuth error is a JSON body too). Throws
+// source_error when no answer arrives.
+using token_transport = std::function<std::string(const std::string& url, const std::string& form)>;
+
+struct issued_token {
+  secret token;
+  std::string mask;  // the token's length, from the dummy: what a response echoing it shows
+  std::chrono::system_clock::time_point expires;
+};
+
+// The dummy OAuth client in a gcp child's key file.
+struct gcp_dummy_client {
+  std::string client_id;  // "<digits>-<random>.apps.googleusercontent.com"
+  std::string client_secret;
+  std::string refresh_token;
+};
+
+class token_credential {
+ public:
+  using fetcher = std::function<access_token()>;  // throws source_error
+
+  // Fetches the first token now (throws source_error) and starts the refresher.
+  token_credential(config::credential_spec spec,
+                   std::vector<std::vector<config::host_pattern>> other_layer_hosts, fetcher fetch);
+  ~token_credential();
+  token_credential(const token_credential&) = delete;
+  token_credential& operator=(const token_credential&) = delete;
+
+  const config::credential_spec& spec() const { return spec_; }
+  const std::vector<std::vector<config::host_pattern>>& other_layer_hosts() const {
+    return other_layer_hosts_;
+  }
+  const std::string& dummy() const { return dummy_; }
+  const gcp_dummy_client& gcp_client() const { return gcp_client_; }
+
+  // The latest token (never null; stays valid as long as this credential).
+  const issued_token& current() const { return *current_.load(); }
+  // Every token issued that has not expired yet, newest first (a request may still carry an
+  // older one a response echoed).
+  std::vector<const issued_token*> live(std::chrono::system_clock::time_point now) const;
+
+  // The session file a gcp child's GOOGLE_APPLICATION_CREDENTIALS names.
+  std::string gcp_key_file() const;
+  // The token endpoint's answer to the child's refresh request: the dummy access token.
+  std::string gcp_token_answer(std::chrono::system_clock::time_point now) const;
+
+  // When the refresher fetches the next token: 5 minutes before expiry, but not before half the
+  // token's life has passed.
+  static std::chrono::system_clock::time_point refresh_time(
+      std::chrono::system_clock::time_point issued, std::chrono::system_clock::time_point expires);
+
+ private:
+  void add(access_token token, std::chrono::system_clock::time_point issued);
+  void refresh_loop(std::stop_token stop);
+
+  config::credential_spec spec_;
+  std::vector<std::vector<config::host_pattern>> other_layer_hosts_;
+  fetcher fetch_;
+  std::string dummy_;
+  gcp_dummy_client gcp_client_;
+  mutable std::mutex mutex_;
+  std::deque<issued_token> issued_;  // never shrinks: views into it stay valid
+  std::atomic<const issued_token*> current_{nullptr};
+  std::chrono::system_clock::time_point next_refresh_;
+  std::condition_variable_any wake_;
+  std::jthread refresher_;
+};
+
+// The fetcher for a gcp or azure credential's source:
+//  - azure, or gcp with "cmd:": the command's output (az account get-access-token JSON, a bare
+//    token from gcloud auth print-access-token, or token-endpoint JSON), run again to refresh;
+//  - gcp with "file:PATH": a Google key file (service_account: a JWT bearer grant the broker
+//    signs; authorized_user: a refresh-token grant), exchanged at its token_uri through
+//    `transport`; "env:NAME": NAME holds the key file's path (GOOGLE_APPLICATION_CREDENTIALS).
+// nullopt when the source has no value (unset variable, missing file).
+std::optional<token_credential::fetcher> make_token_fetcher(const config::credential_spec& spec,
+                                                            const token_transport& transport);
+
+}  // namespace broker::brokers

@@ -1,0 +1,19 @@
+// The broker's own HTTPS client for OAuth token endpoints (a gcp credential's key file is
+// exchanged for access tokens at oauth2.googleapis.com): one POST per call, --connect-to and
+// --upstream-ca honoured, the peer verified like any upstream, bounded by a deadline.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <vector>
+
+#include "brokers/token_credential.hpp"
+#include "proxy/connect_to.hpp"
+
+namespace broker::proxy {
+
+brokers::token_transport make_token_transport(
+    std::vector<connect_to_rule> connect_to, std::vector<std::filesystem::path> upstream_cas,
+    std::chrono::seconds timeout = std::chrono::seconds(30));
+
+}  // namespace broker::proxy

@@ -1,0 +1,479 @@
+#include "brokers/token_credential.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "brokers/credential_set.hpp"
+#include "config/host_pattern.hpp"
+
+using broker::brokers::access_token;
+using broker::brokers::credential;
+using broker::brokers::credential_set;
+using broker::brokers::issued_token;
+using broker::brokers::request_action;
+using broker::brokers::request_context;
+using broker::brokers::scrub_pattern;
+using broker::brokers::secret;
+using broker::brokers::source_error;
+using broker::brokers::token_credential;
+using broker::proxy::header_field;
+using std::chrono::system_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Fake Google access tokens ("ya29." and ~100 more characters of the usual alphabet).
+std::string fake_token(std::size_t length, unsigned seed) {
+  static constexpr std::string_view alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string t = "ya29.a0AfB_";
+  for (std::size_t i = 0; t.size() < length; ++i)
+    t.push_back(alphabet[(i * 7 + seed * 13 + i * i) % alphabet.size()]);
+  return t;
+}
+const std::string real_token = fake_token(110, 1);
+const std::string rotated_token = fake_token(150, 2);  // a different length on purpose
+
+broker::config::credential_spec token_spec(std::string type, std::vector<std::string> env = {}) {
+  broker::config::credential_spec spec;
+  spec.name = type == "gcp" ? "gcloud" : "az";
+  spec.type = std::move(type);
+  spec.hosts.push_back(*broker::config::host_pattern::parse("*.googleapis.com"));
+  spec.hosts.push_back(*broker::config::host_pattern::parse("management.azure.com"));
+  spec.env = env.empty() ? (spec.type == "gcp"
+                                ? std::vector<std::string>{"GOOGLE_APPLICATION_CREDENTIALS"}
+                                : std::vector<std::string>{"AZURE_ACCESS_TOKEN"})
+                         : std::move(env);
+  spec.source = spec.type == "gcp" ? "file:/nonexistent/key.json"
+                                   : "cmd:az account get-access-token --output json";
+  return spec;
+}
+
+// A fetcher that always answers `token`, valid for an hour from each call; counts its calls.
+token_credential::fetcher fixed_fetcher(std::string token, std::atomic<int>* calls = nullptr,
+                                        system_clock::duration lifetime = 1h) {
+  return [token = std::move(token), calls, lifetime]() {
+    if (calls) ++*calls;
+    return access_token{secret(std::string(token)), system_clock::now() + lifetime};
+  };
+}
+
+std::unique_ptr<token_credential> make_token(const std::string& type,
+                                             std::vector<std::string> env = {}) {
+  return std::make_unique<token_credential>(token_spec(type, std::move(env)),
+                                            std::vector<std::vector<broker::config::host_pattern>>{},
+                                            fixed_fetcher(real_token));
+}
+
+credential_set token_set(const std::string& type, std::vector<std::string> env = {}) {
+  std::vector<std::unique_ptr<token_credential>> tokens;
+  tokens.push_back(make_token(type, std::move(env)));
+  return credential_set({}, std::move(tokens));
+}
+
+request_context to(std::string_view host, bool plaintext = false) {
+  return request_context{host, plaintext, false};
+}
+
+struct request {
+  std::string target = "/storage/v1/b?project=p";
+  std::vector<header_field> headers{{"Host", "storage.googleapis.com"}, {"Accept", "*/*"}};
+};
+
+const scrub_pattern* pattern_for(const std::vector<scrub_pattern>& patterns,
+                                 std::string_view real) {
+  for (const auto& p : patterns)
+    if (p.find == real) return &p;
+  return nullptr;
+}
+
+std::string pct(std::string_view text) {
+  static constexpr char digits[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~')
+      out.push_back(static_cast<char>(c));
+    else
+      out += {'%', digits[c >> 4], digits[c & 15]};
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- token_credential -------------------------------------------------------------------------
+
+TEST_CASE("token credential: the first token is fetched and a dummy shaped like it made",
+          "[brokers][token_credential]") {
+  REQUIRE(real_token.size() == 110);
+  std::atomic<int> calls{0};
+  const auto before = system_clock::now();
+  token_credential t(token_spec("gcp"), {}, fixed_fetcher(real_token, &calls));
+  const auto after = system_clock::now();
+
+  CHECK(calls == 1);
+  CHECK(t.spec().name == "gcloud");
+  CHECK(t.current().token.expose() == real_token);
+  CHECK(t.current().expires >= before + 1h);
+  CHECK(t.current().expires <= after + 1h);
+  CHECK(t.current().mask == t.dummy());  // same length: the mask is the dummy itself
+
+  CHECK(t.dummy().size() == real_token.size());
+  CHECK(t.dummy().starts_with("ya29."));
+  CHECK(t.dummy() != real_token);
+  for (std::size_t i = 0; i < real_token.size(); ++i) {  // same character classes
+    INFO("position " << i);
+    const char r = real_token[i], d = t.dummy()[i];
+    CHECK(bool(std::isupper(r)) == bool(std::isupper(d)));
+    CHECK(bool(std::islower(r)) == bool(std::islower(d)));
+    CHECK(bool(std::isdigit(r)) == bool(std::isdigit(d)));
+  }
+
+  auto live = t.live(system_clock::now());
+  REQUIRE(live.size() == 1);
+  CHECK(live[0] == &t.current());
+
+  // Two credentials of the same token get different dummies (per session, random).
+  token_credential other(token_spec("gcp"), {}, fixed_fetcher(real_token));
+  CHECK(other.dummy() != t.dummy());
+}
+
+TEST_CASE("token credential: a fetcher that fails at the start is the constructor's error",
+          "[brokers][token_credential]") {
+  auto failing = []() -> access_token { throw source_error("cmd:false: no token"); };
+  CHECK_THROWS_AS(token_credential(token_spec("azure"), {}, failing), source_error);
+}
+
+TEST_CASE("token credential: refresh_time is 5 minutes before expiry, not before half-life",
+          "[brokers][token_credential]") {
+  const system_clock::time_point t0 = system_clock::now();
+  auto at = [&](system_clock::duration life) { return token_credential::refresh_time(t0, t0 + life); };
+  CHECK(at(1h) == t0 + 55min);
+  CHECK(at(24h) == t0 + 24h - 5min);
+  CHECK(at(10min) == t0 + 5min);  // both rules agree
+  CHECK(at(8min) == t0 + 4min);   // half-life wins over 3 min
+  CHECK(at(6min) == t0 + 3min);
+  CHECK(at(2s) == t0 + 1s);
+  CHECK(at(0s) == t0);
+}
+
+TEST_CASE("token credential: the gcp key file is an authorized_user key of the dummy client",
+          "[brokers][token_credential]") {
+  token_credential t(token_spec("gcp"), {}, fixed_fetcher(real_token));
+  const auto& client = t.gcp_client();
+  CHECK(client.client_id.ends_with(".apps.googleusercontent.com"));
+  CHECK(client.client_id.size() > std::string(".apps.googleusercontent.com").size());
+  CHECK_FALSE(client.client_secret.empty());
+  CHECK(client.refresh_token.substr(1, 2) == "//");  // Google's "1//0g..." shape
+
+  const std::string text = t.gcp_key_file();
+  CHECK(text.find(real_token) == std::string::npos);
+  const auto key = nlohmann::json::parse(text);
+  CHECK(key.at("type") == "authorized_user");
+  CHECK(key.at("client_id") == client.client_id);
+  CHECK(key.at("client_secret") == client.client_secret);
+  CHECK(key.at("refresh_token") == client.refresh_token);
+  CHECK(key.at("token_uri") == "https://oauth2.googleapis.com/token");
+
+  // Another session's client is another client.
+  token_credential other(token_spec("gcp"), {}, fixed_fetcher(real_token));
+  CHECK(other.gcp_client().client_id != client.client_id);
+  CHECK(other.gcp_client().refresh_token != client.refresh_token);
+}
+
+TEST_CASE("token credential: the gcp token answer carries the dummy", "[brokers][token_credential]") {
+  auto spec = token_spec("gcp");
+  token_credential t(spec, {}, fixed_fetcher(real_token));
+  const auto answer = nlohmann::json::parse(t.gcp_token_answer(system_clock::now()));
+  CHECK(answer.at("access_token") == t.dummy());
+  CHECK(answer.at("token_type") == "Bearer");
+  CHECK(answer.at("scope") == "https://www.googleapis.com/auth/cloud-platform");
+  const auto expires_in = answer.at("expires_in").get<long long>();
+  CHECK(expires_in > 3500);
+  CHECK(expires_in <= 3600);
+  CHECK(t.gcp_token_answer(system_clock::now()).find(real_token) == std::string::npos);
+  // Past the real token's expiry the answer still says a positive lifetime.
+  CHECK(nlohmann::json::parse(t.gcp_token_answer(system_clock::now() + 2h))
+            .at("expires_in")
+            .get<long long>() > 0);
+
+  spec.scopes = {"https://www.googleapis.com/auth/devstorage.read_only",
+                 "https://www.googleapis.com/auth/userinfo.email"};
+  token_credential scoped(spec, {}, fixed_fetcher(real_token));
+  CHECK(nlohmann::json::parse(scoped.gcp_token_answer(system_clock::now())).at("scope") ==
+        "https://www.googleapis.com/auth/devstorage.read_only "
+        "https://www.googleapis.com/auth/userinfo.email");
+}
+
+TEST_CASE("token credential: azure has a dummy token and no OAuth client",
+          "[brokers][token_credential]") {
+  token_credential t(token_spec("azure"), {}, fixed_fetcher(real_token));
+  CHECK(t.dummy().size() == real_token.size());
+  CHECK(t.dummy() != real_token);
+  CHECK(t.gcp_client().client_id.empty());
+  CHECK(t.gcp_client().refresh_token.empty());
+}
+
+// ---- in a credential set ----------------------------------------------------------------------
+
+TEST_CASE("token credential set: a bound bearer dummy becomes the real token",
+          "[brokers][token_credential]") {
+  for (std::string type : {"gcp", "azure"}) {
+    INFO(type);
+    const credential_set set = token_set(type);
+    CHECK_FALSE(set.empty());
+    CHECK(set.size() == 0);  // no plain credentials
+    CHECK(set.names() == std::vector<std::string>{type == "gcp" ? "gcloud" : "az"});
+    const auto vars = set.dummy_variables();
+    REQUIRE_FALSE(vars.empty());
+    const std::string dummy = vars.front().value;
+    REQUIRE(dummy.size() == real_token.size());
+
+    request r;
+    r.headers.push_back({"Authorization", "Bearer " + dummy});
+    auto d = set.apply(to("storage.googleapis.com"), r.target, r.headers);
+    CHECK(d.action == request_action::pass);
+    CHECK(d.swapped == 1);
+    CHECK(d.credential == (type == "gcp" ? "gcloud" : "az"));
+    CHECK(d.where == "header authorization");
+    CHECK(r.headers[2].value == "Bearer " + real_token);
+    CHECK(r.headers[0].value == "storage.googleapis.com");
+
+    // Another scheme, or the dummy elsewhere on a bound host, is not swapped.
+    request other;
+    other.headers.push_back({"Authorization", "Basic " + dummy});
+    other.headers.push_back({"X-Goog-Token", dummy});
+    auto kept = set.apply(to("management.azure.com"), other.target, other.headers);
+    CHECK(kept.action == request_action::pass);
+    CHECK(kept.swapped == 0);
+    CHECK(other.headers[2].value == "Basic " + dummy);
+    CHECK(other.headers[3].value == dummy);
+  }
+}
+
+TEST_CASE("token credential set: dummies to unbound hosts and real tokens anywhere are refused",
+          "[brokers][token_credential]") {
+  const credential_set set = token_set("gcp");
+  const std::string dummy = set.dummy_variables().front().value;
+  SECTION("the dummy to an unbound host") {
+    request r;
+    r.headers.push_back({"Authorization", "Bearer " + dummy});
+    const request before = r;
+    auto d = set.apply(to("evil.example"), r.target, r.headers);
+    CHECK(d.action == request_action::credential_not_bound);
+    CHECK(d.credential == "gcloud");
+    CHECK(d.where == "header authorization");
+    CHECK(r.headers[2].value == before.headers[2].value);
+  }
+  SECTION("the dummy refresh token to an unbound host") {
+    // The set's own client: read it back from its key file.
+    const auto files = set.dummy_files();
+    REQUIRE(files.size() == 1);
+    const std::string refresh = nlohmann::json::parse(files[0].content).at("refresh_token");
+    request r;
+    r.target = "/token?refresh_token=" + pct(refresh);
+    auto d = set.apply(to("evil.example"), r.target, r.headers);
+    CHECK(d.action == request_action::credential_not_bound);
+    CHECK(d.where == "query");
+  }
+  SECTION("the dummy in plaintext to a bound host") {
+    request r;
+    r.headers.push_back({"Authorization", "Bearer " + dummy});
+    auto d = set.apply(to("storage.googleapis.com", true), r.target, r.headers);
+    CHECK(d.action == request_action::credential_not_bound);
+    CHECK(r.headers[2].value == "Bearer " + dummy);
+  }
+  SECTION("the real token in a header, even to a bound host") {
+    request r;
+    r.headers.push_back({"Authorization", "Bearer " + dummy});
+    r.headers.push_back({"X-Debug", "token=" + real_token});
+    const request before = r;
+    auto d = set.apply(to("storage.googleapis.com"), r.target, r.headers);
+    CHECK(d.action == request_action::real_secret_blocked);
+    CHECK(d.credential == "gcloud");
+    CHECK(d.where == "header x-debug");
+    CHECK(r.headers[2].value == before.headers[2].value);  // nothing swapped
+  }
+  SECTION("the real token in the query") {
+    request r;
+    r.target = "/x?access_token=" + real_token;
+    auto d = set.apply(to("evil.example"), r.target, r.headers);
+    CHECK(d.action == request_action::real_secret_blocked);
+    CHECK(d.where == "query");
+  }
+  SECTION("request bodies") {
+    const auto bound = set.request_body_patterns(to("storage.googleapis.com"));
+    CHECK(pattern_for(bound, real_token));
+    CHECK_FALSE(pattern_for(bound, dummy));
+    const auto unbound = set.request_body_patterns(to("evil.example"));
+    REQUIRE(pattern_for(unbound, dummy));
+    const std::size_t at = pattern_for(unbound, dummy) - unbound.data();
+    CHECK(set.body_decision(to("evil.example"), at).action == request_action::credential_not_bound);
+  }
+}
+
+TEST_CASE("token credential set: responses mask the real token with one of its length",
+          "[brokers][token_credential]") {
+  const credential_set set = token_set("azure");
+  const auto patterns = set.response_patterns();
+  const scrub_pattern* p = pattern_for(patterns, real_token);
+  REQUIRE(p);
+  CHECK(p->replacement.size() == real_token.size());
+  CHECK(p->replacement == set.dummy_variables().front().value);
+  CHECK(p->replacement != real_token);
+}
+
+TEST_CASE("token credential set: the gcp child's token request is answered with the dummy",
+          "[brokers][token_credential]") {
+  const credential_set set = token_set("gcp");
+  const auto files = set.dummy_files();
+  REQUIRE(files.size() == 1);
+  const auto key = nlohmann::json::parse(files[0].content);
+  const std::string refresh = key.at("refresh_token");
+  const std::string dummy = set.dummy_variables().front().value;
+  const std::string form = "grant_type=refresh_token&client_id=" +
+                           pct(key.at("client_id").get<std::string>()) + "&client_secret=" +
+                           pct(key.at("client_secret").get<std::string>()) +
+                           "&refresh_token=" + pct(refresh);
+  REQUIRE(form.find("%2F") != std::string::npos);  // the "1//" is sent encoded
+
+  CHECK(set.may_be_gcp_token_request("oauth2.googleapis.com", "POST"));
+  auto answer = set.gcp_token_answer("oauth2.googleapis.com", "POST", form);
+  REQUIRE(answer);
+  CHECK(answer->credential == "gcloud");
+  const auto json = nlohmann::json::parse(answer->json);
+  CHECK(json.at("access_token") == dummy);
+  CHECK(json.at("expires_in").get<long long>() > 0);
+  CHECK(answer->json.find(real_token) == std::string::npos);
+
+  // The parameter may come first.
+  CHECK(set.gcp_token_answer("oauth2.googleapis.com", "POST",
+                             "refresh_token=" + pct(refresh) + "&grant_type=refresh_token"));
+
+  std::string wrong = refresh;
+  wrong.back() = wrong.back() == 'A' ? 'B' : 'A';
+  CHECK_FALSE(set.gcp_token_answer("oauth2.googleapis.com", "POST",
+                                   "grant_type=refresh_token&refresh_token=" + pct(wrong)));
+  CHECK_FALSE(set.gcp_token_answer("oauth2.googleapis.com", "POST", "grant_type=refresh_token"));
+  CHECK_FALSE(set.gcp_token_answer("oauth2.evil.example", "POST", form));
+  CHECK_FALSE(set.gcp_token_answer("storage.googleapis.com", "POST", form));
+  CHECK_FALSE(set.gcp_token_answer("oauth2.googleapis.com", "GET", form));
+  CHECK_FALSE(set.may_be_gcp_token_request("oauth2.googleapis.com", "GET"));
+
+  // An azure-only set answers nothing.
+  const credential_set azure = token_set("azure");
+  CHECK_FALSE(azure.may_be_gcp_token_request("oauth2.googleapis.com", "POST"));
+  CHECK_FALSE(azure.gcp_token_answer("oauth2.googleapis.com", "POST", form));
+}
+
+TEST_CASE("token credential set: the child's variables and files", "[brokers][token_credential]") {
+  SECTION("gcp: a token variable for gcloud and a key file for the libraries") {
+    const credential_set set = token_set("gcp");
+    const auto vars = set.dummy_variables();
+    REQUIRE(vars.size() == 1);
+    CHECK(vars[0].name == "CLOUDSDK_AUTH_ACCESS_TOKEN");
+    CHECK(vars[0].credential == "gcloud");
+    CHECK(vars[0].value.size() == real_token.size());
+    CHECK(vars[0].value != real_token);
+    CHECK(vars[0].value.starts_with("ya29."));
+
+    const auto files = set.dummy_files();
+    REQUIRE(files.size() == 1);
+    CHECK(files[0].variable == "GOOGLE_APPLICATION_CREDENTIALS");
+    CHECK(files[0].credential == "gcloud");
+    CHECK(files[0].file_name == "gcp-gcloud.json");
+    const auto key = nlohmann::json::parse(files[0].content);
+    CHECK(key.at("type") == "authorized_user");
+    CHECK(key.at("token_uri") == "https://oauth2.googleapis.com/token");
+    CHECK(files[0].content.find(real_token) == std::string::npos);
+  }
+  SECTION("azure: each env name holds the dummy, no files") {
+    const credential_set set = token_set("azure", {"AZURE_ACCESS_TOKEN", "ARM_ACCESS_TOKEN"});
+    const auto vars = set.dummy_variables();
+    REQUIRE(vars.size() == 2);
+    CHECK(vars[0].name == "AZURE_ACCESS_TOKEN");
+    CHECK(vars[1].name == "ARM_ACCESS_TOKEN");
+    CHECK(vars[0].value == vars[1].value);
+    CHECK(vars[0].value.size() == real_token.size());
+    CHECK(vars[0].value != real_token);
+    CHECK(vars[0].credential == "az");
+    CHECK(set.dummy_files().empty());
+    const auto env = set.dummy_environment();
+    REQUIRE(env.size() == 2);
+    CHECK(env[0] == std::pair<std::string, std::string>{"AZURE_ACCESS_TOKEN", vars[0].value});
+  }
+}
+
+TEST_CASE("token credential set: a rotated token is swapped in, the old one still blocked",
+          "[brokers][token_credential][slow]") {
+  REQUIRE(rotated_token.size() != real_token.size());
+  std::atomic<int> calls{0};
+  // The first token expires in 4 s, so the refresher fetches the next one after 2 s (half-life).
+  auto fetch = [&calls]() {
+    const int n = ++calls;
+    if (n == 1) return access_token{secret(std::string(real_token)), system_clock::now() + 4s};
+    return access_token{secret(std::string(rotated_token)), system_clock::now() + 1h};
+  };
+  std::vector<std::unique_ptr<token_credential>> tokens;
+  tokens.push_back(std::make_unique<token_credential>(
+      token_spec("gcp"), std::vector<std::vector<broker::config::host_pattern>>{}, fetch));
+  const token_credential& t = *tokens.front();
+  const credential_set set({}, std::move(tokens));
+  const std::string dummy = t.dummy();
+  CHECK(t.current().token.expose() == real_token);
+
+  const auto deadline = std::chrono::steady_clock::now() + 6s;
+  while (t.current().token.expose() != rotated_token && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  REQUIRE(t.current().token.expose() == rotated_token);
+  const auto rotated_at = system_clock::now();
+  CHECK(calls == 2);
+  CHECK(t.dummy() == dummy);  // the child keeps its one dummy
+
+  // The dummy now becomes the new token.
+  request r;
+  r.headers.push_back({"Authorization", "Bearer " + dummy});
+  auto d = set.apply(to("storage.googleapis.com"), r.target, r.headers);
+  CHECK(d.action == request_action::pass);
+  CHECK(d.swapped == 1);
+  CHECK(r.headers[2].value == "Bearer " + rotated_token);
+
+  // Both are live until the old one expires; responses mask each with its own length.
+  const auto patterns = set.response_patterns();
+  const scrub_pattern* fresh = pattern_for(patterns, rotated_token);
+  const scrub_pattern* old = pattern_for(patterns, real_token);
+  REQUIRE(fresh);
+  REQUIRE(old);
+  CHECK(fresh->replacement.size() == rotated_token.size());
+  CHECK(fresh->replacement.starts_with(dummy));  // the dummy, repeated to the length
+  CHECK(old->replacement.size() == real_token.size());
+
+  // The old token is still refused while it has not expired (it expires 2 s after rotation).
+  request leak;
+  leak.headers.push_back({"Authorization", "Bearer " + real_token});
+  auto blocked = set.apply(to("storage.googleapis.com"), leak.target, leak.headers);
+  CHECK(blocked.action == request_action::real_secret_blocked);
+  CHECK(leak.headers[2].value == "Bearer " + real_token);
+  CHECK(system_clock::now() < rotated_at + 1500ms);  // the checks above ran in the window
+  request leak_new;
+  leak_new.headers.push_back({"X-Echo", rotated_token});
+  CHECK(set.apply(to("storage.googleapis.com"), leak_new.target, leak_new.headers).action ==
+        request_action::real_secret_blocked);
+
+  // Once the old one has expired only the newest is live.
+  const auto later = t.live(system_clock::now() + 10s);
+  REQUIRE(later.size() == 1);
+  CHECK(later[0]->token.expose() == rotated_token);
+  CHECK(t.live(system_clock::now()).size() == 2);
+}

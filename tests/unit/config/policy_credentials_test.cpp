@@ -1,0 +1,155 @@
+// The cloud families' credential keys: aws-sigv4 "regions"/"services" and "env" arity, gcp
+// "scopes", and the defaults gcp and azure get without "env" or "source".
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "config/policy.hpp"
+#include "tests/unit/config/policy_test_support.hpp"
+
+using broker::config::parse_policy;
+using broker::config::test::error_of;
+using strings = std::vector<std::string>;
+
+TEST_CASE("aws-sigv4 regions and services are parsed", "[config][policy][credentials]") {
+  auto p = parse_policy(R"({"credentials": {
+  "aws": { "type": "aws-sigv4", "hosts": ["*.amazonaws.com"],
+           "regions": ["us-east-1", "eu-west-1"], "services": ["s3", "sts"] },
+  "plain": { "type": "aws-sigv4", "hosts": ["*.amazonaws.com"] }}})",
+                        "p.json");
+  const auto& aws = p.credentials.at("aws");
+  CHECK(aws.regions == strings{"us-east-1", "eu-west-1"});
+  CHECK(aws.services == strings{"s3", "sts"});
+  CHECK(aws.scopes.empty());
+  const auto& plain = p.credentials.at("plain");
+  CHECK(plain.regions.empty());  // absent = any
+  CHECK(plain.services.empty());
+}
+
+TEST_CASE("regions and services apply only to aws-sigv4", "[config][policy][credentials]") {
+  auto regions = error_of(R"({"credentials": {
+  "gh": { "type": "github", "env": ["GH_TOKEN"], "hosts": ["github.com"],
+          "regions": ["us-east-1"] }}})");
+  REQUIRE(regions.thrown);
+  CHECK(regions.line == 3);
+  CHECK(regions.key == "credentials.gh.regions");
+  CHECK(regions.message == "\"regions\" applies only to type \"aws-sigv4\"");
+  CHECK(regions.what ==
+        "policy.json:3: credentials.gh.regions: \"regions\" applies only to type \"aws-sigv4\"");
+
+  auto services = error_of(R"({"credentials": {
+  "g": { "type": "gcp", "hosts": ["*.googleapis.com"],
+
+         "services": ["storage"] }}})");
+  REQUIRE(services.thrown);
+  CHECK(services.line == 4);
+  CHECK(services.key == "credentials.g.services");
+  CHECK(services.message == "\"services\" applies only to type \"aws-sigv4\"");
+
+  for (std::string type : {"bearer", "basic", "azure"}) {
+    INFO(type);
+    auto e = error_of(R"({"credentials": {"x": {"type": ")" + type +
+                      R"(", "env": ["T"], "hosts": ["a.example"], "services": ["s3"]}}})");
+    CHECK(e.key == "credentials.x.services");
+    CHECK(e.line == 1);
+  }
+}
+
+TEST_CASE("scopes apply only to gcp", "[config][policy][credentials]") {
+  auto p = parse_policy(R"({"credentials": {
+  "g": { "type": "gcp", "hosts": ["*.googleapis.com"],
+         "scopes": ["https://www.googleapis.com/auth/devstorage.read_only"] }}})",
+                        "p.json");
+  CHECK(p.credentials.at("g").scopes ==
+        strings{"https://www.googleapis.com/auth/devstorage.read_only"});
+
+  for (std::string type : {"aws-sigv4", "azure", "bearer"}) {
+    INFO(type);
+    auto e = error_of(R"({"credentials": {
+  "x": { "type": ")" + type + R"(", "env": ["A", "B"], "hosts": ["a.example"],
+         "scopes": ["https://www.googleapis.com/auth/cloud-platform"] }}})");
+    REQUIRE(e.thrown);
+    CHECK(e.line == 3);
+    CHECK(e.key == "credentials.x.scopes");
+    CHECK(e.message == "\"scopes\" applies only to type \"gcp\"");
+  }
+}
+
+TEST_CASE("regions, services and scopes may not be empty or hold empty names",
+          "[config][policy][credentials]") {
+  for (const char* key : {"regions", "services"}) {
+    INFO(key);
+    auto empty = error_of(std::string(R"({"credentials": {"aws": {"type": "aws-sigv4",
+  "hosts": ["*.amazonaws.com"], ")") + key + R"(": [] }}})");
+    REQUIRE(empty.thrown);
+    CHECK(empty.key == std::string("credentials.aws.") + key);
+    CHECK(empty.line == 2);
+
+    auto blank = error_of(std::string(R"({"credentials": {"aws": {"type": "aws-sigv4",
+  "hosts": ["*.amazonaws.com"], ")") + key + R"(": ["s3", ""] }}})");
+    CHECK(blank.key == std::string("credentials.aws.") + key + "[1]");
+    CHECK(blank.message == "empty name");
+
+    auto not_strings = error_of(std::string(R"({"credentials": {"aws": {"type": "aws-sigv4",
+  "hosts": ["*.amazonaws.com"], ")") + key + R"(": "us-east-1" }}})");
+    CHECK(not_strings.key == std::string("credentials.aws.") + key);
+  }
+  auto scopes = error_of(R"({"credentials": {"g": {"type": "gcp", "hosts": ["*.googleapis.com"],
+  "scopes": []}}})");
+  REQUIRE(scopes.thrown);
+  CHECK(scopes.key == "credentials.g.scopes");
+}
+
+TEST_CASE("aws-sigv4 env names two or three variables", "[config][policy][credentials]") {
+  auto text = [](const std::string& env) {
+    return R"({"credentials": {
+  "aws": { "type": "aws-sigv4", "hosts": ["*.amazonaws.com"],
+           "env": )" +
+           env + R"( }}})";
+  };
+  for (const char* env : {R"(["K"])", R"(["K", "S", "T", "X"])"}) {
+    INFO(env);
+    auto e = error_of(text(env));
+    REQUIRE(e.thrown);
+    CHECK(e.key == "credentials.aws");
+    CHECK(e.line == 2);
+    CHECK(e.message.find("2 or 3 names") != std::string::npos);
+  }
+  auto two = parse_policy(text(R"(["K", "S"])"), "p");
+  CHECK(two.credentials.at("aws").env == strings{"K", "S"});
+  CHECK(two.credentials.at("aws").source == "env:K");
+  auto three = parse_policy(text(R"(["K", "S", "T"])"), "p");
+  CHECK(three.credentials.at("aws").env == strings{"K", "S", "T"});
+
+  auto defaults = parse_policy(
+      R"({"credentials": {"aws": {"type": "aws-sigv4", "hosts": ["*.amazonaws.com"]}}})", "p");
+  CHECK(defaults.credentials.at("aws").env ==
+        strings{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"});
+  CHECK(defaults.credentials.at("aws").source == "env:AWS_ACCESS_KEY_ID");
+}
+
+TEST_CASE("gcp and azure defaults", "[config][policy][credentials]") {
+  auto p = parse_policy(R"({"credentials": {
+  "az": { "type": "azure", "hosts": ["management.azure.com"] },
+  "az-env": { "type": "azure", "env": ["ARM_ACCESS_TOKEN"], "hosts": ["management.azure.com"] },
+  "az-file": { "type": "azure", "source": "file:/run/az-token", "hosts": ["management.azure.com"] },
+  "g": { "type": "gcp", "hosts": ["*.googleapis.com"] },
+  "g-file": { "type": "gcp", "source": "file:/keys/sa.json", "hosts": ["*.googleapis.com"] }}})",
+                        "p.json");
+  const auto& az = p.credentials.at("az");
+  CHECK(az.source == "cmd:az account get-access-token --output json");
+  CHECK(az.env == strings{"AZURE_ACCESS_TOKEN"});
+  // The variable names what the child sees; the real token still comes from the Azure CLI.
+  CHECK(p.credentials.at("az-env").source == "cmd:az account get-access-token --output json");
+  CHECK(p.credentials.at("az-env").env == strings{"ARM_ACCESS_TOKEN"});
+  CHECK(p.credentials.at("az-file").source == "file:/run/az-token");
+  CHECK(p.credentials.at("az-file").env == strings{"AZURE_ACCESS_TOKEN"});
+
+  const auto& g = p.credentials.at("g");
+  CHECK(g.env == strings{"GOOGLE_APPLICATION_CREDENTIALS"});
+  CHECK(g.source == "env:GOOGLE_APPLICATION_CREDENTIALS");
+  CHECK(g.scopes.empty());
+  CHECK(p.credentials.at("g-file").source == "file:/keys/sa.json");
+  CHECK(p.credentials.at("g-file").env == strings{"GOOGLE_APPLICATION_CREDENTIALS"});
+}
