@@ -88,6 +88,11 @@ std::string amz_date_of(const std::vector<proxy::header_field>& headers) {
   throw sigv4_error("the request has no X-Amz-Date in the form YYYYMMDDTHHMMSSZ");
 }
 
+constexpr std::string_view signature_v2 =
+    "the request is signed with AWS Signature Version 2, which the broker does not re-sign; sign "
+    "with Signature Version 4 (boto3/botocore: Config(signature_version=\"s3v4\"); AWS CLI: "
+    "aws configure set default.s3.signature_version s3v4)";
+
 bool is_listed(const std::vector<std::string>& list, std::string_view value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
@@ -127,9 +132,11 @@ std::unique_ptr<aws_signed_request> find_aws_request(
     auto auth = sigv4::parse_authorization(h.value);
     if (!auth) {
       // Ours only if it names a dummy key id; another scheme or someone else's key passes.
-      for (const aws_identity* id : ids)
-        if (h.value.find(id->dummy_key_id) != std::string::npos)
-          throw sigv4_error("the Authorization header is not a well-formed AWS4-HMAC-SHA256 value");
+      for (const aws_identity* id : ids) {
+        if (h.value.find(id->dummy_key_id) == std::string::npos) continue;
+        if (h.value.starts_with("AWS ")) throw sigv4_error(std::string(signature_v2));
+        throw sigv4_error("the Authorization header is not a well-formed AWS4-HMAC-SHA256 value");
+      }
       continue;
     }
     const aws_identity* id = identity_of(auth->credential.access_key_id);
@@ -149,7 +156,12 @@ std::unique_ptr<aws_signed_request> find_aws_request(
   }
 
   auto presigned = sigv4::parse_presigned(target);
-  if (!presigned) return nullptr;
+  if (!presigned) {
+    // A Signature Version 2 presigned URL (botocore's default for S3 before 1.36).
+    if (const std::string key_id = query_value(target, "AWSAccessKeyId"); identity_of(key_id))
+      throw sigv4_error(std::string(signature_v2));
+    return nullptr;
+  }
   const aws_identity* id = identity_of(presigned->credential.access_key_id);
   if (!id) return nullptr;
   auto request = std::make_unique<aws_signed_request>(*id, true, presigned->credential.scope);

@@ -320,6 +320,19 @@ def presigned_tampered():
 
 
 step("presigned_tampered", presigned_tampered)
+
+
+def presigned_v2():
+    # botocore 1.29's default for S3 presigned URLs: Signature Version 2 (AWSAccessKeyId=...).
+    client = boto3.client("s3", region_name="us-east-1",
+                          config=Config(signature_version="s3", retries=RETRIES))
+    url = client.generate_presigned_url("get_object", Params={"Bucket": BUCKET,
+                                        "Key": PREFIX + "hello.txt"}, ExpiresIn=600)
+    assert "AWSAccessKeyId=" in url, url
+    return send("GET", url, {})
+
+
+step("presigned_v2", presigned_v2)
 # The dummy sent to a host the credential is not bound to.
 step("unbound_header", lambda: botocore_signed("GET", f"https://{OTHER}/{PREFIX}aws-exfil",
                                                "s3", "us-east-1"))
@@ -1045,6 +1058,15 @@ def test_forged_and_tampered_requests_are_refused_before_aws(main_run, fake):
     assert fake.object(BUCKET, "main/tampered-body.txt") is None
     refused = [q for q in main_run.records() if q.get("error") == "signature_invalid"]
     assert len(refused) >= 3, main_run.records()
+
+
+def test_a_signature_version_2_presigned_url_is_refused_with_the_way_out(main_run, fake):
+    v = main_run.ok("presigned_v2")
+    assert_refusal(v["status"], v["headers"], v["body"].encode(), "signature_invalid", 403)
+    assert "Signature Version 2" in v["body"] and "s3v4" in v["body"], v["body"]
+    assert not [s for s in fake.seen
+                if "AWSAccessKeyId" in s["path"] and s["path"].startswith("/main/")], \
+        "a SigV2 URL from the session reached AWS"
 
 
 # ==============================================================================================
