@@ -45,6 +45,9 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.header.empty()) j["header"] = c.header;
   if (!c.prefix.empty()) j["prefix"] = c.prefix;
   if (!c.query.empty()) j["query"] = c.query;
+  if (!c.regions.empty()) j["regions"] = c.regions;
+  if (!c.services.empty()) j["services"] = c.services;
+  if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
   return j;
 }

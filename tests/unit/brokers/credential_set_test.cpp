@@ -171,3 +171,58 @@ TEST_CASE("a credential set keeps its patterns valid when moved", "[brokers][cre
   CHECK(b.response_patterns()[0].find == github_real);
   CHECK(b.response_patterns()[0].replacement == dummy);
 }
+
+TEST_CASE("load: an aws-sigv4 credential becomes its key id, secret and session token",
+          "[brokers][credential_set]") {
+  const std::string key_id = "AKIAREALREAL12345678";
+  const std::string secret_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiREALREALKEY0";
+  const std::string token = "IQoJb3JpZ2luX2VjEREALREALsessiontoken0123456789==";
+  env_var k("BROKER_TEST_AKID", key_id);
+  env_var s("BROKER_TEST_SECRET", secret_key);
+  env_var t("BROKER_TEST_TOKEN", token);
+  const std::string text = R"({ "version": 1, "credentials": { "aws": { "type": "aws-sigv4",
+      "env": ["BROKER_TEST_AKID", "BROKER_TEST_SECRET", "BROKER_TEST_TOKEN"],
+      "hosts": ["*.amazonaws.com"] } } })";
+  credential_set set = credential_set::load({parse_policy(text, "p.json")});
+  REQUIRE(set.size() == 3);
+  CHECK(set.names() == std::vector<std::string>{"aws"});
+
+  // Each part has its own dummy, shaped like its real value, in its own variable.
+  auto env = set.dummy_environment();
+  REQUIRE(env.size() == 3);
+  const std::vector<std::pair<std::string, const std::string*>> parts{
+      {"BROKER_TEST_AKID", &key_id},
+      {"BROKER_TEST_SECRET", &secret_key},
+      {"BROKER_TEST_TOKEN", &token}};
+  for (const auto& [name, real] : parts) {
+    auto it = std::find_if(env.begin(), env.end(), [&](const auto& e) { return e.first == name; });
+    REQUIRE(it != env.end());
+    CHECK(it->second.size() == real->size());
+    CHECK(it->second != *real);
+  }
+  CHECK(std::find_if(env.begin(), env.end(), [](const auto& e) {
+          return e.first == "BROKER_TEST_AKID" && e.second.starts_with("AKIA");
+        }) != env.end());
+
+  // Every real part is scrubbed from responses back to its dummy.
+  const auto patterns = set.response_patterns();
+  for (const auto& [name, real] : parts)
+    CHECK(std::find_if(patterns.begin(), patterns.end(),
+                       [&](const auto& p) { return p.find == *real; }) != patterns.end());
+}
+
+TEST_CASE("load: an aws-sigv4 credential without a session token leaves its variable unset",
+          "[brokers][credential_set]") {
+  env_var k("BROKER_TEST_AKID", "AKIAREALREAL12345678");
+  env_var s("BROKER_TEST_SECRET", "wJalrXUtnFEMI/K7MDENG+bPxRfiREALREALKEY0");
+  ::unsetenv("BROKER_TEST_TOKEN");
+  const std::string text = R"({ "version": 1, "credentials": { "aws": { "type": "aws-sigv4",
+      "env": ["BROKER_TEST_AKID", "BROKER_TEST_SECRET", "BROKER_TEST_TOKEN"],
+      "hosts": ["*.amazonaws.com"] } } })";
+  credential_set set = credential_set::load({parse_policy(text, "p.json")});
+  CHECK(set.size() == 2);
+  auto env = set.dummy_environment();
+  CHECK(env.size() == 2);
+  CHECK(std::none_of(env.begin(), env.end(),
+                     [](const auto& e) { return e.first == "BROKER_TEST_TOKEN"; }));
+}

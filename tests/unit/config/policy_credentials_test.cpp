@@ -2,6 +2,8 @@
 // "scopes", and the defaults gcp and azure get without "env" or "source".
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -25,6 +27,12 @@ TEST_CASE("aws-sigv4 regions and services are parsed", "[config][policy][credent
   const auto& plain = p.credentials.at("plain");
   CHECK(plain.regions.empty());  // absent = any
   CHECK(plain.services.empty());
+  // `policy check` shows them.
+  auto j = broker::config::to_json(p);
+  CHECK(j["credentials"]["aws"]["regions"] ==
+        nlohmann::ordered_json::parse(R"(["us-east-1", "eu-west-1"])"));
+  CHECK(j["credentials"]["aws"]["services"] == nlohmann::ordered_json::parse(R"(["s3", "sts"])"));
+  CHECK_FALSE(j["credentials"]["plain"].contains("regions"));
 }
 
 TEST_CASE("regions and services apply only to aws-sigv4", "[config][policy][credentials]") {
@@ -67,7 +75,8 @@ TEST_CASE("scopes apply only to gcp", "[config][policy][credentials]") {
   for (std::string type : {"aws-sigv4", "azure", "bearer"}) {
     INFO(type);
     auto e = error_of(R"({"credentials": {
-  "x": { "type": ")" + type + R"(", "env": ["A", "B"], "hosts": ["a.example"],
+  "x": { "type": ")" + type +
+                      R"(", "env": ["A", "B"], "hosts": ["a.example"],
          "scopes": ["https://www.googleapis.com/auth/cloud-platform"] }}})");
     REQUIRE(e.thrown);
     CHECK(e.line == 3);
@@ -81,18 +90,21 @@ TEST_CASE("regions, services and scopes may not be empty or hold empty names",
   for (const char* key : {"regions", "services"}) {
     INFO(key);
     auto empty = error_of(std::string(R"({"credentials": {"aws": {"type": "aws-sigv4",
-  "hosts": ["*.amazonaws.com"], ")") + key + R"(": [] }}})");
+  "hosts": ["*.amazonaws.com"], ")") +
+                          key + R"(": [] }}})");
     REQUIRE(empty.thrown);
     CHECK(empty.key == std::string("credentials.aws.") + key);
     CHECK(empty.line == 2);
 
     auto blank = error_of(std::string(R"({"credentials": {"aws": {"type": "aws-sigv4",
-  "hosts": ["*.amazonaws.com"], ")") + key + R"(": ["s3", ""] }}})");
+  "hosts": ["*.amazonaws.com"], ")") +
+                          key + R"(": ["s3", ""] }}})");
     CHECK(blank.key == std::string("credentials.aws.") + key + "[1]");
     CHECK(blank.message == "empty name");
 
     auto not_strings = error_of(std::string(R"({"credentials": {"aws": {"type": "aws-sigv4",
-  "hosts": ["*.amazonaws.com"], ")") + key + R"(": "us-east-1" }}})");
+  "hosts": ["*.amazonaws.com"], ")") +
+                                key + R"(": "us-east-1" }}})");
     CHECK(not_strings.key == std::string("credentials.aws.") + key);
   }
   auto scopes = error_of(R"({"credentials": {"g": {"type": "gcp", "hosts": ["*.googleapis.com"],
