@@ -218,29 +218,37 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
   dummy_signature_ = std::move(signature);
 
   // The same request with the real key id and session token, signed with the real secret.
-  real_key_ = std::make_unique<sigv4::signing_key>(id_.real_secret, scope_);
-  const bool swap_token = !id_.dummy_token.empty();
+  const aws_values real = id_.real();
+  real_key_ = std::make_unique<sigv4::signing_key>(real.secret_key, scope_);
   if (presigned_) {
     set_query_value(target, "X-Amz-Credential",
-                    percent_encode(std::string(id_.real_key_id) + "/" + scope_.text()));
-    if (swap_token && query_value(target, "X-Amz-Security-Token") == id_.dummy_token)
-      set_query_value(target, "X-Amz-Security-Token", percent_encode(id_.real_token));
+                    percent_encode(std::string(real.key_id) + "/" + scope_.text()));
+    const std::string sent_token = query_value(target, "X-Amz-Security-Token");
+    if (!sent_token.empty() && sent_token == id_.dummy_token)
+      set_query_value(target, "X-Amz-Security-Token", percent_encode(real.token));
+    else if (sent_token.empty() && !real.token.empty() && id_.dummy_token.empty())
+      // Temporary credentials the child was given no token for (they were long-term at first).
+      target += (target.find('?') == std::string::npos ? "?" : "&") +
+                std::string("X-Amz-Security-Token=") + percent_encode(real.token);
     const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
                                                            payload_hash_, scope_.service, true);
     real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));
     set_query_value(target, "X-Amz-Signature", real_signature_);
     return;
   }
-  if (swap_token) {
-    for (auto& h : headers)
-      if (iequal(h.name, "x-amz-security-token") && h.value == id_.dummy_token)
-        h.value = id_.real_token;
+  if (auto* token = find_header(headers, "x-amz-security-token")) {
+    if (!id_.dummy_token.empty() && token->value == id_.dummy_token) token->value = real.token;
+  } else if (!real.token.empty() && id_.dummy_token.empty()) {
+    // Temporary credentials the child was given no token for: the token goes along, signed.
+    headers.push_back({"X-Amz-Security-Token", std::string(real.token)});
+    signed_headers.push_back("x-amz-security-token");
+    std::sort(signed_headers.begin(), signed_headers.end());
   }
   const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
                                                          payload_hash_, scope_.service, false);
   real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));
   sigv4::authorization out{
-      {std::string(id_.real_key_id), scope_}, std::move(signed_headers), real_signature_};
+      {std::string(real.key_id), scope_}, std::move(signed_headers), real_signature_};
   find_header(headers, "authorization")->value = sigv4::format_authorization(out);
 }
 

@@ -4,15 +4,30 @@
 // form, with the session token swapped and aws-chunked bodies re-signed chunk by chunk.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "brokers/rotating.hpp"
+#include "brokers/secret.hpp"
 #include "brokers/sigv4.hpp"
 #include "proxy/http_parser.hpp"
 
 namespace broker::brokers {
+
+// One issue of temporary AWS credentials (a credential_process with an Expiration), fetched
+// again before they expire; with same-length stand-ins for responses that echo them.
+struct aws_real_credentials {
+  secret key_id, secret_key, token;
+  std::string key_id_mask, secret_mask, token_mask;
+  std::chrono::system_clock::time_point expires;
+};
+
+struct aws_values {
+  std::string_view key_id, secret_key, token;  // token empty when there is none
+};
 
 // A session's AWS identity: the values of one aws-sigv4 credential (token parts empty when the
 // real credentials have no session token). The views point into the credential_set.
@@ -23,6 +38,15 @@ struct aws_identity {
   std::string_view dummy_token, real_token;
   const std::vector<std::string>* regions;  // allowlists; empty = any
   const std::vector<std::string>* services;
+  // Temporary credentials are replaced as they expire; null = the real_* values for good.
+  const rotating<aws_real_credentials>* rotation = nullptr;
+
+  // The real credentials to sign with now.
+  aws_values real() const {
+    if (!rotation) return {real_key_id, real_secret, real_token};
+    const aws_real_credentials& c = rotation->current();
+    return {c.key_id.expose(), c.secret_key.expose(), c.token.expose()};
+  }
 };
 
 // One request signed with an identity's dummy key id. Made by find_aws_request(); lives as long

@@ -71,11 +71,45 @@ struct layered_spec {
   std::vector<std::vector<config::host_pattern>> other_hosts;
 };
 
+// Temporary AWS credentials (a credential_process that says when they expire): the command is
+// run again before they do. `parts` are the credential's entries just added (key id, secret,
+// token): the first issue, and the dummies the new values' stand-ins are cut from.
+std::unique_ptr<rotating<aws_real_credentials>> rotate_aws(
+    const config::credential_spec& spec, const credential* parts, std::size_t count,
+    std::chrono::system_clock::time_point expires) {
+  const std::string dummy_key_id = parts[0].dummy, dummy_secret = parts[1].dummy;
+  const std::string dummy_token = count > 2 ? parts[2].dummy : dummy_secret;
+  auto issue = [=](aws_credentials c) {
+    aws_real_credentials r;
+    r.key_id_mask = same_length_mask(dummy_key_id, c.access_key_id.size());
+    r.secret_mask = same_length_mask(dummy_secret, c.secret_access_key.size());
+    r.token_mask = same_length_mask(dummy_token, c.session_token.size());
+    r.key_id = std::move(c.access_key_id);
+    r.secret_key = std::move(c.secret_access_key);
+    r.token = std::move(c.session_token);
+    r.expires = c.expiration.value_or(std::chrono::system_clock::now() + std::chrono::hours(1));
+    return r;
+  };
+  aws_credentials first;
+  first.access_key_id = secret(std::string(parts[0].real.expose()));
+  first.secret_access_key = secret(std::string(parts[1].real.expose()));
+  if (count > 2) first.session_token = secret(std::string(parts[2].real.expose()));
+  first.expiration = expires;
+  return std::make_unique<rotating<aws_real_credentials>>(
+      "credential " + spec.name + ": its temporary AWS credentials", issue(std::move(first)),
+      std::chrono::system_clock::now(), [spec, issue] {
+        std::optional<aws_credentials> next = load_aws_credentials(spec.source, spec.env);
+        if (!next) throw source_error(spec.source + ": no credentials");
+        return issue(std::move(*next));
+      });
+}
+
 }  // namespace
 
 credential_set::credential_set(std::vector<credential> credentials,
-                               std::vector<std::unique_ptr<token_credential>> tokens)
-    : tokens_(std::move(tokens)) {
+                               std::vector<std::unique_ptr<token_credential>> tokens,
+                               aws_rotation_list aws_rotations)
+    : tokens_(std::move(tokens)), aws_rotations_(std::move(aws_rotations)) {
   credentials_.reserve(credentials.size());
   for (credential& c : credentials) {
     if (c.real.empty()) throw std::invalid_argument("credential " + c.spec.name + ": empty value");
@@ -102,6 +136,8 @@ credential_set::credential_set(std::vector<credential> credentials,
         id.real_token = other->real.expose();
       }
     }
+    for (const auto& [name, rotation] : aws_rotations_)
+      if (name == c->spec.name) id.rotation = rotation.get();
     if (id.real_secret.empty())
       throw std::invalid_argument("credential " + c->spec.name +
                                   ": an AWS key id without a secret");
@@ -135,6 +171,7 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
   };
   std::vector<credential> loaded;
   std::vector<std::unique_ptr<token_credential>> tokens;
+  aws_rotation_list aws_rotations;
   for (layered_spec& s : specs) {
     const config::credential_spec& spec = *s.spec;
     if (is_token_family(spec.type)) {
@@ -148,10 +185,15 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
     }
     if (spec.type == "aws-sigv4") {
       std::optional<aws_credentials> creds = load_aws_credentials(spec.source, spec.env);
+      const std::size_t first_part = loaded.size();
+      const auto expiration = creds ? creds->expiration : std::nullopt;
       if (!creds)
         skip(spec.name, "no value in " + spec.source);
       else if (!add_aws_parts(spec, std::move(*creds), s.other_hosts, loaded))
         skip(spec.name, too_short(spec.source));
+      else if (expiration)
+        aws_rotations.emplace_back(spec.name, rotate_aws(spec, &loaded[first_part],
+                                                         loaded.size() - first_part, *expiration));
       continue;
     }
     std::optional<secret> value = load_secret(spec.source);
@@ -165,7 +207,7 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
     }
     loaded.push_back(make_credential(spec, std::move(*value), std::move(s.other_hosts)));
   }
-  return credential_set(std::move(loaded), std::move(tokens));
+  return credential_set(std::move(loaded), std::move(tokens), std::move(aws_rotations));
 }
 
 bool credential_set::bound(const credential& c, std::string_view host) {
@@ -234,11 +276,35 @@ std::vector<std::string> credential_set::names() const {
 
 std::vector<scrub_pattern> credential_set::response_patterns() const {
   std::vector<scrub_pattern> patterns = response_patterns_;
+  const auto now = std::chrono::system_clock::now();
   for (const auto& t : tokens_) {
-    for (const issued_token* issued : t->live(std::chrono::system_clock::now()))
+    for (const issued_token* issued : t->live(now))
       patterns.push_back({issued->token.expose(), issued->mask});
   }
+  for (const auto& [name, rotation] : aws_rotations_) {
+    for (const aws_real_credentials* c : rotation->live(now)) {
+      patterns.push_back({c->key_id.expose(), c->key_id_mask});
+      patterns.push_back({c->secret_key.expose(), c->secret_mask});
+      if (!c->token.empty()) patterns.push_back({c->token.expose(), c->token_mask});
+    }
+  }
   return patterns;
+}
+
+std::vector<std::pair<std::string_view, std::string_view>> credential_set::rotated_values(
+    std::chrono::system_clock::time_point now) const {
+  std::vector<std::pair<std::string_view, std::string_view>> values;
+  for (const auto& t : tokens_)
+    for (const issued_token* issued : t->live(now))
+      values.emplace_back(issued->token.expose(), t->spec().name);
+  for (const auto& [name, rotation] : aws_rotations_) {
+    for (const aws_real_credentials* c : rotation->live(now)) {
+      values.emplace_back(c->key_id.expose(), name);
+      values.emplace_back(c->secret_key.expose(), name);
+      if (!c->token.empty()) values.emplace_back(c->token.expose(), name);
+    }
+  }
+  return values;
 }
 
 bool credential_set::may_be_gcp_token_request(std::string_view host,
@@ -263,7 +329,7 @@ std::optional<credential_set::token_answer> credential_set::gcp_token_answer(
       const std::size_t eq = param.find('=');
       if (eq == std::string_view::npos || param.substr(0, eq) != "refresh_token") continue;
       if (percent_decode(param.substr(eq + 1)) == t->gcp_client().refresh_token)
-        return token_answer{t->spec().name, t->gcp_token_answer(std::chrono::system_clock::now())};
+        return token_answer{t->spec().name, t->gcp_token_answer()};
     }
   }
   return std::nullopt;

@@ -61,8 +61,11 @@ class credential_set {
   credential_set() = default;
   // Makes each credential's broker. Credentials are kept at stable addresses (the brokers and the
   // scrub patterns point into them).
+  using aws_rotation_list =
+      std::vector<std::pair<std::string, std::unique_ptr<rotating<aws_real_credentials>>>>;
   explicit credential_set(std::vector<credential> credentials,
-                          std::vector<std::unique_ptr<token_credential>> tokens = {});
+                          std::vector<std::unique_ptr<token_credential>> tokens = {},
+                          aws_rotation_list aws_rotations = {});
   credential_set(credential_set&&) noexcept = default;
   credential_set& operator=(credential_set&&) noexcept = default;
 
@@ -148,8 +151,15 @@ class credential_set {
   std::vector<std::pair<scrub_pattern, request_decision>> body_checks(
       const request_context& where) const;
 
+  // The real values issued since the session started that have not expired (access tokens,
+  // temporary AWS credentials), with their credential's name: refused in requests like any real
+  // value.
+  std::vector<std::pair<std::string_view, std::string_view>> rotated_values(
+      std::chrono::system_clock::time_point now) const;
+
   std::vector<aws_identity> aws_;
   std::vector<std::unique_ptr<token_credential>> tokens_;
+  aws_rotation_list aws_rotations_;
 };
 
 }  // namespace broker::brokers

@@ -116,12 +116,9 @@ request_decision credential_set::apply(const request_context& where, std::string
       std::string at = text.find(c->real.expose());
       if (!at.empty()) return {request_action::real_secret_blocked, c->spec.name, at, 0};
     }
-    const auto now = std::chrono::system_clock::now();
-    for (const auto& t : tokens_) {
-      for (const issued_token* issued : t->live(now)) {
-        std::string at = text.find(issued->token.expose());
-        if (!at.empty()) return {request_action::real_secret_blocked, t->spec().name, at, 0};
-      }
+    for (const auto& [value, name] : rotated_values(std::chrono::system_clock::now())) {
+      std::string at = text.find(value);
+      if (!at.empty()) return {request_action::real_secret_blocked, std::string(name), at, 0};
     }
     for (const auto& c : credentials_) {
       if (usable(*c, where)) continue;
@@ -203,9 +200,8 @@ std::vector<std::pair<scrub_pattern, request_decision>> credential_set::body_che
   };
   for (const auto& c : credentials_)
     add(c->real.expose(), request_action::real_secret_blocked, c->spec.name);
-  for (const auto& t : tokens_)
-    for (const issued_token* issued : t->live(std::chrono::system_clock::now()))
-      add(issued->token.expose(), request_action::real_secret_blocked, t->spec().name);
+  for (const auto& [value, name] : rotated_values(std::chrono::system_clock::now()))
+    add(value, request_action::real_secret_blocked, std::string(name));
   for (const auto& c : credentials_)
     if (!usable(*c, where)) add(c->dummy, request_action::credential_not_bound, c->spec.name);
   for (const auto& t : tokens_) {

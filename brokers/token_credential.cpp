@@ -3,8 +3,6 @@
 // hour), so the views the scrubbers hold never dangle.
 #include "brokers/token_credential.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <nlohmann/json.hpp>
 
 #include "brokers/dummy.hpp"
@@ -15,21 +13,12 @@ namespace broker::brokers {
 namespace {
 
 using std::chrono::system_clock;
-using namespace std::chrono_literals;
 
-constexpr auto retry_after_failure = 30s;
 constexpr std::string_view default_gcp_scope = "https://www.googleapis.com/auth/cloud-platform";
 
 // A random string shaped like `example` (same length, character classes and punctuation).
 std::string shaped_like(std::string example) {
   return make_dummy(secret(std::move(example)));
-}
-
-std::string mask_for(std::string_view dummy, std::size_t size) {
-  std::string mask;
-  mask.reserve(size);
-  while (mask.size() < size) mask.append(dummy.substr(0, size - mask.size()));
-  return mask;
 }
 
 std::string scopes_of(const config::credential_spec& spec) {
@@ -81,74 +70,31 @@ std::pair<std::string, std::string> google_grant(const secret& key_file, const s
 token_credential::token_credential(config::credential_spec spec,
                                    std::vector<std::vector<config::host_pattern>> other_layer_hosts,
                                    fetcher fetch)
-    : spec_(std::move(spec)),
-      other_layer_hosts_(std::move(other_layer_hosts)),
-      fetch_(std::move(fetch)) {
+    : spec_(std::move(spec)), other_layer_hosts_(std::move(other_layer_hosts)) {
   const auto issued = system_clock::now();
-  access_token first = fetch_();
+  access_token first = fetch();
   dummy_ = make_dummy(first.token);
   if (spec_.type == "gcp") {
     // Shapes of Google's own OAuth clients and refresh tokens, with every letter and digit random.
     gcp_client_.client_id = shaped_like("764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur") +
                             ".apps.googleusercontent.com";
-    gcp_client_.client_secret = shaped_like("d-FL95Q19q7MQmFpd7hHD0Ty");
-    gcp_client_.refresh_token = shaped_like(
-        "1//"
-        "0gXk2Yb7Lr9QwCgYIARAAGBASNwF-"
-        "L9IrQ3aPzT1mNuVxW8kJcD5sHfE2oRtY6bGqZiU0lMnKpA4vSxC7eWdJhB1yTf");
+    gcp_client_.client_secret = "GOCSPX-" + shaped_like("d4FL95Q19q7MQmFpd7hHD0TyQm2x");
+    gcp_client_.refresh_token =
+        "1//0" + shaped_like(
+                     "gXk2Yb7Lr9QwCgYIARAAGBASNwF-"
+                     "L9IrQ3aPzT1mNuVxW8kJcD5sHfE2oRtY6bGqZiU0lMnKpA4vSxC7eWdJhB1yTf");
   }
-  add(std::move(first), issued);
-  refresher_ = std::jthread([this](std::stop_token stop) { refresh_loop(stop); });
+  tokens_ = std::make_unique<rotating<issued_token>>(
+      "credential " + spec_.name + ": its access token", issue(std::move(first)), issued,
+      [this, fetch = std::move(fetch)] { return issue(fetch()); });
 }
 
-token_credential::~token_credential() {
-  refresher_.request_stop();
-  wake_.notify_all();
-}
-
-system_clock::time_point token_credential::refresh_time(system_clock::time_point issued,
-                                                        system_clock::time_point expires) {
-  const auto halfway = issued + (expires - issued) / 2;
-  return std::max(halfway, expires - std::chrono::duration_cast<system_clock::duration>(5min));
-}
-
-void token_credential::add(access_token token, system_clock::time_point issued) {
-  std::lock_guard lock(mutex_);
-  issued_token& t = issued_.emplace_back();
-  t.mask = mask_for(dummy_, token.token.size());
+issued_token token_credential::issue(access_token token) const {
+  issued_token t;
+  t.mask = same_length_mask(dummy_, token.token.size());
   t.token = std::move(token.token);
   t.expires = token.expires;
-  next_refresh_ = refresh_time(issued, t.expires);
-  current_.store(&t);
-}
-
-std::vector<const issued_token*> token_credential::live(system_clock::time_point now) const {
-  std::vector<const issued_token*> out;
-  std::lock_guard lock(mutex_);
-  for (auto it = issued_.rbegin(); it != issued_.rend(); ++it)
-    if (it == issued_.rbegin() || it->expires > now) out.push_back(&*it);
-  return out;
-}
-
-void token_credential::refresh_loop(std::stop_token stop) {
-  while (!stop.stop_requested()) {
-    {
-      std::unique_lock lock(mutex_);
-      const auto when = next_refresh_;
-      wake_.wait_until(lock, stop, when, [] { return false; });
-      if (stop.stop_requested()) return;
-    }
-    const auto issued = system_clock::now();
-    try {
-      add(fetch_(), issued);
-    } catch (const std::exception& e) {
-      // Messages name the source, never a value. The current token stays in use meanwhile.
-      spdlog::warn("credential {}: refreshing its access token failed ({}); retrying in {} s",
-                   spec_.name, e.what(), retry_after_failure.count());
-      std::lock_guard lock(mutex_);
-      next_refresh_ = system_clock::now() + retry_after_failure;
-    }
-  }
+  return t;
 }
 
 std::string token_credential::gcp_key_file() const {
@@ -161,11 +107,11 @@ std::string token_credential::gcp_key_file() const {
   return key.dump(2) + "\n";
 }
 
-std::string token_credential::gcp_token_answer(system_clock::time_point now) const {
-  const auto left = std::chrono::duration_cast<std::chrono::seconds>(current().expires - now);
+std::string token_credential::gcp_token_answer() const {
+  // Telling the real token's remaining life would only make clients ask again and again.
   nlohmann::ordered_json answer;
   answer["access_token"] = dummy_;
-  answer["expires_in"] = std::max<long long>(left.count(), 60);
+  answer["expires_in"] = 3599;
   answer["scope"] = scopes_of(spec_);
   answer["token_type"] = "Bearer";
   return answer.dump();

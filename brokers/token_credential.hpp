@@ -8,19 +8,16 @@
 // with the dummy access token, so nothing the child holds can be redeemed anywhere.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "brokers/cloud_tokens.hpp"
+#include "brokers/rotating.hpp"
 #include "brokers/secret.hpp"
 #include "config/policy.hpp"
 
@@ -51,7 +48,7 @@ class token_credential {
   // Fetches the first token now (throws source_error) and starts the refresher.
   token_credential(config::credential_spec spec,
                    std::vector<std::vector<config::host_pattern>> other_layer_hosts, fetcher fetch);
-  ~token_credential();
+  ~token_credential() = default;  // tokens_ (its refresher) goes first
   token_credential(const token_credential&) = delete;
   token_credential& operator=(const token_credential&) = delete;
 
@@ -62,37 +59,28 @@ class token_credential {
   const std::string& dummy() const { return dummy_; }
   const gcp_dummy_client& gcp_client() const { return gcp_client_; }
 
-  // The latest token (never null; stays valid as long as this credential).
-  const issued_token& current() const { return *current_.load(); }
+  // The latest token (stays valid as long as this credential).
+  const issued_token& current() const { return tokens_->current(); }
   // Every token issued that has not expired yet, newest first (a request may still carry an
   // older one a response echoed).
-  std::vector<const issued_token*> live(std::chrono::system_clock::time_point now) const;
+  std::vector<const issued_token*> live(std::chrono::system_clock::time_point now) const {
+    return tokens_->live(now);
+  }
 
   // The session file a gcp child's GOOGLE_APPLICATION_CREDENTIALS names.
   std::string gcp_key_file() const;
-  // The token endpoint's answer to the child's refresh request: the dummy access token.
-  std::string gcp_token_answer(std::chrono::system_clock::time_point now) const;
-
-  // When the refresher fetches the next token: 5 minutes before expiry, but not before half the
-  // token's life has passed.
-  static std::chrono::system_clock::time_point refresh_time(
-      std::chrono::system_clock::time_point issued, std::chrono::system_clock::time_point expires);
+  // The token endpoint's answer to the child's refresh request: the dummy access token, good
+  // for an hour (it stands for whichever real token is current, so it never runs out).
+  std::string gcp_token_answer() const;
 
  private:
-  void add(access_token token, std::chrono::system_clock::time_point issued);
-  void refresh_loop(std::stop_token stop);
+  issued_token issue(access_token token) const;
 
   config::credential_spec spec_;
   std::vector<std::vector<config::host_pattern>> other_layer_hosts_;
-  fetcher fetch_;
   std::string dummy_;
   gcp_dummy_client gcp_client_;
-  mutable std::mutex mutex_;
-  std::deque<issued_token> issued_;  // never shrinks: views into it stay valid
-  std::atomic<const issued_token*> current_{nullptr};
-  std::chrono::system_clock::time_point next_refresh_;
-  std::condition_variable_any wake_;
-  std::jthread refresher_;
+  std::unique_ptr<rotating<issued_token>> tokens_;
 };
 
 // The fetcher for a gcp or azure credential's source:

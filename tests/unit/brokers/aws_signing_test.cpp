@@ -6,9 +6,11 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,8 +51,8 @@ const std::vector<std::string> any_list;  // an empty allowlist: any region or s
 
 aws_identity identity(bool with_token, const std::vector<std::string>* regions = &any_list,
                       const std::vector<std::string>* services = &any_list) {
-  aws_identity id{"aws",        dummy_key_id, real_key_id, dummy_secret, real_secret, {}, {},
-                  regions,      services};
+  aws_identity id{"aws", dummy_key_id, real_key_id, dummy_secret, real_secret,
+                  {},    {},           regions,     services};
   if (with_token) {
     id.dummy_token = dummy_token;
     id.real_token = real_token;
@@ -127,21 +129,19 @@ void sdk_sign(aws_request& r, std::string_view key_id, std::string_view secret_k
               const sigv4::credential_scope& scope, const std::vector<std::string>& signed_headers,
               std::string_view payload_hash, std::string_view amz_date = request_date) {
   const sigv4::signing_key key(secret_key, scope);
-  const std::string canonical = sigv4::canonical_request(r.method, r.target, r.headers,
-                                                         signed_headers, payload_hash,
-                                                         scope.service, false);
-  r.headers.push_back({"Authorization", "AWS4-HMAC-SHA256 Credential=" + std::string(key_id) +
-                                            "/" + scope.text() +
-                                            ", SignedHeaders=" + join(signed_headers) +
-                                            ", Signature=" +
-                                            key.sign(sigv4::string_to_sign(amz_date, scope,
-                                                                           canonical))});
+  const std::string canonical = sigv4::canonical_request(
+      r.method, r.target, r.headers, signed_headers, payload_hash, scope.service, false);
+  r.headers.push_back(
+      {"Authorization", "AWS4-HMAC-SHA256 Credential=" + std::string(key_id) + "/" + scope.text() +
+                            ", SignedHeaders=" + join(signed_headers) + ", Signature=" +
+                            key.sign(sigv4::string_to_sign(amz_date, scope, canonical))});
 }
 
 // An S3 GET signed with the dummy credentials, with the session token when `with_token`.
 aws_request s3_get(bool with_token, std::string_view key_id = dummy_key_id,
                    std::string_view secret_key = dummy_secret) {
-  aws_request r{"GET", "/reports/2024/q1.csv?versionId=3HL4kqtJlcpXroDTDmJ%2Brmsr&x-id=GetObject",
+  aws_request r{"GET",
+                "/reports/2024/q1.csv?versionId=3HL4kqtJlcpXroDTDmJ%2Brmsr&x-id=GetObject",
                 {{"Host", "example-bucket.s3.amazonaws.com"},
                  {"User-Agent", "aws-sdk-cpp/1.11.0"},
                  {"X-Amz-Content-Sha256", std::string(sigv4::empty_sha256)},
@@ -158,7 +158,8 @@ aws_request s3_get(bool with_token, std::string_view key_id = dummy_key_id,
 
 // An S3 PUT whose x-amz-content-sha256 is the hex digest of `body`.
 aws_request s3_put(const std::string& body) {
-  aws_request r{"PUT", "/uploads/file.bin",
+  aws_request r{"PUT",
+                "/uploads/file.bin",
                 {{"Host", "example-bucket.s3.amazonaws.com"},
                  {"Content-Length", std::to_string(body.size())},
                  {"X-Amz-Content-Sha256", sigv4::sha256_hex(body)},
@@ -174,7 +175,8 @@ aws_request s3_put(const std::string& body) {
 // hash signed is the body's digest.
 const std::string sts_form = "Action=GetCallerIdentity&Version=2011-06-15";
 aws_request sts_post(bool with_token, const std::string& body = sts_form) {
-  aws_request r{"POST", "/",
+  aws_request r{"POST",
+                "/",
                 {{"Host", "sts.amazonaws.com"},
                  {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"},
                  {"X-Amz-Date", request_date}},
@@ -193,9 +195,8 @@ aws_request sts_post(bool with_token, const std::string& body = sts_form) {
 std::string expected_authorization(const aws_request& r, const sigv4::credential_scope& scope,
                                    const std::vector<std::string>& signed_headers,
                                    std::string_view payload_hash) {
-  const std::string canonical = sigv4::canonical_request(r.method, r.target, r.headers,
-                                                         signed_headers, payload_hash,
-                                                         scope.service, false);
+  const std::string canonical = sigv4::canonical_request(
+      r.method, r.target, r.headers, signed_headers, payload_hash, scope.service, false);
   return "AWS4-HMAC-SHA256 Credential=" + real_key_id + "/" + scope.text() +
          ", SignedHeaders=" + join(signed_headers) + ", Signature=" +
          independent_signature(real_secret, scope,
@@ -278,8 +279,7 @@ TEST_CASE("aws signing: a dummy-signed request is re-signed with the real creden
     if (with_token) signed_headers.push_back("x-amz-security-token");
     const header_field* auth = header(r, "authorization");
     REQUIRE(auth);
-    CHECK(auth->value ==
-          expected_authorization(r, s3_scope, signed_headers, sigv4::empty_sha256));
+    CHECK(auth->value == expected_authorization(r, s3_scope, signed_headers, sigv4::empty_sha256));
     CHECK(auth->value.find("Credential=" + real_key_id + "/") != std::string::npos);
     CHECK(auth->value != before.headers.back().value);
     if (with_token) {
@@ -394,14 +394,14 @@ TEST_CASE("aws signing: a request not signed with the dummy secret is refused",
           "[brokers][aws_signing]") {
   const aws_identity id = identity(true);
   check_refused(id, s3_get(true, dummy_key_id, real_secret), false);
-  check_refused(id, s3_get(true, dummy_key_id, "someone else's secret key, 40 bytes long"),
-                false);
+  check_refused(id, s3_get(true, dummy_key_id, "someone else's secret key, 40 bytes long"), false);
 }
 
 TEST_CASE("aws signing: a scope date that is not the request's date is refused",
           "[brokers][aws_signing]") {
   const aws_identity id = identity(false);
-  aws_request r{"GET", "/",
+  aws_request r{"GET",
+                "/",
                 {{"Host", "example-bucket.s3.amazonaws.com"},
                  {"X-Amz-Content-Sha256", std::string(sigv4::empty_sha256)},
                  {"X-Amz-Date", request_date}},
@@ -420,7 +420,8 @@ TEST_CASE("aws signing: a scope date that is not the request's date is refused",
 
 TEST_CASE("aws signing: a request without X-Amz-Date is refused", "[brokers][aws_signing]") {
   const aws_identity id = identity(false);
-  aws_request r{"GET", "/",
+  aws_request r{"GET",
+                "/",
                 {{"Host", "example-bucket.s3.amazonaws.com"},
                  {"X-Amz-Content-Sha256", std::string(sigv4::empty_sha256)}},
                 {}};
@@ -433,14 +434,14 @@ TEST_CASE("aws signing: a malformed Authorization naming the dummy key id is ref
           "[brokers][aws_signing]") {
   const aws_identity id = identity(true);
   const aws_request good = s3_get(true);
-  const std::string signature = good.headers.back().value.substr(
-      good.headers.back().value.find("Signature=") + 10);
+  const std::string signature =
+      good.headers.back().value.substr(good.headers.back().value.find("Signature=") + 10);
   const std::string credential = "Credential=" + dummy_key_id + "/" + s3_scope.text();
   const std::vector<std::string> malformed{
       "AWS4-HMAC-SHA256 " + credential + ", SignedHeaders=host;x-amz-date",  // no Signature
       "AWS4-HMAC-SHA256 " + credential + ", SignedHeaders=x-amz-date;host, Signature=" + signature,
-      "AWS4-HMAC-SHA256 " + credential + ", SignedHeaders=host, Signature=" +
-          signature.substr(0, 40),
+      "AWS4-HMAC-SHA256 " + credential +
+          ", SignedHeaders=host, Signature=" + signature.substr(0, 40),
       "AWS4-HMAC-SHA256 Credential=" + dummy_key_id + "/2024/us-east-1/s3/aws4_request" +
           ", SignedHeaders=host, Signature=" + signature,
       "AWS4-HMAC-SHA1 " + credential + ", SignedHeaders=host, Signature=" + signature,
@@ -462,8 +463,11 @@ TEST_CASE("aws signing: requests that are not ours are left alone", "[brokers][a
   const aws_request other = s3_get(true, other_key_id, real_secret);
   CHECK_FALSE(find_aws_request({&id}, other.target, other.headers, false));
   // Another scheme.
-  aws_request bearer{"GET", "/", {{"Host", "example.amazonaws.com"},
-                                  {"Authorization", "Bearer ya29.a0AfB_byCsomething"}}, {}};
+  aws_request bearer{
+      "GET",
+      "/",
+      {{"Host", "example.amazonaws.com"}, {"Authorization", "Bearer ya29.a0AfB_byCsomething"}},
+      {}};
   CHECK_FALSE(find_aws_request({&id}, bearer.target, bearer.headers, false));
   // No signature at all.
   aws_request plain{"GET", "/?list-type=2", {{"Host", "example.amazonaws.com"}}, {}};
@@ -482,7 +486,8 @@ namespace {
 aws_request presigned_get(bool with_token, std::string_view key_id = dummy_key_id) {
   std::string target = "/example-bucket/photos/cat%20pic.jpg?x-id=GetObject";
   target += "&X-Amz-Algorithm=AWS4-HMAC-SHA256";
-  target += "&X-Amz-Credential=" + std::string(key_id) + "%2F20240102%2Fus-east-1%2Fs3%2Faws4_request";
+  target +=
+      "&X-Amz-Credential=" + std::string(key_id) + "%2F20240102%2Fus-east-1%2Fs3%2Faws4_request";
   target += "&X-Amz-Date=" + request_date;
   target += "&X-Amz-Expires=900";
   if (with_token) target += "&X-Amz-Security-Token=" + pct(dummy_token);
@@ -490,9 +495,10 @@ aws_request presigned_get(bool with_token, std::string_view key_id = dummy_key_i
   target += "&response-content-disposition=attachment%3B%20filename%3D%22cat.jpg%22";
   aws_request r{"GET", target, {{"Host", "s3.us-east-1.amazonaws.com"}, {"Accept", "*/*"}}, {}};
   const sigv4::signing_key key(dummy_secret, s3_scope);
-  const std::string canonical = sigv4::canonical_request(
-      r.method, r.target, r.headers, {"host"}, sigv4::unsigned_payload, "s3", true);
-  r.target += "&X-Amz-Signature=" + key.sign(sigv4::string_to_sign(request_date, s3_scope, canonical));
+  const std::string canonical = sigv4::canonical_request(r.method, r.target, r.headers, {"host"},
+                                                         sigv4::unsigned_payload, "s3", true);
+  r.target +=
+      "&X-Amz-Signature=" + key.sign(sigv4::string_to_sign(request_date, s3_scope, canonical));
   return r;
 }
 
@@ -586,7 +592,8 @@ TEST_CASE("aws signing: an STS form POST is verified and signed over its body",
 TEST_CASE("aws signing: without a body and without x-amz-content-sha256 the empty hash is signed",
           "[brokers][aws_signing]") {
   const aws_identity id = identity(false);
-  aws_request r{"GET", "/?Action=GetCallerIdentity&Version=2011-06-15",
+  aws_request r{"GET",
+                "/?Action=GetCallerIdentity&Version=2011-06-15",
                 {{"Host", "sts.amazonaws.com"}, {"X-Amz-Date", request_date}},
                 {}};
   sdk_sign(r, dummy_key_id, dummy_secret, sts_scope, {"host", "x-amz-date"}, sigv4::empty_sha256);
@@ -624,7 +631,8 @@ std::string signature_of(const aws_request& r) {
 }
 
 aws_request s3_streaming_put(const std::string& content_sha256, std::size_t decoded_length) {
-  aws_request r{"PUT", "/uploads/big.bin",
+  aws_request r{"PUT",
+                "/uploads/big.bin",
                 {{"Host", "example-bucket.s3.amazonaws.com"},
                  {"Content-Encoding", "aws-chunked"},
                  {"X-Amz-Content-Sha256", content_sha256},
@@ -786,8 +794,8 @@ credential_set aws_set(const std::vector<std::string>& regions = {}) {
                           "AWS_ACCESS_KEY_ID", regions));
   list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
                           "AWS_SECRET_ACCESS_KEY", regions));
-  list.push_back(aws_part(credential_part::aws_token, real_token, dummy_token,
-                          "AWS_SESSION_TOKEN", regions));
+  list.push_back(
+      aws_part(credential_part::aws_token, real_token, dummy_token, "AWS_SESSION_TOKEN", regions));
   return credential_set(std::move(list));
 }
 
@@ -864,8 +872,8 @@ TEST_CASE("aws signing: the credential set refuses unbound hosts, scopes and bad
     aws_request bad = r;
     bad.headers.back().value += ", Signature=0000";  // a repeated component
     request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), bad.target,
-                                     bad.headers, false, refused));
+    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), bad.target, bad.headers,
+                                     false, refused));
     CHECK(refused.action == request_action::signature_invalid);
   }
   SECTION("the real secret key anywhere is blocked by apply()") {
@@ -875,5 +883,112 @@ TEST_CASE("aws signing: the credential set refuses unbound hosts, scopes and bad
     auto d = set.apply(to("example-bucket.s3.amazonaws.com"), leak.target, leak.headers);
     CHECK(d.action == request_action::real_secret_blocked);
     CHECK(d.credential == "aws");
+  }
+}
+
+// ---- temporary credentials that are fetched again before they expire ---------------------------
+
+namespace {
+
+const std::string next_key_id = "ASIANEXTNEXTNEXT7777";
+const std::string next_secret = "nExTsEcReTnExTsEcReTnExTsEcReT/+12345678";
+const std::string next_token = "IQoJb3JpZ2luX2VjENEXTnextNEXTtoken+/token";
+
+broker::brokers::aws_real_credentials issue(const std::string& key_id,
+                                            const std::string& secret_key, const std::string& token,
+                                            std::chrono::system_clock::time_point expires) {
+  broker::brokers::aws_real_credentials c;
+  c.key_id = secret(std::string(key_id));
+  c.secret_key = secret(std::string(secret_key));
+  c.token = secret(std::string(token));
+  c.key_id_mask = broker::brokers::same_length_mask(dummy_key_id, key_id.size());
+  c.secret_mask = broker::brokers::same_length_mask(dummy_secret, secret_key.size());
+  c.token_mask = broker::brokers::same_length_mask(dummy_secret, token.size());
+  c.expires = expires;
+  return c;
+}
+
+// A set whose credentials (long-term at first: no token part) are replaced after about a
+// second by temporary ones with a session token.
+credential_set rotating_set() {
+  using clock = std::chrono::system_clock;
+  std::vector<credential> list;
+  list.push_back(
+      aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id, "AWS_ACCESS_KEY_ID", {}));
+  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
+                          "AWS_SECRET_ACCESS_KEY", {}));
+  const auto now = clock::now();
+  credential_set::aws_rotation_list rotations;
+  rotations.emplace_back(
+      "aws",
+      std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
+          "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
+            return issue(next_key_id, next_secret, next_token,
+                         clock::now() + std::chrono::hours(1));
+          }));
+  return credential_set(std::move(list), {}, std::move(rotations));
+}
+
+std::string signing_key_id(const credential_set& set, aws_request& r) {
+  request_decision refused;
+  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
+                                      false, refused);
+  REQUIRE(request);
+  request->resign(r.method, r.target, r.headers, r.body);
+  const std::string& auth = header(r, "authorization")->value;
+  const auto at = auth.find("Credential=") + 11;
+  return auth.substr(at, 20);
+}
+
+}  // namespace
+
+TEST_CASE("aws signing: temporary credentials are re-signed with the newest issue",
+          "[brokers][aws_signing]") {
+  const credential_set set = rotating_set();
+  aws_request first = s3_get(false);
+  CHECK(signing_key_id(set, first) == real_key_id);
+  CHECK_FALSE(header(first, "x-amz-security-token"));
+
+  // The refresher fetches the next issue at half the first one's life (~1 s).
+  std::string key_id;
+  for (int i = 0; i < 50 && key_id != next_key_id; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    aws_request r = s3_get(false);
+    key_id = signing_key_id(set, r);
+  }
+  REQUIRE(key_id == next_key_id);
+
+  // The child was given no token (the first issue had none): the real one goes along, signed.
+  aws_request r = s3_get(false);
+  signing_key_id(set, r);
+  REQUIRE(header(r, "x-amz-security-token"));
+  CHECK(header(r, "x-amz-security-token")->value == next_token);
+  const std::string& auth = header(r, "authorization")->value;
+  CHECK(auth.find("SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token,") !=
+        std::string::npos);
+  const std::string expected_signature = independent_signature(
+      next_secret, s3_scope,
+      sigv4::string_to_sign(request_date, s3_scope,
+                            sigv4::canonical_request(r.method, r.target, r.headers,
+                                                     {"host", "x-amz-content-sha256", "x-amz-date",
+                                                      "x-amz-security-token"},
+                                                     sigv4::empty_sha256, "s3", false)));
+  CHECK(auth.ends_with("Signature=" + expected_signature));
+
+  // Every issue still alive is a real value: refused in requests, masked in responses.
+  for (const std::string& real : {real_key_id, next_key_id, next_secret, next_token}) {
+    INFO(real);
+    std::string target = "/x?leak=" + real;
+    std::vector<header_field> headers{{"Host", "example-bucket.s3.amazonaws.com"}};
+    CHECK(set.apply(to("example-bucket.s3.amazonaws.com"), target, headers).action ==
+          request_action::real_secret_blocked);
+  }
+  const auto patterns = set.response_patterns();
+  for (const std::string& real : {next_key_id, next_secret, next_token}) {
+    auto it = std::find_if(patterns.begin(), patterns.end(),
+                           [&](const auto& p) { return p.find == real; });
+    REQUIRE(it != patterns.end());
+    CHECK(it->replacement.size() == real.size());
+    CHECK(it->replacement != real);
   }
 }
