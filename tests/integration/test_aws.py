@@ -72,6 +72,9 @@ REGION = _creds("regions", "broker-regions")
 FILE = _creds("file", "broker-file")
 CMD = _creds("cmd", "broker-cmd", token=True)
 FILE_DECOY = _creds("file-decoy", "broker-decoy")  # [default] in the file: must not be used
+# Temporary credentials a credential_process issues one after the other.
+ROTATE_1 = _creds("rotate-1", "broker-rotate-1", token=True)
+ROTATE_2 = _creds("rotate-2", "broker-rotate-2", token=True)
 # Used without the broker only, to validate the fake and the scripts.
 VALID = _creds("validate", "broker-validate")
 VALID_TOKEN = _creds("validate-token", "broker-validate-token", token=True)
@@ -361,6 +364,22 @@ step("chunked", lambda: chunked_put(f"{BUCKET}.s3.amazonaws.com", PREFIX + "toke
 finish()
 '''
 
+ROTATE_SCRIPT = CHILD_COMMON + r'''
+import time
+
+
+def identities():
+    arns, deadline = [], time.monotonic() + 6
+    while time.monotonic() < deadline:
+        arns.append(sts().get_caller_identity()["Arn"])
+        time.sleep(0.4)
+    return arns
+
+
+step("identities", identities)
+finish()
+'''
+
 IDENTITY_SCRIPT = CHILD_COMMON + r'''
 step("identity", lambda: {k: sts().get_caller_identity()[k] for k in ("Arn", "UserId", "Account")})
 finish()
@@ -529,7 +548,8 @@ def aws_pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fake(aws_pki):
-    f = FakeAws(aws_pki, [MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, VALID_CLI])
+    f = FakeAws(aws_pki, [MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, VALID_CLI,
+                          ROTATE_1, ROTATE_2])
     yield f
     f.close()
 
@@ -597,6 +617,29 @@ def cmd_run(wrapper):
     path.chmod(0o600)
     return wrapper.run("cmd", [PY, "-c", IDENTITY_SCRIPT, child_conf("cmd/")],
                        aws_policy(source=f"cmd:/bin/cat {path}"), {}, [CMD])
+
+
+@pytest.fixture(scope="module")
+def rotate_run(wrapper):
+    # A credential_process whose first answer expires in 4 s: the broker asks again after 2.
+    first, later = wrapper.base / "rotate-1.json", wrapper.base / "rotate-2.json"
+    for path, c in ((first, ROTATE_1), (later, ROTATE_2)):
+        path.write_text(json.dumps({"Version": 1, "AccessKeyId": c.access_key_id,
+                                    "SecretAccessKey": c.secret_access_key,
+                                    "SessionToken": c.session_token, "Expiration": "EXPIRES"}))
+    runs = wrapper.base / "rotate-runs"
+    command = wrapper.base / "rotate-process"
+    command.write_text(f'''#!/bin/sh
+echo run >> {runs}
+if [ "$(wc -l < {runs})" -eq 1 ]; then file={first}; expires=$(date -u -d '+4 seconds' +%Y-%m-%dT%H:%M:%SZ)
+else file={later}; expires=$(date -u -d '+1 hour' +%Y-%m-%dT%H:%M:%SZ); fi
+sed "s/EXPIRES/$expires/" "$file"
+''')
+    command.chmod(0o700)
+    run = wrapper.run("rotate", [PY, "-c", ROTATE_SCRIPT, child_conf("rotate/")],
+                      aws_policy(source=f"cmd:{command}"), {}, [ROTATE_1, ROTATE_2])
+    run.process_runs = len(runs.read_text().splitlines())
+    return run
 
 
 # ==============================================================================================
@@ -1158,7 +1201,7 @@ def forbidden_forms(creds: AwsCredentials):
 
 
 @pytest.mark.parametrize("run_name", ["main_run", "token_run", "cli_run", "scope_run", "file_run",
-                                      "cmd_run"])
+                                      "cmd_run", "rotate_run"])
 def test_no_real_value_in_anything_the_broker_wrote(request, run_name):
     run = request.getfixturevalue(run_name)
     assert run.result is not None, run.describe()  # the session did run
@@ -1171,3 +1214,19 @@ def test_no_real_value_in_anything_the_broker_wrote(request, run_name):
             for form in forbidden_forms(real):
                 assert form not in data, \
                     f"{what} holds a real value of {real.user} ({form[:8]!r}...)"
+
+
+def test_temporary_credentials_are_fetched_again_before_they_expire(rotate_run, fake):
+    r = rotate_run
+    assert r.returncode == 0, r.describe()
+    assert_dummies(r.out()["env"], ROTATE_1)
+    arns = r.ok("identities")
+    assert len(arns) >= 10, arns
+    # The first issue, then (from about 2 s on) the next one; every call succeeded.
+    assert arns[0] == ROTATE_1.arn, arns
+    assert arns[-1] == ROTATE_2.arn, arns
+    assert set(arns) == {ROTATE_1.arn, ROTATE_2.arn}, arns
+    assert r.process_runs == 2, r.process_runs
+    for c in (ROTATE_1, ROTATE_2):
+        seen = fake.verified_for(c.access_key_id)
+        assert seen and all(v["token"] == c.session_token for v in seen), seen
