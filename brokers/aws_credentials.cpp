@@ -2,6 +2,7 @@
 // command. Values only ever move from the source's buffer into `secret`s; messages name the
 // source, the profile and line numbers, never a value.
 #include "brokers/aws_credentials.hpp"
+#include "brokers/text.hpp"
 
 #include <array>
 #include <cctype>
@@ -13,22 +14,6 @@ namespace broker::brokers {
 namespace {
 
 using std::chrono::system_clock;
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // ---- env: ----
 

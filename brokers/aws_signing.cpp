@@ -2,6 +2,7 @@
 // client sent it (checked with the dummy secret) and once with the real key id and session token
 // in place (signed with the real secret). Everything else the client signed stays as it was.
 #include "brokers/aws_signing.hpp"
+#include "brokers/text.hpp"
 
 #include <algorithm>
 
@@ -13,16 +14,9 @@ namespace {
 
 using sigv4::sigv4_error;
 
-bool iequal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 proxy::header_field* find_header(std::vector<proxy::header_field>& headers, std::string_view name) {
   for (auto& h : headers)
-    if (iequal(h.name, name)) return &h;
+    if (proxy::iequals(h.name, name)) return &h;
   return nullptr;
 }
 
@@ -128,7 +122,7 @@ std::unique_ptr<aws_signed_request> find_aws_request(
     return nullptr;
   };
   for (const auto& h : headers) {
-    if (!iequal(h.name, "authorization")) continue;
+    if (!proxy::iequals(h.name, "authorization")) continue;
     auto auth = sigv4::parse_authorization(h.value);
     if (!auth) {
       // Ours only if it names a dummy key id; another scheme or someone else's key passes.

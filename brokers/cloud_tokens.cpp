@@ -1,6 +1,7 @@
 // OAuth access tokens: JWT bearer assertions from a service-account key (RFC 7523, RS256 per
 // RFC 7518 §3.3) and the token responses and token-command outputs that carry the result.
 #include "brokers/cloud_tokens.hpp"
+#include "brokers/text.hpp"
 
 #include <climits>
 #include <ctime>
@@ -24,16 +25,6 @@ using std::chrono::system_clock;
 constexpr std::chrono::seconds max_lifetime = std::chrono::hours(24 * 366);
 constexpr std::chrono::seconds default_oauth_lifetime{3600};  // RFC 6749 §5.1 leaves it optional
 constexpr std::chrono::seconds assertion_lifetime{3600};      // Google's maximum
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // ---- base64url (RFC 4648 §5), no padding, as JWS requires (RFC 7515 §2) ----
 

@@ -264,6 +264,11 @@ std::vector<credential_set::dummy_file> credential_set::dummy_files() const {
   return files;
 }
 
+std::vector<std::string> credential_set::displaced_variables() const {
+  if (aws_.empty()) return {};
+  return {"AWS_PROFILE", "AWS_DEFAULT_PROFILE"};
+}
+
 std::vector<std::string> credential_set::names() const {
   std::vector<std::string> out;
   auto add = [&out](const std::string& name) {

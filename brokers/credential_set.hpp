@@ -137,6 +137,11 @@ class credential_set {
   };
   std::vector<dummy_file> dummy_files() const;
 
+  // Variables that would point a brokered family's clients away from their dummies, so the
+  // child must not see them: an AWS profile (AWS_PROFILE names a section of the masked
+  // ~/.aws files, and an SDK that cannot find it fails instead of using the dummies).
+  std::vector<std::string> displaced_variables() const;
+
   // The credentials' names, each once.
   std::vector<std::string> names() const;
 

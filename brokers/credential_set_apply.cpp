@@ -6,15 +6,10 @@
 
 #include "brokers/credential_set.hpp"
 #include "brokers/families.hpp"
+#include "brokers/text.hpp"
 
 namespace broker::brokers {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // The searchable text of one request head: the target's path and query (raw and
 // percent-decoded) and every header name and value (with Basic credentials decoded). The decoded

@@ -3,6 +3,7 @@
 // Canonicalization follows what AWS verifies and botocore signs (the AWS SigV4 test suite is the
 // reference): a client's signature must verify here exactly as it would at AWS.
 #include "brokers/sigv4.hpp"
+#include "brokers/text.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -69,23 +70,6 @@ bool is_signature(std::string_view s) {
 
 bool is_digits(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
-           return lower(x) == lower(y);
-         });
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -232,7 +216,7 @@ std::string canonical_header(std::string_view name,
   std::string joined;
   bool found = false;
   for (const proxy::header_field& h : headers) {
-    if (!iequals(h.name, name)) continue;
+    if (!proxy::iequals(h.name, name)) continue;
     if (found) joined.push_back(',');
     joined += canonical_value(h.value);
     found = true;

@@ -137,11 +137,17 @@ int run_serve(const serve_options& o) {
       // The bundle sits beside the CA: every serve session with this CA writes the same bytes.
       const auto bundle = ca_dir / "bundle.pem";
       certs::write_trust_bundle(bundle, *ca);
+      auto dummies = credentials->dummy_environment();
+      for (const auto& f : credentials->dummy_files()) {
+        // A gcp key file (a dummy OAuth client) beside the env file: FILE.gcp-NAME.json.
+        const std::string file = o.env_file + "." + f.file_name;
+        certs::write_file_atomically(file, f.content, 0600);
+        dummies.emplace_back(f.variable, file);
+      }
       // 0600: the file names the session's proxy and dummies, nothing for other users.
-      certs::write_file_atomically(o.env_file,
-                                   wrap::render_env_lines(wrap::child_environment(
-                                       url, bundle.string(), credentials->dummy_environment())),
-                                   0600);
+      certs::write_file_atomically(
+          o.env_file,
+          wrap::render_env_lines(wrap::child_environment(url, bundle.string(), dummies)), 0600);
     } catch (const std::exception& e) {
       std::cerr << "broker: --env-file: " << e.what() << "\n";
       return exit_failure;

@@ -157,8 +157,10 @@ int run_wrap(wrap_options& o) {
       dummies.push_back({f.variable, file.string(), f.credential});
     }
     const auto session_vars = wrap::child_environment(url, dir->bundle().string(), {});
-    const auto plan = wrap::plan_child_environment(parent_environment(), dummies, session_vars,
-                                                   wrap::merge_env_rules(setup.policy->layers()));
+    auto rules = wrap::merge_env_rules(setup.policy->layers());
+    for (auto& name : setup.credentials->displaced_variables()) rules.strip.push_back(name);
+    const auto plan =
+        wrap::plan_child_environment(parent_environment(), dummies, session_vars, rules);
     std::cerr << wrap::describe(session_id, plan,
                                 mode == wrap::isolation::netns ? "netns" : "env (no isolation)")
               << "\n";

@@ -109,6 +109,40 @@ def pki(tmp_path_factory) -> Pki:
 # --------------------------------------------------------------------------------------------
 
 
+def read_request_body(handler: BaseHTTPRequestHandler, sink=None):
+    """Reads the body of the request `handler` is serving: chunked (extensions and trailers
+    dropped) or as long as its Content-Length. Each piece goes to `sink(piece)` as it arrives
+    (for bodies too large to hold) and None is returned; without a sink, the bytes are.
+    A body cut short raises ConnectionError, a malformed chunk size ValueError."""
+    out = bytearray()
+    put = sink or out.extend
+
+    def copy(length, what):
+        remaining = length
+        while remaining:
+            piece = handler.rfile.read(min(remaining, 1 << 16))
+            if not piece:
+                raise ConnectionError(f"EOF in {what} after {length - remaining} of {length} bytes")
+            put(piece)
+            remaining -= len(piece)
+
+    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
+        while True:
+            line = handler.rfile.readline(1024)
+            if not line:
+                raise ConnectionError("EOF in chunk size")
+            size = int(line.split(b";")[0].strip(), 16)
+            if size == 0:
+                while handler.rfile.readline(8192) not in (b"\r\n", b"\n", b""):  # trailers
+                    pass
+                break
+            copy(size, "chunk")
+            handler.rfile.readline(16)
+    else:
+        copy(int(handler.headers.get("Content-Length") or 0), "body")
+    return None if sink else bytes(out)
+
+
 class _EchoHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
     timeout = 30  # an abandoned connection does not hold a thread forever
@@ -122,40 +156,16 @@ class _EchoHandler(BaseHTTPRequestHandler):
             self.server.peers.append(self.client_address[1])
 
     def _read_body(self):
-        te = (self.headers.get("Transfer-Encoding") or "").lower()
-        if "chunked" in te:
-            h = hashlib.sha256()
-            total = 0
-            while True:
-                line = self.rfile.readline(1024)
-                if not line:
-                    raise ConnectionError("EOF in chunk size")
-                size = int(line.split(b";")[0].strip(), 16)
-                if size == 0:
-                    while True:  # trailers
-                        t = self.rfile.readline(8192)
-                        if t in (b"\r\n", b"\n", b""):
-                            break
-                    break
-                remaining = size
-                while remaining:
-                    piece = self.rfile.read(min(remaining, 1 << 16))
-                    if not piece:
-                        raise ConnectionError("EOF in chunk")
-                    h.update(piece)
-                    remaining -= len(piece)
-                self.rfile.readline(16)
-                total += size
-            return total, h.hexdigest()
-        length = int(self.headers.get("Content-Length") or 0)
+        """(length, sha256 hex) of the request body, read without holding it."""
         h = hashlib.sha256()
-        remaining = length
-        while remaining:
-            piece = self.rfile.read(min(remaining, 1 << 16))
-            if not piece:
-                raise ConnectionError("EOF in body")
+        length = 0
+
+        def sink(piece):
+            nonlocal length
             h.update(piece)
-            remaining -= len(piece)
+            length += len(piece)
+
+        read_request_body(self, sink)
         return length, h.hexdigest()
 
     def _handle(self):

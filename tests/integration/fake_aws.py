@@ -41,7 +41,7 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, unquote
 from xml.sax.saxutils import escape
 
-from conftest import LoopbackHttpServer, tls_server_context
+from conftest import LoopbackHttpServer, read_request_body, tls_server_context
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
@@ -544,30 +544,6 @@ class _AwsHandler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def _read_body(self) -> bytes:
-        te = (self.headers.get("Transfer-Encoding") or "").lower()
-        if "chunked" in te:
-            out = bytearray()
-            while True:
-                line = self.rfile.readline(1024)
-                if not line:
-                    raise ConnectionError("EOF in chunk size")
-                size = int(line.split(b";")[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
-                        pass
-                    return bytes(out)
-                data = self.rfile.read(size)
-                if len(data) != size:
-                    raise ConnectionError("EOF in chunk")
-                out += data
-                self.rfile.readline(16)
-        length = int(self.headers.get("Content-Length") or 0)
-        data = self.rfile.read(length) if length else b""
-        if len(data) != length:
-            raise ConnectionError(f"EOF after {len(data)} of {length} body bytes")
-        return data
-
     def _send(self, status, body: bytes = b"", content_type="application/xml", headers=()):
         self.send_response(status)
         self.send_header("x-amz-request-id", _request_id())
@@ -608,7 +584,7 @@ class _AwsHandler(BaseHTTPRequestHandler):
                 "headers": {k.lower(): v for k, v in header_list}, "complete": False}
         fake._append("seen", seen)
         try:
-            body = self._read_body()
+            body = read_request_body(self)
         except (ConnectionError, ValueError, OSError) as e:
             seen["error"] = str(e)
             self.close_connection = True

