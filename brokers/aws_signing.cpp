@@ -129,6 +129,10 @@ std::unique_ptr<aws_signed_request> find_aws_request(
       for (const aws_identity* id : ids) {
         if (h.value.find(id->dummy_key_id) == std::string::npos) continue;
         if (h.value.starts_with("AWS ")) throw sigv4_error(std::string(signature_v2));
+        if (h.value.starts_with("AWS4-ECDSA-P256-SHA256"))
+          throw sigv4_error(
+              "the request is signed with SigV4a (AWS4-ECDSA-P256-SHA256), which the broker does "
+              "not re-sign; use a regional endpoint with SigV4");
         throw sigv4_error("the Authorization header is not a well-formed AWS4-HMAC-SHA256 value");
       }
       continue;
@@ -149,7 +153,15 @@ std::unique_ptr<aws_signed_request> find_aws_request(
     return request;
   }
 
-  auto presigned = sigv4::parse_presigned(target);
+  std::optional<sigv4::presigned_query> presigned;
+  try {
+    presigned = sigv4::parse_presigned(target);
+  } catch (const sigv4_error&) {
+    // A malformed presigned URL is only ours to refuse when it names a dummy key id.
+    for (const aws_identity* id : ids)
+      if (target.find(id->dummy_key_id) != std::string_view::npos) throw;
+    return nullptr;
+  }
   if (!presigned) {
     // A Signature Version 2 presigned URL (botocore's default for S3 before 1.36).
     if (const std::string key_id = query_value(target, "AWSAccessKeyId"); identity_of(key_id))

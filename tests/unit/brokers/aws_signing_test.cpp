@@ -475,6 +475,23 @@ TEST_CASE("aws signing: requests that are not ours are left alone", "[brokers][a
   // No identities.
   const aws_request ours = s3_get(true);
   CHECK_FALSE(find_aws_request({}, ours.target, ours.headers, false));
+  // Someone else's presigned URL that is not one we could parse (SigV4a) passes untouched;
+  // the same naming our dummy key id is refused.
+  const std::string sigv4a =
+      "/k?X-Amz-Algorithm=AWS4-ECDSA-P256-SHA256&X-Amz-Credential=" + other_key_id +
+      "%2F20240102%2Fs3%2Faws4_request&X-Amz-Date=20240102T030405Z&X-Amz-SignedHeaders=host"
+      "&X-Amz-Signature=3045022100ab";
+  const std::vector<header_field> host{{"Host", "example.amazonaws.com"}};
+  CHECK_FALSE(find_aws_request({&id}, sigv4a, host, false));
+  std::string ours_sigv4a = sigv4a;
+  ours_sigv4a.replace(ours_sigv4a.find(other_key_id), other_key_id.size(), dummy_key_id);
+  CHECK_THROWS_AS(find_aws_request({&id}, ours_sigv4a, host, false), sigv4::sigv4_error);
+  // A SigV4a Authorization naming the dummy says what it is.
+  const std::vector<header_field> v4a_header{
+      {"Host", "example.amazonaws.com"},
+      {"Authorization", "AWS4-ECDSA-P256-SHA256 Credential=" + dummy_key_id +
+                            "/20240102/s3/aws4_request, SignedHeaders=host, Signature=3045"}};
+  CHECK_THROWS_WITH(find_aws_request({&id}, "/k", v4a_header, false), Catch::Contains("SigV4a"));
 }
 
 // ---- presigned query form ---------------------------------------------------------------------
