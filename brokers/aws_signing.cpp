@@ -150,6 +150,8 @@ std::unique_ptr<aws_signed_request> find_aws_request(
     } else {
       request->payload_hash_ = sigv4::empty_sha256;
     }
+    // STS actions are read from the body too (action_refusal); its bodies are a few bytes.
+    if (request->scope_.service == "sts" && has_body) request->needs_body_ = true;
     return request;
   }
 
@@ -178,7 +180,24 @@ std::unique_ptr<aws_signed_request> find_aws_request(
   } else {
     request->payload_hash_ = sigv4::empty_sha256;
   }
+  if (request->scope_.service == "sts" && has_body) request->needs_body_ = true;
   return request;
+}
+
+std::string aws_signed_request::action_refusal(std::string_view target,
+                                               std::string_view body) const {
+  if (scope_.service != "sts") return {};
+  // The query protocol: Action in the query, or in a form body.
+  std::string action = query_value(target, "Action");
+  if (action.empty()) action = query_value("?" + std::string(body), "Action");
+  static constexpr std::string_view vending[] = {
+      "GetSessionToken",    "GetFederationToken",        "AssumeRole",
+      "AssumeRoleWithSAML", "AssumeRoleWithWebIdentity", "AssumeRoot"};
+  for (std::string_view a : vending)
+    if (action == a)
+      return "sts:" + action +
+             " would hand the session new real credentials, which only the broker may hold";
+  return {};
 }
 
 std::string aws_scope_refusal(const aws_identity& id, const sigv4::credential_scope& scope) {
@@ -193,7 +212,8 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
                                 std::vector<proxy::header_field>& headers, std::string_view body) {
   if (hash_from_body_) {
     payload_hash_ = sigv4::sha256_hex(body);
-  } else if (needs_body_ && sigv4::sha256_hex(body) != payload_hash_) {
+  } else if (needs_body_ && is_hex_digest(payload_hash_) &&
+             sigv4::sha256_hex(body) != payload_hash_) {
     throw sigv4_error("the body does not match its x-amz-content-sha256");
   }
 

@@ -63,6 +63,11 @@ class aws_signed_request {
   // read whole before resign().
   bool needs_body() const { return needs_body_; }
 
+  // Why this session may not make this call even with a good signature, or "": an STS action
+  // that hands out new real credentials (GetSessionToken, AssumeRole...), which the child would
+  // then hold. `body` is the whole body when needs_body() (STS bodies always are read).
+  std::string action_refusal(std::string_view target, std::string_view body) const;
+
   // Checks the signature with the dummy secret and signs the request again with the real
   // credentials, in place. `body` is the whole body when needs_body(), else ignored. Throws
   // sigv4::sigv4_error (nothing modified) when the request does not verify.

@@ -168,9 +168,11 @@ asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
     if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
       co_return not_read;
   }
+  const std::string_view body = exchange_.body ? *exchange_.body : std::string_view();
+  if (std::string why = exchange_.sigv4->action_refusal(target, body); !why.empty())
+    co_return refusal::credential_action(exchange_.sigv4->credential(), why);
   try {
-    exchange_.sigv4->resign(head.method, target, head.headers,
-                            exchange_.body ? *exchange_.body : std::string_view());
+    exchange_.sigv4->resign(head.method, target, head.headers, body);
   } catch (const brokers::sigv4::sigv4_error& e) {
     co_return refusal::signature_invalid(e.what());
   }

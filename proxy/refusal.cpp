@@ -81,6 +81,13 @@ refusal refusal::credential_scope(std::string_view credential, std::string_view 
           {}};
 }
 
+refusal refusal::credential_action(std::string_view credential, std::string_view why) {
+  return {
+      "policy_denied", 403,
+      "credential \"" + std::string(credential) + "\" does not sign this call: " + std::string(why),
+      "credentials." + std::string(credential)};
+}
+
 refusal refusal::signature_invalid(std::string_view why) {
   return {"signature_invalid",
           403,

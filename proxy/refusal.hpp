@@ -33,6 +33,9 @@ struct refusal {
   // A credential bound to the host that may not be used for this request (an AWS scope outside
   // the credential's regions or services): credential_not_bound, saying why.
   static refusal credential_scope(std::string_view credential, std::string_view why);
+  // A call the credential's family never signs for the session (STS actions that hand out new
+  // real credentials): policy_denied, the rule naming the credential.
+  static refusal credential_action(std::string_view credential, std::string_view why);
   // An AWS request signed with a session dummy that does not verify (403 signature_invalid).
   static refusal signature_invalid(std::string_view why);
   static refusal budget_exhausted(std::string budget, std::string limit, std::string used,

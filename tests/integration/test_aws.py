@@ -342,6 +342,13 @@ def unbound_presigned():
 
 
 step("unbound_presigned", unbound_presigned)
+# STS calls that would hand the session new real credentials.
+step("get_session_token", lambda: sts().get_session_token(DurationSeconds=900)["Credentials"])
+step("assume_role", lambda: botocore_signed(
+    "POST", "https://sts.amazonaws.com/", "sts", "us-east-1",
+    headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"},
+    body=b"Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole"
+         b"%2Fx&RoleSessionName=agent"))
 finish()
 '''
 
@@ -1134,3 +1141,17 @@ def test_temporary_credentials_are_fetched_again_before_they_expire(rotate_run, 
     for c in (ROTATE_1, ROTATE_2):
         seen = fake.verified_for(c.access_key_id)
         assert seen and all(v["token"] == c.session_token for v in seen), seen
+
+
+def test_sts_calls_that_vend_credentials_are_refused(main_run, fake):
+    """GetSessionToken / AssumeRole answered by AWS would put new real credentials in the
+    child's hands; the broker does not sign them."""
+    _refused_by_boto3(main_run.step("get_session_token"), "policy_denied")
+    v = main_run.ok("assume_role")
+    doc = assert_refusal(v["status"], v["headers"], v["body"].encode(), "policy_denied", 403)
+    assert "sts:AssumeRole" in doc["message"] and doc["rule"] == "credentials.aws", doc
+    # Every STS call of the session that reached AWS is a GetCallerIdentity (its form body,
+    # "Action=GetCallerIdentity&Version=2011-06-15", is 43 bytes).
+    sts_calls = [q for q in fake.seen
+                 if q["host"].startswith("sts.") and q["key_id"] == MAIN.access_key_id]
+    assert sts_calls and all(q["body_length"] == 43 for q in sts_calls), sts_calls

@@ -1009,3 +1009,30 @@ TEST_CASE("aws signing: temporary credentials are re-signed with the newest issu
     CHECK(it->replacement != real);
   }
 }
+
+TEST_CASE("aws signing: STS calls that hand out new credentials may not be signed",
+          "[brokers][aws_signing]") {
+  const aws_identity id = identity(false);
+  for (const char* action : {"GetSessionToken", "AssumeRole", "GetFederationToken",
+                             "AssumeRoleWithWebIdentity", "AssumeRoleWithSAML"}) {
+    INFO(action);
+    const aws_request r = sts_post(
+        false, std::string("Action=") + action + "&Version=2011-06-15&DurationSeconds=900");
+    auto request = find_aws_request({&id}, r.target, r.headers, true);
+    REQUIRE(request);
+    CHECK(request->needs_body());
+    CHECK(request->action_refusal(r.target, r.body).find(std::string("sts:") + action) == 0);
+    // In the query string of a GET too.
+    CHECK_FALSE(
+        request->action_refusal(std::string("/?Version=2011-06-15&Action=") + action, "").empty());
+  }
+  const aws_request who = sts_post(false);
+  auto request = find_aws_request({&id}, who.target, who.headers, true);
+  REQUIRE(request);
+  CHECK(request->action_refusal(who.target, who.body).empty());
+  // Other services are not STS, whatever their parameters say.
+  const aws_request get = s3_get(false);
+  auto s3 = find_aws_request({&id}, get.target, get.headers, false);
+  REQUIRE(s3);
+  CHECK(s3->action_refusal("/k?Action=AssumeRole", "").empty());
+}
