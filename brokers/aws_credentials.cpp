@@ -78,19 +78,6 @@ std::optional<aws_credentials> from_command(const std::string& source,
 
 // ---- RFC 3339 ----
 
-// Reads exactly `count` digits at `at`, advancing it; nullopt when they are not all digits.
-std::optional<int> digits(std::string_view text, std::size_t& at, std::size_t count) {
-  if (at + count > text.size()) return std::nullopt;
-  int value = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const char c = text[at + i];
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  at += count;
-  return value;
-}
-
 bool expect(std::string_view text, std::size_t& at, std::string_view one_of) {
   if (at >= text.size() || one_of.find(text[at]) == std::string_view::npos) return false;
   ++at;
@@ -102,17 +89,17 @@ bool expect(std::string_view text, std::size_t& at, std::string_view one_of) {
 std::optional<system_clock::time_point> parse_rfc3339(std::string_view text) {
   using namespace std::chrono;
   std::size_t at = 0;
-  auto year = digits(text, at, 4);
+  auto year = read_digits(text, at, 4);
   if (!year || !expect(text, at, "-")) return std::nullopt;
-  auto month = digits(text, at, 2);
+  auto month = read_digits(text, at, 2);
   if (!month || !expect(text, at, "-")) return std::nullopt;
-  auto day = digits(text, at, 2);
+  auto day = read_digits(text, at, 2);
   if (!day || !expect(text, at, "Tt ")) return std::nullopt;
-  auto hour = digits(text, at, 2);
+  auto hour = read_digits(text, at, 2);
   if (!hour || !expect(text, at, ":")) return std::nullopt;
-  auto minute = digits(text, at, 2);
+  auto minute = read_digits(text, at, 2);
   if (!minute || !expect(text, at, ":")) return std::nullopt;
-  auto second = digits(text, at, 2);
+  auto second = read_digits(text, at, 2);
   if (!second) return std::nullopt;
   const year_month_day date{std::chrono::year(*year), std::chrono::month(*month),
                             std::chrono::day(*day)};
@@ -135,9 +122,9 @@ std::optional<system_clock::time_point> parse_rfc3339(std::string_view text) {
   if (expect(text, at, "Zz")) {
   } else if (at < text.size() && (text[at] == '+' || text[at] == '-')) {
     const bool east = text[at++] == '+';
-    auto off_hour = digits(text, at, 2);
+    auto off_hour = read_digits(text, at, 2);
     if (!off_hour || !expect(text, at, ":")) return std::nullopt;
-    auto off_minute = digits(text, at, 2);
+    auto off_minute = read_digits(text, at, 2);
     if (!off_minute || *off_hour > 23 || *off_minute > 59) return std::nullopt;
     offset = hours(*off_hour) + minutes(*off_minute);
     if (!east) offset = -offset;

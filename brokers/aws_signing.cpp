@@ -141,17 +141,8 @@ std::unique_ptr<aws_signed_request> find_aws_request(
     if (!id) continue;
     auto request = std::make_unique<aws_signed_request>(*id, false, auth->credential.scope);
     const auto* hash = find_header(headers, "x-amz-content-sha256");
-    if (hash) {
-      request->payload_hash_ = hash->value;
-      // A digest the client states is checked against what it sends.
-      request->needs_body_ = has_body && is_hex_digest(hash->value);
-    } else if (has_body) {
-      request->needs_body_ = request->hash_from_body_ = true;
-    } else {
-      request->payload_hash_ = sigv4::empty_sha256;
-    }
-    // STS actions are read from the body too (action_refusal); its bodies are a few bytes.
-    if (request->scope_.service == "sts" && has_body) request->needs_body_ = true;
+    request->take_payload_hash(hash ? std::optional<std::string>(hash->value) : std::nullopt,
+                               has_body);
     return request;
   }
 
@@ -173,15 +164,26 @@ std::unique_ptr<aws_signed_request> find_aws_request(
   const aws_identity* id = identity_of(presigned->credential.access_key_id);
   if (!id) return nullptr;
   auto request = std::make_unique<aws_signed_request>(*id, true, presigned->credential.scope);
-  if (request->scope_.service == "s3") {
-    request->payload_hash_ = sigv4::unsigned_payload;  // S3 presigned URLs never sign the body
-  } else if (has_body) {
-    request->needs_body_ = request->hash_from_body_ = true;
-  } else {
-    request->payload_hash_ = sigv4::empty_sha256;
-  }
-  if (request->scope_.service == "sts" && has_body) request->needs_body_ = true;
+  // S3 presigned URLs never sign the body.
+  request->take_payload_hash(request->scope_.service == "s3"
+                                 ? std::optional<std::string>(sigv4::unsigned_payload)
+                                 : std::nullopt,
+                             has_body);
   return request;
+}
+
+void aws_signed_request::take_payload_hash(std::optional<std::string> stated, bool has_body) {
+  if (stated) {
+    // A digest the client states is checked against what it sends.
+    needs_body_ = has_body && is_hex_digest(*stated);
+    payload_hash_ = std::move(*stated);
+  } else if (has_body) {
+    needs_body_ = hash_from_body_ = true;
+  } else {
+    payload_hash_ = sigv4::empty_sha256;
+  }
+  // STS actions are read from the body too (action_refusal); its bodies are a few bytes.
+  if (scope_.service == "sts" && has_body) needs_body_ = true;
 }
 
 std::string aws_signed_request::action_refusal(std::string_view target,

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,10 @@ class aws_signed_request {
   friend std::unique_ptr<aws_signed_request> find_aws_request(
       const std::vector<const aws_identity*>&, std::string_view,
       const std::vector<proxy::header_field>&, bool);
+  // The payload hash the signature covers: `stated` by the client (x-amz-content-sha256, or
+  // UNSIGNED-PAYLOAD for S3 presigned URLs), else the body's, else the empty body's.
+  void take_payload_hash(std::optional<std::string> stated, bool has_body);
+
   const aws_identity& id_;
   bool presigned_;
   sigv4::credential_scope scope_;

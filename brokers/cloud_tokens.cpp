@@ -149,26 +149,13 @@ system_clock::time_point expires_in(const secret_json& doc, system_clock::time_p
   return now + std::chrono::seconds(*seconds);
 }
 
-// Reads exactly `count` digits at `at`, advancing it.
-std::optional<int> digits(std::string_view text, std::size_t& at, std::size_t count) {
-  if (at + count > text.size()) return std::nullopt;
-  int value = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const char c = text[at + i];
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
-  at += count;
-  return value;
-}
-
 // az's "expiresOn": "2026-11-30 01:23:45.000000" in the machine's local time zone (whole
 // seconds; the fraction is always zero in practice).
 std::optional<system_clock::time_point> parse_local_time(std::string_view text) {
   std::size_t at = 0;
   std::tm fields{};
   auto field = [&](std::size_t count, char after) -> std::optional<int> {
-    auto v = digits(text, at, count);
+    auto v = read_digits(text, at, count);
     if (!v) return std::nullopt;
     if (after != '\0') {
       if (at >= text.size() || text[at] != after) return std::nullopt;

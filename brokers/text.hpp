@@ -2,6 +2,8 @@
 // names, INI keys, command output). Locale-independent.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +24,20 @@ inline std::string lower(std::string_view s) {
   for (char& c : out)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return out;
+}
+
+// Reads exactly `count` decimal digits at `at`, advancing it; nullopt (and `at` unchanged)
+// when they are not all there.
+inline std::optional<int> read_digits(std::string_view text, std::size_t& at, std::size_t count) {
+  if (at + count > text.size()) return std::nullopt;
+  int value = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const char c = text[at + i];
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  at += count;
+  return value;
 }
 
 }  // namespace broker::brokers
