@@ -25,19 +25,6 @@ const proxy::header_field* find_header(const std::vector<proxy::header_field>& h
   return find_header(const_cast<std::vector<proxy::header_field>&>(headers), name);
 }
 
-bool is_hex_digest(std::string_view v) {
-  return v.size() == 64 && std::all_of(v.begin(), v.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-bool is_amz_date(std::string_view v) {
-  if (v.size() != 16 || v[8] != 'T' || v[15] != 'Z') return false;
-  for (std::size_t i = 0; i < 15; ++i)
-    if (i != 8 && (v[i] < '0' || v[i] > '9')) return false;
-  return true;
-}
-
 // Sets query parameter `name`'s value (already percent-encoded) in a target; the parameter must
 // be there. Other parameters keep their bytes and order.
 void set_query_value(std::string& target, std::string_view name, std::string_view encoded) {
@@ -77,7 +64,8 @@ std::string query_value(std::string_view target, std::string_view name) {
 
 std::string amz_date_of(const std::vector<proxy::header_field>& headers) {
   for (std::string_view name : {"x-amz-date", "date"}) {
-    if (const auto* h = find_header(headers, name); h && is_amz_date(h->value)) return h->value;
+    if (const auto* h = find_header(headers, name); h && sigv4::is_amz_date(h->value))
+      return h->value;
   }
   throw sigv4_error("the request has no X-Amz-Date in the form YYYYMMDDTHHMMSSZ");
 }
@@ -175,7 +163,7 @@ std::unique_ptr<aws_signed_request> find_aws_request(
 void aws_signed_request::take_payload_hash(std::optional<std::string> stated, bool has_body) {
   if (stated) {
     // A digest the client states is checked against what it sends.
-    needs_body_ = has_body && is_hex_digest(*stated);
+    needs_body_ = has_body && is_lower_hex(*stated, 64);
     payload_hash_ = std::move(*stated);
   } else if (has_body) {
     needs_body_ = hash_from_body_ = true;
@@ -214,7 +202,7 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
                                 std::vector<proxy::header_field>& headers, std::string_view body) {
   if (hash_from_body_) {
     payload_hash_ = sigv4::sha256_hex(body);
-  } else if (needs_body_ && is_hex_digest(payload_hash_) &&
+  } else if (needs_body_ && is_lower_hex(payload_hash_, 64) &&
              sigv4::sha256_hex(body) != payload_hash_) {
     throw sigv4_error("the body does not match its x-amz-content-sha256");
   }

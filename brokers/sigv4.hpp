@@ -31,6 +31,9 @@ class sigv4_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// YYYYMMDDTHHMMSSZ, the form of X-Amz-Date.
+bool is_amz_date(std::string_view s);
+
 // The credential scope: "20150830/us-east-1/iam/aws4_request".
 struct credential_scope {
   std::string date;  // YYYYMMDD

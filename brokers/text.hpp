@@ -26,6 +26,25 @@ inline std::string lower(std::string_view s) {
   return out;
 }
 
+// A hex digit's value (either case), or -1.
+inline int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Exactly `length` lower-case hex digits (SigV4 signatures and digests are 64).
+inline bool is_lower_hex(std::string_view s, std::size_t length) {
+  if (s.size() != length) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+inline bool is_signature(std::string_view s) {
+  return is_lower_hex(s, 64);
+}
+
 // Reads exactly `count` decimal digits at `at`, advancing it; nullopt (and `at` unchanged)
 // when they are not all there.
 inline std::optional<int> read_digits(std::string_view text, std::size_t& at, std::size_t count) {

@@ -1,0 +1,23 @@
+// Internal to the relay (message_relay.cpp, whole_body.cpp): why an exchange stops part-way.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+
+namespace broker::proxy {
+
+// A client-side protocol error found while reading a request body.
+struct body_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// An upstream that breaks its response after the head went out: the client connection is cut.
+struct upstream_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A request body carried a value that must not leave; `pattern` indexes the body patterns.
+struct body_refused : std::runtime_error {
+  explicit body_refused(std::size_t p) : std::runtime_error("refused body"), pattern(p) {}
+  std::size_t pattern;
+};
+
+}  // namespace broker::proxy

@@ -1,0 +1,92 @@
+// Requests the broker must see whole before anything of them goes upstream: an AWS request
+// whose signature covers its body's hash (verified, then re-signed), and a gcp child's token
+// request (answered by the broker when it redeems the session's dummy refresh token).
+#include "brokers/scrubber.hpp"
+#include "proxy/client_connection.hpp"
+#include "proxy/limits.hpp"
+#include "proxy/relay_errors.hpp"
+
+namespace broker::proxy {
+
+asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
+    http_parser& request, const brokers::request_context& where, std::string& target) {
+  auto& head = request.head();
+  brokers::request_decision refused;
+  exchange_.sigv4 =
+      ctx_->credentials().find_aws_request(where, target, head.headers, head.has_body, refused);
+  if (refused.action == brokers::request_action::credential_not_bound)
+    co_return refusal::credential_scope(refused.credential, refused.where);
+  if (refused.action == brokers::request_action::signature_invalid)
+    co_return refusal::signature_invalid(refused.where);
+  if (!exchange_.sigv4) co_return std::nullopt;
+  exchange_.entry.credential = exchange_.sigv4->credential();
+  if (exchange_.sigv4->needs_body() && !exchange_.body) {
+    if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
+      co_return not_read;
+  }
+  const std::string_view body = exchange_.body ? *exchange_.body : std::string_view();
+  if (std::string why = exchange_.sigv4->action_refusal(target, body); !why.empty())
+    co_return refusal::credential_action(exchange_.sigv4->credential(), why);
+  try {
+    exchange_.sigv4->resign(head.method, target, head.headers, body);
+  } catch (const brokers::sigv4::sigv4_error& e) {
+    co_return refusal::signature_invalid(e.what());
+  }
+  exchange_.resigner = exchange_.sigv4->body_resigner();
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
+    http_parser& request, const brokers::request_context& where, std::size_t limit) {
+  const auto& credentials = ctx_->credentials();
+  brokers::stream_scrubber scan(credentials.request_body_patterns(where));
+  auto& head = request.head();
+  if (head.has_token("expect", "100-continue")) {
+    // The client waits for a go-ahead before it sends the body; the upstream cannot give it
+    // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
+    co_await write_client("HTTP/1.1 100 Continue\r\n\r\n");
+    std::erase_if(head.headers, [](const header_field& h) { return iequals(h.name, "expect"); });
+  }
+  std::string& body = exchange_.body.emplace();
+  std::string decoded;
+  try {
+    for (;;) {
+      if (!in_.empty()) {
+        decoded.clear();
+        const auto r = request.feed(in_.view(), &decoded);
+        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        in_.consume(r.consumed);
+        if (auto match = scan.feed(decoded, body)) throw body_refused(*match);
+        const bool last = r.status == parse_status::message_complete;
+        if (last)
+          if (auto match = scan.finish(body)) throw body_refused(*match);
+        if (body.size() > limit)
+          throw body_error(
+              "the broker reads this request's body whole (to check a signature "
+              "over it, or a token request), and such bodies are limited to " +
+              std::to_string(limit) +
+              " bytes; an AWS upload can stream with "
+              "x-amz-content-sha256: UNSIGNED-PAYLOAD or aws-chunked");
+        if (last) break;
+      }
+      deadline_.arm(timeouts().body, deadline::phase::request_body);
+      auto [ec, n] = co_await client_.read_some(in_.space());
+      if (ec) throw body_error("client closed the connection mid-body");
+      in_.commit(n);
+    }
+  } catch (const body_refused& e) {
+    exchange_.body.reset();
+    const auto decision = credentials.body_decision(where, e.pattern);
+    exchange_.entry.credential = decision.credential;
+    co_return decision.action == brokers::request_action::real_secret_blocked
+        ? refusal::real_secret_blocked(decision.credential, decision.where)
+        : refusal::credential_not_bound(decision.credential, exchange_.entry.host, decision.where,
+                                        where.plaintext);
+  } catch (const body_error& e) {
+    exchange_.body.reset();
+    co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
+  }
+  co_return std::nullopt;
+}
+
+}  // namespace broker::proxy
