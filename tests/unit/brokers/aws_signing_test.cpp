@@ -1,160 +1,23 @@
 #include "brokers/aws_signing.hpp"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "brokers/credential_set.hpp"
-#include "config/host_pattern.hpp"
+#include "tests/unit/brokers/aws_signing_test_support.hpp"
 
 namespace sigv4 = broker::brokers::sigv4;
 using broker::brokers::aws_identity;
 using broker::brokers::aws_scope_refusal;
-using broker::brokers::credential;
-using broker::brokers::credential_part;
-using broker::brokers::credential_set;
 using broker::brokers::find_aws_request;
-using broker::brokers::request_action;
-using broker::brokers::request_context;
-using broker::brokers::request_decision;
-using broker::brokers::secret;
 using broker::proxy::header_field;
+using namespace broker::brokers::aws_signing_test;
 
 namespace {
-
-// Fake credentials. The dummies have their real's length, as a session's dummies do.
-const std::string real_key_id = "AKIAIOSFODNN7EXAMPLE";
-const std::string dummy_key_id = "AKIAQX3DUMMY4KEY9ZZT";
-const std::string real_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
-const std::string dummy_secret = "qR7tDummyS3cretK3yV4lueXq/Pz+Lm0Nn1Oo2Pp";
-const std::string real_token =
-    "FwoGZXIvYXdzEBYaDREALrealTOKENtoken+/0123456789abcdefREALrealREAL==";
-const std::string dummy_token =
-    "FwoGZXIvYXdzEBYaDDUMMYdummyTOKtoken+/9876543210zyxwvuDUMMYdummyDU==";
-const std::string other_key_id = "AKIAOTHERPERSONSKEY1";
-
-const std::string request_date = "20240102T030405Z";
-const sigv4::credential_scope s3_scope{"20240102", "us-east-1", "s3"};
-const sigv4::credential_scope sts_scope{"20240102", "us-east-1", "sts"};
-
-const std::vector<std::string> any_list;  // an empty allowlist: any region or service
-
-aws_identity identity(bool with_token, const std::vector<std::string>* regions = &any_list,
-                      const std::vector<std::string>* services = &any_list) {
-  aws_identity id{"aws", dummy_key_id, real_key_id, dummy_secret, real_secret,
-                  {},    {},           regions,     services};
-  if (with_token) {
-    id.dummy_token = dummy_token;
-    id.real_token = real_token;
-  }
-  return id;
-}
-
-// ---- An independent SigV4 signer (OpenSSL HMAC directly), to check what resign() produced ----
-
-std::string hmac(std::string_view key, std::string_view data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  REQUIRE(HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-               reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
-               &len) != nullptr);
-  return std::string(reinterpret_cast<const char*>(out), len);
-}
-
-std::string hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(digits[c >> 4]);
-    out.push_back(digits[c & 15]);
-  }
-  return out;
-}
-
-std::string independent_signature(std::string_view secret_key, const sigv4::credential_scope& scope,
-                                  std::string_view text) {
-  std::string k = hmac("AWS4" + std::string(secret_key), scope.date);
-  k = hmac(k, scope.region);
-  k = hmac(k, scope.service);
-  k = hmac(k, "aws4_request");
-  return hex(hmac(k, text));
-}
-
-std::string pct(std::string_view text) {  // RFC 3986 unreserved kept, upper-case hex
-  static constexpr char digits[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += {'%', digits[c >> 4], digits[c & 15]};
-    }
-  }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ";") + n;
-  return out;
-}
-
-struct aws_request {
-  std::string method;
-  std::string target;
-  std::vector<header_field> headers;
-  std::string body;
-};
-
-const header_field* header(const aws_request& r, std::string_view name) {
-  for (const auto& h : r.headers)
-    if (broker::proxy::iequals(h.name, name)) return &h;
-  return nullptr;
-}
-
-// What an SDK does with the credentials it holds: sign the request's canonical form with the
-// sigv4 primitives and add the Authorization header.
-void sdk_sign(aws_request& r, std::string_view key_id, std::string_view secret_key,
-              const sigv4::credential_scope& scope, const std::vector<std::string>& signed_headers,
-              std::string_view payload_hash, std::string_view amz_date = request_date) {
-  const sigv4::signing_key key(secret_key, scope);
-  const std::string canonical = sigv4::canonical_request(
-      r.method, r.target, r.headers, signed_headers, payload_hash, scope.service, false);
-  r.headers.push_back(
-      {"Authorization", "AWS4-HMAC-SHA256 Credential=" + std::string(key_id) + "/" + scope.text() +
-                            ", SignedHeaders=" + join(signed_headers) + ", Signature=" +
-                            key.sign(sigv4::string_to_sign(amz_date, scope, canonical))});
-}
-
-// An S3 GET signed with the dummy credentials, with the session token when `with_token`.
-aws_request s3_get(bool with_token, std::string_view key_id = dummy_key_id,
-                   std::string_view secret_key = dummy_secret) {
-  aws_request r{"GET",
-                "/reports/2024/q1.csv?versionId=3HL4kqtJlcpXroDTDmJ%2Brmsr&x-id=GetObject",
-                {{"Host", "example-bucket.s3.amazonaws.com"},
-                 {"User-Agent", "aws-sdk-cpp/1.11.0"},
-                 {"X-Amz-Content-Sha256", std::string(sigv4::empty_sha256)},
-                 {"X-Amz-Date", request_date}},
-                {}};
-  std::vector<std::string> signed_headers{"host", "x-amz-content-sha256", "x-amz-date"};
-  if (with_token) {
-    r.headers.push_back({"X-Amz-Security-Token", dummy_token});
-    signed_headers.push_back("x-amz-security-token");
-  }
-  sdk_sign(r, key_id, secret_key, s3_scope, signed_headers, sigv4::empty_sha256);
-  return r;
-}
 
 // An S3 PUT whose x-amz-content-sha256 is the hex digest of `body`.
 aws_request s3_put(const std::string& body) {
@@ -169,57 +32,6 @@ aws_request s3_put(const std::string& body) {
            {"content-length", "host", "x-amz-content-sha256", "x-amz-date"},
            sigv4::sha256_hex(body));
   return r;
-}
-
-// An STS query-API POST as botocore sends it: form body, no x-amz-content-sha256, the payload
-// hash signed is the body's digest.
-const std::string sts_form = "Action=GetCallerIdentity&Version=2011-06-15";
-aws_request sts_post(bool with_token, const std::string& body = sts_form) {
-  aws_request r{"POST",
-                "/",
-                {{"Host", "sts.amazonaws.com"},
-                 {"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"},
-                 {"X-Amz-Date", request_date}},
-                body};
-  std::vector<std::string> signed_headers{"content-type", "host", "x-amz-date"};
-  if (with_token) {
-    r.headers.push_back({"X-Amz-Security-Token", dummy_token});
-    signed_headers.push_back("x-amz-security-token");
-  }
-  sdk_sign(r, dummy_key_id, dummy_secret, sts_scope, signed_headers, sigv4::sha256_hex(body));
-  return r;
-}
-
-// The Authorization value a request signed with the REAL credentials must carry, computed
-// independently from the request as it now is.
-std::string expected_authorization(const aws_request& r, const sigv4::credential_scope& scope,
-                                   const std::vector<std::string>& signed_headers,
-                                   std::string_view payload_hash) {
-  const std::string canonical = sigv4::canonical_request(
-      r.method, r.target, r.headers, signed_headers, payload_hash, scope.service, false);
-  return "AWS4-HMAC-SHA256 Credential=" + real_key_id + "/" + scope.text() +
-         ", SignedHeaders=" + join(signed_headers) + ", Signature=" +
-         independent_signature(real_secret, scope,
-                               sigv4::string_to_sign(request_date, scope, canonical));
-}
-
-// No dummy value (raw or percent-encoded) is left anywhere in the request head.
-void check_no_dummy_left(const aws_request& r) {
-  for (const std::string& dummy : {dummy_key_id, dummy_secret, dummy_token, pct(dummy_token)}) {
-    CHECK(r.target.find(dummy) == std::string::npos);
-    for (const auto& h : r.headers) {
-      INFO("header " << h.name);
-      CHECK(h.value.find(dummy) == std::string::npos);
-    }
-  }
-}
-
-bool same(const aws_request& a, const aws_request& b) {
-  if (a.target != b.target || a.headers.size() != b.headers.size()) return false;
-  for (std::size_t i = 0; i < a.headers.size(); ++i)
-    if (a.headers[i].name != b.headers[i].name || a.headers[i].value != b.headers[i].value)
-      return false;
-  return true;
 }
 
 // Resigns `r` in place (find_aws_request + resign); REQUIREs that it is ours.
@@ -254,7 +66,6 @@ std::vector<std::pair<std::string, std::string>> raw_query(const std::string& ta
 }
 
 }  // namespace
-
 // ---- header form ------------------------------------------------------------------------------
 
 TEST_CASE("aws signing: a dummy-signed request is re-signed with the real credentials",
@@ -786,229 +597,7 @@ TEST_CASE("aws signing: aws_scope_refusal applies the regions and services lists
   CHECK(aws_scope_refusal(any, {"20240102", "cn-north-1", "anything"}).empty());
 }
 
-// ---- through the credential set ---------------------------------------------------------------
-
-namespace {
-
-credential aws_part(credential_part part, const std::string& real, const std::string& dummy,
-                    std::string env, const std::vector<std::string>& regions) {
-  credential c;
-  c.spec.name = "aws";
-  c.spec.type = "aws-sigv4";
-  c.spec.hosts.push_back(*broker::config::host_pattern::parse("*.amazonaws.com"));
-  c.spec.env = {std::move(env)};
-  c.spec.source = "env:AWS_ACCESS_KEY_ID";
-  c.spec.regions = regions;
-  c.part = part;
-  c.real = secret(std::string(real));
-  c.dummy = dummy;
-  return c;
-}
-
-credential_set aws_set(const std::vector<std::string>& regions = {}) {
-  std::vector<credential> list;
-  list.push_back(aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id,
-                          "AWS_ACCESS_KEY_ID", regions));
-  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
-                          "AWS_SECRET_ACCESS_KEY", regions));
-  list.push_back(
-      aws_part(credential_part::aws_token, real_token, dummy_token, "AWS_SESSION_TOKEN", regions));
-  return credential_set(std::move(list));
-}
-
-request_context to(std::string_view host, bool plaintext = false) {
-  return request_context{host, plaintext, false};
-}
-
-}  // namespace
-
-TEST_CASE("aws signing: the credential set finds, binds and re-signs", "[brokers][aws_signing]") {
-  const credential_set set = aws_set();
-  REQUIRE(set.size() == 3);
-  aws_request r = s3_get(true);
-  const aws_request before = r;
-
-  // apply() leaves an AWS request to the signing step: nothing swapped as a header value.
-  auto d = set.apply(to("example-bucket.s3.amazonaws.com"), r.target, r.headers);
-  CHECK(d.action == request_action::pass);
-  CHECK(d.swapped == 0);
-  CHECK(same(r, before));
-
-  request_decision refused;
-  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
-                                      false, refused);
-  REQUIRE(request);
-  CHECK(refused.action == request_action::pass);
-  CHECK(request->credential() == "aws");
-  request->resign(r.method, r.target, r.headers, r.body);
-  CHECK(header(r, "authorization")->value ==
-        expected_authorization(
-            r, s3_scope, {"host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"},
-            sigv4::empty_sha256));
-  CHECK(header(r, "x-amz-security-token")->value == real_token);
-  check_no_dummy_left(r);
-}
-
-TEST_CASE("aws signing: the credential set refuses unbound hosts, scopes and bad signatures",
-          "[brokers][aws_signing]") {
-  const aws_request r = s3_get(true);
-  SECTION("an unbound host: not ours to sign, and apply() refuses the dummy") {
-    const credential_set set = aws_set();
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("s3.evil.example"), r.target, r.headers, false, refused));
-    CHECK(refused.action == request_action::pass);
-    aws_request copy = r;
-    auto d = set.apply(to("s3.evil.example"), copy.target, copy.headers);
-    CHECK(d.action == request_action::credential_not_bound);
-    CHECK(d.credential == "aws");
-  }
-  SECTION("plaintext to a bound, non-loopback host") {
-    const credential_set set = aws_set();
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com", true), r.target,
-                                     r.headers, false, refused));
-  }
-  SECTION("a region outside the credential's regions") {
-    const credential_set set = aws_set({"eu-west-1"});
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
-                                     false, refused));
-    CHECK(refused.action == request_action::credential_not_bound);
-    CHECK(refused.credential == "aws");
-    CHECK_THAT(refused.where, Catch::Contains("us-east-1"));
-  }
-  SECTION("a region inside the list") {
-    const credential_set set = aws_set({"eu-west-1", "us-east-1"});
-    request_decision refused;
-    CHECK(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers, false,
-                               refused));
-    CHECK(refused.action == request_action::pass);
-  }
-  SECTION("a malformed signature naming the dummy") {
-    const credential_set set = aws_set();
-    aws_request bad = r;
-    bad.headers.back().value += ", Signature=0000";  // a repeated component
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), bad.target, bad.headers,
-                                     false, refused));
-    CHECK(refused.action == request_action::signature_invalid);
-  }
-  SECTION("the real secret key anywhere is blocked by apply()") {
-    const credential_set set = aws_set();
-    aws_request leak = r;
-    leak.headers.push_back({"X-Debug", real_secret});
-    auto d = set.apply(to("example-bucket.s3.amazonaws.com"), leak.target, leak.headers);
-    CHECK(d.action == request_action::real_secret_blocked);
-    CHECK(d.credential == "aws");
-  }
-}
-
-// ---- temporary credentials that are fetched again before they expire ---------------------------
-
-namespace {
-
-const std::string next_key_id = "ASIANEXTNEXTNEXT7777";
-const std::string next_secret = "nExTsEcReTnExTsEcReTnExTsEcReT/+12345678";
-const std::string next_token = "IQoJb3JpZ2luX2VjENEXTnextNEXTtoken+/token";
-
-broker::brokers::aws_real_credentials issue(const std::string& key_id,
-                                            const std::string& secret_key, const std::string& token,
-                                            std::chrono::system_clock::time_point expires) {
-  broker::brokers::aws_real_credentials c;
-  c.key_id = secret(std::string(key_id));
-  c.secret_key = secret(std::string(secret_key));
-  c.token = secret(std::string(token));
-  c.key_id_mask = broker::brokers::same_length_mask(dummy_key_id, key_id.size());
-  c.secret_mask = broker::brokers::same_length_mask(dummy_secret, secret_key.size());
-  c.token_mask = broker::brokers::same_length_mask(dummy_secret, token.size());
-  c.expires = expires;
-  return c;
-}
-
-// A set whose credentials (long-term at first: no token part) are replaced after about a
-// second by temporary ones with a session token.
-credential_set rotating_set() {
-  using clock = std::chrono::system_clock;
-  std::vector<credential> list;
-  list.push_back(
-      aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id, "AWS_ACCESS_KEY_ID", {}));
-  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
-                          "AWS_SECRET_ACCESS_KEY", {}));
-  const auto now = clock::now();
-  credential_set::aws_rotation_list rotations;
-  rotations.emplace_back(
-      "aws",
-      std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
-          "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
-            return issue(next_key_id, next_secret, next_token,
-                         clock::now() + std::chrono::hours(1));
-          }));
-  return credential_set(std::move(list), {}, std::move(rotations));
-}
-
-std::string signing_key_id(const credential_set& set, aws_request& r) {
-  request_decision refused;
-  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
-                                      false, refused);
-  REQUIRE(request);
-  request->resign(r.method, r.target, r.headers, r.body);
-  const std::string& auth = header(r, "authorization")->value;
-  const auto at = auth.find("Credential=") + 11;
-  return auth.substr(at, 20);
-}
-
-}  // namespace
-
-TEST_CASE("aws signing: temporary credentials are re-signed with the newest issue",
-          "[brokers][aws_signing]") {
-  const credential_set set = rotating_set();
-  aws_request first = s3_get(false);
-  CHECK(signing_key_id(set, first) == real_key_id);
-  CHECK_FALSE(header(first, "x-amz-security-token"));
-
-  // The refresher fetches the next issue at half the first one's life (~1 s).
-  std::string key_id;
-  for (int i = 0; i < 50 && key_id != next_key_id; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    aws_request r = s3_get(false);
-    key_id = signing_key_id(set, r);
-  }
-  REQUIRE(key_id == next_key_id);
-
-  // The child was given no token (the first issue had none): the real one goes along, signed.
-  aws_request r = s3_get(false);
-  signing_key_id(set, r);
-  REQUIRE(header(r, "x-amz-security-token"));
-  CHECK(header(r, "x-amz-security-token")->value == next_token);
-  const std::string& auth = header(r, "authorization")->value;
-  CHECK(auth.find("SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token,") !=
-        std::string::npos);
-  const std::string expected_signature = independent_signature(
-      next_secret, s3_scope,
-      sigv4::string_to_sign(request_date, s3_scope,
-                            sigv4::canonical_request(r.method, r.target, r.headers,
-                                                     {"host", "x-amz-content-sha256", "x-amz-date",
-                                                      "x-amz-security-token"},
-                                                     sigv4::empty_sha256, "s3", false)));
-  CHECK(auth.ends_with("Signature=" + expected_signature));
-
-  // Every issue still alive is a real value: refused in requests, masked in responses.
-  for (const std::string& real : {real_key_id, next_key_id, next_secret, next_token}) {
-    INFO(real);
-    std::string target = "/x?leak=" + real;
-    std::vector<header_field> headers{{"Host", "example-bucket.s3.amazonaws.com"}};
-    CHECK(set.apply(to("example-bucket.s3.amazonaws.com"), target, headers).action ==
-          request_action::real_secret_blocked);
-  }
-  const auto patterns = set.response_patterns();
-  for (const std::string& real : {next_key_id, next_secret, next_token}) {
-    auto it = std::find_if(patterns.begin(), patterns.end(),
-                           [&](const auto& p) { return p.find == real; });
-    REQUIRE(it != patterns.end());
-    CHECK(it->replacement.size() == real.size());
-    CHECK(it->replacement != real);
-  }
-}
+// ---- STS calls that vend credentials ----------------------------------------------------------
 
 TEST_CASE("aws signing: STS calls that hand out new credentials may not be signed",
           "[brokers][aws_signing]") {

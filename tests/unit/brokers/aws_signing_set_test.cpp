@@ -1,0 +1,250 @@
+#include "brokers/credential_set.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "brokers/aws_signing.hpp"
+#include "config/host_pattern.hpp"
+#include "tests/unit/brokers/aws_signing_test_support.hpp"
+
+namespace sigv4 = broker::brokers::sigv4;
+using broker::brokers::credential;
+using broker::brokers::credential_part;
+using broker::brokers::credential_set;
+using broker::brokers::request_action;
+using broker::brokers::request_context;
+using broker::brokers::request_decision;
+using broker::brokers::secret;
+using broker::proxy::header_field;
+using namespace broker::brokers::aws_signing_test;
+
+// ---- through the credential set ---------------------------------------------------------------
+
+namespace {
+
+credential aws_part(credential_part part, const std::string& real, const std::string& dummy,
+                    std::string env, const std::vector<std::string>& regions) {
+  credential c;
+  c.spec.name = "aws";
+  c.spec.type = "aws-sigv4";
+  c.spec.hosts.push_back(*broker::config::host_pattern::parse("*.amazonaws.com"));
+  c.spec.env = {std::move(env)};
+  c.spec.source = "env:AWS_ACCESS_KEY_ID";
+  c.spec.regions = regions;
+  c.part = part;
+  c.real = secret(std::string(real));
+  c.dummy = dummy;
+  return c;
+}
+
+credential_set aws_set(const std::vector<std::string>& regions = {}) {
+  std::vector<credential> list;
+  list.push_back(aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id,
+                          "AWS_ACCESS_KEY_ID", regions));
+  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
+                          "AWS_SECRET_ACCESS_KEY", regions));
+  list.push_back(
+      aws_part(credential_part::aws_token, real_token, dummy_token, "AWS_SESSION_TOKEN", regions));
+  return credential_set(std::move(list));
+}
+
+request_context to(std::string_view host, bool plaintext = false) {
+  return request_context{host, plaintext, false};
+}
+
+}  // namespace
+
+TEST_CASE("aws signing: the credential set finds, binds and re-signs", "[brokers][aws_signing]") {
+  const credential_set set = aws_set();
+  REQUIRE(set.size() == 3);
+  aws_request r = s3_get(true);
+  const aws_request before = r;
+
+  // apply() leaves an AWS request to the signing step: nothing swapped as a header value.
+  auto d = set.apply(to("example-bucket.s3.amazonaws.com"), r.target, r.headers);
+  CHECK(d.action == request_action::pass);
+  CHECK(d.swapped == 0);
+  CHECK(same(r, before));
+
+  request_decision refused;
+  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
+                                      false, refused);
+  REQUIRE(request);
+  CHECK(refused.action == request_action::pass);
+  CHECK(request->credential() == "aws");
+  request->resign(r.method, r.target, r.headers, r.body);
+  CHECK(header(r, "authorization")->value ==
+        expected_authorization(
+            r, s3_scope, {"host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"},
+            sigv4::empty_sha256));
+  CHECK(header(r, "x-amz-security-token")->value == real_token);
+  check_no_dummy_left(r);
+}
+
+TEST_CASE("aws signing: the credential set refuses unbound hosts, scopes and bad signatures",
+          "[brokers][aws_signing]") {
+  const aws_request r = s3_get(true);
+  SECTION("an unbound host: not ours to sign, and apply() refuses the dummy") {
+    const credential_set set = aws_set();
+    request_decision refused;
+    CHECK_FALSE(set.find_aws_request(to("s3.evil.example"), r.target, r.headers, false, refused));
+    CHECK(refused.action == request_action::pass);
+    aws_request copy = r;
+    auto d = set.apply(to("s3.evil.example"), copy.target, copy.headers);
+    CHECK(d.action == request_action::credential_not_bound);
+    CHECK(d.credential == "aws");
+  }
+  SECTION("plaintext to a bound, non-loopback host") {
+    const credential_set set = aws_set();
+    request_decision refused;
+    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com", true), r.target,
+                                     r.headers, false, refused));
+  }
+  SECTION("a region outside the credential's regions") {
+    const credential_set set = aws_set({"eu-west-1"});
+    request_decision refused;
+    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
+                                     false, refused));
+    CHECK(refused.action == request_action::credential_not_bound);
+    CHECK(refused.credential == "aws");
+    CHECK_THAT(refused.where, Catch::Contains("us-east-1"));
+  }
+  SECTION("a region inside the list") {
+    const credential_set set = aws_set({"eu-west-1", "us-east-1"});
+    request_decision refused;
+    CHECK(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers, false,
+                               refused));
+    CHECK(refused.action == request_action::pass);
+  }
+  SECTION("a malformed signature naming the dummy") {
+    const credential_set set = aws_set();
+    aws_request bad = r;
+    bad.headers.back().value += ", Signature=0000";  // a repeated component
+    request_decision refused;
+    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), bad.target, bad.headers,
+                                     false, refused));
+    CHECK(refused.action == request_action::signature_invalid);
+  }
+  SECTION("the real secret key anywhere is blocked by apply()") {
+    const credential_set set = aws_set();
+    aws_request leak = r;
+    leak.headers.push_back({"X-Debug", real_secret});
+    auto d = set.apply(to("example-bucket.s3.amazonaws.com"), leak.target, leak.headers);
+    CHECK(d.action == request_action::real_secret_blocked);
+    CHECK(d.credential == "aws");
+  }
+}
+
+// ---- temporary credentials that are fetched again before they expire ---------------------------
+
+namespace {
+
+const std::string next_key_id = "ASIANEXTNEXTNEXT7777";
+const std::string next_secret = "nExTsEcReTnExTsEcReTnExTsEcReT/+12345678";
+const std::string next_token = "IQoJb3JpZ2luX2VjENEXTnextNEXTtoken+/token";
+
+broker::brokers::aws_real_credentials issue(const std::string& key_id,
+                                            const std::string& secret_key, const std::string& token,
+                                            std::chrono::system_clock::time_point expires) {
+  broker::brokers::aws_real_credentials c;
+  c.key_id = secret(std::string(key_id));
+  c.secret_key = secret(std::string(secret_key));
+  c.token = secret(std::string(token));
+  c.key_id_mask = broker::brokers::same_length_mask(dummy_key_id, key_id.size());
+  c.secret_mask = broker::brokers::same_length_mask(dummy_secret, secret_key.size());
+  c.token_mask = broker::brokers::same_length_mask(dummy_secret, token.size());
+  c.expires = expires;
+  return c;
+}
+
+// A set whose credentials (long-term at first: no token part) are replaced after about a
+// second by temporary ones with a session token.
+credential_set rotating_set() {
+  using clock = std::chrono::system_clock;
+  std::vector<credential> list;
+  list.push_back(
+      aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id, "AWS_ACCESS_KEY_ID", {}));
+  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
+                          "AWS_SECRET_ACCESS_KEY", {}));
+  const auto now = clock::now();
+  credential_set::aws_rotation_list rotations;
+  rotations.emplace_back(
+      "aws",
+      std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
+          "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
+            return issue(next_key_id, next_secret, next_token,
+                         clock::now() + std::chrono::hours(1));
+          }));
+  return credential_set(std::move(list), {}, std::move(rotations));
+}
+
+std::string signing_key_id(const credential_set& set, aws_request& r) {
+  request_decision refused;
+  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
+                                      false, refused);
+  REQUIRE(request);
+  request->resign(r.method, r.target, r.headers, r.body);
+  const std::string& auth = header(r, "authorization")->value;
+  const auto at = auth.find("Credential=") + 11;
+  return auth.substr(at, 20);
+}
+
+}  // namespace
+
+TEST_CASE("aws signing: temporary credentials are re-signed with the newest issue",
+          "[brokers][aws_signing]") {
+  const credential_set set = rotating_set();
+  aws_request first = s3_get(false);
+  CHECK(signing_key_id(set, first) == real_key_id);
+  CHECK_FALSE(header(first, "x-amz-security-token"));
+
+  // The refresher fetches the next issue at half the first one's life (~1 s).
+  std::string key_id;
+  for (int i = 0; i < 50 && key_id != next_key_id; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    aws_request r = s3_get(false);
+    key_id = signing_key_id(set, r);
+  }
+  REQUIRE(key_id == next_key_id);
+
+  // The child was given no token (the first issue had none): the real one goes along, signed.
+  aws_request r = s3_get(false);
+  signing_key_id(set, r);
+  REQUIRE(header(r, "x-amz-security-token"));
+  CHECK(header(r, "x-amz-security-token")->value == next_token);
+  const std::string& auth = header(r, "authorization")->value;
+  CHECK(auth.find("SignedHeaders=host;x-amz-content-sha256;x-amz-date;x-amz-security-token,") !=
+        std::string::npos);
+  const std::string expected_signature = independent_signature(
+      next_secret, s3_scope,
+      sigv4::string_to_sign(request_date, s3_scope,
+                            sigv4::canonical_request(r.method, r.target, r.headers,
+                                                     {"host", "x-amz-content-sha256", "x-amz-date",
+                                                      "x-amz-security-token"},
+                                                     sigv4::empty_sha256, "s3", false)));
+  CHECK(auth.ends_with("Signature=" + expected_signature));
+
+  // Every issue still alive is a real value: refused in requests, masked in responses.
+  for (const std::string& real : {real_key_id, next_key_id, next_secret, next_token}) {
+    INFO(real);
+    std::string target = "/x?leak=" + real;
+    std::vector<header_field> headers{{"Host", "example-bucket.s3.amazonaws.com"}};
+    CHECK(set.apply(to("example-bucket.s3.amazonaws.com"), target, headers).action ==
+          request_action::real_secret_blocked);
+  }
+  const auto patterns = set.response_patterns();
+  for (const std::string& real : {next_key_id, next_secret, next_token}) {
+    auto it = std::find_if(patterns.begin(), patterns.end(),
+                           [&](const auto& p) { return p.find == real; });
+    REQUIRE(it != patterns.end());
+    CHECK(it->replacement.size() == real.size());
+    CHECK(it->replacement != real);
+  }
+}
