@@ -215,7 +215,7 @@ TEST_CASE("file: source reads a profile, ~/ expanded, default profile \"default\
   CHECK(staging->access_key_id.expose() == "AKIDSTAGING");
 }
 
-TEST_CASE("file: source: missing file is absent; missing profile or bad line is an error",
+TEST_CASE("file: source: missing file is absent, missing profile or bad line is an error",
           "[brokers][aws]") {
   temp_dir tmp;
   CHECK_FALSE(load_aws_credentials("file:" + (tmp.path / "nope").string(), {}));

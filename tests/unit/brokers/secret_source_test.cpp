@@ -52,7 +52,7 @@ struct scoped_env {
 
 }  // namespace
 
-TEST_CASE("env: source reads a variable; unset or empty is absent", "[brokers][source]") {
+TEST_CASE("env: source reads a variable, unset or empty is absent", "[brokers][source]") {
   scoped_env set("BROKER_TEST_TOKEN", "  tok-from-env\n");
   auto value = load_secret("env:BROKER_TEST_TOKEN");
   REQUIRE(value);
