@@ -18,13 +18,6 @@ bool is_tchar(char c) {
          std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 std::optional<auth_value> parse_auth_value(std::string_view value) {
@@ -79,40 +72,6 @@ std::optional<std::string> decode_basic(std::string_view value) {
   auto auth = parse_auth_value(value);
   if (!auth || !proxy::iequals(auth->scheme, "basic")) return std::nullopt;
   return base64_decode(auth->token);
-}
-
-std::string percent_decode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    int hi = -1, lo = -1;
-    if (text[i] == '%' && i + 2 < text.size() && (hi = hex_digit(text[i + 1])) >= 0 &&
-        (lo = hex_digit(text[i + 2])) >= 0) {
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
-
-std::string percent_encode(std::string_view text) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out.push_back(c);
-    } else {
-      auto b = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(hex[b >> 4]);
-      out.push_back(hex[b & 15]);
-    }
-  }
-  return out;
 }
 
 }  // namespace broker::brokers

@@ -49,17 +49,8 @@ void set_query_value(std::string& target, std::string_view name, std::string_vie
 
 std::string query_value(std::string_view target, std::string_view name) {
   const std::size_t question = target.find('?');
-  if (question == std::string_view::npos) return {};
-  std::string_view query = target.substr(question + 1);
-  while (!query.empty()) {
-    const std::size_t end = std::min(query.find('&'), query.size());
-    const std::string_view param = query.substr(0, end);
-    const std::size_t eq = param.find('=');
-    if (percent_decode(param.substr(0, eq)) == name)
-      return eq == std::string_view::npos ? std::string() : percent_decode(param.substr(eq + 1));
-    query.remove_prefix(std::min(end + 1, query.size()));
-  }
-  return {};
+  return question == std::string_view::npos ? std::string()
+                                            : form_value(target.substr(question + 1), name);
 }
 
 std::string amz_date_of(const std::vector<proxy::header_field>& headers) {
@@ -179,7 +170,7 @@ std::string aws_signed_request::action_refusal(std::string_view target,
   if (scope_.service != "sts") return {};
   // The query protocol: Action in the query, or in a form body.
   std::string action = query_value(target, "Action");
-  if (action.empty()) action = query_value("?" + std::string(body), "Action");
+  if (action.empty()) action = form_value(body, "Action");
   static constexpr std::string_view vending[] = {
       "GetSessionToken",    "GetFederationToken",        "AssumeRole",
       "AssumeRoleWithSAML", "AssumeRoleWithWebIdentity", "AssumeRoot"};

@@ -326,16 +326,8 @@ std::optional<credential_set::token_answer> credential_set::gcp_token_answer(
   for (const auto& t : tokens_) {
     if (t->spec().type != "gcp") continue;
     // The form's refresh_token parameter, decoded, is this session's dummy.
-    std::string_view rest = form;
-    while (!rest.empty()) {
-      const std::size_t end = std::min(rest.find('&'), rest.size());
-      const std::string_view param = rest.substr(0, end);
-      rest.remove_prefix(std::min(end + 1, rest.size()));
-      const std::size_t eq = param.find('=');
-      if (eq == std::string_view::npos || param.substr(0, eq) != "refresh_token") continue;
-      if (percent_decode(param.substr(eq + 1)) == t->gcp_client().refresh_token)
-        return token_answer{t->spec().name, t->gcp_token_answer()};
-    }
+    if (form_value(form, "refresh_token") == t->gcp_client().refresh_token)
+      return token_answer{t->spec().name, t->gcp_token_answer()};
   }
   return std::nullopt;
 }

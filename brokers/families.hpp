@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "brokers/credential_broker.hpp"
+#include "brokers/text.hpp"
 
 namespace broker::brokers {
 
@@ -51,10 +52,5 @@ int swap_basic(std::string& value, const auth_value& auth, std::string_view from
 // The decoded "user:password" of a `Basic` credentials value (any header), or nullopt. The
 // caller wipes it.
 std::optional<std::string> decode_basic(std::string_view value);
-
-// %XX decoding (no '+' to space: a token's '+' is literal); invalid escapes are kept as is.
-std::string percent_decode(std::string_view text);
-// Encodes everything but RFC 3986 unreserved characters.
-std::string percent_encode(std::string_view text);
 
 }  // namespace broker::brokers

@@ -65,43 +65,6 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-// RFC 3986 unreserved characters are the only ones SigV4 leaves unencoded (section 2.3).
-bool is_unreserved(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_' || c == '.' || c == '~';
-}
-
-std::string uri_encode(std::string_view s, bool keep_slash) {
-  static constexpr char digits[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (is_unreserved(c) || (keep_slash && c == '/')) {
-      out.push_back(c);
-    } else {
-      auto b = static_cast<unsigned char>(c);
-      out += {'%', digits[b >> 4], digits[b & 0xf]};
-    }
-  }
-  return out;
-}
-
-// '%XY' becomes the byte; a '%' not followed by two hex digits stays as it is. '+' is a literal
-// plus: SigV4 clients send a space as %20, and a '+' they meant is signed as %2B.
-std::string percent_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 struct split_target {
   std::string_view path;
   std::string_view query;  // without the '?'
@@ -160,14 +123,14 @@ std::string normalize_path(std::string_view path) {
 std::string canonical_uri(std::string_view path, std::string_view service) {
   if (path.empty()) return "/";
   if (service == "s3") return std::string(path);
-  return uri_encode(normalize_path(path), true);
+  return percent_encode(normalize_path(path), true);
 }
 
 std::string canonical_query(std::string_view query, bool presigned) {
   std::vector<std::pair<std::string, std::string>> encoded;
   for (auto& [name, value] : decode_query(query)) {
     if (presigned && name == "X-Amz-Signature") continue;
-    encoded.emplace_back(uri_encode(name, false), uri_encode(value, false));
+    encoded.emplace_back(percent_encode(name), percent_encode(value));
   }
   std::sort(encoded.begin(), encoded.end());
   std::string out;

@@ -59,4 +59,13 @@ inline std::optional<int> read_digits(std::string_view text, std::size_t& at, st
   return value;
 }
 
+// %XX decoding (no '+' to space: a token's '+' is literal, and SigV4 clients send a space as
+// %20); a '%' not followed by two hex digits is kept as it is.
+std::string percent_decode(std::string_view text);
+// Encodes everything but RFC 3986 unreserved characters (and '/' with keep_slash), upper-case hex.
+std::string percent_encode(std::string_view text, bool keep_slash = false);
+// The decoded value of parameter `name` in "a=1&b=2" (a query without its '?', or a form body);
+// "" when absent or without a value.
+std::string form_value(std::string_view params, std::string_view name);
+
 }  // namespace broker::brokers
