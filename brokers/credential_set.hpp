@@ -152,9 +152,13 @@ class credential_set {
  private:
   std::vector<std::unique_ptr<credential>> credentials_;
   std::vector<scrub_pattern> response_patterns_;
-  // Every value request_body_patterns() looks for, with the decision a match means.
-  std::vector<std::pair<scrub_pattern, request_decision>> body_checks(
-      const request_context& where) const;
+  // Every value request_body_patterns() looks for, with what a match means (views into the set).
+  struct body_check {
+    std::string_view value;
+    request_action action;
+    std::string_view credential;
+  };
+  std::vector<body_check> body_checks(const request_context& where) const;
 
   // The real values issued since the session started that have not expired (access tokens,
   // temporary AWS credentials), with their credential's name: refused in requests like any real

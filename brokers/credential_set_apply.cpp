@@ -187,22 +187,20 @@ std::unique_ptr<aws_signed_request> credential_set::find_aws_request(
   }
 }
 
-std::vector<std::pair<scrub_pattern, request_decision>> credential_set::body_checks(
+std::vector<credential_set::body_check> credential_set::body_checks(
     const request_context& where) const {
-  std::vector<std::pair<scrub_pattern, request_decision>> checks;
-  auto add = [&](std::string_view value, request_action action, const std::string& name) {
-    checks.push_back({{value, value}, {action, name, "body", 0}});
-  };
+  std::vector<body_check> checks;
   for (const auto& c : credentials_)
-    add(c->real.expose(), request_action::real_secret_blocked, c->spec.name);
+    checks.push_back({c->real.expose(), request_action::real_secret_blocked, c->spec.name});
   for (const auto& [value, name] : rotated_values(std::chrono::system_clock::now()))
-    add(value, request_action::real_secret_blocked, std::string(name));
+    checks.push_back({value, request_action::real_secret_blocked, name});
   for (const auto& c : credentials_)
-    if (!usable(*c, where)) add(c->dummy, request_action::credential_not_bound, c->spec.name);
+    if (!usable(*c, where))
+      checks.push_back({c->dummy, request_action::credential_not_bound, c->spec.name});
   for (const auto& t : tokens_) {
     if (usable(*t, where)) continue;
     for (std::string_view dummy : token_dummies(*t))
-      add(dummy, request_action::credential_not_bound, t->spec().name);
+      checks.push_back({dummy, request_action::credential_not_bound, t->spec().name});
   }
   return checks;
 }
@@ -210,14 +208,15 @@ std::vector<std::pair<scrub_pattern, request_decision>> credential_set::body_che
 std::vector<scrub_pattern> credential_set::request_body_patterns(
     const request_context& where) const {
   std::vector<scrub_pattern> patterns;
-  for (auto& [pattern, decision] : body_checks(where)) patterns.push_back(pattern);
+  for (const body_check& check : body_checks(where)) patterns.push_back({check.value, check.value});
   return patterns;
 }
 
 request_decision credential_set::body_decision(const request_context& where,
                                                std::size_t pattern) const {
-  auto checks = body_checks(where);
-  return pattern < checks.size() ? checks[pattern].second : request_decision{};
+  const auto checks = body_checks(where);
+  if (pattern >= checks.size()) return {};
+  return {checks[pattern].action, std::string(checks[pattern].credential), "body", 0};
 }
 
 }  // namespace broker::brokers
