@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "tests/unit/brokers/source_error_of.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 using broker::brokers::aws_credentials;
@@ -17,6 +18,7 @@ using broker::brokers::parse_process_credentials;
 using broker::brokers::parse_rfc3339;
 using broker::brokers::parse_shared_credentials;
 using broker::brokers::source_error;
+using broker::test::source_error_of;
 using broker::test::temp_dir;
 using namespace std::chrono_literals;
 
@@ -37,22 +39,12 @@ bool mentions_a_value(const std::string& message) {
          message.find(token_value) != std::string::npos;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    (void)f();
-  } catch (const source_error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 std::string ini_error(const std::string& text, std::string_view profile = "default") {
-  return error_of([&] { return parse_shared_credentials(text, profile, "creds.ini"); });
+  return source_error_of([&] { return parse_shared_credentials(text, profile, "creds.ini"); });
 }
 
 std::string load_error(const std::string& source) {
-  return error_of([&] { return load_aws_credentials(source, {}); });
+  return source_error_of([&] { return load_aws_credentials(source, {}); });
 }
 
 // Sets (or, with nullopt, unsets) a variable for one test and restores it afterwards.
@@ -289,7 +281,7 @@ TEST_CASE("env: source: both unset is absent, only one set is an error", "[broke
 
   {
     scoped_env only_id("BROKER_TEST_AK", std::string(key_id_value));
-    std::string error = error_of([&] { return load_aws_credentials("env:custom", names); });
+    std::string error = source_error_of([&] { return load_aws_credentials("env:custom", names); });
     CHECK(error.find("env:custom") != std::string::npos);
     CHECK(error.find("BROKER_TEST_AK is set but BROKER_TEST_SK is not") != std::string::npos);
     CHECK_FALSE(mentions_a_value(error));
@@ -297,7 +289,7 @@ TEST_CASE("env: source: both unset is absent, only one set is an error", "[broke
   {
     scoped_env only_secret("BROKER_TEST_SK", std::string(secret_value));
     scoped_env empty_id("BROKER_TEST_AK", "");
-    std::string error = error_of([&] { return load_aws_credentials("env:custom", names); });
+    std::string error = source_error_of([&] { return load_aws_credentials("env:custom", names); });
     CHECK(error.find("BROKER_TEST_SK is set but BROKER_TEST_AK is not") != std::string::npos);
     CHECK_FALSE(mentions_a_value(error));
   }
@@ -336,7 +328,8 @@ TEST_CASE("cmd: source errors name the command and the problem, never a value", 
   // The command's own text holds the values here; only what follows it must not.
   CHECK_FALSE(mentions_a_value(bad_json.substr(bad_json.find("process credentials"))));
 
-  std::string broken = error_of([&] { return parse_process_credentials("{\"x\": \"" + secret); });
+  std::string broken =
+      source_error_of([&] { return parse_process_credentials("{\"x\": \"" + secret); });
   CHECK(broken.find("not valid JSON") != std::string::npos);
   CHECK_FALSE(mentions_a_value(broken));
 
@@ -344,7 +337,7 @@ TEST_CASE("cmd: source errors name the command and the problem, never a value", 
                                            "\", \"SecretAccessKey\": \"" + secret + "\"}"));
   CHECK(version.find("\"Version\" 2 is not supported") != std::string::npos);
 
-  std::string missing = error_of([&] {
+  std::string missing = source_error_of([&] {
     return parse_process_credentials("{\"Version\":1,\"AccessKeyId\":\"" + key +
                                      "\",\"SessionToken\":\"" + std::string(token_value) + "\"}");
   });
@@ -357,7 +350,7 @@ TEST_CASE("cmd: source errors name the command and the problem, never a value", 
 
 TEST_CASE("process credentials: field types and Version are checked", "[brokers][aws]") {
   auto error = [](const std::string& json) {
-    return error_of([&] { return parse_process_credentials(json); });
+    return source_error_of([&] { return parse_process_credentials(json); });
   };
   const std::string pair =
       ",\"AccessKeyId\":\"AKID\",\"SecretAccessKey\":\"" + std::string(secret_value) + "\"";

@@ -16,6 +16,8 @@
 #include <openssl/pem.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/unit/brokers/source_error_of.hpp"
+
 using broker::brokers::access_token;
 using broker::brokers::jwt_bearer_assertion;
 using broker::brokers::jwt_bearer_form;
@@ -24,21 +26,12 @@ using broker::brokers::parse_service_account;
 using broker::brokers::parse_token_command_output;
 using broker::brokers::service_account;
 using broker::brokers::source_error;
+using broker::test::source_error_of;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr std::string_view token_value = "ya29.TOKENVALUEdistinct-abc_123";
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    (void)f();
-  } catch (const source_error& e) {
-    return e.what();
-  }
-  return {};
-}
 
 struct pkey_free {
   void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
@@ -154,7 +147,7 @@ TEST_CASE("service account: errors name the field, never the key", "[brokers][cl
   const std::string pem = to_pem(rsa_key());
   const std::string pem_body = pem.substr(40, 40);  // a piece of the key that must not leak
   auto error = [](const nlohmann::json& doc) {
-    return error_of([&] { return parse_service_account(doc.dump()); });
+    return source_error_of([&] { return parse_service_account(doc.dump()); });
   };
   nlohmann::json doc = nlohmann::json::parse(account_json(pem));
 
@@ -177,7 +170,7 @@ TEST_CASE("service account: errors name the field, never the key", "[brokers][cl
   CHECK(mistyped_error == "service account key: \"client_email\" is not a string");
   CHECK(mistyped_error.find(pem_body) == std::string::npos);
 
-  std::string truncated = error_of([&] {
+  std::string truncated = source_error_of([&] {
     std::string text = account_json(pem);
     return parse_service_account(text.substr(0, text.size() / 2));
   });
@@ -242,7 +235,7 @@ TEST_CASE("JWT bearer assertion: no kid without a private_key_id", "[brokers][cl
 TEST_CASE("JWT bearer assertion: an unusable key is a source_error", "[brokers][cloud]") {
   auto error_with = [](const std::string& pem) {
     service_account account = parse_service_account(account_json(pem));
-    return error_of([&] { return jwt_bearer_assertion(account, "scope", now); });
+    return source_error_of([&] { return jwt_bearer_assertion(account, "scope", now); });
   };
   const std::string garbage =
       "-----BEGIN PRIVATE KEY-----\nTm90QUtleVNFQ1JFVGRpc3RpbmN0\n-----END PRIVATE KEY-----\n";
@@ -291,7 +284,7 @@ TEST_CASE("token response: access_token and expires_in", "[brokers][cloud]") {
 
 TEST_CASE("token response: OAuth errors and malformed answers", "[brokers][cloud]") {
   auto error = [](const std::string& json) {
-    return error_of([&] { return parse_oauth_token_response(json, now); });
+    return source_error_of([&] { return parse_oauth_token_response(json, now); });
   };
   CHECK(error(R"({"error": "invalid_grant", "error_description": "Invalid JWT Signature."})") ==
         "token response: the issuer refused: invalid_grant (Invalid JWT Signature.)");
@@ -334,7 +327,7 @@ TEST_CASE("token command: az output with expires_on", "[brokers][cloud]") {
       parse_token_command_output(base + "\"expires_on\": \"" + std::to_string(epoch) + "\"}", now);
   CHECK(token.expires == expires_on);
 
-  std::string bad = error_of(
+  std::string bad = source_error_of(
       [&] { return parse_token_command_output(base + "\"expires_on\": \"tomorrow\"}", now); });
   CHECK(bad == "token command output: \"expires_on\" is not a time in epoch seconds");
 }
@@ -352,12 +345,12 @@ TEST_CASE("token command: az output with only expiresOn is local time", "[broker
   CHECK(token.expires ==
         std::chrono::sys_days(std::chrono::year(2026) / 11 / 30) + 6h + 23min + 45s);
 
-  CHECK(error_of([] {
+  CHECK(source_error_of([] {
           return parse_token_command_output(
               R"({"accessToken": "t", "expiresOn": "2026-11-30T01:23:45Z"})", now);
         }) == "token command output: \"expiresOn\" is not a local date-time");
 
-  CHECK(error_of([] {
+  CHECK(source_error_of([] {
           return parse_token_command_output(
               R"({"accessToken": "t", "expiresOn": "2026-02-30 01:23:45.000000"})", now);
         }).find("expiresOn") != std::string::npos);
@@ -375,10 +368,10 @@ TEST_CASE("token command: OAuth-style JSON", "[brokers][cloud]") {
   token = parse_token_command_output(R"({"access_token": "t2"})", now);
   CHECK(token.expires == now + 3000s);  // the command default, not the OAuth one
 
-  CHECK(error_of([] {
+  CHECK(source_error_of([] {
           return parse_token_command_output(R"({"error": "login_required"})", now);
         }) == "token command output: the issuer refused: login_required");
-  CHECK(error_of([] { return parse_token_command_output(R"({"token": "t"})", now); }) ==
+  CHECK(source_error_of([] { return parse_token_command_output(R"({"token": "t"})", now); }) ==
         "token command output: no \"accessToken\" or \"access_token\"");
 }
 
@@ -391,10 +384,11 @@ TEST_CASE("token command: a bare token line", "[brokers][cloud]") {
   CHECK(token.token.expose() == value);
   CHECK(token.expires == now + 60s);
 
-  std::string two_lines =
-      error_of([&] { return parse_token_command_output("WARNING: x\n" + value + "\n", now); });
+  std::string two_lines = source_error_of(
+      [&] { return parse_token_command_output("WARNING: x\n" + value + "\n", now); });
   CHECK(two_lines == "token command output: neither JSON nor a single token on one line");
-  CHECK(error_of([&] { return parse_token_command_output(value + " extra", now); }) == two_lines);
-  CHECK(error_of([] { return parse_token_command_output(" \n", now); }) ==
+  CHECK(source_error_of([&] { return parse_token_command_output(value + " extra", now); }) ==
+        two_lines);
+  CHECK(source_error_of([] { return parse_token_command_output(" \n", now); }) ==
         "token command output: empty");
 }
