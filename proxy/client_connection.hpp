@@ -93,9 +93,9 @@ class client_connection {
   asio::awaitable<bool> exchange_with_upstream(http_parser& request, std::string head,
                                                const brokers::request_context& where);
   void release_upstream();
-  // The SigV4 step for a request the brokers passed: a request signed with a session's dummy AWS
-  // key is verified and re-signed (its body read whole first when the signature covers its
-  // hash). Returns the refusal when it does not verify or may not be signed for its scope.
+  // A request signed with a session's dummy AWS key (exchange_.sigv4, found by the brokers) is
+  // verified and re-signed, its body read whole first when the signature covers its hash.
+  // Returns the refusal when it does not verify or is a call the credential never signs.
   asio::awaitable<std::optional<refusal>> resign_for_aws(http_parser& request,
                                                          const brokers::request_context& where,
                                                          std::string& target);

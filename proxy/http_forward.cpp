@@ -146,12 +146,20 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
     co_return co_await refuse(refusal::credential_not_bound(decision.credential, entry.host,
                                                             decision.where, where.plaintext),
                               to.keep_after_refusal);
-  if (auto refused = co_await resign_for_aws(request, where, target))
-    co_return co_await refuse(*refused, to.keep_after_refusal && !exchange_.body);
-  if (exchange_.sigv4)
+  brokers::request_decision aws;
+  exchange_.sigv4 = credentials.find_aws_request(where, target, head.headers, head.has_body, aws);
+  const bool keep_after_aws_refusal = to.keep_after_refusal && !exchange_.body;
+  if (aws.action == brokers::request_action::credential_not_bound)
+    co_return co_await refuse(refusal::credential_scope(aws.credential, aws.where),
+                              keep_after_aws_refusal);
+  if (aws.action == brokers::request_action::signature_invalid)
+    co_return co_await refuse(refusal::signature_invalid(aws.where), keep_after_aws_refusal);
+  if (exchange_.sigv4) {
     entry.credential = exchange_.sigv4->credential();
-  else if (decision.swapped == 0)
-    entry.credential.clear();
+    if (auto refused = co_await resign_for_aws(request, where, target))
+      co_return co_await refuse(*refused, keep_after_aws_refusal);
+  }
+  if (!exchange_.sigv4 && decision.swapped == 0) entry.credential.clear();
   for (std::size_t i = 0; i < before.size(); ++i) {
     // Dummies have their real value's length, so a rewritten value keeps its length too.
     auto& value = head.headers[i].value;

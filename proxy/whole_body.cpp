@@ -11,15 +11,6 @@ namespace broker::proxy {
 asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
     http_parser& request, const brokers::request_context& where, std::string& target) {
   auto& head = request.head();
-  brokers::request_decision refused;
-  exchange_.sigv4 =
-      ctx_->credentials().find_aws_request(where, target, head.headers, head.has_body, refused);
-  if (refused.action == brokers::request_action::credential_not_bound)
-    co_return refusal::credential_scope(refused.credential, refused.where);
-  if (refused.action == brokers::request_action::signature_invalid)
-    co_return refusal::signature_invalid(refused.where);
-  if (!exchange_.sigv4) co_return std::nullopt;
-  exchange_.entry.credential = exchange_.sigv4->credential();
   if (exchange_.sigv4->needs_body() && !exchange_.body) {
     if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
       co_return not_read;
