@@ -4,7 +4,7 @@
 
 #include "brokers/families.hpp"
 #include "brokers/secret.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -35,12 +35,12 @@ std::optional<auth_value> parse_auth_value(std::string_view value) {
 }
 
 bool is_authorization(std::string_view header_name) {
-  return proxy::iequals(header_name, "authorization");
+  return http::iequals(header_name, "authorization");
 }
 
 int swap_basic(std::string& value, const auth_value& auth, std::string_view from,
                std::string_view to, bool user, bool password) {
-  if (!proxy::iequals(auth.scheme, "basic")) return 0;
+  if (!http::iequals(auth.scheme, "basic")) return 0;
   auto decoded = base64_decode(auth.token);
   if (!decoded) return 0;
   const std::size_t colon = decoded->find(':');  // RFC 7617 §2: the user-id has no colon
@@ -70,7 +70,7 @@ int swap_basic(std::string& value, const auth_value& auth, std::string_view from
 
 std::optional<std::string> decode_basic(std::string_view value) {
   auto auth = parse_auth_value(value);
-  if (!auth || !proxy::iequals(auth->scheme, "basic")) return std::nullopt;
+  if (!auth || !http::iequals(auth->scheme, "basic")) return std::nullopt;
   return base64_decode(auth->token);
 }
 

@@ -14,15 +14,15 @@ namespace {
 
 using sigv4::sigv4_error;
 
-proxy::header_field* find_header(std::vector<proxy::header_field>& headers, std::string_view name) {
+http::header_field* find_header(std::vector<http::header_field>& headers, std::string_view name) {
   for (auto& h : headers)
-    if (proxy::iequals(h.name, name)) return &h;
+    if (http::iequals(h.name, name)) return &h;
   return nullptr;
 }
 
-const proxy::header_field* find_header(const std::vector<proxy::header_field>& headers,
-                                       std::string_view name) {
-  return find_header(const_cast<std::vector<proxy::header_field>&>(headers), name);
+const http::header_field* find_header(const std::vector<http::header_field>& headers,
+                                      std::string_view name) {
+  return find_header(const_cast<std::vector<http::header_field>&>(headers), name);
 }
 
 // Sets query parameter `name`'s value (already percent-encoded) in a target; the parameter must
@@ -53,7 +53,7 @@ std::string query_value(std::string_view target, std::string_view name) {
                                             : form_value(target.substr(question + 1), name);
 }
 
-std::string amz_date_of(const std::vector<proxy::header_field>& headers) {
+std::string amz_date_of(const std::vector<http::header_field>& headers) {
   for (std::string_view name : {"x-amz-date", "date"}) {
     if (const auto* h = find_header(headers, name); h && sigv4::is_amz_date(h->value))
       return h->value;
@@ -92,16 +92,17 @@ aws_signed_request::~aws_signed_request() {
   wipe(real_signature_);
 }
 
-std::unique_ptr<aws_signed_request> find_aws_request(
-    const std::vector<const aws_identity*>& ids, std::string_view target,
-    const std::vector<proxy::header_field>& headers, bool has_body) {
+std::unique_ptr<aws_signed_request> find_aws_request(const std::vector<const aws_identity*>& ids,
+                                                     std::string_view target,
+                                                     const std::vector<http::header_field>& headers,
+                                                     bool has_body) {
   auto identity_of = [&](std::string_view key_id) -> const aws_identity* {
     for (const aws_identity* id : ids)
       if (key_id == id->dummy_key_id) return id;
     return nullptr;
   };
   for (const auto& h : headers) {
-    if (!proxy::iequals(h.name, "authorization")) continue;
+    if (!http::iequals(h.name, "authorization")) continue;
     auto auth = sigv4::parse_authorization(h.value);
     if (!auth) {
       // Ours only if it names a dummy key id; another scheme or someone else's key passes.
@@ -190,7 +191,7 @@ std::string aws_scope_refusal(const aws_identity& id, const sigv4::credential_sc
 }
 
 void aws_signed_request::resign(std::string_view method, std::string& target,
-                                std::vector<proxy::header_field>& headers, std::string_view body) {
+                                std::vector<http::header_field>& headers, std::string_view body) {
   if (hash_from_body_) {
     payload_hash_ = sigv4::sha256_hex(body);
   } else if (needs_body_ && is_lower_hex(payload_hash_, 64) &&

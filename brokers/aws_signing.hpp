@@ -14,7 +14,7 @@
 #include "brokers/rotating.hpp"
 #include "brokers/secret.hpp"
 #include "brokers/sigv4.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers {
 
@@ -73,7 +73,7 @@ class aws_signed_request {
   // credentials, in place. `body` is the whole body when needs_body(), else ignored. Throws
   // sigv4::sigv4_error (nothing modified) when the request does not verify.
   void resign(std::string_view method, std::string& target,
-              std::vector<proxy::header_field>& headers, std::string_view body);
+              std::vector<http::header_field>& headers, std::string_view body);
 
   // After resign(), for an aws-chunked body signed chunk by chunk: its re-signer; else null.
   std::unique_ptr<sigv4::chunk_resigner> body_resigner() const;
@@ -81,7 +81,7 @@ class aws_signed_request {
  private:
   friend std::unique_ptr<aws_signed_request> find_aws_request(
       const std::vector<const aws_identity*>&, std::string_view,
-      const std::vector<proxy::header_field>&, bool);
+      const std::vector<http::header_field>&, bool);
   // The payload hash the signature covers: `stated` by the client (x-amz-content-sha256, or
   // UNSIGNED-PAYLOAD for S3 presigned URLs), else the body's, else the empty body's.
   void take_payload_hash(std::optional<std::string> stated, bool has_body);
@@ -99,9 +99,10 @@ class aws_signed_request {
 // The request's SigV4 signature, when it names one of `ids`' dummy key ids (Authorization
 // header first, then X-Amz-Credential in the query); null when it names none. Throws
 // sigv4::sigv4_error when it names one but is malformed. `has_body`: the request carries a body.
-std::unique_ptr<aws_signed_request> find_aws_request(
-    const std::vector<const aws_identity*>& ids, std::string_view target,
-    const std::vector<proxy::header_field>& headers, bool has_body);
+std::unique_ptr<aws_signed_request> find_aws_request(const std::vector<const aws_identity*>& ids,
+                                                     std::string_view target,
+                                                     const std::vector<http::header_field>& headers,
+                                                     bool has_body);
 
 // May `id` sign for this scope (its regions and services allowlists)? The reason when not.
 std::string aws_scope_refusal(const aws_identity& id, const sigv4::credential_scope& scope);

@@ -1,6 +1,6 @@
 // Bearer tokens (RFC 6750 §2.1): `Authorization: Bearer X`, the form of most API keys (OpenAI...).
 #include "brokers/families.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -12,7 +12,7 @@ class bearer_broker final : public credential_broker {
   int swap_header(std::string_view name, std::string& value) const override {
     if (!is_authorization(name)) return 0;
     auto auth = parse_auth_value(value);
-    if (!auth || !proxy::iequals(auth->scheme, "bearer") || auth->token != dummy()) return 0;
+    if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy()) return 0;
     value.replace(auth->token_at, auth->token.size(), real());
     return 1;
   }

@@ -16,7 +16,7 @@
 #include "brokers/secret.hpp"
 #include "brokers/token_credential.hpp"
 #include "config/policy.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers {
 
@@ -90,7 +90,7 @@ class credential_set {
   // not bound to the host (or bound, but the request is plaintext to a non-loopback host without
   // allow_plaintext) likewise. On a refusal nothing is modified.
   request_decision apply(const request_context& where, std::string& target,
-                         std::vector<proxy::header_field>& headers) const;
+                         std::vector<http::header_field>& headers) const;
 
   // The AWS SigV4 step, after apply() passed: the request signed with one of this session's
   // dummy AWS key ids (to be verified and re-signed; see aws_signing.hpp), or null when it carries
@@ -98,7 +98,7 @@ class credential_set {
   // services, sets `refused` (signature_invalid, credential_not_bound) and returns null.
   std::unique_ptr<aws_signed_request> find_aws_request(
       const request_context& where, std::string_view target,
-      const std::vector<proxy::header_field>& headers, bool has_body,
+      const std::vector<http::header_field>& headers, bool has_body,
       request_decision& refused) const;
 
   // Patterns a request body to `where` must not contain: every real value, and the dummies that

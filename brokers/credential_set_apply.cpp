@@ -16,14 +16,14 @@ namespace {
 // copies may hold a real value the child sent, so they are wiped.
 class request_text {
  public:
-  request_text(std::string_view target, const std::vector<proxy::header_field>& headers) {
+  request_text(std::string_view target, const std::vector<http::header_field>& headers) {
     const std::size_t question = target.find('?');
     path_ = target.substr(0, question);
     if (question != std::string_view::npos) query_ = target.substr(question + 1);
     if (path_.find('%') != std::string_view::npos) path_decoded_ = percent_decode(path_);
     if (query_.find('%') != std::string_view::npos) query_decoded_ = percent_decode(query_);
     fields_.reserve(headers.size());
-    for (const proxy::header_field& h : headers) {
+    for (const http::header_field& h : headers) {
       fields_.push_back({h.name, h.value, {}});
       if (auto basic = decode_basic(h.value)) {
         fields_.back().basic.swap(*basic);
@@ -95,7 +95,7 @@ std::vector<std::string_view> token_dummies(const token_credential& t) {
 // `Authorization: Bearer DUMMY` → the token's current real value; 1 or 0.
 int swap_bearer(std::string& value, std::string_view dummy, std::string_view real) {
   auto auth = parse_auth_value(value);
-  if (!auth || !proxy::iequals(auth->scheme, "bearer") || auth->token != dummy) return 0;
+  if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy) return 0;
   value.replace(auth->token_at, auth->token.size(), real);
   return 1;
 }
@@ -103,7 +103,7 @@ int swap_bearer(std::string& value, std::string_view dummy, std::string_view rea
 }  // namespace
 
 request_decision credential_set::apply(const request_context& where, std::string& target,
-                                       std::vector<proxy::header_field>& headers) const {
+                                       std::vector<http::header_field>& headers) const {
   if (empty()) return {};  // no plain credentials and no token credentials
   {
     const request_text text(target, headers);
@@ -140,7 +140,7 @@ request_decision credential_set::apply(const request_context& where, std::string
   };
   for (const auto& c : credentials_) {
     if (!usable(*c, where)) continue;
-    for (proxy::header_field& h : headers) {
+    for (http::header_field& h : headers) {
       int swapped = c->broker->swap_header(h.name, h.value);
       if (swapped) note(*c, swapped, "header " + lower(h.name));
     }
@@ -149,7 +149,7 @@ request_decision credential_set::apply(const request_context& where, std::string
   for (const auto& t : tokens_) {
     if (!usable(*t, where)) continue;
     const issued_token& current = t->current();
-    for (proxy::header_field& h : headers) {
+    for (http::header_field& h : headers) {
       if (!is_authorization(h.name)) continue;
       if (swap_bearer(h.value, t->dummy(), current.token.expose()) == 0) continue;
       if (decision.credential.empty()) {
@@ -164,7 +164,7 @@ request_decision credential_set::apply(const request_context& where, std::string
 
 std::unique_ptr<aws_signed_request> credential_set::find_aws_request(
     const request_context& where, std::string_view target,
-    const std::vector<proxy::header_field>& headers, bool has_body,
+    const std::vector<http::header_field>& headers, bool has_body,
     request_decision& refused) const {
   if (aws_.empty()) return nullptr;
   std::vector<const aws_identity*> usable_ids;

@@ -2,7 +2,7 @@
 // GraphQL APIs), or as either half of `Authorization: Basic` (git over HTTPS sends
 // `x-access-token:TOKEN`; other tools send `TOKEN:x-oauth-basic` or `TOKEN:`).
 #include "brokers/families.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -15,7 +15,7 @@ class github_broker final : public credential_broker {
     if (!is_authorization(name)) return 0;
     auto auth = parse_auth_value(value);
     if (!auth) return 0;
-    if (proxy::iequals(auth->scheme, "bearer") || proxy::iequals(auth->scheme, "token")) {
+    if (http::iequals(auth->scheme, "bearer") || http::iequals(auth->scheme, "token")) {
       if (auth->token != dummy()) return 0;
       value.replace(auth->token_at, auth->token.size(), real());
       return 1;

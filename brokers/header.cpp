@@ -2,7 +2,7 @@
 // credential's "header", with its optional "prefix" (`x-auth: Token X`). Only that header: an
 // `Authorization: Bearer` with the dummy is not this family's form and stays as it is.
 #include "brokers/families.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -16,7 +16,7 @@ class header_broker final : public credential_broker {
   using credential_broker::credential_broker;
 
   int swap_header(std::string_view name, std::string& value) const override {
-    if (!proxy::iequals(name, spec().header)) return 0;
+    if (!http::iequals(name, spec().header)) return 0;
     // Surrounding whitespace is not part of a field value (RFC 9110 §5.5); the prefix is compared
     // exactly as the policy spells it.
     std::size_t begin = 0, end = value.size();

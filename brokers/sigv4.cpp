@@ -158,11 +158,11 @@ std::string canonical_value(std::string_view value) {
 }
 
 std::string canonical_header(std::string_view name,
-                             const std::vector<proxy::header_field>& headers) {
+                             const std::vector<http::header_field>& headers) {
   std::string joined;
   bool found = false;
-  for (const proxy::header_field& h : headers) {
-    if (!proxy::iequals(h.name, name)) continue;
+  for (const http::header_field& h : headers) {
+    if (!http::iequals(h.name, name)) continue;
     if (found) joined.push_back(',');
     joined += canonical_value(h.value);
     found = true;
@@ -297,7 +297,7 @@ std::optional<presigned_query> parse_presigned(std::string_view target) {
 }
 
 std::string canonical_request(std::string_view method, std::string_view target,
-                              const std::vector<proxy::header_field>& headers,
+                              const std::vector<http::header_field>& headers,
                               const std::vector<std::string>& signed_headers,
                               std::string_view payload_hash, std::string_view service,
                               bool presigned) {

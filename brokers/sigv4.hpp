@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers::sigv4 {
 
@@ -90,7 +90,7 @@ std::optional<presigned_query> parse_presigned(std::string_view target);
 //   of spaces collapsed to one, several fields of one name joined with ','. A signed header that
 //   is absent throws sigv4_error.
 std::string canonical_request(std::string_view method, std::string_view target,
-                              const std::vector<proxy::header_field>& headers,
+                              const std::vector<http::header_field>& headers,
                               const std::vector<std::string>& signed_headers,
                               std::string_view payload_hash, std::string_view service,
                               bool presigned);

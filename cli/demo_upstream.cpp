@@ -1,6 +1,7 @@
 #include "cli/demo_upstream.hpp"
 
 #include "cli/common.hpp"
+#include "http/message.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -26,16 +27,6 @@ constexpr std::size_t max_head_bytes = 16 * 1024;
 constexpr int io_timeout_seconds = 5;
 // How often the accept loop looks at the stop flag.
 constexpr int accept_poll_ms = 100;
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
-}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -145,15 +136,15 @@ bool demo_upstream::carries_real_token(const std::string& head) const {
     const std::string_view line = rest.substr(0, eol);
     rest.remove_prefix(eol + 2);
     const auto colon = line.find(':');
-    if (colon == std::string_view::npos || !iequals(line.substr(0, colon), "authorization"))
+    if (colon == std::string_view::npos || !http::iequals(line.substr(0, colon), "authorization"))
       continue;
     const std::string_view value = trim(line.substr(colon + 1));
     const auto space = value.find(' ');
     if (space == std::string_view::npos) continue;
     const std::string_view scheme = value.substr(0, space);
     const std::string_view token = trim(value.substr(space + 1));
-    if ((iequals(scheme, "token") || iequals(scheme, "bearer")) && token.size() == real.size() &&
-        CRYPTO_memcmp(token.data(), real.data(), real.size()) == 0)
+    if ((http::iequals(scheme, "token") || http::iequals(scheme, "bearer")) &&
+        token.size() == real.size() && CRYPTO_memcmp(token.data(), real.data(), real.size()) == 0)
       return true;
   }
   return false;

@@ -115,7 +115,7 @@ asio::awaitable<void> client_connection::run() {
 asio::awaitable<void> client_connection::serve() {
   bool first = true;
   while (!draining_) {
-    http_parser parser(http_parser::kind::request);
+    http::parser parser(http::parser::kind::request);
     if (co_await read_request_head(parser, first) != head_result::ok) co_return;
     first = false;
     if (intercept_) {
@@ -134,7 +134,7 @@ asio::awaitable<void> client_connection::serve() {
 }
 
 asio::awaitable<client_connection::head_result> client_connection::read_request_head(
-    http_parser& parser, bool first) {
+    http::parser& parser, bool first) {
   if (first)
     deadline_.arm(timeouts().head, deadline::phase::client_head);
   else
@@ -146,11 +146,12 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
       started = true;
       const auto r = parser.feed(in_.view());
       in_.consume(r.consumed);
-      if (r.status == parse_status::head_complete || r.status == parse_status::message_complete)
+      if (r.status == http::parse_status::head_complete ||
+          r.status == http::parse_status::message_complete)
         co_return head_result::ok;
-      if (r.status == parse_status::error) {
+      if (r.status == http::parse_status::error) {
         begin_exchange(parser.head().method);
-        const auto why = parser.error() == parse_error::header_too_large
+        const auto why = parser.error() == http::parse_error::header_too_large
                              ? refusal::header_too_large()
                              : refusal::bad_request("malformed request: " + parser.error_reason());
         co_await refuse(why, false);
@@ -163,7 +164,7 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
   }
 }
 
-asio::awaitable<void> client_connection::handle_connect(const message_head& head) {
+asio::awaitable<void> client_connection::handle_connect(const http::message_head& head) {
   begin_exchange("CONNECT");
   auto& entry = exchange_.entry;
   entry.event = "tunnel";

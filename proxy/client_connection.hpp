@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "http/parser.hpp"
 #include "proxy/asio.hpp"
 #include "proxy/deadline.hpp"
-#include "proxy/http_parser.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/refusal.hpp"
@@ -81,36 +81,36 @@ class client_connection {
   // Finds the process that opened this connection (wrap sessions), for the audit records.
   void attribute();
   asio::awaitable<void> serve();
-  asio::awaitable<head_result> read_request_head(http_parser& parser, bool first);
-  asio::awaitable<void> handle_connect(const message_head& head);
+  asio::awaitable<head_result> read_request_head(http::parser& parser, bool first);
+  asio::awaitable<void> handle_connect(const http::message_head& head);
   // Charges a tunnel's bytes to the budget as they move; returns when a byte budget is spent.
   asio::awaitable<void> watch_tunnel_budget();
   asio::awaitable<bool> start_interception(const config::destination& dest,
                                            std::optional<refusal> refused);
-  asio::awaitable<bool> handle_intercepted(http_parser& request);
-  asio::awaitable<bool> handle_forward(http_parser& request);
-  asio::awaitable<bool> forward_request(http_parser& request, const request_target& to);
-  asio::awaitable<bool> exchange_with_upstream(http_parser& request, std::string head,
+  asio::awaitable<bool> handle_intercepted(http::parser& request);
+  asio::awaitable<bool> handle_forward(http::parser& request);
+  asio::awaitable<bool> forward_request(http::parser& request, const request_target& to);
+  asio::awaitable<bool> exchange_with_upstream(http::parser& request, std::string head,
                                                const brokers::request_context& where);
   void release_upstream();
   // A request signed with a session's dummy AWS key (exchange_.sigv4, found by the brokers) is
   // verified and re-signed, its body read whole first when the signature covers its hash.
   // Returns the refusal when it does not verify or is a call the credential never signs.
-  asio::awaitable<std::optional<refusal>> resign_for_aws(http_parser& request,
+  asio::awaitable<std::optional<refusal>> resign_for_aws(http::parser& request,
                                                          const brokers::request_context& where,
                                                          std::string& target);
   // Reads the whole request body into exchange_.body (scanned like a streamed one), at most
   // `limit` decoded bytes.
-  asio::awaitable<std::optional<refusal>> read_whole_body(http_parser& request,
+  asio::awaitable<std::optional<refusal>> read_whole_body(http::parser& request,
                                                           const brokers::request_context& where,
                                                           std::size_t limit);
   // Real values (and this exchange's rewritten header values) back to what the client knows.
-  void scrub_head(message_head& head) const;
-  asio::awaitable<void> pump_request_body(http_parser& request, brokers::stream_scrubber* scan,
+  void scrub_head(http::message_head& head) const;
+  asio::awaitable<void> pump_request_body(http::parser& request, brokers::stream_scrubber* scan,
                                           bool& done);
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
                                        bool& keep_alive);
-  asio::awaitable<void> relay_body(http_parser& response, const message_head& head,
+  asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
                                    std::string pending_head, session::llm_usage_meter* meter);
   // The finished meter's tokens into the record and the budget.
   void account_llm_usage(session::llm_usage_meter& meter);

@@ -34,14 +34,14 @@ void insert_before_blank_line(std::string& head, std::string_view lines) {
   head.insert(head.size() - 2, lines);
 }
 
-std::size_t count_headers(const message_head& head, std::string_view name) {
+std::size_t count_headers(const http::message_head& head, std::string_view name) {
   return static_cast<std::size_t>(
       std::count_if(head.headers.begin(), head.headers.end(),
-                    [name](const header_field& h) { return iequals(h.name, name); }));
+                    [name](const http::header_field& h) { return http::iequals(h.name, name); }));
 }
 
 // Why a request head cannot go through as it is, if it cannot.
-std::optional<std::string> malformed_for_proxying(const message_head& head, bool websocket) {
+std::optional<std::string> malformed_for_proxying(const http::message_head& head, bool websocket) {
   // Two Hosts let the upstream (or a front end before it) pick another virtual host than the
   // one checked here (RFC 9112 §3.2: a 400).
   if (count_headers(head, "host") > 1) return "more than one Host header";
@@ -55,7 +55,7 @@ std::optional<std::string> malformed_for_proxying(const message_head& head, bool
 }
 
 // The values of a head's header fields, to see afterwards which ones the brokers rewrote.
-std::vector<std::string> header_values(const message_head& head) {
+std::vector<std::string> header_values(const http::message_head& head) {
   std::vector<std::string> out;
   out.reserve(head.headers.size());
   for (const auto& h : head.headers) out.push_back(h.value);
@@ -64,8 +64,8 @@ std::vector<std::string> header_values(const message_head& head) {
 
 }  // namespace
 
-asio::awaitable<bool> client_connection::handle_forward(http_parser& request) {
-  const message_head& head = request.head();
+asio::awaitable<bool> client_connection::handle_forward(http::parser& request) {
+  const http::message_head& head = request.head();
   begin_exchange(head.method);
   auto& entry = exchange_.entry;
   entry.target = head.target;
@@ -100,9 +100,9 @@ asio::awaitable<bool> client_connection::handle_forward(http_parser& request) {
   co_return co_await forward_request(request, to);
 }
 
-asio::awaitable<bool> client_connection::forward_request(http_parser& request,
+asio::awaitable<bool> client_connection::forward_request(http::parser& request,
                                                          const request_target& to) {
-  message_head& head = request.head();
+  http::message_head& head = request.head();
   auto& entry = exchange_.entry;
   const auto& dest = to.dest;
   if (!ctx_->audit_ok())
@@ -172,8 +172,9 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
   if (!credentials.empty()) {
     // A compressed response could carry a real value past the scrubber; ask for none (an absent
     // Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
-    std::erase_if(head.headers,
-                  [](const header_field& h) { return iequals(h.name, "accept-encoding"); });
+    std::erase_if(head.headers, [](const http::header_field& h) {
+      return http::iequals(h.name, "accept-encoding");
+    });
     head.headers.push_back({"Accept-Encoding", "identity"});
   }
 
@@ -186,7 +187,7 @@ asio::awaitable<bool> client_connection::forward_request(http_parser& request,
     upstream_ = std::move(opened.conn);
   }
 
-  std::string out = serialize_request_head(head, target);
+  std::string out = http::serialize_request_head(head, target);
   if (!head.find("host")) {
     // HTTP/1.0 clients may omit Host; the upstream needs it (RFC 9112 §3.2).
     const auto line_end = out.find("\r\n") + 2;

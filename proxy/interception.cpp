@@ -65,8 +65,8 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   co_return true;
 }
 
-asio::awaitable<bool> client_connection::handle_intercepted(http_parser& request) {
-  const message_head& head = request.head();
+asio::awaitable<bool> client_connection::handle_intercepted(http::parser& request) {
+  const http::message_head& head = request.head();
   const auto& dest = intercept_->dest;
   begin_exchange(head.method);
   auto& entry = exchange_.entry;

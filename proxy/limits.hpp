@@ -5,13 +5,6 @@
 
 namespace broker::proxy::limits {
 
-// Request head: beyond either limit the client gets 431 header_too_large.
-inline constexpr std::size_t max_head_bytes = 64 * 1024;
-inline constexpr std::size_t max_header_fields = 100;
-// Response heads from upstreams are bounded too (a broken upstream gets 502).
-inline constexpr std::size_t max_response_head_bytes = 64 * 1024;
-inline constexpr std::size_t max_response_header_fields = 200;
-
 // A client connection's read buffer (heads, forwarded bodies, the tunnel's upward copies), and
 // each upstream connection's. Kept under glibc's mmap threshold so a connection costs no mmap.
 inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;

@@ -68,7 +68,7 @@ void client_connection::release_upstream() {
 }
 
 asio::awaitable<bool> client_connection::exchange_with_upstream(
-    http_parser& request, std::string head, const brokers::request_context& where) {
+    http::parser& request, std::string head, const brokers::request_context& where) {
   auto& entry = exchange_.entry;
   const auto& credentials = ctx_->credentials();
   const bool client_keep_alive = request.keep_alive() && !draining_;
@@ -139,7 +139,7 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   co_return co_await refuse(*refused, false);
 }
 
-asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
+asio::awaitable<void> client_connection::pump_request_body(http::parser& request,
                                                            brokers::stream_scrubber* scan,
                                                            bool& done) {
   auto& entry = exchange_.entry;
@@ -149,23 +149,23 @@ asio::awaitable<void> client_connection::pump_request_body(http_parser& request,
     if (!in_.empty()) {
       if (!scan) {
         const auto r = request.feed(in_.view());
-        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        if (r.status == http::parse_status::error) throw body_error(request.error_reason());
         if (r.consumed > 0) {
           auto [ec, n] = co_await upstream_->io.write(in_.view().substr(0, r.consumed));
           if (ec) throw upstream_error("upstream write failed: " + ec.message());
           entry.bytes_out += n;
           in_.consume(r.consumed);
         }
-        if (r.status == parse_status::message_complete) break;
+        if (r.status == http::parse_status::message_complete) break;
       } else {
         decoded.clear();
         released.clear();
         wire.clear();
         const auto r = request.feed(in_.view(), &decoded);
-        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        if (r.status == http::parse_status::error) throw body_error(request.error_reason());
         in_.consume(r.consumed);
         if (auto match = scan->feed(decoded, released)) throw body_refused(*match);
-        const bool last = r.status == parse_status::message_complete;
+        const bool last = r.status == http::parse_status::message_complete;
         if (last)
           if (auto match = scan->finish(released)) throw body_refused(*match);
         if (auto* resigner = exchange_.resigner.get()) {
@@ -198,19 +198,20 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
   keep_alive = false;
   auto& entry = exchange_.entry;
   auto& up = *upstream_;
-  std::optional<http_parser> response;
+  std::optional<http::parser> response;
   int interim = 0;
   // Interim (1xx) responses are passed on; the loop ends at the final response's head.
   for (;;) {
-    response.emplace(http_parser::kind::response, method);
+    response.emplace(http::parser::kind::response, method);
     for (;;) {
       if (!up.in.empty()) {
         const auto r = response->feed(up.in.view());
         up.in.consume(r.consumed);
         entry.bytes_in += r.consumed;
-        if (r.status == parse_status::head_complete || r.status == parse_status::message_complete)
+        if (r.status == http::parse_status::head_complete ||
+            r.status == http::parse_status::message_complete)
           break;
-        if (r.status == parse_status::error) {
+        if (r.status == http::parse_status::error) {
           co_await refuse(refusal::upstream_unreachable(
                               entry.host, "malformed response: " + response->error_reason()),
                           false);
@@ -245,7 +246,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
             false);
         co_return;
       }
-      std::string out = serialize_response_head(head);
+      std::string out = http::serialize_response_head(head);
       out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
       exchange_.response_started = true;
       entry.status = 101;
@@ -253,13 +254,13 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
       co_await relay_websocket();
       co_return;
     }
-    co_await write_client(serialize_response_head(head));
+    co_await write_client(http::serialize_response_head(head));
   }
 
-  const message_head& head = response->head();
+  const http::message_head& head = response->head();
   if (head.has_body && !scrub_patterns_.empty()) {
     const std::string* coding = head.find("content-encoding");
-    if (coding && !iequals(*coding, "identity")) {
+    if (coding && !http::iequals(*coding, "identity")) {
       // It was asked for identity; a compressed body could carry a real value past the scrubber.
       co_await refuse(refusal::upstream_unreachable(
                           entry.host, "compressed response (Content-Encoding: " + *coding +
@@ -270,7 +271,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
   }
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
   const bool keep_client = client_keep_alive && !until_close && !draining_;
-  std::string out = serialize_response_head(head);
+  std::string out = http::serialize_response_head(head);
   if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
   exchange_.response_started = true;
   entry.status = head.status;
@@ -294,7 +295,8 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
   keep_alive = keep_client;
 }
 
-asio::awaitable<void> client_connection::relay_body(http_parser& response, const message_head& head,
+asio::awaitable<void> client_connection::relay_body(http::parser& response,
+                                                    const http::message_head& head,
                                                     std::string pending_head,
                                                     session::llm_usage_meter* meter) {
   auto& entry = exchange_.entry;
@@ -310,10 +312,10 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
       // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
       const bool decode = (scrub || meter) && head.chunked;
       const auto r = response.feed(up.in.view(), decode ? &decoded : nullptr);
-      if (r.status == parse_status::error)
+      if (r.status == http::parse_status::error)
         throw upstream_error("malformed response body: " + response.error_reason());
       entry.bytes_in += r.consumed;
-      const bool last = r.status == parse_status::message_complete;
+      const bool last = r.status == http::parse_status::message_complete;
       if (meter) {
         meter->feed(decode ? std::string_view(decoded) : up.in.view().substr(0, r.consumed));
         if (last) account_llm_usage(*meter);
@@ -361,7 +363,7 @@ asio::awaitable<void> client_connection::relay_body(http_parser& response, const
         (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
       // Read-until-close ends here (a missing close_notify is tolerated only there, where the
       // length is unknown anyway, as browsers and curl do).
-      if (response.finish().status != parse_status::message_complete)
+      if (response.finish().status != http::parse_status::message_complete)
         throw upstream_error("upstream closed mid-response");
       if (meter) account_llm_usage(*meter);
       if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
@@ -386,7 +388,7 @@ void client_connection::account_llm_usage(session::llm_usage_meter& meter) {
     budget->add_llm_usage(entry.host, usage.model, usage.input_tokens, usage.output_tokens);
 }
 
-void client_connection::scrub_head(message_head& head) const {
+void client_connection::scrub_head(http::message_head& head) const {
   if (scrub_patterns_.empty()) return;
   brokers::scrub_value(head.reason, scrub_patterns_);
   for (auto& h : head.headers) {

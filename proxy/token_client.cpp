@@ -12,7 +12,7 @@
 
 #include "brokers/secret.hpp"
 #include "brokers/secret_source.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/parser.hpp"
 #include "proxy/tls.hpp"
 
 namespace broker::proxy {
@@ -84,12 +84,12 @@ class post_exchange {
     stream_.async_read_some(asio::buffer(buffer_), [this](auto ec, std::size_t n) {
       if (ec) {
         // A read-until-close body ends here; anything else cut short is a failure.
-        if (parser_.finish().status == parse_status::message_complete) return finished();
+        if (parser_.finish().status == http::parse_status::message_complete) return finished();
         return fail("the connection ended before the answer: " + ec.message());
       }
       const auto r = parser_.feed(std::string_view(buffer_.data(), n), &body_);
-      if (r.status == parse_status::error) return fail("malformed answer");
-      if (r.status == parse_status::message_complete) return finished();
+      if (r.status == http::parse_status::error) return fail("malformed answer");
+      if (r.status == http::parse_status::message_complete) return finished();
       read();
     });
   }
@@ -103,7 +103,7 @@ class post_exchange {
   ssl::stream<tcp::socket> stream_;
   std::string request_;
   std::array<char, 16 * 1024> buffer_{};
-  http_parser parser_{http_parser::kind::response, "POST"};
+  http::parser parser_{http::parser::kind::response, "POST"};
   std::string body_;
   std::string error_;
   bool done_ = false;

@@ -9,7 +9,7 @@
 namespace broker::proxy {
 
 asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
-    http_parser& request, const brokers::request_context& where, std::string& target) {
+    http::parser& request, const brokers::request_context& where, std::string& target) {
   auto& head = request.head();
   if (exchange_.sigv4->needs_body() && !exchange_.body) {
     if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
@@ -28,7 +28,7 @@ asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
 }
 
 asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
-    http_parser& request, const brokers::request_context& where, std::size_t limit) {
+    http::parser& request, const brokers::request_context& where, std::size_t limit) {
   const auto& credentials = ctx_->credentials();
   brokers::stream_scrubber scan(credentials.request_body_patterns(where));
   auto& head = request.head();
@@ -36,7 +36,8 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
     // The client waits for a go-ahead before it sends the body; the upstream cannot give it
     // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
     co_await write_client("HTTP/1.1 100 Continue\r\n\r\n");
-    std::erase_if(head.headers, [](const header_field& h) { return iequals(h.name, "expect"); });
+    std::erase_if(head.headers,
+                  [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
   std::string& body = exchange_.body.emplace();
   std::string decoded;
@@ -45,10 +46,10 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
       if (!in_.empty()) {
         decoded.clear();
         const auto r = request.feed(in_.view(), &decoded);
-        if (r.status == parse_status::error) throw body_error(request.error_reason());
+        if (r.status == http::parse_status::error) throw body_error(request.error_reason());
         in_.consume(r.consumed);
         if (auto match = scan.feed(decoded, body)) throw body_refused(*match);
-        const bool last = r.status == parse_status::message_complete;
+        const bool last = r.status == http::parse_status::message_complete;
         if (last)
           if (auto match = scan.finish(body)) throw body_refused(*match);
         if (body.size() > limit)

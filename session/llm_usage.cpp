@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "http/message.hpp"
 #include "session/llm_usage_fields.hpp"
 #include "session/sse_reader.hpp"
 #include "session/usage_scanner.hpp"
@@ -12,19 +13,14 @@ namespace {
 
 enum class body_kind { unknown, json, event_stream };
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return (x >= 'A' && x <= 'Z' ? x - 'A' + 'a' : x) == y;
-         });
-}
-
 body_kind kind_of(std::string_view content_type) {
   std::string_view media = content_type.substr(0, content_type.find(';'));
   while (!media.empty() && (media.front() == ' ' || media.front() == '\t')) media.remove_prefix(1);
   while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.remove_suffix(1);
-  if (iequals(media, "text/event-stream")) return body_kind::event_stream;
-  if (iequals(media, "application/json")) return body_kind::json;
-  if (media.size() >= 5 && iequals(media.substr(media.size() - 5), "+json")) return body_kind::json;
+  if (http::iequals(media, "text/event-stream")) return body_kind::event_stream;
+  if (http::iequals(media, "application/json")) return body_kind::json;
+  if (media.size() >= 5 && http::iequals(media.substr(media.size() - 5), "+json"))
+    return body_kind::json;
   return body_kind::unknown;
 }
 

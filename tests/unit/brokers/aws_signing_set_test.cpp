@@ -22,7 +22,7 @@ using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::request_decision;
 using broker::brokers::secret;
-using broker::proxy::header_field;
+using broker::http::header_field;
 using namespace broker::brokers::aws_signing_test;
 
 // ---- through the credential set ---------------------------------------------------------------

@@ -14,7 +14,7 @@ namespace sigv4 = broker::brokers::sigv4;
 using broker::brokers::aws_identity;
 using broker::brokers::aws_scope_refusal;
 using broker::brokers::find_aws_request;
-using broker::proxy::header_field;
+using broker::http::header_field;
 using namespace broker::brokers::aws_signing_test;
 
 namespace {
@@ -105,8 +105,8 @@ TEST_CASE("aws signing: a dummy-signed request is re-signed with the real creden
     REQUIRE(r.headers.size() == before.headers.size());
     for (std::size_t i = 0; i < r.headers.size(); ++i) {
       CHECK(r.headers[i].name == before.headers[i].name);
-      if (!broker::proxy::iequals(r.headers[i].name, "authorization") &&
-          !broker::proxy::iequals(r.headers[i].name, "x-amz-security-token"))
+      if (!broker::http::iequals(r.headers[i].name, "authorization") &&
+          !broker::http::iequals(r.headers[i].name, "x-amz-security-token"))
         CHECK(r.headers[i].value == before.headers[i].value);
     }
   }

@@ -14,11 +14,11 @@
 
 #include "brokers/aws_signing.hpp"
 #include "brokers/sigv4.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers::aws_signing_test {
 
-using proxy::header_field;
+using http::header_field;
 
 // Fake credentials. The dummies have their real's length, as a session's dummies do.
 inline const std::string real_key_id = "AKIAIOSFODNN7EXAMPLE";
@@ -108,7 +108,7 @@ struct aws_request {
 
 inline const header_field* header(const aws_request& r, std::string_view name) {
   for (const auto& h : r.headers)
-    if (broker::proxy::iequals(h.name, name)) return &h;
+    if (broker::http::iequals(h.name, name)) return &h;
   return nullptr;
 }
 

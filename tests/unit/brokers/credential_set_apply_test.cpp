@@ -13,7 +13,7 @@ using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::secret;
 using broker::brokers::stream_scrubber;
-using broker::proxy::header_field;
+using broker::http::header_field;
 
 namespace {
 

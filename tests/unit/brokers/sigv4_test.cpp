@@ -8,7 +8,7 @@
 #include "tests/unit/brokers/sigv4_test_support.hpp"
 
 namespace sigv4 = broker::brokers::sigv4;
-using broker::proxy::header_field;
+using broker::http::header_field;
 using namespace broker::brokers::sigv4_test;
 
 namespace {

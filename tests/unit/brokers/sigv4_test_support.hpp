@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "brokers/sigv4.hpp"
-#include "proxy/http_parser.hpp"
+#include "http/message.hpp"
 
 namespace broker::brokers::sigv4_test {
 
-using proxy::header_field;
+using http::header_field;
 
 inline const std::string empty_hash(sigv4::empty_sha256);
 

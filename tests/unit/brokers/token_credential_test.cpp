@@ -26,7 +26,7 @@ using broker::brokers::scrub_pattern;
 using broker::brokers::secret;
 using broker::brokers::source_error;
 using broker::brokers::token_credential;
-using broker::proxy::header_field;
+using broker::http::header_field;
 using std::chrono::system_clock;
 using namespace std::chrono_literals;
 

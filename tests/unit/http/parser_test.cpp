@@ -1,14 +1,14 @@
-#include "proxy/http_parser.hpp"
+#include "http/parser.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <string>
 
-using namespace broker::proxy;
+using namespace broker;
 
 namespace {
 
-http_parser::result feed_all(http_parser& p, std::string_view data) {
+http::parser::result feed_all(http::parser& p, std::string_view data) {
   return p.feed(data);
 }
 
@@ -20,12 +20,12 @@ std::string many_fields(int n) {
 
 }  // namespace
 
-TEST_CASE("request head is parsed and stops at the head's end", "[http_parser]") {
-  http_parser p(http_parser::kind::request);
+TEST_CASE("request head is parsed and stops at the head's end", "[http::parser]") {
+  http::parser p(http::parser::kind::request);
   const std::string wire =
       "POST http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabcGET";
   const auto r = feed_all(p, wire);
-  REQUIRE(r.status == parse_status::head_complete);
+  REQUIRE(r.status == http::parse_status::head_complete);
   CHECK(wire.substr(r.consumed) == "abcGET");
   CHECK(p.head().method == "POST");
   CHECK(p.head().target == "http://a.test/x?y=1");
@@ -35,42 +35,42 @@ TEST_CASE("request head is parsed and stops at the head's end", "[http_parser]")
   CHECK(*p.head().find("host") == "a.test");
 
   const auto body = p.feed(wire.substr(r.consumed));
-  CHECK(body.status == parse_status::message_complete);
+  CHECK(body.status == http::parse_status::message_complete);
   CHECK(body.consumed == 3);
 }
 
-TEST_CASE("a head split at every byte parses the same", "[http_parser]") {
+TEST_CASE("a head split at every byte parses the same", "[http::parser]") {
   const std::string wire = "GET http://a.test/p HTTP/1.1\r\nHost: a.test\r\nX-Long: abcdef\r\n\r\n";
   for (std::size_t split = 1; split < wire.size(); ++split) {
-    http_parser p(http_parser::kind::request);
+    http::parser p(http::parser::kind::request);
     const auto first = p.feed(wire.substr(0, split));
-    REQUIRE(first.status == parse_status::need_more);
+    REQUIRE(first.status == http::parse_status::need_more);
     REQUIRE(first.consumed == split);
     const auto second = p.feed(wire.substr(split));
-    REQUIRE(second.status == parse_status::head_complete);
+    REQUIRE(second.status == http::parse_status::head_complete);
     CHECK(p.head().headers.size() == 2);
     CHECK(*p.head().find("x-long") == "abcdef");
   }
 }
 
-TEST_CASE("chunked bodies end at the last chunk, pipelined bytes stay", "[http_parser]") {
-  http_parser p(http_parser::kind::request);
+TEST_CASE("chunked bodies end at the last chunk, pipelined bytes stay", "[http::parser]") {
+  http::parser p(http::parser::kind::request);
   const std::string head =
       "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n";
-  REQUIRE(p.feed(head).status == parse_status::head_complete);
+  REQUIRE(p.feed(head).status == http::parse_status::head_complete);
   CHECK(p.head().chunked);
   const std::string body = "3\r\nabc\r\n0\r\n\r\n";
   const std::string next = "GET http://a.test/ HTTP/1.1\r\n";
   const auto r = p.feed(body + next);
-  CHECK(r.status == parse_status::message_complete);
+  CHECK(r.status == http::parse_status::message_complete);
   CHECK(r.consumed == body.size());
 }
 
-TEST_CASE("smuggling shapes are refused", "[http_parser]") {
+TEST_CASE("smuggling shapes are refused", "[http::parser]") {
   auto error_of = [](const std::string& wire) {
-    http_parser p(http_parser::kind::request);
+    http::parser p(http::parser::kind::request);
     auto r = p.feed(wire);
-    if (r.status == parse_status::head_complete && p.head().has_body)
+    if (r.status == http::parse_status::head_complete && p.head().has_body)
       r = p.feed(std::string_view(wire).substr(r.consumed));
     return std::pair{r.status, p.error()};
   };
@@ -78,112 +78,112 @@ TEST_CASE("smuggling shapes are refused", "[http_parser]") {
     auto [status, err] = error_of(
         "POST http://a/ HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: "
         "chunked\r\n\r\n");
-    CHECK(status == parse_status::error);
-    CHECK(err == parse_error::bad_request);
+    CHECK(status == http::parse_status::error);
+    CHECK(err == http::parse_error::bad_request);
   }
   SECTION("obs-fold") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n");
-    CHECK(status == parse_status::error);
-    CHECK(err == parse_error::bad_request);
+    CHECK(status == http::parse_status::error);
+    CHECK(err == http::parse_error::bad_request);
   }
   SECTION("whitespace before the colon") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\r\nHost : a\r\n\r\n");
-    CHECK(status == parse_status::error);
+    CHECK(status == http::parse_status::error);
   }
   SECTION("bad chunk size") {
     auto [status, err] =
         error_of("POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
-    CHECK(status == parse_status::error);
-    CHECK(err == parse_error::bad_request);
+    CHECK(status == http::parse_status::error);
+    CHECK(err == http::parse_error::bad_request);
   }
   SECTION("bare LF line ends") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\nHost: a\n\n");
-    CHECK(status == parse_status::error);
+    CHECK(status == http::parse_status::error);
   }
 }
 
-TEST_CASE("head limits: 100 fields and 64 KiB", "[http_parser]") {
+TEST_CASE("head limits: 100 fields and 64 KiB", "[http::parser]") {
   {
-    http_parser p(http_parser::kind::request);
-    CHECK(p.feed(many_fields(100)).status == parse_status::head_complete);
+    http::parser p(http::parser::kind::request);
+    CHECK(p.feed(many_fields(100)).status == http::parse_status::head_complete);
   }
   {
-    http_parser p(http_parser::kind::request);
-    CHECK(p.feed(many_fields(101)).status == parse_status::error);
-    CHECK(p.error() == parse_error::header_too_large);
+    http::parser p(http::parser::kind::request);
+    CHECK(p.feed(many_fields(101)).status == http::parse_status::error);
+    CHECK(p.error() == http::parse_error::header_too_large);
   }
   {
-    http_parser p(http_parser::kind::request);
+    http::parser p(http::parser::kind::request);
     std::string big = "GET http://a/ HTTP/1.1\r\nHost: a\r\nX: " + std::string(70 * 1024, 'a');
     // Fed in pieces, as reads arrive: the limit trips before the head ends.
     const auto r1 = p.feed(big.substr(0, 40000));
-    CHECK(r1.status == parse_status::need_more);
+    CHECK(r1.status == http::parse_status::need_more);
     const auto r2 = p.feed(big.substr(40000));
-    CHECK(r2.status == parse_status::error);
-    CHECK(p.error() == parse_error::header_too_large);
+    CHECK(r2.status == http::parse_status::error);
+    CHECK(p.error() == http::parse_error::header_too_large);
   }
 }
 
-TEST_CASE("responses: framing, HEAD, 204, read-until-close, interim", "[http_parser]") {
+TEST_CASE("responses: framing, HEAD, 204, read-until-close, interim", "[http::parser]") {
   SECTION("content-length body") {
-    http_parser p(http_parser::kind::response, "GET");
+    http::parser p(http::parser::kind::response, "GET");
     const std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
     auto r = p.feed(wire);
-    REQUIRE(r.status == parse_status::head_complete);
+    REQUIRE(r.status == http::parse_status::head_complete);
     CHECK(p.head().status == 200);
     CHECK(p.head().reason == "OK");
     r = p.feed(std::string_view(wire).substr(r.consumed));
-    CHECK(r.status == parse_status::message_complete);
+    CHECK(r.status == http::parse_status::message_complete);
     CHECK(p.keep_alive());
   }
   SECTION("HEAD responses carry no body despite Content-Length") {
-    http_parser p(http_parser::kind::response, "HEAD");
+    http::parser p(http::parser::kind::response, "HEAD");
     const auto r = p.feed("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
-    CHECK(r.status == parse_status::head_complete);
+    CHECK(r.status == http::parse_status::head_complete);
     CHECK(p.message_done());
   }
   SECTION("204 has no body") {
-    http_parser p(http_parser::kind::response, "GET");
+    http::parser p(http::parser::kind::response, "GET");
     p.feed("HTTP/1.1 204 No Content\r\n\r\n");
     CHECK(p.message_done());
   }
   SECTION("no framing: the body runs until the upstream closes") {
-    http_parser p(http_parser::kind::response, "GET");
+    http::parser p(http::parser::kind::response, "GET");
     auto r = p.feed("HTTP/1.1 200 OK\r\n\r\nabc");
-    REQUIRE(r.status == parse_status::head_complete);
+    REQUIRE(r.status == http::parse_status::head_complete);
     CHECK(p.head().has_body);
-    CHECK(p.feed("abc").status == parse_status::need_more);
-    CHECK(p.finish().status == parse_status::message_complete);
+    CHECK(p.feed("abc").status == http::parse_status::need_more);
+    CHECK(p.finish().status == http::parse_status::message_complete);
     CHECK_FALSE(p.keep_alive());
   }
   SECTION("a body cut short is an error at close") {
-    http_parser p(http_parser::kind::response, "GET");
+    http::parser p(http::parser::kind::response, "GET");
     p.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
-    CHECK(p.finish().status == parse_status::error);
+    CHECK(p.finish().status == http::parse_status::error);
   }
   SECTION("100 Continue is a complete message of its own") {
-    http_parser p(http_parser::kind::response, "POST");
+    http::parser p(http::parser::kind::response, "POST");
     const auto r = p.feed("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n");
-    CHECK(r.status == parse_status::head_complete);
+    CHECK(r.status == http::parse_status::head_complete);
     CHECK(p.message_done());
     CHECK(p.head().status == 100);
   }
 }
 
-TEST_CASE("hop-by-hop headers are dropped when serializing", "[http_parser]") {
-  http_parser p(http_parser::kind::request);
+TEST_CASE("hop-by-hop headers are dropped when serializing", "[http::parser]") {
+  http::parser p(http::parser::kind::request);
   p.feed(
       "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\nProxy-Connection: keep-alive\r\n"
       "Proxy-Authorization: Basic eA==\r\nConnection: X-Private, keep-alive\r\nX-Private: 1\r\n"
       "Keep-Alive: 5\r\nX-Kept: yes\r\n\r\n");
-  const auto out = serialize_request_head(p.head(), "/x");
+  const auto out = http::serialize_request_head(p.head(), "/x");
   CHECK(out == "GET /x HTTP/1.1\r\nHost: a.test\r\nX-Kept: yes\r\n\r\n");
 }
 
-TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http_parser]") {
-  http_parser p(http_parser::kind::request);
+TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http::parser]") {
+  http::parser p(http::parser::kind::request);
   REQUIRE(p.feed("GET http://a.test/x HTTP/1.0\r\nHost: a.test\r\n\r\n").status ==
-          parse_status::head_complete);
-  CHECK(serialize_request_head(p.head(), "/x") == "GET /x HTTP/1.0\r\nHost: a.test\r\n\r\n");
+          http::parse_status::head_complete);
+  CHECK(http::serialize_request_head(p.head(), "/x") == "GET /x HTTP/1.0\r\nHost: a.test\r\n\r\n");
   CHECK_FALSE(p.keep_alive());
 }

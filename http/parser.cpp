@@ -1,43 +1,12 @@
-#include "proxy/http_parser.hpp"
+#include "http/parser.hpp"
 
 #include <llhttp.h>
 
-#include <algorithm>
 #include <cctype>
 
-#include "proxy/limits.hpp"
+#include "http/limits.hpp"
 
-namespace broker::proxy {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
-           return std::tolower(x) == std::tolower(y);
-         });
-}
-
-const std::string* message_head::find(std::string_view name) const {
-  for (const auto& h : headers)
-    if (iequals(h.name, name)) return &h.value;
-  return nullptr;
-}
-
-bool message_head::has_token(std::string_view name, std::string_view token) const {
-  for (const auto& h : headers) {
-    if (!iequals(h.name, name)) continue;
-    std::string_view list = h.value;
-    while (!list.empty()) {
-      const auto comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-      if (iequals(item, token)) return true;
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
-  }
-  return false;
-}
+namespace broker::http {
 
 namespace {
 
@@ -54,10 +23,10 @@ bool is_token(std::string_view s) {
 
 }  // namespace
 
-struct http_parser::impl {
+struct parser::impl {
   llhttp_t parser{};
   llhttp_settings_t settings{};
-  http_parser* owner = nullptr;
+  parser* owner = nullptr;
   std::string field;
   std::string value;
   bool in_value = false;
@@ -107,7 +76,7 @@ struct http_parser::impl {
   }
   static int on_headers_complete(llhttp_t* p) {
     impl& s = self(p);
-    http_parser& o = *s.owner;
+    parser& o = *s.owner;
     message_head& h = o.head_;
     h.version_major = p->http_major;
     h.version_minor = p->http_minor;
@@ -141,7 +110,7 @@ struct http_parser::impl {
   }
 };
 
-http_parser::http_parser(kind k, std::string_view request_method)
+parser::parser(kind k, std::string_view request_method)
     : impl_(std::make_unique<impl>()), is_request_(k == kind::request) {
   head_request_ = !is_request_ && request_method == "HEAD";
   impl& s = *impl_;
@@ -160,19 +129,19 @@ http_parser::http_parser(kind k, std::string_view request_method)
   s.parser.data = &s;
 }
 
-http_parser::~http_parser() = default;
+parser::~parser() = default;
 
-http_parser::result http_parser::fail(parse_error e, std::string reason, std::size_t consumed) {
+parser::result parser::fail(parse_error e, std::string reason, std::size_t consumed) {
   error_ = e;
   error_reason_ = std::move(reason);
   return {parse_status::error, consumed};
 }
 
-bool http_parser::keep_alive() const {
+bool parser::keep_alive() const {
   return head_.keep_alive && !head_.upgrade;
 }
 
-http_parser::result http_parser::feed(std::string_view data, std::string* body) {
+parser::result parser::feed(std::string_view data, std::string* body) {
   if (error_ != parse_error::none) return {parse_status::error, 0};
   if (message_done_) return {parse_status::message_complete, 0};
   impl& s = *impl_;
@@ -214,7 +183,7 @@ http_parser::result http_parser::feed(std::string_view data, std::string* body) 
   return {parse_status::need_more, consumed};
 }
 
-http_parser::result http_parser::finish() {
+parser::result parser::finish() {
   if (message_done_) return {parse_status::message_complete, 0};
   if (error_ != parse_error::none) return {parse_status::error, 0};
   impl& s = *impl_;
@@ -226,50 +195,4 @@ http_parser::result http_parser::finish() {
   return fail(parse_error::bad_request, "connection closed mid-message", 0);
 }
 
-namespace {
-
-void append_headers(std::string& out, const message_head& head) {
-  for (const auto& h : head.headers) {
-    if (is_hop_by_hop(h.name, head)) continue;
-    out.append(h.name).append(": ").append(h.value).append("\r\n");
-  }
-}
-
-}  // namespace
-
-std::string serialize_request_head(const message_head& head, std::string_view target) {
-  std::string out;
-  out.reserve(256 + head.headers.size() * 48);
-  // An HTTP/1.0 client's request goes up as 1.0, so that the upstream answers in a form the
-  // client can read (no chunked coding, RFC 9112 §7.1).
-  out.append(head.method).append(" ").append(target);
-  out.append(head.version_major == 1 && head.version_minor == 0 ? " HTTP/1.0\r\n"
-                                                                : " HTTP/1.1\r\n");
-  append_headers(out, head);
-  out.append("\r\n");
-  return out;
-}
-
-std::string serialize_response_head(const message_head& head) {
-  std::string out;
-  out.reserve(256 + head.headers.size() * 48);
-  out.append("HTTP/1.1 ").append(std::to_string(head.status)).append(" ");
-  out.append(head.reason).append("\r\n");
-  append_headers(out, head);
-  out.append("\r\n");
-  return out;
-}
-
-bool is_hop_by_hop(std::string_view name, const message_head& head) {
-  static constexpr std::string_view fixed[] = {
-      "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
-      "proxy-authenticate", "te",         "upgrade"};
-  for (auto f : fixed)
-    if (iequals(name, f)) return true;
-  // Names listed in Connection are hop-by-hop too; framing headers are never dropped this way
-  // (we relay the body as framed, so its framing header must go with it).
-  if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) return false;
-  return head.has_token("connection", name);
-}
-
-}  // namespace broker::proxy
+}  // namespace broker::http

@@ -1,0 +1,54 @@
+// The HTTP/1.1 message model shared by proxy/ and brokers/: a parsed head (request or response
+// line, header fields in order), its serialization back to wire form, and the header-name rules
+// (case-insensitive names, comma-separated token lists, hop-by-hop fields; RFC 9110).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace broker::http {
+
+struct header_field {
+  std::string name;
+  std::string value;
+};
+
+struct message_head {
+  // Requests
+  std::string method;
+  std::string target;
+  // Responses
+  int status = 0;
+  std::string reason;
+
+  int version_major = 1;
+  int version_minor = 1;
+  std::vector<header_field> headers;
+  bool keep_alive = true;  // llhttp_should_keep_alive after the head
+  bool upgrade = false;
+  bool has_body = false;  // Content-Length > 0, chunked, or (responses) read-until-close
+  bool chunked = false;
+  std::optional<std::uint64_t> content_length;
+
+  // First value of a header, case-insensitive name.
+  const std::string* find(std::string_view name) const;
+  // Does any `name` header list `token` (a comma-separated list, case-insensitive)?
+  bool has_token(std::string_view name, std::string_view token) const;
+};
+
+// Serializes a head back to wire form ("METHOD target HTTP/1.1", or HTTP/1.0 for a 1.0
+// request; responses always as HTTP/1.1), hop-by-hop headers dropped, ending with the blank line.
+std::string serialize_request_head(const message_head& head, std::string_view target);
+std::string serialize_response_head(const message_head& head);
+
+// True for the hop-by-hop headers a proxy must not forward (RFC 9110 §7.6.1), including the
+// names listed in `Connection` and the proxy's own Proxy-* headers. Framing headers
+// (Content-Length, Transfer-Encoding) are kept: bodies are relayed as framed.
+bool is_hop_by_hop(std::string_view name, const message_head& head);
+
+bool iequals(std::string_view a, std::string_view b);
+
+}  // namespace broker::http
