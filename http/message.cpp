@@ -18,21 +18,60 @@ const std::string* message_head::find(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// Calls `each(element)` for the elements of a comma-separated list (RFC 9110 §5.6.1), trimmed,
+// empty ones skipped; stops early when `each` returns true.
+template <class Each>
+bool for_each_element(std::string_view list, Each each) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty() && each(item)) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
 bool message_head::has_token(std::string_view name, std::string_view token) const {
   for (const auto& h : headers) {
     if (!iequals(h.name, name)) continue;
-    std::string_view list = h.value;
-    while (!list.empty()) {
-      const auto comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-      if (iequals(item, token)) return true;
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
+    if (for_each_element(h.value, [token](std::string_view item) { return iequals(item, token); }))
+      return true;
   }
   return false;
+}
+
+std::vector<std::string_view> message_head::list(std::string_view name) const {
+  std::vector<std::string_view> out;
+  for (const auto& h : headers) {
+    if (!iequals(h.name, name)) continue;
+    for_each_element(h.value, [&out](std::string_view item) {
+      out.push_back(item);
+      return false;
+    });
+  }
+  return out;
+}
+
+std::string coded_body(const message_head& head) {
+  auto join = [](const std::vector<std::string_view>& codings) {
+    std::string out;
+    for (std::string_view c : codings) out.append(out.empty() ? "" : ", ").append(c);
+    return out;
+  };
+  const auto content = head.list("content-encoding");
+  for (std::string_view c : content)
+    if (!iequals(c, "identity")) return "Content-Encoding: " + join(content);
+  const auto transfer = head.list("transfer-encoding");
+  if (!transfer.empty() && (transfer.size() != 1 || !iequals(transfer.front(), "chunked")))
+    return "Transfer-Encoding: " + join(transfer);
+  return {};
 }
 
 namespace {

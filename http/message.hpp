@@ -37,6 +37,10 @@ struct message_head {
   const std::string* find(std::string_view name) const;
   // Does any `name` header list `token` (a comma-separated list, case-insensitive)?
   bool has_token(std::string_view name, std::string_view token) const;
+  // The elements of every `name` field in order, as one list (RFC 9110 §5.3: repeated fields
+  // of a list-based header are one comma-separated list); whitespace trimmed, empty elements
+  // dropped. Views into the head.
+  std::vector<std::string_view> list(std::string_view name) const;
 };
 
 // Serializes a head back to wire form ("METHOD target HTTP/1.1", or HTTP/1.0 for a 1.0
@@ -48,6 +52,11 @@ std::string serialize_response_head(const message_head& head);
 // names listed in `Connection` and the proxy's own Proxy-* headers. Framing headers
 // (Content-Length, Transfer-Encoding) are kept: bodies are relayed as framed.
 bool is_hop_by_hop(std::string_view name, const message_head& head);
+
+// What keeps a message's body, once chunked framing is removed, from being its plain content:
+// "Content-Encoding: gzip" or "Transfer-Encoding: gzip, chunked" (every field of either header
+// counts), or "" when nothing does. Used where a body must be read as plain bytes (scrubbing).
+std::string coded_body(const message_head& head);
 
 bool iequals(std::string_view a, std::string_view b);
 

@@ -24,7 +24,7 @@ bool is_token(std::string_view s) {
 }  // namespace
 
 struct parser::impl {
-  llhttp_t parser{};
+  llhttp_t state{};
   llhttp_settings_t settings{};
   parser* owner = nullptr;
   std::string field;
@@ -86,6 +86,16 @@ struct parser::impl {
     if (p->flags & F_CONTENT_LENGTH) h.content_length = p->content_length;
     if (o.is_request_) {
       h.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
+      // RFC 9112 §6.1: a request whose final transfer coding is not chunked has no reliable
+      // length (400). Any coding under the chunked one would hide the body from the broker's
+      // checks, and clients send none, so only "chunked" alone is accepted.
+      if (h.find("transfer-encoding")) {
+        const auto codings = h.list("transfer-encoding");
+        if (codings.size() != 1 || !iequals(codings.front(), "chunked")) {
+          s.user_error = "a request's Transfer-Encoding must be \"chunked\" alone";
+          return -1;
+        }
+      }
       // Only CONNECT hands the connection over; an Upgrade request is relayed as a plain
       // request, so its body (if any) must be framed like any other.
       const bool connect = p->method == HTTP_CONNECT;
@@ -125,8 +135,8 @@ parser::parser(kind k, std::string_view request_method)
   s.settings.on_headers_complete = &impl::on_headers_complete;
   s.settings.on_body = &impl::on_body;
   s.settings.on_message_complete = &impl::on_message_complete;
-  llhttp_init(&s.parser, is_request_ ? HTTP_REQUEST : HTTP_RESPONSE, &s.settings);
-  s.parser.data = &s;
+  llhttp_init(&s.state, is_request_ ? HTTP_REQUEST : HTTP_RESPONSE, &s.settings);
+  s.state.data = &s;
 }
 
 parser::~parser() = default;
@@ -146,14 +156,14 @@ parser::result parser::feed(std::string_view data, std::string* body) {
   if (message_done_) return {parse_status::message_complete, 0};
   impl& s = *impl_;
   const bool was_head_done = head_done_;
-  if (was_head_done && llhttp_get_errno(&s.parser) == HPE_PAUSED) llhttp_resume(&s.parser);
+  if (was_head_done && llhttp_get_errno(&s.state) == HPE_PAUSED) llhttp_resume(&s.state);
 
   s.body = body;
-  const llhttp_errno_t rc = llhttp_execute(&s.parser, data.data(), data.size());
+  const llhttp_errno_t rc = llhttp_execute(&s.state, data.data(), data.size());
   s.body = nullptr;
   std::size_t consumed = data.size();
   if (rc == HPE_PAUSED || rc == HPE_PAUSED_UPGRADE)
-    consumed = static_cast<std::size_t>(llhttp_get_error_pos(&s.parser) - data.data());
+    consumed = static_cast<std::size_t>(llhttp_get_error_pos(&s.state) - data.data());
 
   if (!was_head_done) {
     const std::size_t head_part = consumed;
@@ -173,7 +183,7 @@ parser::result parser::feed(std::string_view data, std::string* body) {
 
   if (rc != HPE_OK && rc != HPE_PAUSED && rc != HPE_PAUSED_UPGRADE) {
     if (s.user_error) return fail(s.user_error_kind, s.user_error, consumed);
-    return fail(parse_error::bad_request, llhttp_get_error_reason(&s.parser), consumed);
+    return fail(parse_error::bad_request, llhttp_get_error_reason(&s.state), consumed);
   }
   if (!was_head_done) {
     if (!head_done_) return {parse_status::need_more, consumed};
@@ -188,10 +198,10 @@ parser::result parser::finish() {
   if (error_ != parse_error::none) return {parse_status::error, 0};
   impl& s = *impl_;
   if (!head_done_) return fail(parse_error::bad_request, "connection closed mid-head", 0);
-  if (llhttp_get_errno(&s.parser) == HPE_PAUSED) llhttp_resume(&s.parser);
-  const llhttp_errno_t rc = llhttp_finish(&s.parser);
+  if (llhttp_get_errno(&s.state) == HPE_PAUSED) llhttp_resume(&s.state);
+  const llhttp_errno_t rc = llhttp_finish(&s.state);
   if (message_done_) return {parse_status::message_complete, 0};
-  if (rc != HPE_OK) return fail(parse_error::bad_request, llhttp_get_error_reason(&s.parser), 0);
+  if (rc != HPE_OK) return fail(parse_error::bad_request, llhttp_get_error_reason(&s.state), 0);
   return fail(parse_error::bad_request, "connection closed mid-message", 0);
 }
 

@@ -259,13 +259,14 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
 
   const http::message_head& head = response->head();
   if (head.has_body && !scrub_patterns_.empty()) {
-    const std::string* coding = head.find("content-encoding");
-    if (coding && !http::iequals(*coding, "identity")) {
-      // It was asked for identity; a compressed body could carry a real value past the scrubber.
-      co_await refuse(refusal::upstream_unreachable(
-                          entry.host, "compressed response (Content-Encoding: " + *coding +
-                                          ") to a request that asked for identity"),
-                      false);
+    if (const std::string coding = http::coded_body(head); !coding.empty()) {
+      // It was asked for identity; a coded body could carry a real value past the scrubber.
+      co_await refuse(
+          refusal::upstream_unreachable(
+              entry.host, "compressed or coded response (" + coding +
+                              ") to a request that asked for identity; the broker scrubs "
+                              "real values from responses and cannot read through a coding"),
+          false);
       co_return;
     }
   }

@@ -20,7 +20,7 @@ std::string many_fields(int n) {
 
 }  // namespace
 
-TEST_CASE("request head is parsed and stops at the head's end", "[http::parser]") {
+TEST_CASE("request head is parsed and stops at the head's end", "[http_parser]") {
   http::parser p(http::parser::kind::request);
   const std::string wire =
       "POST http://a.test/x?y=1 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 3\r\n\r\nabcGET";
@@ -39,7 +39,7 @@ TEST_CASE("request head is parsed and stops at the head's end", "[http::parser]"
   CHECK(body.consumed == 3);
 }
 
-TEST_CASE("a head split at every byte parses the same", "[http::parser]") {
+TEST_CASE("a head split at every byte parses the same", "[http_parser]") {
   const std::string wire = "GET http://a.test/p HTTP/1.1\r\nHost: a.test\r\nX-Long: abcdef\r\n\r\n";
   for (std::size_t split = 1; split < wire.size(); ++split) {
     http::parser p(http::parser::kind::request);
@@ -53,7 +53,7 @@ TEST_CASE("a head split at every byte parses the same", "[http::parser]") {
   }
 }
 
-TEST_CASE("chunked bodies end at the last chunk, pipelined bytes stay", "[http::parser]") {
+TEST_CASE("chunked bodies end at the last chunk, pipelined bytes stay", "[http_parser]") {
   http::parser p(http::parser::kind::request);
   const std::string head =
       "POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n";
@@ -66,7 +66,7 @@ TEST_CASE("chunked bodies end at the last chunk, pipelined bytes stay", "[http::
   CHECK(r.consumed == body.size());
 }
 
-TEST_CASE("smuggling shapes are refused", "[http::parser]") {
+TEST_CASE("smuggling shapes are refused", "[http_parser]") {
   auto error_of = [](const std::string& wire) {
     http::parser p(http::parser::kind::request);
     auto r = p.feed(wire);
@@ -100,9 +100,32 @@ TEST_CASE("smuggling shapes are refused", "[http::parser]") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\nHost: a\n\n");
     CHECK(status == http::parse_status::error);
   }
+  SECTION("a transfer coding other than chunked alone (RFC 9112 §6.1)") {
+    const char* codings[] = {"Transfer-Encoding: xchunked\r\n",
+                             "Transfer-Encoding: gzip, chunked\r\n",
+                             "Transfer-Encoding: chunked, identity\r\n",
+                             "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+                             "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                             "Transfer-Encoding: \r\n"};
+    for (const char* te : codings) {
+      INFO(te);
+      auto [status, err] =
+          error_of(std::string("POST http://a/ HTTP/1.1\r\nHost: a\r\n") + te + "\r\n0\r\n\r\n");
+      CHECK(status == http::parse_status::error);
+      CHECK(err == http::parse_error::bad_request);
+    }
+  }
 }
 
-TEST_CASE("head limits: 100 fields and 64 KiB", "[http::parser]") {
+TEST_CASE("chunked alone, in any case, is a request's transfer coding", "[http_parser]") {
+  http::parser p(http::parser::kind::request);
+  const auto r =
+      p.feed("POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n\r\n");
+  REQUIRE(r.status == http::parse_status::head_complete);
+  CHECK(p.head().chunked);
+}
+
+TEST_CASE("head limits: 100 fields and 64 KiB", "[http_parser]") {
   {
     http::parser p(http::parser::kind::request);
     CHECK(p.feed(many_fields(100)).status == http::parse_status::head_complete);
@@ -124,7 +147,7 @@ TEST_CASE("head limits: 100 fields and 64 KiB", "[http::parser]") {
   }
 }
 
-TEST_CASE("responses: framing, HEAD, 204, read-until-close, interim", "[http::parser]") {
+TEST_CASE("responses: framing, HEAD, 204, read-until-close, interim", "[http_parser]") {
   SECTION("content-length body") {
     http::parser p(http::parser::kind::response, "GET");
     const std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
@@ -170,7 +193,7 @@ TEST_CASE("responses: framing, HEAD, 204, read-until-close, interim", "[http::pa
   }
 }
 
-TEST_CASE("hop-by-hop headers are dropped when serializing", "[http::parser]") {
+TEST_CASE("hop-by-hop headers are dropped when serializing", "[http_parser]") {
   http::parser p(http::parser::kind::request);
   p.feed(
       "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\nProxy-Connection: keep-alive\r\n"
@@ -180,7 +203,7 @@ TEST_CASE("hop-by-hop headers are dropped when serializing", "[http::parser]") {
   CHECK(out == "GET /x HTTP/1.1\r\nHost: a.test\r\nX-Kept: yes\r\n\r\n");
 }
 
-TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http::parser]") {
+TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http_parser]") {
   http::parser p(http::parser::kind::request);
   REQUIRE(p.feed("GET http://a.test/x HTTP/1.0\r\nHost: a.test\r\n\r\n").status ==
           http::parse_status::head_complete);

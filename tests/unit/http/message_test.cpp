@@ -1,0 +1,38 @@
+#include "http/message.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace broker;
+
+namespace {
+
+http::message_head with(std::vector<http::header_field> headers) {
+  http::message_head head;
+  head.headers = std::move(headers);
+  return head;
+}
+
+}  // namespace
+
+TEST_CASE("a list header is one list over all its fields", "[http_message]") {
+  const auto head = with({{"Accept", "a, b"}, {"X", "y"}, {"accept", " ,c ,, d\t"}});
+  CHECK(head.list("ACCEPT") == std::vector<std::string_view>{"a", "b", "c", "d"});
+  CHECK(head.list("missing").empty());
+  CHECK(head.has_token("accept", "D"));
+  CHECK_FALSE(head.has_token("accept", "e"));
+}
+
+TEST_CASE("a coded body is named by every field of its coding headers", "[http_message]") {
+  CHECK(http::coded_body(with({})).empty());
+  CHECK(http::coded_body(with({{"Content-Encoding", "identity"}})).empty());
+  CHECK(http::coded_body(with({{"Transfer-Encoding", "chunked"}})).empty());
+  CHECK(http::coded_body(with({{"Content-Encoding", "gzip"}})) == "Content-Encoding: gzip");
+  CHECK(http::coded_body(with({{"Content-Encoding", "identity"}, {"Content-Encoding", "br"}})) ==
+        "Content-Encoding: identity, br");
+  CHECK(http::coded_body(with({{"Content-Encoding", "identity, gzip"}})) ==
+        "Content-Encoding: identity, gzip");
+  CHECK(http::coded_body(with({{"Transfer-Encoding", "gzip, chunked"}})) ==
+        "Transfer-Encoding: gzip, chunked");
+  CHECK(http::coded_body(with({{"Transfer-Encoding", "gzip"}, {"Transfer-Encoding", "chunked"}})) ==
+        "Transfer-Encoding: gzip, chunked");
+}
