@@ -71,7 +71,9 @@ std::vector<path_pattern> parse_paths(const json_node& node) {
     auto pattern = path_pattern::parse(text);
     if (!pattern)
       item.fail("invalid path pattern \"" + text +
-                "\" (no query, fragment, \".\" or \"..\" segments, or bad %-escapes)");
+                "\" (no query, fragment, \".\" or \"..\" segments, bad %-escapes, or what a "
+                "request may not carry on a host with path rules: %2F, %5C, \"\\\", encoded "
+                "control bytes, \"..;\")");
     paths.push_back(std::move(*pattern));
   }
   return paths;

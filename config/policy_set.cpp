@@ -1,6 +1,7 @@
 #include "config/policy_set.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace broker::config {
 namespace {
@@ -10,7 +11,10 @@ constexpr std::string_view default_deny = "default_deny";
 // What a request adds to a connection decision; absent for check_connect.
 struct request_line {
   std::string_view method;
-  std::optional<std::string> path;  // nullopt when the target could not be normalized
+  std::string_view target;  // as sent, for ambiguous_path
+  // Each reading of the path an upstream may serve: with ";parameters", and without them when
+  // there are any. Empty when the target could not be normalized.
+  std::vector<std::string> paths;
 };
 
 // ::ffff:a.b.c.d reaches a.b.c.d, so a deny rule for the IPv4 block must catch it too.
@@ -51,9 +55,15 @@ bool l7_matches(const rule& r, const request_line& req, bool deny) {
     return false;
   if (r.paths.empty()) return true;
   // A path that cannot be normalized matches no allow rule and every deny rule: fail closed.
-  if (!req.path) return deny;
-  return std::any_of(r.paths.begin(), r.paths.end(),
-                     [&](const path_pattern& p) { return p.matches(*req.path); });
+  if (req.paths.empty()) return deny;
+  auto rule_matches = [&](const std::string& path) {
+    return std::any_of(r.paths.begin(), r.paths.end(),
+                       [&](const path_pattern& p) { return p.matches(path); });
+  };
+  // Whichever reading the upstream takes must be decided the same way: a deny rule refuses if
+  // any reading matches, an allow rule admits only if every reading does.
+  return deny ? std::any_of(req.paths.begin(), req.paths.end(), rule_matches)
+              : std::all_of(req.paths.begin(), req.paths.end(), rule_matches);
 }
 
 struct layer_result {
@@ -131,12 +141,50 @@ policy_set::policy_set(std::vector<policy> layers) : layers_(std::move(layers)) 
 
 namespace {
 
+std::string rule_name(const std::vector<policy>& layers, const policy& layer,
+                      const std::string& rule) {
+  return layers.size() > 1 ? layer.source + "#" + rule : rule;
+}
+
+// The first rule with "paths" (any layer, deny rules first) that applies to the destination's
+// host and port: where one exists the path decides, so it must mean one thing to every server.
+std::optional<std::string> first_path_rule(const std::vector<policy>& layers,
+                                           const destination& d) {
+  for (const policy& layer : layers) {
+    for (const rule& r : layer.deny)
+      if (!r.paths.empty() && target_matches(r, d, /*deny=*/true))
+        return rule_name(layers, layer, r.name);
+    for (const rule& r : layer.allow)
+      if (!r.paths.empty() && target_matches(r, d, /*deny=*/false))
+        return rule_name(layers, layer, r.name);
+  }
+  return std::nullopt;
+}
+
+verdict refused(std::string rule) {
+  verdict v;
+  v.rule = std::move(rule);
+  return v;
+}
+
 verdict decide(const std::vector<policy>& layers, const destination& raw, const request_line* req) {
   auto name = [&](const policy& layer, const std::string& rule) {
-    return layers.size() > 1 ? layer.source + "#" + rule : rule;
+    return rule_name(layers, layer, rule);
   };
   auto d = normalized(raw);
-  if (!d) return verdict{false, std::string(default_deny), false};
+  if (!d) return refused(std::string(default_deny));
+  if (req) {
+    if (auto path_rule = first_path_rule(layers, *d)) {
+      if (auto why = ambiguous_path(req->target)) {
+        // Refused whatever the path says: report that decision (403) rather than the path.
+        verdict host_level = decide(layers, *d, nullptr);
+        if (!host_level.allowed) return host_level;
+        verdict v = refused(std::move(*path_rule));
+        v.ambiguous_path = std::move(*why);
+        return v;
+      }
+    }
+  }
 
   std::string first_allow, first_deny, first_default_deny;
   bool any_allow = false;
@@ -156,14 +204,18 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
       if (first_allow.empty()) first_allow = name(layer, r.rule);
     }
   }
-  if (!first_deny.empty()) return verdict{false, first_deny, false};
-  if (!first_default_deny.empty()) return verdict{false, first_default_deny, false};
+  if (!first_deny.empty()) return refused(first_deny);
+  if (!first_default_deny.empty()) return refused(first_default_deny);
   // Egress needs at least one allow rule somewhere: deny-only layers only ever narrow.
-  if (!any_allow) return verdict{false, std::string(default_deny), false};
+  if (!any_allow) return refused(std::string(default_deny));
   // A credential can never be swapped inside a tunnel (DESIGN §1); the parser refuses that
   // within one file, and this catches a tunnel in one layer meeting a binding in another.
   if (tunnel && credential_bound(layers, *d)) tunnel = false;
-  return verdict{true, first_allow, tunnel};
+  verdict v;
+  v.allowed = true;
+  v.rule = std::move(first_allow);
+  v.tunnel = tunnel;
+  return v;
 }
 
 }  // namespace
@@ -174,7 +226,12 @@ verdict policy_set::check_connect(const destination& dest) const {
 
 verdict policy_set::check_request(const destination& dest, std::string_view method,
                                   std::string_view path) const {
-  request_line req{method, normalize_path(path)};
+  request_line req{method, path, {}};
+  if (auto kept = normalize_path(path)) {
+    auto stripped = normalize_path(path, path_params::strip);
+    req.paths.push_back(std::move(*kept));
+    if (stripped && *stripped != req.paths.front()) req.paths.push_back(std::move(*stripped));
+  }
   return decide(layers_, dest, &req);
 }
 

@@ -32,6 +32,13 @@ struct verdict {
   // credential in any layer is bound to the host (it could not be swapped). A connection-level
   // property: check_request reports the same value check_connect would.
   bool tunnel = false;
+  // check_request only: set when the destination has path rules (a rule with "paths", allow or
+  // deny, in any layer, matching its host and port) and servers may disagree about what the
+  // request's path names (ambiguous_path in path_pattern.hpp says which constructs): why, as a
+  // sentence. Such a request is refused (allowed is false) and `rule` names the first such path
+  // rule; it is a malformed request (400 bad_request, DESIGN §6), not a policy refusal. When the
+  // host and port alone are refused, that refusal is reported instead and this stays empty.
+  std::optional<std::string> ambiguous_path;
 };
 
 // Within a layer: a matching deny rule refuses; otherwise, if the layer has allow rules, one must
@@ -47,10 +54,14 @@ class policy_set {
   // cidr rules only.
   verdict check_connect(const destination& dest) const;
 
-  // Full decision for one HTTP request; `path` is the raw request target's path (normalized here).
-  // Methods compare case-sensitively against the rules' upper-case tokens. A path that does not
-  // normalize (not origin-form, bad %-escape) matches no allow rule with "paths" and every deny
-  // rule with "paths".
+  // Full decision for one HTTP request; `path` is the raw request target's path (normalized here,
+  // normalize_path in path_pattern.hpp; the query is not looked at). Methods compare
+  // case-sensitively against the rules' upper-case tokens, paths case-sensitively too. A path is
+  // matched as it reads with its segments' ";parameters" and, when it has any, without them (as
+  // Tomcat and Jetty serve it): a deny rule refuses when either reading matches, an allow rule
+  // admits only when both do. A path that does not normalize (not origin-form, bad %-escape)
+  // matches no allow rule with "paths" and every deny rule with "paths". On a destination with
+  // path rules an ambiguous path is refused (verdict::ambiguous_path).
   verdict check_request(const destination& dest, std::string_view method,
                         std::string_view path) const;
 

@@ -115,6 +115,8 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
   const auto policy = ctx_->policy();
   const auto verdict = policy->check_request(dest, head.method, to.path_and_query);
   entry.rule = verdict.rule;
+  if (verdict.ambiguous_path)
+    co_return co_await refuse(refusal::bad_request(*verdict.ambiguous_path), to.keep_after_refusal);
   if (!verdict.allowed)
     co_return co_await refuse(refusal::policy_denied(verdict.rule, entry.host),
                               to.keep_after_refusal);

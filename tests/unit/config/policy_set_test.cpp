@@ -316,3 +316,123 @@ TEST_CASE("a deny rule without ports refuses the host on every port", "[config][
   CHECK(set.layers()[0].deny[0].ports.empty());
   CHECK(set.layers()[0].allow[0].ports == std::vector<std::uint16_t>{8080, 443});
 }
+
+TEST_CASE("a deny path rule sees merged slashes and refuses ambiguous paths",
+          "[config][policy_set]") {
+  auto set = single(R"({"allow": [{"host": "api.example.test"}],
+                        "deny": [{"host": "api.example.test", "paths": ["/denied/*"]}]})");
+  auto get = [&](const char* path) {
+    return set.check_request(host("api.example.test"), "GET", path);
+  };
+  for (const char* path : {"/denied/x", "//denied/x", "/denied//x", "/x/..//denied/x",
+                           "/%64enied/x", "/denied;v=1/x", "/denied;/x"}) {
+    auto v = get(path);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.rule == "deny[0]");
+    CHECK_FALSE(v.ambiguous_path);
+  }
+  auto slash = get("/denied%2fx");
+  CHECK_FALSE(slash.allowed);
+  CHECK(slash.rule == "deny[0]");
+  REQUIRE(slash.ambiguous_path);
+  CHECK(*slash.ambiguous_path ==
+        "an encoded '/' (%2F) in the path is ambiguous on a host with path rules");
+  for (const char* path :
+       {"/x/..;/denied/x", "/x/..%5cdenied/x", "/x\\..\\denied/x", "/denied%252fx", "/denied%00x",
+        "/x/%252e%252e/denied/x", "/x/.;a/denied/x", "/x//../denied/x", "/a%2525"}) {
+    auto v = get(path);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.ambiguous_path);
+  }
+  // Legitimate paths still pass; only the path part before '?' counts.
+  for (const char* path : {"/ok/a%20b", "/ok/a;b=c", "/ok/%41", "/ok/x?q=%2F%5C..;%00", "/Denied/x",
+                           "/denied", "/deniedx/y", "/x/../ok"}) {
+    auto v = get(path);
+    CHECK(v.allowed);
+    CHECK(v.rule == "allow[0]");
+    CHECK_FALSE(v.ambiguous_path);
+  }
+}
+
+TEST_CASE("an allow path rule cannot be escaped", "[config][policy_set]") {
+  auto set =
+      single(R"({"allow": [{"host": "api.example.test", "paths": ["/ok/*", "/files/*.txt"]}]})");
+  auto get = [&](const char* path) {
+    return set.check_request(host("api.example.test"), "GET", path);
+  };
+  for (const char* path : {"/ok/x", "//ok/x", "/ok/a%20b", "/ok/a;b=c", "/ok/%41",
+                           "/ok/x?next=%2F..%2Fsecret", "/files/a.txt", "/files/%61.txt"}) {
+    auto v = get(path);
+    CHECK(v.allowed);
+    CHECK(v.rule == "allow[0]");
+    CHECK_FALSE(v.ambiguous_path);
+  }
+  for (const char* path : {"/ok/..;/secret", "/ok/..%3b/secret", "/ok/%2e%2e;/secret",
+                           "/ok/..%2fsecret", "/ok/..%5Csecret", "/ok/..\\secret",
+                           "/ok/%252e%252e/secret", "/ok//../secret", "/ok/;x/../secret"}) {
+    auto v = get(path);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.rule == "allow[0]");
+    CHECK(v.ambiguous_path);
+  }
+  // Case-sensitive; and with ";parameters" both readings must be allowed: Tomcat serves
+  // "/files/secret;.txt" as "/files/secret", nginx "/files/a.txt;v=1" as itself.
+  for (const char* path :
+       {"/secret", "/ok/../secret", "/OK/x", "/ok", "/files/secret;.txt", "/files/a.txt;v=1"}) {
+    auto v = get(path);
+    CHECK_FALSE(v.allowed);
+    CHECK(v.rule == "default_deny");
+    CHECK_FALSE(v.ambiguous_path);
+  }
+}
+
+TEST_CASE("only hosts with path rules refuse ambiguous paths", "[config][policy_set]") {
+  auto set = single(R"({
+    "allow": [{"host": "api.example.test", "ports": [443], "paths": ["/ok/*"]},
+              {"host": "other.example.test", "methods": ["GET"]},
+              {"host": "api.example.test", "ports": [8080]}]
+  })");
+  auto other = set.check_request(host("other.example.test"), "GET", "/a%2Fb/..;/%5C");
+  CHECK(other.allowed);
+  CHECK_FALSE(other.ambiguous_path);
+  // The path rule is for port 443 only.
+  auto port = set.check_request(host("api.example.test", 8080), "GET", "/a%2Fb");
+  CHECK(port.allowed);
+  CHECK_FALSE(port.ambiguous_path);
+  CHECK(set.check_request(host("api.example.test"), "GET", "/ok/a%2Fb").ambiguous_path);
+  // A connection decision never looks at a path.
+  CHECK_FALSE(set.check_connect(host("api.example.test")).ambiguous_path);
+}
+
+TEST_CASE("a path rule in any layer makes the path matter", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "api.example.test"}]})", "a.json"));
+  layers.push_back(
+      layer(R"({"deny": [{"host": "*.example.test", "paths": ["/admin/*"]}]})", "b.json"));
+  policy_set set(std::move(layers));
+  auto v = set.check_request(host("api.example.test"), "GET", "/x/..;/admin/users");
+  CHECK_FALSE(v.allowed);
+  CHECK(v.rule == "b.json#deny[0]");
+  CHECK(v.ambiguous_path);
+  auto merged = set.check_request(host("api.example.test"), "GET", "//admin/users");
+  CHECK_FALSE(merged.allowed);
+  CHECK(merged.rule == "b.json#deny[0]");
+  CHECK_FALSE(merged.ambiguous_path);
+  CHECK(set.check_request(host("api.example.test"), "GET", "/users/a%20b").allowed);
+}
+
+TEST_CASE("a host refused whatever the path reports that, not the path", "[config][policy_set]") {
+  auto set = single(R"({"allow": [{"host": "*.example.test", "paths": ["/ok/*"]}],
+                        "deny": [{"host": "api.example.test"}]})");
+  auto denied = set.check_request(host("api.example.test"), "GET", "/ok/%2F");
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.rule == "deny[0]");
+  CHECK_FALSE(denied.ambiguous_path);
+  auto port = set.check_request(host("www.example.test", 22), "GET", "/ok/%2F");
+  CHECK_FALSE(port.allowed);
+  CHECK(port.rule == "default_deny");
+  CHECK_FALSE(port.ambiguous_path);
+  auto ambiguous = set.check_request(host("www.example.test"), "GET", "/ok/%2F");
+  CHECK(ambiguous.rule == "allow[0]");
+  CHECK(ambiguous.ambiguous_path);
+}
