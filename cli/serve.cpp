@@ -22,6 +22,7 @@
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
 #include "session/control_socket.hpp"
+#include "session/log.hpp"
 #include "wrap/child_env.hpp"
 #include "wrap/session_dir.hpp"
 
@@ -126,12 +127,12 @@ int run_serve(const serve_options& o) {
   const bool v6 = server->host().find(':') != std::string::npos;
   const std::string url = "http://" + (v6 ? "[" + server->host() + "]" : server->host()) + ":" +
                           std::to_string(server->port());
-  ctx->audit_log().write({{"event", "session_start"},
-                          {"version", BROKER_VERSION},
-                          {"mode", "serve"},
-                          {"listen", url},
-                          {"policy", policy_sources(*policy)},
-                          {"credentials", credential_names(*credentials)}});
+  session::session_start start;
+  start.mode = "serve";
+  start.listen = url;
+  start.policy = policy_sources(*policy);
+  start.credentials = credentials->names();
+  ctx->audit_log().write(session::start_record(start));
   if (!o.env_file.empty()) {
     try {
       // The bundle sits beside the CA: every serve session with this CA writes the same bytes.
@@ -162,7 +163,8 @@ int run_serve(const serve_options& o) {
         dir->control_socket(), [&] { return session_status(*ctx, "serve", ::getpid()); },
         [] { ::kill(::getpid(), SIGTERM); });
   } catch (const std::exception& e) {
-    spdlog::warn("[{}] no control socket: {}", options.session_id, e.what());
+    session::log(spdlog::level::warn, session::log_tag(options.session_id), "no control socket: {}",
+                 e.what());
   }
   std::cout << "broker: listening on " << url << " session=" << options.session_id << std::endl;
 
@@ -180,22 +182,18 @@ int run_serve(const serve_options& o) {
             "serve to change them");
       std::string digests;
       for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
-      ctx->audit_log().write({{"event", "policy_reload"}, {"policy", policy_sources(*fresh)}});
+      ctx->audit_log().write(session::policy_reload_record(policy_sources(*fresh)));
       ctx->replace_policy(std::move(fresh));
-      spdlog::info("[{}] policy reloaded:{}", ctx->session_id(), digests);
+      session::log(spdlog::level::info, session::log_tag(ctx->session_id()), "policy reloaded:{}",
+                   digests);
     } catch (const std::exception& e) {
-      spdlog::error("[{}] policy reload refused, keeping the current policy: {}", ctx->session_id(),
-                    e.what());
+      session::log(spdlog::level::err, session::log_tag(ctx->session_id()),
+                   "policy reload refused, keeping the current policy: {}", e.what());
     }
   });
-  ctx->audit_log().write(
-      {{"event", "session_end"},
-       {"requests", ctx->requests()},
-       {"denied", ctx->denied()},
-       {"usage", ctx->budget()->report(std::chrono::steady_clock::now())["usage"]},
-       {"exit", nullptr}});
-  spdlog::info("[{}] stopped after {} request(s), {} denied", ctx->session_id(), ctx->requests(),
-               ctx->denied());
+  ctx->audit_log().write(session::end_record(session_end_of(*ctx, std::nullopt)));
+  session::log(spdlog::level::info, session::log_tag(ctx->session_id()),
+               "stopped after {} request(s), {} denied", ctx->requests(), ctx->denied());
   return exit_ok;
 }
 

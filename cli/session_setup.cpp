@@ -7,6 +7,7 @@
 
 #include "brokers/secret_source.hpp"
 #include "proxy/token_client.hpp"
+#include "session/log.hpp"
 #include "session/log_reader.hpp"
 
 namespace broker::cli {
@@ -45,15 +46,16 @@ void load_credentials(session_setup& setup) {
         for (const auto& variable : spec.env) brokers::forget_environment_source("env:" + variable);
     }
   for (const auto& why : skipped)
-    spdlog::info("[{}] credential {} (not brokered)", setup.options.session_id, why);
+    session::log(spdlog::level::info, session::log_tag(setup.options.session_id),
+                 "credential {} (not brokered)", why);
 }
 
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id) {
   auto audit = session::audit_log::open(log_dir_or_default(common.log_dir), session_id);
   if (audit->failed())
-    spdlog::error("[{}] audit log unavailable ({}): every request will be refused", session_id,
-                  audit->failure());
+    session::log(spdlog::level::err, session::log_tag(session_id),
+                 "audit log unavailable ({}): every request will be refused", audit->failure());
   return audit;
 }
 
@@ -69,10 +71,14 @@ nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std
   return j;
 }
 
-nlohmann::ordered_json credential_names(const brokers::credential_set& credentials) {
-  auto names = nlohmann::ordered_json::array();
-  for (const std::string& name : credentials.names()) names.push_back(name);
-  return names;
+session::session_end session_end_of(const proxy::proxy_context& ctx, std::optional<int> exit) {
+  session::session_end end;
+  end.requests = ctx.requests();
+  end.denied = ctx.denied();
+  if (auto* budget = ctx.budget())
+    end.usage = budget->report(std::chrono::steady_clock::now())["usage"];
+  end.exit = exit;
+  return end;
 }
 
 }  // namespace broker::cli

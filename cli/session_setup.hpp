@@ -2,6 +2,8 @@
 // the brokered credentials (their `env:` sources then wiped from this process), and the audit log.
 #pragma once
 
+#include <optional>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +41,7 @@ std::unique_ptr<session::audit_log> open_audit(const common_options& common,
 nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
                                       int pid);
 
-// The session's credential names, for session_start records.
-nlohmann::ordered_json credential_names(const brokers::credential_set& credentials);
+// The session's last record: its counts and usage, and the command's exit status (wrap).
+session::session_end session_end_of(const proxy::proxy_context& ctx, std::optional<int> exit);
 
 }  // namespace broker::cli

@@ -22,6 +22,7 @@
 #include "proxy/server.hpp"
 #include "proxy/tls.hpp"
 #include "session/control_socket.hpp"
+#include "session/log.hpp"
 #include "wrap/child_env.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
@@ -185,13 +186,13 @@ int run_wrap(wrap_options& o) {
       setup.options, setup.policy, open_audit(o.common, session_id), setup.credentials, tls);
   ctx->set_client_process(mode == wrap::isolation::netns ? child->pid() : 0, child->pid());
   ctx->set_budget(setup.budget);
-  ctx->audit_log().write({{"event", "session_start"},
-                          {"version", BROKER_VERSION},
-                          {"mode", "wrap"},
-                          {"isolation", mode == wrap::isolation::netns ? "netns" : "env"},
-                          {"command", o.command.front()},
-                          {"pid", child->pid()},
-                          {"credentials", credential_names(*setup.credentials)}});
+  session::session_start start;
+  start.mode = "wrap";
+  start.isolation = mode == wrap::isolation::netns ? "netns" : "env";
+  start.command = o.command.front();
+  start.pid = child->pid();
+  start.credentials = setup.credentials->names();
+  ctx->audit_log().write(session::start_record(start));
   std::unique_ptr<session::control_socket> control;
   try {
     control = std::make_unique<session::control_socket>(
@@ -200,7 +201,8 @@ int run_wrap(wrap_options& o) {
           ctx->end_session({"broker kill", "", "", true, {}});
         });
   } catch (const std::exception& e) {
-    spdlog::warn("[{}] no control socket: {}", session_id, e.what());
+    session::log(spdlog::level::warn, session::log_tag(session_id), "no control socket: {}",
+                 e.what());
   }
   auto server = std::make_unique<proxy::server>(ctx, listener, 2);
   std::thread serving([&server] { server->run(nullptr); });
@@ -210,12 +212,7 @@ int run_wrap(wrap_options& o) {
   take_back_terminal();
   server->stop();
   serving.join();
-  ctx->audit_log().write(
-      {{"event", "session_end"},
-       {"requests", ctx->requests()},
-       {"denied", ctx->denied()},
-       {"usage", ctx->budget()->report(std::chrono::steady_clock::now())["usage"]},
-       {"exit", code}});
+  ctx->audit_log().write(session::end_record(session_end_of(*ctx, code)));
   return code;
 }
 

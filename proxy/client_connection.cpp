@@ -8,6 +8,7 @@
 #include "proxy/target.hpp"
 #include "proxy/tunnel.hpp"
 #include "proxy/upstream_dialer.hpp"
+#include "session/log.hpp"
 
 namespace broker::proxy {
 
@@ -41,10 +42,9 @@ client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_c
     : client_(std::move(socket)),
       ctx_(std::move(ctx)),
       pool_(pool),
+      tag_(ctx_->session_id(), ctx_->next_connection_id()),
       in_(limits::relay_buffer_bytes),
-      deadline_(client_.get_executor()) {
-  tag_ = "[" + ctx_->session_id() + " c" + std::to_string(ctx_->next_connection_id()) + "]";
-}
+      deadline_(client_.get_executor()) {}
 
 void client_connection::drain(bool now) {
   draining_ = true;
@@ -80,7 +80,7 @@ asio::awaitable<void> client_connection::run() {
     if (co_await race(serve(), deadline_.watch()) == 1) {
       const auto p = deadline_.current_phase();
       if (p != deadline::phase::client_idle)
-        spdlog::debug("{} deadline passed waiting for {}", tag_, phase_name(p));
+        session::log(spdlog::level::debug, tag_, "deadline passed waiting for {}", phase_name(p));
       if (cut_short_) {
         if (exchange_.active) finish_exchange(exchange_.entry.status, true, "shutdown");
       } else if (exchange_.active && !exchange_.response_started &&
@@ -101,7 +101,8 @@ asio::awaitable<void> client_connection::run() {
     failure = e.what();
   }
   if (exchange_.active) finish_exchange(exchange_.entry.status, true, "aborted");
-  if (!failure.empty()) spdlog::info("{} connection ended: {}", tag_, ctx_->scrub(failure));
+  if (!failure.empty())
+    session::log(spdlog::level::info, tag_, "connection ended: {}", ctx_->scrub(failure));
   upstream_.reset();
   if (client_.is_tls() && failure.empty()) {
     // close_notify, so a client reading until close sees a clean end (RFC 8446 §6.1); bounded,
@@ -210,7 +211,8 @@ asio::awaitable<void> client_connection::handle_connect(const http::message_head
     co_return;
   }
   if (spdlog::should_log(spdlog::level::debug))
-    spdlog::debug("{} tunnel to {} via {}", tag_, to_string(where->dest), dialed.address);
+    session::log(spdlog::level::debug, tag_, "tunnel to {} via {}", to_string(where->dest),
+                 dialed.address);
   co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   exchange_.response_started = true;
   entry.status = 200;
@@ -232,15 +234,11 @@ asio::awaitable<void> client_connection::watch_tunnel_budget() {
   auto& entry = exchange_.entry;
   auto& budget = *ctx_->budget();
   asio::steady_timer tick(co_await asio::this_coro::executor);
-  std::uint64_t out = 0, in = 0;
   for (;;) {
     tick.expires_after(std::chrono::milliseconds(100));
     auto [ec] = co_await tick.async_wait(use_tuple);
-    // Charge what moved since the last look (the record then charges nothing more).
-    budget.add_bytes(entry.host, entry.bytes_out - out, entry.bytes_in - in);
-    entry.bytes_charged_out = out = entry.bytes_out;
-    entry.bytes_charged_in = in = entry.bytes_in;
-    if (ec) co_return;  // the tunnel ended first
+    ctx_->charge(entry);  // what moved since the last look
+    if (ec) co_return;    // the tunnel ended first
     if (budget.spent(entry.host, std::chrono::steady_clock::now())) co_return;
   }
 }
@@ -259,7 +257,8 @@ asio::awaitable<bool> client_connection::refuse(const refusal& r, bool keep_aliv
   refusal shown = r;
   shown.message = ctx_->scrub(r.message);
   const std::string host = ctx_->scrub(entry.host);
-  spdlog::debug("{} {} {} {}: {}", tag_, entry.method, host, shown.code, shown.message);
+  session::log(spdlog::level::debug, tag_, "{} {} {}: {}", entry.method, host, shown.code,
+               shown.message);
   co_await write_client(render_refusal(shown, host, ctx_->session_id(), keep_alive));
   co_return keep_alive;
 }
@@ -311,8 +310,11 @@ bool client_connection::finish_exchange(int status, bool allowed, const std::str
   entry.allowed = allowed;
   entry.error = error;
   entry.ms = elapsed_ms();
+  ctx_->charge(entry);
   const bool ok = ctx_->record(entry);
-  if (!ok) spdlog::error("{} audit log write failed: {}", tag_, ctx_->audit_log().failure());
+  if (!ok)
+    session::log(spdlog::level::err, tag_, "audit log write failed: {}",
+                 ctx_->audit_log().failure());
   return ok;
 }
 

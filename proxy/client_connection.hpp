@@ -18,6 +18,7 @@
 #include "proxy/refusal.hpp"
 #include "proxy/stream.hpp"
 #include "proxy/upstream_pool.hpp"
+#include "session/log.hpp"
 
 namespace broker::brokers {
 class stream_scrubber;
@@ -41,7 +42,7 @@ class client_connection {
   // the connection's executor.
   void drain(bool now);
   asio::any_io_executor executor() { return client_.get_executor(); }
-  const std::string& tag() const { return tag_; }
+  const session::log_tag& tag() const { return tag_; }
 
  private:
   // The request in flight, so a deadline that fires mid-exchange can still answer and audit it.
@@ -131,7 +132,7 @@ class client_connection {
   stream client_;
   std::shared_ptr<proxy_context> ctx_;
   upstream_pool& pool_;
-  std::string tag_;
+  session::log_tag tag_;
   read_buffer in_;
   deadline deadline_;
   std::unique_ptr<upstream_connection> upstream_;  // during one exchange

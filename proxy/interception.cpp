@@ -9,6 +9,7 @@
 #include "proxy/client_connection.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
+#include "session/log.hpp"
 
 namespace broker::proxy {
 
@@ -55,7 +56,8 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
                                                            asio::buffer(early), use_tuple);
   if (ec) {
     // Typically a client that does not trust the session CA; it says so on its side.
-    spdlog::info("{} TLS handshake for {} failed: {}", tag_, ctx_->scrub(dest.host), ec.message());
+    session::log(spdlog::level::info, tag_, "TLS handshake for {} failed: {}",
+                 ctx_->scrub(dest.host), ec.message());
     co_return false;
   }
   intercept_->scheme = "https";

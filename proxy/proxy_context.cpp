@@ -1,9 +1,6 @@
 #include "proxy/proxy_context.hpp"
 
 #include <cctype>
-#include <cmath>
-
-#include "session/redact.hpp"
 
 namespace broker::proxy {
 
@@ -41,33 +38,18 @@ std::string proxy_context::scrub(std::string_view text) const {
   return out;
 }
 
+void proxy_context::charge(audit_entry& e) {
+  if (!budget_) return;
+  budget_->add_bytes(e.host, e.bytes_out - e.bytes_charged_out, e.bytes_in - e.bytes_charged_in);
+  e.bytes_charged_out = e.bytes_out;
+  e.bytes_charged_in = e.bytes_in;
+}
+
 bool proxy_context::record(const audit_entry& e) {
   ++requests_;
   if (!e.allowed) ++denied_;
-  if (budget_)
-    budget_->add_bytes(e.host, e.bytes_out - e.bytes_charged_out, e.bytes_in - e.bytes_charged_in);
-  nlohmann::ordered_json j;
-  j["event"] = e.event;
-  j["pid"] = e.pid > 0 ? nlohmann::ordered_json(e.pid) : nlohmann::ordered_json();
-  j["exe"] = e.pid > 0 && !e.exe.empty() ? nlohmann::ordered_json(e.exe) : nlohmann::ordered_json();
-  j["method"] = e.method.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.method);
-  j["scheme"] = e.scheme.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.scheme);
-  j["host"] = scrub(e.host);
-  j["port"] = e.port;
-  j["path"] = e.target.empty() ? nlohmann::ordered_json()
-                               : nlohmann::ordered_json(session::redact_target(scrub(e.target)));
-  j["status"] = e.status ? nlohmann::ordered_json(e.status) : nlohmann::ordered_json();
-  j["bytes_out"] = e.bytes_out;
-  j["bytes_in"] = e.bytes_in;
-  j["ms"] = std::round(e.ms * 10.0) / 10.0;
-  j["decision"] = e.allowed ? "allow" : "deny";
-  j["rule"] = e.rule.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.rule);
-  j["credential"] =
-      e.credential.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(e.credential);
-  j["llm_tokens"] = e.llm_tokens ? nlohmann::ordered_json(*e.llm_tokens) : nlohmann::ordered_json();
-  if (e.llm_estimated) j["estimated"] = true;
-  if (!e.error.empty()) j["error"] = e.error;
-  return audit_->write(j);
+  return audit_->write(
+      session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
 }
 
 }  // namespace broker::proxy

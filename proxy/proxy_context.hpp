@@ -16,6 +16,7 @@
 #include "proxy/connect_to.hpp"
 #include "proxy/timeouts.hpp"
 #include "session/audit_log.hpp"
+#include "session/audit_record.hpp"
 #include "session/budget.hpp"
 
 namespace broker::proxy {
@@ -29,29 +30,7 @@ struct proxy_options {
   proxy::timeouts timeouts;
 };
 
-// One audit record of an exchange, tunnel or refusal (DESIGN §7).
-struct audit_entry {
-  std::string event;  // "request" | "tunnel" | "refused"
-  std::string method;
-  std::string scheme;  // "http" | "https" | "" (unknown, e.g. a tunnel or a bad request)
-  std::string host;
-  std::uint16_t port = 0;
-  std::string target;  // raw path and query; redacted on the way into the record
-  int status = 0;      // 0 = none (tunnels)
-  std::uint64_t bytes_out = 0;
-  std::uint64_t bytes_in = 0;
-  double ms = 0;
-  bool allowed = true;
-  std::string rule;
-  std::string error;                    // refusal code, when any
-  std::string credential;               // the credential swapped in (or found, for a refusal)
-  std::uint64_t bytes_charged_out = 0;  // already charged to the budget (tunnels)
-  std::uint64_t bytes_charged_in = 0;
-  std::optional<std::uint64_t> llm_tokens;  // an LLM API response's input + output tokens
-  bool llm_estimated = false;               // ... counted from its text, not reported
-  int pid = 0;                              // the client socket's owner; 0 = unknown
-  std::string exe;
-};
+using session::audit_entry;
 
 class proxy_context {
  public:
@@ -87,7 +66,9 @@ class proxy_context {
 
   // False once the audit log has failed: the session then refuses everything (fail closed).
   bool audit_ok() const { return !audit_->failed(); }
-  // Writes one record; false when it could not be written.
+  // Charges the budget with the bytes of `entry` it has not been charged with yet.
+  void charge(audit_entry& entry);
+  // Writes the exchange's record (and counts it); false when it could not be written.
   bool record(const audit_entry& entry);
   session::audit_log& audit_log() { return *audit_; }
 

@@ -15,6 +15,7 @@
 #include "proxy/client_connection.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/refusal.hpp"
+#include "session/log.hpp"
 
 namespace broker::proxy {
 
@@ -53,7 +54,8 @@ struct server::impl {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       if (ec) {
         // EMFILE and friends: back off briefly instead of spinning.
-        spdlog::warn("[{}] accept failed: {}", ctx->session_id(), ec.message());
+        session::log(spdlog::level::warn, session::log_tag(ctx->session_id()), "accept failed: {}",
+                     ec.message());
         asio::steady_timer pause(io, std::chrono::milliseconds(50));
         co_await pause.async_wait(use_tuple);
         continue;
@@ -95,8 +97,8 @@ struct server::impl {
         if (on_reload) on_reload();
         continue;
       }
-      spdlog::info("[{}] signal {}: draining {} connection(s)", ctx->session_id(), signo,
-                   ctx->active_connections.load());
+      session::log(spdlog::level::info, session::log_tag(ctx->session_id()),
+                   "signal {}: draining {} connection(s)", signo, ctx->active_connections.load());
       co_await shut_down();
       co_return;
     }

@@ -2,11 +2,35 @@
 
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <concepts>
+#include <ostream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 using broker::brokers::secret;
+
+// "Logged a token" is a compile error, not a review note (STYLE §9): none of the ways a value
+// reaches a log line (spdlog formats with fmt), a stream or a string compiles for a secret.
+template <class T>
+concept streamable = requires(std::ostream& os, const T& t) {
+  os << t;
+};
+template <class T>
+concept formattable_by_fmt = fmt::is_formattable<T>::value;
+static_assert(!streamable<secret>);
+static_assert(!formattable_by_fmt<secret>);
+static_assert(!std::is_convertible_v<secret, std::string>);
+static_assert(!std::is_convertible_v<secret, std::string_view>);
+static_assert(!std::is_convertible_v<secret, const char*>);
+static_assert(!std::is_convertible_v<secret, bool>);
+static_assert(!std::is_copy_constructible_v<secret>);
+// The checks can fail: the same concepts hold for a type that is printable.
+static_assert(streamable<std::string> && formattable_by_fmt<std::string>);
 
 namespace {
 bool all_zero(const char* p, std::size_t n) {

@@ -1,0 +1,72 @@
+#include "session/audit_record.hpp"
+
+#include <cmath>
+
+#include "session/redact.hpp"
+
+namespace broker::session {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json text_or_null(const std::string& s) {
+  return s.empty() ? json() : json(s);
+}
+
+}  // namespace
+
+json exchange_record(const audit_entry& e, const scrub_text& scrub) {
+  json j;
+  j["event"] = e.event;
+  j["pid"] = e.pid > 0 ? json(e.pid) : json();
+  j["exe"] = e.pid > 0 ? text_or_null(e.exe) : json();
+  j["method"] = text_or_null(e.method);
+  j["scheme"] = text_or_null(e.scheme);
+  j["host"] = scrub(e.host);
+  j["port"] = e.port;
+  j["path"] = e.target.empty() ? json() : json(redact_target(scrub(e.target)));
+  j["status"] = e.status ? json(e.status) : json();
+  j["bytes_out"] = e.bytes_out;
+  j["bytes_in"] = e.bytes_in;
+  j["ms"] = std::round(e.ms * 10.0) / 10.0;
+  j["decision"] = e.allowed ? "allow" : "deny";
+  j["rule"] = text_or_null(e.rule);
+  j["credential"] = text_or_null(e.credential);
+  j["llm_tokens"] = e.llm_tokens ? json(*e.llm_tokens) : json();
+  if (e.llm_estimated) j["estimated"] = true;
+  if (!e.error.empty()) j["error"] = e.error;
+  return j;
+}
+
+json start_record(const session_start& s) {
+  json j;
+  j["event"] = "session_start";
+  j["version"] = BROKER_VERSION;
+  j["mode"] = s.mode;
+  if (!s.listen.empty()) j["listen"] = s.listen;
+  if (!s.isolation.empty()) j["isolation"] = s.isolation;
+  if (!s.command.empty()) j["command"] = s.command;
+  if (s.pid > 0) j["pid"] = s.pid;
+  if (s.policy) j["policy"] = *s.policy;
+  j["credentials"] = s.credentials;
+  return j;
+}
+
+json policy_reload_record(json policy) {
+  json j;
+  j["event"] = "policy_reload";
+  j["policy"] = std::move(policy);
+  return j;
+}
+
+json end_record(const session_end& s) {
+  json j;
+  j["event"] = "session_end";
+  j["requests"] = s.requests;
+  j["denied"] = s.denied;
+  j["usage"] = s.usage;
+  j["exit"] = s.exit ? json(*s.exit) : json();
+  return j;
+}
+
+}  // namespace broker::session

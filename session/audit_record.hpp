@@ -1,0 +1,72 @@
+// The records of a session's audit log (DESIGN §7), built in one place for serve and wrap alike:
+// one per exchange, tunnel or refusal, and the session's start, policy reloads and end. The
+// log (audit_log.hpp) adds ts, session, seq and the hash chain around these fields.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace broker::session {
+
+// One exchange, tunnel or refusal as the proxy saw it.
+struct audit_entry {
+  std::string event;  // "request" | "tunnel" | "refused" | "exfiltration_blocked"
+  std::string method;
+  std::string scheme;  // "http" | "https" | "" (unknown, e.g. a tunnel or a bad request)
+  std::string host;
+  std::uint16_t port = 0;
+  std::string target;  // raw path and query; redacted on the way into the record
+  int status = 0;      // 0 = none (tunnels)
+  std::uint64_t bytes_out = 0;
+  std::uint64_t bytes_in = 0;
+  double ms = 0;
+  bool allowed = true;
+  std::string rule;
+  std::string error;                    // refusal code, when any
+  std::string credential;               // the credential swapped in (or found, for a refusal)
+  std::uint64_t bytes_charged_out = 0;  // already charged to the budget (tunnels)
+  std::uint64_t bytes_charged_in = 0;
+  std::optional<std::uint64_t> llm_tokens;  // an LLM API response's input + output tokens
+  bool llm_estimated = false;               // ... counted from its text, not reported
+  int pid = 0;                              // the client socket's owner; 0 = unknown
+  std::string exe;
+};
+
+// Text a client or upstream chose (host, path) with every real secret value replaced by its
+// dummy, before it goes into a record.
+using scrub_text = std::function<std::string(std::string_view)>;
+
+nlohmann::ordered_json exchange_record(const audit_entry& e, const scrub_text& scrub);
+
+// The session's first record. Fields left empty (0 for pid) are not written: serve names its
+// listener and policy files, wrap its isolation, command and child.
+struct session_start {
+  std::string mode;  // "serve" | "wrap"
+  std::string listen;
+  std::string isolation;
+  std::string command;
+  int pid = 0;
+  std::optional<nlohmann::ordered_json> policy;  // the layers' sources and digests
+  std::vector<std::string> credentials;          // names, never values
+};
+nlohmann::ordered_json start_record(const session_start& s);
+
+nlohmann::ordered_json policy_reload_record(nlohmann::ordered_json policy);
+
+// The session's last record: its counts, its usage against the budgets, and the command's exit
+// status (wrap; null for serve).
+struct session_end {
+  std::uint64_t requests = 0;
+  std::uint64_t denied = 0;
+  nlohmann::ordered_json usage;
+  std::optional<int> exit;
+};
+nlohmann::ordered_json end_record(const session_end& s);
+
+}  // namespace broker::session

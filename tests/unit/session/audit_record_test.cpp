@@ -1,0 +1,97 @@
+#include "session/audit_record.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace broker::session;
+
+namespace {
+
+std::string no_scrub(std::string_view s) {
+  return std::string(s);
+}
+
+std::vector<std::string> keys(const nlohmann::ordered_json& j) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : j.items()) out.push_back(k);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an exchange record has every DESIGN §7 field, null where unknown", "[audit_record]") {
+  audit_entry e;
+  e.event = "tunnel";
+  e.host = "api.example.test";
+  e.port = 443;
+  const auto j = exchange_record(e, no_scrub);
+  CHECK(keys(j) == std::vector<std::string>{"event", "pid", "exe", "method", "scheme", "host",
+                                            "port", "path", "status", "bytes_out", "bytes_in", "ms",
+                                            "decision", "rule", "credential", "llm_tokens"});
+  CHECK(j["pid"].is_null());
+  CHECK(j["exe"].is_null());
+  CHECK(j["method"].is_null());
+  CHECK(j["path"].is_null());
+  CHECK(j["status"].is_null());
+  CHECK(j["decision"] == "allow");
+}
+
+TEST_CASE("an exchange record scrubs and redacts what the client chose", "[audit_record]") {
+  audit_entry e;
+  e.event = "refused";
+  e.method = "GET";
+  e.host = "SECRET.example.test";
+  e.target = "/x/SECRET?token=SECRET&page=2";
+  e.allowed = false;
+  e.error = "credential_not_bound";
+  e.pid = 42;
+  e.exe = "/usr/bin/curl";
+  e.ms = 1.26;
+  e.llm_tokens = 7;
+  e.llm_estimated = true;
+  auto scrub = [](std::string_view s) {
+    std::string out(s);
+    for (auto at = out.find("SECRET"); at != std::string::npos; at = out.find("SECRET"))
+      out.replace(at, 6, "DUMMY0");
+    return out;
+  };
+  const auto j = exchange_record(e, scrub);
+  CHECK(j["host"] == "DUMMY0.example.test");
+  CHECK(j["path"].get<std::string>().find("SECRET") == std::string::npos);
+  CHECK(j["path"].get<std::string>().rfind("/x/DUMMY0?", 0) == 0);
+  CHECK(j["decision"] == "deny");
+  CHECK(j["error"] == "credential_not_bound");
+  CHECK(j["pid"] == 42);
+  CHECK(j["exe"] == "/usr/bin/curl");
+  CHECK(j["ms"] == 1.3);
+  CHECK(j["llm_tokens"] == 7);
+  CHECK(j["estimated"] == true);
+}
+
+TEST_CASE("session records name what serve and wrap each have", "[audit_record]") {
+  session_start serve;
+  serve.mode = "serve";
+  serve.listen = "http://127.0.0.1:1";
+  serve.policy = nlohmann::ordered_json::array();
+  serve.credentials = {"github"};
+  CHECK(keys(start_record(serve)) ==
+        std::vector<std::string>{"event", "version", "mode", "listen", "policy", "credentials"});
+  session_start wrap;
+  wrap.mode = "wrap";
+  wrap.isolation = "netns";
+  wrap.command = "curl";
+  wrap.pid = 9;
+  CHECK(keys(start_record(wrap)) == std::vector<std::string>{"event", "version", "mode",
+                                                             "isolation", "command", "pid",
+                                                             "credentials"});
+  CHECK(start_record(wrap)["credentials"].is_array());
+
+  session_end end;
+  end.requests = 3;
+  end.denied = 1;
+  CHECK(end_record(end)["exit"].is_null());
+  end.exit = 0;
+  CHECK(end_record(end)["exit"] == 0);
+  CHECK(keys(end_record(end)) ==
+        std::vector<std::string>{"event", "requests", "denied", "usage", "exit"});
+  CHECK(policy_reload_record(nlohmann::ordered_json::array())["event"] == "policy_reload");
+}
