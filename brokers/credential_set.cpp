@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "brokers/aws_credentials.hpp"
+#include "brokers/credential_set_catalog.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/families.hpp"
 #include "brokers/secret_source.hpp"
@@ -120,6 +121,7 @@ credential_set::credential_set(std::vector<credential> credentials,
     owned->broker = make_broker(owned->spec, owned->dummy, owned->real.expose());
     credentials_.push_back(std::move(owned));
   }
+  catalog_values();
   response_patterns_.reserve(credentials_.size());
   for (const auto& c : credentials_) response_patterns_.push_back({c->real.expose(), c->dummy});
   for (const auto& c : credentials_) {
@@ -144,6 +146,11 @@ credential_set::credential_set(std::vector<credential> credentials,
     aws_.push_back(id);
   }
 }
+
+credential_set::credential_set() = default;
+credential_set::~credential_set() = default;
+credential_set::credential_set(credential_set&&) noexcept = default;
+credential_set& credential_set::operator=(credential_set&&) noexcept = default;
 
 credential_set credential_set::load(const std::vector<config::policy>& layers,
                                     std::vector<std::string>* skipped,

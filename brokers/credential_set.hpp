@@ -4,6 +4,7 @@
 // credentials not bound to the host are refused (a canary), and bound dummies become real.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,32 @@ struct request_decision {
   int swapped = 0;         // how many dummies became real
 };
 
+class value_catalog;
+
+// What a request body to one destination must not carry, fixed when it was made
+// (credential_set::request_body_scan): patterns for a stream_scrubber and, per pattern, the
+// decision its match means. It owns what the patterns view, so a scrubber built on patterns()
+// is valid as long as this object; a token rotating while the body streams changes nothing here.
+class body_scan {
+ public:
+  body_scan() = default;
+
+  // Each pattern's replacement is the pattern itself: a match refuses the body, nothing is
+  // rewritten.
+  const std::vector<scrub_pattern>& patterns() const { return patterns_; }
+  // What a match of patterns()[index] means: the refusal, its credential, and where = "body"
+  // (", base64-encoded" or ", percent-encoded" when the value was). pass for an index that is
+  // no pattern's.
+  request_decision decision(std::size_t index) const;
+
+ private:
+  friend class credential_set;
+  std::vector<std::shared_ptr<const value_catalog>> catalogs_;
+  std::vector<scrub_pattern> patterns_;
+  // Per pattern: the catalog and the needle it is.
+  std::vector<std::pair<const value_catalog*, std::uint32_t>> needles_;
+};
+
 // Where a request is going, as the broker decides which credentials it may carry.
 struct request_context {
   std::string_view host;   // normalized host name or IP literal text
@@ -58,7 +85,7 @@ struct request_context {
 
 class credential_set {
  public:
-  credential_set() = default;
+  credential_set();
   // Makes each credential's broker. Credentials are kept at stable addresses (the brokers and the
   // scrub patterns point into them).
   using aws_rotation_list =
@@ -66,8 +93,9 @@ class credential_set {
   explicit credential_set(std::vector<credential> credentials,
                           std::vector<std::unique_ptr<token_credential>> tokens = {},
                           aws_rotation_list aws_rotations = {});
-  credential_set(credential_set&&) noexcept = default;
-  credential_set& operator=(credential_set&&) noexcept = default;
+  ~credential_set();
+  credential_set(credential_set&&) noexcept;
+  credential_set& operator=(credential_set&&) noexcept;
 
   // Loads every credential of every layer (a name in several layers must have the same type;
   // the later layer's binding narrows: its hosts must also match). Credentials whose source has
@@ -86,9 +114,13 @@ class credential_set {
 
   // Checks one request head and, when it passes, swaps bound dummies for real values in place
   // (target's query for opted-in parameters, headers by family). Real values are looked for in
-  // the target and every header (also inside base64 Basic credentials); dummies of credentials
-  // not bound to the host (or bound, but the request is plaintext to a non-loopback host without
-  // allow_plaintext) likewise. On a refusal nothing is modified.
+  // the target and every header; dummies of credentials not bound to the host (or bound, but the
+  // request is plaintext to a non-loopback host without allow_plaintext) likewise. Each is found
+  // as sent, base64-encoded (either alphabet, any alignment, inside a longer blob or a Basic
+  // credential), percent-encoded (the target; a header name or value holding a '%'), and split
+  // across fields repeated under one name (see credential_set_request_text.hpp). The refusal's
+  // `where` says where and how ("header x-a, split across repeated header fields"), never the
+  // value. On a refusal nothing is modified.
   request_decision apply(const request_context& where, std::string& target,
                          std::vector<http::header_field>& headers) const;
 
@@ -101,12 +133,12 @@ class credential_set {
       const std::vector<http::header_field>& headers, bool has_body,
       request_decision& refused) const;
 
-  // Patterns a request body to `where` must not contain: every real value, and the dummies that
-  // apply() would refuse for this destination. Replacement = the pattern itself. Indexes map to
-  // body_pattern_credential().
-  std::vector<scrub_pattern> request_body_patterns(const request_context& where) const;
-  // For a match index from a scrubber built on request_body_patterns: the decision to report.
-  request_decision body_decision(const request_context& where, std::size_t pattern) const;
+  // What a request body to `where` must not contain, as of now: every real value (rotated ones
+  // too) and the dummies that apply() would refuse for this destination, each as sent,
+  // base64-encoded (fragments at every alignment, both alphabets) and percent-encoded (every
+  // byte, or all but unreserved ones; either hex case). Keep it as long as the scrubber built
+  // on its patterns.
+  body_scan request_body_scan(const request_context& where) const;
 
   // Real value → dummy, for responses (headers via scrub_value, bodies via stream_scrubber);
   // access tokens as they are now. The views stay valid as long as this set.
@@ -152,13 +184,18 @@ class credential_set {
  private:
   std::vector<std::unique_ptr<credential>> credentials_;
   std::vector<scrub_pattern> response_patterns_;
-  // Every value request_body_patterns() looks for, with what a match means (views into the set).
-  struct body_check {
-    std::string_view value;
-    request_action action;
-    std::string_view credential;
-  };
-  std::vector<body_check> body_checks(const request_context& where) const;
+
+  // Every real value and every dummy of credentials_ and tokens_ in their encoded forms, made
+  // once: reals first, then dummies, each in the set's order (a finding of an earlier one is
+  // reported first). A value's owner is its credential's index, tokens_ counted after
+  // credentials_.
+  void catalog_values();
+  bool usable_owner(std::size_t owner, const request_context& where) const;
+  std::shared_ptr<const value_catalog> catalog_;
+  // The same for rotated_values(), remade when they change (under the cache's mutex).
+  struct rotated_cache;
+  std::unique_ptr<rotated_cache> rotated_;
+  std::shared_ptr<const value_catalog> rotated_catalog() const;
 
   // The real values issued since the session started that have not expired (access tokens,
   // temporary AWS credentials), with their credential's name: refused in requests like any real

@@ -1,70 +1,20 @@
 // The per-request decision (DESIGN §5): real values anywhere → real_secret_blocked; a dummy
 // that may not go to this destination → credential_not_bound; otherwise bound dummies become
 // real in the places their family uses. Everything is checked before anything is rewritten.
-#include <cctype>
+// Heads are searched with the set's value catalogs over the request's texts; bodies get a
+// body_scan made from the same catalogs.
 #include <chrono>
+#include <mutex>
+#include <optional>
 
 #include "brokers/credential_set.hpp"
+#include "brokers/credential_set_catalog.hpp"
+#include "brokers/credential_set_request_text.hpp"
 #include "brokers/families.hpp"
 #include "brokers/text.hpp"
 
 namespace broker::brokers {
 namespace {
-
-// The searchable text of one request head: the target's path and query (raw and
-// percent-decoded) and every header name and value (with Basic credentials decoded). The decoded
-// copies may hold a real value the child sent, so they are wiped.
-class request_text {
- public:
-  request_text(std::string_view target, const std::vector<http::header_field>& headers) {
-    const std::size_t question = target.find('?');
-    path_ = target.substr(0, question);
-    if (question != std::string_view::npos) query_ = target.substr(question + 1);
-    if (path_.find('%') != std::string_view::npos) path_decoded_ = percent_decode(path_);
-    if (query_.find('%') != std::string_view::npos) query_decoded_ = percent_decode(query_);
-    fields_.reserve(headers.size());
-    for (const http::header_field& h : headers) {
-      fields_.push_back({h.name, h.value, {}});
-      if (auto basic = decode_basic(h.value)) {
-        fields_.back().basic.swap(*basic);
-        wipe(*basic);  // a short string's bytes stay in its own buffer after a swap or move
-      }
-    }
-  }
-  ~request_text() {
-    wipe(path_decoded_);
-    wipe(query_decoded_);
-    for (field& f : fields_) wipe(f.basic);
-  }
-  request_text(const request_text&) = delete;
-  request_text& operator=(const request_text&) = delete;
-
-  // Where `needle` occurs ("path", "query", "header NAME"), or "" when nowhere.
-  std::string find(std::string_view needle) const {
-    auto in = [needle](std::string_view text) {
-      return text.find(needle) != std::string_view::npos;
-    };
-    if (in(path_) || in(path_decoded_)) return "path";
-    if (in(query_) || in(query_decoded_)) return "query";
-    // Names too: a header name is as good a carrier as its value (and, holding the value, is
-    // not repeated in the answer).
-    for (const field& f : fields_) {
-      if (in(f.name)) return "header name";
-      if (in(f.value) || in(f.basic)) return "header " + lower(f.name);
-    }
-    return {};
-  }
-
- private:
-  struct field {
-    std::string_view name;
-    std::string_view value;
-    std::string basic;
-  };
-  std::string_view path_, query_;
-  std::string path_decoded_, query_decoded_;
-  std::vector<field> fields_;
-};
 
 // May this credential's real value go to this destination? Bound host, and TLS unless the
 // destination is loopback or the credential allows plaintext (DESIGN §1).
@@ -100,6 +50,68 @@ int swap_bearer(std::string& value, std::string_view dummy, std::string_view rea
   return 1;
 }
 
+// How a value was found, for a refusal's `where` (", base64-encoded"...); "" as sent.
+std::string how_found(value_form form, std::uint8_t how) {
+  std::string out;
+  if (how & request_text::joined) out += ", split across repeated header fields";
+  if (form == value_form::base64) out += ", base64-encoded";
+  if (form == value_form::percent || (how & request_text::percent_decoded))
+    out += ", percent-encoded";
+  return out;
+}
+
+// What a request head carries that it must not, over the catalogs it is scanned with: a real
+// value before any dummy; of those, the earliest value in its catalog's order, then the earliest
+// place, then the plainest form (a dummy inside a Basic credential is "header authorization",
+// not its base64 fragment).
+class finder {
+ public:
+  explicit finder(const request_text& text) : text_(text) {}
+
+  // Scans every text with `catalog`, keeping the values `refused(value_info)` says may not go.
+  template <class Refused>
+  void scan(const value_catalog& catalog, Refused refused) {
+    for (const request_text::text& t : text_.texts()) {
+      catalog.scan(t.bytes, [&](std::uint32_t hit) {
+        const value_catalog::needle& n = catalog.needles()[hit];
+        const value_catalog::value_info& v = catalog.values()[n.value];
+        if (!refused(v)) return;
+        const finding f{&catalog, n.value, t.place, n.form, t.how};
+        auto& best = v.action == request_action::real_secret_blocked ? real_ : dummy_;
+        if (!best || f.before(*best)) best = f;
+      });
+    }
+  }
+  bool real_found() const { return real_.has_value(); }
+
+  std::optional<request_decision> decision() const {
+    const std::optional<finding>& f = real_ ? real_ : dummy_;
+    if (!f) return std::nullopt;
+    const value_catalog::value_info& v = f->catalog->values()[f->value];
+    return request_decision{v.action, v.credential,
+                            text_.where(f->place) + how_found(f->form, f->how), 0};
+  }
+
+ private:
+  struct finding {
+    const value_catalog* catalog;
+    std::uint32_t value;
+    std::uint32_t place;
+    value_form form;
+    std::uint8_t how;
+    // Only findings in one catalog are compared (the rotated one is scanned when the set's
+    // own has no real value).
+    bool before(const finding& o) const {
+      if (value != o.value) return value < o.value;
+      if (place != o.place) return place < o.place;
+      if (form != o.form) return form < o.form;
+      return how < o.how;
+    }
+  };
+  const request_text& text_;
+  std::optional<finding> real_, dummy_;
+};
+
 }  // namespace
 
 request_decision credential_set::apply(const request_context& where, std::string& target,
@@ -107,26 +119,14 @@ request_decision credential_set::apply(const request_context& where, std::string
   if (empty()) return {};  // no plain credentials and no token credentials
   {
     const request_text text(target, headers);
-    for (const auto& c : credentials_) {
-      std::string at = text.find(c->real.expose());
-      if (!at.empty()) return {request_action::real_secret_blocked, c->spec.name, at, 0};
-    }
-    for (const auto& [value, name] : rotated_values(std::chrono::system_clock::now())) {
-      std::string at = text.find(value);
-      if (!at.empty()) return {request_action::real_secret_blocked, std::string(name), at, 0};
-    }
-    for (const auto& c : credentials_) {
-      if (usable(*c, where)) continue;
-      std::string at = text.find(c->dummy);
-      if (!at.empty()) return {request_action::credential_not_bound, c->spec.name, at, 0};
-    }
-    for (const auto& t : tokens_) {
-      if (usable(*t, where)) continue;
-      for (std::string_view dummy : token_dummies(*t)) {
-        std::string at = text.find(dummy);
-        if (!at.empty()) return {request_action::credential_not_bound, t->spec().name, at, 0};
-      }
-    }
+    finder find(text);
+    find.scan(*catalog_, [&](const value_catalog::value_info& v) {
+      return v.action == request_action::real_secret_blocked || !usable_owner(v.owner, where);
+    });
+    std::shared_ptr<const value_catalog> rotated;  // held while its findings are
+    if (!find.real_found() && (rotated = rotated_catalog()))
+      find.scan(*rotated, [](const value_catalog::value_info&) { return true; });
+    if (auto refused = find.decision()) return *refused;
   }
 
   request_decision decision;
@@ -187,36 +187,71 @@ std::unique_ptr<aws_signed_request> credential_set::find_aws_request(
   }
 }
 
-std::vector<credential_set::body_check> credential_set::body_checks(
-    const request_context& where) const {
-  std::vector<body_check> checks;
-  for (const auto& c : credentials_)
-    checks.push_back({c->real.expose(), request_action::real_secret_blocked, c->spec.name});
-  for (const auto& [value, name] : rotated_values(std::chrono::system_clock::now()))
-    checks.push_back({value, request_action::real_secret_blocked, name});
-  for (const auto& c : credentials_)
-    if (!usable(*c, where))
-      checks.push_back({c->dummy, request_action::credential_not_bound, c->spec.name});
-  for (const auto& t : tokens_) {
-    if (usable(*t, where)) continue;
-    for (std::string_view dummy : token_dummies(*t))
-      checks.push_back({dummy, request_action::credential_not_bound, t->spec().name});
+void credential_set::catalog_values() {
+  std::vector<value_catalog::entry> entries;
+  for (std::size_t i = 0; i < credentials_.size(); ++i) {
+    const credential& c = *credentials_[i];
+    entries.push_back({c.real.expose(), request_action::real_secret_blocked, c.spec.name, i});
   }
-  return checks;
+  for (std::size_t i = 0; i < credentials_.size(); ++i) {
+    const credential& c = *credentials_[i];
+    entries.push_back({c.dummy, request_action::credential_not_bound, c.spec.name, i});
+  }
+  for (std::size_t i = 0; i < tokens_.size(); ++i) {
+    for (std::string_view dummy : token_dummies(*tokens_[i]))
+      entries.push_back({dummy, request_action::credential_not_bound, tokens_[i]->spec().name,
+                         credentials_.size() + i});
+  }
+  catalog_ = std::make_shared<const value_catalog>(entries);
+  if (!tokens_.empty() || !aws_rotations_.empty()) rotated_ = std::make_unique<rotated_cache>();
 }
 
-std::vector<scrub_pattern> credential_set::request_body_patterns(
-    const request_context& where) const {
-  std::vector<scrub_pattern> patterns;
-  for (const body_check& check : body_checks(where)) patterns.push_back({check.value, check.value});
-  return patterns;
+bool credential_set::usable_owner(std::size_t owner, const request_context& where) const {
+  if (owner < credentials_.size()) return usable(*credentials_[owner], where);
+  return usable(*tokens_[owner - credentials_.size()], where);
 }
 
-request_decision credential_set::body_decision(const request_context& where,
-                                               std::size_t pattern) const {
-  const auto checks = body_checks(where);
-  if (pattern >= checks.size()) return {};
-  return {checks[pattern].action, std::string(checks[pattern].credential), "body", 0};
+std::shared_ptr<const value_catalog> credential_set::rotated_catalog() const {
+  if (!rotated_) return nullptr;
+  const auto values = rotated_values(std::chrono::system_clock::now());
+  std::lock_guard lock(rotated_->mutex);
+  if (!rotated_->catalog || !rotated_->catalog->holds(values)) {
+    std::vector<value_catalog::entry> entries;
+    for (const auto& [value, name] : values)
+      entries.push_back({value, request_action::real_secret_blocked, name, 0});
+    rotated_->catalog = std::make_shared<const value_catalog>(entries);
+  }
+  return rotated_->catalog;
+}
+
+body_scan credential_set::request_body_scan(const request_context& where) const {
+  body_scan scan;
+  auto add = [&](std::shared_ptr<const value_catalog> catalog) {
+    if (!catalog) return;
+    std::vector<bool> refused(catalog->values().size());
+    for (std::size_t i = 0; i < refused.size(); ++i) {
+      const auto& v = catalog->values()[i];
+      refused[i] = v.action == request_action::real_secret_blocked || !usable_owner(v.owner, where);
+    }
+    const auto& needles = catalog->needles();
+    for (std::uint32_t i = 0; i < needles.size(); ++i) {
+      if (!refused[needles[i].value]) continue;
+      scan.patterns_.push_back({needles[i].text, needles[i].text});
+      scan.needles_.emplace_back(catalog.get(), i);
+    }
+    scan.catalogs_.push_back(std::move(catalog));
+  };
+  add(catalog_);
+  add(rotated_catalog());
+  return scan;
+}
+
+request_decision body_scan::decision(std::size_t index) const {
+  if (index >= needles_.size()) return {};
+  const auto& [catalog, at] = needles_[index];
+  const value_catalog::needle& n = catalog->needles()[at];
+  const value_catalog::value_info& v = catalog->values()[n.value];
+  return {v.action, v.credential, "body" + how_found(n.form, 0), 0};
 }
 
 }  // namespace broker::brokers

@@ -1,5 +1,6 @@
 // Small text helpers the brokers share: ASCII whitespace, trimming and lower-casing (header
-// names, INI keys, command output). Locale-independent.
+// names, INI keys, command output), percent-encoding and the base64 fragments that find an
+// encoded value. Locale-independent.
 #pragma once
 
 #include <cstddef>
@@ -62,8 +63,26 @@ inline std::optional<int> read_digits(std::string_view text, std::size_t& at, st
 // %XX decoding (no '+' to space: a token's '+' is literal, and SigV4 clients send a space as
 // %20); a '%' not followed by two hex digits is kept as it is.
 std::string percent_decode(std::string_view text);
+// The same, appended to `out` (which, sized beforehand, is not reallocated: the decoded bytes
+// may be a secret's).
+void append_percent_decoded(std::string& out, std::string_view text);
 // Encodes everything but RFC 3986 unreserved characters (and '/' with keep_slash), upper-case hex.
 std::string percent_encode(std::string_view text, bool keep_slash = false);
+// Percent-encoding as a client may write it: every byte as %XX (RFC 3986 §2.1), or all but the
+// unreserved characters (§2.3), in upper- or lower-case hex (§2.1 makes them equivalent). The
+// output is allocated once: it may hold a secret, and no reallocation leaves a copy behind.
+std::string percent_escape(std::string_view text, bool keep_unreserved, bool lower_hex);
+
+// The two base64 alphabets of RFC 4648: §4 ('+', '/') and §5, URL- and filename-safe ('-', '_').
+enum class base64_alphabet { standard, url };
+// The characters that any base64 text carrying `value` must contain when the value starts
+// `offset` bytes (0, 1 or 2) past a 3-byte group boundary of the encoded data: those whose 6
+// bits all come from the value's bytes. The characters around them also depend on the bytes
+// before and after the value (and padding only follows the last group), so this is the longest
+// substring that is the same in every such encoding, whatever surrounds the value. Empty when
+// the value decides no whole character.
+std::string base64_fragment(std::string_view value, std::size_t offset, base64_alphabet alphabet);
+
 // The decoded value of parameter `name` in "a=1&b=2" (a query without its '?', or a form body);
 // "" when absent or without a value.
 std::string form_value(std::string_view params, std::string_view name);

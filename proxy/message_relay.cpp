@@ -99,8 +99,10 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
     co_return keep_alive;
   }
 
+  brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
   std::optional<brokers::stream_scrubber> scan;
-  if (!credentials.empty()) scan.emplace(credentials.request_body_patterns(where));
+  if (!credentials.empty())
+    scan.emplace((checks = credentials.request_body_scan(where)).patterns());
   bool body_done = false;
   std::optional<refusal> refused;
   try {
@@ -120,7 +122,7 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
     // None of the value's bytes went up; the upstream saw a request that never ends.
     upstream_.reset();
     if (exchange_.response_started) throw upstream_error("request body refused mid-response");
-    const auto decision = credentials.body_decision(where, e.pattern);
+    const auto decision = checks.decision(e.pattern);
     entry.credential = decision.credential;
     refused = decision.action == brokers::request_action::real_secret_blocked
                   ? refusal::real_secret_blocked(decision.credential, decision.where)

@@ -30,7 +30,8 @@ asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
 asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
     http::parser& request, const brokers::request_context& where, std::size_t limit) {
   const auto& credentials = ctx_->credentials();
-  brokers::stream_scrubber scan(credentials.request_body_patterns(where));
+  const brokers::body_scan checks = credentials.request_body_scan(where);
+  brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   auto& head = request.head();
   if (head.has_token("expect", "100-continue")) {
     // The client waits for a go-ahead before it sends the body; the upstream cannot give it
@@ -68,7 +69,7 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
     }
   } catch (const body_refused& e) {
     exchange_.body.reset();
-    const auto decision = credentials.body_decision(where, e.pattern);
+    const auto decision = checks.decision(e.pattern);
     exchange_.entry.credential = decision.credential;
     co_return decision.action == brokers::request_action::real_secret_blocked
         ? refusal::real_secret_blocked(decision.credential, decision.where)

@@ -200,22 +200,29 @@ TEST_CASE("apply: plaintext only to loopback or with allow_plaintext", "[brokers
   CHECK(q.headers[2].value == "Bearer " + gh_real);
 }
 
-TEST_CASE("request body patterns: real values and refused dummies", "[brokers][apply]") {
+TEST_CASE("request body scan: real values and refused dummies", "[brokers][apply]") {
   auto set = make_set();
   const auto where = to("api.github.com");
-  auto patterns = set.request_body_patterns(where);
-  REQUIRE(patterns.size() == 3);  // two real values, openai's dummy (not bound here)
-  CHECK(patterns[2].find == ai_dummy);
-  for (const auto& p : patterns) CHECK(p.find == p.replacement);
+  const auto checks = set.request_body_scan(where);
+  auto has = [&](std::string_view find) {
+    for (const auto& p : checks.patterns())
+      if (p.find == find) return true;
+    return false;
+  };
+  CHECK(has(gh_real));
+  CHECK(has(ai_real));
+  CHECK(has(ai_dummy));        // not bound here
+  CHECK_FALSE(has(gh_dummy));  // bound here
+  for (const auto& p : checks.patterns()) CHECK(p.find == p.replacement);
 
   auto scan = [&](const std::string& body) {
-    stream_scrubber s(set.request_body_patterns(where));
+    stream_scrubber s(checks.patterns());
     std::string out;
     auto m = s.feed(body.substr(0, body.size() / 2), out);
     if (!m) m = s.feed(body.substr(body.size() / 2), out);
     if (!m) m = s.finish(out);
     CHECK(out == body);  // patterns replace with themselves: the body is unchanged
-    return m ? set.body_decision(where, *m) : broker::brokers::request_decision{};
+    return m ? checks.decision(*m) : broker::brokers::request_decision{};
   };
   auto real = scan("{\"token\":\"" + ai_real + "\"}");
   CHECK(real.action == request_action::real_secret_blocked);

@@ -312,13 +312,14 @@ TEST_CASE("token credential set: dummies to unbound hosts and real tokens anywhe
     CHECK(d.where == "query");
   }
   SECTION("request bodies") {
-    const auto bound = set.request_body_patterns(to("storage.googleapis.com"));
-    CHECK(pattern_for(bound, real_token));
-    CHECK_FALSE(pattern_for(bound, dummy));
-    const auto unbound = set.request_body_patterns(to("evil.example"));
-    REQUIRE(pattern_for(unbound, dummy));
-    const std::size_t at = pattern_for(unbound, dummy) - unbound.data();
-    CHECK(set.body_decision(to("evil.example"), at).action == request_action::credential_not_bound);
+    const auto bound = set.request_body_scan(to("storage.googleapis.com"));
+    CHECK(pattern_for(bound.patterns(), real_token));
+    CHECK_FALSE(pattern_for(bound.patterns(), dummy));
+    const auto unbound = set.request_body_scan(to("evil.example"));
+    REQUIRE(pattern_for(unbound.patterns(), dummy));
+    const std::size_t at = pattern_for(unbound.patterns(), dummy) - unbound.patterns().data();
+    CHECK(unbound.decision(at).action == request_action::credential_not_bound);
+    CHECK(unbound.decision(at).credential == "gcloud");
   }
 }
 
