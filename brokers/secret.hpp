@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace broker::brokers {
 
@@ -37,5 +38,19 @@ class secret {
 
 // Zeroes a string's buffer (and clears it), for copies of secret bytes that had to exist briefly.
 void wipe(std::string& s) noexcept;
+
+// Runs `wipe_them` when the scope ends, however it ends (an exception, or a cancelled
+// coroutine's frame being destroyed): for buffers that may hold real values for a while.
+template <class F>
+class wipe_on_exit {
+ public:
+  explicit wipe_on_exit(F wipe_them) : wipe_them_(std::move(wipe_them)) {}
+  ~wipe_on_exit() { wipe_them_(); }
+  wipe_on_exit(const wipe_on_exit&) = delete;
+  wipe_on_exit& operator=(const wipe_on_exit&) = delete;
+
+ private:
+  F wipe_them_;
+};
 
 }  // namespace broker::brokers

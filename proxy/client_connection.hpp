@@ -13,6 +13,7 @@
 #include "http/parser.hpp"
 #include "proxy/asio.hpp"
 #include "proxy/deadline.hpp"
+#include "proxy/held_bytes.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/refusal.hpp"
@@ -45,6 +46,12 @@ class client_connection {
   const session::log_tag& tag() const { return tag_; }
 
  private:
+  // A request body read whole before anything of it goes upstream, and its share of the
+  // process-wide allowance for such bodies.
+  struct whole_body {
+    std::string bytes;
+    held_bytes hold;
+  };
   // The request in flight, so a deadline that fires mid-exchange can still answer and audit it.
   struct exchange {
     audit_entry entry;
@@ -62,7 +69,7 @@ class client_connection {
     // re-signer, and the body when it had to be read whole first (to hash it).
     std::unique_ptr<brokers::aws_signed_request> sigv4;
     std::unique_ptr<brokers::sigv4::chunk_resigner> resigner;
-    std::optional<std::string> body;
+    std::optional<whole_body> body;
   };
   // After an intercepted CONNECT: every request on this connection goes to `dest`.
   struct interception {

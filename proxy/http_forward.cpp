@@ -127,19 +127,28 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
   // The brokers: refuse what must not leave, swap what may (DESIGN §5).
   const auto& credentials = ctx_->credentials();
   std::string target = to.path_and_query;
+  // Once swapped, the head and target hold real values: they are wiped however this exchange
+  // ends (a client reset, a cancelled coroutine), not only when it ends well.
+  bool holds_real = false;
+  const brokers::wipe_on_exit wipe_swapped([&] {
+    if (!holds_real) return;
+    for (auto& h : head.headers) brokers::wipe(h.value);
+    brokers::wipe(target);
+  });
   const brokers::request_context where{dest.host, to.scheme == "http",
                                        loopback_destination(*ctx_, dest)};
   if (head.has_body && credentials.may_be_gcp_token_request(dest.host, head.method)) {
     // A gcp child redeeming its dummy refresh token: answered here, with the dummy access token.
     if (auto refused = co_await read_whole_body(request, where, limits::max_token_request))
       co_return co_await refuse(*refused, false);
-    if (auto answer = credentials.gcp_token_answer(dest.host, head.method, *exchange_.body))
+    if (auto answer = credentials.gcp_token_answer(dest.host, head.method, exchange_.body->bytes))
       co_return co_await answer_locally(answer->credential, answer->json,
                                         request.keep_alive() && !draining_);
   }
   // Only a session with credentials can rewrite values; the others skip the copy.
   const auto before = credentials.empty() ? std::vector<std::string>() : header_values(head);
   const auto decision = credentials.apply(where, target, head.headers);
+  holds_real = decision.swapped > 0;
   entry.credential = decision.credential;
   if (decision.action == brokers::request_action::real_secret_blocked)
     co_return co_await refuse(refusal::real_secret_blocked(decision.credential, decision.where),
@@ -157,6 +166,7 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
   if (aws.action == brokers::request_action::signature_invalid)
     co_return co_await refuse(refusal::signature_invalid(aws.where), keep_after_aws_refusal);
   if (exchange_.sigv4) {
+    holds_real = true;
     entry.credential = exchange_.sigv4->credential();
     if (auto refused = co_await resign_for_aws(request, where, target))
       co_return co_await refuse(*refused, keep_after_aws_refusal);
@@ -204,13 +214,7 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
     // Connection and Upgrade are hop-by-hop; a WebSocket handshake needs them on this hop too.
     insert_before_blank_line(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
   }
-  const bool keep_alive = co_await exchange_with_upstream(request, std::move(out), where);
-  // The head's values may hold real values now; they go no further.
-  if (decision.swapped > 0 || exchange_.sigv4) {
-    for (auto& h : head.headers) brokers::wipe(h.value);
-    brokers::wipe(target);
-  }
-  co_return keep_alive;
+  co_return co_await exchange_with_upstream(request, std::move(out), where);
 }
 
 asio::awaitable<bool> client_connection::answer_locally(const std::string& credential,

@@ -27,6 +27,11 @@ inline constexpr int max_interim_responses = 16;
 // send UNSIGNED-PAYLOAD or aws-chunked, which stream.
 inline constexpr std::size_t max_signed_body = 32 * 1024 * 1024;
 
+// Every body held whole at once, across all connections (held_bytes): beyond it a request that
+// needs its body read whole gets 503 overloaded. Sixteen signed 32 MiB bodies at once would
+// otherwise hold 512 MiB.
+inline constexpr std::size_t max_held_body_bytes = 256 * 1024 * 1024;
+
 // A request to Google's token endpoint is read whole to see whether it redeems a session's
 // dummy refresh token; token requests are a few hundred bytes.
 inline constexpr std::size_t max_token_request = 64 * 1024;

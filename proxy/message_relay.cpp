@@ -5,6 +5,7 @@
 // and read boundaries; the decoded bytes are then framed again (same length, same coding).
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <cstdio>
 
 #include "brokers/scrubber.hpp"
@@ -26,15 +27,20 @@ asio::awaitable<void> hold_until_cancelled() {
 
 // Decoded body bytes back to wire form: a chunk of their own under chunked coding, as they are
 // otherwise. The last piece of a chunked body gets the terminating zero chunk.
+void append_chunk_size(std::string& wire, std::size_t size) {
+  char line[24];
+  const int n = std::snprintf(line, sizeof line, "%zx\r\n", size);
+  wire.append(line, static_cast<std::size_t>(n));
+}
+
 void frame(std::string& wire, std::string_view data, bool chunked, bool last) {
   if (!chunked) {
     wire.append(data);
     return;
   }
   if (!data.empty()) {
-    char size[24];
-    const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-    wire.append(size, static_cast<std::size_t>(n)).append(data).append("\r\n");
+    append_chunk_size(wire, data.size());
+    wire.append(data).append("\r\n");
   }
   if (last) wire.append("0\r\n\r\n");
 }
@@ -72,28 +78,45 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   auto& entry = exchange_.entry;
   const auto& credentials = ctx_->credentials();
   const bool client_keep_alive = request.keep_alive() && !draining_;
+  // The head may carry a real value: wiped once sent, or however the exchange ends.
+  const brokers::wipe_on_exit wipe_head([&head] { brokers::wipe(head); });
   deadline_.arm(timeouts().upstream, deadline::phase::upstream);
   auto [ec, n] = co_await upstream_->io.write(head);
-  brokers::wipe(head);  // it may carry a real value
+  brokers::wipe(head);
   if (ec) {
     upstream_.reset();
     co_return co_await refuse(refusal::upstream_unreachable(entry.host, ec.message()), false);
   }
   entry.bytes_out += n;
   bool keep_alive = false;
-  if (exchange_.body) {
-    // Read whole before the head was signed; it goes up in the coding the client sent it in.
-    std::string wire;
-    frame(wire, *exchange_.body, request.head().chunked, true);
-    auto [body_ec, sent] = co_await upstream_->io.write(wire);
-    if (body_ec) {
-      upstream_.reset();
-      co_return co_await refuse(refusal::upstream_unreachable(entry.host, body_ec.message()),
-                                false);
+  const bool sent_whole = exchange_.body.has_value();
+  if (sent_whole) {
+    // Read whole before the head was signed; it goes up in the coding the client sent it in,
+    // framed around rather than copied (it may be tens of MiB), and is let go of, with its
+    // share of the held-bytes allowance, once sent.
+    const std::string& body = exchange_.body->bytes;
+    std::string before, after;
+    if (request.head().chunked) {
+      if (!body.empty()) {
+        append_chunk_size(before, body.size());
+        after = "\r\n";
+      }
+      frame(after, {}, true, true);
     }
-    entry.bytes_out += sent;
+    const std::array<std::string_view, 3> pieces{before, body, after};
+    for (std::string_view piece : pieces) {
+      if (piece.empty()) continue;
+      auto [body_ec, sent] = co_await upstream_->io.write(piece);
+      if (body_ec) {
+        upstream_.reset();
+        co_return co_await refuse(refusal::upstream_unreachable(entry.host, body_ec.message()),
+                                  false);
+      }
+      entry.bytes_out += sent;
+    }
+    exchange_.body.reset();
   }
-  if (!request.head().has_body || exchange_.body) {
+  if (!request.head().has_body || sent_whole) {
     co_await relay_response(entry.method, client_keep_alive, keep_alive);
     release_upstream();
     co_return keep_alive;

@@ -120,6 +120,14 @@ refusal refusal::overloaded() {
   return {"overloaded", 503, "the broker is serving its maximum number of connections", {}};
 }
 
+refusal refusal::bodies_held_exhausted() {
+  return {"overloaded",
+          503,
+          "the broker holds as many request bodies whole as it may at once; retry later (an AWS "
+          "upload can stream instead, with x-amz-content-sha256: UNSIGNED-PAYLOAD or aws-chunked)",
+          {}};
+}
+
 std::string_view reason_phrase(int status) {
   switch (status) {
     case 200:

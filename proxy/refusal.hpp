@@ -42,6 +42,9 @@ struct refusal {
                                   long retry_after_s);
   static refusal audit_unavailable();
   static refusal overloaded();
+  // A request whose body must be read whole while the process already holds as many such
+  // bytes as it may (limits::max_held_body_bytes): 503 overloaded.
+  static refusal bodies_held_exhausted();
 };
 
 std::string_view reason_phrase(int status);

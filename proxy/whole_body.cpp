@@ -1,6 +1,8 @@
 // Requests the broker must see whole before anything of them goes upstream: an AWS request
 // whose signature covers its body's hash (verified, then re-signed), and a gcp child's token
 // request (answered by the broker when it redeems the session's dummy refresh token).
+#include <algorithm>
+
 #include "brokers/scrubber.hpp"
 #include "proxy/client_connection.hpp"
 #include "proxy/limits.hpp"
@@ -15,7 +17,7 @@ asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
     if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
       co_return not_read;
   }
-  const std::string_view body = exchange_.body ? *exchange_.body : std::string_view();
+  const std::string_view body = exchange_.body ? exchange_.body->bytes : std::string_view();
   if (std::string why = exchange_.sigv4->action_refusal(target, body); !why.empty())
     co_return refusal::credential_action(exchange_.sigv4->credential(), why);
   try {
@@ -33,6 +35,17 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   auto& head = request.head();
+  const std::string too_large =
+      "the broker reads this request's body whole (to check a signature over it, or a token "
+      "request), and such bodies are limited to " +
+      std::to_string(limit) +
+      " bytes; an AWS upload can stream with x-amz-content-sha256: UNSIGNED-PAYLOAD or "
+      "aws-chunked";
+  if (head.content_length > limit) co_return refusal::bad_request(too_large);
+  // Every byte held is counted against the process-wide allowance before it is taken.
+  std::size_t reserved = head.content_length.value_or(limits::relay_buffer_bytes);
+  held_bytes hold;
+  if (!hold.hold(reserved)) co_return refusal::bodies_held_exhausted();
   if (head.has_token("expect", "100-continue")) {
     // The client waits for a go-ahead before it sends the body; the upstream cannot give it
     // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
@@ -40,8 +53,11 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
     std::erase_if(head.headers,
                   [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
-  std::string& body = exchange_.body.emplace();
+  auto& whole = exchange_.body.emplace(std::string(), std::move(hold));
+  std::string& body = whole.bytes;
+  body.reserve(reserved);
   std::string decoded;
+  bool exhausted = false;
   try {
     for (;;) {
       if (!in_.empty()) {
@@ -49,17 +65,22 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
         const auto r = request.feed(in_.view(), &decoded);
         if (r.status == http::parse_status::error) throw body_error(request.error_reason());
         in_.consume(r.consumed);
+        // What the body holds once this piece is through the scan (it holds back at most
+        // the rest of what it was fed).
+        const std::size_t total = body.size() + scan.held() + decoded.size();
+        if (total > limit) throw body_error(too_large);
+        if (total > reserved) {
+          reserved = std::min(limit, std::max(total, 2 * reserved));
+          if (!whole.hold.hold(reserved)) {
+            exhausted = true;
+            break;
+          }
+          body.reserve(reserved);
+        }
         if (auto match = scan.feed(decoded, body)) throw body_refused(*match);
         const bool last = r.status == http::parse_status::message_complete;
         if (last)
           if (auto match = scan.finish(body)) throw body_refused(*match);
-        if (body.size() > limit)
-          throw body_error(
-              "the broker reads this request's body whole (to check a signature "
-              "over it, or a token request), and such bodies are limited to " +
-              std::to_string(limit) +
-              " bytes; an AWS upload can stream with "
-              "x-amz-content-sha256: UNSIGNED-PAYLOAD or aws-chunked");
         if (last) break;
       }
       deadline_.arm(timeouts().body, deadline::phase::request_body);
@@ -78,6 +99,10 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
   } catch (const body_error& e) {
     exchange_.body.reset();
     co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
+  }
+  if (exhausted) {
+    exchange_.body.reset();
+    co_return refusal::bodies_held_exhausted();
   }
   co_return std::nullopt;
 }
