@@ -84,6 +84,16 @@ struct parser::impl {
     h.upgrade = p->upgrade != 0;
     h.chunked = (p->flags & F_CHUNKED) != 0;
     if (p->flags & F_CONTENT_LENGTH) h.content_length = p->content_length;
+    // llhttp does not frame "chunked<TAB>" or "chunked," as chunked, while the field goes to the
+    // next hop trimmed, as "chunked": the two would disagree on where the message ends (RFC 9112
+    // §11.2), so the message is refused.
+    if (!h.chunked) {
+      const auto codings = h.list("transfer-encoding");
+      if (!codings.empty() && iequals(codings.back(), "chunked")) {
+        s.user_error = "Transfer-Encoding is not framed as the chunked coding it names";
+        return -1;
+      }
+    }
     if (o.is_request_) {
       h.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
       // RFC 9112 §6.1: a request whose final transfer coding is not chunked has no reliable

@@ -8,6 +8,7 @@ packages=(
   libcli11-dev catch2
   curl openssl python3 python3-pytest python3-requests git iproute2
   python3-boto3 awscli python3-google-auth
+  clang libclang-rt-14-dev llvm-14
 )
 missing=()
 for p in "${packages[@]}"; do

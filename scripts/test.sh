@@ -9,3 +9,4 @@ dir=build
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir "$dir" -j2 --output-on-failure --timeout 600
+[[ ${1:-} == --sanitize ]] || "$PWD/scripts/fuzz.sh" --smoke

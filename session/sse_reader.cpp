@@ -66,6 +66,7 @@ void sse_reader::carry_partial(std::string_view part) {
     line_.clear();
     release_if_large(line_);
     line_too_long_ = true;
+    first_line_ = false;  // dropped, but it was the first line: no later line may strip a BOM
     event_dropped_ = true;
     data_.clear();
     return;
@@ -74,17 +75,20 @@ void sse_reader::carry_partial(std::string_view part) {
 }
 
 void sse_reader::take_line(std::string_view line, const event_handler& on_event) {
+  // A line that came whole in one piece skipped carry_partial's limit. It is measured with its
+  // BOM, as carry_partial measures it: the limit must not depend on where the pieces were cut.
+  if (line.size() > max_event_bytes_) {
+    first_line_ = false;
+    event_dropped_ = true;
+    data_.clear();
+    return;
+  }
   if (first_line_) {
     first_line_ = false;
     if (line.starts_with(utf8_bom)) line.remove_prefix(utf8_bom.size());
   }
   if (line.empty()) {
     dispatch(on_event);
-    return;
-  }
-  if (line.size() > max_event_bytes_) {  // whole in one piece, so it skipped carry_partial
-    event_dropped_ = true;
-    data_.clear();
     return;
   }
   if (line.front() == ':') return;  // comment, often a keep-alive

@@ -210,3 +210,29 @@ TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http_parser]") {
   CHECK(http::serialize_request_head(p.head(), "/x") == "GET /x HTTP/1.0\r\nHost: a.test\r\n\r\n");
   CHECK_FALSE(p.keep_alive());
 }
+
+// Found by tests/fuzz/request_parser_fuzz.cpp: llhttp does not frame "chunked<TAB>" (or
+// "chunked,") as chunked, yet the field went upstream trimmed, as "chunked": the broker read a
+// message with no body, the next hop a chunked one.
+TEST_CASE("a Transfer-Encoding that names chunked but is not framed as chunked is refused",
+          "[http_parser]") {
+  for (const std::string value : {"chunked\t", "chunked,", "chunked \t"}) {
+    INFO("Transfer-Encoding: " << value);
+    http::parser request(http::parser::kind::request);
+    CHECK(request
+              .feed("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: " + value +
+                    "\r\n\r\n0\r\n\r\n")
+              .status == http::parse_status::error);
+    CHECK(request.error() == http::parse_error::bad_request);
+    http::parser response(http::parser::kind::response, "GET");
+    CHECK(response.feed("HTTP/1.1 200 OK\r\nTransfer-Encoding: " + value + "\r\n\r\n0\r\n\r\n")
+              .status == http::parse_status::error);
+  }
+  // What llhttp does frame as chunked still passes.
+  http::parser spaced(http::parser::kind::request);
+  CHECK(spaced
+            .feed("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding:\tchunked "
+                  "\r\n\r\n")
+            .status == http::parse_status::head_complete);
+  CHECK(spaced.head().chunked);
+}

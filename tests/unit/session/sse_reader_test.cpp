@@ -89,3 +89,17 @@ TEST_CASE("SSE drops an event that outgrows the limit and keeps reading", "[sse_
   // An oversized last line at end of stream.
   CHECK(read_every_way("data: a\n\n" + long_line.substr(0, 90), 64) == events{"|a"});
 }
+
+// Found by tests/fuzz/llm_usage_fuzz.cpp: the limit counted a first line's BOM only when the
+// line straddled two pieces, and a first line dropped in pieces let the next line strip a BOM.
+TEST_CASE("SSE limit and BOM agree however the first line is split", "[sse_reader]") {
+  // Seven bytes with the BOM, four without: over a limit of 5 either way, and within 7.
+  CHECK(read_every_way("\xEF\xBB\xBF"
+                       "data\n\n",
+                       5) == events{});
+  CHECK(read_every_way("\xEF\xBB\xBF"
+                       "data\n\n",
+                       7) == events{"|"});
+  // A BOM after a dropped first line is an unknown field, not the blank line ending the event.
+  CHECK(read_every_way("xxxxxxxxxx\n\xEF\xBB\xBF\ndata: a\n\ndata: b\n\n", 8) == events{"|b"});
+}
