@@ -5,23 +5,36 @@
 // has been released yet.
 #pragma once
 
-#include <array>
+#include <concepts>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "brokers/scrub_index.hpp"
 
 namespace broker::brokers {
 
-struct scrub_pattern {
-  std::string_view find;         // non-empty; must outlive the scrubber
-  std::string_view replacement;  // same length as find
-};
-
 class stream_scrubber {
  public:
+  // Indexes the patterns for this scrubber alone.
   explicit stream_scrubber(std::vector<scrub_pattern> patterns);
+  // Shares an index built once (for many scrubbers over the same patterns, whose index would
+  // otherwise be rebuilt for each); null scrubs nothing. A template only so that
+  // `stream_scrubber({})` still means the constructor above.
+  template <class Index>
+  requires std::convertible_to<Index, std::shared_ptr<const scrub_index>>
+  explicit stream_scrubber(Index index) : index_(std::move(index)) {
+    if (index_ && index_->patterns().empty()) index_.reset();
+  }
+  ~stream_scrubber();  // wipes the held-back bytes: they may be the start of a pattern
+  stream_scrubber(const stream_scrubber&) = default;
+  stream_scrubber& operator=(const stream_scrubber&) = default;
+  stream_scrubber(stream_scrubber&&) = default;
+  stream_scrubber& operator=(stream_scrubber&&) = default;
 
   // Consumes `in`, appends the released (replaced) bytes to `out`. Returns the index of the first
   // pattern matched during this call, if any. Overlapping matches: the leftmost wins, then the
@@ -32,20 +45,19 @@ class stream_scrubber {
   // Returns the index of the first pattern matched during this call, if any.
   std::optional<std::size_t> finish(std::string& out);
 
-  bool active() const { return !patterns_.empty(); }
+  bool active() const { return index_ != nullptr; }
   std::size_t held() const { return held_.size(); }
   std::size_t matches() const { return matches_; }
 
  private:
-  std::vector<scrub_pattern> patterns_;
-  std::size_t longest_ = 0;
+  std::shared_ptr<const scrub_index> index_;  // null when there are no patterns
   std::string held_;
   std::size_t matches_ = 0;
-  std::array<bool, 256> starts_{};  // first bytes of the patterns, for the held-back tail
-  std::vector<std::size_t> next_;   // per pattern, its next match position (scratch per feed)
+  scrub_index::cursor cursor_;  // scratch per feed
 };
 
 // Replaces every pattern in one complete value (a header field); returns how many were replaced.
 std::size_t scrub_value(std::string& value, const std::vector<scrub_pattern>& patterns);
+std::size_t scrub_value(std::string& value, const scrub_index& index);
 
 }  // namespace broker::brokers

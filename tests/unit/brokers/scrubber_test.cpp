@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -230,4 +232,282 @@ TEST_CASE("scrub_value replaces every pattern in a complete value", "[brokers][s
   std::string tail = "zabc";
   CHECK(scrub_value(tail, nested) == 1);
   CHECK(tail == "za2c");
+}
+
+// Many patterns: the index (brokers/scrub_index.hpp) against a naive whole-text reference.
+
+namespace {
+
+using broker::brokers::scrub_index;
+
+struct naive_result {
+  std::string out;
+  std::vector<std::size_t> matched;  // pattern indices, in stream order
+};
+
+// Leftmost-longest, found the slow way: from the current position, each pattern's next
+// occurrence; the earliest wins, then the longest, then the lowest index; replace and go on
+// after it.
+naive_result naive(std::string_view in, const std::vector<scrub_pattern>& patterns) {
+  naive_result r;
+  std::size_t pos = 0;
+  for (;;) {
+    std::size_t best = std::string_view::npos, which = 0;
+    for (std::size_t i = 0; i < patterns.size(); ++i) {
+      const std::size_t at = in.find(patterns[i].find, pos);
+      if (at == std::string_view::npos) continue;
+      if (at < best || (at == best && patterns[i].find.size() > patterns[which].find.size())) {
+        best = at;
+        which = i;
+      }
+    }
+    if (best == std::string_view::npos) break;
+    r.out.append(in.substr(pos, best - pos));
+    r.out.append(patterns[which].replacement);
+    r.matched.push_back(which);
+    pos = best + patterns[which].find.size();
+  }
+  r.out.append(in.substr(pos));
+  return r;
+}
+
+// Feeds the pieces to `s`, checking what run() checks, and also what each call reports: the
+// first pattern it matched is the next one the reference matched, and the count adds up.
+std::string run_checked(stream_scrubber s, const std::vector<std::string_view>& pieces,
+                        const std::vector<scrub_pattern>& patterns, const naive_result& expected) {
+  std::string out;
+  const std::size_t bound = longest(patterns) - 1;
+  std::size_t reported = 0;  // matches accounted for by matches()
+  std::size_t fed = 0;
+  const auto check_call = [&](std::optional<std::size_t> first) {
+    if (first) {
+      REQUIRE(reported < expected.matched.size());
+      CHECK(*first == expected.matched[reported]);
+    }
+    CHECK((first.has_value() == (s.matches() > reported)));
+    reported = s.matches();
+  };
+  for (std::string_view piece : pieces) {
+    check_call(s.feed(piece, out));
+    CHECK(s.held() <= bound);
+    CHECK(expected.out.compare(0, out.size(), out) == 0);
+    fed += piece.size();
+    CHECK(out.size() + s.held() == fed);  // nothing lost or duplicated so far
+  }
+  check_call(s.finish(out));
+  CHECK(s.held() == 0);
+  CHECK(s.matches() == expected.matched.size());
+  return out;
+}
+
+// Random patterns over a 4-letter alphabet, so that they share prefixes, hold repeated 4-byte
+// grams and occur inside each other; then prefixes, suffixes and infixes of some of them,
+// extensions of others, and a duplicate.
+struct pattern_set {
+  std::vector<std::string> finds, replacements;
+  std::vector<scrub_pattern> patterns;
+};
+
+pattern_set many_patterns(std::mt19937& rng, std::size_t count, std::size_t min_size,
+                          std::size_t max_size) {
+  pattern_set set;
+  const auto letters = [&](std::size_t n) {
+    std::string s(n, 'a');
+    for (char& c : s) c = static_cast<char>('a' + rng() % 4);
+    return s;
+  };
+  while (set.finds.size() < count) {
+    const std::size_t size = min_size + rng() % (max_size - min_size + 1);
+    if (set.finds.empty() || rng() % 3 == 0) {
+      set.finds.push_back(letters(size));
+      continue;
+    }
+    const std::string& base = set.finds[rng() % set.finds.size()];
+    std::string derived;
+    switch (rng() % 5) {
+      case 0:  // a prefix
+        derived = base.substr(0, std::max(min_size, base.size() - 1 - rng() % base.size()));
+        break;
+      case 1:  // a suffix
+        derived = base.substr(std::min(base.size() - min_size, 1 + rng() % base.size()));
+        break;
+      case 2:  // an extension: base is its prefix
+        derived = base + letters(1 + rng() % 6);
+        break;
+      case 3:  // a shared prefix, another tail
+        derived = base.substr(0, base.size() / 2) + letters(size - std::min(size, base.size() / 2));
+        break;
+      default:  // base inside it
+        derived = letters(1 + rng() % 3) + base + letters(rng() % 3);
+    }
+    if (derived.size() >= min_size) set.finds.push_back(derived);
+  }
+  set.finds.push_back(set.finds[rng() % set.finds.size()]);  // a duplicate: the lower index wins
+  for (std::size_t i = 0; i < set.finds.size(); ++i) {
+    std::string r(set.finds[i].size(), 'A');
+    for (char& c : r) c = static_cast<char>('A' + i % 26);
+    set.replacements.push_back(r);
+  }
+  for (std::size_t i = 0; i < set.finds.size(); ++i)
+    set.patterns.push_back({set.finds[i], set.replacements[i]});
+  return set;
+}
+
+// Text made of pieces of the patterns (whole, cut short, overlapping) and random letters.
+std::string text_for(std::mt19937& rng, const pattern_set& set, std::size_t size) {
+  std::string text;
+  while (text.size() < size) {
+    const std::string& p = set.finds[rng() % set.finds.size()];
+    switch (rng() % 4) {
+      case 0:
+      case 1:
+        text += p;
+        break;
+      case 2:
+        text += p.substr(0, rng() % p.size());
+        break;
+      default:
+        for (std::size_t n = rng() % 5; n > 0; --n)
+          text.push_back(static_cast<char>('a' + rng() % 4));
+    }
+  }
+  return text;
+}
+
+std::vector<std::shared_ptr<const scrub_index>> every_search(
+    const std::vector<scrub_pattern>& patterns) {
+  return {std::make_shared<const scrub_index>(patterns),
+          std::make_shared<const scrub_index>(patterns, scrub_index::search::hashed),
+          std::make_shared<const scrub_index>(patterns, scrub_index::search::direct)};
+}
+
+}  // namespace
+
+TEST_CASE("scrubber: the naive reference agrees with the position-by-position one",
+          "[brokers][scrubber]") {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    const pattern_set set = many_patterns(rng, 10, 1, 12);
+    const std::string text = text_for(rng, set, 200);
+    CHECK(naive(text, set.patterns).out == reference(text, set.patterns));
+  }
+}
+
+TEST_CASE("scrubber: 40 patterns, every split position, every search", "[brokers][scrubber]") {
+  std::mt19937 rng(2024);
+  for (int round = 0; round < 6; ++round) {
+    const pattern_set set = many_patterns(rng, 40, 8, 40);
+    const std::string text = text_for(rng, set, 300);
+    const naive_result expected = naive(text, set.patterns);
+    REQUIRE(expected.matched.size() > 5);
+    const auto indexes = every_search(set.patterns);
+    REQUIRE(indexes[0]->hashed());
+    REQUIRE(indexes[1]->hashed());
+    REQUIRE_FALSE(indexes[2]->hashed());
+    std::string_view in(text);
+    for (const auto& index : indexes) {
+      CHECK(run_checked(stream_scrubber(index), {in}, set.patterns, expected) == expected.out);
+      for (std::size_t i = 0; i <= text.size(); ++i)
+        CHECK(run_checked(stream_scrubber(index), {in.substr(0, i), in.substr(i)}, set.patterns,
+                          expected) == expected.out);
+    }
+    // The constructor that indexes for itself.
+    for (std::size_t i = 0; i <= text.size(); i += 7)
+      CHECK(run_checked(stream_scrubber(set.patterns), {in.substr(0, i), in.substr(i)},
+                        set.patterns, expected) == expected.out);
+  }
+}
+
+TEST_CASE("scrubber: many patterns, random pieces, byte at a time", "[brokers][scrubber]") {
+  std::mt19937 rng(99);
+  for (int round = 0; round < 40; ++round) {
+    // Some rounds mix in patterns under the 4-byte hash window (searched one by one), and
+    // patterns as short as 4 bytes (a stride of one).
+    const std::size_t min_size = round % 4 == 0 ? 1 : round % 4 == 1 ? 4 : 8;
+    const pattern_set set = many_patterns(rng, 5 + rng() % 36, min_size, min_size + 30);
+    const std::string text = text_for(rng, set, 50 + rng() % 400);
+    const naive_result expected = naive(text, set.patterns);
+    for (const auto& index : every_search(set.patterns)) {
+      std::vector<std::string_view> pieces;
+      std::string_view rest(text);
+      while (!rest.empty()) {
+        const std::size_t n = std::min<std::size_t>(rest.size(), rng() % 50);  // empty ones too
+        pieces.push_back(rest.substr(0, n));
+        rest.remove_prefix(n);
+      }
+      CHECK(run_checked(stream_scrubber(index), pieces, set.patterns, expected) == expected.out);
+      std::vector<std::string_view> bytes;
+      for (std::size_t i = 0; i < text.size(); ++i)
+        bytes.push_back(std::string_view(text).substr(i, 1));
+      CHECK(run_checked(stream_scrubber(index), bytes, set.patterns, expected) == expected.out);
+
+      std::string value = text;
+      CHECK(scrub_value(value, *index) == expected.matched.size());
+      CHECK(value == expected.out);
+    }
+    std::string value = text;
+    CHECK(scrub_value(value, set.patterns) == expected.matched.size());
+    CHECK(value == expected.out);
+  }
+}
+
+TEST_CASE("scrubber: the small cases through the hashed index", "[brokers][scrubber]") {
+  // The earlier cases' pattern sets are small enough to be searched directly by default.
+  const std::vector<std::vector<scrub_pattern>> sets{
+      token_patterns,
+      {{"ab", "XY"}, {"abcd", "PQRS"}},
+      {{"xbcde", "VWXYZ"}, {"bc", "12"}},
+      {{"abcab", "12345"}, {"ab", "67"}, {"bca", "890"}, {"cc", "XY"}, {"abcabcab", "ABCDEFGH"}},
+      {{"aaaa", "bbbb"}, {"aaaaaaa", "ccccccc"}, {"aaaaa", "ddddd"}}};
+  std::mt19937 rng(5);
+  for (const auto& patterns : sets) {
+    auto index = std::make_shared<const scrub_index>(patterns, scrub_index::search::hashed);
+    for (int round = 0; round < 200; ++round) {
+      std::string text;
+      for (std::size_t n = rng() % 60; n > 0; --n) {
+        if (rng() % 3 == 0) {
+          text += patterns[rng() % patterns.size()].find;
+        } else {
+          text.push_back("abcdexghpsk-_REAL1234"[rng() % 21]);
+        }
+      }
+      const naive_result expected = naive(text, patterns);
+      std::string_view in(text);
+      const std::size_t cut = text.empty() ? 0 : rng() % (text.size() + 1);
+      CHECK(run_checked(stream_scrubber(index), {in.substr(0, cut), in.substr(cut)}, patterns,
+                        expected) == expected.out);
+    }
+  }
+}
+
+TEST_CASE("scrubbers sharing an index keep their own state", "[brokers][scrubber]") {
+  auto index = std::make_shared<const scrub_index>(token_patterns, scrub_index::search::hashed);
+  stream_scrubber a(index), b(index);
+  std::string out_a, out_b;
+  CHECK_FALSE(a.feed("x ghp_REAL", out_a));
+  auto m = b.feed("sk-REAL-1234 ghp_", out_b);
+  REQUIRE(m);
+  CHECK(*m == 1);
+  CHECK(a.held() == 8);
+  CHECK(b.held() == 4);
+  CHECK(a.feed("REALREAL", out_a) == std::optional<std::size_t>(0));
+  CHECK_FALSE(b.finish(out_b));
+  CHECK_FALSE(a.finish(out_a));
+  CHECK(out_a == "x ghp_dummydummydu");
+  CHECK(out_b == "sk-dumm-9876 ghp_");
+  CHECK(a.matches() == 1);
+  CHECK(b.matches() == 1);
+
+  stream_scrubber none(std::shared_ptr<const scrub_index>{});
+  CHECK_FALSE(none.active());
+  std::string out;
+  CHECK_FALSE(none.feed("ghp_REALREALREAL", out));
+  CHECK(out == "ghp_REALREALREAL");
+}
+
+TEST_CASE("scrub_index refuses malformed patterns", "[brokers][scrubber]") {
+  CHECK_THROWS_AS(scrub_index(std::vector<scrub_pattern>{{"", ""}}), std::invalid_argument);
+  CHECK_THROWS_AS(
+      scrub_index(std::vector<scrub_pattern>{{"abcdefgh", "abcdefg"}}, scrub_index::search::hashed),
+      std::invalid_argument);
 }
