@@ -13,6 +13,8 @@
 
 #include "brokers/aws_signing.hpp"
 #include "brokers/credential_broker.hpp"
+#include "brokers/request_decision.hpp"
+#include "brokers/request_plan.hpp"
 #include "brokers/scrubber.hpp"
 #include "brokers/secret.hpp"
 #include "brokers/token_credential.hpp"
@@ -34,20 +36,6 @@ struct credential {
   // The bindings of the same name in the other layers that define it (load() fills this): a
   // host is bound only if spec.hosts and each of these lists match it. Usually empty.
   std::vector<std::vector<config::host_pattern>> other_layer_hosts;
-};
-
-enum class request_action {
-  pass,                  // forward (possibly with swapped credentials)
-  credential_not_bound,  // a dummy was sent to a host its credential is not bound to
-  real_secret_blocked,   // a real value was found in the request
-  signature_invalid,     // an AWS request signed with a session dummy that does not verify
-};
-
-struct request_decision {
-  request_action action = request_action::pass;
-  std::string credential;  // the credential found (refusals) or the first one swapped (pass)
-  std::string where;       // "header authorization", "query", "body", ... (never the value)
-  int swapped = 0;         // how many dummies became real
 };
 
 class value_catalog;
@@ -74,13 +62,6 @@ class body_scan {
   std::vector<scrub_pattern> patterns_;
   // Per pattern: the catalog and the needle it is.
   std::vector<std::pair<const value_catalog*, std::uint32_t>> needles_;
-};
-
-// Where a request is going, as the broker decides which credentials it may carry.
-struct request_context {
-  std::string_view host;   // normalized host name or IP literal text
-  bool plaintext = false;  // http:// (no TLS to the upstream)
-  bool loopback = false;   // the destination is a loopback address
 };
 
 class credential_set {
@@ -123,6 +104,12 @@ class credential_set {
   // value. On a refusal nothing is modified.
   request_decision apply(const request_context& where, std::string& target,
                          std::vector<http::header_field>& headers) const;
+
+  // The plan for one request (request_plan.hpp): apply()'s checks and swaps on the head, then
+  // the family steps that need more (an AWS signature to verify and re-sign, a gcp token request
+  // to answer). Modifies `target` and `headers` only when the request passes.
+  request_plan plan(const request_context& where, std::string_view method, std::string& target,
+                    std::vector<http::header_field>& headers, bool has_body) const;
 
   // The AWS SigV4 step, after apply() passed: the request signed with one of this session's
   // dummy AWS key ids (to be verified and re-signed; see aws_signing.hpp), or null when it carries

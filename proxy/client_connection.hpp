@@ -65,10 +65,9 @@ class client_connection {
     // so that an upstream echoing one back is answered with the client's form.
     std::vector<std::pair<brokers::secret, std::string>> swapped;
     session::llm_api llm{};  // which LLM API the request calls, if any
-    // An AWS request signed with a session dummy (verified, re-signed), its aws-chunked body's
-    // re-signer, and the body when it had to be read whole first (to hash it).
-    std::unique_ptr<brokers::aws_signed_request> sigv4;
-    std::unique_ptr<brokers::sigv4::chunk_resigner> resigner;
+    // What the credential brokers decided for the request, and what it still needs: the body
+    // read whole first, a body rewriter while it streams.
+    std::optional<brokers::request_plan> plan;
     std::optional<whole_body> body;
   };
   // After an intercepted CONNECT: every request on this connection goes to `dest`.
@@ -101,17 +100,11 @@ class client_connection {
   asio::awaitable<bool> exchange_with_upstream(http::parser& request, std::string head,
                                                const brokers::request_context& where);
   void release_upstream();
-  // A request signed with a session's dummy AWS key (exchange_.sigv4, found by the brokers) is
-  // verified and re-signed, its body read whole first when the signature covers its hash.
-  // Returns the refusal when it does not verify or is a call the credential never signs.
-  asio::awaitable<std::optional<refusal>> resign_for_aws(http::parser& request,
-                                                         const brokers::request_context& where,
-                                                         std::string& target);
-  // Reads the whole request body into exchange_.body (scanned like a streamed one), at most
-  // `limit` decoded bytes.
+  // Reads the whole request body into exchange_.body (scanned like a streamed one), as the
+  // plan asks (at most need.limit decoded bytes). Returns the refusal when it cannot.
   asio::awaitable<std::optional<refusal>> read_whole_body(http::parser& request,
                                                           const brokers::request_context& where,
-                                                          std::size_t limit);
+                                                          const brokers::whole_body_need& need);
   // Real values (and this exchange's rewritten header values) back to what the client knows.
   void scrub_head(http::message_head& head) const;
   asio::awaitable<void> pump_request_body(http::parser& request, brokers::stream_scrubber* scan,
@@ -124,7 +117,7 @@ class client_connection {
   void account_llm_usage(session::llm_usage_meter& meter);
   asio::awaitable<void> relay_websocket();
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
-  // A 200 application/json answer made by the broker itself (a gcp token request), audited.
+  // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
   asio::awaitable<bool> answer_locally(const std::string& credential, const std::string& json,
                                        bool keep_alive);
   asio::awaitable<void> write_client(std::string_view data);

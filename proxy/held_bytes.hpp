@@ -1,7 +1,7 @@
-// Bytes the proxy holds whole for a while (request bodies read whole before they may go on: an
-// AWS payload to hash, a token request to answer), counted against one process-wide allowance
-// (limits::max_held_body_bytes) so that many large bodies at once cannot exhaust the broker's
-// memory; a request that would pass it gets 503.
+// Bytes the proxy holds whole for a while (request bodies its credential plan reads whole before
+// they may go on: a payload to hash, a token request to answer), counted against one allowance
+// for the process (limits::max_held_body_bytes) so that many large bodies at once cannot exhaust
+// the broker's memory; a request that would pass it gets 503.
 #pragma once
 
 #include <cstddef>

@@ -137,41 +137,28 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
   });
   const brokers::request_context where{dest.host, to.scheme == "http",
                                        loopback_destination(*ctx_, dest)};
-  if (head.has_body && credentials.may_be_gcp_token_request(dest.host, head.method)) {
-    // A gcp child redeeming its dummy refresh token: answered here, with the dummy access token.
-    if (auto refused = co_await read_whole_body(request, where, limits::max_token_request))
-      co_return co_await refuse(*refused, false);
-    if (auto answer = credentials.gcp_token_answer(dest.host, head.method, exchange_.body->bytes))
-      co_return co_await answer_locally(answer->credential, answer->json,
-                                        request.keep_alive() && !draining_);
-  }
   // Only a session with credentials can rewrite values; the others skip the copy.
   const auto before = credentials.empty() ? std::vector<std::string>() : header_values(head);
-  const auto decision = credentials.apply(where, target, head.headers);
-  holds_real = decision.swapped > 0;
-  entry.credential = decision.credential;
-  if (decision.action == brokers::request_action::real_secret_blocked)
-    co_return co_await refuse(refusal::real_secret_blocked(decision.credential, decision.where),
+  auto& plan = exchange_.plan.emplace(
+      credentials.plan(where, head.method, target, head.headers, head.has_body));
+  holds_real = plan.holds_real();
+  entry.credential = plan.credential();
+  if (plan.decision().refused())
+    co_return co_await refuse(refusal::of(plan.decision(), entry.host, where.plaintext),
                               to.keep_after_refusal);
-  if (decision.action == brokers::request_action::credential_not_bound)
-    co_return co_await refuse(refusal::credential_not_bound(decision.credential, entry.host,
-                                                            decision.where, where.plaintext),
-                              to.keep_after_refusal);
-  brokers::request_decision aws;
-  exchange_.sigv4 = credentials.find_aws_request(where, target, head.headers, head.has_body, aws);
-  const bool keep_after_aws_refusal = to.keep_after_refusal && !exchange_.body;
-  if (aws.action == brokers::request_action::credential_not_bound)
-    co_return co_await refuse(refusal::credential_scope(aws.credential, aws.where),
-                              keep_after_aws_refusal);
-  if (aws.action == brokers::request_action::signature_invalid)
-    co_return co_await refuse(refusal::signature_invalid(aws.where), keep_after_aws_refusal);
-  if (exchange_.sigv4) {
-    holds_real = true;
-    entry.credential = exchange_.sigv4->credential();
-    if (auto refused = co_await resign_for_aws(request, where, target))
-      co_return co_await refuse(*refused, keep_after_aws_refusal);
+  if (const auto& need = plan.whole_body()) {
+    if (auto refused = co_await read_whole_body(request, where, *need))
+      co_return co_await refuse(*refused, false);
   }
-  if (!exchange_.sigv4 && decision.swapped == 0) entry.credential.clear();
+  const std::string_view whole = exchange_.body ? exchange_.body->bytes : std::string_view();
+  const auto completed = plan.complete(head.method, target, head.headers, whole);
+  entry.credential = plan.credential();
+  if (completed.refused())
+    co_return co_await refuse(refusal::of(completed, entry.host, where.plaintext),
+                              to.keep_after_refusal && !exchange_.body);
+  if (const auto& answer = plan.answer())
+    co_return co_await answer_locally(answer->credential, answer->json,
+                                      request.keep_alive() && !draining_);
   for (std::size_t i = 0; i < before.size(); ++i) {
     // Dummies have their real value's length, so a rewritten value keeps its length too.
     auto& value = head.headers[i].value;

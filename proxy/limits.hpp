@@ -22,19 +22,10 @@ inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;
 // Interim (1xx) responses before the final one; beyond it the exchange ends with 502.
 inline constexpr int max_interim_responses = 16;
 
-// An AWS request whose signature covers its body's hash (no x-amz-content-sha256, or a digest
-// to check) is read whole before it is verified; larger ones get 400 bad_request. SDK uploads
-// send UNSIGNED-PAYLOAD or aws-chunked, which stream.
-inline constexpr std::size_t max_signed_body = 32 * 1024 * 1024;
-
 // Every body held whole at once, across all connections (held_bytes): beyond it a request that
-// needs its body read whole gets 503 overloaded. Sixteen signed 32 MiB bodies at once would
-// otherwise hold 512 MiB.
+// needs its body read whole (request_plan::whole_body, up to 32 MiB each) gets 503 overloaded.
+// Sixteen such bodies at once would otherwise hold 512 MiB.
 inline constexpr std::size_t max_held_body_bytes = 256 * 1024 * 1024;
-
-// A request to Google's token endpoint is read whole to see whether it redeems a session's
-// dummy refresh token; token requests are a few hundred bytes.
-inline constexpr std::size_t max_token_request = 64 * 1024;
 
 // Connections served at once; beyond this new connections are answered 503 and closed.
 inline constexpr std::size_t max_connections = 4096;

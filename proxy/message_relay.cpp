@@ -147,19 +147,17 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
     if (exchange_.response_started) throw upstream_error("request body refused mid-response");
     const auto decision = checks.decision(e.pattern);
     entry.credential = decision.credential;
-    refused = decision.action == brokers::request_action::real_secret_blocked
-                  ? refusal::real_secret_blocked(decision.credential, decision.where)
-                  : refusal::credential_not_bound(decision.credential, entry.host, decision.where,
-                                                  where.plaintext);
+    refused = refusal::of(decision, entry.host, where.plaintext);
   } catch (const body_error& e) {
     upstream_.reset();
     if (exchange_.response_started) throw;
     refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
-  } catch (const brokers::sigv4::sigv4_error& e) {
-    // A chunk that does not verify: none of it went up, and the upstream's request never ends.
+  } catch (const brokers::body_refused_error& e) {
+    // The body's rewriter refused a piece (a chunk whose signature does not verify): none of
+    // it went up, and the upstream's request never ends.
     upstream_.reset();
-    if (exchange_.response_started) throw upstream_error("aws-chunked body refused mid-response");
-    refused = refusal::signature_invalid(e.what());
+    if (exchange_.response_started) throw upstream_error("request body refused mid-response");
+    refused = refusal::of(e.decision(), entry.host, where.plaintext);
   }
   co_return co_await refuse(*refused, false);
 }
@@ -169,7 +167,7 @@ asio::awaitable<void> client_connection::pump_request_body(http::parser& request
                                                            bool& done) {
   auto& entry = exchange_.entry;
   const bool chunked = request.head().chunked;
-  std::string decoded, released, resigned, wire;
+  std::string decoded, released, rewritten, wire;
   for (;;) {
     if (!in_.empty()) {
       if (!scan) {
@@ -193,11 +191,11 @@ asio::awaitable<void> client_connection::pump_request_body(http::parser& request
         const bool last = r.status == http::parse_status::message_complete;
         if (last)
           if (auto match = scan->finish(released)) throw body_refused(*match);
-        if (auto* resigner = exchange_.resigner.get()) {
-          resigned.clear();
-          resigner->feed(released, resigned);
-          if (last) resigner->finish();
-          released.swap(resigned);
+        if (auto* rewriter = exchange_.plan ? exchange_.plan->rewriter() : nullptr) {
+          rewritten.clear();
+          rewriter->feed(released, rewritten);
+          if (last) rewriter->finish();
+          released.swap(rewritten);
         }
         frame(wire, released, chunked, last);
         if (!wire.empty()) {

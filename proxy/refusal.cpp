@@ -1,5 +1,7 @@
 #include "proxy/refusal.hpp"
 
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
 
 namespace broker::proxy {
@@ -88,12 +90,27 @@ refusal refusal::credential_action(std::string_view credential, std::string_view
       "credentials." + std::string(credential)};
 }
 
-refusal refusal::signature_invalid(std::string_view why) {
-  return {"signature_invalid",
-          403,
-          "the request's AWS signature was refused: " + std::string(why) +
-              ". Requests must be signed with the session's AWS credentials, unaltered",
-          {}};
+refusal refusal::signature_invalid(std::string message) {
+  return {"signature_invalid", 403, std::move(message), {}};
+}
+
+refusal refusal::of(const brokers::request_decision& d, std::string_view host, bool plaintext) {
+  using brokers::request_action;
+  switch (d.action) {
+    case request_action::real_secret_blocked:
+      return real_secret_blocked(d.credential, d.where);
+    case request_action::credential_not_bound:
+      return credential_not_bound(d.credential, host, d.where, plaintext);
+    case request_action::scope_not_allowed:
+      return credential_scope(d.credential, d.where);
+    case request_action::action_denied:
+      return credential_action(d.credential, d.where);
+    case request_action::signature_invalid:
+      return signature_invalid(d.where);
+    case request_action::pass:
+      break;
+  }
+  throw std::logic_error("refusal::of a decision that passes");
 }
 
 refusal refusal::budget_exhausted(std::string budget, std::string limit, std::string used,
@@ -120,11 +137,12 @@ refusal refusal::overloaded() {
   return {"overloaded", 503, "the broker is serving its maximum number of connections", {}};
 }
 
-refusal refusal::bodies_held_exhausted() {
+refusal refusal::bodies_held_exhausted(std::string_view why) {
   return {"overloaded",
           503,
-          "the broker holds as many request bodies whole as it may at once; retry later (an AWS "
-          "upload can stream instead, with x-amz-content-sha256: UNSIGNED-PAYLOAD or aws-chunked)",
+          "the broker holds as many request bodies whole as it may at once; retry later (this "
+          "one is read whole because " +
+              std::string(why) + ")",
           {}};
 }
 

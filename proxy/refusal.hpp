@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "brokers/request_decision.hpp"
+
 namespace broker::proxy {
 
 struct refusal {
@@ -30,21 +32,24 @@ struct refusal {
   static refusal credential_not_bound(std::string_view credential, std::string_view host,
                                       std::string_view where, bool plaintext);
   static refusal real_secret_blocked(std::string_view credential, std::string_view where);
-  // A credential bound to the host that may not be used for this request (an AWS scope outside
+  // A credential bound to the host that may not be used for this request (a signing scope outside
   // the credential's regions or services): credential_not_bound, saying why.
   static refusal credential_scope(std::string_view credential, std::string_view why);
   // A call the credential's family never signs for the session (STS actions that hand out new
   // real credentials): policy_denied, the rule naming the credential.
   static refusal credential_action(std::string_view credential, std::string_view why);
-  // An AWS request signed with a session dummy that does not verify (403 signature_invalid).
-  static refusal signature_invalid(std::string_view why);
+  // A request signed with a session dummy that does not verify (403 signature_invalid);
+  // `message` is the family's sentence.
+  static refusal signature_invalid(std::string message);
+  // The answer to what the credential brokers decided (DESIGN §5-6), for a refused decision.
+  static refusal of(const brokers::request_decision& d, std::string_view host, bool plaintext);
   static refusal budget_exhausted(std::string budget, std::string limit, std::string used,
                                   long retry_after_s);
   static refusal audit_unavailable();
   static refusal overloaded();
-  // A request whose body must be read whole while the process already holds as many such
-  // bytes as it may (limits::max_held_body_bytes): 503 overloaded.
-  static refusal bodies_held_exhausted();
+  // A request whose body must be read whole (`why`, from its credential plan) while the
+  // process already holds as many such bytes as it may (limits::max_held_body_bytes): 503.
+  static refusal bodies_held_exhausted(std::string_view why);
 };
 
 std::string_view reason_phrase(int status);

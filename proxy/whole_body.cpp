@@ -1,6 +1,6 @@
-// Requests the broker must see whole before anything of them goes upstream: an AWS request
-// whose signature covers its body's hash (verified, then re-signed), and a gcp child's token
-// request (answered by the broker when it redeems the session's dummy refresh token).
+// A request body read whole before anything of the request goes upstream, when its credential
+// plan asks for it (request_plan::whole_body): searched like a streamed one, bounded by the
+// plan's limit and by the process-wide allowance for bodies held (held_bytes).
 #include <algorithm>
 
 #include "brokers/scrubber.hpp"
@@ -10,42 +10,22 @@
 
 namespace broker::proxy {
 
-asio::awaitable<std::optional<refusal>> client_connection::resign_for_aws(
-    http::parser& request, const brokers::request_context& where, std::string& target) {
-  auto& head = request.head();
-  if (exchange_.sigv4->needs_body() && !exchange_.body) {
-    if (auto not_read = co_await read_whole_body(request, where, limits::max_signed_body))
-      co_return not_read;
-  }
-  const std::string_view body = exchange_.body ? exchange_.body->bytes : std::string_view();
-  if (std::string why = exchange_.sigv4->action_refusal(target, body); !why.empty())
-    co_return refusal::credential_action(exchange_.sigv4->credential(), why);
-  try {
-    exchange_.sigv4->resign(head.method, target, head.headers, body);
-  } catch (const brokers::sigv4::sigv4_error& e) {
-    co_return refusal::signature_invalid(e.what());
-  }
-  exchange_.resigner = exchange_.sigv4->body_resigner();
-  co_return std::nullopt;
-}
-
 asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
-    http::parser& request, const brokers::request_context& where, std::size_t limit) {
+    http::parser& request, const brokers::request_context& where,
+    const brokers::whole_body_need& need) {
+  const std::size_t limit = need.limit;
   const auto& credentials = ctx_->credentials();
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   auto& head = request.head();
-  const std::string too_large =
-      "the broker reads this request's body whole (to check a signature over it, or a token "
-      "request), and such bodies are limited to " +
-      std::to_string(limit) +
-      " bytes; an AWS upload can stream with x-amz-content-sha256: UNSIGNED-PAYLOAD or "
-      "aws-chunked";
+  const std::string too_large = "this request's body must be read whole (" + std::string(need.why) +
+                                "), and such bodies are limited to " + std::to_string(limit) +
+                                " bytes";
   if (head.content_length > limit) co_return refusal::bad_request(too_large);
   // Every byte held is counted against the process-wide allowance before it is taken.
   std::size_t reserved = head.content_length.value_or(limits::relay_buffer_bytes);
   held_bytes hold;
-  if (!hold.hold(reserved)) co_return refusal::bodies_held_exhausted();
+  if (!hold.hold(reserved)) co_return refusal::bodies_held_exhausted(need.why);
   if (head.has_token("expect", "100-continue")) {
     // The client waits for a go-ahead before it sends the body; the upstream cannot give it
     // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
@@ -92,17 +72,14 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
     exchange_.body.reset();
     const auto decision = checks.decision(e.pattern);
     exchange_.entry.credential = decision.credential;
-    co_return decision.action == brokers::request_action::real_secret_blocked
-        ? refusal::real_secret_blocked(decision.credential, decision.where)
-        : refusal::credential_not_bound(decision.credential, exchange_.entry.host, decision.where,
-                                        where.plaintext);
+    co_return refusal::of(decision, exchange_.entry.host, where.plaintext);
   } catch (const body_error& e) {
     exchange_.body.reset();
     co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
   }
   if (exhausted) {
     exchange_.body.reset();
-    co_return refusal::bodies_held_exhausted();
+    co_return refusal::bodies_held_exhausted(need.why);
   }
   co_return std::nullopt;
 }

@@ -1,0 +1,61 @@
+// What the brokers decide for a request, as a value naming the credential and why (DESIGN §5),
+// and where the request is going as they decide it. The proxy turns a refusal into its §6
+// answer in one place (refusal::of); it never needs to know which family decided.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace broker::brokers {
+
+enum class request_action {
+  pass,                  // forward (possibly with swapped credentials)
+  credential_not_bound,  // a dummy was sent to a host its credential is not bound to
+  real_secret_blocked,   // a real value was found in the request
+  signature_invalid,     // signed with a session dummy, but the signature does not verify
+  scope_not_allowed,     // a bound credential outside its allowlists (AWS regions, services)
+  action_denied,         // a call the credential never makes for the session (STS vending)
+};
+
+struct request_decision {
+  request_action action = request_action::pass;
+  std::string credential;  // the credential found (refusals) or the first one swapped (pass)
+  // Where it was found ("header authorization", "query", "body", ...) or, for the last three
+  // actions, the family's sentence saying why; never a value.
+  std::string where;
+  int swapped = 0;  // how many dummies became real
+
+  bool refused() const { return action != request_action::pass; }
+};
+
+// Where a request is going, as the broker decides which credentials it may carry.
+struct request_context {
+  std::string_view host;   // normalized host name or IP literal text
+  bool plaintext = false;  // http:// (no TLS to the upstream)
+  bool loopback = false;   // the destination is a loopback address
+};
+
+// Thrown by a body_rewriter for body bytes that must not go on; none of them was released.
+class body_refused_error : public std::runtime_error {
+ public:
+  explicit body_refused_error(request_decision d)
+      : std::runtime_error("request body refused"), decision_(std::move(d)) {}
+  const request_decision& decision() const { return decision_; }
+
+ private:
+  request_decision decision_;
+};
+
+// A request body rewritten as it streams (aws-chunked bodies re-signed chunk by chunk): fed the
+// decoded body in pieces, it appends what may go upstream. Throws body_refused_error.
+class body_rewriter {
+ public:
+  virtual ~body_rewriter() = default;
+  virtual void feed(std::string_view in, std::string& out) = 0;
+  // At the end of the body; throws body_refused_error when it ended early.
+  virtual void finish() = 0;
+};
+
+}  // namespace broker::brokers
