@@ -29,32 +29,6 @@ using namespace broker::brokers::aws_signing_test;
 
 namespace {
 
-credential aws_part(credential_part part, const std::string& real, const std::string& dummy,
-                    std::string env, const std::vector<std::string>& regions) {
-  credential c;
-  c.spec.name = "aws";
-  c.spec.type = "aws-sigv4";
-  c.spec.hosts.push_back(*broker::config::host_pattern::parse("*.amazonaws.com"));
-  c.spec.env = {std::move(env)};
-  c.spec.source = "env:AWS_ACCESS_KEY_ID";
-  c.spec.regions = regions;
-  c.part = part;
-  c.real = secret(std::string(real));
-  c.dummy = dummy;
-  return c;
-}
-
-credential_set aws_set(const std::vector<std::string>& regions = {}) {
-  std::vector<credential> list;
-  list.push_back(aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id,
-                          "AWS_ACCESS_KEY_ID", regions));
-  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
-                          "AWS_SECRET_ACCESS_KEY", regions));
-  list.push_back(
-      aws_part(credential_part::aws_token, real_token, dummy_token, "AWS_SESSION_TOKEN", regions));
-  return credential_set(std::move(list));
-}
-
 request_context to(std::string_view host, bool plaintext = false) {
   return request_context{host, plaintext, false};
 }

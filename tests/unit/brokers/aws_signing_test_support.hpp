@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "brokers/aws_signing.hpp"
+#include "brokers/credential_set.hpp"
 #include "brokers/sigv4.hpp"
+#include "config/host_pattern.hpp"
 #include "http/message.hpp"
 
 namespace broker::brokers::aws_signing_test {
@@ -196,6 +198,34 @@ inline bool same(const aws_request& a, const aws_request& b) {
     if (a.headers[i].name != b.headers[i].name || a.headers[i].value != b.headers[i].value)
       return false;
   return true;
+}
+
+// A credential set holding one aws-sigv4 credential over the fake values (key id, secret,
+// token), bound to *.amazonaws.com, with a regions allowlist when given.
+inline credential aws_part(credential_part part, const std::string& real, const std::string& dummy,
+                           std::string env, const std::vector<std::string>& regions) {
+  credential c;
+  c.spec.name = "aws";
+  c.spec.type = "aws-sigv4";
+  c.spec.hosts.push_back(*broker::config::host_pattern::parse("*.amazonaws.com"));
+  c.spec.env = {std::move(env)};
+  c.spec.source = "env:AWS_ACCESS_KEY_ID";
+  c.spec.regions = regions;
+  c.part = part;
+  c.real = secret(std::string(real));
+  c.dummy = dummy;
+  return c;
+}
+
+inline credential_set aws_set(const std::vector<std::string>& regions = {}) {
+  std::vector<credential> list;
+  list.push_back(aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id,
+                          "AWS_ACCESS_KEY_ID", regions));
+  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
+                          "AWS_SECRET_ACCESS_KEY", regions));
+  list.push_back(
+      aws_part(credential_part::aws_token, real_token, dummy_token, "AWS_SESSION_TOKEN", regions));
+  return credential_set(std::move(list));
 }
 
 }  // namespace broker::brokers::aws_signing_test

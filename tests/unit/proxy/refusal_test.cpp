@@ -36,3 +36,24 @@ TEST_CASE("each refusal has its status", "[refusal]") {
   const auto closing = render_refusal(refusal::bad_request("x"), "", "s", false);
   CHECK(closing.find("Connection: close") != std::string::npos);
 }
+
+TEST_CASE("every refused decision of the brokers has its one answer", "[refusal]") {
+  using broker::brokers::request_action;
+  using broker::brokers::request_decision;
+  auto of = [](request_action a) {
+    return refusal::of(request_decision{a, "github", "header authorization", 0}, "x.test", false);
+  };
+  CHECK(of(request_action::real_secret_blocked).code == "real_secret_blocked");
+  CHECK(of(request_action::credential_not_bound).code == "credential_not_bound");
+  CHECK(of(request_action::credential_not_bound).message.find("x.test") != std::string::npos);
+  CHECK(of(request_action::scope_not_allowed).code == "credential_not_bound");
+  CHECK(of(request_action::action_denied).code == "policy_denied");
+  CHECK(of(request_action::action_denied).rule == "credentials.github");
+  CHECK(of(request_action::signature_invalid).code == "signature_invalid");
+  CHECK(of(request_action::signature_invalid).message == "header authorization");
+  for (auto a : {request_action::real_secret_blocked, request_action::credential_not_bound,
+                 request_action::scope_not_allowed, request_action::action_denied,
+                 request_action::signature_invalid})
+    CHECK(of(a).status == 403);
+  CHECK_THROWS_AS(of(request_action::pass), std::logic_error);
+}
