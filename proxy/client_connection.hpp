@@ -97,6 +97,13 @@ class client_connection {
   asio::awaitable<bool> handle_intercepted(http::parser& request);
   asio::awaitable<bool> handle_forward(http::parser& request);
   asio::awaitable<bool> forward_request(http::parser& request, const request_target& to);
+  // Policy on host, port, method and path, then the budget: the refusal, if any.
+  std::optional<refusal> admit(const config::policy_set& policy, const http::message_head& head,
+                               const request_target& to);
+  // The response will be scrubbed of real values, and of the header values the brokers
+  // rewrote (`before`: the values as the client sent them) back to the client's form.
+  void prepare_response_scrub(const std::vector<std::string>& before,
+                              const http::message_head& head);
   asio::awaitable<bool> exchange_with_upstream(http::parser& request, std::string head,
                                                const brokers::request_context& where);
   void release_upstream();

@@ -62,7 +62,59 @@ std::vector<std::string> header_values(const http::message_head& head) {
   return out;
 }
 
+// A compressed response could carry a real value past the scrubber; ask for none (an absent
+// Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
+void ask_for_identity(http::message_head& head) {
+  std::erase_if(head.headers, [](const http::header_field& h) {
+    return http::iequals(h.name, "accept-encoding");
+  });
+  head.headers.push_back({"Accept-Encoding", "identity"});
+}
+
+// The head as it goes upstream, to `target` (the brokers may have rewritten it).
+std::string upstream_head(const http::message_head& head, std::string_view target,
+                          const config::destination& dest, bool https, bool websocket) {
+  std::string out = http::serialize_request_head(head, target);
+  if (!head.find("host")) {
+    // HTTP/1.0 clients may omit Host; the upstream needs it (RFC 9112 §3.2).
+    const auto line_end = out.find("\r\n") + 2;
+    const bool default_port = dest.port == (https ? 443 : 80);
+    out.insert(line_end,
+               "Host: " +
+                   (default_port ? (dest.ip && !dest.ip->v4 ? "[" + dest.host + "]" : dest.host)
+                                 : to_string(dest)) +
+                   "\r\n");
+  }
+  // Connection and Upgrade are hop-by-hop; a WebSocket handshake needs them on this hop too.
+  if (websocket) insert_before_blank_line(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  return out;
+}
+
 }  // namespace
+
+std::optional<refusal> client_connection::admit(const config::policy_set& policy,
+                                                const http::message_head& head,
+                                                const request_target& to) {
+  auto& entry = exchange_.entry;
+  const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query);
+  entry.rule = verdict.rule;
+  if (verdict.ambiguous_path) return refusal::bad_request(*verdict.ambiguous_path);
+  if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry.host);
+  return admit_by_budget(to.dest.host);
+}
+
+void client_connection::prepare_response_scrub(const std::vector<std::string>& before,
+                                               const http::message_head& head) {
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    // Dummies have their real value's length, so a rewritten value keeps its length too.
+    const auto& value = head.headers[i].value;
+    if (value != before[i] && value.size() == before[i].size())
+      exchange_.swapped.emplace_back(brokers::secret(std::string(value)), before[i]);
+  }
+  scrub_patterns_ = ctx_->credentials().response_patterns();
+  for (const auto& [sent, original] : exchange_.swapped)
+    scrub_patterns_.push_back({sent.expose(), original});
+}
 
 asio::awaitable<bool> client_connection::handle_forward(http::parser& request) {
   const http::message_head& head = request.head();
@@ -113,14 +165,7 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
     co_return co_await refuse(refusal::bad_request(*why), false);
 
   const auto policy = ctx_->policy();
-  const auto verdict = policy->check_request(dest, head.method, to.path_and_query);
-  entry.rule = verdict.rule;
-  if (verdict.ambiguous_path)
-    co_return co_await refuse(refusal::bad_request(*verdict.ambiguous_path), to.keep_after_refusal);
-  if (!verdict.allowed)
-    co_return co_await refuse(refusal::policy_denied(verdict.rule, entry.host),
-                              to.keep_after_refusal);
-  if (auto refused = admit_by_budget(dest.host))
+  if (auto refused = admit(*policy, head, to))
     co_return co_await refuse(*refused, to.keep_after_refusal);
   exchange_.llm = session::classify_llm_request(dest.host, head.method, to.path_and_query);
 
@@ -159,23 +204,8 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
   if (const auto& answer = plan.answer())
     co_return co_await answer_locally(answer->credential, answer->json,
                                       request.keep_alive() && !draining_);
-  for (std::size_t i = 0; i < before.size(); ++i) {
-    // Dummies have their real value's length, so a rewritten value keeps its length too.
-    auto& value = head.headers[i].value;
-    if (value != before[i] && value.size() == before[i].size())
-      exchange_.swapped.emplace_back(brokers::secret(std::string(value)), before[i]);
-  }
-  scrub_patterns_ = credentials.response_patterns();
-  for (const auto& [sent, original] : exchange_.swapped)
-    scrub_patterns_.push_back({sent.expose(), original});
-  if (!credentials.empty()) {
-    // A compressed response could carry a real value past the scrubber; ask for none (an absent
-    // Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
-    std::erase_if(head.headers, [](const http::header_field& h) {
-      return http::iequals(h.name, "accept-encoding");
-    });
-    head.headers.push_back({"Accept-Encoding", "identity"});
-  }
+  prepare_response_scrub(before, head);
+  if (!credentials.empty()) ask_for_identity(head);
 
   const std::string key = to.scheme + "://" + to_string(dest);
   upstream_ = pool_.take(key);
@@ -186,21 +216,7 @@ asio::awaitable<bool> client_connection::forward_request(http::parser& request,
     upstream_ = std::move(opened.conn);
   }
 
-  std::string out = http::serialize_request_head(head, target);
-  if (!head.find("host")) {
-    // HTTP/1.0 clients may omit Host; the upstream needs it (RFC 9112 §3.2).
-    const auto line_end = out.find("\r\n") + 2;
-    const bool default_port = dest.port == (to.scheme == "https" ? 443 : 80);
-    out.insert(line_end,
-               "Host: " +
-                   (default_port ? (dest.ip && !dest.ip->v4 ? "[" + dest.host + "]" : dest.host)
-                                 : to_string(dest)) +
-                   "\r\n");
-  }
-  if (exchange_.websocket) {
-    // Connection and Upgrade are hop-by-hop; a WebSocket handshake needs them on this hop too.
-    insert_before_blank_line(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-  }
+  std::string out = upstream_head(head, target, dest, to.scheme == "https", exchange_.websocket);
   co_return co_await exchange_with_upstream(request, std::move(out), where);
 }
 

@@ -25,6 +25,17 @@ def _peak_rss(pid) -> int:
     raise AssertionError("no VmHWM")
 
 
+def _aws_session(broker_factory, tls_upstream, pki):
+    """A broker with an aws-sigv4 credential bound to S3 (mapped onto the local upstream): the
+    broker, the dummy key id the child holds, and the CONNECT target."""
+    policy = {"version": 1, "allow": [{"host": S3, "ports": [tls_upstream.port]}],
+              "credentials": {"aws": {"type": "aws-sigv4", "hosts": [S3]}}}
+    b = broker_factory(policy=policy, connect_to=[connect_to_arg(S3, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert, env_file=True,
+                       env={"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET})
+    return b, b.session_env()["AWS_ACCESS_KEY_ID"], f"{S3}:{tls_upstream.port}"
+
+
 def _tls_through_connect(b, target):
     raw = socket.create_connection(("127.0.0.1", b.port), timeout=60)
     raw.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
@@ -65,13 +76,7 @@ def _bogus_signed_put(b, target, dummy_key_id, results, i):
 
 
 def test_bodies_read_whole_share_one_allowance(broker_factory, tls_upstream, pki):
-    policy = {"version": 1, "allow": [{"host": S3, "ports": [tls_upstream.port]}],
-              "credentials": {"aws": {"type": "aws-sigv4", "hosts": [S3]}}}
-    b = broker_factory(policy=policy, connect_to=[connect_to_arg(S3, tls_upstream.port)],
-                       upstream_ca=pki.ca_cert, env_file=True,
-                       env={"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET})
-    dummy_key_id = b.session_env()["AWS_ACCESS_KEY_ID"]
-    target = f"{S3}:{tls_upstream.port}"
+    b, dummy_key_id, target = _aws_session(broker_factory, tls_upstream, pki)
     before = _peak_rss(b.proc.pid)
 
     results = [None] * CLIENTS
@@ -95,13 +100,7 @@ def test_bodies_read_whole_share_one_allowance(broker_factory, tls_upstream, pki
 
 def test_a_declared_length_over_the_limit_is_refused_before_it_is_read(broker_factory,
                                                                       tls_upstream, pki):
-    policy = {"version": 1, "allow": [{"host": S3, "ports": [tls_upstream.port]}],
-              "credentials": {"aws": {"type": "aws-sigv4", "hosts": [S3]}}}
-    b = broker_factory(policy=policy, connect_to=[connect_to_arg(S3, tls_upstream.port)],
-                       upstream_ca=pki.ca_cert, env_file=True,
-                       env={"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET})
-    dummy_key_id = b.session_env()["AWS_ACCESS_KEY_ID"]
-    target = f"{S3}:{tls_upstream.port}"
+    b, dummy_key_id, target = _aws_session(broker_factory, tls_upstream, pki)
     s = _tls_through_connect(b, target)
     s.sendall((f"PUT /bucket/huge HTTP/1.1\r\nHost: {target}\r\nX-Amz-Date: 20261201T000000Z\r\n"
                f"Authorization: AWS4-HMAC-SHA256 Credential={dummy_key_id}/20261201/us-east-1/"
