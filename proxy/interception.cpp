@@ -32,7 +32,7 @@ bool sni_matches(SSL* ssl, const config::destination& dest) {
 
 asio::awaitable<bool> client_connection::start_interception(const config::destination& dest,
                                                             std::optional<refusal> refused) {
-  co_await write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
+  co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
   intercept_.emplace(interception{dest, "http", std::move(refused)});
 
   // What comes next decides between TLS and plain HTTP; it may already be buffered.
@@ -70,8 +70,8 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
 asio::awaitable<bool> client_connection::handle_intercepted(http::parser& request) {
   const http::message_head& head = request.head();
   const auto& dest = intercept_->dest;
-  begin_exchange(head.method);
-  auto& entry = exchange_.entry;
+  auto& ex = begin_exchange(head.method);
+  auto& entry = ex.entry();
   entry.scheme = intercept_->scheme;
   entry.host = dest.host;
   entry.port = dest.port;
@@ -79,9 +79,10 @@ asio::awaitable<bool> client_connection::handle_intercepted(http::parser& reques
   request_target to{dest, intercept_->scheme, head.target,
                     request.keep_alive() && !head.has_body && !draining_};
 
-  if (intercept_->refused) co_return co_await refuse(*intercept_->refused, to.keep_after_refusal);
+  if (intercept_->refused)
+    co_return co_await ex.refuse(*intercept_->refused, to.keep_after_refusal);
   if (head.method == "CONNECT")
-    co_return co_await refuse(refusal::bad_request("CONNECT inside a CONNECT tunnel"), false);
+    co_return co_await ex.refuse(refusal::bad_request("CONNECT inside a CONNECT tunnel"), false);
   if (head.target.empty() || head.target.front() != '/') {
     // Absolute-form is allowed too (RFC 9112 §3.2.2) when it names the CONNECT target.
     auto uri = parse_absolute_uri(head.target);
@@ -90,7 +91,7 @@ asio::awaitable<bool> client_connection::handle_intercepted(http::parser& reques
       if (head.method == "OPTIONS" && head.target == "*") {
         to.path_and_query = "*";
       } else {
-        co_return co_await refuse(
+        co_return co_await ex.refuse(
             refusal::host_mismatch("the request target does not name the CONNECT host"),
             to.keep_after_refusal);
       }
@@ -103,11 +104,11 @@ asio::awaitable<bool> client_connection::handle_intercepted(http::parser& reques
   const std::uint16_t default_port = intercept_->scheme == "https" ? 443 : 80;
   authority where{dest, true};
   if (!host_header || !host_header_matches(*host_header, where, default_port))
-    co_return co_await refuse(
+    co_return co_await ex.refuse(
         refusal::host_mismatch(host_header ? "the Host header is not the CONNECT host"
                                            : "the request has no Host header"),
         to.keep_after_refusal);
-  co_return co_await forward_request(request, to);
+  co_return co_await ex.forward(request, to);
 }
 
 }  // namespace broker::proxy

@@ -65,4 +65,10 @@ class stream {
   std::variant<tcp::socket, tls_stream> s_;
 };
 
+// Writes all of `data`; a failure throws (the connection ends, caught once in its run()).
+inline asio::awaitable<void> write_all(stream& s, std::string_view data) {
+  auto [ec, n] = co_await s.write(data);
+  if (ec) throw boost::system::system_error(ec);
+}
+
 }  // namespace broker::proxy

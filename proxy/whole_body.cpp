@@ -4,17 +4,17 @@
 #include <algorithm>
 
 #include "brokers/scrubber.hpp"
-#include "proxy/client_connection.hpp"
+#include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
 
 namespace broker::proxy {
 
-asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
+asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
     http::parser& request, const brokers::request_context& where,
     const brokers::whole_body_need& need) {
   const std::size_t limit = need.limit;
-  const auto& credentials = ctx_->credentials();
+  const auto& credentials = io_.ctx.credentials();
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   auto& head = request.head();
@@ -33,18 +33,18 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
     std::erase_if(head.headers,
                   [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
-  auto& whole = exchange_.body.emplace(std::string(), std::move(hold));
+  auto& whole = body_.emplace(std::string(), std::move(hold));
   std::string& body = whole.bytes;
   body.reserve(reserved);
   std::string decoded;
   bool exhausted = false;
   try {
     for (;;) {
-      if (!in_.empty()) {
+      if (!io_.in.empty()) {
         decoded.clear();
-        const auto r = request.feed(in_.view(), &decoded);
+        const auto r = request.feed(io_.in.view(), &decoded);
         if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-        in_.consume(r.consumed);
+        io_.in.consume(r.consumed);
         // What the body holds once this piece is through the scan (it holds back at most
         // the rest of what it was fed).
         const std::size_t total = body.size() + scan.held() + decoded.size();
@@ -63,22 +63,22 @@ asio::awaitable<std::optional<refusal>> client_connection::read_whole_body(
           if (auto match = scan.finish(body)) throw body_refused(*match);
         if (last) break;
       }
-      deadline_.arm(timeouts().body, deadline::phase::request_body);
-      auto [ec, n] = co_await client_.read_some(in_.space());
+      io_.timer.arm(timeouts().body, deadline::phase::request_body);
+      auto [ec, n] = co_await io_.client.read_some(io_.in.space());
       if (ec) throw body_error("client closed the connection mid-body");
-      in_.commit(n);
+      io_.in.commit(n);
     }
   } catch (const body_refused& e) {
-    exchange_.body.reset();
+    body_.reset();
     const auto decision = checks.decision(e.pattern);
-    exchange_.entry.credential = decision.credential;
-    co_return refusal::of(decision, exchange_.entry.host, where.plaintext);
+    entry_.credential = decision.credential;
+    co_return refusal::of(decision, entry_.host, where.plaintext);
   } catch (const body_error& e) {
-    exchange_.body.reset();
+    body_.reset();
     co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
   }
   if (exhausted) {
-    exchange_.body.reset();
+    body_.reset();
     co_return refusal::bodies_held_exhausted(need.why);
   }
   co_return std::nullopt;

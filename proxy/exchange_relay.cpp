@@ -1,4 +1,4 @@
-// The exchange with the upstream for one request: the request body pumped up as framed while
+// An exchange with its upstream: the request body pumped up as framed while
 // the response is relayed down, both streamed. With brokered credentials in the session, bodies
 // are decoded on the way: a request body is searched for values that must not leave (before any
 // of their bytes does) and a response has real values replaced by their dummies, across chunk
@@ -9,7 +9,7 @@
 #include <cstdio>
 
 #include "brokers/scrubber.hpp"
-#include "proxy/client_connection.hpp"
+#include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
 #include "proxy/relay_errors.hpp"
@@ -65,22 +65,22 @@ asio::awaitable<void> copy_stream(stream& from, stream& to, read_buffer& buffer,
 
 }  // namespace
 
-void client_connection::release_upstream() {
+void http_exchange::release_upstream() {
   // Only a connection whose last response was relayed whole may carry another request.
-  if (upstream_ && exchange_.upstream_reusable)
-    pool_.give_back(std::move(upstream_));
+  if (upstream_ && upstream_reusable_)
+    io_.pool.give_back(std::move(upstream_));
   else
     upstream_.reset();
 }
 
-asio::awaitable<bool> client_connection::exchange_with_upstream(
-    http::parser& request, std::string head, const brokers::request_context& where) {
-  auto& entry = exchange_.entry;
-  const auto& credentials = ctx_->credentials();
-  const bool client_keep_alive = request.keep_alive() && !draining_;
+asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& request, std::string head,
+                                                            const brokers::request_context& where) {
+  auto& entry = entry_;
+  const auto& credentials = io_.ctx.credentials();
+  const bool client_keep_alive = request.keep_alive() && !io_.draining;
   // The head may carry a real value: wiped once sent, or however the exchange ends.
   const brokers::wipe_on_exit wipe_head([&head] { brokers::wipe(head); });
-  deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+  io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
   auto [ec, n] = co_await upstream_->io.write(head);
   brokers::wipe(head);
   if (ec) {
@@ -89,12 +89,12 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   }
   entry.bytes_out += n;
   bool keep_alive = false;
-  const bool sent_whole = exchange_.body.has_value();
+  const bool sent_whole = body_.has_value();
   if (sent_whole) {
     // Read whole before the head was signed; it goes up in the coding the client sent it in,
     // framed around rather than copied (it may be tens of MiB), and is let go of, with its
     // share of the held-bytes allowance, once sent.
-    const std::string& body = exchange_.body->bytes;
+    const std::string& body = body_->bytes;
     std::string before, after;
     if (request.head().chunked) {
       if (!body.empty()) {
@@ -114,7 +114,7 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
       }
       entry.bytes_out += sent;
     }
-    exchange_.body.reset();
+    body_.reset();
   }
   if (!request.head().has_body || sent_whole) {
     co_await relay_response(entry.method, client_keep_alive, keep_alive);
@@ -144,54 +144,53 @@ asio::awaitable<bool> client_connection::exchange_with_upstream(
   } catch (const body_refused& e) {
     // None of the value's bytes went up; the upstream saw a request that never ends.
     upstream_.reset();
-    if (exchange_.response_started) throw upstream_error("request body refused mid-response");
+    if (response_started_) throw upstream_error("request body refused mid-response");
     const auto decision = checks.decision(e.pattern);
     entry.credential = decision.credential;
     refused = refusal::of(decision, entry.host, where.plaintext);
   } catch (const body_error& e) {
     upstream_.reset();
-    if (exchange_.response_started) throw;
+    if (response_started_) throw;
     refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
   } catch (const brokers::body_refused_error& e) {
     // The body's rewriter refused a piece (a chunk whose signature does not verify): none of
     // it went up, and the upstream's request never ends.
     upstream_.reset();
-    if (exchange_.response_started) throw upstream_error("request body refused mid-response");
+    if (response_started_) throw upstream_error("request body refused mid-response");
     refused = refusal::of(e.decision(), entry.host, where.plaintext);
   }
   co_return co_await refuse(*refused, false);
 }
 
-asio::awaitable<void> client_connection::pump_request_body(http::parser& request,
-                                                           brokers::stream_scrubber* scan,
-                                                           bool& done) {
-  auto& entry = exchange_.entry;
+asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
+                                                       brokers::stream_scrubber* scan, bool& done) {
+  auto& entry = entry_;
   const bool chunked = request.head().chunked;
   std::string decoded, released, rewritten, wire;
   for (;;) {
-    if (!in_.empty()) {
+    if (!io_.in.empty()) {
       if (!scan) {
-        const auto r = request.feed(in_.view());
+        const auto r = request.feed(io_.in.view());
         if (r.status == http::parse_status::error) throw body_error(request.error_reason());
         if (r.consumed > 0) {
-          auto [ec, n] = co_await upstream_->io.write(in_.view().substr(0, r.consumed));
+          auto [ec, n] = co_await upstream_->io.write(io_.in.view().substr(0, r.consumed));
           if (ec) throw upstream_error("upstream write failed: " + ec.message());
           entry.bytes_out += n;
-          in_.consume(r.consumed);
+          io_.in.consume(r.consumed);
         }
         if (r.status == http::parse_status::message_complete) break;
       } else {
         decoded.clear();
         released.clear();
         wire.clear();
-        const auto r = request.feed(in_.view(), &decoded);
+        const auto r = request.feed(io_.in.view(), &decoded);
         if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-        in_.consume(r.consumed);
+        io_.in.consume(r.consumed);
         if (auto match = scan->feed(decoded, released)) throw body_refused(*match);
         const bool last = r.status == http::parse_status::message_complete;
         if (last)
           if (auto match = scan->finish(released)) throw body_refused(*match);
-        if (auto* rewriter = exchange_.plan ? exchange_.plan->rewriter() : nullptr) {
+        if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
           rewritten.clear();
           rewriter->feed(released, rewritten);
           if (last) rewriter->finish();
@@ -206,20 +205,20 @@ asio::awaitable<void> client_connection::pump_request_body(http::parser& request
         if (last) break;
       }
     }
-    deadline_.arm(timeouts().body, deadline::phase::request_body);
-    auto [ec, n] = co_await client_.read_some(in_.space());
+    io_.timer.arm(timeouts().body, deadline::phase::request_body);
+    auto [ec, n] = co_await io_.client.read_some(io_.in.space());
     if (ec) throw body_error("client closed the connection mid-body");
-    in_.commit(n);
+    io_.in.commit(n);
   }
   done = true;
-  deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+  io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
   co_await hold_until_cancelled();
 }
 
-asio::awaitable<void> client_connection::relay_response(const std::string& method,
-                                                        bool client_keep_alive, bool& keep_alive) {
+asio::awaitable<void> http_exchange::relay_response(const std::string& method,
+                                                    bool client_keep_alive, bool& keep_alive) {
   keep_alive = false;
-  auto& entry = exchange_.entry;
+  auto& entry = entry_;
   auto& up = *upstream_;
   std::optional<http::parser> response;
   int interim = 0;
@@ -250,7 +249,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
         co_return;
       }
       up.in.commit(n);
-      deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+      io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
     }
     auto& head = response->head();
     scrub_head(head);
@@ -263,7 +262,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
       co_return;
     }
     if (head.status == 101) {
-      if (!exchange_.websocket) {
+      if (!websocket_) {
         co_await refuse(
             refusal::upstream_unreachable(entry.host, "protocol upgrade is not supported here"),
             false);
@@ -271,7 +270,7 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
       }
       std::string out = http::serialize_response_head(head);
       out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-      exchange_.response_started = true;
+      response_started_ = true;
       entry.status = 101;
       co_await write_client(out);
       co_await relay_websocket();
@@ -294,36 +293,35 @@ asio::awaitable<void> client_connection::relay_response(const std::string& metho
     }
   }
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
-  const bool keep_client = client_keep_alive && !until_close && !draining_;
+  const bool keep_client = client_keep_alive && !until_close && !io_.draining;
   std::string out = http::serialize_response_head(head);
   if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
-  exchange_.response_started = true;
+  response_started_ = true;
   entry.status = head.status;
 
   if (response->message_done()) {
-    exchange_.upstream_reusable = true;
-    if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
+    upstream_reusable_ = true;
+    if (!finish(head.status, true)) throw upstream_error("audit log write failed");
     co_await write_client(out);
   } else {
     // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
     std::optional<session::llm_usage_meter> meter;
-    if (exchange_.llm != session::llm_api::none && head.status >= 200 && head.status < 300) {
+    if (llm_ != session::llm_api::none && head.status >= 200 && head.status < 300) {
       const std::string* type = head.find("content-type");
-      meter.emplace(exchange_.llm, type ? std::string_view(*type) : std::string_view());
+      meter.emplace(llm_, type ? std::string_view(*type) : std::string_view());
       meter->set_request_bytes(entry.bytes_out);
     }
     co_await relay_body(*response, head, std::move(out), meter ? &*meter : nullptr);
   }
-  exchange_.upstream_reusable =
-      exchange_.upstream_reusable && response->keep_alive() && upstream_->in.empty();
+  upstream_reusable_ = upstream_reusable_ && response->keep_alive() && upstream_->in.empty();
   keep_alive = keep_client;
 }
 
-asio::awaitable<void> client_connection::relay_body(http::parser& response,
-                                                    const http::message_head& head,
-                                                    std::string pending_head,
-                                                    session::llm_usage_meter* meter) {
-  auto& entry = exchange_.entry;
+asio::awaitable<void> http_exchange::relay_body(http::parser& response,
+                                                const http::message_head& head,
+                                                std::string pending_head,
+                                                session::llm_usage_meter* meter) {
+  auto& entry = entry_;
   auto& up = *upstream_;
   std::optional<brokers::stream_scrubber> scrub;
   if (!scrub_patterns_.empty()) scrub.emplace(scrub_patterns_);
@@ -345,8 +343,7 @@ asio::awaitable<void> client_connection::relay_body(http::parser& response,
         if (last) account_llm_usage(*meter);
       }
       // The record is written before the response completes (DESIGN §7).
-      if (last && !finish_exchange(head.status, true))
-        throw upstream_error("audit log write failed");
+      if (last && !finish(head.status, true)) throw upstream_error("audit log write failed");
       const auto raw = up.in.view().substr(0, r.consumed);
       if (!scrub) {
         if (wire.empty()) {
@@ -373,7 +370,7 @@ asio::awaitable<void> client_connection::relay_body(http::parser& response,
         wire.clear();
       }
       if (last) {
-        exchange_.upstream_reusable = true;
+        upstream_reusable_ = true;
         co_return;
       }
     }
@@ -390,7 +387,7 @@ asio::awaitable<void> client_connection::relay_body(http::parser& response,
       if (response.finish().status != http::parse_status::message_complete)
         throw upstream_error("upstream closed mid-response");
       if (meter) account_llm_usage(*meter);
-      if (!finish_exchange(head.status, true)) throw upstream_error("audit log write failed");
+      if (!finish(head.status, true)) throw upstream_error("audit log write failed");
       if (scrub) {
         scrub->finish(released);
         if (!released.empty()) co_await write_client(released);
@@ -399,20 +396,20 @@ asio::awaitable<void> client_connection::relay_body(http::parser& response,
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
-    deadline_.arm(timeouts().upstream, deadline::phase::upstream);
+    io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
   }
 }
 
-void client_connection::account_llm_usage(session::llm_usage_meter& meter) {
-  auto& entry = exchange_.entry;
+void http_exchange::account_llm_usage(session::llm_usage_meter& meter) {
+  auto& entry = entry_;
   const auto usage = meter.finish();
   entry.llm_tokens = usage.total();
   entry.llm_estimated = usage.estimated;
-  if (auto* budget = ctx_->budget())
+  if (auto* budget = io_.ctx.budget())
     budget->add_llm_usage(entry.host, usage.model, usage.input_tokens, usage.output_tokens);
 }
 
-void client_connection::scrub_head(http::message_head& head) const {
+void http_exchange::scrub_head(http::message_head& head) const {
   if (scrub_patterns_.empty()) return;
   brokers::scrub_value(head.reason, scrub_patterns_);
   for (auto& h : head.headers) {
@@ -421,14 +418,15 @@ void client_connection::scrub_head(http::message_head& head) const {
   }
 }
 
-asio::awaitable<void> client_connection::relay_websocket() {
-  auto& entry = exchange_.entry;
+asio::awaitable<void> http_exchange::relay_websocket() {
+  auto& entry = entry_;
   auto& up = *upstream_;
   // Frames are relayed as they are (not scrubbed); the upgrade request went through the brokers.
-  co_await race(copy_stream(client_, up.io, in_, entry.bytes_out, deadline_, timeouts().tunnel),
-                copy_stream(up.io, client_, up.in, entry.bytes_in, deadline_, timeouts().tunnel));
-  finish_exchange(101, true);
-  draining_ = true;  // the connection was handed over; nothing HTTP follows
+  co_await race(
+      copy_stream(io_.client, up.io, io_.in, entry.bytes_out, io_.timer, timeouts().tunnel),
+      copy_stream(up.io, io_.client, up.in, entry.bytes_in, io_.timer, timeouts().tunnel));
+  finish(101, true);
+  io_.draining = true;  // the connection was handed over; nothing HTTP follows
 }
 
 }  // namespace broker::proxy

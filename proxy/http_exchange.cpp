@@ -1,0 +1,277 @@
+// One exchange from policy to record: admit (policy, budget), the credential plan, the body read
+// whole when the plan asks (whole_body.cpp), an upstream from the pool or a new one, then the
+// relay (exchange_relay.cpp); refusals and the audit record for every outcome.
+#include "proxy/http_exchange.hpp"
+
+#include <algorithm>
+
+#include "brokers/scrubber.hpp"
+#include "proxy/address_guard.hpp"
+#include "proxy/limits.hpp"
+#include "proxy/target.hpp"
+#include "proxy/upstream_dialer.hpp"
+#include "session/llm_usage.hpp"
+
+namespace broker::proxy {
+
+namespace {
+
+// Upstream-side failures are answered by the broker but were allowed by policy.
+bool is_policy_refusal(const refusal& r) {
+  return r.status != 502 && r.status != 504;
+}
+
+// Decided before anything is dialed, so a refused credential never costs a connection: an
+// IP literal, "localhost", or a --connect-to mapping onto a loopback address.
+bool loopback_destination(const proxy_context& ctx, const config::destination& dest) {
+  auto is_loopback = [](std::string_view host) {
+    if (host == "localhost") return true;
+    auto ip = config::ip_address::parse(host);
+    return ip && classify(*ip) == address_class::loopback;
+  };
+  if (auto mapped = apply_connect_to(ctx.options().connect_to, dest.host, dest.port))
+    return is_loopback(mapped->host);
+  return is_loopback(dest.host);
+}
+
+void insert_before_blank_line(std::string& head, std::string_view lines) {
+  head.insert(head.size() - 2, lines);
+}
+
+std::size_t count_headers(const http::message_head& head, std::string_view name) {
+  return static_cast<std::size_t>(
+      std::count_if(head.headers.begin(), head.headers.end(),
+                    [name](const http::header_field& h) { return http::iequals(h.name, name); }));
+}
+
+// Why a request head cannot go through as it is, if it cannot.
+std::optional<std::string> malformed_for_proxying(const http::message_head& head, bool websocket) {
+  // Two Hosts let the upstream (or a front end before it) pick another virtual host than the
+  // one checked here (RFC 9112 §3.2: a 400).
+  if (count_headers(head, "host") > 1) return "more than one Host header";
+  // An HTTP/1.0 hop cannot carry chunked coding; an upstream could read the body as a second,
+  // unchecked request (RFC 9112 §6.1).
+  if (head.chunked && head.version_major == 1 && head.version_minor == 0)
+    return "Transfer-Encoding in an HTTP/1.0 request";
+  // After a 101 the connection carries frames; a request body would be read by both.
+  if (websocket && head.has_body) return "a WebSocket upgrade request with a body";
+  return std::nullopt;
+}
+
+// The values of a head's header fields, to see afterwards which ones the brokers rewrote.
+std::vector<std::string> header_values(const http::message_head& head) {
+  std::vector<std::string> out;
+  out.reserve(head.headers.size());
+  for (const auto& h : head.headers) out.push_back(h.value);
+  return out;
+}
+
+// A compressed response could carry a real value past the scrubber; ask for none (an absent
+// Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
+void ask_for_identity(http::message_head& head) {
+  std::erase_if(head.headers, [](const http::header_field& h) {
+    return http::iequals(h.name, "accept-encoding");
+  });
+  head.headers.push_back({"Accept-Encoding", "identity"});
+}
+
+// The head as it goes upstream, to `target` (the brokers may have rewritten it).
+std::string upstream_head(const http::message_head& head, std::string_view target,
+                          const config::destination& dest, bool https, bool websocket) {
+  std::string out = http::serialize_request_head(head, target);
+  if (!head.find("host")) {
+    // HTTP/1.0 clients may omit Host; the upstream needs it (RFC 9112 §3.2).
+    const auto line_end = out.find("\r\n") + 2;
+    const bool default_port = dest.port == (https ? 443 : 80);
+    out.insert(line_end,
+               "Host: " +
+                   (default_port ? (dest.ip && !dest.ip->v4 ? "[" + dest.host + "]" : dest.host)
+                                 : to_string(dest)) +
+                   "\r\n");
+  }
+  // Connection and Upgrade are hop-by-hop; a WebSocket handshake needs them on this hop too.
+  if (websocket) insert_before_blank_line(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  return out;
+}
+
+}  // namespace
+
+http_exchange::http_exchange(connection io, std::string method, int pid, std::string exe)
+    : io_(io), start_(std::chrono::steady_clock::now()) {
+  entry_.event = "request";
+  entry_.method = std::move(method);
+  entry_.pid = pid;
+  entry_.exe = std::move(exe);
+}
+
+http_exchange::~http_exchange() = default;
+
+std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
+                                            const http::message_head& head,
+                                            const request_target& to) {
+  auto& entry = entry_;
+  const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query);
+  entry.rule = verdict.rule;
+  if (verdict.ambiguous_path) return refusal::bad_request(*verdict.ambiguous_path);
+  if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry.host);
+  return admit_by_budget(to.dest.host);
+}
+
+void http_exchange::prepare_response_scrub(const std::vector<std::string>& before,
+                                           const http::message_head& head) {
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    // Dummies have their real value's length, so a rewritten value keeps its length too.
+    const auto& value = head.headers[i].value;
+    if (value != before[i] && value.size() == before[i].size())
+      swapped_.emplace_back(brokers::secret(std::string(value)), before[i]);
+  }
+  scrub_patterns_ = io_.ctx.credentials().response_patterns();
+  for (const auto& [sent, original] : swapped_)
+    scrub_patterns_.push_back({sent.expose(), original});
+}
+
+asio::awaitable<bool> http_exchange::forward(http::parser& request, const request_target& to) {
+  http::message_head& head = request.head();
+  auto& entry = entry_;
+  const auto& dest = to.dest;
+  if (!io_.ctx.audit_ok())
+    co_return co_await refuse(refusal::audit_unavailable(), to.keep_after_refusal);
+  websocket_ = head.has_token("connection", "upgrade") && head.has_token("upgrade", "websocket");
+  if (auto why = malformed_for_proxying(head, websocket_))
+    co_return co_await refuse(refusal::bad_request(*why), false);
+
+  const auto policy = io_.ctx.policy();
+  if (auto refused = admit(*policy, head, to))
+    co_return co_await refuse(*refused, to.keep_after_refusal);
+  llm_ = session::classify_llm_request(dest.host, head.method, to.path_and_query);
+
+  // The brokers: refuse what must not leave, swap what may (DESIGN §5).
+  const auto& credentials = io_.ctx.credentials();
+  std::string target = to.path_and_query;
+  // Once swapped, the head and target hold real values: they are wiped however this exchange
+  // ends (a client reset, a cancelled coroutine), not only when it ends well.
+  bool holds_real = false;
+  const brokers::wipe_on_exit wipe_swapped([&] {
+    if (!holds_real) return;
+    for (auto& h : head.headers) brokers::wipe(h.value);
+    brokers::wipe(target);
+  });
+  const brokers::request_context where{dest.host, to.scheme == "http",
+                                       loopback_destination(io_.ctx, dest)};
+  // Only a session with credentials can rewrite values; the others skip the copy.
+  const auto before = credentials.empty() ? std::vector<std::string>() : header_values(head);
+  auto& plan =
+      plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
+  holds_real = plan.holds_real();
+  entry.credential = plan.credential();
+  if (plan.decision().refused())
+    co_return co_await refuse(refusal::of(plan.decision(), entry.host, where.plaintext),
+                              to.keep_after_refusal);
+  if (const auto& need = plan.whole_body()) {
+    if (auto refused = co_await read_whole_body(request, where, *need))
+      co_return co_await refuse(*refused, false);
+  }
+  const std::string_view whole = body_ ? body_->bytes : std::string_view();
+  const auto completed = plan.complete(head.method, target, head.headers, whole);
+  entry.credential = plan.credential();
+  if (completed.refused())
+    co_return co_await refuse(refusal::of(completed, entry.host, where.plaintext),
+                              to.keep_after_refusal && !body_);
+  if (const auto& answer = plan.answer())
+    co_return co_await answer_locally(answer->credential, answer->json,
+                                      request.keep_alive() && !io_.draining);
+  prepare_response_scrub(before, head);
+  if (!credentials.empty()) ask_for_identity(head);
+
+  const std::string key = to.scheme + "://" + to_string(dest);
+  upstream_ = io_.pool.take(key);
+  if (!upstream_) {
+    arm_for_dial();
+    auto opened = co_await open_upstream(io_.ctx, *policy, dest, to.scheme == "https", key);
+    if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
+    upstream_ = std::move(opened.conn);
+  }
+
+  std::string out = upstream_head(head, target, dest, to.scheme == "https", websocket_);
+  co_return co_await exchange_with_upstream(request, std::move(out), where);
+}
+
+asio::awaitable<bool> http_exchange::answer_locally(const std::string& credential,
+                                                    const std::string& json, bool keep_alive) {
+  auto& entry = entry_;
+  entry.credential = credential;
+  std::string response =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
+      "Cache-Control: no-store\r\nContent-Length: " +
+      std::to_string(json.size()) + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n" +
+      json;
+  entry.bytes_in += response.size();
+  finish(200, true);
+  co_await write_client(response);
+  co_return keep_alive;
+}
+
+asio::awaitable<bool> http_exchange::refuse(const refusal& r, bool keep_alive) {
+  auto& entry = entry_;
+  const bool policy_refusal = is_policy_refusal(r);
+  // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
+  if (policy_refusal)
+    entry.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
+  if (!r.rule.empty()) entry.rule = r.rule;
+  // The target carried a real value, maybe encoded past what the audit's scrubbing recognizes.
+  if (r.code == "real_secret_blocked") entry.target.clear();
+  finish(r.status, !policy_refusal, r.code);
+  // Hosts and messages hold client-chosen text; what the broker writes holds no real value.
+  refusal shown = r;
+  shown.message = io_.ctx.scrub(r.message);
+  const std::string host = io_.ctx.scrub(entry.host);
+  session::log(spdlog::level::debug, io_.tag, "{} {} {}: {}", entry.method, host, shown.code,
+               shown.message);
+  co_await write_client(render_refusal(shown, host, io_.ctx.session_id(), keep_alive));
+  co_return keep_alive;
+}
+
+asio::awaitable<void> http_exchange::write_client(std::string_view data) {
+  co_await write_all(io_.client, data);
+}
+
+std::optional<refusal> http_exchange::admit_by_budget(const std::string& host) {
+  auto* budget = io_.ctx.budget();
+  if (!budget) return std::nullopt;
+  auto spent = budget->admit(host, std::chrono::steady_clock::now());
+  if (!spent) return std::nullopt;
+  if (spent->kill) io_.ctx.end_session(*spent);
+  const auto retry_ms = spent->retry_after.count();
+  return refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
+                                   retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);
+}
+
+void http_exchange::arm_for_dial() {
+  // dial_upstream bounds each of its own steps; this only keeps an earlier phase's deadline
+  // from cutting the dial short.
+  io_.timer.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
+                deadline::phase::upstream);
+}
+
+double http_exchange::elapsed_ms() const {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+      .count();
+}
+
+bool http_exchange::finish(int status, bool allowed, const std::string& error) {
+  if (!active_) return true;
+  active_ = false;
+  auto& entry = entry_;
+  entry.status = status;
+  entry.allowed = allowed;
+  entry.error = error;
+  entry.ms = elapsed_ms();
+  io_.ctx.charge(entry);
+  const bool ok = io_.ctx.record(entry);
+  if (!ok)
+    session::log(spdlog::level::err, io_.tag, "audit log write failed: {}",
+                 io_.ctx.audit_log().failure());
+  return ok;
+}
+
+}  // namespace broker::proxy

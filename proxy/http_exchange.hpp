@@ -1,0 +1,149 @@
+// One audited unit on a client connection, from policy to its record (DESIGN §1, §7): a request
+// forwarded upstream (admit: policy, then budget → the credential plan → the body read whole when
+// the plan asks → an upstream from the pool → the request body up while the response comes down,
+// scrubbed and metered → the record, written before the response completes), or a tunnel, or a
+// refusal. The connection reads heads and routes (client_connection.cpp, interception.cpp,
+// http_forward.cpp); an exchange does the rest, using the connection's streams while it lives.
+// The halves: http_exchange.cpp (admit, plan, upstream, record) and exchange_relay.cpp (bodies
+// and responses); whole_body.cpp reads a body whole.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "brokers/credential_set.hpp"
+#include "http/parser.hpp"
+#include "proxy/asio.hpp"
+#include "proxy/deadline.hpp"
+#include "proxy/held_bytes.hpp"
+#include "proxy/proxy_context.hpp"
+#include "proxy/read_buffer.hpp"
+#include "proxy/refusal.hpp"
+#include "proxy/stream.hpp"
+#include "proxy/upstream_pool.hpp"
+#include "session/log.hpp"
+
+namespace broker::brokers {
+class stream_scrubber;
+}
+namespace broker::session {
+class llm_usage_meter;
+enum class llm_api;
+}  // namespace broker::session
+
+namespace broker::proxy {
+
+// Where one request goes, once its target is known.
+struct request_target {
+  config::destination dest;
+  std::string scheme;
+  std::string path_and_query;
+  bool keep_after_refusal = false;  // a refused request leaves the connection usable
+};
+
+class http_exchange {
+ public:
+  // What of its client connection an exchange uses; all of it outlives the exchange.
+  struct connection {
+    stream& client;
+    read_buffer& in;
+    deadline& timer;
+    proxy_context& ctx;
+    upstream_pool& pool;
+    const session::log_tag& tag;
+    bool& draining;  // the connection ends after this exchange (set by a WebSocket upgrade)
+  };
+
+  // Starts the exchange's clock; `pid`/`exe` own the client socket (0/"" when unknown).
+  http_exchange(connection io, std::string method, int pid, std::string exe);
+  ~http_exchange();
+  http_exchange(const http_exchange&) = delete;
+  http_exchange& operator=(const http_exchange&) = delete;
+
+  // Forwards the request (its head parsed, its body still to read) to `to`, answering the
+  // client; false when the connection cannot carry another request.
+  asio::awaitable<bool> forward(http::parser& request, const request_target& to);
+  // Answers with the refusal and records it; returns `keep_alive`.
+  asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
+  // Writes the record once (later calls do nothing); false when the audit log failed.
+  bool finish(int status, bool allowed, const std::string& error = {});
+  // A 429 budget_exhausted when the session's (or the host's) budget refuses one more request.
+  std::optional<refusal> admit_by_budget(const std::string& host);
+  // Keeps an earlier phase's deadline from cutting a dial short (dials bound their own steps).
+  void arm_for_dial();
+  asio::awaitable<void> write_client(std::string_view data);
+
+  audit_entry& entry() { return entry_; }
+  bool active() const { return active_; }
+  bool response_started() const { return response_started_; }
+  void response_started(bool started) { response_started_ = started; }
+  // The CONNECT of an interception is no record of its own: the exchanges inside it are.
+  void dismiss() { active_ = false; }
+  // Lets go of the upstream connection at once (a deadline fired mid-exchange).
+  void drop_upstream() { upstream_.reset(); }
+
+ private:
+  // A request body read whole before anything of it goes upstream, and its share of the
+  // process-wide allowance for such bodies.
+  struct whole_body {
+    std::string bytes;
+    held_bytes hold;
+  };
+
+  // Policy on host, port, method and path, then the budget: the refusal, if any.
+  std::optional<refusal> admit(const config::policy_set& policy, const http::message_head& head,
+                               const request_target& to);
+  // The response will be scrubbed of real values, and of the header values the brokers
+  // rewrote (`before`: the values as the client sent them) back to the client's form.
+  void prepare_response_scrub(const std::vector<std::string>& before,
+                              const http::message_head& head);
+  // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
+  asio::awaitable<bool> answer_locally(const std::string& credential, const std::string& json,
+                                       bool keep_alive);
+  // Reads the whole request body into body_ (scanned like a streamed one), as the plan asks
+  // (at most need.limit decoded bytes). Returns the refusal when it cannot.
+  asio::awaitable<std::optional<refusal>> read_whole_body(http::parser& request,
+                                                          const brokers::request_context& where,
+                                                          const brokers::whole_body_need& need);
+  asio::awaitable<bool> exchange_with_upstream(http::parser& request, std::string head,
+                                               const brokers::request_context& where);
+  void release_upstream();
+  // Real values (and this exchange's rewritten header values) back to what the client knows.
+  void scrub_head(http::message_head& head) const;
+  asio::awaitable<void> pump_request_body(http::parser& request, brokers::stream_scrubber* scan,
+                                          bool& done);
+  asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
+                                       bool& keep_alive);
+  asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
+                                   std::string pending_head, session::llm_usage_meter* meter);
+  // The finished meter's tokens into the record and the budget.
+  void account_llm_usage(session::llm_usage_meter& meter);
+  asio::awaitable<void> relay_websocket();
+  double elapsed_ms() const;
+  const proxy::timeouts& timeouts() const { return io_.ctx.options().timeouts; }
+
+  connection io_;
+  audit_entry entry_;
+  std::chrono::steady_clock::time_point start_;
+  bool active_ = true;
+  bool response_started_ = false;
+  bool websocket_ = false;  // the request asked for Upgrade: websocket
+  // The upstream connection may carry another request: its response was relayed whole.
+  bool upstream_reusable_ = false;
+  std::unique_ptr<upstream_connection> upstream_;
+  // Request header values the brokers rewrote: (as sent upstream, as the client sent them),
+  // so that an upstream echoing one back is answered with the client's form.
+  std::vector<std::pair<brokers::secret, std::string>> swapped_;
+  std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response
+  session::llm_api llm_{};                              // which LLM API the request calls, if any
+  // What the credential brokers decided for the request, and what it still needs: the body
+  // read whole first, a body rewriter while it streams.
+  std::optional<brokers::request_plan> plan_;
+  std::optional<whole_body> body_;
+};
+
+}  // namespace broker::proxy
