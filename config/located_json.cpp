@@ -90,6 +90,14 @@ class counting_iterator {
   std::size_t* furthest_;
 };
 
+// What one policy text may ask the builder to keep. Every value's pointer and error key spells
+// its whole path, so their bytes grow with nesting and with key length: without a bound, a 1 MiB
+// file of nested brackets (or one long key above many values) needs gigabytes. Real policies
+// nest a few levels and name keys in a few bytes.
+constexpr std::size_t max_depth = 32;
+constexpr std::size_t max_key_bytes = 256;
+constexpr std::size_t max_path_bytes = 32 * 1024 * 1024;  // all pointers recorded, together
+
 // Builds the DOM like nlohmann's own SAX DOM parser, and records each value's line under its
 // JSON pointer: a member's line is its key's, an array element's is where the element starts.
 class located_builder {
@@ -119,11 +127,14 @@ class located_builder {
   bool key(string_t& name) {
     frame& f = stack_.back();
     int line = lines_.line_before(consumed_);
+    if (name.size() > max_key_bytes)
+      throw policy_error(out_.source, line, innermost_key(),
+                         "a key longer than " + std::to_string(max_key_bytes) + " bytes");
     f.member_pointer = f.pointer + "/" + escape_pointer_token(name);
     f.member_key = member_key(f.key, name);
     if (f.node->contains(name))
       throw policy_error(out_.source, line, f.member_key, "duplicate key");
-    out_.lines[f.member_pointer] = line;
+    record(f.member_pointer, line);
     f.member = std::move(name);
     return true;
   }
@@ -165,7 +176,7 @@ class located_builder {
     frame& f = stack_.back();
     if (f.node->is_array()) {
       std::string pointer = f.pointer + "/" + std::to_string(f.next_index);
-      out_.lines[pointer] = lines_.line_before(consumed_);
+      record(pointer, lines_.line_before(consumed_));
       std::string key = element_key(f.key, f.next_index++);
       f.node->push_back(std::move(value));
       return {&f.node->back(), std::move(pointer), std::move(key)};
@@ -181,6 +192,9 @@ class located_builder {
   }
 
   bool open(json&& container) {
+    if (stack_.size() >= max_depth)
+      throw policy_error(out_.source, lines_.line_before(consumed_), innermost_key(),
+                         "nested deeper than " + std::to_string(max_depth) + " levels");
     placed p = insert(std::move(container));
     frame f;
     f.node = p.node;
@@ -195,6 +209,14 @@ class located_builder {
     return true;
   }
 
+  void record(const std::string& pointer, int line) {
+    path_bytes_ += pointer.size();
+    if (path_bytes_ > max_path_bytes)
+      throw policy_error(out_.source, line, innermost_key(),
+                         "too many values under long keys for a policy file");
+    out_.lines[pointer] = line;
+  }
+
   std::string innermost_key() const {
     if (stack_.empty()) return "(document)";
     const frame& f = stack_.back();
@@ -207,6 +229,7 @@ class located_builder {
   const line_index& lines_;
   const std::size_t& consumed_;
   std::vector<frame> stack_;
+  std::size_t path_bytes_ = 0;
 };
 
 const char* type_noun(const json& v) {

@@ -322,3 +322,29 @@ TEST_CASE("line numbers survive comments and blank lines", "[config][policy]") {
   CHECK(e.line == 10);
   CHECK(e.key == "allow[1].cidr");
 }
+
+TEST_CASE("a policy text cannot make the loader's memory blow up", "[config][policy]") {
+  // Every value's path is kept for its errors: deep nesting and long keys are bounded, each
+  // with an error naming file, line and key, instead of gigabytes.
+  auto deep =
+      error_of("{\"allow\": " + std::string(40 * 1024, '[') + std::string(40 * 1024, ']') + "}");
+  REQUIRE(deep.thrown);
+  CHECK(deep.message == "nested deeper than 32 levels");
+  CHECK(deep.line == 1);
+
+  auto long_key = error_of("{\"credentials\": {\"" + std::string(300, 'k') + "\": {}}}");
+  REQUIRE(long_key.thrown);
+  CHECK(long_key.message == "a key longer than 256 bytes");
+  CHECK(long_key.key == "credentials");
+
+  // Thirty keys of 256 bytes nested, then 8,000 numbers: each number's path is ~7.7 KiB.
+  std::string text = "{";
+  for (int i = 0; i < 30; ++i)
+    text += "\"" + std::string(256, static_cast<char>('a' + i % 26)) + "\": {";
+  text += "\"x\": [1";
+  for (int i = 1; i < 8000; ++i) text += ",1";
+  text += "]" + std::string(31, '}');
+  auto wide = error_of(text);
+  REQUIRE(wide.thrown);
+  CHECK(wide.message == "too many values under long keys for a policy file");
+}
