@@ -84,28 +84,26 @@ struct parser::impl {
     h.upgrade = p->upgrade != 0;
     h.chunked = (p->flags & F_CHUNKED) != 0;
     if (p->flags & F_CONTENT_LENGTH) h.content_length = p->content_length;
-    // llhttp does not frame "chunked<TAB>" or "chunked," as chunked, while the field goes to the
-    // next hop trimmed, as "chunked": the two would disagree on where the message ends (RFC 9112
-    // §11.2), so the message is refused.
-    if (!h.chunked) {
+    // Transfer codings, looked at once the head is whole (most messages have none).
+    if (h.find("transfer-encoding")) {
       const auto codings = h.list("transfer-encoding");
-      if (!codings.empty() && iequals(codings.back(), "chunked")) {
+      // llhttp does not frame "chunked<TAB>" or "chunked," as chunked, while the field goes to
+      // the next hop trimmed, as "chunked": the two would disagree on where the message ends
+      // (RFC 9112 §11.2), so the message is refused.
+      if (!h.chunked && !codings.empty() && iequals(codings.back(), "chunked")) {
         s.user_error = "Transfer-Encoding is not framed as the chunked coding it names";
+        return -1;
+      }
+      // RFC 9112 §6.1: a request whose final transfer coding is not chunked has no reliable
+      // length (400). Any coding under the chunked one would hide the body from the broker's
+      // checks, and clients send none, so only "chunked" alone is accepted.
+      if (o.is_request_ && (codings.size() != 1 || !iequals(codings.front(), "chunked"))) {
+        s.user_error = "a request's Transfer-Encoding must be \"chunked\" alone";
         return -1;
       }
     }
     if (o.is_request_) {
       h.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
-      // RFC 9112 §6.1: a request whose final transfer coding is not chunked has no reliable
-      // length (400). Any coding under the chunked one would hide the body from the broker's
-      // checks, and clients send none, so only "chunked" alone is accepted.
-      if (h.find("transfer-encoding")) {
-        const auto codings = h.list("transfer-encoding");
-        if (codings.size() != 1 || !iequals(codings.front(), "chunked")) {
-          s.user_error = "a request's Transfer-Encoding must be \"chunked\" alone";
-          return -1;
-        }
-      }
       // Only CONNECT hands the connection over; an Upgrade request is relayed as a plain
       // request, so its body (if any) must be framed like any other.
       const bool connect = p->method == HTTP_CONNECT;
