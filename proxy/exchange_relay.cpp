@@ -75,7 +75,6 @@ void http_exchange::release_upstream() {
 
 asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& request, std::string head,
                                                             const brokers::request_context& where) {
-  auto& entry = entry_;
   const auto& credentials = io_.ctx.credentials();
   const bool client_keep_alive = request.keep_alive() && !io_.draining;
   // The head may carry a real value: wiped once sent, or however the exchange ends.
@@ -85,9 +84,9 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
   brokers::wipe(head);
   if (ec) {
     upstream_.reset();
-    co_return co_await refuse(refusal::upstream_unreachable(entry.host, ec.message()), false);
+    co_return co_await refuse(refusal::upstream_unreachable(entry_.host, ec.message()), false);
   }
-  entry.bytes_out += n;
+  entry_.bytes_out += n;
   bool keep_alive = false;
   const bool sent_whole = body_.has_value();
   if (sent_whole) {
@@ -109,15 +108,15 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
       auto [body_ec, sent] = co_await upstream_->io.write(piece);
       if (body_ec) {
         upstream_.reset();
-        co_return co_await refuse(refusal::upstream_unreachable(entry.host, body_ec.message()),
+        co_return co_await refuse(refusal::upstream_unreachable(entry_.host, body_ec.message()),
                                   false);
       }
-      entry.bytes_out += sent;
+      entry_.bytes_out += sent;
     }
     body_.reset();
   }
   if (!request.head().has_body || sent_whole) {
-    co_await relay_response(entry.method, client_keep_alive, keep_alive);
+    co_await relay_response(entry_.method, client_keep_alive, keep_alive);
     release_upstream();
     co_return keep_alive;
   }
@@ -132,7 +131,7 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
     co_await race(pump_request_body(request, scan ? &*scan : nullptr, body_done),
-                  relay_response(entry.method, client_keep_alive, keep_alive));
+                  relay_response(entry_.method, client_keep_alive, keep_alive));
     if (body_done) {
       release_upstream();
       co_return keep_alive;
@@ -146,8 +145,8 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
     upstream_.reset();
     if (response_started_) throw upstream_error("request body refused mid-response");
     const auto decision = checks.decision(e.pattern);
-    entry.credential = decision.credential;
-    refused = refusal::of(decision, entry.host, where.plaintext);
+    entry_.credential = decision.credential;
+    refused = refusal::of(decision, entry_.host, where.plaintext);
   } catch (const body_error& e) {
     upstream_.reset();
     if (response_started_) throw;
@@ -157,14 +156,13 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
     // it went up, and the upstream's request never ends.
     upstream_.reset();
     if (response_started_) throw upstream_error("request body refused mid-response");
-    refused = refusal::of(e.decision(), entry.host, where.plaintext);
+    refused = refusal::of(e.decision(), entry_.host, where.plaintext);
   }
   co_return co_await refuse(*refused, false);
 }
 
 asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
                                                        brokers::stream_scrubber* scan, bool& done) {
-  auto& entry = entry_;
   const bool chunked = request.head().chunked;
   std::string decoded, released, rewritten, wire;
   for (;;) {
@@ -175,7 +173,7 @@ asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
         if (r.consumed > 0) {
           auto [ec, n] = co_await upstream_->io.write(io_.in.view().substr(0, r.consumed));
           if (ec) throw upstream_error("upstream write failed: " + ec.message());
-          entry.bytes_out += n;
+          entry_.bytes_out += n;
           io_.in.consume(r.consumed);
         }
         if (r.status == http::parse_status::message_complete) break;
@@ -200,7 +198,7 @@ asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
         if (!wire.empty()) {
           auto [ec, n] = co_await upstream_->io.write(wire);
           if (ec) throw upstream_error("upstream write failed: " + ec.message());
-          entry.bytes_out += n;
+          entry_.bytes_out += n;
         }
         if (last) break;
       }
@@ -218,7 +216,6 @@ asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
 asio::awaitable<void> http_exchange::relay_response(const std::string& method,
                                                     bool client_keep_alive, bool& keep_alive) {
   keep_alive = false;
-  auto& entry = entry_;
   auto& up = *upstream_;
   std::optional<http::parser> response;
   int interim = 0;
@@ -229,13 +226,13 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
       if (!up.in.empty()) {
         const auto r = response->feed(up.in.view());
         up.in.consume(r.consumed);
-        entry.bytes_in += r.consumed;
+        entry_.bytes_in += r.consumed;
         if (r.status == http::parse_status::head_complete ||
             r.status == http::parse_status::message_complete)
           break;
         if (r.status == http::parse_status::error) {
           co_await refuse(refusal::upstream_unreachable(
-                              entry.host, "malformed response: " + response->error_reason()),
+                              entry_.host, "malformed response: " + response->error_reason()),
                           false);
           co_return;
         }
@@ -244,7 +241,7 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
       if (ec == asio::error::operation_aborted) co_return;  // the request body failed first
       if (ec) {
         co_await refuse(
-            refusal::upstream_unreachable(entry.host, "connection closed before a response"),
+            refusal::upstream_unreachable(entry_.host, "connection closed before a response"),
             false);
         co_return;
       }
@@ -257,21 +254,21 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
     // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
     // exchange open forever with them.
     if (++interim > limits::max_interim_responses) {
-      co_await refuse(refusal::upstream_unreachable(entry.host, "too many interim responses"),
+      co_await refuse(refusal::upstream_unreachable(entry_.host, "too many interim responses"),
                       false);
       co_return;
     }
     if (head.status == 101) {
       if (!websocket_) {
         co_await refuse(
-            refusal::upstream_unreachable(entry.host, "protocol upgrade is not supported here"),
+            refusal::upstream_unreachable(entry_.host, "protocol upgrade is not supported here"),
             false);
         co_return;
       }
       std::string out = http::serialize_response_head(head);
       out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
       response_started_ = true;
-      entry.status = 101;
+      entry_.status = 101;
       co_await write_client(out);
       co_await relay_websocket();
       co_return;
@@ -285,9 +282,9 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
       // It was asked for identity; a coded body could carry a real value past the scrubber.
       co_await refuse(
           refusal::upstream_unreachable(
-              entry.host, "compressed or coded response (" + coding +
-                              ") to a request that asked for identity; the broker scrubs "
-                              "real values from responses and cannot read through a coding"),
+              entry_.host, "compressed or coded response (" + coding +
+                               ") to a request that asked for identity; the broker scrubs "
+                               "real values from responses and cannot read through a coding"),
           false);
       co_return;
     }
@@ -297,7 +294,7 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
   std::string out = http::serialize_response_head(head);
   if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
   response_started_ = true;
-  entry.status = head.status;
+  entry_.status = head.status;
 
   if (response->message_done()) {
     upstream_reusable_ = true;
@@ -309,7 +306,7 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
     if (llm_ != session::llm_api::none && head.status >= 200 && head.status < 300) {
       const std::string* type = head.find("content-type");
       meter.emplace(llm_, type ? std::string_view(*type) : std::string_view());
-      meter->set_request_bytes(entry.bytes_out);
+      meter->set_request_bytes(entry_.bytes_out);
     }
     co_await relay_body(*response, head, std::move(out), meter ? &*meter : nullptr);
   }
@@ -321,7 +318,6 @@ asio::awaitable<void> http_exchange::relay_body(http::parser& response,
                                                 const http::message_head& head,
                                                 std::string pending_head,
                                                 session::llm_usage_meter* meter) {
-  auto& entry = entry_;
   auto& up = *upstream_;
   std::optional<brokers::stream_scrubber> scrub;
   if (!scrub_patterns_.empty()) scrub.emplace(scrub_patterns_);
@@ -336,7 +332,7 @@ asio::awaitable<void> http_exchange::relay_body(http::parser& response,
       const auto r = response.feed(up.in.view(), decode ? &decoded : nullptr);
       if (r.status == http::parse_status::error)
         throw upstream_error("malformed response body: " + response.error_reason());
-      entry.bytes_in += r.consumed;
+      entry_.bytes_in += r.consumed;
       const bool last = r.status == http::parse_status::message_complete;
       if (meter) {
         meter->feed(decode ? std::string_view(decoded) : up.in.view().substr(0, r.consumed));
@@ -401,12 +397,11 @@ asio::awaitable<void> http_exchange::relay_body(http::parser& response,
 }
 
 void http_exchange::account_llm_usage(session::llm_usage_meter& meter) {
-  auto& entry = entry_;
   const auto usage = meter.finish();
-  entry.llm_tokens = usage.total();
-  entry.llm_estimated = usage.estimated;
+  entry_.llm_tokens = usage.total();
+  entry_.llm_estimated = usage.estimated;
   if (auto* budget = io_.ctx.budget())
-    budget->add_llm_usage(entry.host, usage.model, usage.input_tokens, usage.output_tokens);
+    budget->add_llm_usage(entry_.host, usage.model, usage.input_tokens, usage.output_tokens);
 }
 
 void http_exchange::scrub_head(http::message_head& head) const {
@@ -419,12 +414,11 @@ void http_exchange::scrub_head(http::message_head& head) const {
 }
 
 asio::awaitable<void> http_exchange::relay_websocket() {
-  auto& entry = entry_;
   auto& up = *upstream_;
   // Frames are relayed as they are (not scrubbed); the upgrade request went through the brokers.
   co_await race(
-      copy_stream(io_.client, up.io, io_.in, entry.bytes_out, io_.timer, timeouts().tunnel),
-      copy_stream(up.io, io_.client, up.in, entry.bytes_in, io_.timer, timeouts().tunnel));
+      copy_stream(io_.client, up.io, io_.in, entry_.bytes_out, io_.timer, timeouts().tunnel),
+      copy_stream(up.io, io_.client, up.in, entry_.bytes_in, io_.timer, timeouts().tunnel));
   finish(101, true);
   io_.draining = true;  // the connection was handed over; nothing HTTP follows
 }

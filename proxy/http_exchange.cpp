@@ -109,11 +109,10 @@ http_exchange::~http_exchange() = default;
 std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
                                             const http::message_head& head,
                                             const request_target& to) {
-  auto& entry = entry_;
   const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query);
-  entry.rule = verdict.rule;
+  entry_.rule = verdict.rule;
   if (verdict.ambiguous_path) return refusal::bad_request(*verdict.ambiguous_path);
-  if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry.host);
+  if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry_.host);
   return admit_by_budget(to.dest.host);
 }
 
@@ -132,7 +131,6 @@ void http_exchange::prepare_response_scrub(const std::vector<std::string>& befor
 
 asio::awaitable<bool> http_exchange::forward(http::parser& request, const request_target& to) {
   http::message_head& head = request.head();
-  auto& entry = entry_;
   const auto& dest = to.dest;
   if (!io_.ctx.audit_ok())
     co_return co_await refuse(refusal::audit_unavailable(), to.keep_after_refusal);
@@ -163,9 +161,9 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   auto& plan =
       plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();
-  entry.credential = plan.credential();
+  entry_.credential = plan.credential();
   if (plan.decision().refused())
-    co_return co_await refuse(refusal::of(plan.decision(), entry.host, where.plaintext),
+    co_return co_await refuse(refusal::of(plan.decision(), entry_.host, where.plaintext),
                               to.keep_after_refusal);
   if (const auto& need = plan.whole_body()) {
     if (auto refused = co_await read_whole_body(request, where, *need))
@@ -173,9 +171,9 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   }
   const std::string_view whole = body_ ? body_->bytes : std::string_view();
   const auto completed = plan.complete(head.method, target, head.headers, whole);
-  entry.credential = plan.credential();
+  entry_.credential = plan.credential();
   if (completed.refused())
-    co_return co_await refuse(refusal::of(completed, entry.host, where.plaintext),
+    co_return co_await refuse(refusal::of(completed, entry_.host, where.plaintext),
                               to.keep_after_refusal && !body_);
   if (const auto& answer = plan.answer())
     co_return co_await answer_locally(answer->credential, answer->json,
@@ -198,34 +196,32 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
 
 asio::awaitable<bool> http_exchange::answer_locally(const std::string& credential,
                                                     const std::string& json, bool keep_alive) {
-  auto& entry = entry_;
-  entry.credential = credential;
+  entry_.credential = credential;
   std::string response =
       "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
       "Cache-Control: no-store\r\nContent-Length: " +
       std::to_string(json.size()) + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n" +
       json;
-  entry.bytes_in += response.size();
+  entry_.bytes_in += response.size();
   finish(200, true);
   co_await write_client(response);
   co_return keep_alive;
 }
 
 asio::awaitable<bool> http_exchange::refuse(const refusal& r, bool keep_alive) {
-  auto& entry = entry_;
   const bool policy_refusal = is_policy_refusal(r);
   // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
   if (policy_refusal)
-    entry.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
-  if (!r.rule.empty()) entry.rule = r.rule;
+    entry_.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
+  if (!r.rule.empty()) entry_.rule = r.rule;
   // The target carried a real value, maybe encoded past what the audit's scrubbing recognizes.
-  if (r.code == "real_secret_blocked") entry.target.clear();
+  if (r.code == "real_secret_blocked") entry_.target.clear();
   finish(r.status, !policy_refusal, r.code);
   // Hosts and messages hold client-chosen text; what the broker writes holds no real value.
   refusal shown = r;
   shown.message = io_.ctx.scrub(r.message);
-  const std::string host = io_.ctx.scrub(entry.host);
-  session::log(spdlog::level::debug, io_.tag, "{} {} {}: {}", entry.method, host, shown.code,
+  const std::string host = io_.ctx.scrub(entry_.host);
+  session::log(spdlog::level::debug, io_.tag, "{} {} {}: {}", entry_.method, host, shown.code,
                shown.message);
   co_await write_client(render_refusal(shown, host, io_.ctx.session_id(), keep_alive));
   co_return keep_alive;
@@ -261,13 +257,12 @@ double http_exchange::elapsed_ms() const {
 bool http_exchange::finish(int status, bool allowed, const std::string& error) {
   if (!active_) return true;
   active_ = false;
-  auto& entry = entry_;
-  entry.status = status;
-  entry.allowed = allowed;
-  entry.error = error;
-  entry.ms = elapsed_ms();
-  io_.ctx.charge(entry);
-  const bool ok = io_.ctx.record(entry);
+  entry_.status = status;
+  entry_.allowed = allowed;
+  entry_.error = error;
+  entry_.ms = elapsed_ms();
+  io_.ctx.charge(entry_);
+  const bool ok = io_.ctx.record(entry_);
   if (!ok)
     session::log(spdlog::level::err, io_.tag, "audit log write failed: {}",
                  io_.ctx.audit_log().failure());
