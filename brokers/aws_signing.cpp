@@ -70,19 +70,7 @@ bool is_listed(const std::vector<std::string>& list, std::string_view value) {
   return std::find(list.begin(), list.end(), value) != list.end();
 }
 
-class aws_part_broker final : public credential_broker {
- public:
-  using credential_broker::credential_broker;
-  int swap_header(std::string_view, std::string&) const override { return 0; }
-};
-
 }  // namespace
-
-std::unique_ptr<credential_broker> make_aws_part_broker(const config::credential_spec& spec,
-                                                        std::string_view dummy,
-                                                        std::string_view real) {
-  return std::make_unique<aws_part_broker>(spec, dummy, real);
-}
 
 aws_signed_request::aws_signed_request(const aws_identity& id, bool presigned,
                                        sigv4::credential_scope scope)

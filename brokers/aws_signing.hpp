@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "brokers/aws_credentials.hpp"
 #include "brokers/rotating.hpp"
 #include "brokers/secret.hpp"
 #include "brokers/sigv4.hpp"
@@ -30,21 +31,23 @@ struct aws_values {
   std::string_view key_id, secret_key, token;  // token empty when there is none
 };
 
-// A session's AWS identity: the values of one aws-sigv4 credential (token parts empty when the
-// real credentials have no session token). The views point into the credential_set.
+// A session's AWS identity: the dummies of one aws-sigv4 credential (token empty when the real
+// credentials have no session token) and where its real values are. The views and pointers
+// point into the credential's broker.
 struct aws_identity {
   std::string_view name;  // the credential's name
-  std::string_view dummy_key_id, real_key_id;
-  std::string_view dummy_secret, real_secret;
-  std::string_view dummy_token, real_token;
+  std::string_view dummy_key_id, dummy_secret, dummy_token;
+  const aws_credentials* fixed;             // the real credentials, unless they rotate
   const std::vector<std::string>* regions;  // allowlists; empty = any
   const std::vector<std::string>* services;
-  // Temporary credentials are replaced as they expire; null = the real_* values for good.
+  // Temporary credentials are replaced as they expire; null = `fixed` for good.
   const rotating<aws_real_credentials>* rotation = nullptr;
 
-  // The real credentials to sign with now.
+  // The real credentials to sign with now, for as long as the signing takes.
   aws_values real() const {
-    if (!rotation) return {real_key_id, real_secret, real_token};
+    if (!rotation)
+      return {fixed->access_key_id.expose(), fixed->secret_access_key.expose(),
+              fixed->session_token.expose()};
     const aws_real_credentials& c = rotation->current();
     return {c.key_id.expose(), c.secret_key.expose(), c.token.expose()};
   }

@@ -5,9 +5,9 @@
 namespace broker::brokers {
 namespace {
 
-class bearer_broker final : public credential_broker {
+class bearer_broker final : public value_broker {
  public:
-  using credential_broker::credential_broker;
+  using value_broker::value_broker;
 
   int swap_header(std::string_view name, std::string& value) const override {
     if (!is_authorization(name)) return 0;
@@ -20,10 +20,8 @@ class bearer_broker final : public credential_broker {
 
 }  // namespace
 
-std::unique_ptr<credential_broker> make_bearer_broker(const config::credential_spec& spec,
-                                                      std::string_view dummy,
-                                                      std::string_view real) {
-  return std::make_unique<bearer_broker>(spec, dummy, real);
+std::unique_ptr<value_broker> make_bearer_broker(value_broker::init values) {
+  return std::make_unique<bearer_broker>(std::move(values));
 }
 
 }  // namespace broker::brokers

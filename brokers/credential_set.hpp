@@ -1,7 +1,8 @@
-// A session's brokered credentials: each policy credential whose source has a value, with its
-// real secret, its per-session dummy and its family's broker. It decides what happens to every
-// intercepted or plain request (DESIGN §5): real values anywhere are refused, dummies of
-// credentials not bound to the host are refused (a canary), and bound dummies become real.
+// A session's brokered credentials: one request_broker per policy credential whose source has a
+// value (request_broker.hpp). It decides what happens to every intercepted or plain request
+// (DESIGN §5): real values anywhere are refused, dummies of credentials not bound to the host are
+// refused (a canary), bound dummies become real, and the families that need more follow the
+// request as its plan's steps.
 #pragma once
 
 #include <cstdint>
@@ -11,32 +12,15 @@
 #include <utility>
 #include <vector>
 
-#include "brokers/aws_signing.hpp"
-#include "brokers/credential_broker.hpp"
+#include "brokers/request_broker.hpp"
 #include "brokers/request_decision.hpp"
 #include "brokers/request_plan.hpp"
 #include "brokers/scrubber.hpp"
-#include "brokers/secret.hpp"
 #include "brokers/token_credential.hpp"
 #include "config/policy.hpp"
 #include "http/message.hpp"
 
 namespace broker::brokers {
-
-// Which value of its credential an entry holds: most families have one; an aws-sigv4
-// credential is brokered as two or three entries of the same name.
-enum class credential_part { value, aws_key_id, aws_secret, aws_token };
-
-struct credential {
-  config::credential_spec spec;  // for an aws-sigv4 part, env names just that part's variable
-  credential_part part = credential_part::value;
-  secret real;
-  std::string dummy;                          // same length as real
-  std::unique_ptr<credential_broker> broker;  // made by credential_set; callers leave it empty
-  // The bindings of the same name in the other layers that define it (load() fills this): a
-  // host is bound only if spec.hosts and each of these lists match it. Usually empty.
-  std::vector<std::vector<config::host_pattern>> other_layer_hosts;
-};
 
 class value_catalog;
 
@@ -67,13 +51,9 @@ class body_scan {
 class credential_set {
  public:
   credential_set();
-  // Makes each credential's broker. Credentials are kept at stable addresses (the brokers and the
-  // scrub patterns point into them).
-  using aws_rotation_list =
-      std::vector<std::pair<std::string, std::unique_ptr<rotating<aws_real_credentials>>>>;
-  explicit credential_set(std::vector<credential> credentials,
-                          std::vector<std::unique_ptr<token_credential>> tokens = {},
-                          aws_rotation_list aws_rotations = {});
+  // The brokers, in the order their findings are reported. They are kept at stable addresses
+  // (the scrub patterns and catalogs point into them).
+  explicit credential_set(std::vector<std::unique_ptr<request_broker>> brokers);
   ~credential_set();
   credential_set(credential_set&&) noexcept;
   credential_set& operator=(credential_set&&) noexcept;
@@ -87,38 +67,24 @@ class credential_set {
                              std::vector<std::string>* skipped = nullptr,
                              const token_transport& transport = {});
 
-  // Is `host` one of this credential's bound hosts?
-  static bool bound(const credential& c, std::string_view host);
-  static bool bound(const config::credential_spec& spec,
-                    const std::vector<std::vector<config::host_pattern>>& other_layer_hosts,
-                    std::string_view host);
-
   // Checks one request head and, when it passes, swaps bound dummies for real values in place
-  // (target's query for opted-in parameters, headers by family). Real values are looked for in
-  // the target and every header; dummies of credentials not bound to the host (or bound, but the
-  // request is plaintext to a non-loopback host without allow_plaintext) likewise. Each is found
-  // as sent, base64-encoded (either alphabet, any alignment, inside a longer blob or a Basic
-  // credential), percent-encoded (the target; a header name or value holding a '%'), and split
-  // across fields repeated under one name (see credential_set_request_text.hpp). The refusal's
-  // `where` says where and how ("header x-a, split across repeated header fields"), never the
-  // value. On a refusal nothing is modified.
+  // (target's query for opted-in parameters, headers by family), noting each rewritten value
+  // in `swaps` when given. Real values are looked for in the target and every header; dummies
+  // of credentials not usable at the destination likewise (request_broker::usable). Each is
+  // found as sent, base64-encoded (either alphabet, any alignment, inside a longer blob or a
+  // Basic credential), percent-encoded (the target; a header name or value holding a '%'), and
+  // split across fields repeated under one name (see credential_set_request_text.hpp). The
+  // refusal's `where` says where and how ("header x-a, split across repeated header fields"),
+  // never the value. On a refusal nothing is modified.
   request_decision apply(const request_context& where, std::string& target,
-                         std::vector<http::header_field>& headers) const;
+                         std::vector<http::header_field>& headers,
+                         swapped_values* swaps = nullptr) const;
 
   // The plan for one request (request_plan.hpp): apply()'s checks and swaps on the head, then
-  // the family steps that need more (an AWS signature to verify and re-sign, a gcp token request
-  // to answer). Modifies `target` and `headers` only when the request passes.
+  // the steps of the families that claim it (an AWS signature to verify and re-sign, a gcp
+  // token request to answer). Modifies `target` and `headers` only when the request passes.
   request_plan plan(const request_context& where, std::string_view method, std::string& target,
                     std::vector<http::header_field>& headers, bool has_body) const;
-
-  // The AWS SigV4 step, after apply() passed: the request signed with one of this session's
-  // dummy AWS key ids (to be verified and re-signed; see aws_signing.hpp), or null when it carries
-  // none. A malformed signature naming a dummy, or a scope outside the credential's regions or
-  // services, sets `refused` (signature_invalid, credential_not_bound) and returns null.
-  std::unique_ptr<aws_signed_request> find_aws_request(
-      const request_context& where, std::string_view target,
-      const std::vector<http::header_field>& headers, bool has_body,
-      request_decision& refused) const;
 
   // What a request body to `where` must not contain, as of now: every real value (rotated ones
   // too) and the dummies that apply() would refuse for this destination, each as sent,
@@ -128,71 +94,39 @@ class credential_set {
   body_scan request_body_scan(const request_context& where) const;
 
   // Real value → dummy, for responses (headers via scrub_value, bodies via stream_scrubber);
-  // access tokens as they are now. The views stay valid as long as this set.
+  // rotated values as they are now. The views stay valid as long as this set.
   std::vector<scrub_pattern> response_patterns() const;
-
-  // A gcp child's token request (POST to Google's token endpoint with the refresh token of its
-  // session key file): the JSON answer carrying the dummy access token. nullopt for any other
-  // request. `form` is the request's body.
-  struct token_answer {
-    std::string credential;
-    std::string json;
-  };
-  std::optional<token_answer> gcp_token_answer(std::string_view host, std::string_view method,
-                                               std::string_view form) const;
-  // Could this request be one gcp_token_answer() answers (it needs the body to tell)?
-  bool may_be_gcp_token_request(std::string_view host, std::string_view method) const;
 
   // The variables the child sees: each credential's env names → its dummy (a variable named by
   // two credentials goes to the first).
-  struct dummy_variable {
-    std::string name, value, credential;
-  };
   std::vector<dummy_variable> dummy_variables() const;
   std::vector<std::pair<std::string, std::string>> dummy_environment() const;
-  // Files the child's variables name (gcp key files): variable, file name, content.
-  struct dummy_file {
-    std::string variable, file_name, content, credential;
-  };
+  // Files the child's variables name (gcp key files).
   std::vector<dummy_file> dummy_files() const;
-
-  // Variables that would point a brokered family's clients away from their dummies, so the
-  // child must not see them: an AWS profile (AWS_PROFILE names a section of the masked
-  // ~/.aws files, and an SDK that cannot find it fails instead of using the dummies).
+  // Variables the child must not see: they would point a brokered family's clients away from
+  // their dummies (request_broker::displaced_variables), each once.
   std::vector<std::string> displaced_variables() const;
 
-  // The credentials' names, each once.
+  // The credentials' names.
   std::vector<std::string> names() const;
 
-  std::size_t size() const { return credentials_.size(); }
-  const credential& operator[](std::size_t i) const { return *credentials_[i]; }
-  bool empty() const { return credentials_.empty() && tokens_.empty(); }
+  std::size_t size() const { return brokers_.size(); }
+  const request_broker& operator[](std::size_t i) const { return *brokers_[i]; }
+  bool empty() const { return brokers_.empty(); }
 
  private:
-  std::vector<std::unique_ptr<credential>> credentials_;
-  std::vector<scrub_pattern> response_patterns_;
+  std::vector<std::unique_ptr<request_broker>> brokers_;
+  std::vector<scrub_pattern> response_patterns_;  // the fixed real values
 
-  // Every real value and every dummy of credentials_ and tokens_ in their encoded forms, made
-  // once: reals first, then dummies, each in the set's order (a finding of an earlier one is
-  // reported first). A value's owner is its credential's index, tokens_ counted after
-  // credentials_.
+  // Every real value and every dummy of brokers_ in their encoded forms, made once: reals
+  // first, then dummies, each in the set's order (a finding of an earlier one is reported
+  // first). A value's owner is its broker's index.
   void catalog_values();
-  bool usable_owner(std::size_t owner, const request_context& where) const;
   std::shared_ptr<const value_catalog> catalog_;
-  // The same for rotated_values(), remade when they change (under the cache's mutex).
+  // The same for the rotated values, remade when they change (under the cache's mutex).
   struct rotated_cache;
   std::unique_ptr<rotated_cache> rotated_;
   std::shared_ptr<const value_catalog> rotated_catalog() const;
-
-  // The real values issued since the session started that have not expired (access tokens,
-  // temporary AWS credentials), with their credential's name: refused in requests like any real
-  // value.
-  std::vector<std::pair<std::string_view, std::string_view>> rotated_values(
-      std::chrono::system_clock::time_point now) const;
-
-  std::vector<aws_identity> aws_;
-  std::vector<std::unique_ptr<token_credential>> tokens_;
-  aws_rotation_list aws_rotations_;
 };
 
 }  // namespace broker::brokers

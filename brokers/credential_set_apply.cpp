@@ -16,40 +16,6 @@
 namespace broker::brokers {
 namespace {
 
-// May this credential's real value go to this destination? Bound host, and TLS unless the
-// destination is loopback or the credential allows plaintext (DESIGN §1).
-bool usable(const config::credential_spec& spec,
-            const std::vector<std::vector<config::host_pattern>>& other_layer_hosts,
-            const request_context& where) {
-  if (!credential_set::bound(spec, other_layer_hosts, where.host)) return false;
-  return !where.plaintext || where.loopback || spec.allow_plaintext;
-}
-bool usable(const credential& c, const request_context& where) {
-  return usable(c.spec, c.other_layer_hosts, where);
-}
-bool usable(const token_credential& t, const request_context& where) {
-  return usable(t.spec(), t.other_layer_hosts(), where);
-}
-
-// The values of a token credential the child holds: its dummy access token and, for gcp, the
-// dummy OAuth client's secret and refresh token.
-std::vector<std::string_view> token_dummies(const token_credential& t) {
-  std::vector<std::string_view> out{t.dummy()};
-  if (t.spec().type == "gcp") {
-    out.push_back(t.gcp_client().client_secret);
-    out.push_back(t.gcp_client().refresh_token);
-  }
-  return out;
-}
-
-// `Authorization: Bearer DUMMY` → the token's current real value; 1 or 0.
-int swap_bearer(std::string& value, std::string_view dummy, std::string_view real) {
-  auto auth = parse_auth_value(value);
-  if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy) return 0;
-  value.replace(auth->token_at, auth->token.size(), real);
-  return 1;
-}
-
 // How a value was found, for a refusal's `where` (", base64-encoded"...); "" as sent.
 std::string how_found(value_form form, std::uint8_t how) {
   std::string out;
@@ -115,13 +81,15 @@ class finder {
 }  // namespace
 
 request_decision credential_set::apply(const request_context& where, std::string& target,
-                                       std::vector<http::header_field>& headers) const {
-  if (empty()) return {};  // no plain credentials and no token credentials
+                                       std::vector<http::header_field>& headers,
+                                       swapped_values* swaps) const {
+  if (empty()) return {};
   {
     const request_text text(target, headers);
     finder find(text);
     find.scan(*catalog_, [&](const value_catalog::value_info& v) {
-      return v.action == request_action::real_secret_blocked || !usable_owner(v.owner, where);
+      return v.action == request_action::real_secret_blocked ||
+             !brokers_[v.owner]->usable(where);
     });
     std::shared_ptr<const value_catalog> rotated;  // held while its findings are
     if (!find.real_found() && (rotated = rotated_catalog()))
@@ -129,91 +97,66 @@ request_decision credential_set::apply(const request_context& where, std::string
     if (auto refused = find.decision()) return *refused;
   }
 
+  // Only brokers usable here swap. What they rewrite is noted with the client's form, for the
+  // response stage.
+  std::vector<const request_broker*> usable;
+  for (const auto& b : brokers_)
+    if (b->usable(where)) usable.push_back(b.get());
   request_decision decision;
-  auto note = [&](const credential& c, int swapped, std::string_view at) {
-    if (swapped == 0) return;
+  auto note = [&](const request_broker& b, int swapped, std::string_view at) {
     if (decision.credential.empty()) {
-      decision.credential = c.spec.name;
+      decision.credential = b.name();
       decision.where = at;
     }
     decision.swapped += swapped;
   };
-  for (const auto& c : credentials_) {
-    if (!usable(*c, where)) continue;
-    for (http::header_field& h : headers) {
-      int swapped = c->broker->swap_header(h.name, h.value);
-      if (swapped) note(*c, swapped, "header " + lower(h.name));
+  if (usable.empty()) return decision;
+  for (http::header_field& h : headers) {
+    std::string sent = swaps ? h.value : std::string();
+    int swapped = 0;
+    for (const request_broker* b : usable) {
+      const int n = b->swap_header(h.name, h.value);
+      if (n > 0) note(*b, n, "header " + lower(h.name));
+      swapped += n;
     }
-    note(*c, c->broker->swap_query(target), "query");
+    if (swapped > 0 && swaps) swaps->add(h.value, sent);
   }
-  for (const auto& t : tokens_) {
-    if (!usable(*t, where)) continue;
-    const issued_token& current = t->current();
-    for (http::header_field& h : headers) {
-      if (!is_authorization(h.name)) continue;
-      if (swap_bearer(h.value, t->dummy(), current.token.expose()) == 0) continue;
-      if (decision.credential.empty()) {
-        decision.credential = t->spec().name;
-        decision.where = "header " + lower(h.name);
-      }
-      ++decision.swapped;
-    }
+  const std::string sent_target = swaps ? target : std::string();
+  int swapped = 0;
+  for (const request_broker* b : usable) {
+    const int n = b->swap_query(target);
+    if (n > 0) note(*b, n, "query");
+    swapped += n;
   }
+  if (swapped > 0 && swaps) swaps->add(target, sent_target);
   return decision;
 }
 
-std::unique_ptr<aws_signed_request> credential_set::find_aws_request(
-    const request_context& where, std::string_view target,
-    const std::vector<http::header_field>& headers, bool has_body,
-    request_decision& refused) const {
-  if (aws_.empty()) return nullptr;
-  std::vector<const aws_identity*> usable_ids;
-  for (const aws_identity& id : aws_) {
-    for (const auto& c : credentials_)
-      if (c->spec.name == id.name && c->part == credential_part::aws_key_id && usable(*c, where))
-        usable_ids.push_back(&id);
-  }
-  try {
-    auto request = brokers::find_aws_request(usable_ids, target, headers, has_body);
-    if (!request) return nullptr;
-    if (std::string why = aws_scope_refusal(request->identity(), request->scope()); !why.empty()) {
-      refused = {request_action::credential_not_bound, std::string(request->credential()), why, 0};
-      return nullptr;
-    }
-    return request;
-  } catch (const sigv4::sigv4_error& e) {
-    refused = {request_action::signature_invalid, std::string(), e.what(), 0};
-    return nullptr;
-  }
-}
-
 void credential_set::catalog_values() {
+  std::vector<credential_values> values;
+  for (const auto& b : brokers_) values.push_back(b->values());
   std::vector<value_catalog::entry> entries;
-  for (std::size_t i = 0; i < credentials_.size(); ++i) {
-    const credential& c = *credentials_[i];
-    entries.push_back({c.real.expose(), request_action::real_secret_blocked, c.spec.name, i});
-  }
-  for (std::size_t i = 0; i < credentials_.size(); ++i) {
-    const credential& c = *credentials_[i];
-    entries.push_back({c.dummy, request_action::credential_not_bound, c.spec.name, i});
-  }
-  for (std::size_t i = 0; i < tokens_.size(); ++i) {
-    for (std::string_view dummy : token_dummies(*tokens_[i]))
-      entries.push_back({dummy, request_action::credential_not_bound, tokens_[i]->spec().name,
-                         credentials_.size() + i});
-  }
+  for (std::size_t i = 0; i < brokers_.size(); ++i)
+    for (const scrub_pattern& real : values[i].reals)
+      entries.push_back({real.find, request_action::real_secret_blocked, brokers_[i]->name(), i});
+  for (std::size_t i = 0; i < brokers_.size(); ++i)
+    for (std::string_view dummy : values[i].dummies)
+      entries.push_back({dummy, request_action::credential_not_bound, brokers_[i]->name(), i});
   catalog_ = std::make_shared<const value_catalog>(entries);
-  if (!tokens_.empty() || !aws_rotations_.empty()) rotated_ = std::make_unique<rotated_cache>();
-}
-
-bool credential_set::usable_owner(std::size_t owner, const request_context& where) const {
-  if (owner < credentials_.size()) return usable(*credentials_[owner], where);
-  return usable(*tokens_[owner - credentials_.size()], where);
+  rotated_ = std::make_unique<rotated_cache>();
 }
 
 std::shared_ptr<const value_catalog> credential_set::rotated_catalog() const {
   if (!rotated_) return nullptr;
-  const auto values = rotated_values(std::chrono::system_clock::now());
+  std::vector<std::pair<std::string_view, std::string_view>> values;
+  std::vector<scrub_pattern> rotated;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& b : brokers_) {
+    rotated.clear();
+    b->rotated_values(now, rotated);
+    for (const scrub_pattern& p : rotated) values.emplace_back(p.find, b->name());
+  }
+  if (values.empty()) return nullptr;
   std::lock_guard lock(rotated_->mutex);
   if (!rotated_->catalog || !rotated_->catalog->holds(values)) {
     std::vector<value_catalog::entry> entries;
@@ -231,7 +174,8 @@ body_scan credential_set::request_body_scan(const request_context& where) const 
     std::vector<bool> refused(catalog->values().size());
     for (std::size_t i = 0; i < refused.size(); ++i) {
       const auto& v = catalog->values()[i];
-      refused[i] = v.action == request_action::real_secret_blocked || !usable_owner(v.owner, where);
+      refused[i] =
+          v.action == request_action::real_secret_blocked || !brokers_[v.owner]->usable(where);
     }
     const auto& needles = catalog->needles();
     for (std::uint32_t i = 0; i < needles.size(); ++i) {

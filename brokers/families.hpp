@@ -1,6 +1,6 @@
-// Internal to brokers/: the family constructors make_broker() chooses from, and the request-text
-// helpers (Authorization values, Basic credentials, percent-encoding) that the families and
-// credential_set share. The proxy includes credential_broker.hpp / credential_set.hpp instead.
+// Internal to brokers/: the family constructors make_value_broker() chooses from, and the
+// request-text helpers (Authorization values, Basic credentials, percent-encoding) that the
+// families and credential_set share. The proxy includes credential_set.hpp instead.
 #pragma once
 
 #include <cstddef>
@@ -9,26 +9,15 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/credential_broker.hpp"
 #include "brokers/text.hpp"
+#include "brokers/value_broker.hpp"
 
 namespace broker::brokers {
 
-std::unique_ptr<credential_broker> make_github_broker(const config::credential_spec& spec,
-                                                      std::string_view dummy,
-                                                      std::string_view real);
-std::unique_ptr<credential_broker> make_bearer_broker(const config::credential_spec& spec,
-                                                      std::string_view dummy,
-                                                      std::string_view real);
-std::unique_ptr<credential_broker> make_header_broker(const config::credential_spec& spec,
-                                                      std::string_view dummy,
-                                                      std::string_view real);
-// An aws-sigv4 value: never swapped as a header or query value; aws_signed_request re-signs.
-std::unique_ptr<credential_broker> make_aws_part_broker(const config::credential_spec& spec,
-                                                        std::string_view dummy,
-                                                        std::string_view real);
-std::unique_ptr<credential_broker> make_basic_broker(const config::credential_spec& spec,
-                                                     std::string_view dummy, std::string_view real);
+std::unique_ptr<value_broker> make_github_broker(value_broker::init values);
+std::unique_ptr<value_broker> make_bearer_broker(value_broker::init values);
+std::unique_ptr<value_broker> make_header_broker(value_broker::init values);
+std::unique_ptr<value_broker> make_basic_broker(value_broker::init values);
 
 // One Authorization value as RFC 9110 §11.4 credentials: auth-scheme, 1*SP, then the rest
 // (token68 for Bearer/token/Basic). Leading and trailing whitespace around the value is allowed,

@@ -7,9 +7,9 @@
 namespace broker::brokers {
 namespace {
 
-class github_broker final : public credential_broker {
+class github_broker final : public value_broker {
  public:
-  using credential_broker::credential_broker;
+  using value_broker::value_broker;
 
   int swap_header(std::string_view name, std::string& value) const override {
     if (!is_authorization(name)) return 0;
@@ -26,10 +26,8 @@ class github_broker final : public credential_broker {
 
 }  // namespace
 
-std::unique_ptr<credential_broker> make_github_broker(const config::credential_spec& spec,
-                                                      std::string_view dummy,
-                                                      std::string_view real) {
-  return std::make_unique<github_broker>(spec, dummy, real);
+std::unique_ptr<value_broker> make_github_broker(value_broker::init values) {
+  return std::make_unique<github_broker>(std::move(values));
 }
 
 }  // namespace broker::brokers

@@ -11,9 +11,9 @@ bool is_ows(char c) {
   return c == ' ' || c == '\t';
 }
 
-class header_broker final : public credential_broker {
+class header_broker final : public value_broker {
  public:
-  using credential_broker::credential_broker;
+  using value_broker::value_broker;
 
   int swap_header(std::string_view name, std::string& value) const override {
     if (!http::iequals(name, spec().header)) return 0;
@@ -32,10 +32,8 @@ class header_broker final : public credential_broker {
 
 }  // namespace
 
-std::unique_ptr<credential_broker> make_header_broker(const config::credential_spec& spec,
-                                                      std::string_view dummy,
-                                                      std::string_view real) {
-  return std::make_unique<header_broker>(spec, dummy, real);
+std::unique_ptr<value_broker> make_header_broker(value_broker::init values) {
+  return std::make_unique<header_broker>(std::move(values));
 }
 
 }  // namespace broker::brokers

@@ -1,8 +1,11 @@
 // Percent-encoding and form parameters, for queries, form bodies and SigV4's canonical forms;
-// base64 fragments, for finding a value hidden in base64 text.
+// base64 (Basic credentials) and base64 fragments, for finding a value hidden in base64 text.
 #include "brokers/text.hpp"
 
 #include <algorithm>
+#include <array>
+
+#include "brokers/secret.hpp"
 
 namespace broker::brokers {
 
@@ -97,6 +100,78 @@ std::string form_value(std::string_view params, std::string_view name) {
     params.remove_prefix(std::min(end + 1, params.size()));
   }
   return {};
+}
+
+// ---- base64 (RFC 4648 §4) ----
+
+namespace {
+
+constexpr std::string_view alphabet =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+constexpr std::array<signed char, 256> make_reverse() {
+  std::array<signed char, 256> r{};
+  for (auto& v : r) v = -1;
+  for (std::size_t i = 0; i < alphabet.size(); ++i)
+    r[static_cast<unsigned char>(alphabet[i])] = static_cast<signed char>(i);
+  return r;
+}
+constexpr std::array<signed char, 256> reverse = make_reverse();
+
+}  // namespace
+
+std::string base64_encode(std::string_view data) {
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 3 <= data.size(); i += 3) {
+    unsigned v = static_cast<unsigned char>(data[i]) << 16 |
+                 static_cast<unsigned char>(data[i + 1]) << 8 |
+                 static_cast<unsigned char>(data[i + 2]);
+    out.push_back(alphabet[v >> 18 & 63]);
+    out.push_back(alphabet[v >> 12 & 63]);
+    out.push_back(alphabet[v >> 6 & 63]);
+    out.push_back(alphabet[v & 63]);
+  }
+  const std::size_t rest = data.size() - i;
+  if (rest > 0) {
+    unsigned v = static_cast<unsigned char>(data[i]) << 16;
+    if (rest == 2) v |= static_cast<unsigned char>(data[i + 1]) << 8;
+    out.push_back(alphabet[v >> 18 & 63]);
+    out.push_back(alphabet[v >> 12 & 63]);
+    out.push_back(rest == 2 ? alphabet[v >> 6 & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+// Padding is accepted but not required (some clients omit it); anything outside the alphabet,
+// padding in the middle, or a dangling single character is an error.
+std::optional<std::string> base64_decode(std::string_view text) {
+  std::size_t pad = 0;
+  while (pad < 2 && !text.empty() && text.back() == '=') {
+    text.remove_suffix(1);
+    ++pad;
+  }
+  if ((pad > 0 && (text.size() + pad) % 4 != 0) || text.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  unsigned acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    const int v = reverse[static_cast<unsigned char>(c)];
+    if (v < 0) {
+      wipe(out);
+      return std::nullopt;
+    }
+    acc = (acc << 6 | static_cast<unsigned>(v)) & 0xffffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>(acc >> bits & 0xff));
+    }
+  }
+  return out;
 }
 
 }  // namespace broker::brokers

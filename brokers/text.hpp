@@ -83,6 +83,10 @@ enum class base64_alphabet { standard, url };
 // the value decides no whole character.
 std::string base64_fragment(std::string_view value, std::size_t offset, base64_alphabet alphabet);
 
+// base64 (RFC 4648 §4, with padding) for Basic credentials. decode returns nullopt on bad input.
+std::string base64_encode(std::string_view data);
+std::optional<std::string> base64_decode(std::string_view text);
+
 // The decoded value of parameter `name` in "a=1&b=2" (a query without its '?', or a form body);
 // "" when absent or without a value.
 std::string form_value(std::string_view params, std::string_view name);

@@ -14,6 +14,9 @@ namespace {
 
 using std::chrono::system_clock;
 
+constexpr std::string_view token_request_why =
+    "a token request is read to see whether it redeems the session's dummy";
+
 constexpr std::string_view default_gcp_scope = "https://www.googleapis.com/auth/cloud-platform";
 
 // A random string shaped like `example` (same length, character classes and punctuation).
@@ -65,16 +68,45 @@ std::pair<std::string, std::string> google_grant(const secret& key_file, const s
                      "\"authorized_user\"");
 }
 
+// The hosts where a gcp child's token requests go (google-auth, gcloud and older clients).
+bool is_google_token_host(std::string_view host) {
+  return host == "oauth2.googleapis.com" || host == "accounts.google.com" ||
+         host == "www.googleapis.com";
+}
+
+// A gcp child's request to Google's token endpoint: when its form redeems the session key
+// file's refresh token, the broker answers it with the dummy access token.
+class gcp_token_step final : public request_step {
+ public:
+  explicit gcp_token_step(const token_credential& credential) : credential_(credential) {}
+
+  bool holds_real() const override { return false; }
+  std::optional<whole_body_need> whole_body() const override {
+    return whole_body_need{max_token_request, token_request_why};
+  }
+  request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
+                            std::string_view body) override {
+    // The form's refresh_token parameter, decoded, is this session's dummy.
+    if (form_value(body, "refresh_token") != credential_.gcp_client().refresh_token) return {};
+    answer_ = local_answer{credential_.name(), credential_.gcp_token_answer()};
+    return {request_action::pass, credential_.name(), "body refresh_token", 0};
+  }
+  std::optional<local_answer> answer() const override { return answer_; }
+
+ private:
+  const token_credential& credential_;
+  std::optional<local_answer> answer_;
+};
+
 }  // namespace
 
-token_credential::token_credential(config::credential_spec spec,
-                                   std::vector<std::vector<config::host_pattern>> other_layer_hosts,
+token_credential::token_credential(config::credential_spec spec, layer_hosts other_layer_hosts,
                                    fetcher fetch)
-    : spec_(std::move(spec)), other_layer_hosts_(std::move(other_layer_hosts)) {
+    : request_broker(std::move(spec), std::move(other_layer_hosts)) {
   const auto issued = system_clock::now();
   access_token first = fetch();
   dummy_ = make_dummy(first.token);
-  if (spec_.type == "gcp") {
+  if (request_broker::spec().type == "gcp") {
     // Shapes of Google's own OAuth clients and refresh tokens, with every letter and digit random.
     gcp_client_.client_id = shaped_like("764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur") +
                             ".apps.googleusercontent.com";
@@ -85,7 +117,7 @@ token_credential::token_credential(config::credential_spec spec,
                      "L9IrQ3aPzT1mNuVxW8kJcD5sHfE2oRtY6bGqZiU0lMnKpA4vSxC7eWdJhB1yTf");
   }
   tokens_ = std::make_unique<rotating<issued_token>>(
-      "credential " + spec_.name + ": its access token", issue(std::move(first)), issued,
+      "credential " + name() + ": its access token", issue(std::move(first)), issued,
       [this, fetch = std::move(fetch)] { return issue(fetch()); });
 }
 
@@ -112,9 +144,54 @@ std::string token_credential::gcp_token_answer() const {
   nlohmann::ordered_json answer;
   answer["access_token"] = dummy_;
   answer["expires_in"] = 3599;
-  answer["scope"] = scopes_of(spec_);
+  answer["scope"] = scopes_of(spec());
   answer["token_type"] = "Bearer";
   return answer.dump();
+}
+
+credential_values token_credential::values() const {
+  credential_values v;
+  v.dummies.push_back(dummy_);
+  if (spec().type == "gcp") {
+    v.dummies.push_back(gcp_client_.client_secret);
+    v.dummies.push_back(gcp_client_.refresh_token);
+  }
+  return v;
+}
+
+void token_credential::rotated_values(system_clock::time_point now,
+                                      std::vector<scrub_pattern>& out) const {
+  for (const issued_token* issued : live(now)) out.push_back({issued->token.expose(), issued->mask});
+}
+
+void token_credential::dummy_variables(std::vector<dummy_variable>& out) const {
+  if (spec().type == "gcp") {
+    out.push_back({"CLOUDSDK_AUTH_ACCESS_TOKEN", dummy_, name()});
+    return;
+  }
+  for (const std::string& variable : spec().env) out.push_back({variable, dummy_, name()});
+}
+
+void token_credential::dummy_files(std::vector<dummy_file>& out) const {
+  if (spec().type == "gcp" && !spec().env.empty())
+    out.push_back({spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name()});
+}
+
+int token_credential::swap_header(std::string_view name, std::string& value) const {
+  if (!is_authorization(name)) return 0;
+  auto auth = parse_auth_value(value);
+  if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy_) return 0;
+  value.replace(auth->token_at, auth->token.size(), current().token.expose());
+  return 1;
+}
+
+std::unique_ptr<request_step> token_credential::claim(const request_context& where,
+                                                      std::string_view method, std::string_view,
+                                                      const std::vector<http::header_field>&,
+                                                      bool has_body, request_decision&) const {
+  if (spec().type != "gcp" || !has_body || method != "POST" || !is_google_token_host(where.host))
+    return nullptr;
+  return std::make_unique<gcp_token_step>(*this);
 }
 
 std::optional<token_credential::fetcher> make_token_fetcher(const config::credential_spec& spec,

@@ -5,7 +5,8 @@
 //
 // For gcp the child's GOOGLE_APPLICATION_CREDENTIALS names a session file holding a dummy OAuth
 // client (an "authorized_user" key); the token requests it causes are answered by the broker
-// with the dummy access token, so nothing the child holds can be redeemed anywhere.
+// with the dummy access token (a request_step with a local answer), so nothing the child holds
+// can be redeemed anywhere.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "brokers/cloud_tokens.hpp"
+#include "brokers/request_broker.hpp"
 #include "brokers/rotating.hpp"
 #include "brokers/secret.hpp"
 #include "config/policy.hpp"
@@ -41,21 +43,14 @@ struct gcp_dummy_client {
   std::string refresh_token;
 };
 
-class token_credential {
+class token_credential final : public request_broker {
  public:
   using fetcher = std::function<access_token()>;  // throws source_error
 
   // Fetches the first token now (throws source_error) and starts the refresher.
-  token_credential(config::credential_spec spec,
-                   std::vector<std::vector<config::host_pattern>> other_layer_hosts, fetcher fetch);
-  ~token_credential() = default;  // tokens_ (its refresher) goes first
-  token_credential(const token_credential&) = delete;
-  token_credential& operator=(const token_credential&) = delete;
+  token_credential(config::credential_spec spec, layer_hosts other_layer_hosts, fetcher fetch);
+  ~token_credential() override = default;  // tokens_ (its refresher) goes first
 
-  const config::credential_spec& spec() const { return spec_; }
-  const std::vector<std::vector<config::host_pattern>>& other_layer_hosts() const {
-    return other_layer_hosts_;
-  }
   const std::string& dummy() const { return dummy_; }
   const gcp_dummy_client& gcp_client() const { return gcp_client_; }
 
@@ -73,11 +68,27 @@ class token_credential {
   // for an hour (it stands for whichever real token is current, so it never runs out).
   std::string gcp_token_answer() const;
 
+  // The child holds the dummy access token and, for gcp, the dummy OAuth client's secret and
+  // refresh token; no real value is fixed (each access token is a rotated value).
+  credential_values values() const override;
+  void rotated_values(std::chrono::system_clock::time_point now,
+                      std::vector<scrub_pattern>& out) const override;
+  // gcp: CLOUDSDK_AUTH_ACCESS_TOKEN (gcloud takes a token from it) and the key file's variable
+  // (dummy_files); azure: the credential's variables.
+  void dummy_variables(std::vector<dummy_variable>& out) const override;
+  void dummy_files(std::vector<dummy_file>& out) const override;
+  // `Authorization: Bearer DUMMY` → the latest real token.
+  int swap_header(std::string_view name, std::string& value) const override;
+  // gcp: a POST to Google's token endpoint, which may redeem the session key file's refresh
+  // token (the body tells): answered locally with the dummy access token.
+  std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
+                                      std::string_view target,
+                                      const std::vector<http::header_field>& headers,
+                                      bool has_body, request_decision& refused) const override;
+
  private:
   issued_token issue(access_token token) const;
 
-  config::credential_spec spec_;
-  std::vector<std::vector<config::host_pattern>> other_layer_hosts_;
   std::string dummy_;
   gcp_dummy_client gcp_client_;
   std::unique_ptr<rotating<issued_token>> tokens_;

@@ -58,14 +58,6 @@ std::optional<std::string> malformed_for_proxying(const http::message_head& head
   return std::nullopt;
 }
 
-// The values of a head's header fields, to see afterwards which ones the brokers rewrote.
-std::vector<std::string> header_values(const http::message_head& head) {
-  std::vector<std::string> out;
-  out.reserve(head.headers.size());
-  for (const auto& h : head.headers) out.push_back(h.value);
-  return out;
-}
-
 // A compressed response could carry a real value past the scrubber; ask for none (an absent
 // Accept-Encoding would allow any coding, RFC 9110 §12.5.3).
 void ask_for_identity(http::message_head& head) {
@@ -116,19 +108,6 @@ std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
   return admit_by_budget(to.dest.host);
 }
 
-void http_exchange::prepare_response_scrub(const std::vector<std::string>& before,
-                                           const http::message_head& head) {
-  for (std::size_t i = 0; i < before.size(); ++i) {
-    // Dummies have their real value's length, so a rewritten value keeps its length too.
-    const auto& value = head.headers[i].value;
-    if (value != before[i] && value.size() == before[i].size())
-      swapped_.emplace_back(brokers::secret(std::string(value)), before[i]);
-  }
-  scrub_patterns_ = io_.ctx.credentials().response_patterns();
-  for (const auto& [sent, original] : swapped_)
-    scrub_patterns_.push_back({sent.expose(), original});
-}
-
 asio::awaitable<bool> http_exchange::forward(http::parser& request, const request_target& to) {
   http::message_head& head = request.head();
   const auto& dest = to.dest;
@@ -156,8 +135,6 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   });
   const brokers::request_context where{dest.host, to.scheme == "http",
                                        loopback_destination(io_.ctx, dest)};
-  // Only a session with credentials can rewrite values; the others skip the copy.
-  const auto before = credentials.empty() ? std::vector<std::string>() : header_values(head);
   auto& plan =
       plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();
@@ -178,7 +155,8 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   if (const auto& answer = plan.answer())
     co_return co_await answer_locally(answer->credential, answer->json,
                                       request.keep_alive() && !io_.draining);
-  prepare_response_scrub(before, head);
+  // Real values, and what the brokers rewrote, back to the client's form.
+  scrub_patterns_ = plan.response_patterns();
   if (!credentials.empty()) ask_for_identity(head);
 
   const std::string key = to.scheme + "://" + to_string(dest);

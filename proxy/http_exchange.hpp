@@ -97,10 +97,6 @@ class http_exchange {
   // Policy on host, port, method and path, then the budget: the refusal, if any.
   std::optional<refusal> admit(const config::policy_set& policy, const http::message_head& head,
                                const request_target& to);
-  // The response will be scrubbed of real values, and of the header values the brokers
-  // rewrote (`before`: the values as the client sent them) back to the client's form.
-  void prepare_response_scrub(const std::vector<std::string>& before,
-                              const http::message_head& head);
   // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
   asio::awaitable<bool> answer_locally(const std::string& credential, const std::string& json,
                                        bool keep_alive);
@@ -135,10 +131,7 @@ class http_exchange {
   // The upstream connection may carry another request: its response was relayed whole.
   bool upstream_reusable_ = false;
   std::unique_ptr<upstream_connection> upstream_;
-  // Request header values the brokers rewrote: (as sent upstream, as the client sent them),
-  // so that an upstream echoing one back is answered with the client's form.
-  std::vector<std::pair<brokers::secret, std::string>> swapped_;
-  std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response
+  std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response (views into plan_)
   session::llm_api llm_{};                              // which LLM API the request calls, if any
   // What the credential brokers decided for the request, and what it still needs: the body
   // read whole first, a body rewriter while it streams.

@@ -15,8 +15,7 @@
 #include "tests/unit/brokers/aws_signing_test_support.hpp"
 
 namespace sigv4 = broker::brokers::sigv4;
-using broker::brokers::credential;
-using broker::brokers::credential_part;
+using broker::brokers::aws_broker;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
@@ -37,7 +36,7 @@ request_context to(std::string_view host, bool plaintext = false) {
 
 TEST_CASE("aws signing: the credential set finds, binds and re-signs", "[brokers][aws_signing]") {
   const credential_set set = aws_set();
-  REQUIRE(set.size() == 3);
+  REQUIRE(set.size() == 1);
   aws_request r = s3_get(true);
   const aws_request before = r;
 
@@ -47,13 +46,14 @@ TEST_CASE("aws signing: the credential set finds, binds and re-signs", "[brokers
   CHECK(d.swapped == 0);
   CHECK(same(r, before));
 
-  request_decision refused;
-  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
-                                      false, refused);
-  REQUIRE(request);
-  CHECK(refused.action == request_action::pass);
-  CHECK(request->credential() == "aws");
-  request->resign(r.method, r.target, r.headers, r.body);
+  // The plan follows it: the aws-sigv4 family claims it, and re-signs it once complete.
+  auto plan = set.plan(to("example-bucket.s3.amazonaws.com"), r.method, r.target, r.headers,
+                       false);
+  CHECK(plan.decision().action == request_action::pass);
+  CHECK(plan.credential() == "aws");
+  CHECK(plan.holds_real());
+  CHECK(same(r, before));
+  CHECK_FALSE(plan.complete(r.method, r.target, r.headers, r.body).refused());
   CHECK(header(r, "authorization")->value ==
         expected_authorization(
             r, s3_scope, {"host", "x-amz-content-sha256", "x-amz-date", "x-amz-security-token"},
@@ -65,11 +65,12 @@ TEST_CASE("aws signing: the credential set finds, binds and re-signs", "[brokers
 TEST_CASE("aws signing: the credential set refuses unbound hosts, scopes and bad signatures",
           "[brokers][aws_signing]") {
   const aws_request r = s3_get(true);
+  auto plan = [&](const credential_set& set, const request_context& where, aws_request copy) {
+    return set.plan(where, copy.method, copy.target, copy.headers, false).decision();
+  };
   SECTION("an unbound host: not ours to sign, and apply() refuses the dummy") {
     const credential_set set = aws_set();
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("s3.evil.example"), r.target, r.headers, false, refused));
-    CHECK(refused.action == request_action::pass);
+    CHECK(plan(set, to("s3.evil.example"), r).action == request_action::credential_not_bound);
     aws_request copy = r;
     auto d = set.apply(to("s3.evil.example"), copy.target, copy.headers);
     CHECK(d.action == request_action::credential_not_bound);
@@ -77,34 +78,29 @@ TEST_CASE("aws signing: the credential set refuses unbound hosts, scopes and bad
   }
   SECTION("plaintext to a bound, non-loopback host") {
     const credential_set set = aws_set();
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com", true), r.target,
-                                     r.headers, false, refused));
+    CHECK(plan(set, to("example-bucket.s3.amazonaws.com", true), r).action ==
+          request_action::credential_not_bound);
   }
   SECTION("a region outside the credential's regions") {
     const credential_set set = aws_set({"eu-west-1"});
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
-                                     false, refused));
-    CHECK(refused.action == request_action::credential_not_bound);
+    const request_decision refused = plan(set, to("example-bucket.s3.amazonaws.com"), r);
+    CHECK(refused.action == request_action::scope_not_allowed);
     CHECK(refused.credential == "aws");
     CHECK_THAT(refused.where, Catch::Contains("us-east-1"));
   }
   SECTION("a region inside the list") {
     const credential_set set = aws_set({"eu-west-1", "us-east-1"});
-    request_decision refused;
-    CHECK(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers, false,
-                               refused));
-    CHECK(refused.action == request_action::pass);
+    const request_decision d = plan(set, to("example-bucket.s3.amazonaws.com"), r);
+    CHECK(d.action == request_action::pass);
+    CHECK(d.credential == "aws");
   }
   SECTION("a malformed signature naming the dummy") {
     const credential_set set = aws_set();
     aws_request bad = r;
     bad.headers.back().value += ", Signature=0000";  // a repeated component
-    request_decision refused;
-    CHECK_FALSE(set.find_aws_request(to("example-bucket.s3.amazonaws.com"), bad.target, bad.headers,
-                                     false, refused));
+    const request_decision refused = plan(set, to("example-bucket.s3.amazonaws.com"), bad);
     CHECK(refused.action == request_action::signature_invalid);
+    CHECK(refused.credential == "aws");
   }
   SECTION("the real secret key anywhere is blocked by apply()") {
     const credential_set set = aws_set();
@@ -142,29 +138,22 @@ broker::brokers::aws_real_credentials issue(const std::string& key_id,
 // second by temporary ones with a session token.
 credential_set rotating_set() {
   using clock = std::chrono::system_clock;
-  std::vector<credential> list;
-  list.push_back(
-      aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id, "AWS_ACCESS_KEY_ID", {}));
-  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
-                          "AWS_SECRET_ACCESS_KEY", {}));
+  aws_broker::init init = aws_init({}, false);
   const auto now = clock::now();
-  credential_set::aws_rotation_list rotations;
-  rotations.emplace_back(
-      "aws",
-      std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
-          "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
-            return issue(next_key_id, next_secret, next_token,
-                         clock::now() + std::chrono::hours(1));
-          }));
-  return credential_set(std::move(list), {}, std::move(rotations));
+  init.rotation = std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
+      "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
+        return issue(next_key_id, next_secret, next_token, clock::now() + std::chrono::hours(1));
+      });
+  std::vector<std::unique_ptr<broker::brokers::request_broker>> brokers;
+  brokers.push_back(std::make_unique<aws_broker>(std::move(init)));
+  return credential_set(std::move(brokers));
 }
 
 std::string signing_key_id(const credential_set& set, aws_request& r) {
-  request_decision refused;
-  auto request = set.find_aws_request(to("example-bucket.s3.amazonaws.com"), r.target, r.headers,
-                                      false, refused);
-  REQUIRE(request);
-  request->resign(r.method, r.target, r.headers, r.body);
+  auto plan = set.plan(to("example-bucket.s3.amazonaws.com"), r.method, r.target, r.headers,
+                       false);
+  REQUIRE(plan.credential() == "aws");
+  REQUIRE_FALSE(plan.complete(r.method, r.target, r.headers, r.body).refused());
   const std::string& auth = header(r, "authorization")->value;
   const auto at = auth.find("Credential=") + 11;
   return auth.substr(at, 20);

@@ -8,10 +8,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "brokers/aws_broker.hpp"
 #include "brokers/aws_signing.hpp"
 #include "brokers/credential_set.hpp"
 #include "brokers/sigv4.hpp"
@@ -39,15 +41,26 @@ inline const sigv4::credential_scope sts_scope{"20240102", "us-east-1", "sts"};
 
 inline const std::vector<std::string> any_list;  // an empty allowlist: any region or service
 
+// The real credentials as a session holds them (in secrets), for the lifetime of the test.
+inline aws_credentials real_credentials(bool with_token, std::string key_id = real_key_id) {
+  aws_credentials c;
+  c.access_key_id = secret(std::move(key_id));
+  c.secret_access_key = secret(std::string(real_secret));
+  if (with_token) c.session_token = secret(std::string(real_token));
+  return c;
+}
+inline const aws_credentials real_with_token = real_credentials(true);
+inline const aws_credentials real_without_token = real_credentials(false);
+
 inline aws_identity identity(bool with_token, const std::vector<std::string>* regions = &any_list,
                              const std::vector<std::string>* services = &any_list) {
-  aws_identity id{"aws", dummy_key_id, real_key_id, dummy_secret, real_secret,
-                  {},    {},           regions,     services};
-  if (with_token) {
-    id.dummy_token = dummy_token;
-    id.real_token = real_token;
-  }
-  return id;
+  return aws_identity{"aws",
+                      dummy_key_id,
+                      dummy_secret,
+                      with_token ? std::string_view(dummy_token) : std::string_view(),
+                      with_token ? &real_with_token : &real_without_token,
+                      regions,
+                      services};
 }
 
 // ---- An independent SigV4 signer (OpenSSL HMAC directly), to check what resign() produced ----
@@ -200,32 +213,31 @@ inline bool same(const aws_request& a, const aws_request& b) {
   return true;
 }
 
-// A credential set holding one aws-sigv4 credential over the fake values (key id, secret,
-// token), bound to *.amazonaws.com, with a regions allowlist when given.
-inline credential aws_part(credential_part part, const std::string& real, const std::string& dummy,
-                           std::string env, const std::vector<std::string>& regions) {
-  credential c;
-  c.spec.name = "aws";
-  c.spec.type = "aws-sigv4";
-  c.spec.hosts.push_back(*broker::config::host_pattern::parse("*.amazonaws.com"));
-  c.spec.env = {std::move(env)};
-  c.spec.source = "env:AWS_ACCESS_KEY_ID";
-  c.spec.regions = regions;
-  c.part = part;
-  c.real = secret(std::string(real));
-  c.dummy = dummy;
-  return c;
+// One aws-sigv4 credential over the fake values (key id, secret and, when `with_token`, the
+// session token), bound to *.amazonaws.com, with a regions allowlist when given.
+inline aws_broker::init aws_init(const std::vector<std::string>& regions, bool with_token = true) {
+  aws_broker::init init;
+  init.spec.name = "aws";
+  init.spec.type = "aws-sigv4";
+  init.spec.hosts.push_back(*broker::config::host_pattern::parse("*.amazonaws.com"));
+  init.spec.env = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
+  init.spec.source = "env:AWS_ACCESS_KEY_ID";
+  init.spec.regions = regions;
+  init.real.access_key_id = secret(std::string(real_key_id));
+  init.real.secret_access_key = secret(std::string(real_secret));
+  init.dummy_key_id = dummy_key_id;
+  init.dummy_secret = dummy_secret;
+  if (with_token) {
+    init.real.session_token = secret(std::string(real_token));
+    init.dummy_token = dummy_token;
+  }
+  return init;
 }
 
 inline credential_set aws_set(const std::vector<std::string>& regions = {}) {
-  std::vector<credential> list;
-  list.push_back(aws_part(credential_part::aws_key_id, real_key_id, dummy_key_id,
-                          "AWS_ACCESS_KEY_ID", regions));
-  list.push_back(aws_part(credential_part::aws_secret, real_secret, dummy_secret,
-                          "AWS_SECRET_ACCESS_KEY", regions));
-  list.push_back(
-      aws_part(credential_part::aws_token, real_token, dummy_token, "AWS_SESSION_TOKEN", regions));
-  return credential_set(std::move(list));
+  std::vector<std::unique_ptr<request_broker>> brokers;
+  brokers.push_back(std::make_unique<aws_broker>(aws_init(regions)));
+  return credential_set(std::move(brokers));
 }
 
 }  // namespace broker::brokers::aws_signing_test

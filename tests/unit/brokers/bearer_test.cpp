@@ -2,8 +2,9 @@
 
 #include <string>
 
-#include "brokers/credential_broker.hpp"
+#include "brokers/text.hpp"
 #include "config/host_pattern.hpp"
+#include "value_broker_test_support.hpp"
 
 using broker::brokers::base64_encode;
 
@@ -14,13 +15,13 @@ const std::string real = "sk-proj-REALreal9876543210realREALreal9";
 
 struct bearer {
   broker::config::credential_spec spec;
-  std::unique_ptr<broker::brokers::credential_broker> b;
+  std::unique_ptr<broker::brokers::value_broker> b;
   bearer() {
     spec.name = "openai";
     spec.type = "bearer";
     spec.hosts.push_back(*broker::config::host_pattern::parse("api.openai.com"));
     spec.source = "env:OPENAI_API_KEY";
-    b = broker::brokers::make_broker(spec, dummy, real);
+    b = broker::brokers::testing::make_broker(spec, dummy, real);
   }
   std::pair<std::string, int> swap(std::string_view name, std::string value) const {
     int n = b->swap_header(name, value);

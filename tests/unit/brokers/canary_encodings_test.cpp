@@ -14,11 +14,13 @@
 #include "brokers/credential_set.hpp"
 #include "brokers/text.hpp"
 #include "config/host_pattern.hpp"
+#include "value_broker_test_support.hpp"
 
 using broker::brokers::base64_alphabet;
 using broker::brokers::base64_fragment;
 using broker::brokers::body_scan;
-using broker::brokers::credential;
+using broker::brokers::value_broker;
+using broker::brokers::testing::brokers_of;
 using broker::brokers::credential_set;
 using broker::brokers::percent_escape;
 using broker::brokers::request_action;
@@ -39,9 +41,9 @@ const std::string ai_dummy = "sk-proj-DUMMYdummy0123456789dummyDUMMY0";
 const std::string aws_real = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY+REALKEY1";
 const std::string aws_dummy = "Qx9b2LmNo/Pq7RsTuV/wXyZa1bCdE+DUMMYKEY2";
 
-credential make(std::string name, std::string type, std::vector<std::string> hosts,
+value_broker::init make(std::string name, std::string type, std::vector<std::string> hosts,
                 const std::string& real, const std::string& dummy) {
-  credential c;
+  value_broker::init c;
   c.spec.name = std::move(name);
   c.spec.type = std::move(type);
   for (const auto& h : hosts) c.spec.hosts.push_back(*broker::config::host_pattern::parse(h));
@@ -53,11 +55,11 @@ credential make(std::string name, std::string type, std::vector<std::string> hos
 }
 
 credential_set make_set() {
-  std::vector<credential> list;
+  std::vector<value_broker::init> list;
   list.push_back(make("github", "github", {"api.github.com"}, gh_real, gh_dummy));
   list.push_back(make("openai", "bearer", {"api.openai.com"}, ai_real, ai_dummy));
   list.push_back(make("keyed", "header", {"api.keyed.example"}, aws_real, aws_dummy));
-  return credential_set(std::move(list));
+  return credential_set(brokers_of(std::move(list)));
 }
 
 request_context to(std::string_view host) {

@@ -4,10 +4,13 @@
 #include <vector>
 
 #include "brokers/credential_set.hpp"
+#include "brokers/text.hpp"
 #include "config/host_pattern.hpp"
+#include "value_broker_test_support.hpp"
 
 using broker::brokers::base64_encode;
-using broker::brokers::credential;
+using broker::brokers::value_broker;
+using broker::brokers::testing::brokers_of;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
@@ -23,9 +26,9 @@ const std::string gh_dummy = "ghp_DUMMYdummy0123456789dummyDUMMY01234";
 const std::string ai_real = "sk-proj-REALreal9876543210realREALreal9";
 const std::string ai_dummy = "sk-proj-DUMMYdummy0123456789dummyDUMMY0";
 
-credential make(std::string name, std::string type, std::vector<std::string> hosts,
+value_broker::init make(std::string name, std::string type, std::vector<std::string> hosts,
                 const std::string& real, const std::string& dummy) {
-  credential c;
+  value_broker::init c;
   c.spec.name = std::move(name);
   c.spec.type = std::move(type);
   for (const auto& h : hosts) c.spec.hosts.push_back(*broker::config::host_pattern::parse(h));
@@ -37,11 +40,11 @@ credential make(std::string name, std::string type, std::vector<std::string> hos
 }
 
 credential_set make_set(bool github_allows_plaintext = false) {
-  std::vector<credential> list;
+  std::vector<value_broker::init> list;
   list.push_back(make("github", "github", {"api.github.com", "github.com"}, gh_real, gh_dummy));
   list.back().spec.allow_plaintext = github_allows_plaintext;
   list.push_back(make("openai", "bearer", {"api.openai.com"}, ai_real, ai_dummy));
-  return credential_set(std::move(list));
+  return credential_set(brokers_of(std::move(list)));
 }
 
 struct request {
@@ -70,6 +73,31 @@ TEST_CASE("apply swaps a bound dummy", "[brokers][apply]") {
   CHECK(d.swapped == 1);
   CHECK(r.headers[2].value == "Bearer " + gh_real);
   CHECK(r.headers[0].value == "api.github.com");
+}
+
+TEST_CASE("plan: an echo of the swapped head comes back in the client's form",
+          "[brokers][apply]") {
+  // The response stage knows each value the swaps rewrote: a Basic credential (whose base64
+  // no real-value pattern matches) and the query are shown to the client as it sent them.
+  auto set = make_set();
+  request r;
+  r.target = "/repos/o/r?access_token=" + gh_dummy;
+  r.headers.push_back({"Authorization", basic("x-access-token:" + gh_dummy)});
+  const request sent = r;
+  auto plan = set.plan(to("api.github.com"), "GET", r.target, r.headers, false);
+  REQUIRE_FALSE(plan.decision().refused());
+  CHECK(plan.holds_real());
+  CHECK(plan.decision().swapped == 2);
+  REQUIRE(r.headers[2].value == basic("x-access-token:" + gh_real));
+
+  const std::string echo = "{\"url\": \"" + r.target + "\", \"authorization\": \"" +
+                           r.headers[2].value + "\", \"token\": \"" + gh_real + "\"}";
+  stream_scrubber scrubber(plan.response_patterns());
+  std::string out;
+  scrubber.feed(echo, out);
+  scrubber.finish(out);
+  CHECK(out == "{\"url\": \"" + sent.target + "\", \"authorization\": \"" + sent.headers[2].value +
+                   "\", \"token\": \"" + gh_dummy + "\"}");
 }
 
 TEST_CASE("apply swaps every Authorization header and opted-in query", "[brokers][apply]") {

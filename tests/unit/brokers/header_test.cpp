@@ -2,8 +2,9 @@
 
 #include <string>
 
-#include "brokers/credential_broker.hpp"
+#include "brokers/text.hpp"
 #include "config/host_pattern.hpp"
+#include "value_broker_test_support.hpp"
 
 namespace {
 
@@ -12,7 +13,7 @@ const std::string real = "sk-ant-api03-REALreal9876543210realREALreal";
 
 struct header_family {
   broker::config::credential_spec spec;
-  std::unique_ptr<broker::brokers::credential_broker> b;
+  std::unique_ptr<broker::brokers::value_broker> b;
   header_family(std::string header, std::string prefix = {}) {
     spec.name = "anthropic";
     spec.type = "header";
@@ -20,7 +21,7 @@ struct header_family {
     spec.prefix = std::move(prefix);
     spec.hosts.push_back(*broker::config::host_pattern::parse("api.anthropic.com"));
     spec.source = "env:ANTHROPIC_API_KEY";
-    b = broker::brokers::make_broker(spec, dummy, real);
+    b = broker::brokers::testing::make_broker(spec, dummy, real);
   }
   std::pair<std::string, int> swap(std::string_view name, std::string value) const {
     int n = b->swap_header(name, value);

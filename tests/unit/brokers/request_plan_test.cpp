@@ -110,3 +110,25 @@ TEST_CASE("request plan: refusals are decisions naming the credential and why",
     CHECK(plan.complete(r.method, r.target, r.headers, {}).action == request_action::pass);
   }
 }
+
+TEST_CASE("request plan: the response stage turns what the request was rewritten with back",
+          "[brokers][request_plan]") {
+  // An upstream that reflects the request (an echo API, a debugging proxy's error page) must
+  // show the client what it sent: neither the real key id nor the real signature.
+  const credential_set set = aws_set();
+  aws_request r = s3_get(true);
+  const aws_request sent = r;
+  auto plan = set.plan(s3, r.method, r.target, r.headers, false);
+  REQUIRE_FALSE(plan.complete(r.method, r.target, r.headers, {}).refused());
+  std::string echo;
+  for (const auto& h : r.headers) echo += h.name + ": " + h.value + "\r\n";
+  std::string expected;
+  for (const auto& h : sent.headers) expected += h.name + ": " + h.value + "\r\n";
+  REQUIRE(echo != expected);
+
+  broker::brokers::stream_scrubber scrubber(plan.response_patterns());
+  std::string out;
+  scrubber.feed(echo, out);
+  scrubber.finish(out);
+  CHECK(out == expected);
+}

@@ -1,15 +1,17 @@
-#include "brokers/credential_broker.hpp"
+#include "brokers/value_broker.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <stdexcept>
 #include <string>
 
+#include "brokers/text.hpp"
 #include "config/host_pattern.hpp"
+#include "value_broker_test_support.hpp"
 
 using broker::brokers::base64_decode;
 using broker::brokers::base64_encode;
-using broker::brokers::make_broker;
+using broker::brokers::testing::make_broker;
 using broker::config::credential_spec;
 
 namespace {
@@ -95,14 +97,14 @@ TEST_CASE("swap_query percent-encodes a real value that needs it", "[brokers][qu
   CHECK(encoded == "/p?key=Xy%2B%2FZw%3D9");
 }
 
-TEST_CASE("make_broker knows the brokered families", "[brokers][factory]") {
+TEST_CASE("make_value_broker knows the static-value families", "[brokers][factory]") {
   for (const char* type : {"github", "bearer", "basic"})
     CHECK(make_broker(spec_of(type), dummy, real));
   auto header = spec_of("header");
   header.header = "x-api-key";
   CHECK(make_broker(header, dummy, real));
-  CHECK(make_broker(spec_of("aws-sigv4"), dummy, real));  // a part that re-signing swaps
-  for (const char* type : {"gcp", "azure", "nope"})
+  // The other families are not one static value (aws_broker, token_credential).
+  for (const char* type : {"aws-sigv4", "gcp", "azure", "nope"})
     CHECK_THROWS_AS(make_broker(spec_of(type), dummy, real), std::invalid_argument);
   CHECK_THROWS_AS(make_broker(spec_of("bearer"), dummy, "short"), std::invalid_argument);
 }

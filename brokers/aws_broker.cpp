@@ -1,0 +1,237 @@
+// The aws-sigv4 family: its values, the variables the child's SDKs read, and its request step —
+// the signature found in the head, verified with the dummy secret and made again with the real
+// credentials (the whole body first when the signature covers its hash; aws-chunked bodies
+// re-signed chunk by chunk as they stream).
+#include "brokers/aws_broker.hpp"
+
+#include <stdexcept>
+
+#include "brokers/dummy.hpp"
+#include "brokers/swapped_values.hpp"
+
+namespace broker::brokers {
+namespace {
+
+constexpr std::string_view signed_body_why =
+    "the AWS signature covers the body's hash; an upload can stream instead with "
+    "x-amz-content-sha256: UNSIGNED-PAYLOAD or aws-chunked";
+
+std::string signature_refusal(std::string_view why) {
+  return "the request's AWS signature was refused: " + std::string(why) +
+         ". Requests must be signed with the session's AWS credentials, unaltered";
+}
+
+// An aws-chunked body: every chunk's signature checked with the dummy key, then signed with the
+// real one; nothing of a chunk that does not verify is released.
+class aws_chunk_rewriter final : public body_rewriter {
+ public:
+  aws_chunk_rewriter(std::unique_ptr<sigv4::chunk_resigner> resigner, std::string credential)
+      : resigner_(std::move(resigner)), credential_(std::move(credential)) {}
+
+  void feed(std::string_view in, std::string& out) override {
+    try {
+      resigner_->feed(in, out);
+    } catch (const sigv4::sigv4_error& e) {
+      throw refused(e);
+    }
+  }
+  void finish() override {
+    try {
+      resigner_->finish();
+    } catch (const sigv4::sigv4_error& e) {
+      throw refused(e);
+    }
+  }
+
+ private:
+  body_refused_error refused(const sigv4::sigv4_error& e) const {
+    return body_refused_error(
+        {request_action::signature_invalid, credential_, signature_refusal(e.what()), 0});
+  }
+
+  std::unique_ptr<sigv4::chunk_resigner> resigner_;
+  std::string credential_;
+};
+
+// One request signed with the session's dummy key id.
+class aws_step final : public request_step {
+ public:
+  explicit aws_step(std::unique_ptr<aws_signed_request> request) : request_(std::move(request)) {}
+
+  bool holds_real() const override { return true; }
+  std::optional<whole_body_need> whole_body() const override {
+    if (!request_->needs_body()) return std::nullopt;
+    return whole_body_need{max_signed_body, signed_body_why};
+  }
+
+  request_decision complete(std::string_view method, std::string& target,
+                            std::vector<http::header_field>& headers,
+                            std::string_view body) override {
+    const std::string credential(request_->credential());
+    if (std::string why = request_->action_refusal(target, body); !why.empty())
+      return {request_action::action_denied, credential, std::move(why), 0};
+    const std::string target_sent = target;
+    std::vector<std::string> values_sent;
+    for (const auto& h : headers) values_sent.push_back(h.value);
+    try {
+      request_->resign(method, target, headers, body);
+    } catch (const sigv4::sigv4_error& e) {
+      return {request_action::signature_invalid, credential, signature_refusal(e.what()), 0};
+    }
+    // What the signing rewrote: the signature, the key id, the session token.
+    swapped_.add(target, target_sent);
+    for (std::size_t i = 0; i < headers.size() && i < values_sent.size(); ++i)
+      swapped_.add(headers[i].value, values_sent[i]);
+    return {request_action::pass, credential, "signature", 1};
+  }
+
+  std::unique_ptr<body_rewriter> request_body_rewriter() override {
+    auto resigner = request_->body_resigner();
+    if (!resigner) return nullptr;
+    return std::make_unique<aws_chunk_rewriter>(std::move(resigner),
+                                                std::string(request_->credential()));
+  }
+
+  void response_patterns(std::vector<scrub_pattern>& out) const override {
+    swapped_.patterns(out);
+  }
+
+ private:
+  std::unique_ptr<aws_signed_request> request_;
+  swapped_values swapped_;
+};
+
+// What a response echoing a rotated value shows: the dummy, cut or repeated to its length.
+aws_real_credentials issue(aws_credentials c, const std::string& dummy_key_id,
+                           const std::string& dummy_secret, const std::string& dummy_token) {
+  aws_real_credentials r;
+  r.key_id_mask = same_length_mask(dummy_key_id, c.access_key_id.size());
+  r.secret_mask = same_length_mask(dummy_secret, c.secret_access_key.size());
+  r.token_mask = same_length_mask(dummy_token, c.session_token.size());
+  r.key_id = std::move(c.access_key_id);
+  r.secret_key = std::move(c.secret_access_key);
+  r.token = std::move(c.session_token);
+  r.expires = c.expiration.value_or(std::chrono::system_clock::now() + std::chrono::hours(1));
+  return r;
+}
+
+secret copy(const secret& s) {
+  return secret(std::string(s.expose()));
+}
+
+}  // namespace
+
+aws_broker::aws_broker(init values)
+    : request_broker(std::move(values.spec), std::move(values.other_layer_hosts)),
+      real_(std::move(values.real)),
+      dummy_key_id_(std::move(values.dummy_key_id)),
+      dummy_secret_(std::move(values.dummy_secret)),
+      dummy_token_(std::move(values.dummy_token)),
+      rotation_(std::move(values.rotation)) {
+  if (real_.access_key_id.empty() || real_.secret_access_key.empty())
+    throw std::invalid_argument("credential " + name() + ": an AWS key id without a secret");
+  if (dummy_key_id_.size() != real_.access_key_id.size() ||
+      dummy_secret_.size() != real_.secret_access_key.size() ||
+      dummy_token_.size() != real_.session_token.size())
+    throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
+  identity_ = aws_identity{name(),          dummy_key_id_,    dummy_secret_,    dummy_token_,
+                           &real_,          &spec().regions, &spec().services, rotation_.get()};
+}
+
+aws_broker::~aws_broker() = default;
+
+credential_values aws_broker::values() const {
+  credential_values v;
+  v.reals = {{real_.access_key_id.expose(), dummy_key_id_},
+             {real_.secret_access_key.expose(), dummy_secret_}};
+  v.dummies = {dummy_key_id_, dummy_secret_};
+  if (!real_.session_token.empty()) {
+    v.reals.push_back({real_.session_token.expose(), dummy_token_});
+    v.dummies.push_back(dummy_token_);
+  }
+  return v;
+}
+
+void aws_broker::rotated_values(std::chrono::system_clock::time_point now,
+                                std::vector<scrub_pattern>& out) const {
+  if (!rotation_) return;
+  for (const aws_real_credentials* c : rotation_->live(now)) {
+    out.push_back({c->key_id.expose(), c->key_id_mask});
+    out.push_back({c->secret_key.expose(), c->secret_mask});
+    if (!c->token.empty()) out.push_back({c->token.expose(), c->token_mask});
+  }
+}
+
+void aws_broker::dummy_variables(std::vector<dummy_variable>& out) const {
+  const std::string* dummies[] = {&dummy_key_id_, &dummy_secret_, &dummy_token_};
+  const std::size_t count = real_.session_token.empty() ? 2 : 3;
+  for (std::size_t i = 0; i < count && i < spec().env.size(); ++i)
+    out.push_back({spec().env[i], *dummies[i], name()});
+}
+
+// AWS_PROFILE names a section of the masked ~/.aws files; an SDK that cannot find it fails
+// instead of using the dummies.
+void aws_broker::displaced_variables(std::vector<std::string>& out) const {
+  out.push_back("AWS_PROFILE");
+  out.push_back("AWS_DEFAULT_PROFILE");
+}
+
+std::unique_ptr<request_step> aws_broker::claim(const request_context& where, std::string_view,
+                                                std::string_view target,
+                                                const std::vector<http::header_field>& headers,
+                                                bool has_body, request_decision& refused) const {
+  if (!usable(where)) return nullptr;
+  try {
+    auto request = find_aws_request({&identity_}, target, headers, has_body);
+    if (!request) return nullptr;
+    if (std::string why = aws_scope_refusal(identity_, request->scope()); !why.empty()) {
+      // Bound, but outside its allowlists.
+      refused = {request_action::scope_not_allowed, name(), std::move(why), 0};
+      return nullptr;
+    }
+    return std::make_unique<aws_step>(std::move(request));
+  } catch (const sigv4::sigv4_error& e) {
+    refused = {request_action::signature_invalid, name(), signature_refusal(e.what()), 0};
+    return nullptr;
+  }
+}
+
+std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
+                                            aws_credentials real,
+                                            request_broker::layer_hosts other_layer_hosts,
+                                            std::size_t min_size) {
+  // A session token has a variable only when the credential names three.
+  if (spec.env.size() < 3) real.session_token = secret();
+  if (real.access_key_id.size() < min_size || real.secret_access_key.size() < min_size ||
+      (!real.session_token.empty() && real.session_token.size() < min_size))
+    return nullptr;
+  aws_broker::init init;
+  init.dummy_key_id = make_dummy(real.access_key_id);
+  init.dummy_secret = make_dummy(real.secret_access_key);
+  if (!real.session_token.empty()) init.dummy_token = make_dummy(real.session_token);
+  if (real.expiration) {
+    // Temporary credentials (a credential_process that says when they expire): the command is
+    // run again before they do.
+    aws_credentials first;
+    first.access_key_id = copy(real.access_key_id);
+    first.secret_access_key = copy(real.secret_access_key);
+    first.session_token = copy(real.session_token);
+    first.expiration = real.expiration;
+    const std::string key_id = init.dummy_key_id, secret_key = init.dummy_secret;
+    const std::string token = init.dummy_token.empty() ? secret_key : init.dummy_token;
+    init.rotation = std::make_unique<rotating<aws_real_credentials>>(
+        "credential " + spec.name + ": its temporary AWS credentials",
+        issue(std::move(first), key_id, secret_key, token), std::chrono::system_clock::now(),
+        [spec, key_id, secret_key, token] {
+          std::optional<aws_credentials> next = load_aws_credentials(spec.source, spec.env);
+          if (!next) throw source_error(spec.source + ": no credentials");
+          return issue(std::move(*next), key_id, secret_key, token);
+        });
+  }
+  init.spec = spec;
+  init.real = std::move(real);
+  init.other_layer_hosts = std::move(other_layer_hosts);
+  return std::make_unique<aws_broker>(std::move(init));
+}
+
+}  // namespace broker::brokers

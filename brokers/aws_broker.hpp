@@ -1,0 +1,54 @@
+// The aws-sigv4 family (DESIGN §5): the child holds a dummy key id, secret and session token;
+// a request signed with them is verified with the dummy secret and signed again with the real
+// credentials (aws_signing.hpp), which may be temporary ones fetched again before they expire.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "brokers/aws_credentials.hpp"
+#include "brokers/aws_signing.hpp"
+#include "brokers/request_broker.hpp"
+
+namespace broker::brokers {
+
+class aws_broker final : public request_broker {
+ public:
+  struct init {
+    config::credential_spec spec;  // env: the key id's, secret's and token's variables
+    aws_credentials real;          // session_token empty when there is none
+    std::string dummy_key_id, dummy_secret, dummy_token;  // each its real value's length
+    layer_hosts other_layer_hosts;
+    // Temporary credentials are fetched again before they expire; null = `real` for good.
+    std::unique_ptr<rotating<aws_real_credentials>> rotation;
+  };
+  // Throws std::invalid_argument for an empty key id or secret, or a dummy of another length.
+  explicit aws_broker(init values);
+  ~aws_broker() override;
+
+  credential_values values() const override;
+  void rotated_values(std::chrono::system_clock::time_point now,
+                      std::vector<scrub_pattern>& out) const override;
+  void dummy_variables(std::vector<dummy_variable>& out) const override;
+  void displaced_variables(std::vector<std::string>& out) const override;
+  std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
+                                      std::string_view target,
+                                      const std::vector<http::header_field>& headers,
+                                      bool has_body, request_decision& refused) const override;
+
+ private:
+  aws_credentials real_;
+  std::string dummy_key_id_, dummy_secret_, dummy_token_;
+  std::unique_ptr<rotating<aws_real_credentials>> rotation_;
+  aws_identity identity_;  // views into the members above
+};
+
+// The broker for an aws-sigv4 credential loaded from its source: dummies made here, and the
+// credentials fetched again before they expire when the source says they do. nullptr when a
+// value is too short to broker (shorter than `min_size` bytes).
+std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
+                                            aws_credentials real,
+                                            request_broker::layer_hosts other_layer_hosts,
+                                            std::size_t min_size);
+
+}  // namespace broker::brokers

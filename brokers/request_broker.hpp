@@ -1,0 +1,149 @@
+// The one interface the request path knows (STYLE §2, DESIGN §5): a credential, whatever its
+// family, and its part in every stage of a request. credential_set keeps one list of them and
+// asks each in turn; the proxy sees only the set's request_plan. One family per file:
+// value_broker.hpp (github, bearer, header and basic: one static value swapped where the family
+// carries it; a file each), aws_broker.cpp (aws-sigv4: verify and re-sign), token_credential.cpp
+// (gcp, azure: access tokens that rotate; a gcp child's token requests answered locally).
+//
+// The stages of one request:
+//  - head: swap_header() and swap_query() put the real value where the family carries the
+//    dummy. They are asked only where the credential is usable (a bound host, and TLS unless
+//    the destination is loopback or the credential allows plaintext), and only once no real
+//    value and no out-of-place dummy was found in the head (credential_set::apply);
+//  - claim(): a family that needs more than a swap takes the request on as a request_step,
+//    which then has the body (read whole first, or rewritten as it streams), may answer the
+//    request itself, and has the response (what its head and body are rewritten with).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "brokers/request_decision.hpp"
+#include "brokers/scrub_index.hpp"
+#include "config/policy.hpp"
+#include "http/message.hpp"
+
+namespace broker::brokers {
+
+// A variable the child sees in place of a real value, and the credential it stands for.
+struct dummy_variable {
+  std::string name, value, credential;
+};
+// A file the child's variables name (gcp key files): variable, file name, content.
+struct dummy_file {
+  std::string variable, file_name, content, credential;
+};
+
+// The values of a credential fixed for the session.
+struct credential_values {
+  // Each real value → what a response shows in its place (its dummy). Refused in any request.
+  std::vector<scrub_pattern> reals;
+  // What the child holds: refused wherever the credential is not usable.
+  std::vector<std::string_view> dummies;
+};
+
+// The most a family reads whole: an AWS payload whose hash the signature covers (SDK uploads
+// stream instead, with UNSIGNED-PAYLOAD or aws-chunked), and a token request (a few hundred
+// bytes in practice).
+inline constexpr std::size_t max_signed_body = 32 * 1024 * 1024;
+inline constexpr std::size_t max_token_request = 64 * 1024;
+
+// A request body a step must read whole before the request can go on, at most `limit` bytes.
+struct whole_body_need {
+  std::size_t limit = 0;
+  std::string_view why;  // why it is read whole, and how a client avoids it; for refusals
+};
+
+// An answer the broker gives itself instead of the upstream (a gcp child's token request).
+struct local_answer {
+  std::string credential;
+  std::string json;
+};
+
+// One request a family took on (request_broker::claim), through the stages after its head. It
+// lives as long as the exchange: a body_rewriter it made may point into it.
+class request_step {
+ public:
+  virtual ~request_step() = default;
+
+  // The request carries this credential's real value once complete() passes (the head is
+  // wiped after use).
+  virtual bool holds_real() const = 0;
+  // Set when the body must be read whole before complete().
+  virtual std::optional<whole_body_need> whole_body() const { return std::nullopt; }
+
+  // The body stage, with the whole body when whole_body() asked for it (else empty): checks and
+  // rewrites the head in place, or prepares an answer(). A refusal rewrites nothing.
+  virtual request_decision complete(std::string_view method, std::string& target,
+                                    std::vector<http::header_field>& headers,
+                                    std::string_view body) = 0;
+  // After complete(): the broker's own answer, when it gives one.
+  virtual std::optional<local_answer> answer() const { return std::nullopt; }
+  // After complete(): what rewrites the body as it streams up, or null.
+  virtual std::unique_ptr<body_rewriter> request_body_rewriter() { return nullptr; }
+
+  // The response stage: what the response's head and body are rewritten with, besides the
+  // set's real values (what the step wrote into the request, back to the client's form).
+  virtual void response_patterns(std::vector<scrub_pattern>& out) const { (void)out; }
+};
+
+class request_broker {
+ public:
+  using layer_hosts = std::vector<std::vector<config::host_pattern>>;
+
+  // `other_layer_hosts`: the bindings of the same name in the other policy layers that define
+  // it; a host is bound only if spec.hosts and each of these match it.
+  request_broker(config::credential_spec spec, layer_hosts other_layer_hosts);
+  virtual ~request_broker();
+  request_broker(const request_broker&) = delete;
+  request_broker& operator=(const request_broker&) = delete;
+
+  const config::credential_spec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  // Is `host` one of the credential's bound hosts?
+  bool bound(std::string_view host) const;
+  // May its real value go to this destination? Bound host, and TLS unless the destination is
+  // loopback or the credential allows plaintext (DESIGN §1).
+  bool usable(const request_context& where) const;
+
+  // ---- What the child holds, and what must never leave ----
+
+  // The views stay valid as long as this broker.
+  virtual credential_values values() const = 0;
+  // Real values issued since the session started that have not expired as of `now` (access
+  // tokens, temporary AWS credentials), each with what a response shows in its place.
+  virtual void rotated_values(std::chrono::system_clock::time_point now,
+                              std::vector<scrub_pattern>& out) const;
+  virtual void dummy_variables(std::vector<dummy_variable>& out) const = 0;
+  virtual void dummy_files(std::vector<dummy_file>& out) const;
+  // Variables that would point the family's clients away from their dummies (an AWS profile).
+  virtual void displaced_variables(std::vector<std::string>& out) const;
+
+  // ---- The request head ----
+
+  // Rewrites one header value in place where this family carries the credential (`name` as
+  // received, compared case-insensitively). Returns how many dummies became real.
+  virtual int swap_header(std::string_view name, std::string& value) const;
+  // Rewrites the values of the query parameters the credential opted into (spec.query) whose
+  // whole value is the dummy. Returns the count.
+  virtual int swap_query(std::string& target) const;
+
+  // A request this family must follow past its head (asked of every broker after the swaps,
+  // whether usable at the destination or not; the family decides): its step, or null. A refusal
+  // sets `refused` and returns null.
+  virtual std::unique_ptr<request_step> claim(const request_context& where,
+                                              std::string_view method, std::string_view target,
+                                              const std::vector<http::header_field>& headers,
+                                              bool has_body, request_decision& refused) const;
+
+ private:
+  config::credential_spec spec_;
+  layer_hosts other_layer_hosts_;
+};
+
+}  // namespace broker::brokers

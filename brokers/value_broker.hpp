@@ -1,0 +1,48 @@
+// The families whose credential is one static value the child's clients send as they got it
+// (github, bearer, header, basic): the real value, its per-session dummy, and where the family
+// carries it. One file per family (github.cpp, bearer.cpp, header.cpp, basic.cpp); opted-in
+// query parameters are common to all.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "brokers/request_broker.hpp"
+#include "brokers/secret.hpp"
+
+namespace broker::brokers {
+
+class value_broker : public request_broker {
+ public:
+  struct init {
+    config::credential_spec spec;
+    secret real;
+    std::string dummy;  // same length as real
+    layer_hosts other_layer_hosts;
+  };
+  // Throws std::invalid_argument for an empty real value or a dummy of another length.
+  explicit value_broker(init values);
+
+  const std::string& dummy() const { return dummy_; }
+
+  credential_values values() const override;
+  void dummy_variables(std::vector<dummy_variable>& out) const override;
+  int swap_query(std::string& target) const override;
+
+ protected:
+  // Replaces the dummy in `value` when `value` is exactly the dummy; 1 or 0.
+  int swap_exact(std::string& value) const;
+  // The real value's bytes, to write them into a request being swapped; never to keep.
+  std::string_view real() const { return real_.expose(); }
+
+ private:
+  secret real_;
+  std::string dummy_;
+};
+
+// The broker for spec.type (github, bearer, header, basic); throws std::invalid_argument for
+// another type and as value_broker's constructor does.
+std::unique_ptr<value_broker> make_value_broker(value_broker::init values);
+
+}  // namespace broker::brokers

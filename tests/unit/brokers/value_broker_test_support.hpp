@@ -1,0 +1,28 @@
+// A static-value family's broker over fake values, for the family tests.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "brokers/request_broker.hpp"
+#include "brokers/secret.hpp"
+#include "brokers/value_broker.hpp"
+
+namespace broker::brokers::testing {
+
+inline std::unique_ptr<value_broker> make_broker(const config::credential_spec& spec,
+                                                 std::string_view dummy, std::string_view real) {
+  return make_value_broker({spec, secret(std::string(real)), std::string(dummy), {}});
+}
+
+// The brokers of a credential_set over static values.
+inline std::vector<std::unique_ptr<request_broker>> brokers_of(
+    std::vector<value_broker::init> values) {
+  std::vector<std::unique_ptr<request_broker>> out;
+  for (auto& v : values) out.push_back(make_value_broker(std::move(v)));
+  return out;
+}
+
+}  // namespace broker::brokers::testing
