@@ -16,10 +16,6 @@ namespace {
 // image) would hold one by chance. Brokered values are at least 8 bytes, whose fragments are
 // at least 10 characters; only shorter values go without.
 constexpr std::size_t min_fragment = 8;
-// The widest step between hashed text positions. Wider skips more text per hash but needs
-// longer needles (stride + 3 bytes); 8 keeps 11-byte needles on the fast path.
-constexpr std::size_t max_stride = 8;
-
 // An upper bound of the bytes add_forms() appends for a value of `size` bytes: the value, six
 // fragments of at most 4 * size / 3 + 3 characters, four percent-encodings of at most 3 * size.
 std::size_t forms_size(std::size_t size) {
@@ -39,7 +35,14 @@ value_catalog::value_catalog(const std::vector<entry>& entries) {
     values_.push_back({e.action, std::string(e.credential), e.owner});
     add_forms(e.value, static_cast<std::uint32_t>(values_.size() - 1));
   }
-  build_index();
+  if (needles_.empty()) return;
+  std::vector<scrub_pattern> patterns;
+  patterns.reserve(needles_.size());
+  for (const needle& n : needles_) {
+    patterns.push_back({n.text, n.text});
+    shortest_ = shortest_ == 0 ? n.text.size() : std::min(shortest_, n.text.size());
+  }
+  index_ = std::make_unique<scrub_index>(std::move(patterns), scrub_index::search::hashed);
 }
 
 value_catalog::~value_catalog() {
@@ -90,30 +93,6 @@ void value_catalog::add_needle(std::string& form, std::uint32_t value, value_for
   arena_.append(form);
   wipe(form);
   needles_.push_back({std::string_view(arena_).substr(at, arena_.size() - at), value, how});
-}
-
-void value_catalog::build_index() {
-  std::size_t indexed_min = 0;
-  for (const needle& n : needles_) {
-    shortest_ = shortest_ == 0 ? n.text.size() : std::min(shortest_, n.text.size());
-    if (n.text.size() >= gram)
-      indexed_min = indexed_min == 0 ? n.text.size() : std::min(indexed_min, n.text.size());
-  }
-  stride_ = indexed_min == 0 ? 1 : std::clamp(indexed_min - (gram - 1), std::size_t{1}, max_stride);
-  for (std::uint32_t i = 0; i < needles_.size(); ++i) {
-    const std::string_view text = needles_[i].text;
-    if (text.size() < gram) {
-      short_.push_back(i);
-      continue;
-    }
-    for (std::size_t offset = 0; offset < stride_; ++offset) {
-      const std::uint16_t key = gram_key(text.data() + offset);
-      filter_[key >> 6] |= std::uint64_t{1} << (key & 63);
-      slots_.push_back({key, static_cast<std::uint16_t>(offset), i});
-    }
-  }
-  std::sort(slots_.begin(), slots_.end(),
-            [](const slot& a, const slot& b) { return a.key < b.key; });
 }
 
 bool value_catalog::holds(

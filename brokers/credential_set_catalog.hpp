@@ -11,10 +11,8 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "brokers/credential_set.hpp"
+#include "brokers/scrub_index.hpp"
 
 namespace broker::brokers {
 
@@ -59,65 +58,25 @@ class value_catalog {
   // catalog is remade only when they change.)
   bool holds(const std::vector<std::pair<std::string_view, std::string_view>>& values) const;
 
-  // Calls found(index) for each needle that occurs in `text`, once per occurrence. Cost: one
-  // hash per stride_ bytes of text, whatever the number of needles; a call only for a hit.
+  // Calls found(index) for each needle that occurs in `text`, once per occurrence: one pass
+  // over the text whatever the number of needles (scrub_index::each).
   template <class Found>
-  void scan(std::string_view text, Found found) const;
+  void scan(std::string_view text, Found found) const {
+    if (index_ && text.size() >= shortest_)
+      index_->each(text, [&](std::size_t i) { found(static_cast<std::uint32_t>(i)); });
+  }
 
  private:
   void add_forms(std::string_view value, std::uint32_t index);
   void add_needle(std::string& form, std::uint32_t value, value_form how);
-  void build_index();
 
   std::string arena_;  // every form back to back; reserved once, so the views never move
   std::vector<value_info> values_;
   std::vector<std::string_view> plain_;  // values_[i] itself, in the arena
   std::vector<needle> needles_;
-
-  // The index: a needle of length L >= stride_ + 3 has, at one of its first stride_ offsets,
-  // the 4 bytes found at a text position that is a multiple of stride_; those 4-byte grams are
-  // hashed into a bit filter, and each (gram hash, needle, offset) is a slot to verify.
-  struct slot {
-    std::uint16_t key;
-    std::uint16_t offset;
-    std::uint32_t needle;
-  };
-  static constexpr std::size_t gram = 4;
-  static std::uint16_t gram_key(const char* p) {
-    std::uint32_t g;
-    std::memcpy(&g, p, gram);
-    return static_cast<std::uint16_t>((g * 0x9E3779B1u) >> 16);
-  }
-  std::size_t stride_ = 1;
-  std::size_t shortest_ = 0;                  // no text shorter than every needle is scanned
-  std::array<std::uint64_t, 1024> filter_{};  // 2^16 bits
-  std::vector<slot> slots_;                   // sorted by key
-  std::vector<std::uint32_t> short_;          // needles under 4 bytes: plain find()
+  std::size_t shortest_ = 0;            // no text shorter than every needle is scanned
+  std::unique_ptr<scrub_index> index_;  // over needles_, in their order; null when none
 };
-
-template <class Found>
-void value_catalog::scan(std::string_view text, Found found) const {
-  if (needles_.empty() || text.size() < shortest_) return;
-  for (std::uint32_t i : short_)
-    if (text.find(needles_[i].text) != std::string_view::npos) found(i);
-  // An occurrence starting at s covers the hashed position p, the multiple of stride_ in
-  // [s, s + stride_): its gram at offset p - s is a slot.
-  const char* data = text.data();
-  const std::size_t size = text.size();
-  for (std::size_t p = 0; p + gram <= size; p += stride_) {
-    const std::uint16_t key = gram_key(data + p);
-    if ((filter_[key >> 6] >> (key & 63) & 1) == 0) continue;
-    auto at = std::lower_bound(slots_.begin(), slots_.end(), key,
-                               [](const slot& s, std::uint16_t k) { return s.key < k; });
-    for (; at != slots_.end() && at->key == key; ++at) {
-      if (at->offset > p) continue;
-      const std::size_t start = p - at->offset;
-      const std::string_view n = needles_[at->needle].text;
-      if (start + n.size() <= size && std::memcmp(data + start, n.data(), n.size()) == 0)
-        found(at->needle);
-    }
-  }
-}
 
 // The catalog of a set's rotated values (credential_set::rotated_catalog), remade when they
 // change; requests on any thread share it.

@@ -173,6 +173,33 @@ std::optional<scrub_match> scrub_index::find(std::string_view text, std::size_t 
   return best;
 }
 
+void scrub_index::each_occurrence(std::string_view text, void (*report)(void*, std::size_t),
+                                  void* found) const {
+  for (std::uint32_t i : direct_) {
+    const std::string_view find = patterns_[i].find;
+    for (std::size_t at = find_from(text, find, 0); at != npos; at = find_from(text, find, at + 1))
+      report(found, i);
+  }
+  if (slots_.empty() || text.size() < gram) return;
+  // An occurrence starting at s is seen once: at p, the multiple of stride_ in [s, s + stride_),
+  // through the slot of its offset p - s.
+  const char* data = text.data();
+  const std::size_t size = text.size(), last = size - gram;
+  for (std::size_t p = 0;; p += stride_) {
+    p = skip_to_hit(data, p, last, stride_, filter_.data(), filter_shift_);
+    if (p > last) break;
+    const std::uint64_t h = gram_hash(data + p);
+    for (std::uint32_t k = buckets_[h >> bucket_shift_]; k != 0; k = slots_[k].next) {
+      const slot& s = slots_[k];
+      if (s.offset > p) continue;
+      const std::size_t start = p - s.offset;
+      const std::string_view find = patterns_[s.pattern].find;
+      if (find.size() <= size - start && std::memcmp(data + start, find.data(), find.size()) == 0)
+        report(found, s.pattern);
+    }
+  }
+}
+
 std::size_t scrub_index::partial_from(std::string_view text, std::size_t from) const {
   const std::size_t n = text.size();
   for (std::size_t q = std::max(from, n >= longest_ ? n - longest_ + 1 : 0); q < n; ++q) {

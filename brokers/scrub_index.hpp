@@ -60,8 +60,19 @@ class scrub_index {
   // some pattern (a match may start there and end past the text); text.size() if none.
   std::size_t partial_from(std::string_view text, std::size_t from) const;
 
+  // Every occurrence of every pattern in `text`, overlapping ones included: found(pattern
+  // index) once per occurrence, in no particular order. find() gives the match to replace; a
+  // decision about the whole text (which value it carries) needs them all.
+  template <class Found>
+  void each(std::string_view text, Found found) const {
+    each_occurrence(
+        text, [](void* f, std::size_t i) { (*static_cast<Found*>(f))(i); }, &found);
+  }
+
  private:
   void build(std::size_t shortest_hashed);
+  void each_occurrence(std::string_view text, void (*report)(void*, std::size_t),
+                       void* found) const;
 
   std::vector<scrub_pattern> patterns_;
   std::size_t longest_ = 0;

@@ -511,3 +511,38 @@ TEST_CASE("scrub_index refuses malformed patterns", "[brokers][scrubber]") {
       scrub_index(std::vector<scrub_pattern>{{"abcdefgh", "abcdefg"}}, scrub_index::search::hashed),
       std::invalid_argument);
 }
+
+TEST_CASE("scrub_index::each reports every occurrence, overlapping ones included",
+          "[brokers][scrubber]") {
+  // Random texts over a small alphabet, so patterns overlap and repeat; counted against a
+  // position-by-position reference, for the direct search and the hashed one (strides 1..16).
+  std::mt19937 rng(11);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::string> owned;
+    const int count = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < count; ++i) {
+      std::string p;
+      const std::size_t size = 1 + rng() % 20;
+      for (std::size_t k = 0; k < size; ++k) p.push_back("ab"[rng() % 2]);
+      owned.push_back(p);
+    }
+    std::vector<scrub_pattern> patterns;
+    for (const auto& p : owned) patterns.push_back({p, p});
+    std::string text;
+    const std::size_t size = rng() % 300;
+    for (std::size_t k = 0; k < size; ++k) text.push_back("ab"[rng() % 2]);
+
+    std::vector<std::size_t> expected(owned.size());
+    for (std::size_t i = 0; i < owned.size(); ++i)
+      for (std::size_t at = text.find(owned[i]); at != std::string::npos;
+           at = text.find(owned[i], at + 1))
+        ++expected[i];
+    for (auto how : {scrub_index::search::direct, scrub_index::search::hashed}) {
+      const scrub_index index(patterns, how);
+      std::vector<std::size_t> seen(owned.size());
+      index.each(text, [&](std::size_t i) { ++seen.at(i); });
+      INFO("round " << round << (how == scrub_index::search::direct ? " direct" : " hashed"));
+      CHECK(seen == expected);
+    }
+  }
+}
