@@ -5,12 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "brokers/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
-using broker::brokers::base64_decode;
-using broker::brokers::base64_encode;
 using broker::brokers::testing::make_broker;
 using broker::config::credential_spec;
 
@@ -30,33 +27,6 @@ credential_spec spec_of(std::string type, std::vector<std::string> query = {}) {
 }
 
 }  // namespace
-
-TEST_CASE("base64 round-trips and matches RFC 4648 vectors", "[brokers][base64]") {
-  CHECK(base64_encode("") == "");
-  CHECK(base64_encode("f") == "Zg==");
-  CHECK(base64_encode("fo") == "Zm8=");
-  CHECK(base64_encode("foo") == "Zm9v");
-  CHECK(base64_encode("foob") == "Zm9vYg==");
-  CHECK(base64_encode("fooba") == "Zm9vYmE=");
-  CHECK(base64_encode("foobar") == "Zm9vYmFy");
-  for (const char* text : {"", "f", "fo", "foo", "foob", "fooba", "foobar"})
-    CHECK(base64_decode(base64_encode(text)) == std::string(text));
-  std::string all;
-  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
-  CHECK(base64_decode(base64_encode(all)) == all);
-  CHECK(base64_encode("x-access-token:abc") == "eC1hY2Nlc3MtdG9rZW46YWJj");
-}
-
-TEST_CASE("base64_decode refuses bad input and tolerates missing padding", "[brokers][base64]") {
-  CHECK(base64_decode("Zm8") == std::string("fo"));
-  CHECK(base64_decode("Zg") == std::string("f"));
-  CHECK_FALSE(base64_decode("Z"));
-  CHECK_FALSE(base64_decode("Zm9v!"));
-  CHECK_FALSE(base64_decode("Zm=v"));
-  CHECK_FALSE(base64_decode("Zm9 v"));
-  CHECK_FALSE(base64_decode("Zg="));
-  CHECK_FALSE(base64_decode("Zg==="));
-}
 
 TEST_CASE("swap_query swaps only opted-in parameters whose whole value is the dummy",
           "[brokers][query]") {
