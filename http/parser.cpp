@@ -150,6 +150,11 @@ parser::parser(kind k, std::string_view request_method)
 parser::~parser() = default;
 
 parser::result parser::fail(parse_error e, std::string reason, std::size_t consumed) {
+  // The callbacks may have completed the head (or a bodiless message) of bytes refused after
+  // llhttp ran (obs-fold, the head limit), or completed the head before the body failed: none of
+  // it may read as done.
+  head_done_ = false;
+  message_done_ = false;
   error_ = e;
   error_reason_ = std::move(reason);
   return {parse_status::error, consumed};

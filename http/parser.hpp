@@ -46,6 +46,8 @@ class parser {
   message_head& head() { return head_; }
   parse_error error() const { return error_; }
   const std::string& error_reason() const { return error_reason_; }
+  // Both false once error() is set: nothing of a refused message counts as complete, even a head
+  // llhttp finished before the error (head() keeps whatever was parsed, for logging only).
   bool head_done() const { return head_done_; }
   bool message_done() const { return message_done_; }
   bool keep_alive() const;  // valid after message_complete

@@ -31,7 +31,8 @@ fuzz::parser_run decode(http::parser::kind kind, std::string_view head,
   std::vector<std::string_view> pieces{head};
   pieces.insert(pieces.end(), body_pieces.begin(), body_pieces.end());
   fuzz::parser_run run = fuzz::run_parser(parser, pieces, /*decode=*/true);
-  check(run.head_done && run.head.chunked, "the fixed chunked head did not parse");
+  // Not head_done(): a refused body clears it, while head() keeps the fields as parsed.
+  check(run.head.chunked, "the fixed chunked head did not parse");
   if (run.status == http::parse_status::message_complete)
     check(run.body.size() < run.consumed - head.size(),
           "decoded as many bytes as the chunked body held, framing included");

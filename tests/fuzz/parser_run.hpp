@@ -49,6 +49,8 @@ inline parser_run run_parser(http::parser& parser, const std::vector<std::string
   run.error = parser.error();
   check((run.status == http::parse_status::error) == (run.error != http::parse_error::none),
         "error() disagrees with the status");
+  if (run.status == http::parse_status::error)
+    check(!parser.head_done() && !parser.message_done(), "a refused message reads as done");
   run.head_done = parser.head_done();
   run.head = parser.head();
   return run;

@@ -147,6 +147,49 @@ TEST_CASE("head limits: 100 fields and 64 KiB", "[http_parser]") {
   }
 }
 
+// A caller that looks at head_done() or message_done() after a failed feed must not see the
+// head or message of the refused bytes as complete.
+TEST_CASE("after an error neither the head nor the message is done", "[http_parser]") {
+  auto check_refused = [](http::parser& p) {
+    CHECK(p.error() != http::parse_error::none);
+    CHECK_FALSE(p.head_done());
+    CHECK_FALSE(p.message_done());
+    CHECK(p.feed("GET http://a/ HTTP/1.1\r\n\r\n").status == http::parse_status::error);
+    CHECK(p.finish().status == http::parse_status::error);
+    CHECK_FALSE(p.head_done());
+    CHECK_FALSE(p.message_done());
+  };
+  SECTION("a whole head past 64 KiB in one feed (llhttp completes it, the limit refuses it)") {
+    http::parser p(http::parser::kind::request);
+    const auto r = p.feed("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: " + std::string(70 * 1024, 'a') +
+                          "\r\n\r\n");
+    CHECK(r.status == http::parse_status::error);
+    CHECK(p.error() == http::parse_error::header_too_large);
+    check_refused(p);
+  }
+  SECTION("obs-fold in a head that ends in the same feed") {
+    http::parser p(http::parser::kind::request);
+    CHECK(p.feed("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n").status ==
+          http::parse_status::error);
+    check_refused(p);
+  }
+  SECTION("a bad chunk after a good head") {
+    http::parser p(http::parser::kind::request);
+    REQUIRE(
+        p.feed("POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n").status ==
+        http::parse_status::head_complete);
+    CHECK(p.feed("zz\r\n").status == http::parse_status::error);
+    check_refused(p);
+  }
+  SECTION("a response body cut short at close") {
+    http::parser p(http::parser::kind::response, "GET");
+    REQUIRE(p.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc").status ==
+            http::parse_status::head_complete);
+    CHECK(p.finish().status == http::parse_status::error);
+    check_refused(p);
+  }
+}
+
 TEST_CASE("responses: framing, HEAD, 204, read-until-close, interim", "[http_parser]") {
   SECTION("content-length body") {
     http::parser p(http::parser::kind::response, "GET");
