@@ -23,8 +23,11 @@ std::string escape_pointer_token(std::string_view token) {  // RFC 6901 §3
   return out;
 }
 
+// "" is a legal JSON key; spelled as itself it would leave the error naming no key ("FILE:3:
+// unknown key") or a parent with a trailing dot.
 std::string member_key(const std::string& parent, std::string_view name) {
-  return parent.empty() ? std::string(name) : parent + "." + std::string(name);
+  const std::string spelled = name.empty() ? "<empty key>" : std::string(name);
+  return parent.empty() ? spelled : parent + "." + spelled;
 }
 
 std::string element_key(const std::string& parent, std::size_t index) {

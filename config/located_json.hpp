@@ -26,8 +26,8 @@ struct located_json {
 located_json parse_located_json(std::string_view text, const std::string& source);
 
 // A value in a located_json together with its pointer, its key as errors spell it
-// ("allow[3].ports", "credentials.github.hosts[1]") and its line. Accessors that find the
-// wrong type throw policy_error naming this node.
+// ("allow[3].ports", "credentials.github.hosts[1]", "credentials.<empty key>") and its line.
+// Accessors that find the wrong type throw policy_error naming this node.
 class json_node {
  public:
   explicit json_node(const located_json& doc);

@@ -348,3 +348,36 @@ TEST_CASE("a policy text cannot make the loader's memory blow up", "[config][pol
   REQUIRE(wide.thrown);
   CHECK(wide.message == "too many values under long keys for a policy file");
 }
+
+TEST_CASE("an empty key is named in errors, at any level", "[config][policy]") {
+  // "" is a legal JSON key: the error must still say which key it is about.
+  auto top = error_of("{\n  \"version\": 1,\n  \"\": 1\n}", "my/policy.json");
+  REQUIRE(top.thrown);
+  CHECK(top.line == 3);
+  CHECK(top.key == "<empty key>");
+  CHECK(top.what.rfind("my/policy.json:3: <empty key>: unknown key (expected one of:", 0) == 0);
+
+  auto dup = error_of("{\n  \"\": 1,\n  \"\": 2\n}");
+  CHECK(dup.what == "policy.json:3: <empty key>: duplicate key");
+
+  auto in_rule = error_of("{\"allow\": [{\"host\": \"a.example\",\n  \"\": 1}]}");
+  CHECK(in_rule.line == 2);
+  CHECK(in_rule.key == "allow[0].<empty key>");
+
+  auto credential = error_of(
+      "{\"credentials\": {\n  \"\": {\"type\": \"bearer\", \"env\": [\"T\"], \"hosts\": "
+      "[\"a.example\"]}}}");
+  CHECK(credential.what ==
+        "policy.json:2: credentials.<empty key>: credential names use letters, digits, '-', '_' "
+        "and '.'");
+
+  auto host = error_of("{\"budgets\": {\"per_host\": {\n  \"\": {}}}}");
+  CHECK(host.line == 2);
+  CHECK(host.what.rfind("policy.json:2: budgets.per_host.<empty key>: invalid host pattern \"\"",
+                        0) == 0);
+
+  // Syntax errors name the innermost key too, an empty one included.
+  CHECK(error_of("{\"\": tru}").key == "<empty key>");
+  CHECK(error_of("{\"credentials\": {\"\": {\"type\": tru}}}").key ==
+        "credentials.<empty key>.type");
+}
