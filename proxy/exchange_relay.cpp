@@ -45,6 +45,13 @@ void frame(std::string& wire, std::string_view data, bool chunked, bool last) {
   if (last) wire.append("0\r\n\r\n");
 }
 
+// The final response's head as the client gets it, told when its connection ends after it.
+std::string client_head(const http::message_head& head, bool keep_client) {
+  std::string out = http::serialize_response_head(head);
+  if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
+  return out;
+}
+
 // One direction of an upgraded (WebSocket) connection, until either side ends.
 asio::awaitable<void> copy_stream(stream& from, stream& to, read_buffer& buffer,
                                   std::uint64_t& counter, deadline& idle,
@@ -216,83 +223,21 @@ asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
 asio::awaitable<void> http_exchange::relay_response(const std::string& method,
                                                     bool client_keep_alive, bool& keep_alive) {
   keep_alive = false;
-  auto& up = *upstream_;
   std::optional<http::parser> response;
-  int interim = 0;
-  // Interim (1xx) responses are passed on; the loop ends at the final response's head.
-  for (;;) {
-    response.emplace(http::parser::kind::response, method);
-    for (;;) {
-      if (!up.in.empty()) {
-        const auto r = response->feed(up.in.view());
-        up.in.consume(r.consumed);
-        entry_.bytes_in += r.consumed;
-        if (r.status == http::parse_status::head_complete ||
-            r.status == http::parse_status::message_complete)
-          break;
-        if (r.status == http::parse_status::error) {
-          co_await refuse(refusal::upstream_unreachable(
-                              entry_.host, "malformed response: " + response->error_reason()),
-                          false);
-          co_return;
-        }
-      }
-      auto [ec, n] = co_await up.io.read_some(up.in.space());
-      if (ec == asio::error::operation_aborted) co_return;  // the request body failed first
-      if (ec) {
-        co_await refuse(
-            refusal::upstream_unreachable(entry_.host, "connection closed before a response"),
-            false);
-        co_return;
-      }
-      up.in.commit(n);
-      io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
-    }
-    auto& head = response->head();
-    scrub_head(head);
-    if (head.status >= 200) break;
-    // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
-    // exchange open forever with them.
-    if (++interim > limits::max_interim_responses) {
-      co_await refuse(refusal::upstream_unreachable(entry_.host, "too many interim responses"),
-                      false);
-      co_return;
-    }
-    if (head.status == 101) {
-      if (!websocket_) {
-        co_await refuse(
-            refusal::upstream_unreachable(entry_.host, "protocol upgrade is not supported here"),
-            false);
-        co_return;
-      }
-      std::string out = http::serialize_response_head(head);
-      out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-      response_started_ = true;
-      entry_.status = 101;
-      co_await write_client(out);
-      co_await relay_websocket();
-      co_return;
-    }
-    co_await write_client(http::serialize_response_head(head));
-  }
-
+  if (!co_await read_final_head(method, response)) co_return;
   const http::message_head& head = response->head();
-  if (head.has_body && !scrub_patterns_.empty()) {
-    if (const std::string coding = http::coded_body(head); !coding.empty()) {
-      // It was asked for identity; a coded body could carry a real value past the scrubber.
-      co_await refuse(
-          refusal::upstream_unreachable(
-              entry_.host, "compressed or coded response (" + coding +
-                               ") to a request that asked for identity; the broker scrubs "
-                               "real values from responses and cannot read through a coding"),
-          false);
-      co_return;
-    }
+  if (head.status == 101) {
+    co_await relay_upgrade(head);
+    co_return;
   }
+  if (auto refused = coded_body_refusal(head)) {
+    co_await refuse(*refused, false);
+    co_return;
+  }
+  // A body delimited by the upstream's close is delimited the same way for the client.
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
   const bool keep_client = client_keep_alive && !until_close && !io_.draining;
-  std::string out = http::serialize_response_head(head);
-  if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
+  std::string out = client_head(head, keep_client);
   response_started_ = true;
   entry_.status = head.status;
 
@@ -301,17 +246,97 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
     if (!finish(head.status, true)) throw upstream_error("audit log write failed");
     co_await write_client(out);
   } else {
-    // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
-    std::optional<session::llm_usage_meter> meter;
-    if (llm_ != session::llm_api::none && head.status >= 200 && head.status < 300) {
-      const std::string* type = head.find("content-type");
-      meter.emplace(llm_, type ? std::string_view(*type) : std::string_view());
-      meter->set_request_bytes(entry_.bytes_out);
-    }
+    auto meter = usage_meter(head);
     co_await relay_body(*response, head, std::move(out), meter ? &*meter : nullptr);
   }
   upstream_reusable_ = upstream_reusable_ && response->keep_alive() && upstream_->in.empty();
   keep_alive = keep_client;
+}
+
+asio::awaitable<bool> http_exchange::read_final_head(const std::string& method,
+                                                     std::optional<http::parser>& response) {
+  int interim = 0;
+  for (;;) {
+    response.emplace(http::parser::kind::response, method);
+    if (!co_await read_response_head(*response)) co_return false;
+    auto& head = response->head();
+    scrub_head(head);
+    if (head.status >= 200) co_return true;
+    // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
+    // exchange open forever with them.
+    if (++interim > limits::max_interim_responses) {
+      co_await refuse(refusal::upstream_unreachable(entry_.host, "too many interim responses"),
+                      false);
+      co_return false;
+    }
+    if (head.status == 101) co_return true;  // nothing HTTP follows it
+    co_await write_client(http::serialize_response_head(head));
+  }
+}
+
+asio::awaitable<bool> http_exchange::read_response_head(http::parser& response) {
+  auto& up = *upstream_;
+  for (;;) {
+    if (!up.in.empty()) {
+      const auto r = response.feed(up.in.view());
+      up.in.consume(r.consumed);
+      entry_.bytes_in += r.consumed;
+      if (r.status == http::parse_status::head_complete ||
+          r.status == http::parse_status::message_complete)
+        co_return true;
+      if (r.status == http::parse_status::error) {
+        co_await refuse(refusal::upstream_unreachable(
+                            entry_.host, "malformed response: " + response.error_reason()),
+                        false);
+        co_return false;
+      }
+    }
+    auto [ec, n] = co_await up.io.read_some(up.in.space());
+    if (ec == asio::error::operation_aborted) co_return false;  // the request body failed first
+    if (ec) {
+      co_await refuse(
+          refusal::upstream_unreachable(entry_.host, "connection closed before a response"), false);
+      co_return false;
+    }
+    up.in.commit(n);
+    io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+  }
+}
+
+asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
+  if (!websocket_) {
+    co_await refuse(
+        refusal::upstream_unreachable(entry_.host, "protocol upgrade is not supported here"),
+        false);
+    co_return;
+  }
+  std::string out = http::serialize_response_head(head);
+  out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  response_started_ = true;
+  entry_.status = 101;
+  co_await write_client(out);
+  co_await relay_websocket();
+}
+
+std::optional<refusal> http_exchange::coded_body_refusal(const http::message_head& head) const {
+  if (!head.has_body || scrub_patterns_.empty()) return std::nullopt;
+  const std::string coding = http::coded_body(head);
+  if (coding.empty()) return std::nullopt;
+  // It was asked for identity; a coded body could carry a real value past the scrubber.
+  return refusal::upstream_unreachable(
+      entry_.host, "compressed or coded response (" + coding +
+                       ") to a request that asked for identity; the broker scrubs "
+                       "real values from responses and cannot read through a coding");
+}
+
+std::optional<session::llm_usage_meter> http_exchange::usage_meter(
+    const http::message_head& head) const {
+  std::optional<session::llm_usage_meter> meter;
+  if (llm_ == session::llm_api::none || head.status < 200 || head.status >= 300) return meter;
+  const std::string* type = head.find("content-type");
+  meter.emplace(llm_, type ? std::string_view(*type) : std::string_view());
+  meter->set_request_bytes(entry_.bytes_out);
+  return meter;
 }
 
 asio::awaitable<void> http_exchange::relay_body(http::parser& response,

@@ -114,6 +114,18 @@ class http_exchange {
                                           bool& done);
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
                                        bool& keep_alive);
+  // Up to the final response's head (or a 101's) in `response`, interim (1xx) responses passed
+  // on; false when the exchange ended first (answered with a refusal, or abandoned).
+  asio::awaitable<bool> read_final_head(const std::string& method,
+                                        std::optional<http::parser>& response);
+  // One head into `response`; false when there is none (refused, or the request body failed).
+  asio::awaitable<bool> read_response_head(http::parser& response);
+  // The WebSocket the request asked for, relayed to its end; any other upgrade is refused.
+  asio::awaitable<void> relay_upgrade(const http::message_head& head);
+  // A coded body cannot be scrubbed: the refusal when the response has one and must be.
+  std::optional<refusal> coded_body_refusal(const http::message_head& head) const;
+  // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
+  std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
                                    std::string pending_head, session::llm_usage_meter* meter);
   // The finished meter's tokens into the record and the budget.
