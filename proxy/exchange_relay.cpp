@@ -82,57 +82,64 @@ void http_exchange::release_upstream() {
 
 asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& request, std::string head,
                                                             const brokers::request_context& where) {
-  const auto& credentials = io_.ctx.credentials();
   const bool client_keep_alive = request.keep_alive() && !io_.draining;
   // The head may carry a real value: wiped once sent, or however the exchange ends.
   const brokers::wipe_on_exit wipe_head([&head] { brokers::wipe(head); });
   io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
   auto [ec, n] = co_await upstream_->io.write(head);
   brokers::wipe(head);
-  if (ec) {
-    upstream_.reset();
-    co_return co_await refuse(refusal::upstream_unreachable(entry_.host, ec.message()), false);
-  }
+  if (ec) co_return co_await refuse_unsent(ec);
   entry_.bytes_out += n;
-  bool keep_alive = false;
   const bool sent_whole = body_.has_value();
-  if (sent_whole) {
-    // Read whole before the head was signed; it goes up in the coding the client sent it in,
-    // framed around rather than copied (it may be tens of MiB), and is let go of, with its
-    // share of the held-bytes allowance, once sent.
-    const std::string& body = body_->bytes;
-    std::string before, after;
-    if (request.head().chunked) {
-      if (!body.empty()) {
-        append_chunk_size(before, body.size());
-        after = "\r\n";
-      }
-      frame(after, {}, true, true);
-    }
-    const std::array<std::string_view, 3> pieces{before, body, after};
-    for (std::string_view piece : pieces) {
-      if (piece.empty()) continue;
-      auto [body_ec, sent] = co_await upstream_->io.write(piece);
-      if (body_ec) {
-        upstream_.reset();
-        co_return co_await refuse(refusal::upstream_unreachable(entry_.host, body_ec.message()),
-                                  false);
-      }
-      entry_.bytes_out += sent;
-    }
-    body_.reset();
-  }
+  if (sent_whole && !co_await send_whole_body(request.head().chunked)) co_return false;
   if (!request.head().has_body || sent_whole) {
+    bool keep_alive = false;
     co_await relay_response(entry_.method, client_keep_alive, keep_alive);
     release_upstream();
     co_return keep_alive;
   }
+  co_return co_await relay_while_pumping(request, where, client_keep_alive);
+}
 
+asio::awaitable<bool> http_exchange::refuse_unsent(const error_code& ec) {
+  upstream_.reset();
+  co_return co_await refuse(refusal::upstream_unreachable(entry_.host, ec.message()), false);
+}
+
+asio::awaitable<bool> http_exchange::send_whole_body(bool chunked) {
+  // Read whole before the head was signed; it goes up in the coding the client sent it in,
+  // framed around rather than copied (it may be tens of MiB), and is let go of, with its
+  // share of the held-bytes allowance, once sent.
+  const std::string& body = body_->bytes;
+  std::string before, after;
+  if (chunked) {
+    if (!body.empty()) {
+      append_chunk_size(before, body.size());
+      after = "\r\n";
+    }
+    frame(after, {}, true, true);
+  }
+  const std::array<std::string_view, 3> pieces{before, body, after};
+  for (std::string_view piece : pieces) {
+    if (piece.empty()) continue;
+    auto [ec, sent] = co_await upstream_->io.write(piece);
+    if (ec) co_return co_await refuse_unsent(ec);
+    entry_.bytes_out += sent;
+  }
+  body_.reset();
+  co_return true;
+}
+
+asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
+                                                         const brokers::request_context& where,
+                                                         bool client_keep_alive) {
+  const auto& credentials = io_.ctx.credentials();
   brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
   std::optional<brokers::stream_scrubber> scan;
   if (!credentials.empty())
     scan.emplace((checks = credentials.request_body_scan(where)).patterns());
   bool body_done = false;
+  bool keep_alive = false;
   std::optional<refusal> refused;
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
@@ -168,47 +175,19 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
   co_return co_await refuse(*refused, false);
 }
 
+// What a scanned request body reuses from one read to the next.
+struct http_exchange::scan_buffers {
+  std::string decoded, released, rewritten, wire;
+};
+
 asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
                                                        brokers::stream_scrubber* scan, bool& done) {
-  const bool chunked = request.head().chunked;
-  std::string decoded, released, rewritten, wire;
+  scan_buffers buffers;
   for (;;) {
     if (!io_.in.empty()) {
-      if (!scan) {
-        const auto r = request.feed(io_.in.view());
-        if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-        if (r.consumed > 0) {
-          auto [ec, n] = co_await upstream_->io.write(io_.in.view().substr(0, r.consumed));
-          if (ec) throw upstream_error("upstream write failed: " + ec.message());
-          entry_.bytes_out += n;
-          io_.in.consume(r.consumed);
-        }
-        if (r.status == http::parse_status::message_complete) break;
-      } else {
-        decoded.clear();
-        released.clear();
-        wire.clear();
-        const auto r = request.feed(io_.in.view(), &decoded);
-        if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-        io_.in.consume(r.consumed);
-        if (auto match = scan->feed(decoded, released)) throw body_refused(*match);
-        const bool last = r.status == http::parse_status::message_complete;
-        if (last)
-          if (auto match = scan->finish(released)) throw body_refused(*match);
-        if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
-          rewritten.clear();
-          rewriter->feed(released, rewritten);
-          if (last) rewriter->finish();
-          released.swap(rewritten);
-        }
-        frame(wire, released, chunked, last);
-        if (!wire.empty()) {
-          auto [ec, n] = co_await upstream_->io.write(wire);
-          if (ec) throw upstream_error("upstream write failed: " + ec.message());
-          entry_.bytes_out += n;
-        }
-        if (last) break;
-      }
+      const bool last = scan ? co_await pump_scanned_bytes(request, *scan, buffers)
+                             : co_await pump_plain_bytes(request);
+      if (last) break;
     }
     io_.timer.arm(timeouts().body, deadline::phase::request_body);
     auto [ec, n] = co_await io_.client.read_some(io_.in.space());
@@ -218,6 +197,46 @@ asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
   done = true;
   io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
   co_await hold_until_cancelled();
+}
+
+asio::awaitable<bool> http_exchange::pump_plain_bytes(http::parser& request) {
+  const auto r = request.feed(io_.in.view());
+  if (r.status == http::parse_status::error) throw body_error(request.error_reason());
+  if (r.consumed > 0) {
+    co_await write_request_body(io_.in.view().substr(0, r.consumed));
+    io_.in.consume(r.consumed);
+  }
+  co_return r.status == http::parse_status::message_complete;
+}
+
+asio::awaitable<bool> http_exchange::pump_scanned_bytes(http::parser& request,
+                                                        brokers::stream_scrubber& scan,
+                                                        scan_buffers& b) {
+  b.decoded.clear();
+  b.released.clear();
+  b.wire.clear();
+  const auto r = request.feed(io_.in.view(), &b.decoded);
+  if (r.status == http::parse_status::error) throw body_error(request.error_reason());
+  io_.in.consume(r.consumed);
+  if (auto match = scan.feed(b.decoded, b.released)) throw body_refused(*match);
+  const bool last = r.status == http::parse_status::message_complete;
+  if (last)
+    if (auto match = scan.finish(b.released)) throw body_refused(*match);
+  if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
+    b.rewritten.clear();
+    rewriter->feed(b.released, b.rewritten);
+    if (last) rewriter->finish();
+    b.released.swap(b.rewritten);
+  }
+  frame(b.wire, b.released, request.head().chunked, last);
+  if (!b.wire.empty()) co_await write_request_body(b.wire);
+  co_return last;
+}
+
+asio::awaitable<void> http_exchange::write_request_body(std::string_view data) {
+  auto [ec, n] = co_await upstream_->io.write(data);
+  if (ec) throw upstream_error("upstream write failed: " + ec.message());
+  entry_.bytes_out += n;
 }
 
 asio::awaitable<void> http_exchange::relay_response(const std::string& method,
@@ -339,85 +358,109 @@ std::optional<session::llm_usage_meter> http_exchange::usage_meter(
   return meter;
 }
 
+// A response body on its way down: what it passes through, and the buffers it reuses from one
+// read to the next.
+struct http_exchange::body_relay {
+  http::parser& response;
+  const http::message_head& head;
+  session::llm_usage_meter* meter;                // null when the body is not metered
+  std::optional<brokers::stream_scrubber> scrub;  // empty when there is nothing to scrub
+  std::string wire;  // the head while it waits for body bytes to go with, then framed bytes
+  std::string decoded, released;
+};
+
 asio::awaitable<void> http_exchange::relay_body(http::parser& response,
                                                 const http::message_head& head,
                                                 std::string pending_head,
                                                 session::llm_usage_meter* meter) {
   auto& up = *upstream_;
-  std::optional<brokers::stream_scrubber> scrub;
-  if (!scrub_patterns_.empty()) scrub.emplace(scrub_patterns_);
   // The head goes out with the first body bytes when they are already here: one write, one TLS
   // record and one wake-up of the client instead of two.
-  std::string wire = std::move(pending_head);
-  std::string decoded, released;
+  body_relay body{response, head, meter, std::nullopt, std::move(pending_head), {}, {}};
+  if (!scrub_patterns_.empty()) body.scrub.emplace(scrub_patterns_);
   for (;;) {
-    if (!up.in.empty()) {
-      // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
-      const bool decode = (scrub || meter) && head.chunked;
-      const auto r = response.feed(up.in.view(), decode ? &decoded : nullptr);
-      if (r.status == http::parse_status::error)
-        throw upstream_error("malformed response body: " + response.error_reason());
-      entry_.bytes_in += r.consumed;
-      const bool last = r.status == http::parse_status::message_complete;
-      if (meter) {
-        meter->feed(decode ? std::string_view(decoded) : up.in.view().substr(0, r.consumed));
-        if (last) account_llm_usage(*meter);
-      }
-      // The record is written before the response completes (DESIGN §7).
-      if (last && !finish(head.status, true)) throw upstream_error("audit log write failed");
-      const auto raw = up.in.view().substr(0, r.consumed);
-      if (!scrub) {
-        if (wire.empty()) {
-          co_await write_client(raw);
-        } else {
-          wire.append(raw);
-          co_await write_client(wire);
-          wire.clear();
-        }
-        up.in.consume(r.consumed);
-        decoded.clear();  // metered above
-      } else {
-        scrub->feed(decode ? std::string_view(decoded) : raw, released);
-        up.in.consume(r.consumed);
-        if (last) scrub->finish(released);
-        if (!head.chunked && wire.empty()) {
-          if (!released.empty()) co_await write_client(released);
-        } else {
-          frame(wire, released, head.chunked, last);
-          if (!wire.empty()) co_await write_client(wire);
-        }
-        decoded.clear();
-        released.clear();
-        wire.clear();
-      }
-      if (last) {
-        upstream_reusable_ = true;
-        co_return;
-      }
+    if (!up.in.empty() && co_await relay_body_bytes(body)) {
+      upstream_reusable_ = true;
+      co_return;
     }
     // Nothing to send with it: the head goes alone rather than wait for the body.
-    if (!wire.empty()) {
-      co_await write_client(wire);
-      wire.clear();
+    if (!body.wire.empty()) {
+      co_await write_client(body.wire);
+      body.wire.clear();
     }
     auto [ec, n] = co_await up.io.read_some(up.in.space());
     if (ec == asio::error::eof ||
         (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
-      // Read-until-close ends here (a missing close_notify is tolerated only there, where the
-      // length is unknown anyway, as browsers and curl do).
-      if (response.finish().status != http::parse_status::message_complete)
-        throw upstream_error("upstream closed mid-response");
-      if (meter) account_llm_usage(*meter);
-      if (!finish(head.status, true)) throw upstream_error("audit log write failed");
-      if (scrub) {
-        scrub->finish(released);
-        if (!released.empty()) co_await write_client(released);
-      }
+      co_await end_body_at_close(body);
       co_return;  // read until close: not reusable
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
     io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+  }
+}
+
+asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
+  auto& up = *upstream_;
+  // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
+  const bool decode = (b.scrub || b.meter) && b.head.chunked;
+  const auto r = b.response.feed(up.in.view(), decode ? &b.decoded : nullptr);
+  if (r.status == http::parse_status::error)
+    throw upstream_error("malformed response body: " + b.response.error_reason());
+  entry_.bytes_in += r.consumed;
+  const bool last = r.status == http::parse_status::message_complete;
+  const auto raw = up.in.view().substr(0, r.consumed);
+  if (b.meter) {
+    b.meter->feed(decode ? std::string_view(b.decoded) : raw);
+    if (last) account_llm_usage(*b.meter);
+  }
+  // The record is written before the response completes (DESIGN §7).
+  if (last && !finish(b.head.status, true)) throw upstream_error("audit log write failed");
+  if (!b.scrub) {
+    co_await write_client_after(b.wire, raw);
+    up.in.consume(r.consumed);
+    b.decoded.clear();  // metered above
+  } else {
+    b.scrub->feed(decode ? std::string_view(b.decoded) : raw, b.released);
+    up.in.consume(r.consumed);
+    if (last) b.scrub->finish(b.released);
+    co_await write_scrubbed(b, last);
+  }
+  co_return last;
+}
+
+asio::awaitable<void> http_exchange::write_client_after(std::string& wire, std::string_view raw) {
+  if (wire.empty()) {
+    co_await write_client(raw);
+  } else {
+    wire.append(raw);
+    co_await write_client(wire);
+    wire.clear();
+  }
+}
+
+asio::awaitable<void> http_exchange::write_scrubbed(body_relay& b, bool last) {
+  if (!b.head.chunked && b.wire.empty()) {
+    if (!b.released.empty()) co_await write_client(b.released);
+  } else {
+    frame(b.wire, b.released, b.head.chunked, last);
+    if (!b.wire.empty()) co_await write_client(b.wire);
+  }
+  b.decoded.clear();
+  b.released.clear();
+  b.wire.clear();
+}
+
+asio::awaitable<void> http_exchange::end_body_at_close(body_relay& b) {
+  // Read-until-close ends here (a missing close_notify is tolerated only there, where the
+  // length is unknown anyway, as browsers and curl do).
+  if (b.response.finish().status != http::parse_status::message_complete)
+    throw upstream_error("upstream closed mid-response");
+  if (b.meter) account_llm_usage(*b.meter);
+  if (!finish(b.head.status, true)) throw upstream_error("audit log write failed");
+  if (b.scrub) {
+    b.scrub->finish(b.released);
+    if (!b.released.empty()) co_await write_client(b.released);
   }
 }
 

@@ -107,11 +107,28 @@ class http_exchange {
                                                           const brokers::whole_body_need& need);
   asio::awaitable<bool> exchange_with_upstream(http::parser& request, std::string head,
                                                const brokers::request_context& where);
+  // A write up failed before any of the response: the upstream is let go of, the client gets 502.
+  asio::awaitable<bool> refuse_unsent(const error_code& ec);
+  // The body read whole (body_) up after the head, then let go of; false when a write failed.
+  asio::awaitable<bool> send_whole_body(bool chunked);
+  // The request body pumped up while the response comes down; false when the client ends.
+  asio::awaitable<bool> relay_while_pumping(http::parser& request,
+                                            const brokers::request_context& where,
+                                            bool client_keep_alive);
   void release_upstream();
   // Real values (and this exchange's rewritten header values) back to what the client knows.
   void scrub_head(http::message_head& head) const;
   asio::awaitable<void> pump_request_body(http::parser& request, brokers::stream_scrubber* scan,
                                           bool& done);
+  // What a scanned request body reuses from one read to the next (exchange_relay.cpp).
+  struct scan_buffers;
+  // The body bytes in the client's buffer up as they are; true at the body's end.
+  asio::awaitable<bool> pump_plain_bytes(http::parser& request);
+  // The same decoded, searched, rewritten and framed again; throws before a value goes up.
+  asio::awaitable<bool> pump_scanned_bytes(http::parser& request, brokers::stream_scrubber& scan,
+                                           scan_buffers& b);
+  // Request body bytes to the upstream, counted; a failed write ends the exchange.
+  asio::awaitable<void> write_request_body(std::string_view data);
   asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
                                        bool& keep_alive);
   // Up to the final response's head (or a 101's) in `response`, interim (1xx) responses passed
@@ -128,6 +145,16 @@ class http_exchange {
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
                                    std::string pending_head, session::llm_usage_meter* meter);
+  // A response body on its way down, and its buffers (exchange_relay.cpp).
+  struct body_relay;
+  // The body bytes in the upstream's buffer to the client; true at the body's end.
+  asio::awaitable<bool> relay_body_bytes(body_relay& b);
+  // `raw` to the client, sent with the head when it still waits in `wire`.
+  asio::awaitable<void> write_client_after(std::string& wire, std::string_view raw);
+  // What the scrubber released to the client, framed again as the body is.
+  asio::awaitable<void> write_scrubbed(body_relay& b, bool last);
+  // A body delimited by the upstream's close, ended and recorded; anything else is an error.
+  asio::awaitable<void> end_body_at_close(body_relay& b);
   // The finished meter's tokens into the record and the budget.
   void account_llm_usage(session::llm_usage_meter& meter);
   asio::awaitable<void> relay_websocket();
