@@ -1,6 +1,7 @@
-// The broker's own HTTPS client for OAuth token endpoints (a gcp credential's key file is
-// exchanged for access tokens at oauth2.googleapis.com): one POST per call, --connect-to and
-// --upstream-ca honoured, the peer verified like any upstream, bounded by a deadline.
+// The broker's own HTTPS client for OAuth token endpoints (brokers/ hands it a credential
+// family's token request as a URL and a form; brokers::token_transport): one POST per call,
+// --connect-to and --upstream-ca honoured, the peer verified like any upstream, bounded by a
+// deadline.
 #pragma once
 
 #include <chrono>
