@@ -145,6 +145,7 @@ int run_wrap(wrap_options& o) {
   std::uint16_t port = netns_proxy_port;
   int listener = -1;
   std::unique_ptr<wrap::child_session> child;
+  std::unique_ptr<session::audit_log> audit;
   try {
     if (mode == wrap::isolation::env) listener = loopback_listener(port);
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
@@ -174,6 +175,18 @@ int run_wrap(wrap_options& o) {
     launch.proxy_port = port;
     const char* home = std::getenv("HOME");
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home ? home : "");
+    // The audit log's directory exists before the child does, so that it can be hidden.
+    audit = open_audit(o.common, session_id);
+    std::vector<std::string> unhidden;
+    std::error_code ec;
+    for (auto& m : wrap::broker_state_masks(
+             setup.policy->layers(), log_dir_or_default(o.common.log_dir).string(),
+             home ? home : "", std::filesystem::current_path(ec).string(), &unhidden))
+      launch.masks.push_back(std::move(m));
+    if (mode == wrap::isolation::netns)
+      for (const auto& path : unhidden)
+        std::cerr << "broker: warning: " << path
+                  << " holds the working directory, so the command can read and change it\n";
     child = std::make_unique<wrap::child_session>(launch);
     if (mode == wrap::isolation::netns) listener = child->take_listener();
   } catch (const std::exception& e) {
@@ -183,7 +196,7 @@ int run_wrap(wrap_options& o) {
   }
 
   auto ctx = std::make_shared<proxy::proxy_context>(
-      setup.options, setup.policy, open_audit(o.common, session_id), setup.credentials, tls);
+      setup.options, setup.policy, std::move(audit), setup.credentials, tls);
   ctx->set_client_process(mode == wrap::isolation::netns ? child->pid() : 0, child->pid());
   ctx->set_budget(setup.budget);
   session::session_start start;

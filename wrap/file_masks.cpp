@@ -19,6 +19,19 @@ std::string expand(const std::string& path, const std::string& home) {
   return path;
 }
 
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// An absolute, lexically normal path (a relative one from the working directory).
+std::string absolute(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  return (ec ? std::filesystem::path(path) : p).lexically_normal().string();
+}
+
 void add_unique(std::vector<std::string>& list, std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (std::find(list.begin(), list.end(), path) == list.end()) list.push_back(std::move(path));
@@ -59,6 +72,39 @@ std::vector<std::string> credential_file_masks(const std::vector<config::policy>
   std::erase_if(masks, [&](const std::string& m) {
     return std::find(passed.begin(), passed.end(), m) != passed.end();
   });
+  return masks;
+}
+
+std::vector<std::string> broker_state_masks(const std::vector<config::policy>& layers,
+                                            const std::string& log_dir, const std::string& home,
+                                            const std::string& cwd,
+                                            std::vector<std::string>* unhidden) {
+  std::vector<std::string> wanted;
+  if (!home.empty()) add_unique(wanted, home + "/.config/broker");
+  if (!log_dir.empty()) add_unique(wanted, absolute(expand(log_dir, home)));
+  for (const auto& layer : layers) {
+    if (!layer.source.empty() && layer.source.front() != '<')
+      add_unique(wanted, absolute(layer.source));
+    for (const auto& [name, spec] : layer.credentials) {
+      if (!spec.source.starts_with("file:")) continue;
+      std::string path(trim(std::string_view(spec.source).substr(5)));
+      // An AWS shared credentials file names its profile after the last '#'.
+      const std::size_t hash = path.rfind('#');
+      if (spec.type == "aws-sigv4" && hash != std::string::npos &&
+          path.find('/', hash) == std::string::npos)
+        path.resize(hash);
+      add_unique(wanted, absolute(expand(path, home)));
+    }
+  }
+  std::vector<std::string> masks;
+  for (auto& path : wanted) {
+    const bool holds_cwd = !cwd.empty() && (cwd == path || cwd.starts_with(path + "/"));
+    if (holds_cwd || path == "/") {
+      if (unhidden) unhidden->push_back(path);
+      continue;
+    }
+    masks.push_back(std::move(path));
+  }
   return masks;
 }
 

@@ -15,4 +15,14 @@ namespace broker::wrap {
 std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,
                                                const std::string& home);
 
+// The broker's own state, hidden from a netns-mode child whatever files.pass says (DESIGN
+// §8.1): ~/.config/broker (the audit key, the CA), the audit log directory, the policy files
+// and every file a credential's source reads ("file:PATH"; an aws-sigv4 "file:PATH#PROFILE").
+// A path that holds the working directory cannot be hidden (the command would lose its
+// workspace): it is left out and named in `unhidden`.
+std::vector<std::string> broker_state_masks(const std::vector<config::policy>& layers,
+                                            const std::string& log_dir, const std::string& home,
+                                            const std::string& cwd,
+                                            std::vector<std::string>* unhidden = nullptr);
+
 }  // namespace broker::wrap
