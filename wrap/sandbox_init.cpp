@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <utility>
 
 namespace broker::wrap {
 
@@ -74,6 +76,26 @@ void send_listener(int control, int listener) {
   ::close(listener);
 }
 
+// `path` read-only in this mount namespace: bound onto itself, then remounted with MS_RDONLY
+// added to the flags it has (in a user namespace the ones the host set are locked and must be
+// kept). Missing paths are skipped.
+void make_read_only(int control, const char* path) {
+  struct stat st {};
+  if (::lstat(path, &st) < 0) return;
+  if (::mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) < 0)
+    fail(control, std::string("binding ") + path);
+  struct statvfs vfs {};
+  if (::statvfs(path, &vfs) < 0) fail(control, std::string("reading the flags of ") + path);
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  for (auto [have, set] : {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV},
+                           std::pair{ST_NOEXEC, MS_NOEXEC}, std::pair{ST_NOATIME, MS_NOATIME},
+                           std::pair{ST_NODIRATIME, MS_NODIRATIME},
+                           std::pair{ST_RELATIME, MS_RELATIME}})
+    if (vfs.f_flag & have) flags |= set;
+  if (::mount(nullptr, path, nullptr, flags, nullptr) < 0)
+    fail(control, std::string("making ") + path + " read-only");
+}
+
 // A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
 // Then the credential files are hidden: an empty read-only tmpfs over a directory, /dev/null
 // over a file.
@@ -82,6 +104,9 @@ void set_up_mounts(int control, const launch_options& options) {
     fail(control, "making mounts private");
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
     fail(control, "mounting a fresh /proc");
+  // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
+  // core_pattern of "|program" would run as host root), SysRq, and sysfs.
+  for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
   for (const std::string& path : options.masks) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide

@@ -4,10 +4,14 @@ command ran, then that the attack got nothing.
 
 - The broker's own state is invisible: a `file:` credential source, the policy files, the audit
   log directory and ~/.config/broker read as empty, and the log cannot be rewritten from inside.
+- A root child cannot change host-global kernel state through /proc/sys, /proc/sysrq-trigger or
+  /sys (each write below is harmless if it got through: a domain name the test restores, a
+  SysRq help request, a KSM setting written back unchanged).
 """
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +89,30 @@ def test_an_unprivileged_child_cannot_read_the_brokers_own_state(nobody, tls_ups
     assert r.returncode == 0, r.describe()
     check_state_hidden(r.out, nobody.logs, nobody.policy.read_text())
     assert_clean(r.stdout + r.stderr, "wrap output", ACME_REAL, REAL)
+
+
+KERNEL_WRITES = f'''
+echo {RAN}
+if (echo broker-attack > /proc/sys/kernel/domainname) 2>/dev/null; then echo "sysctl:ok"; else echo "sysctl:refused"; fi
+if (echo h > /proc/sysrq-trigger) 2>/dev/null; then echo "sysrq:ok"; else echo "sysrq:refused"; fi
+if [ -e /sys/kernel/mm/ksm/run ]; then
+  v=$(cat /sys/kernel/mm/ksm/run)
+  if (echo "$v" > /sys/kernel/mm/ksm/run) 2>/dev/null; then echo "sysfs:ok"; else echo "sysfs:refused"; fi
+else echo "sysfs:refused"; fi
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root broker gives the child root")
+def test_a_root_child_cannot_change_host_kernel_settings(tmp_path, pki, tls_upstream):
+    domainname = Path("/proc/sys/kernel/domainname")
+    before = domainname.read_text()
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    try:
+        r = ws.run("sh", "-c", KERNEL_WRITES)
+        assert r.returncode == 0, r.describe()
+        assert RAN in r.out, r.out
+        assert domainname.read_text() == before, "the child changed the host's domain name"
+        for what in ("sysctl", "sysrq", "sysfs"):
+            assert f"{what}:refused" in r.out, r.out
+    finally:
+        domainname.write_text(before)
