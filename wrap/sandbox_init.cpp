@@ -21,6 +21,8 @@
 #include <string>
 #include <utility>
 
+#include "wrap/syscall_filter.hpp"
+
 namespace broker::wrap {
 
 namespace {
@@ -228,6 +230,10 @@ int sandbox_init(void* arg) {
   if (command == 0) {
     ::close(a.control);
     if (::geteuid() == 0) drop_escape_capabilities();
+    if (const std::string why = install_syscall_filter(); !why.empty()) {
+      std::fprintf(stderr, "broker: the command's syscall filter: %s\n", why.c_str());
+      ::_exit(125);
+    }
     exec_command(options, a.original_mask);
   }
   ::close(a.control);

@@ -7,17 +7,24 @@ command ran, then that the attack got nothing.
 - A root child cannot change host-global kernel state through /proc/sys, /proc/sysrq-trigger or
   /sys (each write below is harmless if it got through: a domain name the test restores, a
   SysRq help request, a KSM setting written back unchanged).
+- A syscall filter: no child can push input into the user's terminal (TIOCSTI, here on a
+  pseudo-terminal that is the session's controlling terminal, as a user's shell has one), make
+  new namespaces or use the kernel keyring.
 """
 
 import json
 import os
+import pty
+import select
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
-from test_wrap import (API, REAL, WrapSession, assert_clean, github_policy, nobody,  # noqa: F401
-                       NOBODY)
+from conftest import BROKER_BIN
+from test_wrap import (API, NOBODY, PY, REAL, WrapSession, assert_clean, github_policy,
+                       nobody)  # noqa: F401
 
 ACME_REAL = "acme_" + "F1leS0urceRealT0ken0123456789abcdef"
 RAN = "command-ran"
@@ -116,3 +123,93 @@ def test_a_root_child_cannot_change_host_kernel_settings(tmp_path, pki, tls_upst
             assert f"{what}:refused" in r.out, r.out
     finally:
         domainname.write_text(before)
+
+
+# ---- the syscall filter: the terminal, new namespaces, the kernel keyring ----------------------
+
+TIOCSTI = r'''
+import errno, fcntl, termios
+print("command-ran", flush=True)
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"#")
+    print("tiocsti:ok", flush=True)
+except OSError as e:
+    print("tiocsti:" + errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+'''
+
+
+def run_on_terminal(argv, env, cwd, timeout=30.0):
+    """Runs argv as the session leader of a new pseudo-terminal (its controlling terminal, as a
+    user's shell has one). Returns (exit status, what it wrote to the terminal)."""
+    pid, master = pty.fork()
+    if pid == 0:  # the child: exec at once
+        try:
+            os.chdir(cwd)
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if not ready:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's last user closed it
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def test_a_child_cannot_push_input_into_the_users_terminal(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    argv = ws.argv(PY, "-c", TIOCSTI)
+    code, out = run_on_terminal(argv, ws.env(), ws.dir)
+    assert code == 0, out
+    assert RAN in out, out
+    assert "tiocsti:EPERM" in out, f"TIOCSTI went through:\n{out}"
+
+
+def test_an_unprivileged_child_cannot_push_input_into_the_users_terminal(nobody, tls_upstream):
+    argv = [shutil.which("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+            BROKER_BIN, "wrap", "--isolate", "netns", "--policy", str(nobody.policy),
+            "--log-dir", str(nobody.logs), "--", PY, "-c", TIOCSTI]
+    code, out = run_on_terminal(argv, nobody.env, "/")
+    assert code == 0, out
+    assert RAN in out, out
+    assert "tiocsti:EPERM" in out, f"TIOCSTI went through:\n{out}"
+
+
+SYSCALLS = r'''
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+found = {}
+def call(name, nr, *args):
+    r = libc.syscall(nr, *args)
+    found[name] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+# x86_64 numbers: unshare(CLONE_NEWUSER), keyctl(KEYCTL_GET_KEYRING_ID, session keyring, 0),
+# add_key("user", ...) into the session keyring.
+call("unshare", 272, ctypes.c_ulong(0x10000000))
+call("keyctl", 250, 0, ctypes.c_long(-3), 0)
+call("add_key", 248, b"user", b"broker-test", b"x", 1, ctypes.c_long(-3))
+print("command-ran " + json.dumps(found), flush=True)
+'''
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the script uses x86_64 numbers")
+def test_a_child_cannot_make_namespaces_or_use_the_kernel_keyring(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run(PY, "-c", SYSCALLS)
+    assert r.returncode == 0, r.describe()
+    line = next(l for l in r.out.splitlines() if l.startswith(RAN))
+    found = json.loads(line[len(RAN) + 1:])
+    assert found == {"unshare": "EPERM", "keyctl": "EPERM", "add_key": "EPERM"}, found

@@ -1,0 +1,16 @@
+// The seccomp filter a netns-mode command runs under (DESIGN §8.1), built with libseccomp: a
+// root child cannot load modules, kexec, use bpf, perf_event_open, userfaultfd or the kernel
+// keyring, mount, swap, reboot, set the clock, or make new namespaces; no child can push input
+// into the user's terminal (TIOCSTI, TIOCLINUX). Each is refused with EPERM (clone3, whose flags
+// a filter cannot read, with ENOSYS: libc then falls back to clone, whose flags it can).
+#pragma once
+
+#include <string>
+
+namespace broker::wrap {
+
+// Sets no_new_privs and loads the filter into the calling thread (inherited by what it execs).
+// Returns "" or what failed; async-signal-safe enough for a freshly forked child (it allocates).
+std::string install_syscall_filter();
+
+}  // namespace broker::wrap
