@@ -175,6 +175,7 @@ int run_wrap(wrap_options& o) {
     launch.proxy_port = port;
     const char* home = std::getenv("HOME");
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home ? home : "");
+    launch.read_only = wrap::startup_files(home ? home : "");
     // The audit log's directory exists before the child does, so that it can be hidden.
     audit = open_audit(o.common, session_id);
     std::vector<std::string> unhidden;

@@ -13,6 +13,14 @@ constexpr const char* well_known[] = {
     "~/.pypirc", "~/.kube/config",     "~/.config/broker/ca",
 };
 
+constexpr const char* startup[] = {
+    "~/.bashrc",       "~/.bash_profile", "~/.bash_login",   "~/.bash_logout",
+    "~/.profile",      "~/.zshrc",        "~/.zprofile",     "~/.zshenv",
+    "~/.zlogin",       "~/.config/fish",  "~/.gitconfig",    "~/.config/git",
+    "~/.ssh/config",   "~/.ssh/authorized_keys",             "~/.config/systemd",
+    "~/.config/autostart",
+};
+
 std::string expand(const std::string& path, const std::string& home) {
   if (path == "~") return home;
   if (path.rfind("~/", 0) == 0) return home + path.substr(1);
@@ -73,6 +81,17 @@ std::vector<std::string> credential_file_masks(const std::vector<config::policy>
     return std::find(passed.begin(), passed.end(), m) != passed.end();
   });
   return masks;
+}
+
+std::vector<std::string> startup_files(const std::string& home) {
+  std::vector<std::string> out;
+  if (home.empty()) return out;
+  for (const char* p : startup) {
+    std::string path = expand(p, home);
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) out.push_back(path);  // a dangling link: nothing to bind
+  }
+  return out;
 }
 
 std::vector<std::string> broker_state_masks(const std::vector<config::policy>& layers,

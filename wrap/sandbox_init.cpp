@@ -83,7 +83,7 @@ void send_listener(int control, int listener) {
 // kept). Missing paths are skipped.
 void make_read_only(int control, const char* path) {
   struct stat st {};
-  if (::lstat(path, &st) < 0) return;
+  if (::stat(path, &st) < 0) return;
   if (::mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) < 0)
     fail(control, std::string("binding ") + path);
   struct statvfs vfs {};
@@ -121,6 +121,7 @@ void set_up_mounts(int control, const launch_options& options) {
         fail(control, "masking " + path);
     }
   }
+  for (const std::string& path : options.read_only) make_read_only(control, path.c_str());
 }
 
 void ignore_handler(int) {}

@@ -213,3 +213,53 @@ def test_a_child_cannot_make_namespaces_or_use_the_kernel_keyring(tmp_path, pki,
     line = next(l for l in r.out.splitlines() if l.startswith(RAN))
     found = json.loads(line[len(RAN) + 1:])
     assert found == {"unshare": "EPERM", "keyctl": "EPERM", "add_key": "EPERM"}, found
+
+
+# ---- persistence: the user's startup files ------------------------------------------------------
+
+PERSIST = f'''
+echo {RAN}
+for f in .bashrc .profile .gitconfig .config/git/config .ssh/authorized_keys; do
+  if (echo "touch /tmp/pwned" >> "$HOME/$f") 2>/dev/null; then echo "$f:written"; else echo "$f:refused"; fi
+done
+if (echo x > "$HOME/.config/autostart/evil.desktop") 2>/dev/null; then echo "autostart:written"; else echo "autostart:refused"; fi
+cat "$HOME/.bashrc"
+'''
+STARTUP = {".bashrc": "# the user's bashrc\n", ".profile": "# profile\n",
+           ".gitconfig": "[user]\n\tname = U\n", ".config/git/config": "[core]\n",
+           ".ssh/authorized_keys": "ssh-ed25519 AAAA user\n", ".config/autostart/keep": "x\n"}
+
+
+def plant_startup(home, owner=None):
+    for rel, text in STARTUP.items():
+        f = home / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+        if owner is not None:
+            for p in [f, *f.relative_to(home).parents]:
+                os.chown(home / p, owner, owner)
+
+
+def check_startup_intact(out, home):
+    assert RAN in out, out
+    assert "written" not in out, f"a startup file was changed from inside:\n{out}"
+    assert "the user's bashrc" in out, f"startup files must stay readable:\n{out}"
+    for rel, text in STARTUP.items():
+        assert (home / rel).read_text() == text, rel
+    assert not (home / ".config/autostart/evil.desktop").exists()
+
+
+def test_a_child_cannot_persist_through_the_users_startup_files(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    plant_startup(ws.home)
+    r = ws.run("sh", "-c", PERSIST)
+    assert r.returncode == 0, r.describe()
+    check_startup_intact(r.out, ws.home)
+
+
+def test_an_unprivileged_child_cannot_persist_through_the_users_startup_files(nobody,
+                                                                               tls_upstream):
+    plant_startup(nobody.home, NOBODY)
+    r = nobody.run(tls_upstream.port, "sh", "-c", PERSIST)
+    assert r.returncode == 0, r.describe()
+    check_startup_intact(r.out, nobody.home)
