@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 namespace broker::http {
 
@@ -118,6 +119,24 @@ bool is_hop_by_hop(std::string_view name, const message_head& head) {
   // (we relay the body as framed, so its framing header must go with it).
   if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) return false;
   return head.has_token("connection", name);
+}
+
+void append_chunk_size(std::string& wire, std::size_t size) {
+  char line[24];
+  const int n = std::snprintf(line, sizeof line, "%zx\r\n", size);
+  wire.append(line, static_cast<std::size_t>(n));
+}
+
+void frame_body(std::string& wire, std::string_view data, bool chunked, bool last) {
+  if (!chunked) {
+    wire.append(data);
+    return;
+  }
+  if (!data.empty()) {
+    append_chunk_size(wire, data.size());
+    wire.append(data).append("\r\n");
+  }
+  if (last) wire.append("0\r\n\r\n");
 }
 
 }  // namespace broker::http

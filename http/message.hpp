@@ -48,6 +48,13 @@ struct message_head {
 std::string serialize_request_head(const message_head& head, std::string_view target);
 std::string serialize_response_head(const message_head& head);
 
+// A chunk-size line ("1a\r\n") for a chunk of `size` bytes, appended to `wire`.
+void append_chunk_size(std::string& wire, std::size_t size);
+// Decoded body bytes back to wire form, appended to `wire`: a chunk of their own under chunked
+// coding (none for empty data), as they are otherwise. The last piece of a chunked body gets the
+// terminating zero chunk.
+void frame_body(std::string& wire, std::string_view data, bool chunked, bool last);
+
 // True for the hop-by-hop headers a proxy must not forward (RFC 9110 §7.6.1), including the
 // names listed in `Connection` and the proxy's own Proxy-* headers. Framing headers
 // (Content-Length, Transfer-Encoding) are kept: bodies are relayed as framed.

@@ -4,8 +4,8 @@
 // scrubbed and metered → the record, written before the response completes), or a tunnel, or a
 // refusal. The connection reads heads and routes (client_connection.cpp, interception.cpp,
 // http_forward.cpp); an exchange does the rest, using the connection's streams while it lives.
-// The halves: http_exchange.cpp (admit, plan, upstream, record) and exchange_relay.cpp (bodies
-// and responses); whole_body.cpp reads a body whole.
+// The parts: http_exchange.cpp (admit, plan, upstream, record), exchange_relay.cpp (the request
+// head and body up), exchange_response.cpp (the response down); whole_body.cpp reads a body whole.
 #pragma once
 
 #include <chrono>
@@ -145,7 +145,7 @@ class http_exchange {
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
                                    std::string pending_head, session::llm_usage_meter* meter);
-  // A response body on its way down, and its buffers (exchange_relay.cpp).
+  // A response body on its way down, and its buffers (exchange_response.cpp).
   struct body_relay;
   // The body bytes in the upstream's buffer to the client; true at the body's end.
   asio::awaitable<bool> relay_body_bytes(body_relay& b);
