@@ -21,6 +21,7 @@ using broker::brokers::base64_fragment;
 using broker::brokers::body_scan;
 using broker::brokers::value_broker;
 using broker::brokers::testing::brokers_of;
+using broker::brokers::testing::value_init;
 using broker::brokers::credential_set;
 using broker::brokers::percent_escape;
 using broker::brokers::request_action;
@@ -42,15 +43,9 @@ const std::string aws_real = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY+REALKEY1";
 const std::string aws_dummy = "Qx9b2LmNo/Pq7RsTuV/wXyZa1bCdE+DUMMYKEY2";
 
 value_broker::init make(std::string name, std::string type, std::vector<std::string> hosts,
-                const std::string& real, const std::string& dummy) {
-  value_broker::init c;
-  c.spec.name = std::move(name);
-  c.spec.type = std::move(type);
-  for (const auto& h : hosts) c.spec.hosts.push_back(*broker::config::host_pattern::parse(h));
-  c.spec.source = "env:UNUSED";
+                        const std::string& real, const std::string& dummy) {
+  value_broker::init c = value_init(std::move(name), std::move(type), hosts, real, dummy);
   if (c.spec.type == "header") c.spec.header = "x-api-key";
-  c.real = secret(std::string(real));
-  c.dummy = dummy;
   return c;
 }
 

@@ -11,6 +11,7 @@
 using broker::brokers::base64_encode;
 using broker::brokers::value_broker;
 using broker::brokers::testing::brokers_of;
+using broker::brokers::testing::value_init;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
@@ -27,15 +28,9 @@ const std::string ai_real = "sk-proj-REALreal9876543210realREALreal9";
 const std::string ai_dummy = "sk-proj-DUMMYdummy0123456789dummyDUMMY0";
 
 value_broker::init make(std::string name, std::string type, std::vector<std::string> hosts,
-                const std::string& real, const std::string& dummy) {
-  value_broker::init c;
-  c.spec.name = std::move(name);
-  c.spec.type = std::move(type);
-  for (const auto& h : hosts) c.spec.hosts.push_back(*broker::config::host_pattern::parse(h));
-  c.spec.source = "env:UNUSED";
+                        const std::string& real, const std::string& dummy) {
+  value_broker::init c = value_init(std::move(name), std::move(type), hosts, real, dummy);
   c.spec.query = {"access_token"};
-  c.real = secret(std::string(real));
-  c.dummy = dummy;
   return c;
 }
 
