@@ -143,7 +143,12 @@ void credential_set::catalog_values() {
     for (std::string_view dummy : values[i].dummies)
       entries.push_back({dummy, request_action::credential_not_bound, brokers_[i]->name(), i});
   catalog_ = std::make_shared<const value_catalog>(entries);
-  rotated_ = std::make_unique<rotated_cache>();
+  // Only a set with values that rotate (access tokens, temporary AWS credentials: each has one
+  // from the start) looks for them on every request.
+  std::vector<scrub_pattern> rotated;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& b : brokers_) b->rotated_values(now, rotated);
+  if (!rotated.empty()) rotated_ = std::make_unique<rotated_cache>();
 }
 
 std::shared_ptr<const value_catalog> credential_set::rotated_catalog() const {
