@@ -26,6 +26,7 @@
 #include "wrap/child_env.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
+#include "wrap/private_dirs.hpp"
 #include "wrap/launcher.hpp"
 #include "wrap/sandbox_init.hpp"
 #include "wrap/session_dir.hpp"
@@ -106,6 +107,25 @@ int supervise(wrap::child_session& child, const sigset_t& signals, proxy::proxy_
   }
 }
 
+// The child's private /tmp, /run and the like (DESIGN §8.1), with what the command needs from
+// under them kept: its working directory, $HOME, its executable, the session files it reads and
+// files.pass.
+std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
+                                          const std::string& cwd, const std::string& home,
+                                          const std::vector<config::policy>& layers,
+                                          std::vector<std::string> kept,
+                                          const std::string& command) {
+  std::string path_variable;
+  for (const auto& [name, value] : plan.env)
+    if (name == "PATH") path_variable = value;
+  kept.push_back(cwd);
+  kept.push_back(home);
+  kept.push_back(wrap::find_command(command, path_variable, cwd));
+  for (auto& path : wrap::passed_paths(layers, home)) kept.push_back(std::move(path));
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");  // where the host's sessions live
+  return wrap::private_view(wrap::host_ipc_dirs(runtime ? runtime : ""), kept);
+}
+
 void take_back_terminal() {
   if (!::isatty(STDIN_FILENO) || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) return;
   ::signal(SIGTTOU, SIG_IGN);
@@ -152,11 +172,14 @@ int run_wrap(wrap_options& o) {
     std::vector<wrap::brokered_var> dummies;
     for (auto& v : setup.credentials->dummy_variables())
       dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
+    // What the child reads from the session directory, which is itself hidden from it.
+    std::vector<std::string> session_files{dir->bundle().string()};
     for (const auto& f : setup.credentials->dummy_files()) {
       // A gcp child's key file: a dummy OAuth client, in the session directory.
       const auto file = dir->path() / f.file_name;
       certs::write_file_atomically(file, f.content, 0600);
       dummies.push_back({f.variable, file.string(), f.credential});
+      session_files.push_back(file.string());
     }
     const auto session_vars = wrap::child_environment(url, dir->bundle().string(), {});
     auto rules = wrap::merge_env_rules(setup.policy->layers());
@@ -173,16 +196,20 @@ int run_wrap(wrap_options& o) {
     for (const auto& [name, value] : plan.env) launch.envp.push_back(name + "=" + value);
     launch.mode = mode;
     launch.proxy_port = port;
-    const char* home = std::getenv("HOME");
-    launch.masks = wrap::credential_file_masks(setup.policy->layers(), home ? home : "");
-    launch.read_only = wrap::startup_files(home ? home : "");
+    const char* home_variable = std::getenv("HOME");
+    const std::string home = home_variable ? home_variable : "";
+    std::error_code ec;
+    const std::string cwd = std::filesystem::current_path(ec).string();
+    launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
+                                       o.command.front());
+    launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
+    launch.read_only = wrap::startup_files(home);
     // The audit log's directory exists before the child does, so that it can be hidden.
     audit = open_audit(o.common, session_id);
     std::vector<std::string> unhidden;
-    std::error_code ec;
-    for (auto& m : wrap::broker_state_masks(
-             setup.policy->layers(), log_dir_or_default(o.common.log_dir).string(),
-             home ? home : "", std::filesystem::current_path(ec).string(), &unhidden))
+    for (auto& m : wrap::broker_state_masks(setup.policy->layers(),
+                                            log_dir_or_default(o.common.log_dir).string(), home,
+                                            cwd, &unhidden))
       launch.masks.push_back(std::move(m));
     if (mode == wrap::isolation::netns)
       for (const auto& path : unhidden)

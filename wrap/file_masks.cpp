@@ -47,20 +47,8 @@ void add_unique(std::vector<std::string>& list, std::string path) {
 
 }  // namespace
 
-std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,
-                                               const std::string& home) {
-  std::vector<std::string> masks;
-  if (!home.empty()) {
-    for (const char* p : well_known) add_unique(masks, expand(p, home));
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(home + "/.ssh", ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("id_", 0) == 0 && !name.ends_with(".pub"))
-        add_unique(masks, entry.path().string());
-    }
-  }
-  for (const auto& layer : layers)
-    for (const auto& m : layer.files.mask) add_unique(masks, expand(m, home));
+std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,
+                                      const std::string& home) {
   // A path is passed only when every layer that passes anything passes it.
   std::vector<std::string> passed;
   bool first = true;
@@ -77,6 +65,24 @@ std::vector<std::string> credential_file_masks(const std::vector<config::policy>
       });
     }
   }
+  return passed;
+}
+
+std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,
+                                               const std::string& home) {
+  std::vector<std::string> masks;
+  if (!home.empty()) {
+    for (const char* p : well_known) add_unique(masks, expand(p, home));
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(home + "/.ssh", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("id_", 0) == 0 && !name.ends_with(".pub"))
+        add_unique(masks, entry.path().string());
+    }
+  }
+  for (const auto& layer : layers)
+    for (const auto& m : layer.files.mask) add_unique(masks, expand(m, home));
+  const auto passed = passed_paths(layers, home);
   std::erase_if(masks, [&](const std::string& m) {
     return std::find(passed.begin(), passed.end(), m) != passed.end();
   });

@@ -10,6 +10,11 @@
 
 namespace broker::wrap {
 
+// files.pass ("~/" expanded with `home`): the paths every layer that passes anything passes.
+// They are left unmasked, and bound through the child's private /tmp, /run and the like.
+std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,
+                                      const std::string& home);
+
 // Absolute paths ("~/" expanded with `home`), existing or not; the launcher skips missing ones.
 // SSH private keys are every ~/.ssh/id_* without a .pub suffix that exists now.
 std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,

@@ -3,9 +3,10 @@
 // netns: the child is cloned into fresh network, PID and mount namespaces (and a user namespace
 // when the broker is not root). Its first process is a small init that brings up loopback,
 // creates the proxy's listening socket there and hands it to the broker, mounts a fresh /proc,
-// masks credential files and makes startup files read-only, then runs the command as its own process group and forwards signals
-// to it. When the command exits, init ends what it left behind, and the kernel ends the rest of
-// the namespace with init.
+// gives the child private /tmp, /run and the like, masks credential files and makes startup
+// files read-only, then runs the command as its own process group and forwards signals to it.
+// When the command exits, init ends what it left behind, and the kernel ends the rest of the
+// namespace with init.
 // env: the command is a plain child in its own process group; only variables keep it inside.
 #pragma once
 
@@ -16,6 +17,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "wrap/private_dirs.hpp"
 
 namespace broker::wrap {
 
@@ -32,6 +35,7 @@ struct launch_options {
   std::vector<std::string> envp;  // "NAME=VALUE", the whole child environment
   isolation mode = isolation::netns;
   std::uint16_t proxy_port = 0;           // netns: the listener's port inside the namespace
+  std::vector<view_step> private_view;    // netns: host IPC directories emptied, paths kept
   std::vector<std::string> masks;         // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;     // netns: absolute paths the child cannot change
   std::chrono::milliseconds grace{2000};  // between TERM and KILL for what the command left

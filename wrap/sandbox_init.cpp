@@ -98,8 +98,53 @@ void make_read_only(int control, const char* path) {
     fail(control, std::string("making ") + path + " read-only");
 }
 
+// `path` and its missing parents (0755) made, the last as a directory or an empty file: a place
+// to mount on inside a fresh tmpfs.
+void make_mount_point(int control, const std::string& path, bool directory) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1))
+    if (::mkdir(path.substr(0, slash).c_str(), 0755) < 0 && errno != EEXIST)
+      fail(control, "making " + path.substr(0, slash));
+  if (directory) {
+    if (::mkdir(path.c_str(), 0755) < 0 && errno != EEXIST) fail(control, "making " + path);
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) fail(control, "making " + path);
+  ::close(fd);
+}
+
+// The host's IPC directories private and empty, and what the command needs from under them
+// bound back (DESIGN §8.1). Kept paths are opened before anything covers them, and bound from
+// the open descriptor.
+void set_up_private_view(int control, const std::vector<view_step>& steps) {
+  std::vector<int> kept(steps.size(), -1);
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].what == view_step::bind &&
+        (kept[i] = ::open(steps[i].path.c_str(), O_PATH | O_CLOEXEC)) < 0)
+      fail(control, "opening " + steps[i].path);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const view_step& step = steps[i];
+    if (step.what == view_step::empty) {
+      make_mount_point(control, step.path, true);
+      char options[32];
+      std::snprintf(options, sizeof options, "mode=%o", step.mode);
+      if (::mount("tmpfs", step.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+        fail(control, "making " + step.path + " private");
+      continue;
+    }
+    struct stat st {};
+    if (::fstat(kept[i], &st) < 0) fail(control, "reading " + step.path);
+    make_mount_point(control, step.path, S_ISDIR(st.st_mode));
+    const std::string source = "/proc/self/fd/" + std::to_string(kept[i]);
+    if (::mount(source.c_str(), step.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
+      fail(control, "binding " + step.path + " through");
+    ::close(kept[i]);
+  }
+}
+
 // A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
-// Then the credential files are hidden: an empty read-only tmpfs over a directory, /dev/null
+// Then the host's IPC directories become private, and the credential files are hidden: an empty read-only tmpfs over a directory, /dev/null
 // over a file.
 void set_up_mounts(int control, const launch_options& options) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
@@ -109,6 +154,7 @@ void set_up_mounts(int control, const launch_options& options) {
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
+  set_up_private_view(control, options.private_view);
   for (const std::string& path : options.masks) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide

@@ -850,7 +850,7 @@ def test_an_interactive_command_under_tmux_reads_the_terminal(ws, tmux_for):
     inner = f"read line; echo got:$line > {shlex.quote(str(out))}"
     cmd = shlex.join(ws.argv("/bin/sh", "-c", inner)) + f"; echo $? > {shlex.quote(str(rcfile))}"
     t = tmux_for()
-    t("new-session", "-d", "-s", "T", "-x", "80", "-y", "24", cmd)
+    t("new-session", "-d", "-s", "T", "-c", str(ws.dir), "-x", "80", "-y", "24", cmd)
     assert wait_for(lambda: session_started(ws), timeout=10), "wrap did not start under tmux"
     t("send-keys", "-t", "T", "hello", "Enter")
     assert wait_for(lambda: out.exists() and out.read_text().strip() == "got:hello", timeout=10), \
@@ -864,7 +864,7 @@ def test_ctrl_c_under_tmux_interrupts_the_command(ws, tmux_for):
     inner = f"touch {shlex.quote(str(ready))}; exec sleep 30"
     cmd = shlex.join(ws.argv("/bin/sh", "-c", inner)) + f"; echo $? > {shlex.quote(str(rcfile))}"
     t = tmux_for()
-    t("new-session", "-d", "-s", "T", "-x", "80", "-y", "24", cmd)
+    t("new-session", "-d", "-s", "T", "-c", str(ws.dir), "-x", "80", "-y", "24", cmd)
     assert wait_for(ready.exists, timeout=10), "wrap did not start under tmux"
     time.sleep(0.2)
     t("send-keys", "-t", "T", "C-c")
@@ -879,7 +879,7 @@ def test_ctrl_c_under_tmux_interrupts_a_plain_program(ws, tmux_for):
     cmd = shlex.join(ws.argv("sleep", tag)) + f"; echo $? > {shlex.quote(str(rcfile))}"
     t = tmux_for()
     try:
-        t("new-session", "-d", "-s", "T", "-x", "80", "-y", "24", cmd)
+        t("new-session", "-d", "-s", "T", "-c", str(ws.dir), "-x", "80", "-y", "24", cmd)
         assert wait_for(lambda: host_processes_with(f"sleep\0{tag}\0"), timeout=10), \
             "wrap did not start under tmux"
         time.sleep(0.1)

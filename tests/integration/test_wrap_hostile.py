@@ -7,6 +7,8 @@ command ran, then that the attack got nothing.
 - A root child cannot change host-global kernel state through /proc/sys, /proc/sysrq-trigger or
   /sys (each write below is harmless if it got through: a domain name the test restores, a
   SysRq help request, a KSM setting written back unchanged).
+- No host IPC: sockets under the host's /tmp, /run and the runtime dir (another session's
+  control socket too) do not answer, /dev/shm is empty, and files.pass binds one through.
 - A syscall filter: no child can push input into the user's terminal (TIOCSTI, here on a
   pseudo-terminal that is the session's controlling terminal, as a user's shell has one), make
   new namespaces or use the kernel keyring.
@@ -54,13 +56,20 @@ if (echo forged > "$3/forged.jsonl") 2>/dev/null; then echo "plant:ok"; else ech
 '''
 
 
+def hidden(out: str, what: str) -> bool:
+    """The child's `what:[...]` line shows nothing: empty, or not there at all (a path under the
+    child's private /tmp)."""
+    line = next((x for x in out.splitlines() if x.startswith(f"{what}:[")), None)
+    return line is not None and (line == f"{what}:[]" or "No such file or directory" in line)
+
+
 def check_state_hidden(out: str, logs, policy_text: str):
     assert RAN in out, out
     assert ACME_REAL not in out, f"the file: source was readable inside:\n{out}"
-    assert "source:[]" in out, out
-    assert "policy:[]" in out, f"the policy file was readable inside:\n{out}"
-    assert "logs:[]" in out, f"the audit log directory was visible inside:\n{out}"
-    assert "config:[]" in out or "No such file" in out, out
+    assert hidden(out, "source"), out
+    assert hidden(out, "policy"), f"the policy file was readable inside:\n{out}"
+    assert hidden(out, "logs"), f"the audit log directory was visible inside:\n{out}"
+    assert hidden(out, "config"), out
     assert "forge:ok" not in out and "plant:refused" in out, out
     # Outside, the log is the broker's own: a chain from session_start to session_end.
     records = [json.loads(line) for f in sorted(logs.glob("*.jsonl"))
@@ -71,11 +80,13 @@ def check_state_hidden(out: str, logs, policy_text: str):
 
 
 def test_a_root_or_user_child_cannot_read_the_brokers_own_state(tmp_path, pki, tls_upstream):
-    token = tmp_path / "secrets" / "acme-token"
+    # Under the working directory, so that the child's private /tmp does not hide them already.
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    token = ws.home / ".acme" / "token"
     token.parent.mkdir()
     token.write_text(ACME_REAL + "\n")
     token.chmod(0o600)
-    ws = WrapSession(tmp_path / "s", pki, tls_upstream.port, policy=acme_policy(token))
+    ws.policy_file.write_text(json.dumps(acme_policy(token)))
     (ws.home / ".config" / "broker").mkdir(parents=True)
     (ws.home / ".config" / "broker" / "audit-key").write_text("not a real key\n")
     r = ws.run("sh", "-c", STEAL, "sh", token, ws.policy_file, ws.logs)
@@ -263,3 +274,125 @@ def test_an_unprivileged_child_cannot_persist_through_the_users_startup_files(no
     r = nobody.run(tls_upstream.port, "sh", "-c", PERSIST)
     assert r.returncode == 0, r.describe()
     check_startup_intact(r.out, nobody.home)
+
+
+class HostService:
+    """An HTTP service on a unix socket, standing in for docker.sock, systemd, D-Bus or ssh-agent:
+    anyone who can reach the socket gets `200 host-service`."""
+
+    def __init__(self, path: Path):
+        import socket
+        import threading
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        path.chmod(0o777)
+        self.sock.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\n"
+                             b"host-service")
+
+    def close(self):
+        self.sock.close()
+        self.path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def host_ipc(tmp_path):
+    """Host services under /tmp (outside the session's working directory) and /run, a file in
+    /dev/shm, and (per test) another session's control socket in the runtime dir."""
+    import tempfile
+    tmp = Path(tempfile.mkdtemp(prefix="bw-ipc-", dir="/tmp"))
+    tmp.chmod(0o755)
+    tag = tmp.name
+    services = [HostService(tmp / "service.sock"), HostService(Path("/run") / f"{tag}.sock")]
+    shm = Path("/dev/shm") / tag
+    shm.write_text("host-shm\n")
+    shm.chmod(0o644)
+    try:
+        yield services, shm
+    finally:
+        for s in services:
+            s.close()
+        shm.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# What the child tries: every host socket it was told of, the host's shared memory, the runtime
+# dir (another session's control socket, its own); then it uses its own /tmp.
+REACH = f'''
+echo {RAN}
+shm="$1"; shift
+for s in "$@"; do
+  if out=$(curl -s --max-time 3 --unix-socket "$s" http://host/ 2>&1); then echo "reached:$out"; else echo "unreachable"; fi
+done
+echo "shm:[$(cat "$shm" 2>&1)]"
+echo "runtime:[$(cd "$XDG_RUNTIME_DIR" && find . 2>&1 | sort | tr '\\n' ' ')]"
+scratch="/tmp/$(basename "$shm").scratch"
+echo scratch > "$scratch" && echo "tmp:$(cat "$scratch")"
+'''
+
+
+def plant_other_session(runtime: Path, owner=None):
+    other = runtime / "broker" / "other-session"
+    other.mkdir(parents=True)
+    for p in (runtime / "broker", other):
+        p.chmod(0o700)
+    service = HostService(other / "control.sock")
+    if owner is not None:
+        for p in (runtime / "broker", other, other / "control.sock"):
+            os.chown(p, owner, owner)
+    return service
+
+
+def check_no_host_ipc(out: str, services, shm):
+    assert RAN in out, out
+    assert "reached" not in out, f"a host unix socket answered inside:\n{out}"
+    assert out.count("unreachable") == len(services), out
+    assert "host-shm" not in out, f"the host's /dev/shm was readable inside:\n{out}"
+    runtime = next(x for x in out.splitlines() if x.startswith("runtime:["))
+    assert "other-session" not in runtime and "control.sock" not in runtime, out
+    assert "ca-bundle.pem" in runtime, out  # the session's own trust bundle stays readable
+    assert "tmp:scratch" in out, f"the child's own /tmp must work:\n{out}"
+    assert not Path(f"/tmp/{shm.name}.scratch").exists(), "the child's /tmp was the host's"
+
+
+def test_a_child_cannot_reach_host_unix_sockets(tmp_path, pki, tls_upstream, host_ipc):
+    services, shm = host_ipc
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    other = plant_other_session(ws.runtime)
+    try:
+        sockets = [s.path for s in services] + [other.path]
+        r = ws.run("sh", "-c", REACH, "sh", shm, *sockets)
+        assert r.returncode == 0, r.describe()
+        check_no_host_ipc(r.out, sockets, shm)
+        # files.pass binds one through on purpose.
+        ws.policy_file.write_text(json.dumps(github_policy({"files": {"pass": [str(services[0].path)]}})))
+        r = ws.run("sh", "-c", REACH, "sh", shm, services[0].path)
+        assert "reached:host-service" in r.out, r.describe()
+    finally:
+        other.close()
+
+
+def test_an_unprivileged_child_cannot_reach_host_unix_sockets(nobody, tls_upstream, host_ipc):
+    services, shm = host_ipc
+    other = plant_other_session(nobody.dir / "run", NOBODY)
+    try:
+        sockets = [s.path for s in services] + [other.path]
+        r = nobody.run(tls_upstream.port, "sh", "-c", REACH, "sh", shm, *sockets)
+        assert r.returncode == 0, r.describe()
+        check_no_host_ipc(r.out, sockets, shm)
+        nobody.policy.write_text(json.dumps(github_policy({"files": {"pass": [str(services[1].path)]}})))
+        r = nobody.run(tls_upstream.port, "sh", "-c", REACH, "sh", shm, services[1].path)
+        assert "reached:host-service" in r.out, r.describe()
+    finally:
+        other.close()
