@@ -122,8 +122,12 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
   kept.push_back(home);
   kept.push_back(wrap::find_command(command, path_variable, cwd));
   for (auto& path : wrap::passed_paths(layers, home)) kept.push_back(std::move(path));
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");  // where the host's sessions live
-  return wrap::private_view(wrap::host_ipc_dirs(runtime ? runtime : ""), kept);
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  auto dirs = wrap::host_ipc_dirs(runtime ? runtime : "");
+  // Where sessions' control sockets live is the broker's own state: empty even under a /tmp the
+  // working directory keeps.
+  dirs.push_back({wrap::view_step::empty, wrap::runtime_base().string(), 0700});
+  return wrap::private_view(dirs, kept);
 }
 
 void take_back_terminal() {

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "certs/atomic_file.hpp"
 
 namespace broker::session {
 
@@ -39,6 +42,11 @@ std::string read_line(int fd, int timeout_ms) {
   return line;
 }
 
+// Where the session's broker records its pid, beside its control socket.
+std::filesystem::path pid_file_of(const std::filesystem::path& socket) {
+  return std::filesystem::path(socket).replace_extension(".pid");
+}
+
 void write_all(int fd, const std::string& text) {
   std::size_t done = 0;
   while (done < text.size()) {
@@ -53,6 +61,9 @@ void write_all(int fd, const std::string& text) {
 control_socket::control_socket(std::filesystem::path path, status_fn status, kill_fn kill)
     : path_(std::move(path)), status_(std::move(status)), kill_(std::move(kill)) {
   const sockaddr_un a = address_of(path_);
+  // Who listens here, for clients to check the socket's peer against (it is the pid
+  // SO_PEERCRED reports: the process that called listen).
+  certs::write_file_atomically(pid_file_of(path_), std::to_string(::getpid()) + "\n", 0600);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error("control socket: " + std::string(std::strerror(errno)));
   ::unlink(path_.c_str());
@@ -73,6 +84,7 @@ control_socket::~control_socket() {
   if (thread_.joinable()) thread_.join();
   ::close(fd_);
   ::unlink(path_.c_str());
+  ::unlink(pid_file_of(path_).c_str());
 }
 
 void control_socket::serve() {
@@ -106,6 +118,22 @@ std::string control_request(const std::filesystem::path& socket, const std::stri
   if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) < 0) {
     if (fd >= 0) ::close(fd);
     throw std::runtime_error(socket.string() + ": the session does not answer");
+  }
+  // Whoever answers must be the session's broker: a process that replaced the socket (the
+  // wrapped command, when it can reach the runtime directory) must not take `kill` for it.
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  const bool known = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0;
+  std::ifstream recorded(pid_file_of(socket));
+  pid_t broker = 0;
+  recorded >> broker;
+  if (!known || broker <= 0 || peer.pid != broker) {
+    ::close(fd);
+    throw std::runtime_error(
+        socket.string() + ": answered by pid " + (known ? std::to_string(peer.pid) : "?") +
+        ", not the session's broker (" +
+        (broker > 0 ? "pid " + std::to_string(broker) : "no pid recorded") +
+        "); the socket was replaced, nothing was sent");
   }
   write_all(fd, command + "\n");
   std::string answer = read_line(fd, 5000);

@@ -1,6 +1,7 @@
 // A running session's control socket (0600, in its private runtime directory): `broker status`
 // reads the session's usage against every budget, `broker kill` ends it. One request per
-// connection: a line "status" or "kill", answered with one JSON line.
+// connection: a line "status" or "kill", answered with one JSON line. Beside the socket
+// (control.pid) the broker records its pid; a client talks only to that process (DESIGN §8.1).
 #pragma once
 
 #include <atomic>
@@ -38,7 +39,8 @@ class control_socket {
 };
 
 // Sends one command to a session's socket and returns the JSON answer's text. Throws
-// std::runtime_error when the session does not answer.
+// std::runtime_error when the session does not answer, or when the socket's peer (SO_PEERCRED)
+// is not the broker recorded beside it (then nothing is sent).
 std::string control_request(const std::filesystem::path& socket, const std::string& command);
 
 }  // namespace broker::session

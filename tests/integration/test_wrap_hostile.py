@@ -9,6 +9,8 @@ command ran, then that the attack got nothing.
   SysRq help request, a KSM setting written back unchanged).
 - No host IPC: sockets under the host's /tmp, /run and the runtime dir (another session's
   control socket too) do not answer, /dev/shm is empty, and files.pass binds one through.
+- The control socket: the command cannot reach its own to replace it, and `broker status|kill`
+  refuse a socket whose peer is not the session's broker.
 - A syscall filter: no child can push input into the user's terminal (TIOCSTI, here on a
   pseudo-terminal that is the session's controlling terminal, as a user's shell has one), make
   new namespaces or use the kernel keyring.
@@ -19,6 +21,7 @@ import os
 import pty
 import select
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -396,3 +399,108 @@ def test_an_unprivileged_child_cannot_reach_host_unix_sockets(nobody, tls_upstre
         assert "reached:host-service" in r.out, r.describe()
     finally:
         other.close()
+
+
+# The child puts its own listener where its session's control socket is, answering every request
+# as the broker would ("ok").
+HIJACK = r'''
+import os, socket, sys
+path = sys.argv[1]
+print("command-ran", flush=True)
+try:
+    os.unlink(path)
+except OSError:
+    pass
+os.makedirs(os.path.dirname(path), exist_ok=True)
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(4)
+print("listening", flush=True)
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(100)
+        c.sendall(b'{"ok":true,"session":"x","mode":"wrap","pid":1,"requests":0,"denied":0}\n')
+    except OSError:
+        pass
+    c.close()
+'''
+
+
+def read_until(p, marker: str, timeout=15.0) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while marker not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([p.stdout], [], [], 0.1)
+        if ready:
+            chunk = os.read(p.stdout.fileno(), 4096)  # unbuffered: select sees what is left
+            if not chunk:
+                break
+            seen += chunk.decode(errors="replace")
+    return seen
+
+
+def hijack_then_kill(wrap_argv, run_as, env, session, uid):
+    """Starts the hijacker under `broker wrap` in /tmp (so the host's /tmp is bound through),
+    then `broker kill`s the session from outside: the command must end."""
+    sock = f"/tmp/broker-{uid}/{session}/control.sock"
+    p = subprocess.Popen(run_as + wrap_argv + ["--session", session, "--", PY, "-c", HIJACK, sock],
+                         env=env, cwd="/tmp", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL)
+    try:
+        out = read_until(p, "listening")
+        assert RAN in out and "listening" in out, (out, p.stderr.read1() if p.poll() else "")
+        k = subprocess.run(run_as + [BROKER_BIN, "kill", session], env=env, capture_output=True,
+                           text=True, timeout=30)
+        assert k.returncode == 0, k.stderr
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("`broker kill` answered ok but the command kept running: the child "
+                        "hijacked its control socket")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_a_child_cannot_hijack_its_control_socket(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    env = ws.env()
+    del env["XDG_RUNTIME_DIR"]  # sessions live under /tmp/broker-UID
+    argv = ws.argv("true")[:-2]  # everything before "--"
+    hijack_then_kill(argv, [], env, f"hijack-{os.getpid()}", os.geteuid())
+
+
+def test_an_unprivileged_child_cannot_hijack_its_control_socket(nobody, tls_upstream):
+    env = dict(nobody.env)
+    del env["XDG_RUNTIME_DIR"]
+    argv = [BROKER_BIN, "wrap", "--isolate", "netns", "--policy", str(nobody.policy),
+            "--upstream-ca", str(nobody.ca), "--log-dir", str(nobody.logs)]
+    run_as = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    hijack_then_kill(argv, run_as, env, f"hijack-{os.getpid()}", NOBODY)
+
+
+def test_status_and_kill_refuse_a_socket_another_process_put_there(tmp_path, pki, tls_upstream):
+    """`--isolate env` cannot hide the runtime directory: the command replaces the socket, and
+    `broker status|kill` see that its peer is not the session's broker and say so."""
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    session = f"peer-{os.getpid()}"
+    sock = ws.runtime / "broker" / session / "control.sock"
+    p = subprocess.Popen(ws.argv(PY, "-c", HIJACK, sock, isolate="env",
+                                 extra=["--session", session]),
+                         env=ws.env(), cwd=ws.dir, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        out = read_until(p, "listening")
+        assert "listening" in out, out
+        for command in (["kill", session], ["status", session]):
+            r = subprocess.run([BROKER_BIN, *command], env=ws.env(), capture_output=True,
+                               text=True, timeout=30)
+            assert r.returncode != 0, (command, r.stdout, r.stderr)
+            assert "not the session's broker" in r.stderr, r.stderr
+            assert "is ending" not in r.stdout, r.stdout
+        assert p.poll() is None
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
