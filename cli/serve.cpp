@@ -191,7 +191,7 @@ int run_serve(const serve_options& o) {
                    "policy reload refused, keeping the current policy: {}", e.what());
     }
   });
-  ctx->audit_log().write(session::end_record(session_end_of(*ctx, std::nullopt)));
+  ctx->audit_log().end(session::end_record(session_end_of(*ctx, std::nullopt)));
   session::log(spdlog::level::info, session::log_tag(ctx->session_id()),
                "stopped after {} request(s), {} denied", ctx->requests(), ctx->denied());
   return exit_ok;

@@ -7,6 +7,7 @@
 
 #include "brokers/secret_source.hpp"
 #include "proxy/token_client.hpp"
+#include "session/audit_key.hpp"
 #include "session/log.hpp"
 #include "session/log_reader.hpp"
 
@@ -53,9 +54,22 @@ void load_credentials(session_setup& setup) {
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id) {
   auto audit = session::audit_log::open(log_dir_or_default(common.log_dir), session_id);
-  if (audit->failed())
+  if (audit->failed()) {
     session::log(spdlog::level::err, session::log_tag(session_id),
                  "audit log unavailable ({}): every request will be refused", audit->failure());
+    return audit;
+  }
+  // The session_end record is signed with the user's audit key (DESIGN §8.2); without one the
+  // chain still holds, and `broker log --verify` reports the log as unsigned.
+  try {
+    const auto key_path = session::default_audit_key_path();
+    if (key_path.empty()) throw std::runtime_error("HOME is not set");
+    audit->sign_with(
+        std::make_shared<const session::audit_key>(session::audit_key::load_or_create(key_path)));
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::warn, session::log_tag(session_id),
+                 "the audit log will not be signed: {}", e.what());
+  }
   return audit;
 }
 

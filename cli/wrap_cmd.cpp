@@ -257,7 +257,11 @@ int run_wrap(wrap_options& o) {
   take_back_terminal();
   server->stop();
   serving.join();
-  ctx->audit_log().write(session::end_record(session_end_of(*ctx, code)));
+  ctx->audit_log().end(session::end_record(session_end_of(*ctx, code)));
+  if (ctx->audit_log().replaced())
+    std::cerr << "broker: warning: " << ctx->audit_log().path().string()
+              << " was replaced or removed during the session; the file there now is not the "
+                 "session's log\n";
   return code;
 }
 

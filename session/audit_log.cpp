@@ -15,6 +15,8 @@
 
 #include <openssl/evp.h>
 
+#include "session/audit_key.hpp"
+
 namespace broker::session {
 namespace {
 
@@ -132,7 +134,8 @@ std::optional<std::string> read_last_line(const fs::path& path, off_t size, std:
 }
 
 bool is_reserved_key(const std::string& key) {
-  return key == "ts" || key == "session" || key == "seq" || key == "prev" || key == "hash";
+  return key == "ts" || key == "session" || key == "seq" || key == "prev" || key == "hash" ||
+         key == "signature";
 }
 
 }  // namespace
@@ -209,7 +212,24 @@ std::unique_ptr<audit_log> audit_log::open(const std::filesystem::path& dir,
   return log;
 }
 
-bool audit_log::write(const nlohmann::ordered_json& fields) {
+bool audit_log::write(const nlohmann::ordered_json& fields) { return append(fields, false); }
+
+bool audit_log::end(const nlohmann::ordered_json& fields) { return append(fields, true); }
+
+void audit_log::sign_with(std::shared_ptr<const audit_key> key) {
+  std::lock_guard lock(mutex_);
+  key_ = std::move(key);
+}
+
+bool audit_log::replaced() const {
+  std::lock_guard lock(mutex_);
+  struct stat mine {}, named {};
+  if (fd_ < 0 || ::fstat(fd_, &mine) != 0) return false;
+  return ::stat(path_.c_str(), &named) != 0 || named.st_ino != mine.st_ino ||
+         named.st_dev != mine.st_dev;
+}
+
+bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
   std::lock_guard lock(mutex_);
   if (!failure_.empty()) return false;
 
@@ -230,6 +250,14 @@ bool audit_log::write(const nlohmann::ordered_json& fields) {
     // replace: hosts, paths and exe names come from the child and may be invalid UTF-8; the
     // record must still be written (with U+FFFD), never dropped by an exception.
     line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (sign && key_) {
+      // The signature covers the head this record would have had unsigned (DESIGN §8.2), and is
+      // then chained like any field.
+      const std::string head = chain_hash(prev_, line);
+      line.pop_back();
+      line += ",\"signature\":{\"alg\":\"ed25519\",\"key\":\"" + key_->public_key_hex() +
+              "\",\"sig\":\"" + key_->sign_head(head) + "\"}}";
+    }
     std::string hash = chain_hash(prev_, line);
     line.pop_back();  // the closing '}'
     line += ",\"hash\":\"";

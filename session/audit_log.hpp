@@ -12,6 +12,8 @@
 
 namespace broker::session {
 
+class audit_key;
+
 // Thread-safe append-only writer. Records are written with a single write(2) each, in seq
 // order. The first write failure (or an open failure) puts the log in the failed state for
 // good: the session then fails closed (DESIGN §7, 503 audit_unavailable).
@@ -28,11 +30,18 @@ class audit_log {
   audit_log& operator=(const audit_log&) = delete;
 
   // Adds "ts", "session", "seq" (in that order, first), then the caller's fields in their order,
-  // then "prev" and "hash"; writes one line. `fields` must be an object and must not contain those
+  // then "prev" and "hash"; writes one line (reserved: those and "signature"). `fields` must be an object and must not contain those
   // keys (any that it does contain are dropped; a non-object adds nothing). Strings that are not
   // valid UTF-8 are written with U+FFFD in place of the bad bytes. Returns false (and the log is
   // failed from then on) if the line could not be written.
   bool write(const nlohmann::ordered_json& fields);
+
+  // The session's last record (session_end): written as write() does, plus a "signature" field
+  // (before "hash") over the chain head when a key was given (DESIGN §8.2).
+  bool end(const nlohmann::ordered_json& fields);
+  void sign_with(std::shared_ptr<const audit_key> key);
+  // The file at path() is no longer the one being written (someone unlinked or renamed it).
+  bool replaced() const;
 
   bool failed() const;
   std::string failure() const;  // human reason, e.g. "/x/s-1.jsonl: Permission denied"
@@ -41,6 +50,7 @@ class audit_log {
 
  private:
   audit_log(std::filesystem::path path, std::string session_id);
+  bool append(const nlohmann::ordered_json& fields, bool sign);
 
   std::filesystem::path path_;
   std::string session_id_;
@@ -49,6 +59,7 @@ class audit_log {
   std::uint64_t seq_ = 0;
   std::string prev_;  // hex hash of the previous record; 64 zeros at start
   std::string failure_;
+  std::shared_ptr<const audit_key> key_;
 };
 
 // The `prev` of a log's first record.

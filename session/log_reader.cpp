@@ -11,6 +11,7 @@
 
 #include <openssl/rand.h>
 
+#include "session/audit_key.hpp"
 #include "session/audit_log.hpp"
 
 namespace broker::session {
@@ -92,6 +93,23 @@ std::string target_text(const json& record) {
   return printable(out);
 }
 
+constexpr std::string_view signature_key = ",\"signature\":{";
+
+// A record's "signature" (the field before "hash"): does it sign the chain head the record would
+// have had without it? `without_hash` is the record text with its hash removed.
+bool signature_holds(const json& record, std::string_view without_hash,
+                     std::string_view previous_hash, std::string* signer) {
+  const json* signature = field(record, "signature");
+  const std::size_t at = without_hash.rfind(signature_key);
+  if (signature == nullptr || !signature->is_object() || at == std::string_view::npos ||
+      string_field(*signature, "alg") != "ed25519")
+    return false;
+  const std::string head =
+      chain_hash(previous_hash, std::string(without_hash.substr(0, at)) + "}");
+  *signer = string_field(*signature, "key");
+  return head_signature_valid(*signer, head, string_field(*signature, "sig"));
+}
+
 void append(std::string& out, const std::string& part) {
   if (part.empty()) return;
   if (!out.empty()) out += "  ";
@@ -144,8 +162,14 @@ verify_result verify_log(std::istream& in) {
     if (chain_hash(previous_hash, without_hash) != stated) {
       return fail("hash mismatch (the record or its hash was altered)");
     }
+    const bool has_signature = field(record, "signature") != nullptr;
+    std::string signer;
+    if (has_signature && !signature_holds(record, without_hash, previous_hash, &signer))
+      return fail("the signature does not match the chain head (records were altered, removed "
+                  "or re-chained)");
     previous_hash = std::move(stated);
     last_is_end = string_field(record, "event") == "session_end";
+    result.signer = has_signature ? signer : std::string();
     ++result.records;
   }
   if (in.bad()) return fail("read error");

@@ -14,14 +14,17 @@
 namespace broker::session {
 
 struct verify_result {
-  bool ok = false;           // every record parses, chains and is in seq order
+  bool ok = false;           // every record parses, chains, is in seq order, signatures hold
   std::size_t records = 0;   // records checked (up to the first bad one)
   std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok
   std::string error;         // what is wrong there ("hash mismatch", "prev does not...")
   bool has_end = false;      // the last record is session_end (else: running or cut)
+  std::string signer;        // the last record's signature's key (hex), "" when it has none
 };
 // Records must start at seq 1 with prev = 64 zeros and end with a newline; the first record
-// that does not parse, chain or follow in order stops the check.
+// that does not parse, chain or follow in order, or whose "signature" (DESIGN §8.2) does not
+// sign its chain head with the key it names, stops the check. Whether that key is the right one
+// is the caller's to decide.
 verify_result verify_log(std::istream& in);
 
 // One line for people (exact layout is ours; it must show event, decision, method, URL/host,

@@ -399,7 +399,9 @@ class Broker:
         self.ca_dir = self.dir / "ca"
         self.args = [BROKER_BIN, "serve", "--listen", "127.0.0.1:0", "--log-dir", str(self.log_dir),
                      "--ca-dir", str(self.ca_dir)]
-        self.env = env
+        # Its own HOME too: the audit key it makes (~/.config/broker/audit-key) is the test's.
+        self.home = self.dir / "home"
+        self.env = {"HOME": str(self.home), **(env or {})}
         self.env_file = self.dir / "session.env" if env_file else None
         if self.env_file is not None:
             self.args += ["--env-file", str(self.env_file)]

@@ -1,11 +1,13 @@
 """The audit log: hash chain, tamper detection, redaction, `broker log`/`sessions`, fail-closed."""
 
+import hashlib
 import json
 import os
+import re
 
 import pytest
 
-from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
+from conftest import (Broker, RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
                       run_broker_cli)
 
 HOST = "api.example.test"
@@ -24,8 +26,14 @@ def finished_session(broker_factory, upstream):
     return b
 
 
-def verify(b, target=None):
-    return run_broker_cli("log", target or b.session, "--log-dir", b.log_dir, "--verify")
+def verify(b, target=None, key=None):
+    """`broker log --verify` with the key of the broker's user (its own HOME)."""
+    return run_broker_cli("log", target or b.session, "--log-dir", b.log_dir, "--verify",
+                          "--key", key or audit_key(b))
+
+
+def audit_key(b):
+    return b.home / ".config" / "broker" / "audit-key"
 
 
 def test_records_chain_and_verify(finished_session):
@@ -185,3 +193,72 @@ def test_log_follow_prints_records_as_they_come_and_stops_at_session_end(broker_
     events = [json.loads(line)["event"] for line in out.splitlines() if line.strip()]
     assert events == ["session_start", "request", "session_end"], out
     assert follower.returncode == 0
+
+
+# --------------------------------------------------------------------------------------------
+# The signed chain head (DESIGN §8.2): an editor without the key cannot re-chain a log.
+# --------------------------------------------------------------------------------------------
+
+
+def rechain(lines):
+    """What an editor without the key can do: renumber and rewrite every prev and hash."""
+    prev, out = "0" * 64, []
+    for seq, line in enumerate(lines, start=1):
+        record = json.loads(line)
+        line = re.sub(r'"seq":\d+', f'"seq":{seq}', line, count=1)
+        line = re.sub(r'"prev":"[0-9a-f]{64}"', f'"prev":"{prev}"', line, count=1)
+        body = line[:line.rindex(',"hash":"')] + "}"
+        prev = hashlib.sha256((prev + body).encode()).hexdigest()
+        out.append(body[:-1] + f',"hash":"{prev}"}}\n')
+        assert record["event"]
+    return "".join(out)
+
+
+def test_a_finished_session_verifies_ok_and_signed(finished_session):
+    b = finished_session
+    key = audit_key(b)
+    assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
+    end = json.loads(b.log_path.read_text().splitlines()[-1])
+    assert end["event"] == "session_end" and end["signature"]["alg"] == "ed25519", end
+    r = verify(b)
+    assert r.returncode == 0 and ": ok, 5 record(s)" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_log_rechained_without_its_refusal_is_tampered(finished_session):
+    b = finished_session
+    lines = [x for x in b.log_path.read_text().splitlines() if '"event":"refused"' not in x]
+    b.log_path.write_text(rechain(lines))
+    r = verify(b)
+    assert r.returncode == 1, r.stdout
+    assert ": tampered at seq 4" in r.stdout and "signature" in r.stdout, r.stdout
+
+
+def test_a_log_rechained_without_its_signature_is_unsigned(finished_session):
+    b = finished_session
+    lines = [re.sub(r',"signature":\{[^}]*\}', "", x) for x in b.log_path.read_text().splitlines()
+             if '"event":"refused"' not in x]
+    b.log_path.write_text(rechain(lines))
+    r = verify(b)
+    assert r.returncode == 1 and ": unsigned: 4 record(s)" in r.stdout, r.stdout
+
+
+def test_a_log_signed_with_another_key_is_tampered(finished_session, tmp_path):
+    b = finished_session
+    other = Broker(tmp_path / "other", policy=allow_policy(HOST))
+    assert other.stop() == 0
+    r = verify(b, key=audit_key(other))
+    assert r.returncode == 1 and "signed with a key that is not" in r.stdout, r.stdout
+    # Without any key to check with, it is not called ok either.
+    r = verify(b, key=tmp_path / "missing-key")
+    assert r.returncode == 1 and ": unverified" in r.stdout, r.stdout
+
+
+def test_a_killed_broker_leaves_an_incomplete_log(broker_factory, upstream):
+    b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
+                       connect_to=[connect_to_arg(HOST, upstream.port)])
+    assert curl(f"http://{HOST}:{upstream.port}/a", proxy=b.proxy).status == 200
+    b.proc.kill()
+    b.proc.wait()
+    b.returncode = 0  # killed on purpose
+    r = verify(b)
+    assert r.returncode == 1 and ": incomplete: 2 record(s)" in r.stdout, r.stdout

@@ -239,5 +239,6 @@ def test_sigterm_cuts_an_open_tunnel_after_the_drain_time_and_audits_it(broker_f
         assert c.is_closed_by_peer(wait=2.0)
     events = [(r["event"], r.get("error")) for r in b.records()]
     assert events[-2:] == [("tunnel", "shutdown"), ("session_end", None)], events
-    r = run_broker_cli("log", b.session, "--log-dir", b.log_dir, "--verify")
+    r = run_broker_cli("log", b.session, "--log-dir", b.log_dir, "--verify",
+                       "--key", b.home / ".config" / "broker" / "audit-key")
     assert r.returncode == 0, r.stdout

@@ -61,8 +61,10 @@ def test_demo_keep_leaves_a_verifiable_log_without_tokens(tmp_path):
     assert (work / "policy.json").is_file() and (work / "upstream-ca.pem").is_file()
     logs = list((work / "logs").glob("demo-*.jsonl"))
     assert len(logs) == 1, logs
+    # Checked as the user who ran the demo: its end is signed with their audit key.
     v = subprocess.run([BROKER_BIN, "log", str(logs[0]), "--verify"], capture_output=True,
-                       text=True, env=clean_env(), timeout=30)
+                       text=True, env=clean_env({"HOME": str(tmp_path / "home")}), timeout=30)
+    assert v.stdout.split(": ")[1].startswith("ok"), v.stdout
     assert v.returncode == 0, v.stdout + v.stderr
     for f in work.rglob("*"):
         if f.is_file():

@@ -90,11 +90,13 @@ def test_a_root_or_user_child_cannot_read_the_brokers_own_state(tmp_path, pki, t
     token.write_text(ACME_REAL + "\n")
     token.chmod(0o600)
     ws.policy_file.write_text(json.dumps(acme_policy(token)))
-    (ws.home / ".config" / "broker").mkdir(parents=True)
-    (ws.home / ".config" / "broker" / "audit-key").write_text("not a real key\n")
     r = ws.run("sh", "-c", STEAL, "sh", token, ws.policy_file, ws.logs)
     assert r.returncode == 0, r.describe()
     check_state_hidden(r.out, ws.logs, ws.policy_file.read_text())
+    # The audit key the session signed with was there all along, out of the child's sight.
+    key = ws.home / ".config" / "broker" / "audit-key"
+    assert key.exists() and "PRIVATE KEY" in key.read_text()
+    assert key.read_text() not in r.out
     assert_clean(r.stdout + r.stderr, "wrap output", ACME_REAL, REAL)
     # The dummy still stands in for it.
     assert token.read_text().strip() == ACME_REAL
@@ -504,3 +506,39 @@ def test_status_and_kill_refuse_a_socket_another_process_put_there(tmp_path, pki
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+# In `--isolate env` the log directory is the user's, so the child can reach its log: it refuses
+# itself a request, then replaces the log with a re-chained copy without the refusal and with a
+# made-up session_end, as the issue found (`--verify` said "ok").
+FORGE = r'''
+import glob, hashlib, json, os, re, subprocess, sys
+print("command-ran", flush=True)
+subprocess.run(["curl", "-s", "-o", "/dev/null", "https://refused.example.test/"])
+log = glob.glob(os.path.join(sys.argv[1], "*.jsonl"))[0]
+lines = [x for x in open(log).read().splitlines() if '"event":"refused"' not in x]
+lines.append(lines[-1].replace('"event":"session_start"', '"event":"session_end"'))
+prev, out = "0" * 64, ""
+for seq, line in enumerate(lines, start=1):
+    line = re.sub(r'"seq":\d+', '"seq":%d' % seq, line, count=1)
+    line = re.sub(r'"prev":"[0-9a-f]{64}"', '"prev":"%s"' % prev, line, count=1)
+    body = line[:line.rindex(',"hash":"')] + "}"
+    prev = hashlib.sha256((prev + body).encode()).hexdigest()
+    out += body[:-1] + ',"hash":"%s"}\n' % prev
+os.unlink(log)
+open(log, "w").write(out)
+print("forged", flush=True)
+'''
+
+
+def test_a_log_the_child_forged_does_not_verify(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run(PY, "-c", FORGE, ws.logs, isolate="env")
+    assert r.returncode == 0 and "forged" in r.out, r.describe()
+    assert "was replaced or removed during the session" in r.err, r.err
+    [log] = ws.logs.glob("*.jsonl")
+    assert '"event":"refused"' not in log.read_text()  # the forgery is in place
+    v = subprocess.run([BROKER_BIN, "log", str(log), "--verify"], capture_output=True, text=True,
+                       env=ws.env(), timeout=30)
+    assert v.returncode == 1, v.stdout + v.stderr
+    assert ": unsigned:" in v.stdout, v.stdout

@@ -1,0 +1,165 @@
+#include "session/audit_key.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "certs/openssl_util.hpp"
+
+namespace broker::session {
+
+namespace {
+
+// What is signed: the head, under a label no other signature of this key could share.
+std::string signed_message(std::string_view head_hex) {
+  return "broker audit chain head v1\n" + std::string(head_hex);
+}
+
+std::string to_hex(const unsigned char* data, std::size_t size) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < size; ++i) {
+    out += digits[data[i] >> 4];
+    out += digits[data[i] & 15];
+  }
+  return out;
+}
+
+std::optional<std::vector<unsigned char>> from_hex(std::string_view hex) {
+  const auto value = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::vector<unsigned char> out;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int high = value(hex[i]), low = value(hex[i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out.push_back(static_cast<unsigned char>(high * 16 + low));
+  }
+  return out;
+}
+
+[[noreturn]] void fail(const std::filesystem::path& path, const std::string& why) {
+  ERR_clear_error();
+  throw std::runtime_error(path.string() + ": " + why);
+}
+
+certs::pkey_ptr read_key(const std::filesystem::path& path, bool private_only) {
+  certs::bio_ptr in(BIO_new_file(path.c_str(), "r"));
+  if (!in) fail(path, std::strerror(errno));
+  certs::pkey_ptr key(PEM_read_bio_PrivateKey(in.get(), nullptr, nullptr, nullptr));
+  if (!key && !private_only) {
+    BIO_reset(in.get());
+    ERR_clear_error();
+    key.reset(PEM_read_bio_PUBKEY(in.get(), nullptr, nullptr, nullptr));
+  }
+  if (!key || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519)
+    fail(path, private_only ? "not an Ed25519 private key (PEM)" : "not an Ed25519 key (PEM)");
+  return key;
+}
+
+// A fresh key written to `path` unless one is there already (link(2) never replaces a file).
+void create_key(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  ::chmod(path.parent_path().c_str(), 0700);
+  certs::pkey_ptr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
+  if (!key) fail(path, "cannot make an Ed25519 key");
+  const std::string temp =
+      path.string() + ".new-" + std::to_string(::getpid()) + "-" +
+      std::to_string(std::random_device{}());
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) fail(path, std::strerror(errno));
+  certs::bio_ptr out(BIO_new_fd(fd, BIO_CLOSE));
+  const bool written = out && PEM_write_bio_PrivateKey(out.get(), key.get(), nullptr, nullptr, 0,
+                                                       nullptr, nullptr) == 1 &&
+                       BIO_flush(out.get()) == 1 && ::fsync(fd) == 0;
+  if (!out) ::close(fd);
+  out.reset();
+  const bool linked = written && (::link(temp.c_str(), path.c_str()) == 0 || errno == EEXIST);
+  const int error = errno;
+  ::unlink(temp.c_str());
+  if (!written) fail(path, "cannot write the new key");
+  if (!linked) fail(path, std::strerror(error));
+}
+
+}  // namespace
+
+std::filesystem::path default_audit_key_path() {
+  const char* home = std::getenv("HOME");
+  if (!home || *home != '/') return {};
+  return std::filesystem::path(home) / ".config" / "broker" / "audit-key";
+}
+
+audit_key audit_key::load_or_create(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) < 0) {
+    if (errno != ENOENT) fail(path, std::strerror(errno));
+    create_key(path);
+    if (::lstat(path.c_str(), &st) < 0) fail(path, std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  if ((st.st_mode & 077) != 0 || st.st_uid != ::geteuid())
+    fail(path, "the signing key must be this user's and private (chmod 600)");
+  return audit_key(read_key(path, true));
+}
+
+audit_key audit_key::load(const std::filesystem::path& path) {
+  return audit_key(read_key(path, false));
+}
+
+std::string audit_key::public_key_hex() const {
+  unsigned char raw[32];
+  std::size_t size = sizeof raw;
+  if (EVP_PKEY_get_raw_public_key(key_.get(), raw, &size) != 1) {
+    ERR_clear_error();
+    return {};
+  }
+  return to_hex(raw, size);
+}
+
+std::string audit_key::sign_head(std::string_view head_hex) const {
+  const std::string message = signed_message(head_hex);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  unsigned char signature[64];
+  std::size_t size = sizeof signature;
+  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) != 1 ||
+      EVP_DigestSign(ctx.get(), signature, &size,
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size()) != 1) {
+    ERR_clear_error();
+    throw std::runtime_error("cannot sign the audit chain head");
+  }
+  return to_hex(signature, size);
+}
+
+bool head_signature_valid(std::string_view public_key_hex, std::string_view head_hex,
+                          std::string_view signature_hex) {
+  const auto raw = from_hex(public_key_hex);
+  const auto signature = from_hex(signature_hex);
+  if (!raw || raw->size() != 32 || !signature || signature->size() != 64) return false;
+  certs::pkey_ptr key(
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw->data(), raw->size()));
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  const std::string message = signed_message(head_hex);
+  const bool valid =
+      key && ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&
+      EVP_DigestVerify(ctx.get(), signature->data(), signature->size(),
+                       reinterpret_cast<const unsigned char*>(message.data()),
+                       message.size()) == 1;
+  ERR_clear_error();
+  return valid;
+}
+
+}  // namespace broker::session
