@@ -207,7 +207,7 @@ int run_wrap(wrap_options& o) {
     launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
                                        o.command.front());
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
-    launch.read_only = wrap::startup_files(home);
+    launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
     // The audit log's directory exists before the child does, so that it can be hidden.
     audit = open_audit(o.common, session_id);
     std::vector<std::string> unhidden;

@@ -118,6 +118,7 @@ struct env_spec {
 struct files_spec {
   std::vector<std::string> mask;
   std::vector<std::string> pass;
+  std::vector<std::string> readonly;  // wrap: more paths the child may read but not change
 };
 
 struct policy {

@@ -117,6 +117,19 @@ std::vector<std::string> parse_names(const json_node& node) {
   return out;
 }
 
+// Paths for files.*: absolute, or under the home directory ("~/...", "~").
+std::vector<std::string> parse_paths(const json_node& node) {
+  std::vector<std::string> out;
+  for (const auto& item : node.elements("expected array of strings")) {
+    if (!item.value().is_string()) node.fail("expected array of strings");
+    std::string p = item.value().get<std::string>();
+    if (p.empty() || (p.front() != '/' && p != "~" && !p.starts_with("~/")))
+      item.fail("expected an absolute path or one under ~/");
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 budget_spec parse_budgets(const json_node& section) {
@@ -155,10 +168,11 @@ env_spec parse_env(const json_node& section) {
 
 files_spec parse_files(const json_node& section) {
   section.expect_object("expected an object");
-  section.reject_unknown_keys({"mask", "pass"});
+  section.reject_unknown_keys({"mask", "pass", "readonly"});
   files_spec f;
-  if (auto n = section.find("mask")) f.mask = parse_names(*n);
-  if (auto n = section.find("pass")) f.pass = parse_names(*n);
+  if (auto n = section.find("mask")) f.mask = parse_paths(*n);
+  if (auto n = section.find("pass")) f.pass = parse_paths(*n);
+  if (auto n = section.find("readonly")) f.readonly = parse_paths(*n);
   return f;
 }
 

@@ -102,7 +102,9 @@ nlohmann::ordered_json to_json(const policy& layer) {
   j["credentials"] = std::move(credentials);
   j["budgets"] = budgets_json(layer.budgets);
   j["env"] = {{"pass", layer.env.pass}, {"strip", layer.env.strip}};
-  j["files"] = {{"mask", layer.files.mask}, {"pass", layer.files.pass}};
+  j["files"] = {{"mask", layer.files.mask},
+                {"pass", layer.files.pass},
+                {"readonly", layer.files.readonly}};
   return j;
 }
 

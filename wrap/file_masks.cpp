@@ -89,13 +89,17 @@ std::vector<std::string> credential_file_masks(const std::vector<config::policy>
   return masks;
 }
 
-std::vector<std::string> startup_files(const std::string& home) {
+std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
+                                         const std::string& home) {
+  std::vector<std::string> wanted;
+  if (!home.empty())
+    for (const char* p : startup) add_unique(wanted, expand(p, home));
+  for (const auto& layer : layers)
+    for (const auto& p : layer.files.readonly) add_unique(wanted, expand(p, home));
   std::vector<std::string> out;
-  if (home.empty()) return out;
-  for (const char* p : startup) {
-    std::string path = expand(p, home);
+  for (auto& path : wanted) {
     std::error_code ec;
-    if (std::filesystem::exists(path, ec)) out.push_back(path);  // a dangling link: nothing to bind
+    if (std::filesystem::exists(path, ec)) out.push_back(std::move(path));  // not a dangling link
   }
   return out;
 }

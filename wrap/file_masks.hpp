@@ -32,9 +32,10 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
 
 // What a netns-mode child may read but not change, so that nothing it does outlives the session
 // (DESIGN §8.1): the shell startup files, git's and ssh's configuration, systemd user units and
-// autostart entries under `home`. Only those that exist are made read-only (a missing one could
-// be created; creating an empty one on the user's behalf would change their shells: an empty
-// ~/.bash_profile hides ~/.profile).
-std::vector<std::string> startup_files(const std::string& home);
+// autostart entries under `home`, and every layer's files.readonly ("~/" expanded). Only those
+// that exist are made read-only (a missing one could be created; creating an empty one on the
+// user's behalf would change their shells: an empty ~/.bash_profile hides ~/.profile).
+std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
+                                         const std::string& home);
 
 }  // namespace broker::wrap

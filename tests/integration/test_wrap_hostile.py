@@ -235,7 +235,7 @@ def test_a_child_cannot_make_namespaces_or_use_the_kernel_keyring(tmp_path, pki,
 
 PERSIST = f'''
 echo {RAN}
-for f in .bashrc .profile .gitconfig .config/git/config .ssh/authorized_keys; do
+for f in .bashrc .profile .gitconfig .config/git/config .ssh/authorized_keys .local/bin/tool; do
   if (echo "touch /tmp/pwned" >> "$HOME/$f") 2>/dev/null; then echo "$f:written"; else echo "$f:refused"; fi
 done
 if (echo x > "$HOME/.config/autostart/evil.desktop") 2>/dev/null; then echo "autostart:written"; else echo "autostart:refused"; fi
@@ -243,7 +243,9 @@ cat "$HOME/.bashrc"
 '''
 STARTUP = {".bashrc": "# the user's bashrc\n", ".profile": "# profile\n",
            ".gitconfig": "[user]\n\tname = U\n", ".config/git/config": "[core]\n",
-           ".ssh/authorized_keys": "ssh-ed25519 AAAA user\n", ".config/autostart/keep": "x\n"}
+           ".ssh/authorized_keys": "ssh-ed25519 AAAA user\n", ".config/autostart/keep": "x\n",
+           ".local/bin/tool": "#!/bin/sh\n"}  # the last one is the policy's files.readonly
+READONLY = github_policy({"files": {"readonly": ["~/.local/bin"]}})
 
 
 def plant_startup(home, owner=None):
@@ -266,7 +268,7 @@ def check_startup_intact(out, home):
 
 
 def test_a_child_cannot_persist_through_the_users_startup_files(tmp_path, pki, tls_upstream):
-    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    ws = WrapSession(tmp_path, pki, tls_upstream.port, policy=READONLY)
     plant_startup(ws.home)
     r = ws.run("sh", "-c", PERSIST)
     assert r.returncode == 0, r.describe()
@@ -276,6 +278,7 @@ def test_a_child_cannot_persist_through_the_users_startup_files(tmp_path, pki, t
 def test_an_unprivileged_child_cannot_persist_through_the_users_startup_files(nobody,
                                                                                tls_upstream):
     plant_startup(nobody.home, NOBODY)
+    nobody.policy.write_text(json.dumps(READONLY))
     r = nobody.run(tls_upstream.port, "sh", "-c", PERSIST)
     assert r.returncode == 0, r.describe()
     check_startup_intact(r.out, nobody.home)

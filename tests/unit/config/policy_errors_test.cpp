@@ -256,6 +256,11 @@ TEST_CASE("budgets, env and files validation", "[config][policy]") {
   CHECK(error_of(R"({"env": {"pass": "X"}})").key == "env.pass");
   CHECK(error_of(R"({"env": {"keep": []}})").key == "env.keep");
   CHECK(error_of(R"({"files": {"mask": [""]}})").key == "files.mask[0]");
+  const auto relative = error_of(R"({"files": {"readonly": ["/etc/hosts", "notes.txt"]}})");
+  CHECK(relative.key == "files.readonly[1]");
+  CHECK(relative.message == "expected an absolute path or one under ~/");
+  CHECK(error_of(R"({"files": {"pass": ["~user/x"]}})").key == "files.pass[0]");
+  CHECK_FALSE(error_of(R"({"files": {"readonly": ["~/.npmrc", "/srv/x", "~"]}})").thrown);
   auto defaults = parse_policy(R"({"budgets": {}})", "p");
   CHECK(defaults.budgets.on_exhaust == exhaust_action::deny);
   CHECK_FALSE(defaults.budgets.requests);

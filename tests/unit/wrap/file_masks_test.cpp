@@ -3,13 +3,17 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "config/policy.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 using broker::config::parse_policy;
 using broker::wrap::broker_state_masks;
+using broker::wrap::read_only_files;
 
 namespace {
 
@@ -48,4 +52,22 @@ TEST_CASE("broker_state_masks: a path holding the working directory is named, no
   CHECK_FALSE(has(masks, "/work/logs"));
   CHECK(unhidden == std::vector<std::string>{"/work/logs"});
   CHECK(has(masks, "/home/u/.config/broker"));
+}
+
+TEST_CASE("read_only_files: the startup files and files.readonly of every layer, if they exist",
+          "[wrap][masks]") {
+  broker::test::temp_dir t;
+  const std::string home = t.path.string();
+  for (const char* f : {".bashrc", ".gitconfig", "notes/todo.txt", "tools/run.sh"}) {
+    std::filesystem::create_directories((t.path / f).parent_path());
+    std::ofstream(t.path / f) << "x";
+  }
+  const auto a = parse_policy(R"({ "files": { "readonly": ["~/notes/todo.txt", "~/missing"] } })",
+                              "a.json");
+  const auto b = parse_policy(R"({ "files": { "readonly": [")" + home + R"(/tools"] } })",
+                              "b.json");
+  const auto out = read_only_files({a, b}, home);
+  CHECK(out == std::vector<std::string>{home + "/.bashrc", home + "/.gitconfig",
+                                        home + "/notes/todo.txt", home + "/tools"});
+  CHECK(read_only_files({}, "").empty());
 }
