@@ -27,7 +27,9 @@ std::string errno_text(const std::string& what) {
 }
 
 int namespace_flags(bool user_namespace) {
-  int flags = CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS;
+  // IPC: the host's System V IPC objects and POSIX message queues are out of reach too; UTS: a
+  // hostname set inside stays inside.
+  int flags = CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
   if (user_namespace) flags |= CLONE_NEWUSER;
   return flags;
 }

@@ -1,7 +1,7 @@
 // Starting and ending the wrapped command (DESIGN §3, §8).
 //
-// netns: the child is cloned into fresh network, PID and mount namespaces (and a user namespace
-// when the broker is not root). Its first process is a small init that brings up loopback,
+// netns: the child is cloned into fresh network, PID, mount, IPC and UTS namespaces (and a user
+// namespace when the broker is not root). Its first process is a small init that brings up loopback,
 // creates the proxy's listening socket there and hands it to the broker, mounts a fresh /proc,
 // gives the child private /tmp, /run and the like, masks credential files and makes startup
 // files read-only, then runs the command as its own process group and forwards signals to it.

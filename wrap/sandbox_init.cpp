@@ -172,14 +172,20 @@ void set_up_mounts(int control, const launch_options& options) {
 
 void ignore_handler(int) {}
 
-// A command started as real root keeps root's everyday powers (owning files, installing
-// packages) but loses those that would undo the sandbox: unmounting the masks or reading the
-// memory of init (a copy of the broker's), reaching outside the namespaces, raw devices and
-// kernel memory. Dropped from the bounding set, they cannot come back through exec.
+// A command started as real root keeps root's everyday powers over files and users (owning
+// files, installing packages, dropping to another user) but loses those that would undo the
+// sandbox or outlive it: unmounting the masks or reading the memory of init (a copy of the
+// broker's), reaching outside the namespaces, raw devices and kernel memory, the clock, the
+// audit and accounting subsystems, immutable flags and file capabilities on the user's files.
+// Dropped from the bounding set, they cannot come back through exec.
 void drop_escape_capabilities() {
   for (int cap : {CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_MKNOD,
                   CAP_DAC_READ_SEARCH, CAP_NET_ADMIN, CAP_SYS_BOOT, CAP_SYSLOG, CAP_BPF,
-                  CAP_PERFMON, CAP_SETPCAP, CAP_SYS_RESOURCE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE})
+                  CAP_PERFMON, CAP_SETPCAP, CAP_SYS_RESOURCE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE,
+                  CAP_SYS_TIME, CAP_SYS_PACCT, CAP_SYS_TTY_CONFIG, CAP_LINUX_IMMUTABLE,
+                  CAP_AUDIT_CONTROL, CAP_AUDIT_READ, CAP_AUDIT_WRITE, CAP_WAKE_ALARM,
+                  CAP_BLOCK_SUSPEND, CAP_SETFCAP, CAP_CHECKPOINT_RESTORE, CAP_IPC_OWNER,
+                  CAP_LEASE})
     ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 }
@@ -276,8 +282,9 @@ int sandbox_init(void* arg) {
   if (command < 0) fail(a.control, "fork");
   if (command == 0) {
     ::close(a.control);
-    if (::geteuid() == 0) drop_escape_capabilities();
-    if (const std::string why = install_syscall_filter(); !why.empty()) {
+    const bool root = ::geteuid() == 0;
+    if (root) drop_escape_capabilities();
+    if (const std::string why = install_syscall_filter(root); !why.empty()) {
       std::fprintf(stderr, "broker: the command's syscall filter: %s\n", why.c_str());
       ::_exit(125);
     }

@@ -4,9 +4,11 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace broker::wrap {
 
@@ -52,7 +54,7 @@ std::string failed(const char* what, int rc) {
 
 }  // namespace
 
-std::string install_syscall_filter() {
+std::string install_syscall_filter(bool root) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     return std::string("no_new_privs: ") + std::strerror(errno);
   filter f;
@@ -77,6 +79,19 @@ std::string install_syscall_filter() {
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, request));
         rc < 0)
       return failed("ioctl", rc);
+  }
+  if (root) {
+    // The mode is chmod's and fchmod's second argument, fchmodat's and fchmodat2's third.
+    for (auto [name, mode_arg] : {std::pair{"chmod", 1u}, std::pair{"fchmod", 1u},
+                                  std::pair{"fchmodat", 2u}, std::pair{"fchmodat2", 2u}}) {
+      const int nr = seccomp_syscall_resolve_name(name);
+      if (nr == __NR_SCMP_ERROR) continue;
+      for (scmp_datum_t bit : {scmp_datum_t{S_ISUID}, scmp_datum_t{S_ISGID}}) {
+        const scmp_arg_cmp mode{mode_arg, SCMP_CMP_MASKED_EQ, bit, bit};
+        if (int rc = seccomp_rule_add_array(f.get(), deny, nr, 1, &mode); rc < 0)
+          return failed(name, rc);
+      }
+    }
   }
   if (int rc = seccomp_load(f.get()); rc < 0) return failed("seccomp_load", rc);
   return {};

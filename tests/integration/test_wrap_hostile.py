@@ -545,3 +545,74 @@ def test_a_log_the_child_forged_does_not_verify(tmp_path, pki, tls_upstream):
                        env=ws.env(), timeout=30)
     assert v.returncode == 1, v.stdout + v.stderr
     assert ": unsigned:" in v.stdout, v.stdout
+
+
+# A root child leaves nothing behind that gives root to someone later: no set-user-ID or
+# set-group-ID file (chmod refused), no immutable flags or file capabilities (capabilities gone).
+ROOT_LEFTOVERS = f'''
+import ctypes, os, sys
+print("{RAN}", flush=True)
+f = os.path.join(os.getcwd(), "suid-shell")
+open(f, "w").write("#!/bin/sh\\n")
+for mode in (0o4755, 0o2755, 0o6755):
+    try:
+        os.chmod(f, mode)
+        print("chmod %o: ok" % mode)
+    except PermissionError:
+        print("chmod %o: refused" % mode)
+os.chmod(f, 0o755)
+print("plain chmod:", oct(os.stat(f).st_mode & 0o7777))
+bounding = int(next(x for x in open("/proc/self/status") if x.startswith("CapBnd:")).split()[1], 16)
+for name, bit in (("linux_immutable", 9), ("setfcap", 31), ("sys_time", 25), ("chown", 0)):
+    print("cap %s: %s" % (name, "kept" if bounding >> bit & 1 else "dropped"))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root broker gives the child root")
+def test_a_root_child_cannot_leave_setuid_files_or_immutable_ones(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run(PY, "-c", ROOT_LEFTOVERS)
+    assert r.returncode == 0 and RAN in r.out, r.describe()
+    for mode in ("4755", "2755", "6755"):
+        assert f"chmod {mode}: refused" in r.out, r.out
+    assert "plain chmod: 0o755" in r.out, r.out
+    assert (ws.dir / "suid-shell").stat().st_mode & 0o6000 == 0
+    for cap in ("linux_immutable", "setfcap", "sys_time"):
+        assert f"cap {cap}: dropped" in r.out, r.out
+    assert "cap chown: kept" in r.out, r.out  # everyday file work stays possible
+
+
+# The host's System V IPC: a shared memory segment the test makes outside, looked up inside.
+SYSV = f'''
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+print("{RAN}", flush=True)
+segment = libc.shmget(int(sys.argv[1]), 0, 0)
+print("host segment:", "reached" if segment >= 0 else "absent")
+'''
+
+
+@pytest.fixture
+def host_segment():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x6272_0000 + os.getpid() % 0xffff
+    shmid = libc.shmget(key, 4096, 0o1000 | 0o666)  # IPC_CREAT
+    assert shmid >= 0, ctypes.get_errno()
+    try:
+        yield key
+    finally:
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
+def test_a_child_cannot_reach_host_sysv_ipc(tmp_path, pki, tls_upstream, host_segment):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run(PY, "-c", SYSV, str(host_segment))
+    assert r.returncode == 0 and RAN in r.out, r.describe()
+    assert "host segment: absent" in r.out, r.out
+
+
+def test_an_unprivileged_child_cannot_reach_host_sysv_ipc(nobody, tls_upstream, host_segment):
+    r = nobody.run(tls_upstream.port, PY, "-c", SYSV, str(host_segment))
+    assert r.returncode == 0 and RAN in r.out, r.describe()
+    assert "host segment: absent" in r.out, r.out
