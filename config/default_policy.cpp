@@ -17,9 +17,10 @@ constexpr std::string_view default_text = R"json({
     { "host": "*.githubusercontent.com", "ports": [443] },
     { "host": "codeload.github.com", "ports": [443] },
 
-    // LLM APIs.
+    // LLM APIs: OpenAI (Codex), Anthropic (Claude Code), Google's Gemini API (Gemini CLI).
     { "host": "api.openai.com", "ports": [443] },
     { "host": "api.anthropic.com", "ports": [443] },
+    { "host": "generativelanguage.googleapis.com", "ports": [443] },
 
     // AWS service endpoints (regional and global).
     { "host": "*.amazonaws.com", "ports": [443] },
@@ -50,11 +51,44 @@ constexpr std::string_view default_text = R"json({
       "env": ["OPENAI_API_KEY"],
       "hosts": ["api.openai.com"]
     },
+    // Codex reads CODEX_API_KEY (codex exec) as well as OPENAI_API_KEY.
+    "codex": {
+      "type": "bearer",
+      "env": ["CODEX_API_KEY"],
+      "hosts": ["api.openai.com"]
+    },
     "anthropic": {
       "type": "header",
       "header": "x-api-key",
       "env": ["ANTHROPIC_API_KEY"],
       "hosts": ["api.anthropic.com"]
+    },
+    // Claude Code sends these as Authorization: Bearer (a gateway token, a subscription's
+    // long-lived OAuth token from `claude setup-token`).
+    "anthropic_auth_token": {
+      "type": "bearer",
+      "env": ["ANTHROPIC_AUTH_TOKEN"],
+      "hosts": ["api.anthropic.com"]
+    },
+    "claude_oauth_token": {
+      "type": "bearer",
+      "env": ["CLAUDE_CODE_OAUTH_TOKEN"],
+      "hosts": ["api.anthropic.com"]
+    },
+    // Gemini CLI and Google's SDKs send the key as x-goog-api-key, older clients as ?key=.
+    "gemini": {
+      "type": "header",
+      "header": "x-goog-api-key",
+      "query": ["key"],
+      "env": ["GEMINI_API_KEY"],
+      "hosts": ["generativelanguage.googleapis.com"]
+    },
+    "google_api_key": {
+      "type": "header",
+      "header": "x-goog-api-key",
+      "query": ["key"],
+      "env": ["GOOGLE_API_KEY"],
+      "hosts": ["generativelanguage.googleapis.com"]
     },
     "aws": {
       "type": "aws-sigv4",

@@ -32,7 +32,8 @@ READY_LINE = re.compile(r"^broker: listening on (http://(127\.0\.0\.1|\[::1\]):(
 
 # DNS names every test leaf certificate carries.
 TEST_NAMES = ["api.example.test", "other.example.test", "api.github.com", "github.com",
-              "api.openai.com", "localhost"]
+              "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com",
+              "localhost"]
 
 
 def clean_env(extra=None):

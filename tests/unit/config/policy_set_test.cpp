@@ -298,6 +298,7 @@ TEST_CASE("the default policy as a policy set", "[config][policy_set]") {
   CHECK(set.check_connect(host("objects.githubusercontent.com")).allowed);
   CHECK(set.check_connect(host("s3.us-east-1.amazonaws.com")).allowed);
   CHECK(set.check_connect(host("registry.npmjs.org")).allowed);
+  CHECK(set.check_connect(host("generativelanguage.googleapis.com")).allowed);
   CHECK_FALSE(set.check_connect(host("api.github.com", 80)).allowed);
   CHECK_FALSE(set.check_connect(host("example.com")).allowed);
   CHECK_FALSE(set.check_connect(ip("140.82.112.6")).allowed);

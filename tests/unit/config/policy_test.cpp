@@ -105,11 +105,18 @@ TEST_CASE("sha256 covers the file bytes", "[config][policy]") {
 TEST_CASE("the embedded default policy parses", "[config][policy]") {
   auto p = parse_policy(broker::config::default_policy_text(), "<default>");
   CHECK(p.source == "<default>");
-  CHECK(p.credentials.size() == 4);
+  CHECK(p.credentials.size() == 9);
   CHECK(p.credentials.at("github").hosts.size() == 3);
   CHECK(p.credentials.at("anthropic").header == "x-api-key");
   CHECK(p.credentials.at("aws").type == "aws-sigv4");
   CHECK(p.credentials.at("openai").source == "env:OPENAI_API_KEY");
+  // The agents' own variables (DESIGN §9): each its own credential, read from its own name.
+  CHECK(p.credentials.at("codex").source == "env:CODEX_API_KEY");
+  CHECK(p.credentials.at("anthropic_auth_token").type == "bearer");
+  CHECK(p.credentials.at("claude_oauth_token").source == "env:CLAUDE_CODE_OAUTH_TOKEN");
+  CHECK(p.credentials.at("gemini").header == "x-goog-api-key");
+  CHECK(p.credentials.at("gemini").query == std::vector<std::string>{"key"});
+  CHECK(p.credentials.at("google_api_key").source == "env:GOOGLE_API_KEY");
   CHECK(p.deny.empty());
   bool has_pypi = false, any_tunnel = false;
   for (const auto& r : p.allow) {
@@ -119,7 +126,7 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(has_pypi);
   CHECK_FALSE(any_tunnel);
-  CHECK(p.allow.size() == 20);
+  CHECK(p.allow.size() == 21);
 }
 
 TEST_CASE("to_json shows the normalized layer", "[config][policy]") {
