@@ -40,6 +40,13 @@ llm_api classify_llm_request(std::string_view host, std::string_view method,
     if (path == "/v1/responses") return llm_api::openai_responses;
   } else if (host == "api.anthropic.com") {
     if (path == "/v1/messages") return llm_api::anthropic_messages;
+  } else if (host == "generativelanguage.googleapis.com") {
+    // /v1beta/models/gemini-2.5-pro:streamGenerateContent and the like.
+    const std::size_t slash = path.find('/', 1);
+    const std::string_view rest = slash == std::string_view::npos ? "" : path.substr(slash);
+    if ((rest.starts_with("/models/") || rest.starts_with("/tunedModels/")) &&
+        (path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent")))
+      return llm_api::gemini_generate;
   }
   return llm_api::none;
 }

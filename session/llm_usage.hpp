@@ -9,11 +9,13 @@
 
 namespace broker::session {
 
-enum class llm_api { none, openai_chat, openai_responses, anthropic_messages };
+enum class llm_api { none, openai_chat, openai_responses, anthropic_messages, gemini_generate };
 
 // Which API a request calls: a POST to api.openai.com /v1/chat/completions (and the legacy
-// /v1/completions, which reports usage the same way), api.openai.com /v1/responses, or
-// api.anthropic.com /v1/messages. Anything else is none. host is lower-case and may carry
+// /v1/completions, which reports usage the same way), api.openai.com /v1/responses,
+// api.anthropic.com /v1/messages, or generativelanguage.googleapis.com
+// /{version}/{models|tunedModels}/NAME:generateContent or :streamGenerateContent (Gemini CLI).
+// Anything else is none. host is lower-case and may carry
 // ":443"; path may carry a query.
 llm_api classify_llm_request(std::string_view host, std::string_view method, std::string_view path);
 
@@ -39,7 +41,8 @@ struct llm_usage {
 // Usage reported by the API wins: OpenAI chat's `usage` (stream_options.include_usage puts it
 // in the last chunk), Responses' `response.usage` (response.completed / incomplete / failed),
 // Anthropic's message_start input and message_delta cumulative output (cache tokens count as
-// input). What is not reported is estimated at 4 bytes a token: output from the generated text
+// input), Gemini's `usageMetadata` (in every chunk of a stream, cumulative; thinking tokens count
+// as output, tool-use prompt tokens as input; a non-SSE stream is a JSON array of chunks). What is not reported is estimated at 4 bytes a token: output from the generated text
 // seen (content, tool-call arguments, reasoning deltas), input from set_request_bytes.
 //
 // Callers should meter successful (2xx) responses only: an error body has no usage, and the

@@ -93,6 +93,14 @@ void take_usage(llm_api api, const json& usage, llm_usage_tally& t) {
       input = anthropic_input(usage);
       output = count_of(usage, "output_tokens");
       break;
+    case llm_api::gemini_generate:
+      input = count_of(usage, "promptTokenCount");
+      if (input) input = saturating_add(*input, count_of(usage, "toolUsePromptTokenCount").value_or(0));
+      output = count_of(usage, "candidatesTokenCount");
+      // A reply of thoughts alone may leave candidatesTokenCount out.
+      if (auto thoughts = count_of(usage, "thoughtsTokenCount"))
+        output = saturating_add(output.value_or(0), *thoughts);
+      break;
     case llm_api::none:
       break;
   }
@@ -193,6 +201,32 @@ void take_anthropic_event(const json& j, llm_usage_tally& t) {
   }
 }
 
+// One GenerateContentResponse: a whole body, or one chunk of a stream (each chunk carries its
+// own new text, and the usage so far).
+void take_gemini_chunk(const json& j, llm_usage_tally& t) {
+  const json* version = member(j, "modelVersion");
+  if (t.model.empty() && version != nullptr && version->is_string())
+    t.model = model_name(version->get_ref<const std::string&>());
+  if (const json* usage = member(j, "usageMetadata")) take_usage(llm_api::gemini_generate, *usage, t);
+  const json* candidates = member(j, "candidates");
+  if (candidates == nullptr || !candidates->is_array()) return;
+  for (const json& candidate : *candidates) {
+    const json* content = member(candidate, "content");
+    const json* parts = content == nullptr ? nullptr : member(*content, "parts");
+    if (parts == nullptr || !parts->is_array()) continue;
+    for (const json& part : *parts) {
+      t.text_bytes += string_size(member(part, "text"));
+      const json* call = member(part, "functionCall");
+      if (call != nullptr && call->is_object()) t.text_bytes += call->dump().size();
+    }
+  }
+}
+
+void take_gemini(const json& j, llm_usage_tally& t) {
+  if (!j.is_array()) return take_gemini_chunk(j, t);
+  for (const json& chunk : j) take_gemini_chunk(chunk, t);  // streamGenerateContent without SSE
+}
+
 void take_document(llm_api api, const json& j, llm_usage_tally& t) {
   switch (api) {
     case llm_api::openai_chat:
@@ -203,6 +237,9 @@ void take_document(llm_api api, const json& j, llm_usage_tally& t) {
       break;
     case llm_api::anthropic_messages:
       take_anthropic_message(j, t);
+      break;
+    case llm_api::gemini_generate:
+      take_gemini(j, t);
       break;
     case llm_api::none:
       break;
@@ -219,6 +256,9 @@ void take_event(llm_api api, const json& j, llm_usage_tally& t) {
       break;
     case llm_api::anthropic_messages:
       take_anthropic_event(j, t);
+      break;
+    case llm_api::gemini_generate:
+      take_gemini_chunk(j, t);
       break;
     case llm_api::none:
       break;

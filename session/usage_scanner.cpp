@@ -29,7 +29,7 @@ void usage_scanner::step(char c) {
       return;
     }
     ++string_len_;
-    if (head_.size() < 6) head_.push_back(c);
+    if (head_.size() < 14) head_.push_back(c);
     if (capturing_model_ && model_.size() < max_model_name) model_.push_back(c);
     return;
   }
@@ -85,8 +85,11 @@ void usage_scanner::end_string() {
   }
   string_pending_ = true;
   pending_key_ = key::other;
-  if (string_len_ == 5 && head_ == "usage") pending_key_ = key::usage;
-  if (string_len_ == 5 && head_ == "model") pending_key_ = key::model;
+  // "usageMetadata" and "modelVersion" are Gemini's names.
+  if ((string_len_ == 5 && head_ == "usage") || (string_len_ == 13 && head_ == "usageMetadata"))
+    pending_key_ = key::usage;
+  if ((string_len_ == 5 && head_ == "model") || (string_len_ == 12 && head_ == "modelVersion"))
+    pending_key_ = key::model;
 }
 
 }  // namespace broker::session

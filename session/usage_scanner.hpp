@@ -9,8 +9,9 @@
 namespace broker::session {
 
 // Follows a JSON text character by character, fed in pieces split anywhere, and keeps only
-// what usage accounting needs: the text of the last object under a "usage" key, the first
-// top-level "model" string, and how many bytes string values hold. It tracks strings and
+// what usage accounting needs: the text of the last object under a "usage" (Gemini:
+// "usageMetadata") key, the first top-level "model" ("modelVersion") string, and how many bytes
+// string values hold. It tracks strings and
 // escapes from the first byte, so a "usage" inside generated text (where its quotes are
 // escaped) is never mistaken for the key. It does not validate: on garbage it finds garbage,
 // which the caller's JSON parse of last_usage() rejects.
@@ -38,7 +39,7 @@ class usage_scanner {
   std::string last_usage_;
   std::string capture_;  // the usage object being read
   std::string model_;
-  std::string head_;  // a string's first bytes, enough to tell "usage" and "model"
+  std::string head_;  // a string's first bytes, enough to tell the keys looked for
   std::uint64_t value_bytes_ = 0;
   std::uint64_t string_len_ = 0;
   std::size_t depth_ = 0;          // open objects and arrays

@@ -22,6 +22,7 @@ from conftest import (BROKER_BIN, LoopbackHttpServer, RawClient, assert_refusal,
 
 OPENAI, ANTHROPIC, OTHER, TUNNEL = ("api.openai.com", "api.anthropic.com", "api.example.test",
                                     "tunnel.example.test")
+GEMINI = "generativelanguage.googleapis.com"
 CHAT = f"https://{OPENAI}/v1/chat/completions"
 MESSAGES = f"https://{ANTHROPIC}/v1/messages"
 GPT, CLAUDE = "gpt-4o-mini-2024-07-18", "claude-3-5-haiku-20241022"
@@ -49,6 +50,17 @@ def openai_stream(include_usage: bool):
         yield sse({**base, "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 50,
                                                     "total_tokens": 150}})
     yield sse("[DONE]")
+
+
+def gemini_chunks():
+    """streamGenerateContent: text in pieces, usageMetadata cumulative, the last one final."""
+    for i, word in enumerate(("Hello", " from", " Gemini")):
+        usage = {"promptTokenCount": 70, "totalTokenCount": 70}
+        if i == 2:
+            usage = {"promptTokenCount": 70, "candidatesTokenCount": 20, "thoughtsTokenCount": 30,
+                     "totalTokenCount": 120}
+        yield {"candidates": [{"content": {"parts": [{"text": word}], "role": "model"}}],
+               "usageMetadata": usage, "modelVersion": "gemini-2.5-flash"}
 
 
 def anthropic_stream():
@@ -121,6 +133,10 @@ class _LlmHandler(BaseHTTPRequestHandler):
                               "status": "completed", "output": [],
                               "usage": {"input_tokens": 30, "output_tokens": 20,
                                         "total_tokens": 50}})
+        elif self.command == "POST" and path.endswith(":streamGenerateContent"):
+            if "alt=sse" in self.path:
+                return self._stream(sse(chunk) for chunk in gemini_chunks())
+            self._whole(200, list(gemini_chunks()))
         elif self.command == "POST" and path == "/v1/messages":
             if req.get("stream"):
                 return self._stream(anthropic_stream())
@@ -136,7 +152,7 @@ class _LlmHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def llm_pki(tmp_path_factory):
-    return make_pki(tmp_path_factory.mktemp("llm-pki"), [OPENAI, ANTHROPIC, OTHER, TUNNEL])
+    return make_pki(tmp_path_factory.mktemp("llm-pki"), [OPENAI, ANTHROPIC, GEMINI, OTHER, TUNNEL])
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +172,7 @@ def start(broker_factory, llm, llm_pki):
     """start(budgets, tunnel=, credentials=, env=) -> (broker, requests.Session through it)."""
 
     def make(budgets, tunnel=False, credentials=None, env=None):
-        allow = [{"host": h} for h in (OPENAI, ANTHROPIC, OTHER)]
+        allow = [{"host": h} for h in (OPENAI, ANTHROPIC, GEMINI, OTHER)]
         if tunnel:
             allow.append({"host": TUNNEL, "tunnel": True})
         policy = {"version": 1, "allow": allow, "budgets": budgets}
@@ -164,7 +180,7 @@ def start(broker_factory, llm, llm_pki):
             policy["credentials"] = credentials
         b = broker_factory(policy=policy, upstream_ca=llm_pki.ca_cert, env=env,
                            connect_to=[f"{h}:443:127.0.0.1:{llm.port}"
-                                       for h in (OPENAI, ANTHROPIC, OTHER, TUNNEL)]
+                                       for h in (OPENAI, ANTHROPIC, GEMINI, OTHER, TUNNEL)]
                            + [f"{OTHER}:80:127.0.0.1:{llm.plain_port}"])
         bundle = b.dir / "clients-ca.pem"  # the broker's CA (intercepted) + the test CA (tunnel)
         bundle.write_bytes(b.ca_cert.read_bytes() + llm_pki.ca_cert.read_bytes())
@@ -293,6 +309,21 @@ def test_anthropic_stream_tokens_count_against_the_budget(start):
         assert r.status_code == 200, r.text
     refusal(s.post(MESSAGES, json={"model": "claude", "messages": []}, timeout=15), b,
             "llm_tokens", "150", "200")
+
+
+def test_gemini_streams_are_metered_and_count_against_the_budget(start):
+    """Gemini CLI's streamGenerateContent, SSE and JSON-array forms: 70 in, 20 + 30 thinking out."""
+    b, s = start({"llm_tokens": 200})
+    url = f"https://{GEMINI}/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    r = s.post(url + "?alt=sse", json=body, timeout=15)
+    assert r.status_code == 200 and r.text.count("data: ") == 3, r.text
+    r = s.post(url, json=body, timeout=15)
+    assert r.status_code == 200 and len(r.json()) == 3, r.text
+    refusal(s.post(url + "?alt=sse", json=body, timeout=15), b, "llm_tokens", "200", "240")
+    recs = requests_of(b, 3)
+    assert [(r["llm_tokens"], r.get("estimated", False)) for r in recs[:2]] == \
+        [(120, False), (120, False)], recs
 
 
 def test_requests_budget_counts_https_plain_http_and_tunnels(start):

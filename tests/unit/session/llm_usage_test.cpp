@@ -179,3 +179,72 @@ TEST_CASE("Anthropic SSE cut before message_delta estimates only the output", "[
   check_every_split(llm_api::anthropic_messages, sse_type, body,
                     usage(3, 11, true, "claude-opus-4-1"));
 }
+
+// Gemini (generativelanguage.googleapis.com), as Gemini CLI calls it.
+namespace {
+
+constexpr std::string_view gemini_json = R"({"candidates":[{"content":{"parts":[
+  {"text":"Hello there"},{"functionCall":{"name":"ls","args":{"path":"."}}}],"role":"model"},
+  "finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":120,"candidatesTokenCount":30,
+  "thoughtsTokenCount":50,"totalTokenCount":200},"modelVersion":"gemini-2.5-pro",
+  "responseId":"abc"})";
+
+// alt=sse: each chunk its own new text and the usage so far.
+constexpr std::string_view gemini_sse =
+    "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hel\"}],\"role\":\"model\"}}],"
+    "\"usageMetadata\":{\"promptTokenCount\":80,\"totalTokenCount\":80},"
+    "\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n"
+    "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"lo\"}],\"role\":\"model\"},"
+    "\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":80,"
+    "\"candidatesTokenCount\":7,\"toolUsePromptTokenCount\":5,\"totalTokenCount\":92},"
+    "\"modelVersion\":\"gemini-2.5-flash\"}\r\n\r\n";
+
+}  // namespace
+
+TEST_CASE("Gemini generateContent and streamGenerateContent are classified", "[llm_usage]") {
+  const auto gen = "generativelanguage.googleapis.com";
+  CHECK(classify_llm_request(gen, "POST", "/v1beta/models/gemini-2.5-pro:generateContent") ==
+        llm_api::gemini_generate);
+  CHECK(classify_llm_request(gen, "POST",
+                             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse") ==
+        llm_api::gemini_generate);
+  CHECK(classify_llm_request(gen, "POST", "/v1/tunedModels/mine:generateContent") ==
+        llm_api::gemini_generate);
+  CHECK(classify_llm_request(gen, "POST", "/v1beta/models/gemini-2.5-pro:countTokens") ==
+        llm_api::none);
+  CHECK(classify_llm_request(gen, "GET", "/v1beta/models") == llm_api::none);
+  CHECK(classify_llm_request(gen, "POST", "/v1beta/models/x:embedContent") == llm_api::none);
+  CHECK(classify_llm_request("evil.example", "POST", "/v1beta/models/x:generateContent") ==
+        llm_api::none);
+}
+
+TEST_CASE("Gemini JSON usageMetadata: thoughts count as output", "[llm_usage]") {
+  check_every_split(llm_api::gemini_generate, json_type, gemini_json,
+                    usage(120, 30 + 50, false, "gemini-2.5-pro"));
+}
+
+TEST_CASE("Gemini SSE: the last chunk's usage, tool-use prompt tokens as input", "[llm_usage]") {
+  check_every_split(llm_api::gemini_generate, sse_type, gemini_sse,
+                    usage(80 + 5, 7, false, "gemini-2.5-flash"));
+  // Cut before the last chunk: input reported, output estimated from the text (3 bytes -> 1).
+  const std::string first(gemini_sse.substr(0, gemini_sse.find("data:", 10)));
+  CHECK(same(meter_whole(llm_api::gemini_generate, sse_type, first),
+             usage(80, 1, true, "gemini-2.5-flash")));
+}
+
+TEST_CASE("Gemini streamGenerateContent without alt=sse is a JSON array of chunks",
+          "[llm_usage]") {
+  const std::string array = "[" + std::string(gemini_json) + "," +
+                            replace_all(std::string(gemini_json), "\"candidatesTokenCount\":30",
+                                        "\"candidatesTokenCount\":45") +
+                            "]";
+  CHECK(same(meter_whole(llm_api::gemini_generate, json_type, array),
+             usage(120, 45 + 50, false, "gemini-2.5-pro")));
+}
+
+TEST_CASE("Gemini JSON over the buffered size is scanned for its usageMetadata", "[llm_usage]") {
+  std::string big = std::string(gemini_json);
+  big.insert(big.find("Hello there"), std::string(2 * 1024 * 1024, 'x'));
+  CHECK(same(meter_whole(llm_api::gemini_generate, json_type, big),
+             usage(120, 80, false, "gemini-2.5-pro")));
+}
