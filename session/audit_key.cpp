@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "certs/openssl_util.hpp"
+#include "session/audit_log.hpp"
 
 namespace broker::session {
 
@@ -25,16 +26,6 @@ namespace {
 // What is signed: the head, under a label no other signature of this key could share.
 std::string signed_message(std::string_view head_hex) {
   return "broker audit chain head v1\n" + std::string(head_hex);
-}
-
-std::string to_hex(const unsigned char* data, std::size_t size) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < size; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
 }
 
 std::optional<std::vector<unsigned char>> from_hex(std::string_view hex) {
@@ -127,7 +118,7 @@ std::string audit_key::public_key_hex() const {
     ERR_clear_error();
     return {};
   }
-  return to_hex(raw, size);
+  return lower_hex(raw, size);
 }
 
 std::string audit_key::sign_head(std::string_view head_hex) const {
@@ -141,7 +132,7 @@ std::string audit_key::sign_head(std::string_view head_hex) const {
     ERR_clear_error();
     throw std::runtime_error("cannot sign the audit chain head");
   }
-  return to_hex(signature, size);
+  return lower_hex(signature, size);
 }
 
 bool head_signature_valid(std::string_view public_key_hex, std::string_view head_hex,

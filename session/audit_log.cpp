@@ -31,16 +31,6 @@ std::string errno_reason(const fs::path& path, int err) {
   return path.string() + ": " + std::strerror(err);
 }
 
-std::string to_hex(const unsigned char* data, std::size_t size) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out(size * 2, '\0');
-  for (std::size_t i = 0; i < size; ++i) {
-    out[2 * i] = digits[data[i] >> 4];
-    out[2 * i + 1] = digits[data[i] & 0xf];
-  }
-  return out;
-}
-
 std::string sha256_of(std::string_view a, std::string_view b) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
@@ -52,7 +42,7 @@ std::string sha256_of(std::string_view a, std::string_view b) {
   EVP_MD_CTX_free(ctx);
   // Only allocation failure gets here; an audit record without a real hash must not be written.
   if (!ok) throw std::runtime_error("SHA-256 failed");
-  return to_hex(digest, size);
+  return lower_hex(digest, size);
 }
 
 bool is_hash_hex(const std::string& s) {
@@ -139,6 +129,16 @@ bool is_reserved_key(const std::string& key) {
 }
 
 }  // namespace
+
+std::string lower_hex(const unsigned char* data, std::size_t size) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out(size * 2, '\0');
+  for (std::size_t i = 0; i < size; ++i) {
+    out[2 * i] = digits[data[i] >> 4];
+    out[2 * i + 1] = digits[data[i] & 0xf];
+  }
+  return out;
+}
 
 std::string sha256_hex(std::string_view data) {
   return sha256_of(data, {});
