@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Installs the real coding agents that tests/integration/test_real_agents.py runs inside
+# `broker wrap`: OpenAI Codex CLI, Claude Code and Gemini CLI, at pinned versions, from the npm
+# registry into one prefix (default /var/cache/broker-agents; BROKER_AGENTS_DIR overrides).
+#
+# Quick and silent about npm when the pinned versions are already there (it reads the installed
+# package.json files and runs each agent's --version; npm is called only when one is missing or
+# different). Never reads stdin. Prints each agent's version. Exits non-zero with a sentence
+# saying what failed.
+#
+# Codex and Claude Code are native binaries shipped in per-platform optional packages
+# (@openai/codex-linux-x64, @anthropic-ai/claude-code-linux-x64); the script checks that the
+# binary landed and runs, since npm skips a failed optional dependency without an error.
+# Claude Code's package says node >= 22, but its CLI is the native binary and runs without Node;
+# npm's engine warning on Node 20 is expected.
+set -euo pipefail
+
+CODEX_VERSION=0.171.0
+CLAUDE_VERSION=2.1.332
+GEMINI_VERSION=0.61.0
+
+dir=${BROKER_AGENTS_DIR:-/var/cache/broker-agents}
+bin=$dir/node_modules/.bin
+
+fail() {
+  echo "install-agents: $*" >&2
+  exit 1
+}
+
+command -v node >/dev/null || fail "node is not installed (apt-get install nodejs npm)"
+command -v npm >/dev/null || fail "npm is not installed (apt-get install npm)"
+
+# The version in an installed package's package.json, or nothing.
+installed_version() {
+  local manifest=$dir/node_modules/$1/package.json
+  [[ -f $manifest ]] || return 0
+  node -e 'try { process.stdout.write(require(process.argv[1]).version || "") } catch (e) {}' \
+    "$manifest"
+}
+
+# 0 when every agent is at its pinned version and its binary answers --version.
+all_installed() {
+  [[ $(installed_version @openai/codex) == "$CODEX_VERSION" ]] || return 1
+  [[ $(installed_version @openai/codex-linux-x64) == "$CODEX_VERSION-linux-x64" ]] || return 1
+  [[ $(installed_version @anthropic-ai/claude-code) == "$CLAUDE_VERSION" ]] || return 1
+  [[ $(installed_version @anthropic-ai/claude-code-linux-x64) == "$CLAUDE_VERSION" ]] || return 1
+  [[ $(installed_version @google/gemini-cli) == "$GEMINI_VERSION" ]] || return 1
+  [[ -x $bin/codex && -x $bin/claude && -x $bin/gemini ]]
+}
+
+versions() {
+  local c k g
+  c=$(timeout 30 "$bin/codex" --version </dev/null) || return 1
+  k=$(timeout 30 "$bin/claude" --version </dev/null) || return 1
+  g=$(timeout 60 "$bin/gemini" --version </dev/null) || return 1
+  printf '%s\n' "codex: $c" "claude: $k" "gemini: $g"
+}
+
+[[ $(uname -m) == x86_64 ]] || fail "only linux-x64 is pinned here (this machine is $(uname -m))"
+
+if all_installed && out=$(versions 2>&1); then
+  printf '%s\n' "$out"
+  echo "install-agents: agents in $bin (already installed)"
+  exit 0
+fi
+
+echo "install-agents: installing codex $CODEX_VERSION, claude-code $CLAUDE_VERSION," \
+     "gemini-cli $GEMINI_VERSION into $dir (npm)" >&2
+mkdir -p "$dir" || fail "cannot create $dir"
+# A package.json of our own, so that npm installs into $dir and nowhere above it.
+cat >"$dir/package.json" <<EOF
+{ "name": "broker-agents", "private": true, "description": "written by scripts/install-agents.sh" }
+EOF
+# --include=optional: the native binaries come as optional platform packages.
+if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error --include=optional \
+      --save-exact "@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_VERSION" \
+      "@google/gemini-cli@$GEMINI_VERSION" </dev/null >&2; then
+  fail "npm install into $dir failed (is the npm registry reachable? see npm's message above)"
+fi
+[[ -d $dir/node_modules/@openai/codex-linux-x64 ]] ||
+  fail "npm did not install @openai/codex-linux-x64 (Codex's native binary)"
+[[ -d $dir/node_modules/@anthropic-ai/claude-code-linux-x64 ]] ||
+  fail "npm did not install @anthropic-ai/claude-code-linux-x64 (Claude Code's native binary)"
+all_installed || fail "npm did not install the pinned versions into $dir"
+
+versions || fail "an agent in $dir does not run after npm install (see above)"
+echo "install-agents: agents in $bin"
