@@ -66,7 +66,7 @@ class aws_step final : public request_step {
 
   request_decision complete(std::string_view method, std::string& target,
                             std::vector<http::header_field>& headers,
-                            std::string_view body) override {
+                            std::string& body) override {
     const std::string credential(request_->credential());
     if (std::string why = request_->action_refusal(target, body); !why.empty())
       return {request_action::action_denied, credential, std::move(why), 0};

@@ -4,12 +4,14 @@
 #include "brokers/credential_set.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 
 #include "brokers/aws_broker.hpp"
 #include "brokers/credential_set_catalog.hpp"
 #include "brokers/dummy.hpp"
+#include "brokers/login_file.hpp"
 #include "brokers/secret_source.hpp"
 #include "brokers/value_broker.hpp"
 
@@ -37,8 +39,16 @@ struct layered_spec {
 
 // The broker for one credential, or null with `why` set when its source has no usable value.
 std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transport& transport,
-                                            std::string& why) {
+                                            bool login_files, std::string& why) {
   const config::credential_spec& spec = *s.spec;
+  if (spec.login_file) {
+    if (!login_files) {
+      why = "its login file is brokered only in wrap's netns mode (the child sees the file)";
+      return nullptr;
+    }
+    const char* home = std::getenv("HOME");
+    return make_login_file_broker(spec, std::move(s.other_hosts), home ? home : "", why);
+  }
   if (is_token_family(spec.type)) {
     auto fetch = make_token_fetcher(spec, transport);
     if (!fetch) {
@@ -88,7 +98,7 @@ credential_set& credential_set::operator=(credential_set&&) noexcept = default;
 
 credential_set credential_set::load(const std::vector<config::policy>& layers,
                                     std::vector<std::string>* skipped,
-                                    const token_transport& transport) {
+                                    const token_transport& transport, bool login_files) {
   std::vector<layered_spec> specs;
   std::map<std::string, std::size_t, std::less<>> by_name;
   for (const config::policy& layer : layers) {
@@ -110,7 +120,7 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
   std::vector<std::unique_ptr<request_broker>> brokers;
   for (layered_spec& s : specs) {
     std::string why;
-    if (auto broker = load_broker(s, transport, why))
+    if (auto broker = load_broker(s, transport, login_files, why))
       brokers.push_back(std::move(broker));
     else if (skipped)
       skipped->push_back(s.spec->name + ": " + why);

@@ -62,10 +62,12 @@ class credential_set {
   // the later layer's binding narrows: its hosts must also match). Credentials whose source has
   // no value are skipped and reported in `skipped` as "NAME: reason" (never a value). Throws
   // source_error for a source that fails, std::invalid_argument for conflicting layers. `transport`
-  // is how the broker itself reaches a token endpoint (gcp key files).
+  // is how the broker itself reaches a token endpoint (gcp key files). Login files (DESIGN §9)
+  // are loaded only with `login_files` (a wrap child in netns mode, which sees their dummy
+  // copies instead of them); otherwise they are skipped.
   static credential_set load(const std::vector<config::policy>& layers,
                              std::vector<std::string>* skipped = nullptr,
-                             const token_transport& transport = {});
+                             const token_transport& transport = {}, bool login_files = false);
 
   // Checks one request head and, when it passes, swaps bound dummies for real values in place
   // (target's query for opted-in parameters, headers by family), noting each rewritten value

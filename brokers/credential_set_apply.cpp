@@ -93,7 +93,10 @@ request_decision credential_set::apply(const request_context& where, std::string
     });
     std::shared_ptr<const value_catalog> rotated;  // held while its findings are
     if (!find.real_found() && (rotated = rotated_catalog()))
-      find.scan(*rotated, [](const value_catalog::value_info&) { return true; });
+      find.scan(*rotated, [&](const value_catalog::value_info& v) {
+        return v.action == request_action::real_secret_blocked ||
+               !brokers_[v.owner]->usable(where);
+      });
     if (auto refused = find.decision()) return *refused;
   }
 
@@ -147,28 +150,39 @@ void credential_set::catalog_values() {
   // from the start) looks for them on every request.
   std::vector<scrub_pattern> rotated;
   const auto now = std::chrono::system_clock::now();
-  for (const auto& b : brokers_) b->rotated_values(now, rotated);
-  if (!rotated.empty()) rotated_ = std::make_unique<rotated_cache>();
+  bool rotates = false;
+  for (const auto& b : brokers_) {
+    b->rotated_values(now, rotated);
+    rotates = rotates || b->rotates();
+  }
+  if (!rotated.empty() || rotates) rotated_ = std::make_unique<rotated_cache>();
 }
 
 std::shared_ptr<const value_catalog> credential_set::rotated_catalog() const {
   if (!rotated_) return nullptr;
+  // Reals first, then dummies (the catalog's order), each with its broker's index.
   std::vector<std::pair<std::string_view, std::string_view>> values;
+  std::vector<value_catalog::entry> entries;
   std::vector<scrub_pattern> rotated;
+  std::vector<std::string_view> dummies;
   const auto now = std::chrono::system_clock::now();
-  for (const auto& b : brokers_) {
+  for (std::size_t i = 0; i < brokers_.size(); ++i) {
     rotated.clear();
-    b->rotated_values(now, rotated);
-    for (const scrub_pattern& p : rotated) values.emplace_back(p.find, b->name());
+    brokers_[i]->rotated_values(now, rotated);
+    for (const scrub_pattern& p : rotated)
+      entries.push_back({p.find, request_action::real_secret_blocked, brokers_[i]->name(), i});
   }
-  if (values.empty()) return nullptr;
+  for (std::size_t i = 0; i < brokers_.size(); ++i) {
+    dummies.clear();
+    brokers_[i]->rotated_dummies(dummies);
+    for (std::string_view d : dummies)
+      entries.push_back({d, request_action::credential_not_bound, brokers_[i]->name(), i});
+  }
+  if (entries.empty()) return nullptr;
+  for (const auto& e : entries) values.emplace_back(e.value, e.credential);
   std::lock_guard lock(rotated_->mutex);
-  if (!rotated_->catalog || !rotated_->catalog->holds(values)) {
-    std::vector<value_catalog::entry> entries;
-    for (const auto& [value, name] : values)
-      entries.push_back({value, request_action::real_secret_blocked, name, 0});
+  if (!rotated_->catalog || !rotated_->catalog->holds(values))
     rotated_->catalog = std::make_shared<const value_catalog>(entries);
-  }
   return rotated_->catalog;
 }
 

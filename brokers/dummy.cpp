@@ -12,13 +12,13 @@ namespace {
 // Prefixes that client libraries (and secret scanners) use to recognise a token's kind. Kept
 // verbatim in the dummy so format checks pass; the longest match wins ("sk-ant-api03-" over
 // "sk-ant-" over "sk-").
-constexpr std::array<std::string_view, 40> prefixes{
+constexpr std::array<std::string_view, 42> prefixes{
     // GitHub
     "github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
     // OpenAI
     "sk-proj-", "sk-svcacct-", "sk-admin-", "sk-",
     // Anthropic
-    "sk-ant-api03-", "sk-ant-admin01-", "sk-ant-",
+    "sk-ant-api03-", "sk-ant-admin01-", "sk-ant-oat01-", "sk-ant-ort01-", "sk-ant-",
     // Slack
     "xoxb-", "xoxp-", "xoxa-", "xoxe-", "xapp-",
     // GitLab
@@ -81,6 +81,22 @@ char random_of(char_class k, random_source& rng) {
   return alnum[rng.below(static_cast<unsigned>(alnum.size()))];
 }
 
+bool is_base64url(char c) {
+  return class_of(c) != char_class::other || c == '-' || c == '_';
+}
+
+// Where a JWT's signature starts (after the second '.'), or 0 when `value` is no JWT: three
+// base64url segments, the header a JSON object ("eyJ" is base64 of `{"`).
+std::size_t jwt_signature_at(std::string_view value) {
+  if (!value.starts_with("eyJ")) return 0;
+  const std::size_t first = value.find('.');
+  const std::size_t second = first == std::string_view::npos ? first : value.find('.', first + 1);
+  if (second == std::string_view::npos || second + 1 >= value.size()) return 0;
+  for (std::size_t i = 0; i < value.size(); ++i)
+    if (i != first && i != second && !is_base64url(value[i])) return 0;
+  return second + 1;
+}
+
 }  // namespace
 
 std::string_view known_prefix(std::string_view token) {
@@ -93,7 +109,10 @@ std::string_view known_prefix(std::string_view token) {
 std::string make_dummy(const secret& real) {
   std::string_view value = real.expose();
   if (value.empty()) throw std::invalid_argument("cannot make a dummy for an empty value");
-  const std::size_t keep = known_prefix(value).size();
+  // A JWT keeps its header and claims (expiry, account, plan: clients decode them) and gets a
+  // random signature; other tokens keep their known prefix.
+  const std::size_t jwt = jwt_signature_at(value);
+  const std::size_t keep = jwt ? jwt : known_prefix(value).size();
 
   // A value with no letters or digits after its prefix has no shape to keep; then every
   // position is randomised so the dummy can still differ from it.

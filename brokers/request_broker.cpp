@@ -27,6 +27,7 @@ bool request_broker::usable(const request_context& where) const {
 
 void request_broker::rotated_values(std::chrono::system_clock::time_point,
                                     std::vector<scrub_pattern>&) const {}
+void request_broker::rotated_dummies(std::vector<std::string_view>&) const {}
 void request_broker::dummy_files(std::vector<dummy_file>&) const {}
 void request_broker::displaced_variables(std::vector<std::string>&) const {}
 int request_broker::swap_header(std::string_view, std::string&) const {

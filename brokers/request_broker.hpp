@@ -34,9 +34,11 @@ namespace broker::brokers {
 struct dummy_variable {
   std::string name, value, credential;
 };
-// A file the child's variables name (gcp key files): variable, file name, content.
+// A file the child sees (DESIGN §9): a gcp key file its `variable` names, or a dummy copy of a
+// login file shown at `target` (then `variable` is empty). The content holds dummies only.
 struct dummy_file {
   std::string variable, file_name, content, credential;
+  std::string target;  // absolute: the login file's path, where the child finds the copy
 };
 
 // The values of a credential fixed for the session.
@@ -78,10 +80,11 @@ class request_step {
   virtual std::optional<whole_body_need> whole_body() const { return std::nullopt; }
 
   // The body stage, with the whole body when whole_body() asked for it (else empty): checks and
-  // rewrites the head in place, or prepares an answer(). A refusal rewrites nothing.
+  // rewrites the head (and that body, same length) in place, or prepares an answer(). A refusal
+  // rewrites nothing.
   virtual request_decision complete(std::string_view method, std::string& target,
                                     std::vector<http::header_field>& headers,
-                                    std::string_view body) = 0;
+                                    std::string& body) = 0;
   // After complete(): the broker's own answer, when it gives one.
   virtual std::optional<local_answer> answer() const { return std::nullopt; }
   // After complete(): what rewrites the body as it streams up, or null.
@@ -90,6 +93,18 @@ class request_step {
   // The response stage: what the response's head and body are rewritten with, besides the
   // set's real values (what the step wrote into the request, back to the client's form).
   virtual void response_patterns(std::vector<scrub_pattern>& out) const { (void)out; }
+  // A response whose body the step rewrites whole (a token response carrying new real values):
+  // the most it reads for `status`, or 0 when it reads none.
+  virtual std::size_t response_whole_body(int status) const {
+    (void)status;
+    return 0;
+  }
+  // Rewrites that body, which may change length: new real values become dummies before the
+  // client sees them.
+  virtual void rewrite_response(int status, std::string& body) {
+    (void)status;
+    (void)body;
+  }
 };
 
 class request_broker {
@@ -119,6 +134,12 @@ class request_broker {
   // tokens, temporary AWS credentials), each with what a response shows in its place.
   virtual void rotated_values(std::chrono::system_clock::time_point now,
                               std::vector<scrub_pattern>& out) const;
+  // Dummies issued since the session started (a refreshed login's tokens): refused wherever
+  // the credential is not usable, like values().dummies. Views stay valid as long as this broker.
+  virtual void rotated_dummies(std::vector<std::string_view>& out) const;
+  // Whether rotated_values or rotated_dummies can ever yield anything (a set without such a
+  // broker never looks for them).
+  virtual bool rotates() const { return false; }
   virtual void dummy_variables(std::vector<dummy_variable>& out) const = 0;
   virtual void dummy_files(std::vector<dummy_file>& out) const;
   // Variables that would point the family's clients away from their dummies (an AWS profile).

@@ -2,6 +2,8 @@
 // apply(), then whatever the families that claimed the request do with its body and response.
 #include "brokers/request_plan.hpp"
 
+#include <algorithm>
+
 #include "brokers/credential_set.hpp"
 
 namespace broker::brokers {
@@ -13,7 +15,7 @@ request_plan& request_plan::operator=(request_plan&&) noexcept = default;
 
 request_decision request_plan::complete(std::string_view method, std::string& target,
                                         std::vector<http::header_field>& headers,
-                                        std::string_view body) {
+                                        std::string& body) {
   for (const auto& step : steps_) {
     request_decision d = step->complete(method, target, headers, body);
     if (d.refused()) return d;
@@ -33,6 +35,17 @@ std::vector<scrub_pattern> request_plan::response_patterns() const {
   swapped_.patterns(patterns);
   for (const auto& step : steps_) step->response_patterns(patterns);
   return patterns;
+}
+
+std::size_t request_plan::response_whole_body(int status) const {
+  std::size_t limit = 0;
+  for (const auto& step : steps_) limit = std::max(limit, step->response_whole_body(status));
+  return limit;
+}
+
+void request_plan::rewrite_response(int status, std::string& body) {
+  for (const auto& step : steps_)
+    if (step->response_whole_body(status) > 0) step->rewrite_response(status, body);
 }
 
 request_plan credential_set::plan(const request_context& where, std::string_view method,

@@ -6,7 +6,8 @@
 //  3. complete(): the families' last word on the head, with that body: refused, answered by
 //     the broker itself (answer()), or on (re-signed, for AWS);
 //  4. rewriter(): what rewrites the body as it streams up (aws-chunked re-signing), or null;
-//  5. response_patterns(): what the response is scrubbed with.
+//  5. response_patterns(): what the response is scrubbed with; response_whole_body() and
+//     rewrite_response(): a response body a step rewrites whole (a token response).
 // The families that took the request on (request_broker::claim) are its steps. It lives as long
 // as the exchange: the rewriter and the response patterns point into it.
 #pragma once
@@ -43,13 +44,17 @@ class request_plan {
   // With the whole body when whole_body() asked for it (else empty): each step checks and
   // rewrites the head in place, or answers the request (answer()). A refusal rewrites nothing.
   request_decision complete(std::string_view method, std::string& target,
-                            std::vector<http::header_field>& headers, std::string_view body);
+                            std::vector<http::header_field>& headers, std::string& body);
   const std::optional<local_answer>& answer() const { return answer_; }
   body_rewriter* rewriter() const { return rewriter_.get(); }
 
   // The response stage: every real value (rotated ones as they are now) → its dummy, and what
   // this request was rewritten with → what the client had sent. Valid as long as the plan.
   std::vector<scrub_pattern> response_patterns() const;
+  // A response a step rewrites whole (an OAuth token response): the most to read for `status`,
+  // 0 when the body streams as usual; then rewrite_response() with the whole (decoded) body.
+  std::size_t response_whole_body(int status) const;
+  void rewrite_response(int status, std::string& body);
 
  private:
   friend class credential_set;

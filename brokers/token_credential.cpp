@@ -85,7 +85,7 @@ class gcp_token_step final : public request_step {
     return whole_body_need{max_token_request, token_request_why};
   }
   request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
-                            std::string_view body) override {
+                            std::string& body) override {
     // The form's refresh_token parameter, decoded, is this session's dummy.
     if (form_value(body, "refresh_token") != credential_.gcp_client().refresh_token) return {};
     answer_ = local_answer{credential_.name(), credential_.gcp_token_answer()};

@@ -31,14 +31,15 @@ session_setup load_options_and_policy(const common_options& common,
   return s;
 }
 
-void load_credentials(session_setup& setup) {
+void load_credentials(session_setup& setup, bool login_files) {
   // Nothing of this process (its memory, its environment) is readable by a same-user debugger
   // or /proc reader once it holds real values.
   ::prctl(PR_SET_DUMPABLE, 0);
   std::vector<std::string> skipped;
   setup.credentials = std::make_shared<brokers::credential_set>(brokers::credential_set::load(
       setup.policy->layers(), &skipped,
-      proxy::make_token_transport(setup.options.connect_to, setup.options.upstream_cas)));
+      proxy::make_token_transport(setup.options.connect_to, setup.options.upstream_cas),
+      login_files));
   for (const auto& layer : setup.policy->layers())
     for (const auto& [name, spec] : layer.credentials) {
       brokers::forget_environment_source(spec.source);

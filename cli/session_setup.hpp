@@ -31,7 +31,7 @@ session_setup load_options_and_policy(const common_options& common,
 // Makes the process non-dumpable, reads the real values and wipes `env:` sources from this
 // process's environment; warns (names only) about credentials not brokered. Throws on a failing
 // source.
-void load_credentials(session_setup& setup);
+void load_credentials(session_setup& setup, bool login_files = false);
 
 // The audit log for the session (failing closed, with an error line, when it cannot be opened).
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,

@@ -1,6 +1,7 @@
 // `broker wrap -- CMD`: one session around one command (DESIGN §3, §8). The command gets dummy
 // credentials and the session's proxy and trust variables; with netns isolation its only way
 // out is the proxy, served here from a listener made inside its network namespace.
+#include <algorithm>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -152,7 +153,8 @@ int run_wrap(wrap_options& o) {
   try {
     setup = load_options_and_policy(o.common, o.timeouts, o.session);
     mode = choose_isolation(o.isolate);
-    load_credentials(setup);
+    // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
+    load_credentials(setup, mode == wrap::isolation::netns);
     // The session CA lives in this process's memory only (DESIGN §8).
     ca = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
         "broker session CA " + setup.options.session_id, 30));
@@ -178,10 +180,16 @@ int run_wrap(wrap_options& o) {
       dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
     // What the child reads from the session directory, which is itself hidden from it.
     std::vector<std::string> session_files{dir->bundle().string()};
+    std::vector<wrap::launch_options::overlay> overlays;
     for (const auto& f : setup.credentials->dummy_files()) {
-      // A gcp child's key file: a dummy OAuth client, in the session directory.
+      // A gcp child's key file (a dummy OAuth client), or a login file's dummy copy shown at
+      // the file's own path: in the session directory.
       const auto file = dir->path() / f.file_name;
       certs::write_file_atomically(file, f.content, 0600);
+      if (!f.target.empty()) {
+        overlays.push_back({file.string(), f.target});
+        continue;
+      }
       dummies.push_back({f.variable, file.string(), f.credential});
       session_files.push_back(file.string());
     }
@@ -206,6 +214,7 @@ int run_wrap(wrap_options& o) {
     const std::string cwd = std::filesystem::current_path(ec).string();
     launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
                                        o.command.front());
+    launch.overlays = overlays;
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
     // The audit log's directory exists before the child does, so that it can be hidden.
@@ -215,6 +224,13 @@ int run_wrap(wrap_options& o) {
                                             log_dir_or_default(o.common.log_dir).string(), home,
                                             cwd, &unhidden))
       launch.masks.push_back(std::move(m));
+    // A login file's copy is what the child sees there: no mask covers it (gh's hosts.yml is
+    // under a masked ~/.config/gh).
+    std::erase_if(launch.masks, [&](const std::string& mask) {
+      return std::any_of(overlays.begin(), overlays.end(), [&](const auto& o) {
+        return o.target == mask || o.target.starts_with(mask + "/");
+      });
+    });
     if (mode == wrap::isolation::netns)
       for (const auto& path : unhidden)
         std::cerr << "broker: warning: " << path

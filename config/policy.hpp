@@ -53,6 +53,24 @@ struct rule {
 };
 
 // Known credential types; the brokers that implement them come with interception.
+// An agent's own login file as a credential (DESIGN §9): the child sees a dummy copy at `path`,
+// each of `fields` (JSON member paths, "tokens.access_token") replaced by a same-shaped dummy
+// that the family carries as usual (a github or bearer token, a header); the refresh token is
+// swapped only in the body of a request to the refresh endpoint.
+struct login_file_spec {
+  std::string path;                 // absolute, or "~/..." (the home directory)
+  std::vector<std::string> fields;  // dotted member paths of the values the family carries
+  struct refresh_spec {
+    std::string url;    // "https://host[:port]/path": the token endpoint
+    std::string token;  // the refresh token's member path in the file
+    // A token response's member → the file's member path it renews ("access_token" →
+    // "tokens.access_token"); the rotated real values are written back to the real file.
+    std::vector<std::pair<std::string, std::string>> response;
+    std::string expires_at_ms;  // optional: the file's member set from expires_in (ms since 1970)
+  };
+  std::optional<refresh_spec> refresh;
+};
+
 struct credential_spec {
   std::string name;  // the key under "credentials"
   int line = 0;
@@ -70,6 +88,8 @@ struct credential_spec {
   std::vector<std::string> services;
   // gcp: the OAuth scopes the broker asks for with a service-account key.
   std::vector<std::string> scopes;
+  // github, bearer, header: the values come from a login file (then "source" is unused).
+  std::optional<login_file_spec> login_file;
 };
 
 enum class exhaust_action { deny, kill };

@@ -81,13 +81,63 @@ std::vector<std::string> parse_names(const json_node& node, const char* key, std
   return names;
 }
 
+// A dotted member path in a login file ("tokens.access_token"): non-empty names.
+std::string parse_member_path(const json_node& node) {
+  std::string path = node.as_string();
+  if (path.empty() || path.front() == '.' || path.back() == '.' ||
+      path.find("..") != std::string::npos)
+    node.fail("expected a member path such as \"tokens.access_token\"");
+  return path;
+}
+
+// "refresh": the token endpoint, the refresh token's member, and what a token response renews.
+login_file_spec::refresh_spec parse_refresh(const json_node& node) {
+  node.expect_object("expected an object with \"url\", \"token\" and \"response\"");
+  node.reject_unknown_keys({"url", "token", "response", "expires_at_ms"});
+  login_file_spec::refresh_spec r;
+  auto url = node.find("url");
+  if (!url) node.fail("missing \"url\" (the token endpoint)");
+  r.url = url->as_string();
+  const std::string_view rest = std::string_view(r.url).substr(std::min<std::size_t>(8, r.url.size()));
+  if (!r.url.starts_with("https://") || rest.empty() || rest.front() == '/' ||
+      rest.find('/') == std::string_view::npos)
+    url->fail("expected \"https://HOST/PATH\"");
+  auto token = node.find("token");
+  if (!token) node.fail("missing \"token\" (the refresh token's member in the file)");
+  r.token = parse_member_path(*token);
+  auto response = node.find("response");
+  if (!response) node.fail("missing \"response\" (token response members → file members)");
+  for (auto& [member, path] : response->members("expected an object of member paths"))
+    r.response.emplace_back(member, parse_member_path(path));
+  if (auto expiry = node.find("expires_at_ms")) r.expires_at_ms = parse_member_path(*expiry);
+  return r;
+}
+
+// "file", "fields" and "refresh": a login file as the credential's source (DESIGN §9).
+login_file_spec parse_login_file(const json_node& node, const json_node& file,
+                                 std::string_view type) {
+  if (type != "github" && type != "bearer" && type != "header")
+    file.fail("a login file applies only to types github, bearer and header");
+  if (node.find("source")) file.fail("\"file\" and \"source\" are exclusive");
+  login_file_spec f;
+  f.path = file.as_string();
+  if (f.path.empty() || (f.path.front() != '/' && !f.path.starts_with("~/")))
+    file.fail("expected an absolute path or one under ~/");
+  auto fields = node.find("fields");
+  if (!fields) node.fail("a login file needs \"fields\" (the members holding its values)");
+  for (auto& [text, item] : fields->string_elements()) f.fields.push_back(parse_member_path(item));
+  if (auto refresh = node.find("refresh")) f.refresh = parse_refresh(*refresh);
+  return f;
+}
+
 credential_spec parse_credential(const std::string& name, const json_node& node,
                                  const std::vector<rule>& allow) {
   if (!is_credential_name(name))
     node.fail("credential names use letters, digits, '-', '_' and '.'");
   node.expect_object("expected a credential object");
   node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
-                            "allow_plaintext", "regions", "services", "scopes"});
+                            "allow_plaintext", "regions", "services", "scopes", "file", "fields",
+                            "refresh"});
 
   credential_spec c;
   c.name = name;
@@ -112,7 +162,15 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
     c.env = default_credential_env(c.type);
   }
 
-  if (auto source = node.find("source"))
+  if (auto file = node.find("file")) {
+    c.login_file = parse_login_file(node, *file, c.type);
+  } else {
+    for (const char* key : {"fields", "refresh"})
+      if (auto n = node.find(key)) n->fail("\"" + std::string(key) + "\" applies only with \"file\"");
+  }
+  if (c.login_file)
+    c.source = "file:" + c.login_file->path;
+  else if (auto source = node.find("source"))
     c.source = parse_source(*source);
   else
     c.source = default_credential_source(c.type, c.env);

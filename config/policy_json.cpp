@@ -41,7 +41,7 @@ ordered_json credential_json(const credential_spec& c) {
   for (const auto& h : c.hosts) hosts.push_back(h.text());
   j["hosts"] = std::move(hosts);
   j["env"] = c.env;
-  j["source"] = c.source;
+  if (!c.login_file) j["source"] = c.source;
   if (!c.header.empty()) j["header"] = c.header;
   if (!c.prefix.empty()) j["prefix"] = c.prefix;
   if (!c.query.empty()) j["query"] = c.query;
@@ -49,6 +49,20 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.services.empty()) j["services"] = c.services;
   if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
+  if (c.login_file) {
+    j["file"] = c.login_file->path;
+    j["fields"] = c.login_file->fields;
+    if (const auto& r = c.login_file->refresh) {
+      ordered_json refresh;
+      refresh["url"] = r->url;
+      refresh["token"] = r->token;
+      ordered_json response = ordered_json::object();
+      for (const auto& [member, path] : r->response) response[member] = path;
+      refresh["response"] = std::move(response);
+      if (!r->expires_at_ms.empty()) refresh["expires_at_ms"] = r->expires_at_ms;
+      j["refresh"] = std::move(refresh);
+    }
+  }
   return j;
 }
 

@@ -79,6 +79,7 @@ asio::awaitable<bool> http_exchange::send_whole_body(bool chunked) {
     if (ec) co_return co_await refuse_unsent(ec);
     entry_.bytes_out += sent;
   }
+  if (plan_->holds_real()) brokers::wipe(body_->bytes);  // a token request's real refresh token
   body_.reset();
   co_return true;
 }

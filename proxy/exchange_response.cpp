@@ -60,6 +60,12 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
   // A body delimited by the upstream's close is delimited the same way for the client.
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
   const bool keep_client = client_keep_alive && !until_close && !io_.draining;
+  if (const std::size_t limit = plan_ ? plan_->response_whole_body(head.status) : 0;
+      limit > 0 && !response->message_done()) {
+    co_await relay_rewritten_body(*response, limit, keep_client);
+    keep_alive = keep_client;
+    co_return;
+  }
   std::string out = client_head(head, keep_client);
   response_started_ = true;
   entry_.status = head.status;
@@ -139,6 +145,54 @@ asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& hea
   entry_.status = 101;
   co_await write_client(out);
   co_await relay_websocket();
+}
+
+asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response,
+                                                         std::size_t limit, bool keep_client) {
+  auto& up = *upstream_;
+  std::string body;  // holds new real values until rewritten
+  const brokers::wipe_on_exit wipe_body([&body] { brokers::wipe(body); });
+  for (;;) {
+    if (!up.in.empty()) {
+      const auto r = response.feed(up.in.view(), &body);
+      if (r.status == http::parse_status::error)
+        throw upstream_error("malformed response body: " + response.error_reason());
+      entry_.bytes_in += r.consumed;
+      up.in.consume(r.consumed);
+      if (body.size() > limit) throw upstream_error("token response larger than the broker reads");
+      if (r.status == http::parse_status::message_complete) break;
+    }
+    auto [ec, n] = co_await up.io.read_some(up.in.space());
+    if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
+      if (response.finish().status != http::parse_status::message_complete)
+        throw upstream_error("upstream closed mid-response");
+      break;
+    }
+    if (ec) throw upstream_error("upstream read failed: " + ec.message());
+    up.in.commit(n);
+    io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+  }
+  http::message_head& head = response.head();
+  plan_->rewrite_response(head.status, body);
+  // Real values the rewrite did not know of are still scrubbed.
+  std::string scrubbed;
+  if (!scrub_patterns_.empty()) {
+    brokers::stream_scrubber scrub(scrub_patterns_);
+    scrub.feed(body, scrubbed);
+    scrub.finish(scrubbed);
+    brokers::wipe(body);
+    body.swap(scrubbed);
+  }
+  std::erase_if(head.headers, [](const http::header_field& h) {
+    return http::iequals(h.name, "content-length") || http::iequals(h.name, "transfer-encoding");
+  });
+  head.headers.push_back({"Content-Length", std::to_string(body.size())});
+  std::string out = client_head(head, keep_client) + body;
+  response_started_ = true;
+  upstream_reusable_ = response.keep_alive() && up.in.empty();
+  if (!finish(head.status, true)) throw upstream_error("audit log write failed");
+  co_await write_client(out);
+  brokers::wipe(out);
 }
 
 std::optional<refusal> http_exchange::coded_body_refusal(const http::message_head& head) const {

@@ -146,8 +146,9 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
     if (auto refused = co_await read_whole_body(request, where, *need))
       co_return co_await refuse(*refused, false);
   }
-  const std::string_view whole = body_ ? body_->bytes : std::string_view();
-  const auto completed = plan.complete(head.method, target, head.headers, whole);
+  std::string no_body;
+  const auto completed =
+      plan.complete(head.method, target, head.headers, body_ ? body_->bytes : no_body);
   entry_.credential = plan.credential();
   if (completed.refused())
     co_return co_await refuse(refusal::of(completed, entry_.host, where.plaintext),

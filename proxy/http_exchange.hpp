@@ -139,6 +139,10 @@ class http_exchange {
   asio::awaitable<bool> read_response_head(http::parser& response);
   // The WebSocket the request asked for, relayed to its end; any other upgrade is refused.
   asio::awaitable<void> relay_upgrade(const http::message_head& head);
+  // A body a credential step rewrites whole (an OAuth token response's new tokens become
+  // dummies): read decoded, at most `limit` bytes, and sent with its new length.
+  asio::awaitable<void> relay_rewritten_body(http::parser& response, std::size_t limit,
+                                             bool keep_client);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<refusal> coded_body_refusal(const http::message_head& head) const;
   // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.

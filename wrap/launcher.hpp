@@ -36,6 +36,12 @@ struct launch_options {
   isolation mode = isolation::netns;
   std::uint16_t proxy_port = 0;           // netns: the listener's port inside the namespace
   std::vector<view_step> private_view;    // netns: host IPC directories emptied, paths kept
+  // netns: a file the child sees in place of another (a login file's dummy copy, DESIGN §9);
+  // what it writes there stays in the copy.
+  struct overlay {
+    std::string copy, target;  // absolute paths
+  };
+  std::vector<overlay> overlays;
   std::vector<std::string> masks;         // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;     // netns: absolute paths the child cannot change
   std::chrono::milliseconds grace{2000};  // between TERM and KILL for what the command left

@@ -144,8 +144,8 @@ void set_up_private_view(int control, const std::vector<view_step>& steps) {
 }
 
 // A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
-// Then the host's IPC directories become private, and the credential files are hidden: an empty read-only tmpfs over a directory, /dev/null
-// over a file.
+// Then the host's IPC directories become private, login files show their dummy copies, and the
+// credential files are hidden: an empty read-only tmpfs over a directory, /dev/null over a file.
 void set_up_mounts(int control, const launch_options& options) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
     fail(control, "making mounts private");
@@ -154,7 +154,19 @@ void set_up_mounts(int control, const launch_options& options) {
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
+  // The copies are in the session directory, which the private view covers: opened first.
+  std::vector<int> copies;
+  for (const auto& o : options.overlays) {
+    copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
+    if (copies.back() < 0) fail(control, "opening " + o.copy);
+  }
   set_up_private_view(control, options.private_view);
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    const std::string source = "/proc/self/fd/" + std::to_string(copies[i]);
+    if (::mount(source.c_str(), options.overlays[i].target.c_str(), nullptr, MS_BIND, nullptr) < 0)
+      fail(control, "showing a copy at " + options.overlays[i].target);
+    ::close(copies[i]);
+  }
   for (const std::string& path : options.masks) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide

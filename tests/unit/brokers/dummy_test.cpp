@@ -122,3 +122,23 @@ TEST_CASE("dummies of degenerate values still differ", "[brokers][dummy]") {
 
   CHECK_THROWS_AS(make_dummy(secret{}), std::invalid_argument);
 }
+
+TEST_CASE("a JWT's dummy keeps its header and claims and changes only the signature") {
+  // {"alg":"RS256","typ":"JWT"} . {"exp":1900000000,"chatgpt_plan_type":"plus"} . signature
+  const std::string head = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9";
+  const std::string claims = "eyJleHAiOjE5MDAwMDAwMDAsImNoYXRncHRfcGxhbl90eXBlIjoicGx1cyJ9";
+  const std::string signature = "Qm9ndXNTaWduYXR1cmUtX0FCQ0RFRkdISUpLTE1OT1BRUlNUVVZXWFla";
+  const std::string jwt = head + "." + claims + "." + signature;
+  const std::string dummy = make_dummy(secret(std::string(jwt)));
+  REQUIRE(dummy.size() == jwt.size());
+  CHECK(dummy.starts_with(head + "." + claims + "."));
+  CHECK(dummy.substr(head.size() + claims.size() + 2) != signature);
+  CHECK(shape(dummy) == shape(jwt));
+}
+
+TEST_CASE("a dotted token that is no JWT is shaped as a whole") {
+  const std::string token = "abcDEF123.ghiJKL456.mnoPQR789";  // no JSON header
+  const std::string dummy = make_dummy(secret(std::string(token)));
+  CHECK(dummy.substr(0, 9) != token.substr(0, 9));
+  CHECK(shape(dummy) == shape(token));
+}

@@ -96,7 +96,8 @@ std::optional<broker::brokers::local_answer> token_answer(const credential_set& 
   if (whole) *whole = plan.whole_body().has_value();
   if (!plan.whole_body()) return std::nullopt;
   CHECK(plan.whole_body()->limit == broker::brokers::max_token_request);
-  REQUIRE_FALSE(plan.complete(method, target, headers, form).refused());
+  std::string body = form;
+  REQUIRE_FALSE(plan.complete(method, target, headers, body).refused());
   if (plan.answer()) CHECK(plan.credential() == plan.answer()->credential);
   return plan.answer();
 }

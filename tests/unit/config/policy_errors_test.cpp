@@ -386,3 +386,37 @@ TEST_CASE("an empty key is named in errors, at any level", "[config][policy]") {
   CHECK(error_of("{\"credentials\": {\"\": {\"type\": tru}}}").key ==
         "credentials.<empty key>.type");
 }
+
+TEST_CASE("login file credentials are validated", "[config][policy]") {
+  auto fields_alone = error_of(
+      R"({"credentials": {"x": {"type": "bearer", "env": ["T"], "hosts": ["a.example"],
+  "fields": ["token"]}}})");
+  CHECK(fields_alone.key == "credentials.x.fields");
+  CHECK(fields_alone.line == 2);
+  CHECK(error_of(R"({"credentials": {"x": {"type": "aws-sigv4", "hosts": ["a.example"],
+    "file": "~/.aws/x.json", "fields": ["a"]}}})")
+            .message.find("only to types github, bearer and header") != std::string::npos);
+  CHECK(error_of(R"({"credentials": {"x": {"type": "bearer", "hosts": ["a.example"],
+    "file": "relative/auth.json", "fields": ["a"]}}})")
+            .key == "credentials.x.file");
+  CHECK(error_of(R"({"credentials": {"x": {"type": "bearer", "hosts": ["a.example"],
+    "file": "~/a.json"}}})")
+            .message.find("needs \"fields\"") != std::string::npos);
+  CHECK(error_of(R"({"credentials": {"x": {"type": "bearer", "hosts": ["a.example"],
+    "file": "~/a.json", "fields": ["tokens..access"]}}})")
+            .key == "credentials.x.fields[0]");
+  CHECK(error_of(R"({"credentials": {"x": {"type": "bearer", "hosts": ["a.example"],
+    "file": "~/a.json", "fields": ["a"], "refresh": {"url": "http://a.example/token",
+    "token": "r", "response": {}}}}})")
+            .key == "credentials.x.refresh.url");
+  auto ok = broker::config::parse_policy(R"({"credentials": {"x": {"type": "bearer",
+    "hosts": ["a.example"], "file": "~/a.json", "fields": ["tokens.access_token"],
+    "refresh": {"url": "https://a.example/oauth/token", "token": "tokens.refresh_token",
+                "response": {"access_token": "tokens.access_token"}}}}})",
+                                         "p.json");
+  const auto& spec = ok.credentials.at("x");
+  REQUIRE(spec.login_file);
+  CHECK(spec.login_file->fields == std::vector<std::string>{"tokens.access_token"});
+  REQUIRE(spec.login_file->refresh);
+  CHECK(spec.login_file->refresh->response.at(0).second == "tokens.access_token");
+}

@@ -1,0 +1,404 @@
+// A login file's values, their dummies, the dummy copy the child sees, and the OAuth refresh
+// that rotates them (login_file.hpp).
+#include "brokers/login_file.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <shared_mutex>
+
+#include "brokers/dummy.hpp"
+#include "brokers/secret_source.hpp"
+#include "brokers/text.hpp"
+#include "brokers/value_broker.hpp"
+#include "certs/atomic_file.hpp"
+
+namespace broker::brokers {
+namespace {
+
+using nlohmann::ordered_json;
+
+// Shorter values are not brokered (credential_set.cpp says why).
+constexpr std::size_t min_value_size = 8;
+constexpr std::string_view refresh_why = "an OAuth token request, whose refresh token is swapped";
+
+// Zeroes every string in `value` and below (the document held real values).
+void wipe_json(ordered_json& value) noexcept {
+  if (value.is_string()) {
+    wipe(value.get_ref<std::string&>());
+  } else if (value.is_structured()) {
+    for (auto& item : value) wipe_json(item);
+  }
+}
+
+// Wipes a document however the scope ends.
+struct json_wiper {
+  ordered_json& doc;
+  ~json_wiper() { wipe_json(doc); }
+};
+
+// The member at a dotted path ("tokens.access_token"), or null.
+ordered_json* member_at(ordered_json& doc, std::string_view path) {
+  ordered_json* node = &doc;
+  while (node) {
+    const std::size_t dot = path.find('.');
+    const std::string name(path.substr(0, dot));
+    if (!node->is_object()) return nullptr;
+    auto it = node->find(name);
+    if (it == node->end()) return nullptr;
+    node = &*it;
+    if (dot == std::string_view::npos) return node;
+    path.remove_prefix(dot + 1);
+  }
+  return nullptr;
+}
+
+// The member at a dotted path, made (with the objects above it) when missing; null when a
+// value that is no object is in the way.
+ordered_json* make_member_at(ordered_json& doc, std::string_view path) {
+  ordered_json* node = &doc;
+  for (;;) {
+    if (!node->is_object()) return nullptr;
+    const std::size_t dot = path.find('.');
+    node = &(*node)[std::string(path.substr(0, dot))];
+    if (dot == std::string_view::npos) return node;
+    if (node->is_null()) *node = ordered_json::object();
+    path.remove_prefix(dot + 1);
+  }
+}
+
+// The file's bytes as one JSON object; nullopt when the file is missing. Throws source_error
+// naming the file and, for a syntax error, only its byte offset.
+std::optional<ordered_json> read_json_file(const std::string& path) {
+  std::optional<secret> text = load_secret_untrimmed("file:" + path);
+  if (!text) return std::nullopt;
+  ordered_json doc;
+  try {
+    doc = ordered_json::parse(text->expose());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw source_error("file:" + path + ": not JSON (at byte " + std::to_string(e.byte) + ")");
+  }
+  if (!doc.is_object()) {
+    wipe_json(doc);
+    throw source_error("file:" + path + ": expected a JSON object");
+  }
+  return doc;
+}
+
+// `body` with the first occurrence of `from` (as sent, or percent-encoded as a form would carry
+// it) replaced by `to` in the same form; false when neither occurs. Same length both ways: a
+// dummy keeps the real value's punctuation where it is.
+bool replace_in_body(std::string& body, std::string_view from, std::string_view to) {
+  if (auto at = body.find(from); at != std::string::npos) {
+    body.replace(at, from.size(), to);
+    return true;
+  }
+  std::string encoded_from = percent_encode(from);
+  bool done = false;
+  if (auto at = body.find(encoded_from); at != std::string::npos) {
+    std::string encoded_to = percent_encode(to);
+    body.replace(at, encoded_from.size(), encoded_to);
+    wipe(encoded_to);
+    done = true;
+  }
+  wipe(encoded_from);
+  return done;
+}
+
+class login_file_broker;
+
+// A POST to the token endpoint: the refresh token's dummy becomes the current real one, and a
+// successful response's new tokens become dummies.
+class refresh_step final : public request_step {
+ public:
+  explicit refresh_step(const login_file_broker& owner) : owner_(owner) {}
+
+  bool holds_real() const override { return true; }
+  std::optional<whole_body_need> whole_body() const override {
+    return whole_body_need{max_token_request, refresh_why};
+  }
+  request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
+                            std::string& body) override;
+  std::size_t response_whole_body(int status) const override {
+    return redeemed_ && status >= 200 && status < 300 ? max_token_response : 0;
+  }
+  void rewrite_response(int status, std::string& body) override;
+
+ private:
+  const login_file_broker& owner_;
+  const secret* redeemed_ = nullptr;  // the real refresh token sent up, owned by owner_
+};
+
+class login_file_broker final : public request_broker {
+ public:
+  login_file_broker(config::credential_spec spec, layer_hosts other_hosts, std::string path)
+      : request_broker(std::move(spec), std::move(other_hosts)), path_(std::move(path)) {}
+
+  // Takes the listed values out of `doc` (a copy of the real file), leaving their dummies in
+  // it: the child's copy. False when there is none.
+  bool take_values(ordered_json& doc) {
+    const auto& file = *spec().login_file;
+    for (const std::string& field : file.fields) take(doc, field, false);
+    if (file.refresh) take(doc, file.refresh->token, true);
+    initial_ = issued_.size();
+    copy_ = doc.dump(2) + "\n";
+    return !issued_.empty();
+  }
+
+  credential_values values() const override {
+    credential_values v;  // every real value is a rotated one (rotated_values)
+    for (std::size_t i = 0; i < initial_; ++i) v.dummies.push_back(issued_[i].carrier->dummy());
+    return v;
+  }
+  void rotated_values(std::chrono::system_clock::time_point,
+                      std::vector<scrub_pattern>& out) const override {
+    std::shared_lock lock(mutex_);
+    for (const auto& v : issued_) out.push_back(v.carrier->values().reals.front());
+  }
+  void rotated_dummies(std::vector<std::string_view>& out) const override {
+    std::shared_lock lock(mutex_);
+    for (std::size_t i = initial_; i < issued_.size(); ++i)
+      out.push_back(issued_[i].carrier->dummy());
+  }
+  bool rotates() const override { return true; }
+  void dummy_variables(std::vector<dummy_variable>&) const override {}
+  void dummy_files(std::vector<dummy_file>& out) const override {
+    out.push_back({"", "login-" + name() + ".json", copy_, name(), path_});
+  }
+
+  // The family's places (Authorization: Bearer, its header, opted-in query parameters), for
+  // every value but the refresh token, which only its token endpoint gets.
+  int swap_header(std::string_view name, std::string& value) const override {
+    std::shared_lock lock(mutex_);
+    for (const auto& v : issued_)
+      if (!v.refresh)
+        if (int n = v.carrier->swap_header(name, value)) return n;
+    return 0;
+  }
+  int swap_query(std::string& target) const override {
+    std::shared_lock lock(mutex_);
+    int n = 0;
+    for (const auto& v : issued_)
+      if (!v.refresh) n += v.carrier->swap_query(target);
+    return n;
+  }
+
+  std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
+                                      std::string_view target,
+                                      const std::vector<http::header_field>&, bool has_body,
+                                      request_decision&) const override {
+    const auto& refresh = spec().login_file->refresh;
+    if (!refresh || method != "POST" || !has_body) return nullptr;
+    // "https://" HOST[:PORT] PATH: the host and the path must both be the endpoint's.
+    const std::string_view url = std::string_view(refresh->url).substr(8);
+    const std::string_view authority = url.substr(0, url.find('/'));
+    const std::string_view host = authority.substr(0, authority.find(':'));
+    const std::string_view path = url.substr(authority.size());
+    if (lower(host) != lower(where.host) || target.substr(0, target.find('?')) != path)
+      return nullptr;
+    return std::make_unique<refresh_step>(*this);
+  }
+
+  // The body's refresh-token dummy (any issued) → the current real refresh token, the newest
+  // the real file holds; null when the body carries none of them.
+  const secret* redeem(std::string& body) const {
+    adopt_newer_file();
+    std::shared_lock lock(mutex_);
+    if (current_refresh_ < 0) return nullptr;
+    const auto& current = issued_[static_cast<std::size_t>(current_refresh_)];
+    for (const auto& v : issued_) {
+      if (!v.refresh) continue;
+      if (replace_in_body(body, v.carrier->dummy(), real_of(current)))
+        return &current.real_copy;
+    }
+    return nullptr;
+  }
+
+  // A successful token response to a request that redeemed `redeemed`: its tokens become
+  // dummies in `body`, the broker's current values, and the real file's.
+  void rotate(const secret& redeemed, std::string& body) const {
+    ordered_json doc;
+    try {
+      doc = ordered_json::parse(body);
+    } catch (const nlohmann::json::parse_error&) {
+      return;  // no JSON: no token this broker knows how to find
+    }
+    const json_wiper wipe_doc{doc};
+    if (!doc.is_object()) return;
+    const auto& refresh = *spec().login_file->refresh;
+    std::vector<std::pair<std::string, secret>> renewed;  // file member → new real value
+    std::unique_lock lock(mutex_);
+    for (const auto& [member, field] : refresh.response) {
+      auto it = doc.find(member);
+      if (it == doc.end() || !it->is_string() || it->get_ref<std::string&>().size() < min_value_size)
+        continue;
+      std::string& text = it->get_ref<std::string&>();
+      const bool is_refresh = field == refresh.token;
+      issue(field, secret(std::string(text)), is_refresh);
+      renewed.emplace_back(field, secret(std::string(text)));
+      text = issued_.back().carrier->dummy();
+    }
+    std::optional<std::int64_t> expires_at_ms;
+    if (auto it = doc.find("expires_in"); it != doc.end() && it->is_number()) {
+      const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch());
+      expires_at_ms = now.count() + static_cast<std::int64_t>(it->get<double>() * 1000);
+    }
+    lock.unlock();
+    wipe(body);
+    body = doc.dump();
+    if (!renewed.empty()) write_back(redeemed, renewed, expires_at_ms);
+  }
+
+ private:
+  struct issued {
+    std::string field;                      // the member path in the file
+    std::unique_ptr<value_broker> carrier;  // the real value and its dummy, swapped per family
+    bool refresh = false;                   // the refresh token: for its token endpoint only
+    secret real_copy;                       // refresh tokens: what redeem() hands out
+  };
+
+  static std::string_view real_of(const issued& v) { return v.carrier->values().reals.front().find; }
+
+  // One value from the file into the issued list (called before any request, or under the
+  // unique lock), its dummy left in `doc`.
+  void take(ordered_json& doc, const std::string& field, bool refresh) const {
+    ordered_json* member = member_at(doc, field);
+    if (!member || !member->is_string()) return;
+    std::string& text = member->get_ref<std::string&>();
+    if (text.size() < min_value_size) return;
+    issue(field, secret(std::string(text)), refresh);
+    wipe(text);
+    text = issued_.back().carrier->dummy();
+  }
+
+  void issue(const std::string& field, secret real, bool refresh) const {
+    secret copy = refresh ? secret(std::string(real.expose())) : secret();
+    std::string dummy = make_dummy(real);
+    issued v;
+    v.field = field;
+    v.refresh = refresh;
+    v.real_copy = std::move(copy);
+    v.carrier = make_value_broker({spec(), std::move(real), std::move(dummy), {}});
+    issued_.push_back(std::move(v));
+    if (refresh) current_refresh_ = static_cast<long>(issued_.size() - 1);
+  }
+
+  // When the real file holds a refresh token this broker never issued, another session (or the
+  // user) refreshed since: its tokens are newer, and used from now on.
+  void adopt_newer_file() const {
+    const auto& refresh = spec().login_file->refresh;
+    std::optional<ordered_json> doc;
+    try {
+      doc = read_json_file(path_);
+    } catch (const std::exception& e) {
+      spdlog::warn("credential {}: reading the login file again failed ({})", name(), e.what());
+    }
+    if (!doc) return;
+    const json_wiper wipe_doc{*doc};
+    ordered_json* token = member_at(*doc, refresh->token);
+    if (!token || !token->is_string()) return;
+    std::unique_lock lock(mutex_);
+    for (const auto& v : issued_)
+      if (v.refresh && v.real_copy.expose() == token->get_ref<const std::string&>()) return;
+    spdlog::info("credential {}: the login file was refreshed elsewhere; using its tokens",
+                 name());
+    for (const std::string& field : spec().login_file->fields) take(*doc, field, false);
+    take(*doc, refresh->token, true);
+  }
+
+  // The new real values into the real file, unless it no longer holds `redeemed` (refreshed
+  // elsewhere meanwhile: its tokens are kept). Atomic: a temp file renamed over it.
+  void write_back(const secret& redeemed,
+                  const std::vector<std::pair<std::string, secret>>& renewed,
+                  std::optional<std::int64_t> expires_at_ms) const {
+    const auto& refresh = *spec().login_file->refresh;
+    try {
+      std::error_code ec;
+      const std::filesystem::path file = std::filesystem::canonical(path_, ec);
+      if (ec) throw source_error("file:" + path_ + ": " + ec.message());
+      std::optional<ordered_json> doc = read_json_file(file.string());
+      if (!doc) throw source_error("file:" + path_ + ": gone");
+      const json_wiper wipe_doc{*doc};
+      ordered_json* token = member_at(*doc, refresh.token);
+      if (token && token->is_string() &&
+          token->get_ref<const std::string&>() != redeemed.expose()) {
+        spdlog::warn("credential {}: {} was refreshed elsewhere meanwhile; kept as it is", name(),
+                     path_);
+        return;
+      }
+      for (const auto& [field, value] : renewed)
+        if (ordered_json* member = make_member_at(*doc, field)) *member = value.expose();
+      if (expires_at_ms && !refresh.expires_at_ms.empty())
+        if (ordered_json* member = make_member_at(*doc, refresh.expires_at_ms))
+          *member = *expires_at_ms;
+      struct stat st {};
+      if (::stat(file.c_str(), &st) < 0) throw source_error("file:" + path_ + ": cannot stat");
+      std::string text = doc->dump(2) + "\n";
+      const wipe_on_exit wipe_text([&text] { wipe(text); });
+      certs::write_file_atomically(file, text, st.st_mode & 07777);
+      if (::geteuid() == 0 && (st.st_uid != 0 || st.st_gid != 0))
+        (void)::chown(file.c_str(), st.st_uid, st.st_gid);
+      spdlog::info("credential {}: the refreshed login was written back to {}", name(), path_);
+    } catch (const std::exception& e) {
+      spdlog::error("credential {}: writing the refreshed login back to {} failed ({}); the user "
+                    "may have to log in again",
+                    name(), path_, e.what());
+    }
+  }
+
+  std::string path_;  // the real file, "~/" expanded
+  std::string copy_;  // the child's copy, dummies only
+  // What refreshes change, from any thread: under mutex_.
+  mutable std::shared_mutex mutex_;
+  mutable std::deque<issued> issued_;  // never shrinks: views into it stay valid
+  std::size_t initial_ = 0;            // how many came from the file at the start
+  mutable long current_refresh_ = -1;  // the newest refresh token's index
+};
+
+request_decision refresh_step::complete(std::string_view, std::string&,
+                                        std::vector<http::header_field>&, std::string& body) {
+  redeemed_ = owner_.redeem(body);
+  if (!redeemed_) return {};
+  return {request_action::pass, owner_.name(), "body refresh_token", 1};
+}
+
+void refresh_step::rewrite_response(int, std::string& body) {
+  if (redeemed_) owner_.rotate(*redeemed_, body);
+}
+
+}  // namespace
+
+std::unique_ptr<request_broker> make_login_file_broker(const config::credential_spec& spec,
+                                                       request_broker::layer_hosts other_hosts,
+                                                       const std::string& home,
+                                                       std::string& why) {
+  std::string path = spec.login_file->path;
+  if (path.starts_with("~/")) {
+    if (home.empty()) {
+      why = "no home directory for " + path;
+      return nullptr;
+    }
+    path = home + path.substr(1);
+  }
+  std::optional<ordered_json> doc = read_json_file(path);
+  if (!doc) {
+    why = "no file " + path;
+    return nullptr;
+  }
+  const json_wiper wipe_doc{*doc};
+  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), path);
+  if (!broker->take_values(*doc)) {
+    why = "no listed value in " + path;
+    return nullptr;
+  }
+  return broker;
+}
+
+}  // namespace broker::brokers

@@ -1,0 +1,33 @@
+// An agent's own login file as a credential (DESIGN §9): Codex's ~/.codex/auth.json, Claude
+// Code's ~/.claude/.credentials.json, Gemini CLI's ~/.gemini/oauth_creds.json. The child sees a
+// copy of the file with every listed value replaced by a same-shaped dummy (a JWT keeps its
+// claims), at the file's usual path; its family (bearer, github, header) carries each value as
+// it carries any token.
+//
+// OAuth refresh: a POST to the credential's token endpoint carrying a refresh-token dummy (JSON
+// or form body) gets the current real refresh token instead; the token response's new access,
+// refresh and id tokens become fresh dummies before the child reads them, the broker swaps with
+// the new real values from then on, and writes them back to the real file atomically, so the
+// user's login outlives the session (refresh tokens are single-use). A file that changed since
+// it was read (another session refreshed) is not overwritten, and its newer tokens are used.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "brokers/request_broker.hpp"
+
+namespace broker::brokers {
+
+// The most of a token response read whole to be rewritten.
+inline constexpr std::size_t max_token_response = 256 * 1024;
+
+// The broker for spec.login_file, or null with `why` set when the file is missing or holds no
+// listed value. `home` expands a "~/" path. Throws source_error for a file that exists but is
+// unreadable or no JSON object (naming the file and a byte offset, never a value).
+std::unique_ptr<request_broker> make_login_file_broker(const config::credential_spec& spec,
+                                                       request_broker::layer_hosts other_hosts,
+                                                       const std::string& home,
+                                                       std::string& why);
+
+}  // namespace broker::brokers
