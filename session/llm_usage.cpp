@@ -35,17 +35,38 @@ llm_api classify_llm_request(std::string_view host, std::string_view method,
   if (method != "POST") return llm_api::none;
   if (host.ends_with(":443")) host.remove_suffix(4);
   path = path.substr(0, path.find_first_of("?#"));
+  const bool generate =
+      path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent");
   if (host == "api.openai.com") {
     if (path == "/v1/chat/completions" || path == "/v1/completions") return llm_api::openai_chat;
     if (path == "/v1/responses") return llm_api::openai_responses;
+  } else if (host == "chatgpt.com") {
+    // Codex signed in with ChatGPT: the Responses API under the ChatGPT backend.
+    if (path == "/backend-api/codex/responses") return llm_api::openai_responses;
   } else if (host == "api.anthropic.com") {
     if (path == "/v1/messages") return llm_api::anthropic_messages;
+  } else if (host == "cloudcode-pa.googleapis.com") {
+    // Gemini CLI signed in with Google: Code Assist's /v1internal:streamGenerateContent, whose
+    // chunks wrap a GenerateContentResponse in "response".
+    if (generate && path.starts_with("/v1internal:")) return llm_api::gemini_generate;
+  } else if (host == "aiplatform.googleapis.com" || host.ends_with("-aiplatform.googleapis.com")) {
+    // Vertex AI: Gemini models (generateContent) and Anthropic's (rawPredict: Messages bodies).
+    if (path.find("/publishers/google/models/") != std::string_view::npos && generate)
+      return llm_api::gemini_generate;
+    if (path.find("/publishers/anthropic/models/") != std::string_view::npos &&
+        (path.ends_with(":rawPredict") || path.ends_with(":streamRawPredict")))
+      return llm_api::anthropic_messages;
+  } else if (host.starts_with("bedrock-runtime.") && host.ends_with(".amazonaws.com")) {
+    // Bedrock's InvokeModel answers an Anthropic model with a Messages body; its streaming form
+    // (invoke-with-response-stream) is AWS's binary event stream and is not metered.
+    if (path.starts_with("/model/") && path.ends_with("/invoke") &&
+        path.find("anthropic.") != std::string_view::npos)
+      return llm_api::anthropic_messages;
   } else if (host == "generativelanguage.googleapis.com") {
     // /v1beta/models/gemini-2.5-pro:streamGenerateContent and the like.
     const std::size_t slash = path.find('/', 1);
     const std::string_view rest = slash == std::string_view::npos ? "" : path.substr(slash);
-    if ((rest.starts_with("/models/") || rest.starts_with("/tunedModels/")) &&
-        (path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent")))
+    if ((rest.starts_with("/models/") || rest.starts_with("/tunedModels/")) && generate)
       return llm_api::gemini_generate;
   }
   return llm_api::none;

@@ -204,6 +204,10 @@ void take_anthropic_event(const json& j, llm_usage_tally& t) {
 // One GenerateContentResponse: a whole body, or one chunk of a stream (each chunk carries its
 // own new text, and the usage so far).
 void take_gemini_chunk(const json& j, llm_usage_tally& t) {
+  // Code Assist wraps each GenerateContentResponse: {"response": {...}, "traceId": ...}.
+  if (const json* inner = member(j, "response");
+      inner != nullptr && inner->is_object() && member(j, "candidates") == nullptr)
+    return take_gemini_chunk(*inner, t);
   const json* version = member(j, "modelVersion");
   if (t.model.empty() && version != nullptr && version->is_string())
     t.model = model_name(version->get_ref<const std::string&>());

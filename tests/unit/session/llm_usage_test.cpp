@@ -248,3 +248,36 @@ TEST_CASE("Gemini JSON over the buffered size is scanned for its usageMetadata",
   CHECK(same(meter_whole(llm_api::gemini_generate, json_type, big),
              usage(120, 80, false, "gemini-2.5-pro")));
 }
+
+TEST_CASE("the agents' other model endpoints are classified: ChatGPT Codex, Code Assist, Vertex, "
+          "Bedrock",
+          "[llm_usage]") {
+  CHECK(classify_llm_request("chatgpt.com", "POST", "/backend-api/codex/responses") ==
+        llm_api::openai_responses);
+  CHECK(classify_llm_request("chatgpt.com", "POST", "/backend-api/conversation") == llm_api::none);
+  CHECK(classify_llm_request("cloudcode-pa.googleapis.com", "POST",
+                             "/v1internal:streamGenerateContent?alt=sse") ==
+        llm_api::gemini_generate);
+  CHECK(classify_llm_request("cloudcode-pa.googleapis.com", "POST", "/v1internal:loadCodeAssist") ==
+        llm_api::none);
+  CHECK(classify_llm_request(
+            "us-central1-aiplatform.googleapis.com", "POST",
+            "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:"
+            "generateContent") == llm_api::gemini_generate);
+  CHECK(classify_llm_request("us-east5-aiplatform.googleapis.com", "POST",
+                             "/v1/projects/p/locations/us-east5/publishers/anthropic/models/"
+                             "claude-sonnet-4:streamRawPredict") == llm_api::anthropic_messages);
+  CHECK(classify_llm_request("bedrock-runtime.us-east-1.amazonaws.com", "POST",
+                             "/model/anthropic.claude-sonnet-4-v1:0/invoke") ==
+        llm_api::anthropic_messages);
+  CHECK(classify_llm_request("bedrock-runtime.us-east-1.amazonaws.com", "POST",
+                             "/model/anthropic.claude-sonnet-4-v1:0/invoke-with-response-stream") ==
+        llm_api::none);
+}
+
+TEST_CASE("Code Assist chunks wrap the GenerateContentResponse in \"response\"", "[llm_usage]") {
+  std::string one_line = replace_all(std::string(gemini_json), "\n", "");
+  const std::string wrapped = "data: {\"response\":" + one_line + ",\"traceId\":\"abc\"}\r\n\r\n";
+  CHECK(same(meter_whole(llm_api::gemini_generate, sse_type, wrapped),
+             usage(120, 30 + 50, false, "gemini-2.5-pro")));
+}
