@@ -3,6 +3,7 @@
 #include "brokers/login_file.hpp"
 
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,7 +18,6 @@
 #include "brokers/secret_source.hpp"
 #include "brokers/text.hpp"
 #include "brokers/value_broker.hpp"
-#include "certs/atomic_file.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -109,6 +109,28 @@ bool replace_in_body(std::string& body, std::string_view from, std::string_view 
   }
   wipe(encoded_from);
   return done;
+}
+
+// The file's new content written over the old in one write, then cut to its length and synced.
+// In place rather than renamed over: a running session's view of the file is a bind mount on
+// it, which a rename(2) from outside would detach (the child would then see the real file); the
+// agents write their login files in place too.
+void write_in_place(const std::filesystem::path& file, std::string_view text) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) throw source_error(file.string() + ": cannot open for writing");
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done,
+                               static_cast<off_t>(done));
+    if (n <= 0) {
+      ::close(fd);
+      throw source_error(file.string() + ": write failed");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  const bool ok = ::ftruncate(fd, static_cast<off_t>(text.size())) == 0 && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) throw source_error(file.string() + ": write failed");
 }
 
 class login_file_broker;
@@ -338,13 +360,9 @@ class login_file_broker final : public request_broker {
       if (expires_at_ms && !refresh.expires_at_ms.empty())
         if (ordered_json* member = make_member_at(*doc, refresh.expires_at_ms))
           *member = *expires_at_ms;
-      struct stat st {};
-      if (::stat(file.c_str(), &st) < 0) throw source_error("file:" + path_ + ": cannot stat");
       std::string text = doc->dump(2) + "\n";
       const wipe_on_exit wipe_text([&text] { wipe(text); });
-      certs::write_file_atomically(file, text, st.st_mode & 07777);
-      if (::geteuid() == 0 && (st.st_uid != 0 || st.st_gid != 0))
-        (void)::chown(file.c_str(), st.st_uid, st.st_gid);
+      write_in_place(file, text);
       spdlog::info("credential {}: the refreshed login was written back to {}", name(), path_);
     } catch (const std::exception& e) {
       spdlog::error("credential {}: writing the refreshed login back to {} failed ({}); the user "

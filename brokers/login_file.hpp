@@ -7,7 +7,8 @@
 // OAuth refresh: a POST to the credential's token endpoint carrying a refresh-token dummy (JSON
 // or form body) gets the current real refresh token instead; the token response's new access,
 // refresh and id tokens become fresh dummies before the child reads them, the broker swaps with
-// the new real values from then on, and writes them back to the real file atomically, so the
+// the new real values from then on, and writes them back to the real file (in place, as the
+// agents do: a rename would detach the child's view of it), so the
 // user's login outlives the session (refresh tokens are single-use). A file that changed since
 // it was read (another session refreshed) is not overwritten, and its newer tokens are used.
 #pragma once

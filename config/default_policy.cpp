@@ -21,6 +21,17 @@ constexpr std::string_view default_text = R"json({
     { "host": "api.openai.com", "ports": [443] },
     { "host": "api.anthropic.com", "ports": [443] },
     { "host": "generativelanguage.googleapis.com", "ports": [443] },
+    // The agents' own logins: Codex with ChatGPT (its backend and token endpoint), Claude Code's
+    // token endpoint, Gemini CLI with Google (Code Assist and Google's token endpoint). Their
+    // telemetry hosts (ab.chatgpt.com, statsig, sentry, play.googleapis.com) are not listed.
+    { "host": "chatgpt.com", "ports": [443], "paths": ["/backend-api/*"] },
+    { "host": "auth.openai.com", "ports": [443], "methods": ["POST"], "paths": ["/oauth/token"] },
+    { "host": "platform.claude.com", "ports": [443], "methods": ["POST"],
+      "paths": ["/v1/oauth/token"] },
+    { "host": "console.anthropic.com", "ports": [443], "methods": ["POST"],
+      "paths": ["/v1/oauth/token"] },
+    { "host": "cloudcode-pa.googleapis.com", "ports": [443] },
+    { "host": "oauth2.googleapis.com", "ports": [443], "methods": ["POST"], "paths": ["/token"] },
 
     // AWS service endpoints (regional and global).
     { "host": "*.amazonaws.com", "ports": [443] },
@@ -89,6 +100,47 @@ constexpr std::string_view default_text = R"json({
       "query": ["key"],
       "env": ["GOOGLE_API_KEY"],
       "hosts": ["generativelanguage.googleapis.com"]
+    },
+    // The agents' login files (DESIGN §9), brokered where they exist: the child sees a copy
+    // with dummies, and a refresh rotates the real login outside.
+    "codex_login": {
+      "type": "bearer",
+      "file": "~/.codex/auth.json",
+      "fields": ["OPENAI_API_KEY", "tokens.access_token", "tokens.id_token"],
+      "refresh": {
+        "url": "https://auth.openai.com/oauth/token",
+        "token": "tokens.refresh_token",
+        "response": { "access_token": "tokens.access_token",
+                      "refresh_token": "tokens.refresh_token", "id_token": "tokens.id_token" }
+      },
+      "hosts": ["api.openai.com", "chatgpt.com", "auth.openai.com"]
+    },
+    "claude_login": {
+      "type": "bearer",
+      "file": "~/.claude/.credentials.json",
+      "fields": ["claudeAiOauth.accessToken"],
+      "refresh": {
+        "url": "https://platform.claude.com/v1/oauth/token",
+        "token": "claudeAiOauth.refreshToken",
+        "response": { "access_token": "claudeAiOauth.accessToken",
+                      "refresh_token": "claudeAiOauth.refreshToken" },
+        "expires_at_ms": "claudeAiOauth.expiresAt"
+      },
+      "hosts": ["api.anthropic.com", "platform.claude.com"]
+    },
+    "gemini_login": {
+      "type": "bearer",
+      "file": "~/.gemini/oauth_creds.json",
+      "fields": ["access_token", "id_token"],
+      "refresh": {
+        "url": "https://oauth2.googleapis.com/token",
+        "token": "refresh_token",
+        "response": { "access_token": "access_token", "refresh_token": "refresh_token",
+                      "id_token": "id_token" },
+        "expires_at_ms": "expiry_date"
+      },
+      "hosts": ["cloudcode-pa.googleapis.com", "oauth2.googleapis.com",
+                "generativelanguage.googleapis.com"]
     },
     "aws": {
       "type": "aws-sigv4",

@@ -33,7 +33,8 @@ READY_LINE = re.compile(r"^broker: listening on (http://(127\.0\.0\.1|\[::1\]):(
 # DNS names every test leaf certificate carries.
 TEST_NAMES = ["api.example.test", "other.example.test", "api.github.com", "github.com",
               "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com",
-              "localhost"]
+              "localhost", "platform.claude.com", "auth.openai.com", "chatgpt.com",
+              "oauth2.googleapis.com", "cloudcode-pa.googleapis.com"]
 
 
 def clean_env(extra=None):

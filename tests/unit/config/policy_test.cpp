@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -105,7 +106,7 @@ TEST_CASE("sha256 covers the file bytes", "[config][policy]") {
 TEST_CASE("the embedded default policy parses", "[config][policy]") {
   auto p = parse_policy(broker::config::default_policy_text(), "<default>");
   CHECK(p.source == "<default>");
-  CHECK(p.credentials.size() == 9);
+  CHECK(p.credentials.size() == 12);
   CHECK(p.credentials.at("github").hosts.size() == 3);
   CHECK(p.credentials.at("anthropic").header == "x-api-key");
   CHECK(p.credentials.at("aws").type == "aws-sigv4");
@@ -117,6 +118,17 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   CHECK(p.credentials.at("gemini").header == "x-goog-api-key");
   CHECK(p.credentials.at("gemini").query == std::vector<std::string>{"key"});
   CHECK(p.credentials.at("google_api_key").source == "env:GOOGLE_API_KEY");
+  // Their login files, each refreshed at its own token endpoint (DESIGN §9).
+  for (const char* login : {"codex_login", "claude_login", "gemini_login"}) {
+    const auto& spec = p.credentials.at(login);
+    REQUIRE(spec.login_file);
+    REQUIRE(spec.login_file->refresh);
+    const std::string url = spec.login_file->refresh->url;
+    const std::string host = url.substr(8, url.find('/', 8) - 8);
+    CHECK(std::any_of(spec.hosts.begin(), spec.hosts.end(),
+                      [&](const auto& h) { return h.matches(host); }));
+  }
+  CHECK(p.credentials.at("claude_login").login_file->path == "~/.claude/.credentials.json");
   CHECK(p.deny.empty());
   bool has_pypi = false, any_tunnel = false;
   for (const auto& r : p.allow) {
@@ -126,7 +138,7 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(has_pypi);
   CHECK_FALSE(any_tunnel);
-  CHECK(p.allow.size() == 21);
+  CHECK(p.allow.size() == 27);
 }
 
 TEST_CASE("to_json shows the normalized layer", "[config][policy]") {
