@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <filesystem>
@@ -173,6 +174,23 @@ class login_file_broker final : public request_broker {
     return !issued_.empty();
   }
 
+  // A YAML login file (gh's hosts.yml): every scalar of a listed key, at any depth, is a value
+  // (gh keeps one oauth_token per host). The copy is the file's text with each one replaced by
+  // its dummy (same length, same quoting), so nothing else of it changes.
+  bool take_yaml_values(const secret& text) {
+    copy_ = std::string(text.expose());
+    std::size_t line_at = 0;
+    while (line_at < copy_.size()) {
+      std::size_t end = copy_.find('\n', line_at);
+      if (end == std::string::npos) end = copy_.size();
+      take_yaml_line(line_at, end);
+      line_at = end + 1;
+    }
+    initial_ = issued_.size();
+    if (issued_.empty()) wipe(copy_);
+    return !issued_.empty();
+  }
+
   credential_values values() const override {
     credential_values v;  // every real value is a rotated one (rotated_values)
     for (std::size_t i = 0; i < initial_; ++i) v.dummies.push_back(issued_[i].carrier->dummy());
@@ -287,6 +305,32 @@ class login_file_broker final : public request_broker {
   };
 
   static std::string_view real_of(const issued& v) { return v.carrier->values().reals.front().find; }
+
+  // `key: value` (or `- key: value`) on copy_[begin, end), the value plain or quoted.
+  void take_yaml_line(std::size_t begin, std::size_t end) {
+    std::string_view line = std::string_view(copy_).substr(begin, end - begin);
+    std::size_t at = line.find_first_not_of(" \t");
+    if (at == std::string_view::npos || line[at] == '#') return;
+    if (line.substr(at).starts_with("- ")) at = line.find_first_not_of(" \t", at + 2);
+    const std::size_t colon = line.find(": ", at);
+    if (at == std::string_view::npos || colon == std::string_view::npos) return;
+    const std::string_view key = line.substr(at, colon - at);
+    const auto& fields = spec().login_file->fields;
+    if (std::find(fields.begin(), fields.end(), key) == fields.end()) return;
+    std::size_t from = line.find_first_not_of(" \t", colon + 2);
+    if (from == std::string_view::npos) return;
+    std::size_t to = line.find_last_not_of(" \t\r");
+    if (const std::size_t comment = line.find(" #", from); comment != std::string_view::npos)
+      to = line.find_last_not_of(" \t", comment);
+    if ((line[from] == '"' || line[from] == '\'') && to > from && line[to] == line[from]) {
+      ++from;
+      --to;
+    }
+    if (to < from || to - from + 1 < min_value_size) return;
+    std::string value(line.substr(from, to - from + 1));
+    issue(std::string(key), secret(std::move(value)), false);
+    copy_.replace(begin + from, to - from + 1, issued_.back().carrier->dummy());
+  }
 
   // One value from the file into the issued list (called before any request, or under the
   // unique lock), its dummy left in `doc`.
@@ -405,13 +449,27 @@ std::unique_ptr<request_broker> make_login_file_broker(const config::credential_
     }
     path = home + path.substr(1);
   }
+  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), path);
+  if (path.ends_with(".yml") || path.ends_with(".yaml")) {
+    std::optional<secret> text = load_secret_untrimmed("file:" + path);
+    if (!text) {
+      why = "no file " + path;
+      return nullptr;
+    }
+    if (spec.login_file->refresh)
+      throw source_error("file:" + path + ": a YAML login file cannot be refreshed");
+    if (!broker->take_yaml_values(*text)) {
+      why = "no listed value in " + path;
+      return nullptr;
+    }
+    return broker;
+  }
   std::optional<ordered_json> doc = read_json_file(path);
   if (!doc) {
     why = "no file " + path;
     return nullptr;
   }
   const json_wiper wipe_doc{*doc};
-  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), path);
   if (!broker->take_values(*doc)) {
     why = "no listed value in " + path;
     return nullptr;

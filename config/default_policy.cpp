@@ -142,6 +142,13 @@ constexpr std::string_view default_text = R"json({
       "hosts": ["cloudcode-pa.googleapis.com", "oauth2.googleapis.com",
                 "generativelanguage.googleapis.com"]
     },
+    // gh keeps its token in hosts.yml when no system keyring is there.
+    "gh_login": {
+      "type": "github",
+      "file": "~/.config/gh/hosts.yml",
+      "fields": ["oauth_token"],
+      "hosts": ["github.com", "api.github.com", "*.githubusercontent.com"]
+    },
     "aws": {
       "type": "aws-sigv4",
       "env": ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"],

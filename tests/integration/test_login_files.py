@@ -170,3 +170,35 @@ def test_a_login_file_is_not_brokered_in_env_mode(tmp_path, pki):
     err = p.stderr.decode()
     assert p.returncode == 0, err
     assert "claude_login" in err and "netns" in err, err
+
+
+GH = "gho_" + "GhRealOAuthAbCdEfGhIjKlMnOpQrStUvWx12"
+
+
+def test_gh_hosts_yml_is_a_dummy_copy_instead_of_a_mask(tmp_path, pki, tls_upstream):
+    """gh without a keyring keeps its token in ~/.config/gh/hosts.yml: the child reads a copy
+    with a dummy (gh works), and the dummy becomes the token on GitHub's hosts only."""
+    home = tmp_path / "home"
+    (home / ".config" / "gh").mkdir(parents=True)
+    hosts = home / ".config" / "gh" / "hosts.yml"
+    hosts.write_text(f"github.com:\n    oauth_token: {GH}\n    git_protocol: https\n"
+                     f"    user: octo\n")
+    script = ('T=$(sed -n "s/.*oauth_token: //p" ~/.config/gh/hosts.yml); echo "child:$T"; '
+              'grep -c git_protocol ~/.config/gh/hosts.yml; '
+              'curl -sS --max-time 10 -o /dev/null -w "status:%{http_code}\\n" '
+              '-H "Authorization: token $T" https://api.github.com/user')
+    argv = [BROKER_BIN, "wrap", "--upstream-ca", str(pki.ca_cert), "--log-dir",
+            str(tmp_path / "logs"), "--connect-to",
+            f"api.github.com:443:127.0.0.1:{tls_upstream.port}", "--", "sh", "-c", script]
+    p = subprocess.run(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
+                       capture_output=True, timeout=60, cwd=tmp_path)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0 and "status:200" in out, f"{out}\n{err}"
+    dummy = out.split("child:")[1].split()[0]
+    assert dummy.startswith("gho_") and dummy != GH and len(dummy) == len(GH), out
+    [seen] = [r for r in tls_upstream.requests if r["path"] == "/user"]
+    assert seen["headers"]["Authorization"] == "token " + GH
+    assert hosts.read_text().count(GH) == 1  # the real file is untouched
+    assert_clean(p.stdout + p.stderr, "wrap output", GH)
+    for log in (tmp_path / "logs").glob("*.jsonl"):
+        assert_clean(log.read_bytes(), "audit log", GH)

@@ -271,3 +271,33 @@ TEST_CASE("a login file that is not JSON is an error naming the file, never its 
     CHECK(what.find(access_real) == std::string::npos);
   }
 }
+
+TEST_CASE("gh's hosts.yml is a dummy copy with only its tokens changed", "[brokers][login_file]") {
+  temp_dir dir;
+  const char* h = std::getenv("HOME");
+  const std::string old_home = h ? h : "";
+  ::setenv("HOME", dir.path.c_str(), 1);
+  std::filesystem::create_directories(dir.path / ".config/gh");
+  const std::string token = "gho_REALgithubOAuth0123456789abcdefABCD";
+  const std::string yaml = "github.com:\n    users:\n        octo:\n            oauth_token: " +
+                           token + "\n    git_protocol: https\n    oauth_token: \"" + token +
+                           "\"\n    user: octo\n";
+  std::ofstream(dir.path / ".config/gh/hosts.yml") << yaml;
+  auto set = load(R"({ "credentials": { "gh_login": { "type": "github",
+    "hosts": ["github.com", "api.github.com"], "file": "~/.config/gh/hosts.yml",
+    "fields": ["oauth_token"] } } })");
+  ::setenv("HOME", old_home.c_str(), 1);
+  REQUIRE(set.size() == 1);
+  const std::string copy = set.dummy_files().at(0).content;
+  CHECK(copy.size() == yaml.size());
+  CHECK(copy.find(token) == std::string::npos);
+  CHECK(copy.find("git_protocol: https\n    oauth_token: \"gho_") != std::string::npos);
+  const std::size_t at = copy.find("oauth_token: gho_") + 13;
+  const std::string dummy = copy.substr(at, token.size());
+  std::string target = "/user";
+  std::vector<header_field> headers{{"Authorization", "token " + dummy}};
+  CHECK_FALSE(set.plan({"api.github.com", false, false}, "GET", target, headers, false)
+                  .decision()
+                  .refused());
+  CHECK(headers[0].value == "token " + token);
+}

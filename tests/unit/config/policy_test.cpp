@@ -106,7 +106,7 @@ TEST_CASE("sha256 covers the file bytes", "[config][policy]") {
 TEST_CASE("the embedded default policy parses", "[config][policy]") {
   auto p = parse_policy(broker::config::default_policy_text(), "<default>");
   CHECK(p.source == "<default>");
-  CHECK(p.credentials.size() == 12);
+  CHECK(p.credentials.size() == 13);
   CHECK(p.credentials.at("github").hosts.size() == 3);
   CHECK(p.credentials.at("anthropic").header == "x-api-key");
   CHECK(p.credentials.at("aws").type == "aws-sigv4");
@@ -119,7 +119,7 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   CHECK(p.credentials.at("gemini").query == std::vector<std::string>{"key"});
   CHECK(p.credentials.at("google_api_key").source == "env:GOOGLE_API_KEY");
   // Their login files, each refreshed at its own token endpoint (DESIGN §9).
-  for (const char* login : {"codex_login", "claude_login", "gemini_login"}) {
+  for (const char* login : {"codex_login", "claude_login", "gemini_login"}) {  // gh's: no refresh
     const auto& spec = p.credentials.at(login);
     REQUIRE(spec.login_file);
     REQUIRE(spec.login_file->refresh);
@@ -129,6 +129,7 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
                       [&](const auto& h) { return h.matches(host); }));
   }
   CHECK(p.credentials.at("claude_login").login_file->path == "~/.claude/.credentials.json");
+  CHECK(p.credentials.at("gh_login").login_file->fields == std::vector<std::string>{"oauth_token"});
   CHECK(p.deny.empty());
   bool has_pypi = false, any_tunnel = false;
   for (const auto& r : p.allow) {
