@@ -183,7 +183,10 @@ def test_gh_hosts_yml_is_a_dummy_copy_instead_of_a_mask(tmp_path, pki, tls_upstr
     hosts = home / ".config" / "gh" / "hosts.yml"
     hosts.write_text(f"github.com:\n    oauth_token: {GH}\n    git_protocol: https\n"
                      f"    user: octo\n")
-    script = ('T=$(sed -n "s/.*oauth_token: //p" ~/.config/gh/hosts.yml); echo "child:$T"; '
+    # A hostile child first tries to lift the copy off the real file.
+    script = ('umount ~/.config/gh/hosts.yml 2>/dev/null; umount -l ~/.config/gh/hosts.yml '
+              '2>/dev/null; T=$(sed -n "s/.*oauth_token: //p" ~/.config/gh/hosts.yml); '
+              'echo "child:$T"; '
               'grep -c git_protocol ~/.config/gh/hosts.yml; '
               'curl -sS --max-time 10 -o /dev/null -w "status:%{http_code}\\n" '
               '-H "Authorization: token $T" https://api.github.com/user')
