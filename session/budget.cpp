@@ -168,25 +168,35 @@ void session_budget::add_bytes(std::string_view host, std::uint64_t out, std::ui
   for (std::size_t i : hosts) add(hosts_[i]);
 }
 
+namespace {
+
+// The price of `name` (lower case) in `prices`: its exact entry, else the longest "prefix*".
+const config::model_price* find_price(const std::map<std::string, config::model_price>& prices,
+                                      const std::string& name) {
+  if (auto exact = prices.find(name); exact != prices.end()) return &exact->second;
+  const config::model_price* price = nullptr;
+  std::size_t longest = 0;
+  for (const auto& [pattern, p] : prices) {
+    if (pattern.back() != '*') continue;
+    std::string_view prefix(pattern.data(), pattern.size() - 1);
+    if (name.starts_with(prefix) && (!price || prefix.size() > longest)) {
+      price = &p;
+      longest = prefix.size();
+    }
+  }
+  return price;
+}
+
+}  // namespace
+
 double session_budget::price_of(std::string_view model, std::uint64_t input, std::uint64_t output,
                                 bool& priced) const {
   std::string name(model);
   for (char& c : name)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-  const config::model_price* price = nullptr;
-  if (auto exact = limits_.prices.find(name); exact != limits_.prices.end()) {
-    price = &exact->second;
-  } else {
-    std::size_t longest = 0;
-    for (const auto& [pattern, p] : limits_.prices) {
-      if (pattern.back() != '*') continue;
-      std::string_view prefix(pattern.data(), pattern.size() - 1);
-      if (name.starts_with(prefix) && (!price || prefix.size() > longest)) {
-        price = &p;
-        longest = prefix.size();
-      }
-    }
-  }
+  // The policy's prices first; the models the agent profiles use have list prices built in.
+  const config::model_price* price = find_price(limits_.prices, name);
+  if (!price) price = find_price(default_model_prices(), name);
   priced = price != nullptr;
   if (!price) return 0;
   return (static_cast<double>(input) * price->input_per_mtok +

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,9 @@ using budget_limits = config::budget_spec;
 // first layer to price a model pattern winning; per_host entries are merged per normalized
 // pattern, the tightest per key.
 budget_limits tightest(const std::vector<config::policy>& layers);
+
+// List prices of the models the agent profiles use (DESIGN §9), for models no layer prices.
+const std::map<std::string, config::model_price>& default_model_prices();
 
 // A budget that refuses: the body of a 429 budget_exhausted.
 struct exhausted {

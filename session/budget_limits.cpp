@@ -32,6 +32,41 @@ void merge_amounts(budget_amounts& into, const budget_amounts& from) {
 
 }  // namespace
 
+const std::map<std::string, config::model_price>& default_model_prices() {
+  // USD per million tokens, the providers' list prices for standard (not batch, not cached)
+  // input and output as of December 2026. A policy's "prices" take precedence.
+  static const std::map<std::string, config::model_price> prices{
+      // OpenAI (Codex)
+      {"gpt-5*", {1.25, 10}},
+      {"gpt-5-mini*", {0.25, 2}},
+      {"gpt-5-nano*", {0.05, 0.4}},
+      {"gpt-5-pro*", {15, 120}},
+      {"gpt-4.1*", {2, 8}},
+      {"gpt-4.1-mini*", {0.4, 1.6}},
+      {"gpt-4.1-nano*", {0.1, 0.4}},
+      {"gpt-4o*", {2.5, 10}},
+      {"gpt-4o-mini*", {0.15, 0.6}},
+      {"o3*", {2, 8}},
+      {"o4-mini*", {1.1, 4.4}},
+      {"codex-mini*", {1.5, 6}},
+      // Anthropic (Claude Code)
+      {"claude-opus-4*", {15, 75}},
+      {"claude-opus-4-5*", {5, 25}},
+      {"claude-sonnet-4*", {3, 15}},
+      {"claude-haiku-4*", {1, 5}},
+      {"claude-3-7-sonnet*", {3, 15}},
+      {"claude-3-5-sonnet*", {3, 15}},
+      {"claude-3-5-haiku*", {0.8, 4}},
+      // Google (Gemini CLI)
+      {"gemini-3-pro*", {2, 12}},
+      {"gemini-2.5-pro*", {1.25, 10}},
+      {"gemini-2.5-flash*", {0.3, 2.5}},
+      {"gemini-2.5-flash-lite*", {0.1, 0.4}},
+      {"gemini-2.0-flash*", {0.1, 0.4}},
+  };
+  return prices;
+}
+
 budget_limits tightest(const std::vector<config::policy>& layers) {
   budget_limits out;
   for (const auto& layer : layers) {

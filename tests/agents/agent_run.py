@@ -11,7 +11,9 @@ test gives layers (the embedded default policy applies then).
 import base64
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,14 +131,22 @@ class AgentSessions:
     def __init__(self, broker_bin, base: Path, ca_cert: Path, port: int, hosts):
         self.broker_bin, self.base, self.ca_cert, self.port = broker_bin, base, ca_cert, port
         self.hosts = list(hosts)
+        self.runtimes = {}
 
     def prepare(self, name: str):
         d = self.base / name
-        home, runtime, logs, work = d / "home", d / "run", d / "logs", d / "work"
+        home, logs, work = d / "home", d / "logs", d / "work"
         for p in (home, logs, work):
             p.mkdir(parents=True, exist_ok=True)
-        runtime.mkdir(mode=0o700, exist_ok=True)
-        return d, home, runtime, logs, work
+        # XDG_RUNTIME_DIR short, under /tmp: the session's control socket lives below it and a
+        # unix socket path has at most 107 bytes.
+        if name not in self.runtimes:
+            self.runtimes[name] = Path(tempfile.mkdtemp(prefix="ag-", dir="/tmp"))
+        return d, home, self.runtimes[name], logs, work
+
+    def close(self):
+        for p in self.runtimes.values():
+            shutil.rmtree(p, ignore_errors=True)
 
     def run(self, name: str, cmd, env=None, policies=None, timeout=90, log_level=None,
             extra_args=()):

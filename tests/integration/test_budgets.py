@@ -372,10 +372,12 @@ def test_rate_budget_refuses_a_burst_and_recovers(start):
 
 def test_cost_budget_refuses_once_priced_usage_reaches_it(start):
     # 100 input + 50 output tokens at $100 / $200 per Mtok = $0.02 a call.
+    # The policy's prices win over the built-in list prices (Claude's here: free).
     prices = {"gpt-4o-mini*": {"input_per_mtok": 100, "output_per_mtok": 200},
-              "gpt-4o*": {"input_per_mtok": 0.001, "output_per_mtok": 0.001}}
+              "gpt-4o*": {"input_per_mtok": 0.001, "output_per_mtok": 0.001},
+              "claude-3-5-haiku*": {"input_per_mtok": 0, "output_per_mtok": 0}}
     b, s = start({"cost_usd": 0.03, "prices": prices})
-    for _ in range(3):  # an unpriced model costs nothing
+    for _ in range(3):
         assert s.post(MESSAGES, json={"model": "claude", "messages": []},
                       timeout=15).status_code == 200
     assert chat(s).status_code == 200   # $0.02
