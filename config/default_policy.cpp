@@ -31,7 +31,10 @@ constexpr std::string_view default_text = R"json({
     { "host": "console.anthropic.com", "ports": [443], "methods": ["POST"],
       "paths": ["/v1/oauth/token"] },
     { "host": "cloudcode-pa.googleapis.com", "ports": [443] },
-    { "host": "oauth2.googleapis.com", "ports": [443], "methods": ["POST"], "paths": ["/token"] },
+    { "host": "oauth2.googleapis.com", "ports": [443], "methods": ["POST"],
+      "paths": ["/token", "/tokeninfo"] },
+    { "host": "www.googleapis.com", "ports": [443], "methods": ["GET"],
+      "paths": ["/oauth2/v2/userinfo"] },
 
     // AWS service endpoints (regional and global).
     { "host": "*.amazonaws.com", "ports": [443] },
@@ -50,6 +53,11 @@ constexpr std::string_view default_text = R"json({
     { "host": "repo.maven.apache.org", "ports": [443] },
     { "host": "repo1.maven.org", "ports": [443] },
     { "host": "deb.debian.org", "ports": [443] }
+  ],
+  // The agents' telemetry on hosts allowed above (the agents work without it).
+  "deny": [
+    { "host": "api.anthropic.com", "paths": ["/api/event_logging/*"] },
+    { "host": "chatgpt.com", "paths": ["/backend-api/codex/analytics-events/*"] }
   ],
   "credentials": {
     "github": {
@@ -139,7 +147,7 @@ constexpr std::string_view default_text = R"json({
                       "id_token": "id_token" },
         "expires_at_ms": "expiry_date"
       },
-      "hosts": ["cloudcode-pa.googleapis.com", "oauth2.googleapis.com",
+      "hosts": ["cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com",
                 "generativelanguage.googleapis.com"]
     },
     // gh keeps its token in hosts.yml when no system keyring is there.

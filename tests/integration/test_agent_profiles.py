@@ -64,3 +64,31 @@ def test_the_default_policy_brokers_the_agents_variables(tmp_path, pki, tls_upst
         assert_clean(log.read_bytes(), "audit log", real)
         records = [json.loads(x) for x in log.read_text().splitlines()]
         assert any(r.get("credential") for r in records if r["event"] == "request"), records
+
+
+def test_the_agents_telemetry_on_their_api_hosts_is_denied(tmp_path, pki, tls_upstream):
+    """Claude Code's event logging shares api.anthropic.com with its model API: the default policy
+    denies that path (and Codex's analytics on chatgpt.com), so no real key goes along with it,
+    while the model API on the same host works."""
+    home = tmp_path / "home"
+    home.mkdir()
+    script = ('for u in https://api.anthropic.com/api/event_logging/v2/batch '
+              'https://chatgpt.com/backend-api/codex/analytics-events/events '
+              'https://api.anthropic.com/v1/messages; do '
+              'curl -sS --max-time 10 -o /dev/null -w "%{http_code}\\n" -d "{}" '
+              '-H "x-api-key: $ANTHROPIC_API_KEY" "$u"; done')
+    env = clean_env({"HOME": str(home), "ANTHROPIC_API_KEY": AUTH_TOKEN,
+                     "XDG_RUNTIME_DIR": str(tmp_path)})
+    argv = [BROKER_BIN, "wrap", "--upstream-ca", str(pki.ca_cert), "--log-dir",
+            str(tmp_path / "logs"),
+            "--connect-to", f"api.anthropic.com:443:127.0.0.1:{tls_upstream.port}",
+            "--connect-to", f"chatgpt.com:443:127.0.0.1:{tls_upstream.port}",
+            "--", "sh", "-c", script]
+    p = subprocess.run(argv, env=env, capture_output=True, timeout=60, cwd=tmp_path)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0 and out.split() == ["403", "403", "200"], f"{out}\n{err}"
+    assert [q["path"] for q in tls_upstream.requests] == ["/v1/messages"]
+    [log] = (tmp_path / "logs").glob("*.jsonl")
+    refused = [json.loads(x) for x in log.read_text().splitlines()]
+    refused = [r for r in refused if r.get("error") == "policy_denied"]
+    assert len(refused) == 2, refused

@@ -130,7 +130,8 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(p.credentials.at("claude_login").login_file->path == "~/.claude/.credentials.json");
   CHECK(p.credentials.at("gh_login").login_file->fields == std::vector<std::string>{"oauth_token"});
-  CHECK(p.deny.empty());
+  // Telemetry on the agents' API hosts (DESIGN §9): denied.
+  CHECK(p.deny.size() == 2);
   bool has_pypi = false, any_tunnel = false;
   for (const auto& r : p.allow) {
     has_pypi = has_pypi || (r.host && r.host->text() == "pypi.org");
@@ -139,7 +140,7 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(has_pypi);
   CHECK_FALSE(any_tunnel);
-  CHECK(p.allow.size() == 27);
+  CHECK(p.allow.size() == 28);
 }
 
 TEST_CASE("to_json shows the normalized layer", "[config][policy]") {
