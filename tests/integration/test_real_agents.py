@@ -1,0 +1,539 @@
+"""The REAL agents inside `broker wrap` with no policy written (the embedded default, DESIGN §9):
+OpenAI Codex CLI, Claude Code and Gemini CLI, at the versions scripts/install-agents.sh pins,
+each running one turn, fully offline, against local fakes of their APIs (tests/agents/).
+
+The agents use their real host names (api.openai.com, api.anthropic.com,
+generativelanguage.googleapis.com, ...): broker's `--connect-to HOST:443:127.0.0.1:PORT` and
+`--upstream-ca` steer every one of them to one local TLS server, whose fakes accept ONLY the real
+credential values (401 otherwise) and return usage so that broker meters llm_tokens. Each test
+checks that the agent finished its turn (exit 0, the fake's answer in its output), that the fake
+got the real value while the child only ever held a dummy (its environment, its output and every
+file it wrote), that no byte the broker wrote (audit log, stdout/stderr, runtime files) holds a
+real value, and what the audit log recorded.
+
+Tests written to contracts not built yet are xfail(strict=True) with the missing piece named:
+DESIGN §9 login files (a dummy copy of the agent's login file, OAuth refresh brokered and written
+back) and DESIGN §10 WebSocket metering (Codex's default transport). They turn into failures the
+day they pass, so that the marker is removed.
+
+Without the agents installed every test fails, saying to run scripts/install-agents.sh
+(BROKER_SKIP_AGENTS=1 skips them instead, for a quick local run).
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+
+from conftest import BROKER_BIN, make_pki  # noqa: E402
+import agent_run  # noqa: E402
+import fake_apis  # noqa: E402
+import fake_oauth  # noqa: E402
+
+# Real values (what the user's environment or login files hold). Shapes as the real ones.
+CODEX_KEY = "sk-proj-" + "C0dexRealAgentKeyAbCdEfGhIjKlMnOpQrStUvWxYz0123456789_ab-CdEf"
+OPENAI_KEY = "sk-proj-" + "0penAIRealAgentKeyAbCdEfGhIjKlMnOpQrStUvWxYz0123456789_ab-Cd"
+ANTHROPIC_KEY = ("sk-ant-api03-" + "AnthropicRealAgentKeyAbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+                 "AbCdEfGhIjKlMnOpQrStUvWxYz01234567-AbCdEfAA")
+GEMINI_KEY = "AIzaSy" + "GeminiRealAgentKeyAbCdEfGhIjKlMnO"
+assert len(GEMINI_KEY) == 39
+
+OPENAI, ANTHROPIC, GEN = "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com"
+# An allowed host bound to none of the agents' credentials (a dummy sent there is caught).
+ELSEWHERE = "api.github.com"
+HOSTS = fake_apis.HOSTS + [ELSEWHERE]
+TOKENS = fake_apis.INPUT_TOKENS + fake_apis.OUTPUT_TOKENS  # what one answer of a fake costs
+RUN_TIMEOUT = 60
+
+LOGIN_XFAIL = pytest.mark.xfail(strict=True, reason="DESIGN §9 login files: not built yet")
+WS_XFAIL = pytest.mark.xfail(strict=True, reason=(
+    "DESIGN §10 WebSocket metering: broker relays Codex's Responses WebSocket unmetered "
+    "(response.completed usage is not counted into llm_tokens yet)"))
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _agents_installed():
+    missing = agent_run.missing_agents()
+    if missing:
+        msg = (f"the real agents are not installed in {agent_run.AGENTS_DIR} (missing: "
+               f"{', '.join(missing)}): run scripts/install-agents.sh (or set BROKER_AGENTS_DIR)")
+        if os.environ.get("BROKER_SKIP_AGENTS") == "1":
+            pytest.skip(msg + "; skipped because BROKER_SKIP_AGENTS=1")
+        pytest.fail(msg, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def agents_pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("agents-pki"), HOSTS)
+
+
+@pytest.fixture
+def make_fake(agents_pki):
+    made = []
+
+    def make(**kw):
+        f = fake_apis.FakeApis(agents_pki.leaf_cert, agents_pki.leaf_key, **kw)
+        made.append(f)
+        return f
+
+    yield make
+    for f in made:
+        f.close()
+
+
+@pytest.fixture
+def sessions(tmp_path, agents_pki):
+    made = []
+
+    def make(fake):
+        made.append(agent_run.AgentSessions(BROKER_BIN, tmp_path, agents_pki.ca_cert, fake.port,
+                                            HOSTS))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def default_policy() -> str:
+    p = subprocess.run([BROKER_BIN, "policy", "default"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def budget_layers(llm_tokens):
+    """The embedded default plus a layer of budgets only (DESIGN §4: a --policy replaces the
+    default, and every layer narrows; this one only adds the budget)."""
+    return [default_policy(),
+            {"version": 1, "budgets": {"llm_tokens": llm_tokens, "on_exhaust": "kill"}}]
+
+
+# --------------------------------------------------------------------------------------------
+# Commands and checks
+# --------------------------------------------------------------------------------------------
+
+CODEX = ["codex", "exec", "--skip-git-repo-check", "--color", "never", "Say the magic word."]
+CLAUDE = ["claude", "-p", "Say the magic word."]
+GEMINI = ["gemini", "--skip-trust", "-p", "Say the magic word."]
+GEMINI_NO_ROUTER = ["gemini", "--skip-trust", "-m", "gemini-2.5-flash", "-p",
+                    "Say the magic word."]
+
+
+def with_env_dump(cmd, before=""):
+    """`cmd` run by sh after writing the child's environment to $HOME/child.env (and running
+    `before`), keeping the agent's exit status."""
+    return ["sh", "-c", f'env > "$HOME/child.env"; {before} exec "$@"', "sh", *cmd]
+
+
+def child_env(run) -> dict:
+    path = run.home / "child.env"
+    assert path.exists(), f"the child wrote no environment\n{run.describe()}"
+    out = {}
+    for line in path.read_text().splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
+def assert_no_leaks(run, reals, skip_files=()):
+    bad = agent_run.leaks(run.broker_written(), reals)
+    assert not bad, f"a real value in what the broker wrote: {bad}\n{run.describe()}"
+    bad = agent_run.leaks(run.child_files(skip=skip_files), reals)
+    assert not bad, f"a real value in a file the child wrote: {bad}\n{run.describe()}"
+
+
+def assert_turn_done(run, fake):
+    assert run.returncode == 0, run.describe()
+    assert fake_apis.ANSWER in run.out, run.describe()
+
+
+def assert_dummy_in_env(run, variable, real):
+    env = child_env(run)
+    dummy = env.get(variable)
+    assert dummy and dummy != real and len(dummy) == len(real), \
+        f"{variable} inside: {dummy!r}\n{run.describe()}"
+    assert f"brokered {variable}" in run.err, run.err
+    return dummy
+
+
+def answered(fake, host, prefix):
+    return [r for r in fake.requests(host, prefix) if r["status"] in (101, 200)]
+
+
+def audit_requests(run, host, path_prefix, method=None):
+    return [r for r in run.requests(host) if (r.get("path") or "").startswith(path_prefix)
+            and (method is None or r.get("method") == method)]
+
+
+def assert_telemetry_denied(run, hosts):
+    """Every attempt at a telemetry host is refused by the default policy."""
+    tried = [r for r in run.records() if r.get("host") in hosts]
+    assert all(r.get("decision") == "deny" and r.get("error") == "policy_denied"
+               for r in tried), [(r.get("host"), r.get("decision")) for r in tried]
+    return tried
+
+
+# --------------------------------------------------------------------------------------------
+# API keys
+# --------------------------------------------------------------------------------------------
+
+
+def test_codex_exec_with_codex_api_key_over_its_websocket(make_fake, sessions):
+    fake = make_fake()
+    fake.accept("openai", CODEX_KEY)
+    run = sessions(fake).run("codex-ws", with_env_dump(CODEX), env={"CODEX_API_KEY": CODEX_KEY},
+                             timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    dummy = assert_dummy_in_env(run, "CODEX_API_KEY", CODEX_KEY)
+    [ws] = answered(fake, OPENAI, "/v1/responses")
+    assert ws["status"] == 101 and ws["headers"]["authorization"] == f"Bearer {CODEX_KEY}", ws
+    assert any('"response.create"' in m for m in ws["ws_in"]), ws["ws_in"]
+    assert not any(dummy in m for m in ws["ws_in"]), "the dummy went up in a message"
+    [rec] = [r for r in audit_requests(run, OPENAI, "/v1/responses", "GET") if r["status"] == 101]
+    assert rec["credential"] == "codex" and rec["decision"] == "allow", rec
+    # The model catalog and plugin calls to chatgpt.com, and the OTLP metrics to ab.chatgpt.com,
+    # are refused by the default policy; the turn does not need them.
+    assert_telemetry_denied(run, {"chatgpt.com", "ab.chatgpt.com"})
+    assert_no_leaks(run, [CODEX_KEY])
+
+
+def test_codex_exec_with_codex_api_key_over_http_when_the_websocket_is_refused(make_fake,
+                                                                               sessions):
+    fake = make_fake(ws="refuse")
+    fake.accept("openai", CODEX_KEY)
+    run = sessions(fake).run("codex-http", with_env_dump(CODEX),
+                             env={"CODEX_API_KEY": CODEX_KEY}, timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    assert_dummy_in_env(run, "CODEX_API_KEY", CODEX_KEY)
+    [post] = [r for r in answered(fake, OPENAI, "/v1/responses") if r["method"] == "POST"]
+    assert post["headers"]["authorization"] == f"Bearer {CODEX_KEY}"
+    assert post.json()["stream"] is True
+    [rec] = [r for r in audit_requests(run, OPENAI, "/v1/responses", "POST")
+             if r["status"] == 200]
+    assert rec["credential"] == "codex" and rec["llm_tokens"] == TOKENS, rec
+    assert_telemetry_denied(run, {"chatgpt.com", "ab.chatgpt.com"})
+    assert_no_leaks(run, [CODEX_KEY])
+
+
+def test_codex_with_openai_api_key_logged_in_from_the_dummy(make_fake, sessions):
+    """`codex exec` 0.171 does not read OPENAI_API_KEY from the environment (only CODEX_API_KEY);
+    the documented way is `codex login --with-api-key` from stdin, which here stores the
+    session's dummy in ~/.codex/auth.json: broker swaps it on api.openai.com."""
+    fake = make_fake(ws="refuse")
+    fake.accept("openai", OPENAI_KEY)
+    login = 'printenv OPENAI_API_KEY | codex login --with-api-key >/dev/null 2>&1 || exit 90;'
+    run = sessions(fake).run("codex-openai", with_env_dump(CODEX, before=login),
+                             env={"OPENAI_API_KEY": OPENAI_KEY}, timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    dummy = assert_dummy_in_env(run, "OPENAI_API_KEY", OPENAI_KEY)
+    stored = json.loads((run.home / ".codex" / "auth.json").read_text())
+    assert stored.get("OPENAI_API_KEY") == dummy, stored.keys()
+    [post] = [r for r in answered(fake, OPENAI, "/v1/responses") if r["method"] == "POST"]
+    assert post["headers"]["authorization"] == f"Bearer {OPENAI_KEY}"
+    [rec] = [r for r in audit_requests(run, OPENAI, "/v1/responses", "POST")
+             if r["status"] == 200]
+    assert rec["credential"] == "openai" and rec["llm_tokens"] == TOKENS, rec
+    assert_no_leaks(run, [OPENAI_KEY])
+
+
+def test_claude_p_with_anthropic_api_key(make_fake, sessions):
+    fake = make_fake()
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    run = sessions(fake).run("claude-key", with_env_dump(CLAUDE),
+                             env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    assert_dummy_in_env(run, "ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    msgs = [r for r in answered(fake, ANTHROPIC, "/v1/messages") if r["path"] == "/v1/messages"]
+    assert msgs and all(r["headers"]["x-api-key"] == ANTHROPIC_KEY for r in msgs), msgs
+    recs = [r for r in audit_requests(run, ANTHROPIC, "/v1/messages", "POST")
+            if r["status"] == 200]
+    assert recs and all(r["credential"] == "anthropic" for r in recs), recs
+    assert any(r["llm_tokens"] == TOKENS for r in recs), recs
+    assert_no_leaks(run, [ANTHROPIC_KEY])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the default policy allows api.anthropic.com whole: Claude Code's telemetry "
+    "(/api/event_logging/v2/batch, /api/eval/sdk-*) is on its API host and gets the real key "
+    "swapped in; the Claude profile needs a path deny for it (DESIGN §9 telemetry not allowed)"))
+def test_claude_telemetry_on_its_api_host_is_denied(make_fake, sessions):
+    fake = make_fake()
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    run = sessions(fake).run("claude-telemetry", CLAUDE, env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY},
+                             timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    telemetry = [r for r in run.requests(ANTHROPIC)
+                 if (r.get("path") or "").startswith(("/api/event_logging", "/api/eval"))]
+    assert telemetry, run.describe()
+    assert all(r["decision"] == "deny" for r in telemetry), \
+        [(r["path"], r["decision"], r.get("credential")) for r in telemetry]
+    assert not fake.requests(ANTHROPIC, "/api/event_logging")
+
+
+def test_gemini_p_with_gemini_api_key(make_fake, sessions):
+    fake = make_fake()
+    fake.accept("gemini_key", GEMINI_KEY)
+    run = sessions(fake).run("gemini-key", with_env_dump(GEMINI),
+                             env={"GEMINI_API_KEY": GEMINI_KEY}, timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    assert_dummy_in_env(run, "GEMINI_API_KEY", GEMINI_KEY)
+    calls = answered(fake, GEN, "/v1beta/models/")
+    assert calls and all(r["headers"].get("x-goog-api-key") == GEMINI_KEY for r in calls), calls
+    stream = [r for r in audit_requests(run, GEN, "/v1beta/models/", "POST")
+              if ":streamGenerateContent" in r["path"] and r["status"] == 200]
+    assert stream and stream[-1]["credential"] == "gemini", stream
+    assert stream[-1]["llm_tokens"] == TOKENS, stream
+    # Clearcut telemetry (play.googleapis.com/log) is tried and refused; the turn does not care.
+    assert assert_telemetry_denied(run, {"play.googleapis.com"}), run.describe()
+    assert_no_leaks(run, [GEMINI_KEY])
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets: a layer of llm_tokens on top of the default stops the agent at its next request
+# --------------------------------------------------------------------------------------------
+
+
+def assert_stopped_by_budget(run, model_records):
+    """The first answer was metered past the budget and the agent got no further: wrap ends the
+    session (on_exhaust: kill) as soon as it sees the budget spent (exit 137, one line on
+    stderr), or, when the agent is quicker, its next model request is refused with 429
+    budget_exhausted and it gives up (a non-zero exit)."""
+    metered = [r for r in model_records if r.get("llm_tokens")]
+    assert len(metered) == 1 and metered[0]["llm_tokens"] == TOKENS, run.describe()
+    assert run.returncode not in (0, None), run.describe()
+    refused = [r for r in model_records if r.get("error") == "budget_exhausted"]
+    if run.returncode == 137:
+        assert "ended: the llm_tokens budget is spent" in run.err, run.err
+    else:
+        assert refused and all(r["status"] == 429 for r in refused), run.describe()
+    end = [r for r in run.records() if r.get("event") == "session_end"]
+    assert len(end) == 1 and end[0]["exit"] == run.returncode, end
+
+
+def test_gemini_streaming_answer_spends_the_llm_tokens_budget(make_fake, sessions):
+    fake = make_fake(tool_call=True)
+    fake.accept("gemini_key", GEMINI_KEY)
+    run = sessions(fake).run("gemini-budget", GEMINI_NO_ROUTER, env={"GEMINI_API_KEY": GEMINI_KEY},
+                             policies=budget_layers(TOKENS - 200), timeout=RUN_TIMEOUT)
+    streams = [r for r in audit_requests(run, GEN, "/v1beta/models/", "POST")
+               if ":streamGenerateContent" in r["path"]]
+    assert_stopped_by_budget(run, streams)
+    # One answer reached the agent (a tool call); the request carrying its result did not leave.
+    assert len(answered(fake, GEN, "/v1beta/models/")) == 1, run.describe()
+    assert_no_leaks(run, [GEMINI_KEY])
+
+
+def test_codex_http_answer_spends_the_llm_tokens_budget(make_fake, sessions):
+    fake = make_fake(ws="refuse", tool_call=True)
+    fake.accept("openai", CODEX_KEY)
+    run = sessions(fake).run("codex-budget-http", CODEX, env={"CODEX_API_KEY": CODEX_KEY},
+                             policies=budget_layers(TOKENS - 200), timeout=RUN_TIMEOUT)
+    assert_stopped_by_budget(run, audit_requests(run, OPENAI, "/v1/responses", "POST"))
+    assert len([r for r in answered(fake, OPENAI, "/v1/responses")
+                if r["method"] == "POST"]) == 1, run.describe()
+    assert_no_leaks(run, [CODEX_KEY])
+
+
+@WS_XFAIL
+def test_codex_websocket_usage_is_metered(make_fake, sessions):
+    fake = make_fake()
+    fake.accept("openai", CODEX_KEY)
+    run = sessions(fake).run("codex-ws-meter", CODEX, env={"CODEX_API_KEY": CODEX_KEY},
+                             timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    [ws] = answered(fake, OPENAI, "/v1/responses")
+    assert ws["status"] == 101
+    # The prewarm (input tokens only) and the turn: both response.completed usages counted.
+    expected = fake_apis.INPUT_TOKENS + TOKENS
+    total = sum(r.get("llm_tokens") or 0 for r in run.requests(OPENAI))
+    assert total == expected, run.describe()
+
+
+@WS_XFAIL
+def test_codex_websocket_answer_spends_the_llm_tokens_budget(make_fake, sessions):
+    fake = make_fake(tool_call=True)
+    fake.accept("openai", CODEX_KEY)
+    run = sessions(fake).run("codex-budget-ws", CODEX, env={"CODEX_API_KEY": CODEX_KEY},
+                             policies=budget_layers(TOKENS + fake_apis.INPUT_TOKENS - 200),
+                             timeout=RUN_TIMEOUT)
+    # DESIGN §10: the usage of each response.completed is metered; once the budget is spent the
+    # next response.create is refused (an error event and close 1008) and audited, or wrap ends
+    # the session first (on_exhaust kill).
+    assert run.returncode not in (0, None), run.describe()
+    if run.returncode == 137:
+        assert "ended: the llm_tokens budget is spent" in run.err, run.err
+    else:
+        assert any(r.get("error") == "budget_exhausted" for r in run.records()), run.describe()
+    [ws] = answered(fake, OPENAI, "/v1/responses")
+    creates = [m for m in ws["ws_in"] if '"response.create"' in m]
+    assert len(creates) == 2, creates  # the prewarm and the turn; not the tool result
+    assert sum(r.get("llm_tokens") or 0 for r in run.requests(OPENAI)) >= TOKENS, run.describe()
+    assert_no_leaks(run, [CODEX_KEY])
+
+
+# --------------------------------------------------------------------------------------------
+# Login files (DESIGN §9): a dummy copy inside, refresh brokered, rotated tokens written back
+# --------------------------------------------------------------------------------------------
+
+
+def login_cmd(agent_cmd, login_file, token_field):
+    """sh: copy the child's view of its login file to ./child-view.json, run the agent, then
+    send the refresh token the child sees to ELSEWHERE (a host it is not bound to) and print
+    `elsewhere: STATUS ERROR`; exit with the agent's status."""
+    extract = ("import json,sys; d=json.load(open(sys.argv[1])); "
+               f"print(eval('d' + sys.argv[2]))")
+    script = f"""
+cp "$HOME/{login_file}" "$PWD/child-view.json"
+"$@"; rc=$?
+cp "$HOME/{login_file}" "$PWD/child-view-after.json"
+t=$(python3 -c {shlex.quote(extract)} "$PWD/child-view.json" {shlex.quote(token_field)})
+curl -sS -o /dev/null -D "$PWD/elsewhere.head" --max-time 10 -X POST \\
+  -H "Authorization: Bearer $t" https://{ELSEWHERE}/oauth/token -d "refresh_token=$t"
+printf 'elsewhere: %s\\n' "$(head -1 "$PWD/elsewhere.head")"
+grep -i '^x-broker-error' "$PWD/elsewhere.head"
+exit $rc
+"""
+    return ["sh", "-c", script, "sh", *agent_cmd]
+
+
+def assert_login_session(run, fake, ep, real_file, reals, read_refresh, read_access):
+    assert_turn_done(run, fake)
+    # The token endpoint got the REAL refresh token, once, and rotated it.
+    ok = [q for q in ep.requests if q["ok"]]
+    assert len(ok) == 1 and len(ep.requests) == 1, ep.requests
+    # The real file outside holds the rotated real tokens (the user's login survives).
+    doc = json.loads(real_file.read_text())
+    access, refresh = ep.issued[-1]
+    assert read_refresh(doc) == refresh == ep.live, doc
+    assert read_access(doc) == access
+    # Inside: same structure, every secret a dummy.
+    view = json.loads((run.work / "child-view.json").read_text())
+    assert read_refresh(view) not in reals and read_refresh(view), view
+    bad = agent_run.leaks([(str(run.work / f), (run.work / f).read_bytes())
+                           for f in ("child-view.json", "child-view-after.json")], reals)
+    assert not bad, bad
+    # The child's refresh token sent to another host is caught.
+    assert "x-broker-error: credential_not_bound" in run.out.lower(), run.describe()
+    assert " 403" in run.out.split("elsewhere:")[1].splitlines()[0], run.describe()
+    assert_no_leaks(run, reals + [a for a, _ in ep.issued] + [r for _, r in ep.issued if r],
+                    skip_files=[real_file])
+
+
+@LOGIN_XFAIL
+def test_codex_login_file_with_an_api_key(make_fake, sessions):
+    fake = make_fake(ws="refuse")
+    fake.accept("openai", OPENAI_KEY)
+    s = sessions(fake)
+    _, home, *_ = s.prepare("codex-authjson-key")
+    real_file = home / ".codex" / "auth.json"
+    real_file.parent.mkdir()
+    real_file.write_text(json.dumps({"OPENAI_API_KEY": OPENAI_KEY, "tokens": None,
+                                     "last_refresh": None}))
+    script = 'cp "$HOME/.codex/auth.json" "$PWD/child-view.json"; exec "$@"'
+    run = s.run("codex-authjson-key", ["sh", "-c", script, "sh", *CODEX], timeout=RUN_TIMEOUT)
+    assert_turn_done(run, fake)
+    view = json.loads((run.work / "child-view.json").read_text())
+    dummy = view["OPENAI_API_KEY"]
+    assert dummy != OPENAI_KEY and len(dummy) == len(OPENAI_KEY) and dummy[:8] == "sk-proj-"
+    [post] = [r for r in answered(fake, OPENAI, "/v1/responses") if r["method"] == "POST"]
+    assert post["headers"]["authorization"] == f"Bearer {OPENAI_KEY}"
+    assert json.loads(real_file.read_text())["OPENAI_API_KEY"] == OPENAI_KEY
+    assert_no_leaks(run, [OPENAI_KEY], skip_files=[real_file])
+
+
+@LOGIN_XFAIL
+def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
+    fake = make_fake(ws="refuse")
+    old_refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
+    ep = fake_oauth.TokenEndpoint("openai", old_refresh, fake_oauth.CODEX_CLIENT_ID,
+                                  on_access=lambda t: fake.accept("chatgpt", t),
+                                  account_id=fake.chatgpt_account_id)
+    fake.add_token_endpoint("auth.openai.com", ep)
+    s = sessions(fake)
+    _, home, *_ = s.prepare("codex-chatgpt")
+    id_token, access = fake_oauth.codex_tokens(fake.chatgpt_account_id, expires_in=-3600)
+    real_file = home / ".codex" / "auth.json"
+    real_file.parent.mkdir()
+    real_file.write_text(json.dumps({
+        "OPENAI_API_KEY": None, "last_refresh": "2026-01-01T00:00:00Z",
+        "tokens": {"id_token": id_token, "access_token": access, "refresh_token": old_refresh,
+                   "account_id": fake.chatgpt_account_id}}))
+    run = s.run("codex-chatgpt", login_cmd(CODEX, ".codex/auth.json", "['tokens']['refresh_token']"),
+                timeout=RUN_TIMEOUT)
+    assert_login_session(run, fake, ep, real_file, [old_refresh, access, id_token],
+                         lambda d: d["tokens"]["refresh_token"],
+                         lambda d: d["tokens"]["access_token"])
+    calls = answered(fake, "chatgpt.com", "/backend-api/codex/responses")
+    assert calls and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
+                         for r in calls), calls
+
+
+@LOGIN_XFAIL
+def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):
+    fake = make_fake()
+    old_refresh = "sk-ant-ort01-" + "ClaudeRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
+    old_access = "sk-ant-oat01-" + "ClaudeRealAccessTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abc"
+    ep = fake_oauth.TokenEndpoint("anthropic", old_refresh, fake_oauth.CLAUDE_CLIENT_ID,
+                                  on_access=lambda t: fake.accept("anthropic_bearer", t))
+    fake.add_token_endpoint("platform.claude.com", ep)
+    s = sessions(fake)
+    _, home, *_ = s.prepare("claude-oauth")
+    real_file = home / ".claude" / ".credentials.json"
+    real_file.parent.mkdir()
+    real_file.write_text(json.dumps({"claudeAiOauth": {
+        "accessToken": old_access, "refreshToken": old_refresh,
+        "expiresAt": int((time.time() - 3600) * 1000),  # expired: the refresh is forced
+        "scopes": ["user:inference", "user:profile", "user:sessions:claude_code"],
+        "subscriptionType": "max"}}))
+    run = s.run("claude-oauth", login_cmd(CLAUDE, ".claude/.credentials.json",
+                                          "['claudeAiOauth']['refreshToken']"),
+                timeout=RUN_TIMEOUT)
+    assert_login_session(run, fake, ep, real_file, [old_refresh, old_access],
+                         lambda d: d["claudeAiOauth"]["refreshToken"],
+                         lambda d: d["claudeAiOauth"]["accessToken"])
+    msgs = [r for r in answered(fake, ANTHROPIC, "/v1/messages") if r["path"] == "/v1/messages"]
+    assert msgs and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
+                        for r in msgs), msgs
+
+
+@LOGIN_XFAIL
+def test_gemini_oauth_login_refreshes_through_the_broker(make_fake, sessions):
+    fake = make_fake()
+    old_refresh = "1//0" + "GeminiRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abcdefgh"
+    old_access = "ya29." + "GeminiRealAccessTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abcdefghij"
+    ep = fake_oauth.TokenEndpoint("google", old_refresh, fake_oauth.GEMINI_CLIENT_ID,
+                                  on_access=lambda t: fake.accept("google_bearer", t),
+                                  rotate=True)
+    fake.add_token_endpoint("oauth2.googleapis.com", ep)
+    s = sessions(fake)
+    _, home, *_ = s.prepare("gemini-oauth")
+    real_file = home / ".gemini" / "oauth_creds.json"
+    real_file.parent.mkdir()
+    real_file.write_text(json.dumps({
+        "access_token": old_access, "refresh_token": old_refresh, "token_type": "Bearer",
+        "scope": "https://www.googleapis.com/auth/cloud-platform",
+        "expiry_date": int((time.time() - 3600) * 1000)}))
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"auth": {"selectedType": "oauth-personal"}}}))
+    run = s.run("gemini-oauth", login_cmd(GEMINI, ".gemini/oauth_creds.json",
+                                          "['refresh_token']"),
+                timeout=RUN_TIMEOUT)
+    assert_login_session(run, fake, ep, real_file, [old_refresh, old_access],
+                         lambda d: d["refresh_token"], lambda d: d["access_token"])
+    calls = answered(fake, "cloudcode-pa.googleapis.com", "/v1internal:streamGenerateContent")
+    assert calls and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
+                         for r in calls), calls
