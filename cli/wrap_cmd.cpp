@@ -181,6 +181,7 @@ int run_wrap(wrap_options& o) {
     // What the child reads from the session directory, which is itself hidden from it.
     std::vector<std::string> session_files{dir->bundle().string()};
     std::vector<wrap::launch_options::overlay> overlays;
+    std::vector<std::pair<std::string, std::string>> login_files;  // path, credential
     for (const auto& f : setup.credentials->dummy_files()) {
       // A gcp child's key file (a dummy OAuth client), or a login file's dummy copy shown at
       // the file's own path: in the session directory.
@@ -188,6 +189,7 @@ int run_wrap(wrap_options& o) {
       certs::write_file_atomically(file, f.content, 0600);
       if (!f.target.empty()) {
         overlays.push_back({file.string(), f.target});
+        login_files.emplace_back(f.target, f.credential);
         continue;
       }
       dummies.push_back({f.variable, file.string(), f.credential});
@@ -199,7 +201,8 @@ int run_wrap(wrap_options& o) {
     const auto plan =
         wrap::plan_child_environment(parent_environment(), dummies, session_vars, rules);
     std::cerr << wrap::describe(session_id, plan,
-                                mode == wrap::isolation::netns ? "netns" : "env (no isolation)")
+                                mode == wrap::isolation::netns ? "netns" : "env (no isolation)",
+                                login_files)
               << "\n";
     if (!o.env_file.empty()) dir->write_env_file(o.env_file, wrap::render_env_lines(plan.env));
 

@@ -248,12 +248,17 @@ env_plan plan_child_environment(const std::vector<variable>& parent,
 }
 
 std::string describe(const std::string& session, const env_plan& plan,
-                     const std::string& isolation) {
+                     const std::string& isolation,
+                     const std::vector<std::pair<std::string, std::string>>& files) {
   std::string line = "broker: session " + printable(session) + ": brokered ";
-  if (plan.brokered.empty()) line += "none";
+  if (plan.brokered.empty() && files.empty()) line += "none";
   for (std::size_t i = 0; i < plan.brokered.size(); ++i) {
     if (i > 0) line += ", ";
     line += printable(plan.brokered[i].name) + " (" + printable(plan.brokered[i].credential) + ")";
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (i > 0 || !plan.brokered.empty()) line += ", ";
+    line += printable(files[i].first) + " (" + printable(files[i].second) + ")";
   }
   line += "; removed ";
   if (plan.removed.empty()) line += "none";

@@ -121,6 +121,7 @@ def test_a_claude_login_file_is_a_dummy_copy_refreshed_and_written_back(tmp_path
     out, err = p.stdout.decode(), p.stderr.decode()
     assert p.returncode == 0, f"{out}\n{err}"
     lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    assert f"brokered {real_file} (claude_login)" in err, err
 
     # The child saw the file, same members, dummies of the same shape in place of the tokens.
     copy = json.loads(lines["copy"])

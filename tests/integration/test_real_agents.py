@@ -179,12 +179,24 @@ def audit_requests(run, host, path_prefix, method=None):
             and (method is None or r.get("method") == method)]
 
 
-def assert_telemetry_denied(run, hosts):
-    """Every attempt at a telemetry host is refused by the default policy."""
-    tried = [r for r in run.records() if r.get("host") in hosts]
-    assert all(r.get("decision") == "deny" and r.get("error") == "policy_denied"
-               for r in tried), [(r.get("host"), r.get("decision")) for r in tried]
+def assert_telemetry_denied(run, where):
+    """Every attempt at telemetry is refused by the default policy; `where` holds host names
+    and (host, path prefix) pairs. Returns the attempts."""
+    def is_telemetry(r):
+        for w in where:
+            host, prefix = (w, "") if isinstance(w, str) else w
+            if r.get("host") == host and (r.get("path") or "").startswith(prefix):
+                return True
+        return False
+    tried = [r for r in run.records() if r.get("event") in ("request", "refused")
+             and is_telemetry(r)]
+    assert all(r.get("decision") == "deny" for r in tried), \
+        [(r.get("host"), r.get("path"), r.get("decision")) for r in tried]
     return tried
+
+
+# Codex's OTLP metrics and its analytics events.
+CODEX_TELEMETRY = {"ab.chatgpt.com", ("chatgpt.com", "/backend-api/codex/analytics-events")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,9 +217,9 @@ def test_codex_exec_with_codex_api_key_over_its_websocket(make_fake, sessions):
     assert not any(dummy in m for m in ws["ws_in"]), "the dummy went up in a message"
     [rec] = [r for r in audit_requests(run, OPENAI, "/v1/responses", "GET") if r["status"] == 101]
     assert rec["credential"] == "codex" and rec["decision"] == "allow", rec
-    # The model catalog and plugin calls to chatgpt.com, and the OTLP metrics to ab.chatgpt.com,
-    # are refused by the default policy; the turn does not need them.
-    assert_telemetry_denied(run, {"chatgpt.com", "ab.chatgpt.com"})
+    # The OTLP metrics (ab.chatgpt.com, at exit) and analytics events are refused; the turn
+    # does not need them.
+    assert_telemetry_denied(run, CODEX_TELEMETRY)
     assert_no_leaks(run, [CODEX_KEY])
 
 
@@ -225,7 +237,7 @@ def test_codex_exec_with_codex_api_key_over_http_when_the_websocket_is_refused(m
     [rec] = [r for r in audit_requests(run, OPENAI, "/v1/responses", "POST")
              if r["status"] == 200]
     assert rec["credential"] == "codex" and rec["llm_tokens"] == TOKENS, rec
-    assert_telemetry_denied(run, {"chatgpt.com", "ab.chatgpt.com"})
+    assert_telemetry_denied(run, CODEX_TELEMETRY)
     assert_no_leaks(run, [CODEX_KEY])
 
 
@@ -266,21 +278,15 @@ def test_claude_p_with_anthropic_api_key(make_fake, sessions):
     assert_no_leaks(run, [ANTHROPIC_KEY])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the default policy allows api.anthropic.com whole: Claude Code's telemetry "
-    "(/api/event_logging/v2/batch, /api/eval/sdk-*) is on its API host and gets the real key "
-    "swapped in; the Claude profile needs a path deny for it (DESIGN §9 telemetry not allowed)"))
 def test_claude_telemetry_on_its_api_host_is_denied(make_fake, sessions):
     fake = make_fake()
     fake.accept("anthropic_key", ANTHROPIC_KEY)
     run = sessions(fake).run("claude-telemetry", CLAUDE, env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY},
                              timeout=RUN_TIMEOUT)
     assert_turn_done(run, fake)
-    telemetry = [r for r in run.requests(ANTHROPIC)
-                 if (r.get("path") or "").startswith(("/api/event_logging", "/api/eval"))]
-    assert telemetry, run.describe()
-    assert all(r["decision"] == "deny" for r in telemetry), \
-        [(r["path"], r["decision"], r.get("credential")) for r in telemetry]
+    # Claude's event logging is on its API host: the default policy refuses that path there
+    # (the real key is never swapped into it) and the turn does not care.
+    assert assert_telemetry_denied(run, {(ANTHROPIC, "/api/event_logging")}), run.describe()
     assert not fake.requests(ANTHROPIC, "/api/event_logging")
 
 
@@ -403,7 +409,7 @@ cp "$HOME/{login_file}" "$PWD/child-view-after.json"
 t=$(python3 -c {shlex.quote(extract)} "$PWD/child-view.json" {shlex.quote(token_field)})
 curl -sS -o /dev/null -D "$PWD/elsewhere.head" --max-time 10 -X POST \\
   -H "Authorization: Bearer $t" https://{ELSEWHERE}/oauth/token -d "refresh_token=$t"
-printf 'elsewhere: %s\\n' "$(head -1 "$PWD/elsewhere.head")"
+printf 'elsewhere: %s\\n' "$(grep '^HTTP/' "$PWD/elsewhere.head" | tail -1)"
 grep -i '^x-broker-error' "$PWD/elsewhere.head"
 exit $rc
 """
@@ -433,7 +439,6 @@ def assert_login_session(run, fake, ep, real_file, reals, read_refresh, read_acc
                     skip_files=[real_file])
 
 
-@LOGIN_XFAIL
 def test_codex_login_file_with_an_api_key(make_fake, sessions):
     fake = make_fake(ws="refuse")
     fake.accept("openai", OPENAI_KEY)
@@ -455,7 +460,10 @@ def test_codex_login_file_with_an_api_key(make_fake, sessions):
     assert_no_leaks(run, [OPENAI_KEY], skip_files=[real_file])
 
 
-@LOGIN_XFAIL
+@pytest.mark.xfail(strict=True, reason=(
+    "DESIGN §9 login files: Codex saves refreshed tokens by renaming a new auth.json over the "
+    "old one, and a rename onto wrap's bind-mounted dummy copy fails with EBUSY ('Failed to "
+    "refresh token: Resource busy'), so it refreshes again and again and its turn fails"))
 def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
     fake = make_fake(ws="refuse")
     old_refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
