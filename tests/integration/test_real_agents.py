@@ -11,10 +11,12 @@ got the real value while the child only ever held a dummy (its environment, its 
 file it wrote), that no byte the broker wrote (audit log, stdout/stderr, runtime files) holds a
 real value, and what the audit log recorded.
 
-Tests written to contracts not built yet are xfail(strict=True) with the missing piece named:
-DESIGN §9 login files (a dummy copy of the agent's login file, OAuth refresh brokered and written
-back) and DESIGN §10 WebSocket metering (Codex's default transport). They turn into failures the
-day they pass, so that the marker is removed.
+The login files (DESIGN §9) are tested the same way: the child sees a dummy copy of the agent's
+login file, the refresh goes to a fake token endpoint that rotates refresh tokens and refuses
+reuse, the real file outside ends up holding the rotated login, and the child's refresh token
+sent to another host is refused. What does not work yet is xfail(strict=True) with the missing
+piece named (DESIGN §10 WebSocket metering of Codex's default transport; Codex's ChatGPT login
+file): such a test turns into a failure the day it passes, so that the marker is removed.
 
 Without the agents installed every test fails, saying to run scripts/install-agents.sh
 (BROKER_SKIP_AGENTS=1 skips them instead, for a quick local run).
@@ -52,7 +54,6 @@ HOSTS = fake_apis.HOSTS + [ELSEWHERE]
 TOKENS = fake_apis.INPUT_TOKENS + fake_apis.OUTPUT_TOKENS  # what one answer of a fake costs
 RUN_TIMEOUT = 60
 
-LOGIN_XFAIL = pytest.mark.xfail(strict=True, reason="DESIGN §9 login files: not built yet")
 WS_XFAIL = pytest.mark.xfail(strict=True, reason=(
     "DESIGN §10 WebSocket metering: broker relays Codex's Responses WebSocket unmetered "
     "(response.completed usage is not counted into llm_tokens yet)"))
@@ -490,7 +491,6 @@ def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
                          for r in calls), calls
 
 
-@LOGIN_XFAIL
 def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):
     fake = make_fake()
     old_refresh = "sk-ant-ort01-" + "ClaudeRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
@@ -518,7 +518,6 @@ def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):
                         for r in msgs), msgs
 
 
-@LOGIN_XFAIL
 def test_gemini_oauth_login_refreshes_through_the_broker(make_fake, sessions):
     fake = make_fake()
     old_refresh = "1//0" + "GeminiRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abcdefgh"
