@@ -25,6 +25,7 @@
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
 #include "wrap/child_env.hpp"
+#include "wrap/directory_view.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
 #include "wrap/private_dirs.hpp"
@@ -172,6 +173,7 @@ int run_wrap(wrap_options& o) {
   int listener = -1;
   std::unique_ptr<wrap::child_session> child;
   std::unique_ptr<session::audit_log> audit;
+  std::vector<wrap::directory_view> views;  // login files' directories, copied back at the end
   try {
     if (mode == wrap::isolation::env) listener = loopback_listener(port);
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
@@ -186,10 +188,15 @@ int run_wrap(wrap_options& o) {
       // A gcp child's key file (a dummy OAuth client), or a login file's dummy copy shown at
       // the file's own path: in the session directory.
       const auto file = dir->path() / f.file_name;
+      if (!f.target.empty()) login_files.emplace_back(f.target, f.credential);
+      if (f.directory_view) {
+        views.push_back(wrap::make_directory_view(
+            f.target, (dir->path() / ("view-" + f.credential)).string(), f.content));
+        continue;
+      }
       certs::write_file_atomically(file, f.content, 0600);
       if (!f.target.empty()) {
         overlays.push_back({file.string(), f.target});
-        login_files.emplace_back(f.target, f.credential);
         continue;
       }
       dummies.push_back({f.variable, file.string(), f.credential});
@@ -218,6 +225,7 @@ int run_wrap(wrap_options& o) {
     launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
                                        o.command.front());
     launch.overlays = overlays;
+    launch.views = views;
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
     // The audit log's directory exists before the child does, so that it can be hidden.
@@ -230,8 +238,8 @@ int run_wrap(wrap_options& o) {
     // A login file's copy is what the child sees there: no mask covers it (gh's hosts.yml is
     // under a masked ~/.config/gh).
     std::erase_if(launch.masks, [&](const std::string& mask) {
-      return std::any_of(overlays.begin(), overlays.end(), [&](const auto& o) {
-        return o.target == mask || o.target.starts_with(mask + "/");
+      return std::any_of(login_files.begin(), login_files.end(), [&](const auto& f) {
+        return f.first == mask || f.first.starts_with(mask + "/");
       });
     });
     if (mode == wrap::isolation::netns)
@@ -274,6 +282,19 @@ int run_wrap(wrap_options& o) {
   const int code = supervise(*child, signals, *ctx);
   child->end_leftovers();
   take_back_terminal();
+  for (const auto& v : views) {
+    try {
+      std::vector<std::string> skipped;
+      for (const auto& name : wrap::copy_back(v, &skipped))
+        session::log(spdlog::level::info, session::log_tag(session_id), "{}/{} copied back",
+                     v.target, name);
+      for (const auto& name : skipped)
+        std::cerr << "broker: warning: " << v.target << "/" << name
+                  << " was made during the session and is not kept\n";
+    } catch (const std::exception& e) {
+      std::cerr << "broker: warning: copying " << v.target << " back: " << e.what() << "\n";
+    }
+  }
   server->stop();
   serving.join();
   ctx->audit_log().end(session::end_record(session_end_of(*ctx, code)));

@@ -56,7 +56,7 @@ constexpr std::string_view default_text = R"json({
   ],
   // The agents' telemetry on hosts allowed above (the agents work without it).
   "deny": [
-    { "host": "api.anthropic.com", "paths": ["/api/event_logging/*"] },
+    { "host": "api.anthropic.com", "paths": ["/api/event_logging/*", "/api/eval/*"] },
     { "host": "chatgpt.com", "paths": ["/backend-api/codex/analytics-events/*"] }
   ],
   "credentials": {
@@ -115,6 +115,7 @@ constexpr std::string_view default_text = R"json({
       "type": "bearer",
       "file": "~/.codex/auth.json",
       "fields": ["OPENAI_API_KEY", "tokens.access_token", "tokens.id_token"],
+      "directory_view": true,  // Codex renames a new auth.json over the old one
       "refresh": {
         "url": "https://auth.openai.com/oauth/token",
         "token": "tokens.refresh_token",

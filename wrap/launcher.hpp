@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "wrap/directory_view.hpp"
+
 #include "wrap/private_dirs.hpp"
 
 namespace broker::wrap {
@@ -42,6 +44,8 @@ struct launch_options {
     std::string copy, target;  // absolute paths
   };
   std::vector<overlay> overlays;
+  // netns: a login file's directory shown as the session's view of it (directory_view.hpp).
+  std::vector<directory_view> views;
   std::vector<std::string> masks;         // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;     // netns: absolute paths the child cannot change
   std::chrono::milliseconds grace{2000};  // between TERM and KILL for what the command left

@@ -160,12 +160,33 @@ void set_up_mounts(int control, const launch_options& options) {
     copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
     if (copies.back() < 0) fail(control, "opening " + o.copy);
   }
+  // A view's subdirectories are the real ones: opened before the view covers them.
+  std::vector<int> views;
+  std::vector<std::vector<int>> subdirs(options.views.size());
+  for (std::size_t i = 0; i < options.views.size(); ++i) {
+    const directory_view& v = options.views[i];
+    views.push_back(::open(v.view.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (views.back() < 0) fail(control, "opening " + v.view);
+    for (const std::string& name : v.subdirs) {
+      const std::string real = v.target + "/" + name;
+      subdirs[i].push_back(::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (subdirs[i].back() < 0) fail(control, "opening " + real);
+    }
+  }
   set_up_private_view(control, options.private_view);
-  for (std::size_t i = 0; i < copies.size(); ++i) {
-    const std::string source = "/proc/self/fd/" + std::to_string(copies[i]);
-    if (::mount(source.c_str(), options.overlays[i].target.c_str(), nullptr, MS_BIND, nullptr) < 0)
-      fail(control, "showing a copy at " + options.overlays[i].target);
-    ::close(copies[i]);
+  auto bind = [&](int fd, const std::string& onto, const std::string& what) {
+    const std::string source = "/proc/self/fd/" + std::to_string(fd);
+    if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)
+      fail(control, what + onto);
+    ::close(fd);
+  };
+  for (std::size_t i = 0; i < copies.size(); ++i)
+    bind(copies[i], options.overlays[i].target, "showing a copy at ");
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const directory_view& v = options.views[i];
+    bind(views[i], v.target, "showing a view at ");
+    for (std::size_t j = 0; j < v.subdirs.size(); ++j)
+      bind(subdirs[i][j], v.target + "/" + v.subdirs[j], "binding through ");
   }
   for (const std::string& path : options.masks) {
     struct stat st {};

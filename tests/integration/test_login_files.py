@@ -206,3 +206,56 @@ def test_gh_hosts_yml_is_a_dummy_copy_instead_of_a_mask(tmp_path, pki, tls_upstr
     assert_clean(p.stdout + p.stderr, "wrap output", GH)
     for log in (tmp_path / "logs").glob("*.jsonl"):
         assert_clean(log.read_bytes(), "audit log", GH)
+
+
+OPENAI = "sk-proj-" + "C0dexFileKeyAbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+
+
+def test_codex_sees_a_view_of_its_directory_and_may_rename_over_auth_json(tmp_path, pki,
+                                                                         tls_upstream):
+    """Codex saves auth.json by renaming a new file over it, which a mount on the file forbids
+    (EBUSY): its directory is a view instead. The rename works and stays in the session; what
+    else Codex writes there (config, sessions) reaches the real directory."""
+    home = tmp_path / "home"
+    codex = home / ".codex"
+    (codex / "sessions").mkdir(parents=True)
+    real_auth = codex / "auth.json"
+    real_auth.write_text(json.dumps({"OPENAI_API_KEY": OPENAI, "tokens": None}, indent=2))
+    (codex / "config.toml").write_text('model = "gpt-5"\n')
+    child = r'''
+import json, os, subprocess
+d = os.path.expanduser("~/.codex")
+key = json.load(open(d + "/auth.json"))["OPENAI_API_KEY"]
+print("child:" + key)
+tmp = d + "/.auth.json.tmp"
+json.dump({"OPENAI_API_KEY": key, "tokens": None, "last_refresh": "now"}, open(tmp, "w"))
+os.rename(tmp, d + "/auth.json")
+print("renamed:" + json.load(open(d + "/auth.json"))["last_refresh"])
+open(d + "/config.toml", "w").write('model = "gpt-5-codex"\n')
+open(d + "/sessions/rollout.jsonl", "w").write("{}\n")
+p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                    "-H", "Authorization: Bearer " + key, "https://api.openai.com/v1/models"],
+                   capture_output=True, text=True)
+print("status:" + p.stdout)
+'''
+    (tmp_path / "child.py").write_text(child)
+    argv = [BROKER_BIN, "wrap", "--upstream-ca", str(pki.ca_cert), "--log-dir",
+            str(tmp_path / "logs"), "--connect-to",
+            f"api.openai.com:443:127.0.0.1:{tls_upstream.port}", "--", "python3",
+            str(tmp_path / "child.py")]
+    p = subprocess.run(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
+                       capture_output=True, timeout=60, cwd=tmp_path)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0, f"{out}\n{err}"
+    lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    assert lines["renamed"] == "now" and lines["status"] == "200", out
+    dummy = lines["child"]
+    assert dummy != OPENAI and len(dummy) == len(OPENAI) and dummy.startswith("sk-proj-")
+    [seen] = [r for r in tls_upstream.requests if r["path"] == "/v1/models"]
+    assert seen["headers"]["Authorization"] == "Bearer " + OPENAI
+    # Outside: the real login untouched, the rest of what Codex wrote kept.
+    assert json.loads(real_auth.read_text())["OPENAI_API_KEY"] == OPENAI
+    assert (codex / "config.toml").read_text() == 'model = "gpt-5-codex"\n'
+    assert (codex / "sessions" / "rollout.jsonl").read_text() == "{}\n"
+    assert not (codex / ".auth.json.tmp").exists()
+    assert_clean(p.stdout + p.stderr, "wrap output", OPENAI)
