@@ -55,12 +55,6 @@ struct websocket_pumps {
   held_bytes held_from_client{}, held_from_server{};
 };
 
-asio::awaitable<void> hold_until_cancelled() {
-  asio::steady_timer forever(co_await asio::this_coro::executor,
-                             std::chrono::steady_clock::time_point::max());
-  co_await forever.async_wait(use_tuple);
-}
-
 // One direction: bytes read from `from`, inspected, written to `to` as frames; returns when
 // `from` ends, a write fails, or the inspector ends the connection.
 asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, read_buffer& in,
