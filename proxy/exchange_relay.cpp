@@ -15,16 +15,6 @@
 
 namespace broker::proxy {
 
-namespace {
-
-asio::awaitable<void> hold_until_cancelled() {
-  asio::steady_timer forever(co_await asio::this_coro::executor,
-                             std::chrono::steady_clock::time_point::max());
-  co_await forever.async_wait(use_tuple);
-}
-
-}  // namespace
-
 void http_exchange::release_upstream() {
   // Only a connection whose last response was relayed whole may carry another request.
   if (upstream_ && upstream_reusable_)

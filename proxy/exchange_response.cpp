@@ -1,5 +1,5 @@
 // An exchange with its upstream, the response's half: interim heads, the final head, then the
-// body down to the client as it arrives, or the frames of an upgraded connection. With brokered
+// body down to the client as it arrives (a 101 goes on in websocket_relay.cpp). With brokered
 // credentials in the session the body is decoded on the way and has real values replaced by
 // their dummies across chunk and read boundaries, then framed again (same length, same coding);
 // LLM usage is metered from it.
@@ -8,7 +8,6 @@
 #include "brokers/scrubber.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/race.hpp"
 #include "proxy/relay_errors.hpp"
 #include "session/llm_usage.hpp"
 
@@ -21,24 +20,6 @@ std::string client_head(const http::message_head& head, bool keep_client) {
   std::string out = http::serialize_response_head(head);
   if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
   return out;
-}
-
-// One direction of an upgraded (WebSocket) connection, until either side ends.
-asio::awaitable<void> copy_stream(stream& from, stream& to, read_buffer& buffer,
-                                  std::uint64_t& counter, deadline& idle,
-                                  deadline::clock::duration idle_timeout) {
-  for (;;) {
-    if (!buffer.empty()) {
-      auto [ec, n] = co_await to.write(buffer.view());
-      if (ec) co_return;
-      counter += n;
-      buffer.consume(n);
-    }
-    idle.arm(idle_timeout, deadline::phase::tunnel);
-    auto [ec, n] = co_await from.read_some(buffer.space());
-    if (ec) co_return;
-    buffer.commit(n);
-  }
 }
 
 }  // namespace
@@ -130,21 +111,6 @@ asio::awaitable<bool> http_exchange::read_response_head(http::parser& response) 
     up.in.commit(n);
     io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
   }
-}
-
-asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
-  if (!websocket_) {
-    co_await refuse(
-        refusal::upstream_unreachable(entry_.host, "protocol upgrade is not supported here"),
-        false);
-    co_return;
-  }
-  std::string out = http::serialize_response_head(head);
-  out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-  response_started_ = true;
-  entry_.status = 101;
-  co_await write_client(out);
-  co_await relay_websocket();
 }
 
 asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response,
@@ -337,16 +303,6 @@ void http_exchange::scrub_head(http::message_head& head) const {
     brokers::scrub_value(h.name, scrub_patterns_);
     brokers::scrub_value(h.value, scrub_patterns_);
   }
-}
-
-asio::awaitable<void> http_exchange::relay_websocket() {
-  auto& up = *upstream_;
-  // Frames are relayed as they are (not scrubbed); the upgrade request went through the brokers.
-  co_await race(
-      copy_stream(io_.client, up.io, io_.in, entry_.bytes_out, io_.timer, timeouts().tunnel),
-      copy_stream(up.io, io_.client, up.in, entry_.bytes_in, io_.timer, timeouts().tunnel));
-  finish(101, true);
-  io_.draining = true;  // the connection was handed over; nothing HTTP follows
 }
 
 }  // namespace broker::proxy

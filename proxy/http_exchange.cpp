@@ -67,6 +67,14 @@ void ask_for_identity(http::message_head& head) {
   head.headers.push_back({"Accept-Encoding", "identity"});
 }
 
+// permessage-deflate (RFC 7692) would compress the frames past the checks and the scrubber:
+// the offer does not go upstream, so the connection is uncompressed (RFC 6455 §9.1).
+void drop_extension_offers(http::message_head& head) {
+  std::erase_if(head.headers, [](const http::header_field& h) {
+    return http::iequals(h.name, "sec-websocket-extensions");
+  });
+}
+
 // The head as it goes upstream, to `target` (the brokers may have rewritten it).
 std::string upstream_head(const http::message_head& head, std::string_view target,
                           const config::destination& dest, bool https, bool websocket) {
@@ -133,8 +141,8 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
     for (auto& h : head.headers) brokers::wipe(h.value);
     brokers::wipe(target);
   });
-  const brokers::request_context where{dest.host, to.scheme == "http",
-                                       loopback_destination(io_.ctx, dest)};
+  loopback_ = loopback_destination(io_.ctx, dest);
+  const brokers::request_context where{dest.host, to.scheme == "http", loopback_};
   auto& plan =
       plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();
@@ -159,6 +167,7 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   // Real values, and what the brokers rewrote, back to the client's form.
   scrub_patterns_ = plan.response_patterns();
   if (!credentials.empty()) ask_for_identity(head);
+  if (websocket_) drop_extension_offers(head);
 
   const std::string key = to.scheme + "://" + to_string(dest);
   upstream_ = io_.pool.take(key);

@@ -5,7 +5,8 @@
 // refusal. The connection reads heads and routes (client_connection.cpp, interception.cpp,
 // http_forward.cpp); an exchange does the rest, using the connection's streams while it lives.
 // The parts: http_exchange.cpp (admit, plan, upstream, record), exchange_relay.cpp (the request
-// head and body up), exchange_response.cpp (the response down); whole_body.cpp reads a body whole.
+// head and body up), exchange_response.cpp (the response down), websocket_relay.cpp (after a
+// 101); whole_body.cpp reads a body whole.
 #pragma once
 
 #include <chrono>
@@ -137,7 +138,8 @@ class http_exchange {
                                         std::optional<http::parser>& response);
   // One head into `response`; false when there is none (refused, or the request body failed).
   asio::awaitable<bool> read_response_head(http::parser& response);
-  // The WebSocket the request asked for, relayed to its end; any other upgrade is refused.
+  // The WebSocket the request asked for, inspected and relayed to its end (websocket_relay.cpp);
+  // any other upgrade, or a 101 agreeing to an extension, is refused.
   asio::awaitable<void> relay_upgrade(const http::message_head& head);
   // A body a credential step rewrites whole (an OAuth token response's new tokens become
   // dummies): read decoded, at most `limit` bytes, and sent with its new length.
@@ -171,6 +173,7 @@ class http_exchange {
   bool active_ = true;
   bool response_started_ = false;
   bool websocket_ = false;  // the request asked for Upgrade: websocket
+  bool loopback_ = false;   // the destination is a loopback address (brokers::request_context)
   // The upstream connection may carry another request: its response was relayed whole.
   bool upstream_reusable_ = false;
   std::unique_ptr<upstream_connection> upstream_;

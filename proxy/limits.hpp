@@ -19,12 +19,18 @@ inline constexpr std::size_t splice_read_bytes = 16 * 1024;
 // the kernel's per-user pipe quota falls back to its 64 KiB default when exhausted.
 inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;
 
+// A WebSocket message, fragments joined, each way (DESIGN §10): it is inspected whole, so it is
+// held whole. An LLM request carrying a long conversation runs to a few MiB; beyond the limit the
+// connection is closed with 1009 (message too big).
+inline constexpr std::size_t max_websocket_message = 16 * 1024 * 1024;
+
 // Interim (1xx) responses before the final one; beyond it the exchange ends with 502.
 inline constexpr int max_interim_responses = 16;
 
 // Every body held whole at once, across all connections (held_bytes): beyond it a request that
-// needs its body read whole (request_plan::whole_body, up to 32 MiB each) gets 503 overloaded.
-// Sixteen such bodies at once would otherwise hold 512 MiB.
+// needs its body read whole (request_plan::whole_body, up to 32 MiB each) gets 503 overloaded,
+// and a WebSocket whose message in progress would pass it is closed with 1013. Sixteen such
+// bodies at once would otherwise hold 512 MiB.
 inline constexpr std::size_t max_held_body_bytes = 256 * 1024 * 1024;
 
 // Connections served at once; beyond this new connections are answered 503 and closed.

@@ -6,6 +6,7 @@
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 
+#include <chrono>
 #include <exception>
 
 #include "proxy/asio.hpp"
@@ -23,6 +24,13 @@ inline asio::awaitable<std::size_t> race(asio::awaitable<void> a, asio::awaitabl
   if (winner == 0 && ex0) std::rethrow_exception(ex0);
   if (winner == 1 && ex1) std::rethrow_exception(ex1);
   co_return winner;
+}
+
+// Waits until cancelled: a side of a race that is done but must not end it yet.
+inline asio::awaitable<void> hold_until_cancelled() {
+  asio::steady_timer forever(co_await asio::this_coro::executor,
+                             std::chrono::steady_clock::time_point::max());
+  co_await forever.async_wait(use_tuple);
 }
 
 }  // namespace broker::proxy

@@ -28,6 +28,8 @@ json exchange_record(const audit_entry& e, const scrub_text& scrub) {
   j["status"] = e.status ? json(e.status) : json();
   j["bytes_out"] = e.bytes_out;
   j["bytes_in"] = e.bytes_in;
+  if (e.ws_messages_out) j["ws_messages_out"] = *e.ws_messages_out;
+  if (e.ws_messages_in) j["ws_messages_in"] = *e.ws_messages_in;
   j["ms"] = std::round(e.ms * 10.0) / 10.0;
   j["decision"] = e.allowed ? "allow" : "deny";
   j["rule"] = text_or_null(e.rule);

@@ -25,6 +25,9 @@ struct audit_entry {
   int status = 0;      // 0 = none (tunnels)
   std::uint64_t bytes_out = 0;
   std::uint64_t bytes_in = 0;
+  // An upgraded (WebSocket) connection's data messages each way (DESIGN §10); unset otherwise.
+  std::optional<std::uint64_t> ws_messages_out;
+  std::optional<std::uint64_t> ws_messages_in;
   double ms = 0;
   bool allowed = true;
   std::string rule;

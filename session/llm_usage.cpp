@@ -72,6 +72,19 @@ llm_api classify_llm_request(std::string_view host, std::string_view method,
   return llm_api::none;
 }
 
+llm_api classify_llm_websocket(std::string_view host, std::string_view path) {
+  if (host.ends_with(":443")) host.remove_suffix(4);
+  path = path.substr(0, path.find_first_of("?#"));
+  if (host == "api.openai.com" && path == "/v1/responses") return llm_api::openai_responses;
+  if (host == "chatgpt.com" && path == "/backend-api/codex/responses")
+    return llm_api::openai_responses;  // Codex signed in with ChatGPT
+  return llm_api::none;
+}
+
+bool is_llm_request_message(llm_api api, std::string_view message) {
+  return is_request_event(api, message);
+}
+
 struct llm_usage_meter::state {
   llm_api api;
   body_kind kind;
@@ -155,6 +168,32 @@ llm_usage llm_usage_meter::finish() {
   }
   s.result = s.counts.to_usage(s.request_bytes);
   return *s.result;
+}
+
+struct llm_message_meter::state {
+  llm_api api;
+  std::uint64_t request_bytes = 0;
+  llm_usage_tally counts;  // the response going on
+};
+
+llm_message_meter::llm_message_meter(llm_api api) : state_(std::make_unique<state>(api)) {}
+llm_message_meter::~llm_message_meter() = default;
+llm_message_meter::llm_message_meter(llm_message_meter&&) noexcept = default;
+llm_message_meter& llm_message_meter::operator=(llm_message_meter&&) noexcept = default;
+
+void llm_message_meter::set_request_bytes(std::uint64_t n) {
+  if (state_) state_->request_bytes = n;
+}
+
+std::optional<llm_usage> llm_message_meter::feed(std::string_view message) {
+  if (!state_ || state_->api == llm_api::none) return std::nullopt;
+  state& s = *state_;
+  const auto progress = tally_message_event(s.api, message, s.counts);
+  if (progress == response_progress::going_on) return std::nullopt;
+  std::optional<llm_usage> usage;
+  if (progress == response_progress::ended) usage = s.counts.to_usage(s.request_bytes);
+  s.counts = {};
+  return usage;
 }
 
 }  // namespace broker::session

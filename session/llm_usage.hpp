@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,18 @@ enum class llm_api { none, openai_chat, openai_responses, anthropic_messages, ge
 // Anything else is none. host is lower-case and may carry
 // ":443"; path may carry a query.
 llm_api classify_llm_request(std::string_view host, std::string_view method, std::string_view path);
+
+// Which API a WebSocket upgrade opens: api.openai.com /v1/responses (and ChatGPT-login Codex's
+// chatgpt.com /backend-api/codex/responses) is the Responses API over
+// WebSocket (Codex: one response.create message per response, JSON events back). Anything else
+// is none. host and path as for classify_llm_request.
+llm_api classify_llm_websocket(std::string_view host, std::string_view path);
+
+// Whether a client's message on such a WebSocket may ask for a response: a JSON object with a
+// top-level "type" of "response.create" (escaped or not, beside another "type" or not), and,
+// failing closed, anything that is not a JSON object. An object of another type, or of none,
+// is not a request. Never throws.
+bool is_llm_request_message(llm_api api, std::string_view message);
 
 struct llm_usage {
   std::uint64_t input_tokens = 0;
@@ -62,6 +75,28 @@ class llm_usage_meter {
 
   // End of body. Later calls return the same usage; pieces fed after it are ignored.
   llm_usage finish();
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+// Counts the responses of an LLM API WebSocket one server message at a time: each message is
+// one JSON event, read as the same event in an SSE stream is (llm_usage_meter). A Responses API
+// response ends with response.completed, response.incomplete or response.failed, whose usage
+// is final (estimated, as for a stream, where it is missing); an "error" event ends it with
+// nothing to count (as an HTTP error answer is not metered). Never throws.
+class llm_message_meter {
+ public:
+  explicit llm_message_meter(llm_api api);
+  ~llm_message_meter();
+  llm_message_meter(llm_message_meter&&) noexcept;
+  llm_message_meter& operator=(llm_message_meter&&) noexcept;
+
+  // The size of the message that asked for the next response (for the input estimate).
+  void set_request_bytes(std::uint64_t n);
+  // One whole message from the server: the usage of the response it ends, if it ends one.
+  std::optional<llm_usage> feed(std::string_view message);
 
  private:
   struct state;

@@ -28,6 +28,16 @@ struct llm_usage_tally {
 
 // One SSE event's data. OpenAI's "[DONE]" is skipped.
 void tally_stream_event(llm_api api, std::string_view data, llm_usage_tally& t);
+
+// Where one event leaves its response, for a transport that carries one response after
+// another (a WebSocket).
+enum class response_progress { going_on, ended, failed };
+// One event, tallied as tally_stream_event does, and where it leaves its response: ended by
+// the Responses API's response.completed / .incomplete / .failed (their usage is final), failed
+// by an "error" event (no usage).
+response_progress tally_message_event(llm_api api, std::string_view data, llm_usage_tally& t);
+// Whether one client message may ask for a response (is_llm_request_message).
+bool is_request_event(llm_api api, std::string_view data);
 // A whole JSON response body. False when it does not parse.
 bool tally_body(llm_api api, std::string_view body, llm_usage_tally& t);
 // A usage object on its own (see usage_scanner).

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
                       pattern_bytes, sha256)
+from websocket_peer import TEXT, Peer, echo, encode_frame
 
 GITHUB = "api.github.com"
 OTHER = "other.example.test"
@@ -325,7 +326,7 @@ def test_private_address_refusal_is_answered_inside_tls(broker_factory, tls_upst
 
 class WebSocketEcho:
     """An HTTPS upstream that accepts one WebSocket upgrade (checking the credential it
-    carries) and then echoes raw bytes."""
+    carries) and then echoes messages."""
 
     def __init__(self, pki, expect_auth):
         import hashlib
@@ -357,11 +358,10 @@ class WebSocketEcho:
             conn.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                           f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n")
                          .encode())
-            while True:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                conn.sendall(data)
+            try:
+                echo(Peer(conn), None)
+            except (EOFError, OSError):
+                pass
 
     def close(self):
         self.sock.close()
@@ -385,7 +385,7 @@ def test_websocket_upgrade_is_relayed_after_the_brokers(broker_factory, pki):
             head += s.recv(1)
         assert head.startswith(b"HTTP/1.1 101"), head
         assert b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head
-        s.sendall(b"\x81\x05hello")
+        s.sendall(encode_frame(TEXT, b"hello", mask=True))  # a client's frames are masked
         got = b""
         while len(got) < 7:
             got += s.recv(64)

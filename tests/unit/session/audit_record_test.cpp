@@ -95,3 +95,21 @@ TEST_CASE("session records name what serve and wrap each have", "[audit_record]"
         std::vector<std::string>{"event", "requests", "denied", "usage", "exit"});
   CHECK(policy_reload_record(nlohmann::ordered_json::array())["event"] == "policy_reload");
 }
+
+TEST_CASE("an upgraded connection's record counts its messages each way", "[audit_record]") {
+  audit_entry e;
+  e.event = "request";
+  e.method = "GET";
+  e.status = 101;
+  e.bytes_out = 300;
+  e.bytes_in = 200;
+  e.ws_messages_out = 3;
+  e.ws_messages_in = 0;
+  const auto j = exchange_record(e, no_scrub);
+  CHECK(keys(j) == std::vector<std::string>{"event", "pid", "exe", "method", "scheme", "host",
+                                            "port", "path", "status", "bytes_out", "bytes_in",
+                                            "ws_messages_out", "ws_messages_in", "ms", "decision",
+                                            "rule", "credential", "llm_tokens"});
+  CHECK(j["ws_messages_out"] == 3);
+  CHECK(j["ws_messages_in"] == 0);
+}

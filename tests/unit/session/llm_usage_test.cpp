@@ -281,3 +281,73 @@ TEST_CASE("Code Assist chunks wrap the GenerateContentResponse in \"response\"",
   CHECK(same(meter_whole(llm_api::gemini_generate, sse_type, wrapped),
              usage(120, 30 + 50, false, "gemini-2.5-pro")));
 }
+
+// ---- Responses API over a WebSocket (Codex): one JSON event per message ------------------
+
+using broker::session::classify_llm_websocket;
+using broker::session::is_llm_request_message;
+using broker::session::llm_message_meter;
+
+TEST_CASE("a WebSocket to the Responses API is an LLM API; nothing else is", "[llm_usage]") {
+  CHECK(classify_llm_websocket("api.openai.com", "/v1/responses") == llm_api::openai_responses);
+  CHECK(classify_llm_websocket("api.openai.com:443", "/v1/responses?x=1") ==
+        llm_api::openai_responses);
+  CHECK(classify_llm_websocket("api.openai.com", "/v1/realtime") == llm_api::none);
+  CHECK(classify_llm_websocket("api.openai.com.evil.example", "/v1/responses") == llm_api::none);
+  CHECK(classify_llm_websocket("api.anthropic.com", "/v1/responses") == llm_api::none);
+  // Codex signed in with ChatGPT.
+  CHECK(classify_llm_websocket("chatgpt.com", "/backend-api/codex/responses") ==
+        llm_api::openai_responses);
+}
+
+TEST_CASE("a response.create message is a request; its nested types are not looked at, and "
+          "what does not parse counts as one",
+          "[llm_usage]") {
+  const auto responses = llm_api::openai_responses;
+  CHECK(is_llm_request_message(responses, R"({"type":"response.create","model":"gpt-5"})"));
+  CHECK(is_llm_request_message(responses,
+                               R"({"input":[{"type":"message","content":[{"type":"input_text"}]}],)"
+                               R"("type":"response.create"})"));
+  CHECK_FALSE(is_llm_request_message(responses, R"({"type":"response.cancel"})"));
+  CHECK_FALSE(is_llm_request_message(responses, R"({"input":[{"type":"response.create"}]})"));
+  CHECK_FALSE(is_llm_request_message(responses, R"({"x":{"type":"response.create"}})"));
+  CHECK_FALSE(is_llm_request_message(responses, R"({"input":"x"})"));
+  CHECK(is_llm_request_message(responses, R"({"type":"response\u002ecreate"})"));
+  // Which of two keys wins depends on the parser: either may.
+  CHECK(is_llm_request_message(responses, R"({"type":"x","type":"response.create"})"));
+  CHECK(is_llm_request_message(responses, R"({"type":"response.create","type":"x"})"));
+  // The API might read what does not parse here (cut, not JSON, not an object): failing closed.
+  CHECK(is_llm_request_message(responses, R"({"type":"response.create")"));
+  CHECK(is_llm_request_message(responses, R"({"type":"response.cancel")"));
+  CHECK(is_llm_request_message(responses, "not json"));
+  CHECK(is_llm_request_message(responses, R"(["response.create"])"));
+  CHECK_FALSE(is_llm_request_message(llm_api::none, R"({"type":"response.create"})"));
+}
+
+TEST_CASE("a WebSocket's responses are metered one after another", "[llm_usage]") {
+  llm_message_meter meter(llm_api::openai_responses);
+  meter.set_request_bytes(400);
+  CHECK_FALSE(meter.feed(R"({"type":"response.created","response":{"model":"gpt-5"}})"));
+  CHECK_FALSE(meter.feed(R"({"type":"response.output_text.delta","delta":"Hello"})"));
+  auto first = meter.feed(R"({"type":"response.completed","response":{"model":"gpt-5","usage":)"
+                          R"({"input_tokens":21,"output_tokens":9,"total_tokens":30}}})");
+  REQUIRE(first);
+  CHECK(same(*first, usage(21, 9, false, "gpt-5")));
+
+  // The next one reports no usage: estimated from its own request and text alone.
+  meter.set_request_bytes(40);
+  CHECK_FALSE(meter.feed(R"({"type":"response.output_text.delta","delta":"12345678"})"));
+  auto second = meter.feed(R"({"type":"response.incomplete","response":{"model":"gpt-5"}})");
+  REQUIRE(second);
+  CHECK(same(*second, usage(10, 2, true, "gpt-5")));
+
+  // An error event ends a response with nothing counted; a failed one counts what it reports.
+  CHECK_FALSE(meter.feed(R"({"type":"response.output_text.delta","delta":"xx"})"));
+  CHECK_FALSE(meter.feed(R"({"type":"error","error":{"message":"bad request"}})"));
+  auto failed = meter.feed(
+      R"({"type":"response.failed","response":{"usage":{"input_tokens":5,"output_tokens":0}}})");
+  REQUIRE(failed);
+  CHECK(same(*failed, usage(5, 0, false, "")));
+  CHECK_FALSE(meter.feed("not json"));
+  CHECK_FALSE(llm_message_meter(llm_api::none).feed(R"({"type":"response.completed"})"));
+}

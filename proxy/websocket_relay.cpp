@@ -1,0 +1,201 @@
+// An upgraded connection (DESIGN §10): the 101 checked and passed on, then the WebSocket relayed
+// message by message through a websocket_inspector, one pump per direction, until either side
+// ends it, the idle deadline passes, or the inspector ends it (a value that must not leave, a
+// spent budget, a protocol error), when each side is sent its close. What the client pipelined
+// behind its upgrade request waited in its buffer until the 101 and is read as frames like the
+// rest. One record per connection (messages and bytes each way), one more per metered LLM
+// response.
+#include <openssl/rand.h>
+
+#include <array>
+#include <cstring>
+
+#include "proxy/held_bytes.hpp"
+#include "proxy/http_exchange.hpp"
+#include "proxy/limits.hpp"
+#include "proxy/race.hpp"
+#include "proxy/relay_errors.hpp"
+#include "proxy/websocket_inspector.hpp"
+#include "session/llm_usage.hpp"
+
+namespace broker::proxy {
+
+namespace {
+
+// Masking keys from the CSPRNG (RFC 6455 §5.3: unpredictable to the application that sends
+// the data), drawn a batch at a time.
+class mask_keys {
+ public:
+  std::uint32_t next() {
+    if (used_ == keys_.size()) {
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(keys_.data()),
+                     static_cast<int>(keys_.size() * sizeof(std::uint32_t))) != 1)
+        throw std::runtime_error("the system random number generator failed");
+      used_ = 0;
+    }
+    return keys_[used_++];
+  }
+
+ private:
+  std::array<std::uint32_t, 64> keys_{};
+  std::size_t used_ = keys_.size();
+};
+
+// What the two directions share. Each pump writes only toward its own destination, so no stream
+// has two writes outstanding; a pump that finds the connection ending while the other is
+// mid-write waits for that write rather than cut it short (race() would cancel it half sent).
+struct websocket_pumps {
+  websocket_inspector& inspect;
+  audit_entry& entry;  // its message counts kept current: a deadline may end the relay
+  deadline& idle;
+  deadline::clock::duration idle_timeout;
+  bool writing_upstream = false;
+  bool writing_client = false;
+  // A message on its way in is held whole, against the process's allowance for bytes held.
+  held_bytes held_from_client{}, held_from_server{};
+};
+
+// One direction: bytes read from `from`, inspected, written to `to` as frames; returns when
+// `from` ends, a write fails, or the inspector ends the connection.
+asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, read_buffer& in,
+                           stream& to, std::uint64_t& written) {
+  bool& writing = from_client ? p.writing_upstream : p.writing_client;
+  const bool& other_writing = from_client ? p.writing_client : p.writing_upstream;
+  held_bytes& hold = from_client ? p.held_from_client : p.held_from_server;
+  std::string out;
+  for (;;) {
+    if (!in.empty()) {
+      out.clear();
+      if (from_client)
+        p.inspect.from_client(in.view(), out);
+      else
+        p.inspect.from_server(in.view(), out);
+      in.consume(in.size());
+      const std::size_t pending =
+          from_client ? p.inspect.pending_from_client() : p.inspect.pending_from_server();
+      // Up to a read buffer's worth is the connection's own; beyond it a share of the
+      // allowance (released as the message completes).
+      if (!hold.hold(pending > limits::relay_buffer_bytes ? pending : 0))
+        p.inspect.end_overloaded();
+      p.entry.ws_messages_out = p.inspect.messages_out();
+      p.entry.ws_messages_in = p.inspect.messages_in();
+      if (!out.empty()) {
+        writing = true;
+        auto [ec, n] = co_await to.write(out);
+        writing = false;
+        if (ec) co_return;
+        written += n;
+      }
+      if (p.inspect.ending() || p.inspect.closed()) {
+        if (other_writing) co_await hold_until_cancelled();
+        co_return;
+      }
+    }
+    p.idle.arm(p.idle_timeout, deadline::phase::tunnel);
+    auto [ec, n] = co_await from.read_some(in.space());
+    if (ec) co_return;
+    in.commit(n);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
+  if (!websocket_) {
+    co_await refuse(
+        refusal::upstream_unreachable(entry_.host, "protocol upgrade is not supported here"),
+        false);
+    co_return;
+  }
+  // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
+  // value past the checks.
+  if (head.find("sec-websocket-extensions")) {
+    co_await refuse(refusal::upstream_unreachable(
+                        entry_.host,
+                        "the upstream agreed to a WebSocket extension (compression) "
+                        "that was not offered; the broker inspects frames uncompressed"),
+                    false);
+    co_return;
+  }
+  std::string out = http::serialize_response_head(head);
+  out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  response_started_ = true;
+  entry_.status = 101;
+  co_await write_client(out);
+  co_await relay_websocket();
+}
+
+asio::awaitable<void> http_exchange::relay_websocket() {
+  auto& up = *upstream_;
+  io_.draining = true;  // the connection was handed over; nothing HTTP follows
+  const auto& credentials = io_.ctx.credentials();
+  const bool plaintext = entry_.scheme == "http";
+  brokers::body_scan outbound;  // the inspector's patterns view into it: declared first
+  if (!credentials.empty())
+    outbound =
+        credentials.request_body_scan(brokers::request_context{entry_.host, plaintext, loopback_});
+  const auto llm = session::classify_llm_websocket(entry_.host, entry_.target);
+
+  mask_keys keys;
+  auto response_started = std::chrono::steady_clock::now();
+  websocket_hooks hooks;
+  hooks.mask_key = [&keys] { return keys.next(); };
+  hooks.admit_llm_request = [&]() -> std::optional<refusal> {
+    io_.ctx.charge(entry_);  // the bytes so far count toward the budget's verdict
+    response_started = std::chrono::steady_clock::now();
+    return admit_by_budget(entry_.host);
+  };
+  hooks.llm_usage = [&](const session::llm_usage& usage) {
+    // Metered as an HTTP response is (account_llm_usage), recorded on its own: the connection's
+    // record comes when it ends, and may be hours away.
+    if (auto* budget = io_.ctx.budget())
+      budget->add_llm_usage(entry_.host, usage.model, usage.input_tokens, usage.output_tokens);
+    audit_entry response = entry_;
+    response.method = "WS";
+    response.status = 0;
+    response.bytes_out = response.bytes_in = 0;  // counted in the connection's record
+    response.ws_messages_out.reset();
+    response.ws_messages_in.reset();
+    response.llm_tokens = usage.total();
+    response.llm_estimated = usage.estimated;
+    response.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                            response_started)
+                      .count();
+    return io_.ctx.record(response);
+  };
+  websocket_inspector inspect(
+      websocket_checks{credentials.empty() ? nullptr : &outbound, entry_.host, plaintext,
+                       scrub_patterns_, llm, limits::max_websocket_message},
+      std::move(hooks));
+
+  entry_.ws_messages_out = entry_.ws_messages_in = 0;
+  websocket_pumps pumps{inspect, entry_, io_.timer, timeouts().tunnel};
+  co_await race(pump(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
+                pump(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
+  // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
+  const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
+  if (cancelled != asio::cancellation_type::none) co_return;
+
+  const auto& ending = inspect.ending();
+  if (!ending) {
+    finish(101, true);
+    co_return;
+  }
+  bool allowed = true;
+  if (const auto& r = ending->refused) {
+    // As its HTTP counterpart is recorded (refuse()): a dummy on its way to the wrong host is
+    // the canary DESIGN §5 asks to record as such.
+    entry_.event = r->code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
+    if (!ending->credential.empty()) entry_.credential = ending->credential;
+    allowed = false;
+    session::log(spdlog::level::debug, io_.tag, "WebSocket {} {}: {}", io_.ctx.scrub(entry_.host),
+                 r->code, io_.ctx.scrub(r->message));
+  }
+  finish(101, allowed, ending->error);
+  // Each side is told, within a bounded time: neither has to read.
+  io_.timer.arm(timeouts().body, deadline::phase::tunnel);
+  co_await up.io.write(ending->to_upstream);
+  co_await write_client(ending->to_client);
+}
+
+}  // namespace broker::proxy
