@@ -29,6 +29,7 @@ llm_tokens. `tool_call` makes the first answer of a conversation a tool call ins
 
 import json
 import re
+import subprocess
 import threading
 import time
 import uuid
@@ -351,6 +352,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         upgrade = fake_ws.is_upgrade(self.headers)
         body = b"" if upgrade else self._body()
+        if headers.get("content-encoding") == "zstd":
+            # Codex signed in with ChatGPT compresses its request bodies (zstd, Debian's CLI).
+            body = subprocess.run(["zstd", "-dc"], input=body, capture_output=True,
+                                  check=True).stdout
         self.rec = Record(host=host, method=self.command, path=url.path, query=url.query,
                           headers=headers, body=body, status=None, ws_in=[], ws_out=[],
                           model_call=False)

@@ -14,9 +14,7 @@ real value, and what the audit log recorded.
 The login files (DESIGN §9) are tested the same way: the child sees a dummy copy of the agent's
 login file, the refresh goes to a fake token endpoint that rotates refresh tokens and refuses
 reuse, the real file outside ends up holding the rotated login, and the child's refresh token
-sent to another host is refused. What does not work yet is xfail(strict=True) with the missing
-piece named (DESIGN §10 WebSocket metering of Codex's default transport; Codex's ChatGPT login
-file): such a test turns into a failure the day it passes, so that the marker is removed.
+sent to another host is refused.
 
 Without the agents installed every test fails, saying to run scripts/install-agents.sh
 (BROKER_SKIP_AGENTS=1 skips them instead, for a quick local run).
@@ -53,11 +51,6 @@ ELSEWHERE = "api.github.com"
 HOSTS = fake_apis.HOSTS + [ELSEWHERE]
 TOKENS = fake_apis.INPUT_TOKENS + fake_apis.OUTPUT_TOKENS  # what one answer of a fake costs
 RUN_TIMEOUT = 60
-
-WS_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "DESIGN §10 WebSocket metering: broker relays Codex's Responses WebSocket unmetered "
-    "(response.completed usage is not counted into llm_tokens yet)"))
-
 
 # --------------------------------------------------------------------------------------------
 # Fixtures
@@ -355,7 +348,6 @@ def test_codex_http_answer_spends_the_llm_tokens_budget(make_fake, sessions):
     assert_no_leaks(run, [CODEX_KEY])
 
 
-@WS_XFAIL
 def test_codex_websocket_usage_is_metered(make_fake, sessions):
     fake = make_fake()
     fake.accept("openai", CODEX_KEY)
@@ -370,7 +362,6 @@ def test_codex_websocket_usage_is_metered(make_fake, sessions):
     assert total == expected, run.describe()
 
 
-@WS_XFAIL
 def test_codex_websocket_answer_spends_the_llm_tokens_budget(make_fake, sessions):
     fake = make_fake(tool_call=True)
     fake.accept("openai", CODEX_KEY)
@@ -461,10 +452,6 @@ def test_codex_login_file_with_an_api_key(make_fake, sessions):
     assert_no_leaks(run, [OPENAI_KEY], skip_files=[real_file])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "DESIGN §9 login files: Codex saves refreshed tokens by renaming a new auth.json over the "
-    "old one, and a rename onto wrap's bind-mounted dummy copy fails with EBUSY ('Failed to "
-    "refresh token: Resource busy'), so it refreshes again and again and its turn fails"))
 def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
     fake = make_fake(ws="refuse")
     old_refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
