@@ -290,7 +290,7 @@ int run_wrap(wrap_options& o) {
                      v.target, name);
       for (const auto& name : skipped)
         std::cerr << "broker: warning: " << v.target << "/" << name
-                  << " was made during the session and is not kept\n";
+                  << " was made during the session and is not copied back\n";
     } catch (const std::exception& e) {
       std::cerr << "broker: warning: copying " << v.target << " back: " << e.what() << "\n";
     }

@@ -109,6 +109,25 @@ directory_view make_directory_view(const std::string& login_file, const std::str
   return v;
 }
 
+// A directory the command made in the view, copied into the real directory with its regular
+// files and subdirectories (links and special files are left out); `to` must not exist.
+void copy_tree(const std::string& from, const std::string& to, mode_t mode, int depth,
+               std::vector<std::string>* skipped) {
+  if (::mkdir(to.c_str(), mode) < 0) throw failure("cannot make", to);
+  for (const std::string& name : entries(from)) {
+    const std::string a = from + "/" + name, b = to + "/" + name;
+    struct stat st {};
+    if (::lstat(a.c_str(), &st) < 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      write_new(b, read_regular(a), st.st_mode & 07777);
+    } else if (S_ISDIR(st.st_mode) && depth < 32) {
+      copy_tree(a, b, st.st_mode & 07777, depth + 1, skipped);
+    } else if (skipped) {
+      skipped->push_back(a);
+    }
+  }
+}
+
 std::vector<std::string> copy_back(const directory_view& v, std::vector<std::string>* skipped) {
   std::vector<std::string> copied;
   for (const std::string& name : entries(v.view)) {
@@ -117,8 +136,17 @@ std::vector<std::string> copy_back(const directory_view& v, std::vector<std::str
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      const bool bound = std::find(v.subdirs.begin(), v.subdirs.end(), name) != v.subdirs.end();
-      if (!bound && skipped) skipped->push_back(name + "/");
+      // A bound subdirectory was the real one all along; a new one goes back whole, unless the
+      // real directory got one of that name meanwhile.
+      if (std::find(v.subdirs.begin(), v.subdirs.end(), name) != v.subdirs.end()) continue;
+      const std::string to = v.target + "/" + name;
+      struct stat there {};
+      if (::lstat(to.c_str(), &there) == 0) {
+        if (skipped) skipped->push_back(name + "/");
+        continue;
+      }
+      copy_tree(from, to, st.st_mode & 07777, 0, skipped);
+      copied.push_back(name + "/");
       continue;
     }
     if (!S_ISREG(st.st_mode)) continue;

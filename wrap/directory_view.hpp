@@ -3,7 +3,8 @@
 // fail (EBUSY), so the child gets a directory of the session's in place of the file's directory.
 // In it: the login file's dummy copy, copies of the directory's other files and links, and its
 // subdirectories bound from the real directory (their contents live). When the session ends, the
-// files the command changed or made there go back to the real directory, except the login file.
+// files and directories the command changed or made there go back to the real directory, except
+// the login file.
 #pragma once
 
 #include <ctime>
@@ -32,8 +33,10 @@ directory_view make_directory_view(const std::string& login_file, const std::str
                                    std::string_view login_copy);
 
 // After the command: every regular file at the view's top level that it changed or made, except
-// the login file, replaces its namesake in the real directory (atomically, its mode kept).
-// Returns the names copied back; `skipped` gets what cannot go back (directories it made).
+// the login file, replaces its namesake in the real directory (atomically, its mode kept), and
+// every directory it made there is copied in whole (regular files and directories). Returns the
+// names copied back ("dir/" for a directory); `skipped` gets what cannot go back (a directory
+// whose name the real directory took meanwhile, links and special files in a new one).
 std::vector<std::string> copy_back(const directory_view& v, std::vector<std::string>* skipped);
 
 }  // namespace broker::wrap

@@ -233,6 +233,8 @@ os.rename(tmp, d + "/auth.json")
 print("renamed:" + json.load(open(d + "/auth.json"))["last_refresh"])
 open(d + "/config.toml", "w").write('model = "gpt-5-codex"\n')
 open(d + "/sessions/rollout.jsonl", "w").write("{}\n")
+os.makedirs(d + "/skills/a")
+open(d + "/skills/a/SKILL.md", "w").write("skill\n")
 p = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
                     "-H", "Authorization: Bearer " + key, "https://api.openai.com/v1/models"],
                    capture_output=True, text=True)
@@ -257,5 +259,6 @@ print("status:" + p.stdout)
     assert json.loads(real_auth.read_text())["OPENAI_API_KEY"] == OPENAI
     assert (codex / "config.toml").read_text() == 'model = "gpt-5-codex"\n'
     assert (codex / "sessions" / "rollout.jsonl").read_text() == "{}\n"
+    assert (codex / "skills" / "a" / "SKILL.md").read_text() == "skill\n"  # made inside
     assert not (codex / ".auth.json.tmp").exists()
     assert_clean(p.stdout + p.stderr, "wrap output", OPENAI)
