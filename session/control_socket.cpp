@@ -1,11 +1,13 @@
 #include "session/control_socket.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -76,12 +78,21 @@ control_socket::control_socket(std::filesystem::path path, status_fn status, kil
     ::close(fd_);
     throw std::runtime_error(path_.string() + ": " + why);
   }
+  wake_ = ::eventfd(0, EFD_CLOEXEC);
+  if (wake_ < 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd_);
+    throw std::runtime_error("control socket: " + why);
+  }
   thread_ = std::thread([this] { serve(); });
 }
 
 control_socket::~control_socket() {
   stop_ = true;
+  const std::uint64_t one = 1;
+  (void)!::write(wake_, &one, sizeof one);
   if (thread_.joinable()) thread_.join();
+  ::close(wake_);
   ::close(fd_);
   ::unlink(path_.c_str());
   ::unlink(pid_file_of(path_).c_str());
@@ -89,8 +100,10 @@ control_socket::~control_socket() {
 
 void control_socket::serve() {
   while (!stop_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) != 1) continue;
+    // Waits for a client or the destructor's wake-up, nothing else: a session's end never
+    // waits on a timer here.
+    pollfd p[2] = {{fd_, POLLIN, 0}, {wake_, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 1 || (p[1].revents & POLLIN) || !(p[0].revents & POLLIN)) continue;
     const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
     const std::string command = read_line(client, 2000);

@@ -34,6 +34,7 @@ class control_socket {
   status_fn status_;
   kill_fn kill_;
   int fd_ = -1;
+  int wake_ = -1;  // an eventfd: the destructor ends serve()'s wait at once
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
