@@ -171,6 +171,7 @@ llm_usage llm_usage_meter::finish() {
 }
 
 struct llm_message_meter::state {
+  explicit state(llm_api a) : api(a) {}  // clang 14 (the fuzz build) has no paren aggregate init
   llm_api api;
   std::uint64_t request_bytes = 0;
   llm_usage_tally counts;  // the response going on
