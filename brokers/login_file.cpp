@@ -149,13 +149,14 @@ class refresh_step final : public request_step {
   request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
                             std::string& body) override;
   std::size_t response_whole_body(int status) const override {
-    return redeemed_ && status >= 200 && status < 300 ? max_token_response : 0;
+    return !redeemed_.empty() && status >= 200 && status < 300 ? max_token_response : 0;
   }
   void rewrite_response(int status, std::string& body) override;
 
  private:
   const login_file_broker& owner_;
-  const secret* redeemed_ = nullptr;  // the real refresh token sent up, owned by owner_
+  // The real refresh token sent up (a view into owner_'s values; empty when none was).
+  std::string_view redeemed_;
 };
 
 class login_file_broker final : public request_broker {
@@ -247,23 +248,23 @@ class login_file_broker final : public request_broker {
   }
 
   // The body's refresh-token dummy (any issued) → the current real refresh token, the newest
-  // the real file holds; null when the body carries none of them.
-  const secret* redeem(std::string& body) const {
+  // the real file holds (a view that stays valid); empty when the body carries none of them.
+  std::string_view redeem(std::string& body) const {
     adopt_newer_file();
     std::shared_lock lock(mutex_);
-    if (current_refresh_ < 0) return nullptr;
+    if (current_refresh_ < 0) return {};
     const auto& current = issued_[static_cast<std::size_t>(current_refresh_)];
     for (const auto& v : issued_) {
       if (!v.refresh) continue;
       if (replace_in_body(body, v.carrier->dummy(), real_of(current)))
-        return &current.real_copy;
+        return real_of(current);
     }
-    return nullptr;
+    return {};
   }
 
   // A successful token response to a request that redeemed `redeemed`: its tokens become
   // dummies in `body`, the broker's current values, and the real file's.
-  void rotate(const secret& redeemed, std::string& body) const {
+  void rotate(std::string_view redeemed, std::string& body) const {
     ordered_json doc;
     try {
       doc = ordered_json::parse(body);
@@ -302,7 +303,6 @@ class login_file_broker final : public request_broker {
     std::string field;                      // the member path in the file
     std::unique_ptr<value_broker> carrier;  // the real value and its dummy, swapped per family
     bool refresh = false;                   // the refresh token: for its token endpoint only
-    secret real_copy;                       // refresh tokens: what redeem() hands out
   };
 
   static std::string_view real_of(const issued& v) { return v.carrier->values().reals.front().find; }
@@ -346,12 +346,10 @@ class login_file_broker final : public request_broker {
   }
 
   void issue(const std::string& field, secret real, bool refresh) const {
-    secret copy = refresh ? secret(std::string(real.expose())) : secret();
     std::string dummy = make_dummy(real);
     issued v;
     v.field = field;
     v.refresh = refresh;
-    v.real_copy = std::move(copy);
     v.carrier = make_value_broker({spec(), std::move(real), std::move(dummy), {}});
     issued_.push_back(std::move(v));
     if (refresh) current_refresh_ = static_cast<long>(issued_.size() - 1);
@@ -373,7 +371,7 @@ class login_file_broker final : public request_broker {
     if (!token || !token->is_string()) return;
     std::unique_lock lock(mutex_);
     for (const auto& v : issued_)
-      if (v.refresh && v.real_copy.expose() == token->get_ref<const std::string&>()) return;
+      if (v.refresh && real_of(v) == token->get_ref<const std::string&>()) return;
     spdlog::info("credential {}: the login file was refreshed elsewhere; using its tokens",
                  name());
     for (const std::string& field : spec().login_file->fields) take(*doc, field, false);
@@ -382,7 +380,7 @@ class login_file_broker final : public request_broker {
 
   // The new real values into the real file, unless it no longer holds `redeemed` (refreshed
   // elsewhere meanwhile: its tokens are kept). Atomic: a temp file renamed over it.
-  void write_back(const secret& redeemed,
+  void write_back(std::string_view redeemed,
                   const std::vector<std::pair<std::string, secret>>& renewed,
                   std::optional<std::int64_t> expires_at_ms) const {
     const auto& refresh = *spec().login_file->refresh;
@@ -395,7 +393,7 @@ class login_file_broker final : public request_broker {
       const json_wiper wipe_doc{*doc};
       ordered_json* token = member_at(*doc, refresh.token);
       if (token && token->is_string() &&
-          token->get_ref<const std::string&>() != redeemed.expose()) {
+          token->get_ref<const std::string&>() != redeemed) {
         spdlog::warn("credential {}: {} was refreshed elsewhere meanwhile; kept as it is", name(),
                      path_);
         return;
@@ -428,12 +426,12 @@ class login_file_broker final : public request_broker {
 request_decision refresh_step::complete(std::string_view, std::string&,
                                         std::vector<http::header_field>&, std::string& body) {
   redeemed_ = owner_.redeem(body);
-  if (!redeemed_) return {};
+  if (redeemed_.empty()) return {};
   return {request_action::pass, owner_.name(), "body refresh_token", 1};
 }
 
 void refresh_step::rewrite_response(int, std::string& body) {
-  if (redeemed_) owner_.rotate(*redeemed_, body);
+  if (!redeemed_.empty()) owner_.rotate(redeemed_, body);
 }
 
 }  // namespace
