@@ -122,6 +122,11 @@ int run_serve(const serve_options& o) {
                                              std::max(2u, std::thread::hardware_concurrency()));
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
+    // No session ran: its log, still empty, goes too (a failed start leaves nothing behind).
+    std::error_code ec;
+    const auto& log = ctx->audit_log().path();
+    if (std::filesystem::is_regular_file(log, ec) && std::filesystem::file_size(log, ec) == 0)
+      std::filesystem::remove(log, ec);
     return exit_failure;
   }
   const bool v6 = server->host().find(':') != std::string::npos;

@@ -163,6 +163,22 @@ def test_serve_with_bad_policy_exits_2_and_says_why(tmp_path):
     assert re.search(r"bad\.json:3: allow\[0\]\.host", p.stderr), p.stderr
 
 
+def test_serve_that_cannot_listen_says_why_and_leaves_no_log_behind(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        p = subprocess.run([BROKER_BIN, "serve", "--listen", f"127.0.0.1:{port}", "--log-dir",
+                            str(tmp_path / "logs")], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=15, env=clean_env({"HOME": str(tmp_path)}))
+    finally:
+        taken.close()
+    assert p.returncode != 0 and "listening" not in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert "in use" in p.stderr, p.stderr
+    assert list((tmp_path / "logs").glob("*.jsonl")) == [], "a session that never ran left a log"
+
+
 def test_sigterm_with_idle_keepalive_connection_exits_promptly(broker_factory, upstream):
     b = broker_factory(policy=allow_policy(HOST, ports=[upstream.port]),
                        connect_to=[connect_to_arg(HOST, upstream.port)])
