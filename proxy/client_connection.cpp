@@ -186,14 +186,15 @@ asio::awaitable<void> client_connection::handle_connect(const http::message_head
     std::optional<refusal> why = refusal::policy_denied(verdict.rule, entry.host);
     entry.event = "refused";
     if (!ex.finish(why->status, false, why->code)) co_return;
-    co_await start_interception(where->dest, std::move(why));
+    // A client gone after the 200 (or whose TLS handshake failed) ends the connection now.
+    if (!co_await start_interception(where->dest, std::move(why))) draining_ = true;
     co_return;
   }
   if (!verdict.tunnel) {
     // Interception is the default (DESIGN §1): the exchanges inside are audited one by one.
     ex.dismiss();
     std::optional<refusal> none;
-    co_await start_interception(where->dest, std::move(none));
+    if (!co_await start_interception(where->dest, std::move(none))) draining_ = true;
     co_return;
   }
   if (auto refused = ex.admit_by_budget(where->dest.host)) {

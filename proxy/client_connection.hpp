@@ -53,6 +53,8 @@ class client_connection {
   asio::awaitable<void> handle_connect(const http::message_head& head);
   // Charges a tunnel's bytes to the budget as they move; returns when a byte budget is spent.
   asio::awaitable<void> watch_tunnel_budget();
+  // Answers a CONNECT with 200 and sets up what is inside it (TLS or plain HTTP); false when the
+  // connection cannot go on (the client left, its TLS handshake failed).
   asio::awaitable<bool> start_interception(const config::destination& dest,
                                            std::optional<refusal> refused);
   asio::awaitable<bool> handle_intercepted(http::parser& request);

@@ -99,3 +99,21 @@ def test_bad_timeout_option_is_a_usage_error(tmp_path):
                            "--timeout", bad)
         assert r.returncode == 2, (bad, r.returncode, r.stderr)
         assert "--timeout" in r.stderr, r.stderr
+
+
+def test_a_client_gone_right_after_connect_is_let_go_at_once(broker_factory):
+    """A client that half-closes (or closes) right after `200 Connection Established`, before
+    any TLS, is let go of at once: before, each such connection was held in CLOSE-WAIT until
+    the 30 s head deadline (issue 15)."""
+    b = broker_factory(policy=allow_policy("api.example.test", ports=[443]))
+    socks = []
+    for _ in range(10):
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=5)
+        s.sendall(b"CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\n\r\n")
+        assert s.recv(1000).startswith(b"HTTP/1.1 200"), "no 200 for the CONNECT"
+        s.shutdown(socket.SHUT_WR)
+        socks.append(s)
+    for s in socks:
+        s.settimeout(3)
+        assert s.recv(1000) == b"", "the broker sent something after the client left"
+        s.close()
