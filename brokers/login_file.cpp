@@ -3,19 +3,16 @@
 #include "brokers/login_file.hpp"
 
 #include <spdlog/spdlog.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <filesystem>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <shared_mutex>
 
 #include "brokers/dummy.hpp"
+#include "brokers/login_file_format.hpp"
 #include "brokers/secret_source.hpp"
 #include "brokers/text.hpp"
 #include "brokers/value_broker.hpp"
@@ -28,69 +25,6 @@ using nlohmann::ordered_json;
 // Shorter values are not brokered (credential_set.cpp says why).
 constexpr std::size_t min_value_size = 8;
 constexpr std::string_view refresh_why = "an OAuth token request, whose refresh token is swapped";
-
-// Zeroes every string in `value` and below (the document held real values).
-void wipe_json(ordered_json& value) noexcept {
-  if (value.is_string()) {
-    wipe(value.get_ref<std::string&>());
-  } else if (value.is_structured()) {
-    for (auto& item : value) wipe_json(item);
-  }
-}
-
-// Wipes a document however the scope ends.
-struct json_wiper {
-  ordered_json& doc;
-  ~json_wiper() { wipe_json(doc); }
-};
-
-// The member at a dotted path ("tokens.access_token"), or null.
-ordered_json* member_at(ordered_json& doc, std::string_view path) {
-  ordered_json* node = &doc;
-  while (node) {
-    const std::size_t dot = path.find('.');
-    const std::string name(path.substr(0, dot));
-    if (!node->is_object()) return nullptr;
-    auto it = node->find(name);
-    if (it == node->end()) return nullptr;
-    node = &*it;
-    if (dot == std::string_view::npos) return node;
-    path.remove_prefix(dot + 1);
-  }
-  return nullptr;
-}
-
-// The member at a dotted path, made (with the objects above it) when missing; null when a
-// value that is no object is in the way.
-ordered_json* make_member_at(ordered_json& doc, std::string_view path) {
-  ordered_json* node = &doc;
-  for (;;) {
-    if (!node->is_object()) return nullptr;
-    const std::size_t dot = path.find('.');
-    node = &(*node)[std::string(path.substr(0, dot))];
-    if (dot == std::string_view::npos) return node;
-    if (node->is_null()) *node = ordered_json::object();
-    path.remove_prefix(dot + 1);
-  }
-}
-
-// The file's bytes as one JSON object; nullopt when the file is missing. Throws source_error
-// naming the file and, for a syntax error, only its byte offset.
-std::optional<ordered_json> read_json_file(const std::string& path) {
-  std::optional<secret> text = load_secret_untrimmed("file:" + path);
-  if (!text) return std::nullopt;
-  ordered_json doc;
-  try {
-    doc = ordered_json::parse(text->expose());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw source_error("file:" + path + ": not JSON (at byte " + std::to_string(e.byte) + ")");
-  }
-  if (!doc.is_object()) {
-    wipe_json(doc);
-    throw source_error("file:" + path + ": expected a JSON object");
-  }
-  return doc;
-}
 
 // `body` with the first occurrence of `from` (as sent, or percent-encoded as a form would carry
 // it) replaced by `to` in the same form; false when neither occurs. Same length both ways: a
@@ -110,28 +44,6 @@ bool replace_in_body(std::string& body, std::string_view from, std::string_view 
   }
   wipe(encoded_from);
   return done;
-}
-
-// The file's new content written over the old in one write, then cut to its length and synced.
-// In place rather than renamed over: a running session's view of the file is a bind mount on
-// it, which a rename(2) from outside would detach (the child would then see the real file); the
-// agents write their login files in place too.
-void write_in_place(const std::filesystem::path& file, std::string_view text) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throw source_error(file.string() + ": cannot open for writing");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done,
-                               static_cast<off_t>(done));
-    if (n <= 0) {
-      ::close(fd);
-      throw source_error(file.string() + ": write failed");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  const bool ok = ::ftruncate(fd, static_cast<off_t>(text.size())) == 0 && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) throw source_error(file.string() + ": write failed");
 }
 
 class login_file_broker;
@@ -180,12 +92,10 @@ class login_file_broker final : public request_broker {
   // its dummy (same length, same quoting), so nothing else of it changes.
   bool take_yaml_values(const secret& text) {
     copy_ = std::string(text.expose());
-    std::size_t line_at = 0;
-    while (line_at < copy_.size()) {
-      std::size_t end = copy_.find('\n', line_at);
-      if (end == std::string::npos) end = copy_.size();
-      take_yaml_line(line_at, end);
-      line_at = end + 1;
+    for (const yaml_value& v : yaml_values(copy_, spec().login_file->fields)) {
+      if (v.size < min_value_size) continue;
+      issue(std::string(v.key), secret(copy_.substr(v.at, v.size)), false);
+      copy_.replace(v.at, v.size, issued_.back().carrier->dummy());  // same length: spans hold
     }
     initial_ = issued_.size();
     if (issued_.empty()) wipe(copy_);
@@ -306,32 +216,6 @@ class login_file_broker final : public request_broker {
   };
 
   static std::string_view real_of(const issued& v) { return v.carrier->values().reals.front().find; }
-
-  // `key: value` (or `- key: value`) on copy_[begin, end), the value plain or quoted.
-  void take_yaml_line(std::size_t begin, std::size_t end) {
-    std::string_view line = std::string_view(copy_).substr(begin, end - begin);
-    std::size_t at = line.find_first_not_of(" \t");
-    if (at == std::string_view::npos || line[at] == '#') return;
-    if (line.substr(at).starts_with("- ")) at = line.find_first_not_of(" \t", at + 2);
-    const std::size_t colon = line.find(": ", at);
-    if (at == std::string_view::npos || colon == std::string_view::npos) return;
-    const std::string_view key = line.substr(at, colon - at);
-    const auto& fields = spec().login_file->fields;
-    if (std::find(fields.begin(), fields.end(), key) == fields.end()) return;
-    std::size_t from = line.find_first_not_of(" \t", colon + 2);
-    if (from == std::string_view::npos) return;
-    std::size_t to = line.find_last_not_of(" \t\r");
-    if (const std::size_t comment = line.find(" #", from); comment != std::string_view::npos)
-      to = line.find_last_not_of(" \t", comment);
-    if ((line[from] == '"' || line[from] == '\'') && to > from && line[to] == line[from]) {
-      ++from;
-      --to;
-    }
-    if (to < from || to - from + 1 < min_value_size) return;
-    std::string value(line.substr(from, to - from + 1));
-    issue(std::string(key), secret(std::move(value)), false);
-    copy_.replace(begin + from, to - from + 1, issued_.back().carrier->dummy());
-  }
 
   // One value from the file into the issued list (called before any request, or under the
   // unique lock), its dummy left in `doc`.

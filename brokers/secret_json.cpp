@@ -50,18 +50,31 @@ std::string secret_json::message(std::string_view message) const {
   return what_ + ": " + std::string(message);
 }
 
-void wipe_strings(nlohmann::json& value) noexcept {
+namespace {
+
+template <class Json>
+void wipe_every_string(Json& value) noexcept {
   // An explicit stack: a document nested thousands deep must not exhaust the call stack.
-  std::vector<nlohmann::json*> pending{&value};
+  std::vector<Json*> pending{&value};
   while (!pending.empty()) {
-    nlohmann::json* v = pending.back();
+    Json* v = pending.back();
     pending.pop_back();
     if (v->is_string()) {
-      wipe(v->get_ref<std::string&>());
+      wipe(v->template get_ref<std::string&>());
     } else if (v->is_structured()) {
       for (auto& child : *v) pending.push_back(&child);
     }
   }
+}
+
+}  // namespace
+
+void wipe_strings(nlohmann::json& value) noexcept {
+  wipe_every_string(value);
+}
+
+void wipe_strings(nlohmann::ordered_json& value) noexcept {
+  wipe_every_string(value);
 }
 
 }  // namespace broker::brokers

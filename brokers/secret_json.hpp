@@ -44,5 +44,6 @@ class secret_json {
 
 // Zeroes every string value in `value` and below (keys are left alone: they are field names).
 void wipe_strings(nlohmann::json& value) noexcept;
+void wipe_strings(nlohmann::ordered_json& value) noexcept;
 
 }  // namespace broker::brokers
