@@ -54,23 +54,6 @@ std::string read_regular(const std::string& path) {
   return bytes;
 }
 
-void write_new(const std::string& path, std::string_view bytes, mode_t mode) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) throw failure("cannot create", path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      throw failure("cannot write", path);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::fchmod(fd, mode);
-  ::close(fd);
-}
-
 }  // namespace
 
 directory_view make_directory_view(const std::string& login_file, const std::string& view_dir,
@@ -92,7 +75,7 @@ directory_view make_directory_view(const std::string& login_file, const std::str
       if (::mkdir(to.c_str(), st.st_mode & 07777) < 0) throw failure("cannot make", to);
       v.subdirs.push_back(name);
     } else if (S_ISREG(st.st_mode)) {
-      write_new(to, read_regular(from), st.st_mode & 07777);
+      certs::write_file_atomically(to, read_regular(from), st.st_mode & 07777);
       const timespec times[2] = {st.st_atim, st.st_mtim};
       ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
       struct stat copied {};
@@ -105,7 +88,7 @@ directory_view make_directory_view(const std::string& login_file, const std::str
     }
     // Sockets and fifos are left out: the view holds no live endpoint of the host's.
   }
-  write_new(view_dir + "/" + v.login_name, login_copy, 0600);
+  certs::write_file_atomically(view_dir + "/" + v.login_name, login_copy, 0600);
   return v;
 }
 
@@ -119,7 +102,7 @@ void copy_tree(const std::string& from, const std::string& to, mode_t mode, int 
     struct stat st {};
     if (::lstat(a.c_str(), &st) < 0) continue;
     if (S_ISREG(st.st_mode)) {
-      write_new(b, read_regular(a), st.st_mode & 07777);
+      certs::write_file_atomically(b, read_regular(a), st.st_mode & 07777);
     } else if (S_ISDIR(st.st_mode) && depth < 32) {
       copy_tree(a, b, st.st_mode & 07777, depth + 1, skipped);
     } else if (skipped) {
