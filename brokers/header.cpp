@@ -1,6 +1,8 @@
 // A family's own header (`x-api-key: X`, `api-key: X`, `PRIVATE-TOKEN: X`...), named by the
-// credential's "header", with its optional "prefix" (`x-auth: Token X`). Only that header: an
-// `Authorization: Bearer` with the dummy is not this family's form and stays as it is.
+// credential's "header", with its optional "prefix" (`x-auth: Token X`). Only that header, and
+// with "also_bearer" `Authorization: Bearer X` too (an API whose newer clients send the same key
+// that way: @anthropic-ai/sdk 1.x); otherwise an `Authorization: Bearer` with the dummy is not
+// this family's form and stays as it is.
 #include "brokers/families.hpp"
 #include "http/message.hpp"
 
@@ -16,6 +18,12 @@ class header_broker final : public value_broker {
   using value_broker::value_broker;
 
   int swap_header(std::string_view name, std::string& value) const override {
+    if (spec().also_bearer && is_authorization(name)) {
+      auto auth = parse_auth_value(value);
+      if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy()) return 0;
+      value.replace(auth->token_at, auth->token.size(), real());
+      return 1;
+    }
     if (!http::iequals(name, spec().header)) return 0;
     // Surrounding whitespace is not part of a field value (RFC 9110 §5.5); the prefix is compared
     // exactly as the policy spells it.

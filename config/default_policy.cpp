@@ -76,9 +76,12 @@ constexpr std::string_view default_text = R"json({
       "env": ["CODEX_API_KEY"],
       "hosts": ["api.openai.com"]
     },
+    // The SDKs before 1.0 (and Claude Code) send the key as x-api-key, @anthropic-ai/sdk 1.x as
+    // Authorization: Bearer.
     "anthropic": {
       "type": "header",
       "header": "x-api-key",
+      "also_bearer": true,
       "env": ["ANTHROPIC_API_KEY"],
       "hosts": ["api.anthropic.com"]
     },

@@ -84,6 +84,7 @@ struct credential_spec {
   std::string source;  // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
   std::string header;  // type "header": the header name (lower-case)
   std::string prefix;  // type "header": optional value prefix ("Bearer ")
+  bool also_bearer = false;  // type "header": `Authorization: Bearer X` is swapped too
   std::vector<std::string> query;  // query parameter names where the credential may appear
   bool allow_plaintext = false;
   // aws-sigv4: the credential scopes a request may be signed for (empty = any).

@@ -138,7 +138,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   node.expect_object("expected a credential object");
   node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
                             "allow_plaintext", "regions", "services", "scopes", "file", "fields",
-                            "refresh", "directory_view"});
+                            "refresh", "directory_view", "also_bearer"});
 
   credential_spec c;
   c.name = name;
@@ -183,13 +183,16 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
 
   auto header = node.find("header");
   auto prefix = node.find("prefix");
+  auto also_bearer = node.find("also_bearer");
   if (c.type == "header") {
     if (!header) node.fail("type \"header\" needs \"header\" (the header name)");
   } else {
     // Only the "header" family reads these; elsewhere they would be silently ignored.
     if (header) header->fail("\"header\" applies only to type \"header\"");
     if (prefix) prefix->fail("\"prefix\" applies only to type \"header\"");
+    if (also_bearer) also_bearer->fail("\"also_bearer\" applies only to type \"header\"");
   }
+  if (also_bearer) c.also_bearer = also_bearer->as_bool();
   if (header) {
     c.header = header->as_string();
     if (!is_header_name(c.header)) header->fail("\"" + c.header + "\" is not a header name");

@@ -44,6 +44,7 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.login_file) j["source"] = c.source;
   if (!c.header.empty()) j["header"] = c.header;
   if (!c.prefix.empty()) j["prefix"] = c.prefix;
+  if (c.also_bearer) j["also_bearer"] = true;
   if (!c.query.empty()) j["query"] = c.query;
   if (!c.regions.empty()) j["regions"] = c.regions;
   if (!c.services.empty()) j["services"] = c.services;

@@ -14,11 +14,12 @@ const std::string real = "sk-ant-api03-REALreal9876543210realREALreal";
 struct header_family {
   broker::config::credential_spec spec;
   std::unique_ptr<broker::brokers::value_broker> b;
-  header_family(std::string header, std::string prefix = {}) {
+  header_family(std::string header, std::string prefix = {}, bool also_bearer = false) {
     spec.name = "anthropic";
     spec.type = "header";
     spec.header = std::move(header);
     spec.prefix = std::move(prefix);
+    spec.also_bearer = also_bearer;
     spec.hosts.push_back(*broker::config::host_pattern::parse("api.anthropic.com"));
     spec.source = "env:ANTHROPIC_API_KEY";
     b = broker::brokers::testing::make_broker(spec, dummy, real);
@@ -58,4 +59,14 @@ TEST_CASE("header: a family may name Authorization with its own prefix", "[broke
   header_family t("authorization", "Bearer ");
   CHECK(t.swap("Authorization", "Bearer " + dummy) == std::pair{"Bearer " + real, 1});
   CHECK(t.swap("Authorization", "bearer " + dummy) == std::pair{"bearer " + dummy, 0});
+}
+
+TEST_CASE("header: also_bearer swaps the key sent as Authorization: Bearer too", "[brokers][header]") {
+  // @anthropic-ai/sdk 1.x sends ANTHROPIC_API_KEY this way, older clients as x-api-key.
+  header_family t("x-api-key", "", true);
+  CHECK(t.swap("x-api-key", dummy) == std::pair{real, 1});
+  CHECK(t.swap("Authorization", "Bearer " + dummy) == std::pair{"Bearer " + real, 1});
+  CHECK(t.swap("authorization", "bearer " + dummy) == std::pair{"bearer " + real, 1});
+  CHECK(t.swap("Authorization", "Basic " + dummy) == std::pair{"Basic " + dummy, 0});
+  CHECK(t.swap("Authorization", "Bearer x" + dummy) == std::pair{"Bearer x" + dummy, 0});
 }

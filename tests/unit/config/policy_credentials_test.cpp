@@ -165,3 +165,18 @@ TEST_CASE("gcp and azure defaults", "[config][policy][credentials]") {
   CHECK(p.credentials.at("g-file").source == "file:/keys/sa.json");
   CHECK(p.credentials.at("g-file").env == strings{"GOOGLE_APPLICATION_CREDENTIALS"});
 }
+
+TEST_CASE("also_bearer applies only to the header family", "[config][policy][credentials]") {
+  auto p = broker::config::parse_policy(R"({"allow": [{"host": "api.anthropic.com"}],
+    "credentials": {"a": {"type": "header", "header": "x-api-key", "also_bearer": true,
+                          "env": ["ANTHROPIC_API_KEY"], "hosts": ["api.anthropic.com"]}}})",
+                                        "policy.json");
+  CHECK(p.credentials.at("a").also_bearer);
+  auto e = error_of(R"({"credentials": {
+  "o": { "type": "bearer", "env": ["OPENAI_API_KEY"], "hosts": ["api.openai.com"],
+         "also_bearer": true }}})");
+  REQUIRE(e.thrown);
+  CHECK(e.line == 3);
+  CHECK(e.key == "credentials.o.also_bearer");
+  CHECK(e.message == "\"also_bearer\" applies only to type \"header\"");
+}
