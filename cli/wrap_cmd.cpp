@@ -21,9 +21,11 @@
 #include "cli/common.hpp"
 #include "cli/session_setup.hpp"
 #include "proxy/server.hpp"
+#include "proxy/synthetic_addresses.hpp"
 #include "proxy/tls.hpp"
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
+#include "wrap/capture_net.hpp"
 #include "wrap/child_env.hpp"
 #include "wrap/directory_view.hpp"
 #include "wrap/env_policy.hpp"
@@ -41,8 +43,24 @@ namespace {
 
 // `wrap` exits with the command's status; these are its own (DESIGN §3).
 constexpr int exit_broker_failed = 125;
-// Inside the child's fresh network namespace every port is free; the proxy takes this one.
+// Inside the child's fresh network namespace every port is free; the proxy takes this one, and
+// the transparent capture's listener the next (DESIGN §11).
 constexpr std::uint16_t netns_proxy_port = 3128;
+constexpr std::uint16_t netns_capture_port = 3129;
+// The child's resolver with capture: the broker's DNS on its own loopback; and a hosts file
+// with loopback names only, so that every other name is the broker's to answer (the host's
+// entries would name addresses the child cannot reach, or go around the policy's names).
+constexpr const char* capture_resolv_conf =
+    "# broker: the session's DNS, answered by the broker itself\nnameserver 127.0.0.1\n";
+std::string capture_hosts_file() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string text =
+      "# broker: loopback names only; every other name is the broker's DNS to answer\n"
+      "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  if (name[0] && std::string_view(name) != "localhost") text += "127.0.1.1\t" + std::string(name) + "\n";
+  return text;
+}
 
 struct wrap_options {
   common_options common;
@@ -174,6 +192,7 @@ int run_wrap(wrap_options& o) {
   std::unique_ptr<wrap::child_session> child;
   std::unique_ptr<session::audit_log> audit;
   std::vector<wrap::directory_view> views;  // login files' directories, copied back at the end
+  wrap::child_session::capture_sockets capture;
   try {
     if (mode == wrap::isolation::env) listener = loopback_listener(port);
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
@@ -208,7 +227,10 @@ int run_wrap(wrap_options& o) {
     const auto plan =
         wrap::plan_child_environment(parent_environment(), dummies, session_vars, rules);
     std::cerr << wrap::describe(session_id, plan,
-                                mode == wrap::isolation::netns ? "netns" : "env (no isolation)",
+                                mode == wrap::isolation::netns
+                                    ? "netns, transparent capture"
+                                    : "env (no isolation; no transparent capture: a program "
+                                      "that ignores the proxy variables is not captured)",
                                 login_files)
               << "\n";
     if (!o.env_file.empty()) dir->write_env_file(o.env_file, wrap::render_env_lines(plan.env));
@@ -218,6 +240,16 @@ int run_wrap(wrap_options& o) {
     for (const auto& [name, value] : plan.env) launch.envp.push_back(name + "=" + value);
     launch.mode = mode;
     launch.proxy_port = port;
+    if (mode == wrap::isolation::netns) {
+      launch.capture = true;
+      launch.capture_port = netns_capture_port;
+      for (const auto& [file, text] : {std::pair<std::string, std::string>{"resolv.conf", capture_resolv_conf},
+                                       {"hosts", capture_hosts_file()}}) {
+        const auto copy = dir->path() / file;
+        certs::write_file_atomically(copy, text, 0644);
+        launch.etc_files.emplace_back(copy.string(), "/etc/" + file);
+      }
+    }
     const char* home_variable = std::getenv("HOME");
     const std::string home = home_variable ? home_variable : "";
     std::error_code ec;
@@ -247,7 +279,14 @@ int run_wrap(wrap_options& o) {
         std::cerr << "broker: warning: " << path
                   << " holds the working directory, so the command can read and change it\n";
     child = std::make_unique<wrap::child_session>(launch);
-    if (mode == wrap::isolation::netns) listener = child->take_listener();
+    if (mode == wrap::isolation::netns) {
+      listener = child->take_listener();
+      capture = child->take_capture();
+      if (capture.listener < 0)
+        std::cerr << "broker: warning: transparent capture is unavailable ("
+                  << capture.unavailable
+                  << "): a program that ignores the proxy variables cannot connect\n";
+    }
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
     if (listener >= 0) ::close(listener);
@@ -261,6 +300,7 @@ int run_wrap(wrap_options& o) {
   session::session_start start;
   start.mode = "wrap";
   start.isolation = mode == wrap::isolation::netns ? "netns" : "env";
+  start.capture = capture.listener >= 0;
   start.command = o.command.front();
   start.pid = child->pid();
   start.credentials = setup.credentials->names();
@@ -277,6 +317,15 @@ int run_wrap(wrap_options& o) {
                  e.what());
   }
   auto server = std::make_unique<proxy::server>(ctx, listener, 2);
+  if (capture.listener >= 0) {
+    config::ip_address v6_base;
+    v6_base.v4 = false;
+    std::copy(std::begin(wrap::synthetic_ipv6_net.s6_addr), std::end(wrap::synthetic_ipv6_net.s6_addr),
+              v6_base.bytes.begin());
+    ctx->set_synthetic_names(std::make_shared<proxy::synthetic_addresses>(
+        config::ip_address::from_v4(wrap::synthetic_ipv4_net), v6_base));
+    server->add_capture(capture.listener, capture.dns_udp, capture.dns_tcp);
+  }
   std::thread serving([&server] { server->run(nullptr); });
 
   const int code = supervise(*child, signals, *ctx);

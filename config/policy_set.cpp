@@ -235,6 +235,25 @@ verdict policy_set::check_request(const destination& dest, std::string_view meth
   return decide(layers_, dest, &req);
 }
 
+verdict policy_set::check_name(const std::string& host) const {
+  const auto name = normalize_host(host);
+  if (!name) return refused(std::string(default_deny));
+  std::vector<std::uint16_t> ports;
+  for (const policy& layer : layers_)
+    for (const rule& r : layer.allow)
+      if (r.host && r.host->matches(*name))
+        for (std::uint16_t port : r.ports)
+          if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  if (ports.empty()) ports.push_back(443);
+  std::optional<verdict> first;
+  for (std::uint16_t port : ports) {
+    verdict v = check_connect({*name, std::nullopt, port});
+    if (v.allowed) return v;
+    if (!first) first = std::move(v);
+  }
+  return *first;
+}
+
 policy_set::address_verdict policy_set::check_address(const ip_address& address,
                                                       std::uint16_t port) const {
   address_verdict out;

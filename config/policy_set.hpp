@@ -77,6 +77,12 @@ class policy_set {
   };
   address_verdict check_address(const ip_address& address, std::uint16_t port) const;
 
+  // For a host name the child asks DNS about (DESIGN §11): allowed when check_connect allows it
+  // on at least one port, i.e. on one of the ports of the allow rules whose host pattern matches
+  // it (in any layer). Refused otherwise, with check_connect's rule for the first such port (443
+  // when no allow rule names the host). Not for IP literals.
+  verdict check_name(const std::string& host) const;
+
   const std::vector<policy>& layers() const { return layers_; }
 
  private:

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "proxy/attribution.hpp"
+#include "proxy/captured.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
 #include "proxy/target.hpp"
@@ -33,13 +34,16 @@ const char* phase_name(deadline::phase p) {
 }  // namespace
 
 client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx,
-                                     upstream_pool& pool)
+                                     upstream_pool& pool, bool captured)
     : client_(std::move(socket)),
       ctx_(std::move(ctx)),
       pool_(pool),
       tag_(ctx_->session_id(), ctx_->next_connection_id()),
       in_(limits::relay_buffer_bytes),
-      deadline_(client_.get_executor()) {}
+      deadline_(client_.get_executor()),
+      captured_(captured) {
+  if (captured_) dialed_ = original_destination(client_.socket());
+}
 
 void client_connection::drain(bool now) {
   draining_ = true;
@@ -56,7 +60,8 @@ void client_connection::attribute() {
   if (root <= 0) return;
   error_code e1, e2;
   const auto peer = client_.socket().remote_endpoint(e1);
-  const auto local = client_.socket().local_endpoint(e2);
+  // A captured client's socket is connected to the address it dialed, not to this listener.
+  const auto local = dialed_ ? *dialed_ : client_.socket().local_endpoint(e2);
   if (e1 || e2) return;
   if (auto found =
           find_socket_owner(peer.address().to_string(), peer.port(), local.address().to_string(),
@@ -112,6 +117,10 @@ asio::awaitable<void> client_connection::run() {
 
 asio::awaitable<void> client_connection::serve() {
   bool first = true;
+  if (captured_) {
+    co_await handle_captured();
+    if (!intercept_) co_return;
+  }
   while (!draining_) {
     http::parser parser(http::parser::kind::request);
     if (co_await read_request_head(parser, first) != head_result::ok) co_return;
@@ -151,7 +160,14 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
         const auto why = parser.error() == http::parse_error::header_too_large
                              ? refusal::header_too_large()
                              : refusal::bad_request("malformed request: " + parser.error_reason());
-        co_await begin_exchange(parser.head().method).refuse(why, false);
+        auto& ex = begin_exchange(parser.head().method);
+        if (intercept_) {
+          // Inside an intercepted CONNECT (or a captured connection): whose bytes they were.
+          ex.entry().host = intercept_->dest.host;
+          ex.entry().port = intercept_->dest.port;
+          ex.entry().scheme = intercept_->scheme;
+        }
+        co_await ex.refuse(why, false);
         co_return head_result::refused;
       }
     }
@@ -171,14 +187,20 @@ asio::awaitable<void> client_connection::handle_connect(const http::message_head
     co_await ex.refuse(refusal::bad_request("CONNECT needs a host:port target"), false);
     co_return;
   }
-  entry.host = where->dest.host;
-  entry.port = where->dest.port;
+  co_await open_target(ex, where->dest);
+}
+
+asio::awaitable<void> client_connection::open_target(http_exchange& ex,
+                                                     const config::destination& dest) {
+  auto& entry = ex.entry();
+  entry.host = dest.host;
+  entry.port = dest.port;
   if (!ctx_->audit_ok()) {
     co_await ex.refuse(refusal::audit_unavailable(), false);
     co_return;
   }
   const auto policy = ctx_->policy();
-  const auto verdict = policy->check_connect(where->dest);
+  const auto verdict = policy->check_connect(dest);
   entry.rule = verdict.rule;
   if (!verdict.allowed) {
     // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
@@ -187,30 +209,31 @@ asio::awaitable<void> client_connection::handle_connect(const http::message_head
     entry.event = "refused";
     if (!ex.finish(why->status, false, why->code)) co_return;
     // A client gone after the 200 (or whose TLS handshake failed) ends the connection now.
-    if (!co_await start_interception(where->dest, std::move(why))) draining_ = true;
+    if (!co_await start_interception(dest, std::move(why))) draining_ = true;
     co_return;
   }
   if (!verdict.tunnel) {
     // Interception is the default (DESIGN §1): the exchanges inside are audited one by one.
     ex.dismiss();
     std::optional<refusal> none;
-    if (!co_await start_interception(where->dest, std::move(none))) draining_ = true;
+    if (!co_await start_interception(dest, std::move(none))) draining_ = true;
     co_return;
   }
-  if (auto refused = ex.admit_by_budget(where->dest.host)) {
+  if (auto refused = ex.admit_by_budget(dest.host)) {
     co_await ex.refuse(*refused, false);
     co_return;
   }
   ex.arm_for_dial();
-  auto dialed = co_await dial_upstream(*ctx_, *policy, where->dest);
+  auto dialed = co_await dial_upstream(*ctx_, *policy, dest);
   if (dialed.refused) {
     co_await ex.refuse(*dialed.refused, false);
     co_return;
   }
   if (spdlog::should_log(spdlog::level::debug))
-    session::log(spdlog::level::debug, tag_, "tunnel to {} via {}", to_string(where->dest),
+    session::log(spdlog::level::debug, tag_, "tunnel to {} via {}", to_string(dest),
                  dialed.address);
-  co_await ex.write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
+  // A captured client dialed the upstream itself: there is no CONNECT to answer.
+  if (!captured_) co_await ex.write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   ex.response_started(true);
   entry.status = 200;
   if (ctx_->budget()) {
@@ -242,9 +265,11 @@ asio::awaitable<void> client_connection::watch_tunnel_budget() {
 
 http_exchange& client_connection::begin_exchange(std::string method) {
   exchange_.reset();
-  return exchange_.emplace(
+  auto& ex = exchange_.emplace(
       http_exchange::connection{client_, in_, deadline_, *ctx_, pool_, tag_, draining_},
       std::move(method), owner_pid_, owner_exe_);
+  ex.entry().captured = captured_;
+  return ex;
 }
 
 }  // namespace broker::proxy

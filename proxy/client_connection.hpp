@@ -1,8 +1,9 @@
 // One client connection: reads request heads and routes each one: a CONNECT opens a tunnel or
 // is intercepted (TLS toward the client with a leaf for the host, then each request inside is
 // forwarded like a plain one: interception.cpp), an absolute-form http:// request is forwarded
-// (http_forward.cpp). Each request, tunnel or refusal is one http_exchange, which carries it
-// from policy to its audit record.
+// (http_forward.cpp). A captured connection (a wrap child that dialed directly, DESIGN §11) is
+// served as if it had sent a CONNECT to the address it dialed (captured.cpp). Each request,
+// tunnel or refusal is one http_exchange, which carries it from policy to its audit record.
 #pragma once
 
 #include <chrono>
@@ -25,8 +26,10 @@ namespace broker::proxy {
 
 class client_connection {
  public:
-  // `pool` belongs to the thread whose io_context owns `socket`.
-  client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx, upstream_pool& pool);
+  // `pool` belongs to the thread whose io_context owns `socket`. `captured`: accepted on the
+  // transparent-capture listener, where the address the client dialed is the target.
+  client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx, upstream_pool& pool,
+                    bool captured = false);
 
   // Serves the connection to its end. Never throws for client or upstream behaviour.
   asio::awaitable<void> run();
@@ -51,6 +54,14 @@ class client_connection {
   asio::awaitable<void> serve();
   asio::awaitable<head_result> read_request_head(http::parser& parser, bool first);
   asio::awaitable<void> handle_connect(const http::message_head& head);
+  // The target of a CONNECT (or of a captured connection): refused, tunnelled or intercepted.
+  asio::awaitable<void> open_target(http_exchange& ex, const config::destination& dest);
+  // A captured connection: its target is the address it dialed (the name a synthetic address
+  // was given to, or a literal IP); no CONNECT line to read and no 200 to send.
+  asio::awaitable<void> handle_captured();
+  // The target of a captured connection; nullopt when it dialed a synthetic address that was
+  // never handed out (`address` then holds it as text).
+  std::optional<config::destination> captured_target(std::string& address) const;
   // Charges a tunnel's bytes to the budget as they move; returns when a byte budget is spent.
   asio::awaitable<void> watch_tunnel_budget();
   // Answers a CONNECT with 200 and sets up what is inside it (TLS or plain HTTP); false when the
@@ -74,6 +85,8 @@ class client_connection {
   std::optional<http_exchange> exchange_;
   bool draining_ = false;
   bool cut_short_ = false;
+  const bool captured_;
+  std::optional<tcp::endpoint> dialed_;  // captured: the address and port the client dialed
   int owner_pid_ = 0;
   std::string owner_exe_;
 };

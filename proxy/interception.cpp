@@ -32,7 +32,7 @@ bool sni_matches(SSL* ssl, const config::destination& dest) {
 
 asio::awaitable<bool> client_connection::start_interception(const config::destination& dest,
                                                             std::optional<refusal> refused) {
-  co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
+  if (!captured_) co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
   intercept_.emplace(interception{dest, "http", std::move(refused)});
 
   // What comes next decides between TLS and plain HTTP; it may already be buffered.

@@ -52,4 +52,9 @@ bool proxy_context::record(const audit_entry& e) {
       session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
 }
 
+bool proxy_context::record_dns(const audit_entry& e) {
+  return audit_->write(
+      session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
+}
+
 }  // namespace broker::proxy

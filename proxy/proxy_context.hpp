@@ -14,6 +14,7 @@
 #include "brokers/credential_set.hpp"
 #include "config/policy_set.hpp"
 #include "proxy/connect_to.hpp"
+#include "proxy/synthetic_addresses.hpp"
 #include "proxy/timeouts.hpp"
 #include "session/audit_log.hpp"
 #include "session/audit_record.hpp"
@@ -81,6 +82,15 @@ class proxy_context {
   int client_netns_pid() const { return client_netns_pid_.load(); }
   int client_root_pid() const { return client_root_pid_.load(); }
 
+  // wrap with transparent capture: the names the child resolved through the broker's DNS and
+  // their synthetic addresses (DESIGN §11); null otherwise.
+  void set_synthetic_names(std::shared_ptr<synthetic_addresses> names) {
+    synthetic_names_ = std::move(names);
+  }
+  synthetic_addresses* synthetic_names() const { return synthetic_names_.get(); }
+  // Writes a `dns` record (a name the policy refused); not counted as a request.
+  bool record_dns(const audit_entry& entry);
+
   std::uint64_t next_connection_id() { return ++connection_ids_; }
   std::uint64_t requests() const { return requests_.load(); }
   std::uint64_t denied() const { return denied_.load(); }
@@ -94,6 +104,7 @@ class proxy_context {
   std::shared_ptr<const brokers::credential_set> credentials_;
   std::shared_ptr<tls_contexts> tls_;
   std::shared_ptr<session::session_budget> budget_;
+  std::shared_ptr<synthetic_addresses> synthetic_names_;
   mutable std::mutex end_mutex_;
   std::optional<session::exhausted> ender_;
   std::atomic<std::uint64_t> connection_ids_{0};

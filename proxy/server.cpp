@@ -5,6 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <unistd.h>
+
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -13,6 +15,7 @@
 
 #include "proxy/asio.hpp"
 #include "proxy/client_connection.hpp"
+#include "proxy/dns_responder.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/refusal.hpp"
 #include "session/log.hpp"
@@ -38,6 +41,8 @@ struct server::impl {
   std::size_t next_worker = 0;
   asio::io_context& io = *workers.front();
   tcp::acceptor acceptor{io};
+  // wrap's transparent capture: connections the child dialed directly (DESIGN §11).
+  tcp::acceptor capture_acceptor{io};
   // serve: installed at construction, before the ready line, so no early signal takes the
   // default path. wrap: none; its main thread takes the signals (they go to the child).
   std::optional<asio::signal_set> signal_set;
@@ -47,11 +52,11 @@ struct server::impl {
   std::mutex mutex;
   std::unordered_map<client_connection*, std::weak_ptr<client_connection>> live;
 
-  asio::awaitable<void> accept_loop() {
+  asio::awaitable<void> accept_loop(tcp::acceptor& listener, bool captured) {
     for (;;) {
       const std::size_t index = next_worker++ % workers.size();
-      auto [ec, socket] = co_await acceptor.async_accept(*workers[index], use_tuple);
-      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      auto [ec, socket] = co_await listener.async_accept(*workers[index], use_tuple);
+      if (ec == asio::error::operation_aborted || !listener.is_open()) co_return;
       if (ec) {
         // EMFILE and friends: back off briefly instead of spinning.
         session::log(spdlog::level::warn, session::log_tag(ctx->session_id()), "accept failed: {}",
@@ -66,12 +71,12 @@ struct server::impl {
         socket.write_some(asio::buffer(text), ignored);
         continue;
       }
-      start(std::move(socket), pools[index]);
+      start(std::move(socket), pools[index], captured);
     }
   }
 
-  void start(tcp::socket socket, upstream_pool& pool) {
-    auto conn = std::make_shared<client_connection>(std::move(socket), ctx, pool);
+  void start(tcp::socket socket, upstream_pool& pool, bool captured) {
+    auto conn = std::make_shared<client_connection>(std::move(socket), ctx, pool, captured);
     {
       std::lock_guard lock(mutex);
       live.emplace(conn.get(), conn);
@@ -109,6 +114,7 @@ struct server::impl {
   asio::awaitable<void> shut_down() {
     error_code ignored;
     acceptor.close(ignored);
+    capture_acceptor.close(ignored);
     if (signal_set) signal_set->cancel(ignored);
     drain_all(false);
     co_await wait_for_idle(ctx->options().timeouts.drain);
@@ -162,6 +168,17 @@ server::server(std::shared_ptr<proxy_context> ctx, int listener_fd, unsigned thr
   if (ec) throw std::runtime_error("cannot use the sandbox's listener: " + ec.message());
 }
 
+void server::add_capture(int listener_fd, int dns_udp_fd, int dns_tcp_fd) {
+  error_code ec;
+  impl_->capture_acceptor.assign(tcp::v6(), listener_fd, ec);
+  if (ec) {
+    ::close(dns_udp_fd);
+    ::close(dns_tcp_fd);
+    throw std::runtime_error("cannot use the sandbox's capture listener: " + ec.message());
+  }
+  start_dns_responder(impl_->io, dns_udp_fd, dns_tcp_fd, impl_->ctx);
+}
+
 server::~server() = default;
 
 void server::stop() {
@@ -178,7 +195,9 @@ std::uint16_t server::port() const {
 void server::run(std::function<void()> on_reload) {
   impl_->on_reload = std::move(on_reload);
   if (impl_->signal_set) asio::co_spawn(impl_->io, impl_->signals(), asio::detached);
-  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  asio::co_spawn(impl_->io, impl_->accept_loop(impl_->acceptor, false), asio::detached);
+  if (impl_->capture_acceptor.is_open())
+    asio::co_spawn(impl_->io, impl_->accept_loop(impl_->capture_acceptor, true), asio::detached);
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
   std::vector<std::thread> pool;
   for (std::size_t i = 1; i < impl_->workers.size(); ++i) {

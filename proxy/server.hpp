@@ -23,6 +23,12 @@ class server {
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
+  // wrap with transparent capture (DESIGN §11): connections accepted on `listener_fd` (a
+  // dual-stack IPv6 listener) are served as captured ones, and DNS is answered on `dns_udp_fd`
+  // and `dns_tcp_fd`; all made inside the child's namespace, owned by the server from here. The
+  // context's synthetic_names() must be set. Call before run().
+  void add_capture(int listener_fd, int dns_udp_fd, int dns_tcp_fd);
+
   std::string host() const;
   std::uint16_t port() const;  // the bound port
 

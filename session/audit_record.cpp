@@ -36,6 +36,7 @@ json exchange_record(const audit_entry& e, const scrub_text& scrub) {
   j["credential"] = text_or_null(e.credential);
   j["llm_tokens"] = e.llm_tokens ? json(*e.llm_tokens) : json();
   if (e.llm_estimated) j["estimated"] = true;
+  if (e.captured) j["captured"] = true;
   if (!e.error.empty()) j["error"] = e.error;
   return j;
 }
@@ -47,6 +48,7 @@ json start_record(const session_start& s) {
   j["mode"] = s.mode;
   if (!s.listen.empty()) j["listen"] = s.listen;
   if (!s.isolation.empty()) j["isolation"] = s.isolation;
+  if (s.capture) j["capture"] = *s.capture;
   if (!s.command.empty()) j["command"] = s.command;
   if (s.pid > 0) j["pid"] = s.pid;
   if (s.policy) j["policy"] = *s.policy;

@@ -16,7 +16,7 @@ namespace broker::session {
 
 // One exchange, tunnel or refusal as the proxy saw it.
 struct audit_entry {
-  std::string event;  // "request" | "tunnel" | "refused" | "exfiltration_blocked"
+  std::string event;  // "request" | "tunnel" | "refused" | "exfiltration_blocked" | "dns"
   std::string method;
   std::string scheme;  // "http" | "https" | "" (unknown, e.g. a tunnel or a bad request)
   std::string host;
@@ -39,6 +39,8 @@ struct audit_entry {
   bool llm_estimated = false;               // ... counted from its text, not reported
   int pid = 0;                              // the client socket's owner; 0 = unknown
   std::string exe;
+  // Reached the broker by transparent capture (DESIGN §11), not through the proxy variables.
+  bool captured = false;
 };
 
 // Text a client or upstream chose (host, path) with every real secret value replaced by its
@@ -53,6 +55,7 @@ struct session_start {
   std::string mode;  // "serve" | "wrap"
   std::string listen;
   std::string isolation;
+  std::optional<bool> capture;  // wrap netns: whether transparent capture is on (DESIGN §11)
   std::string command;
   int pid = 0;
   std::optional<nlohmann::ordered_json> policy;  // the layers' sources and digests

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "wrap/sandbox_init.hpp"
 
@@ -49,13 +50,14 @@ void write_id_maps(pid_t pid) {
   put("gid_map", std::to_string(::getgid()) + " " + std::to_string(::getgid()) + " 1\n");
 }
 
-// The listener (or the child's setup error), within a deadline.
-int receive_listener(int control) {
+// The listener and the capture sockets (or the child's setup error), within a deadline: 'L',
+// then why capture is unavailable (empty when it is not), with the descriptors attached.
+std::vector<int> receive_sockets(int control, std::string& capture_unavailable) {
   pollfd p{control, POLLIN, 0};
   if (::poll(&p, 1, 10000) != 1) throw launch_error("the sandbox did not start within 10 s");
   char buffer[512];
   iovec data{buffer, sizeof buffer};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * max_sandbox_sockets)] = {};
   msghdr message{};
   message.msg_iov = &data;
   message.msg_iovlen = 1;
@@ -69,9 +71,11 @@ int receive_listener(int control) {
   const cmsghdr* header = CMSG_FIRSTHDR(&message);
   if (buffer[0] != 'L' || !header || header->cmsg_type != SCM_RIGHTS)
     throw launch_error("the sandbox sent no listener");
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
-  return fd;
+  const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+  std::vector<int> fds(count);
+  std::memcpy(fds.data(), CMSG_DATA(header), count * sizeof(int));
+  capture_unavailable.assign(buffer + 1, static_cast<std::size_t>(n - 1));
+  return fds;
 }
 
 int exit_code(int status) {
@@ -140,7 +144,15 @@ child_session::child_session(const launch_options& options) : options_(options) 
       const char go = 'G';
       if (::send(pair[0], &go, 1, MSG_NOSIGNAL) != 1) throw launch_error("the sandbox ended");
     }
-    listener_ = receive_listener(pair[0]);
+    const auto fds = receive_sockets(pair[0], capture_.unavailable);
+    listener_ = fds.at(0);
+    if (fds.size() == 4) {
+      capture_.listener = fds[1];
+      capture_.dns_udp = fds[2];
+      capture_.dns_tcp = fds[3];
+    } else if (options_.capture && capture_.unavailable.empty()) {
+      capture_.unavailable = "the sandbox made no capture sockets";
+    }
   } catch (...) {
     ::close(pair[0]);
     ::kill(pid_, SIGKILL);
@@ -152,7 +164,14 @@ child_session::child_session(const launch_options& options) : options_(options) 
 }
 
 child_session::~child_session() {
-  if (listener_ >= 0) ::close(listener_);
+  for (int fd : {listener_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
+    if (fd >= 0) ::close(fd);
+}
+
+child_session::capture_sockets child_session::take_capture() {
+  capture_sockets out = capture_;
+  capture_.listener = capture_.dns_udp = capture_.dns_tcp = -1;
+  return out;
 }
 
 int child_session::take_listener() {

@@ -48,6 +48,14 @@ struct launch_options {
   std::vector<directory_view> views;
   std::vector<std::string> masks;         // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;     // netns: absolute paths the child cannot change
+  // netns: transparent capture (DESIGN §11): every TCP connection the command dials to a
+  // non-loopback address lands on a listener at `capture_port`, and its DNS is the broker's, on
+  // port 53 inside the namespace.
+  bool capture = false;
+  std::uint16_t capture_port = 0;
+  // netns: session files shown over files under /etc (with capture: /etc/resolv.conf naming
+  // the broker's DNS, /etc/hosts with loopback names only). {copy, target}, absolute paths.
+  std::vector<std::pair<std::string, std::string>> etc_files;
   std::chrono::milliseconds grace{2000};  // between TERM and KILL for what the command left
 };
 
@@ -64,6 +72,15 @@ class child_session {
   // netns: the listening socket made inside the child's namespace (ownership passes to the
   // caller, once); -1 in env mode.
   int take_listener();
+  // netns with capture: the sockets made for it inside the namespace (ownership passes to the
+  // caller, once); all -1, with `unavailable` saying why, when the kernel refused the set-up.
+  struct capture_sockets {
+    int listener = -1;
+    int dns_udp = -1;
+    int dns_tcp = -1;
+    std::string unavailable;
+  };
+  capture_sockets take_capture();
   // The process the broker waits for: init (netns) or the command (env).
   pid_t pid() const { return pid_; }
   // Passes a signal on to the command (through init in netns mode).
@@ -82,6 +99,7 @@ class child_session {
   launch_options options_;
   pid_t pid_ = -1;
   int listener_ = -1;
+  capture_sockets capture_;
   int status_ = -1;
 };
 

@@ -20,7 +20,10 @@
 #include <ctime>
 #include <string>
 #include <utility>
+#include <vector>
+#include <algorithm>
 
+#include "wrap/capture_net.hpp"
 #include "wrap/syscall_filter.hpp"
 
 namespace broker::wrap {
@@ -60,22 +63,60 @@ int make_listener(int control, std::uint16_t port) {
   return s;
 }
 
-void send_listener(int control, int listener) {
-  char tag = 'L';
-  iovec data{&tag, 1};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+// A dual-stack socket on [::]:port (IPv4 clients arrive as v4-mapped): the capture listener,
+// and the DNS server's UDP and TCP sockets.
+int make_any_address_socket(int control, int type, std::uint16_t port, const char* what) {
+  const int s = ::socket(AF_INET6, type | SOCK_CLOEXEC, 0);
+  if (s < 0) fail(control, std::string("socket for ") + what);
+  const int zero = 0, one = 1;
+  ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  if (type == SOCK_STREAM) ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_port = htons(port);
+  address.sin6_addr = in6addr_any;
+  if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0)
+    fail(control, std::string("binding ") + what);
+  if (type == SOCK_STREAM && ::listen(s, SOMAXCONN) < 0) fail(control, std::string("listen for ") + what);
+  return s;
+}
+
+// 'L' and why capture is unavailable (nothing when it is available or not asked for), with the
+// sockets attached: the proxy listener, then the capture listener and the DNS sockets.
+void send_sockets(int control, const std::vector<int>& fds, const std::string& capture_unavailable) {
+  std::string text = "L" + capture_unavailable;
+  iovec data{text.data(), text.size()};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * max_sandbox_sockets)] = {};
   msghdr message{};
   message.msg_iov = &data;
   message.msg_iovlen = 1;
   message.msg_control = space;
-  message.msg_controllen = sizeof space;
+  message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
   cmsghdr* header = CMSG_FIRSTHDR(&message);
   header->cmsg_level = SOL_SOCKET;
   header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &listener, sizeof(int));
-  if (::sendmsg(control, &message, MSG_NOSIGNAL) != 1) fail(control, "handing over the listener");
-  ::close(listener);
+  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
+  if (::sendmsg(control, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(text.size()))
+    fail(control, "handing over the listener");
+  for (int fd : fds) ::close(fd);
+}
+
+// The sockets the broker serves inside this namespace. With capture, the namespace is set up so
+// that directly dialed TCP lands on the capture listener and every address's port 53 on the DNS
+// sockets (capture_net.hpp); a kernel that refuses that leaves the proxy listener alone, and
+// the broker says why.
+void hand_over_sockets(int control, const launch_options& options) {
+  std::vector<int> fds{make_listener(control, options.proxy_port)};
+  std::string unavailable;
+  if (options.capture) unavailable = set_up_capture(options.capture_port);
+  if (options.capture && unavailable.empty()) {
+    fds.push_back(make_any_address_socket(control, SOCK_STREAM, options.capture_port,
+                                          "the capture listener"));
+    fds.push_back(make_any_address_socket(control, SOCK_DGRAM, 53, "the DNS socket"));
+    fds.push_back(make_any_address_socket(control, SOCK_STREAM, 53, "the DNS listener"));
+  }
+  send_sockets(control, fds, unavailable);
 }
 
 // `path` read-only in this mount namespace: bound onto itself, then remounted with MS_RDONLY
@@ -143,6 +184,38 @@ void set_up_private_view(int control, const std::vector<view_step>& steps) {
   }
 }
 
+// A session file (the resolver configuration that names the broker's DNS, the hosts file)
+// over `target` under /etc, opened before the private view hid the session directory. A link
+// into a directory the view emptied (systemd-resolved's /run/systemd/resolve/stub-resolv.conf)
+// gets its file made in that tmpfs first; a missing file is left missing (without resolv.conf
+// the C library asks 127.0.0.1, which is the broker's DNS too).
+void show_session_file(int control, int copy, const std::string& target,
+                       const std::vector<view_step>& view) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) < 0) {
+    char link[4096];
+    const ssize_t n = ::readlink(target.c_str(), link, sizeof link - 1);
+    if (n <= 0) {
+      ::close(copy);
+      return;
+    }
+    std::string resolved(link, static_cast<std::size_t>(n));
+    if (resolved.front() != '/') resolved = "/etc/" + resolved;
+    const bool in_emptied = std::any_of(view.begin(), view.end(), [&](const view_step& step) {
+      return step.what == view_step::empty && resolved.starts_with(step.path + "/");
+    });
+    if (!in_emptied || resolved.find("/../") != std::string::npos) {
+      ::close(copy);
+      return;
+    }
+    make_mount_point(control, resolved, false);
+  }
+  const std::string source = "/proc/self/fd/" + std::to_string(copy);
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) < 0)
+    fail(control, "showing the session's " + target);
+  ::close(copy);
+}
+
 // A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
 // Then the host's IPC directories become private, login files show their dummy copies, and the
 // credential files are hidden: an empty read-only tmpfs over a directory, /dev/null over a file.
@@ -173,7 +246,14 @@ void set_up_mounts(int control, const launch_options& options) {
       if (subdirs[i].back() < 0) fail(control, "opening " + real);
     }
   }
+  std::vector<std::pair<int, std::string>> etc_files;
+  for (const auto& [copy, target] : options.etc_files) {
+    etc_files.emplace_back(::open(copy.c_str(), O_PATH | O_CLOEXEC), target);
+    if (etc_files.back().first < 0) fail(control, "opening " + copy);
+  }
   set_up_private_view(control, options.private_view);
+  for (const auto& [fd, target] : etc_files)
+    show_session_file(control, fd, target, options.private_view);
   auto bind = [&](int fd, const std::string& onto, const std::string& what) {
     const std::string source = "/proc/self/fd/" + std::to_string(fd);
     if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)
@@ -300,7 +380,7 @@ int sandbox_init(void* arg) {
   }
   ::setpgid(0, 0);
   bring_up_loopback(a.control);
-  send_listener(a.control, make_listener(a.control, options.proxy_port));
+  hand_over_sockets(a.control, options);
   set_up_mounts(a.control, options);
 
   // PID 1 receives only signals it has a handler for; they stay blocked and are taken with

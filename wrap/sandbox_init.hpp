@@ -9,6 +9,9 @@
 
 namespace broker::wrap {
 
+// The proxy listener, and with capture its listener and the DNS UDP and TCP sockets.
+inline constexpr std::size_t max_sandbox_sockets = 4;
+
 struct sandbox_args {
   const launch_options* options;
   int control;          // the child's end of a SOCK_SEQPACKET pair with the broker

@@ -437,3 +437,34 @@ TEST_CASE("a host refused whatever the path reports that, not the path", "[confi
   CHECK(ambiguous.rule == "allow[0]");
   CHECK(ambiguous.ambiguous_path);
 }
+
+TEST_CASE("check_name: a DNS name is allowed when some port of it is", "[config][policy_set]") {
+  auto set = single(R"({"allow": [{"host": "api.github.com"},
+                                  {"host": "*.example.com", "ports": [8443]},
+                                  {"host": "git.example.org", "ports": [22], "tunnel": true}],
+                        "deny": [{"host": "bad.example.com"}]})");
+  CHECK(set.check_name("api.github.com").allowed);
+  CHECK(set.check_name("API.GitHub.com.").allowed);
+  auto sub = set.check_name("x.example.com");
+  CHECK(sub.allowed);
+  CHECK(sub.rule == "allow[1]");
+  CHECK(set.check_name("git.example.org").allowed);  // only port 22, through a tunnel rule
+  auto denied = set.check_name("bad.example.com");
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.rule == "deny[0]");
+  auto unknown = set.check_name("aGVsbG8gd29ybGQ.exfil.example");
+  CHECK_FALSE(unknown.allowed);
+  CHECK(unknown.rule == "default_deny");
+  CHECK_FALSE(set.check_name("bad name").allowed);
+}
+
+TEST_CASE("check_name: every layer must allow the name on a common port", "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "a.example", "ports": [443]},
+                                       {"host": "b.example", "ports": [443]}]})", "team.json"));
+  layers.push_back(layer(R"({"allow": [{"host": "a.example", "ports": [8080]},
+                                       {"host": "b.example", "ports": [443]}]})", "mine.json"));
+  policy_set set(std::move(layers));
+  CHECK_FALSE(set.check_name("a.example").allowed);
+  CHECK(set.check_name("b.example").allowed);
+}

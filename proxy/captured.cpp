@@ -1,0 +1,76 @@
+// A captured connection, served as if it had sent "CONNECT <what it dialed>": a synthetic
+// address stands for the name the broker's DNS gave it to, and the rest of the way (policy, TLS
+// interception with SNI checked against that name, plain HTTP, tunnel rules, the address guard
+// for literal IPs) is a CONNECT's, without the CONNECT line and its 200.
+#include "proxy/captured.hpp"
+
+#include <linux/netfilter_ipv4.h>
+#include <linux/netfilter_ipv6/ip6_tables.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "proxy/client_connection.hpp"
+
+namespace broker::proxy {
+
+std::optional<tcp::endpoint> original_destination(tcp::socket& socket) {
+  const int fd = socket.native_handle();
+  sockaddr_in v4{};
+  socklen_t length = sizeof v4;
+  // An IPv4 client on the dual-stack listener: IPv4's connection tracking has its tuple.
+  if (::getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &v4, &length) == 0 && v4.sin_family == AF_INET) {
+    asio::ip::address_v4::bytes_type bytes;
+    std::memcpy(bytes.data(), &v4.sin_addr, 4);
+    return tcp::endpoint(asio::ip::address_v4(bytes), ntohs(v4.sin_port));
+  }
+  sockaddr_in6 v6{};
+  length = sizeof v6;
+  if (::getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &v6, &length) == 0 &&
+      v6.sin6_family == AF_INET6) {
+    asio::ip::address_v6::bytes_type bytes;
+    std::memcpy(bytes.data(), &v6.sin6_addr, 16);
+    return tcp::endpoint(asio::ip::address_v6(bytes), ntohs(v6.sin6_port));
+  }
+  return std::nullopt;
+}
+
+std::optional<config::destination> client_connection::captured_target(std::string& text) const {
+  text = dialed_->address().is_v6() && dialed_->address().to_v6().is_v4_mapped()
+             ? asio::ip::make_address_v4(asio::ip::v4_mapped, dialed_->address().to_v6())
+                   .to_string()
+             : dialed_->address().to_string();
+  const auto address = config::ip_address::parse(text);
+  if (!address) return std::nullopt;
+  const auto* names = ctx_->synthetic_names();
+  if (names && names->in_range(*address)) {
+    auto name = names->name_of(*address);
+    if (!name) return std::nullopt;
+    return config::destination{std::move(*name), std::nullopt, dialed_->port()};
+  }
+  return config::destination{address->to_string(), address, dialed_->port()};
+}
+
+asio::awaitable<void> client_connection::handle_captured() {
+  auto& ex = begin_exchange("");
+  auto& entry = ex.entry();
+  entry.event = "tunnel";
+  std::string address;
+  auto dest = dialed_ ? captured_target(address) : std::nullopt;
+  if (dest) {
+    co_await open_target(ex, *dest);
+    co_return;
+  }
+  // No name stands behind the address (or the kernel kept no record of it): nothing to dial.
+  entry.host = address.empty() ? "unknown" : address;
+  entry.port = dialed_ ? dialed_->port() : 0;
+  entry.event = "refused";
+  std::optional<refusal> why = refusal::policy_denied("default_deny", entry.host);
+  entry.rule = why->rule;
+  if (!ex.finish(why->status, false, why->code)) co_return;
+  config::destination unknown{entry.host, config::ip_address::parse(entry.host), entry.port};
+  if (!co_await start_interception(unknown, std::move(why))) draining_ = true;
+}
+
+}  // namespace broker::proxy
