@@ -3,10 +3,17 @@
 # `broker wrap`: OpenAI Codex CLI, Claude Code and Gemini CLI, at pinned versions, from the npm
 # registry into one prefix (default /var/cache/broker-agents; BROKER_AGENTS_DIR overrides).
 #
+# It also installs the official Node SDKs of the same services, openai, @anthropic-ai/sdk and
+# @octokit/rest, pinned, into a prefix of their own, $dir/sdk (its own package.json): the tests
+# run tests/agents/sdk_call.mjs with BROKER_SDK_DIR=$dir/sdk inside `broker wrap` to check that
+# plain SDK calls to the real host names with default base URLs (and Node's built-in fetch,
+# which ignores the proxy variables) are captured and get the real credentials.
+#
 # Quick and silent about npm when the pinned versions are already there (it reads the installed
-# package.json files and runs each agent's --version; npm is called only when one is missing or
-# different). Never reads stdin. Prints each agent's version. Exits non-zero with a sentence
-# saying what failed.
+# package.json files, runs each agent's --version and loads each SDK; npm is called only for the
+# prefix whose packages are missing or different: with the agents there and the SDKs missing it
+# installs only the SDKs). Never reads stdin. Prints each agent's and each SDK's version. Exits
+# non-zero with a sentence saying what failed.
 #
 # Codex and Claude Code are native binaries shipped in per-platform optional packages
 # (@openai/codex-linux-x64, @anthropic-ai/claude-code-linux-x64); the script checks that the
@@ -18,9 +25,14 @@ set -euo pipefail
 CODEX_VERSION=0.171.0
 CLAUDE_VERSION=2.1.332
 GEMINI_VERSION=0.61.0
+# The SDKs. openai's package says node >= 22, yet it loads and runs on Node 20 (checked below).
+OPENAI_SDK_VERSION=7.59.0
+ANTHROPIC_SDK_VERSION=1.15.0
+OCTOKIT_VERSION=22.0.1
 
 dir=${BROKER_AGENTS_DIR:-/var/cache/broker-agents}
 bin=$dir/node_modules/.bin
+sdk=$dir/sdk
 
 fail() {
   echo "install-agents: $*" >&2
@@ -30,9 +42,9 @@ fail() {
 command -v node >/dev/null || fail "node is not installed (apt-get install nodejs npm)"
 command -v npm >/dev/null || fail "npm is not installed (apt-get install npm)"
 
-# The version in an installed package's package.json, or nothing.
+# The version in an installed package's package.json (in prefix $2, default $dir), or nothing.
 installed_version() {
-  local manifest=$dir/node_modules/$1/package.json
+  local manifest=${2:-$dir}/node_modules/$1/package.json
   [[ -f $manifest ]] || return 0
   node -e 'try { process.stdout.write(require(process.argv[1]).version || "") } catch (e) {}' \
     "$manifest"
@@ -56,32 +68,88 @@ versions() {
   printf '%s\n' "codex: $c" "claude: $k" "gemini: $g"
 }
 
+# 0 when every SDK in $sdk is at its pinned version.
+sdks_installed() {
+  [[ $(installed_version openai "$sdk") == "$OPENAI_SDK_VERSION" ]] || return 1
+  [[ $(installed_version @anthropic-ai/sdk "$sdk") == "$ANTHROPIC_SDK_VERSION" ]] || return 1
+  [[ $(installed_version @octokit/rest "$sdk") == "$OCTOKIT_VERSION" ]]
+}
+
+# Loads each SDK from the prefix in argv[1] the way sdk_call.mjs does; prints its version.
+read -r -d '' LOAD_SDKS <<'JS' || true
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+const modules = path.join(process.argv[1], 'node_modules');
+const require = createRequire(path.join(modules, 'index.js'));
+for (const [name, klass] of [['openai', 'OpenAI'], ['@anthropic-ai/sdk', 'Anthropic'],
+                             ['@octokit/rest', 'Octokit']]) {
+  const mod = await import(pathToFileURL(require.resolve(name)).href);
+  if (typeof (mod[klass] ?? mod.default) !== 'function') throw new Error(`${name}: no ${klass}`);
+  const manifest = JSON.parse(readFileSync(path.join(modules, name, 'package.json'), 'utf8'));
+  console.log(`sdk ${name}: ${manifest.version}`);
+}
+JS
+
+sdk_versions() {
+  timeout 60 node --input-type=module -e "$LOAD_SDKS" "$sdk" </dev/null
+}
+
 [[ $(uname -m) == x86_64 ]] || fail "only linux-x64 is pinned here (this machine is $(uname -m))"
+
+install_agents() {
+  echo "install-agents: installing codex $CODEX_VERSION, claude-code $CLAUDE_VERSION," \
+       "gemini-cli $GEMINI_VERSION into $dir (npm)" >&2
+  mkdir -p "$dir" || fail "cannot create $dir"
+  # A package.json of our own, so that npm installs into $dir and nowhere above it.
+  cat >"$dir/package.json" <<EOF
+{ "name": "broker-agents", "private": true, "description": "written by scripts/install-agents.sh" }
+EOF
+  # --include=optional: the native binaries come as optional platform packages.
+  if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error --include=optional \
+        --save-exact "@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_VERSION" \
+        "@google/gemini-cli@$GEMINI_VERSION" </dev/null >&2; then
+    fail "npm install into $dir failed (is the npm registry reachable? see npm's message above)"
+  fi
+  [[ -d $dir/node_modules/@openai/codex-linux-x64 ]] ||
+    fail "npm did not install @openai/codex-linux-x64 (Codex's native binary)"
+  [[ -d $dir/node_modules/@anthropic-ai/claude-code-linux-x64 ]] ||
+    fail "npm did not install @anthropic-ai/claude-code-linux-x64 (Claude Code's native binary)"
+  all_installed || fail "npm did not install the pinned versions into $dir"
+
+  versions || fail "an agent in $dir does not run after npm install (see above)"
+  echo "install-agents: agents in $bin"
+}
+
+install_sdks() {
+  echo "install-agents: installing the SDKs openai $OPENAI_SDK_VERSION, @anthropic-ai/sdk" \
+       "$ANTHROPIC_SDK_VERSION, @octokit/rest $OCTOKIT_VERSION into $sdk (npm)" >&2
+  mkdir -p "$sdk" || fail "cannot create $sdk"
+  # Their own package.json: npm installs into $sdk, apart from the agents' tree above it.
+  cat >"$sdk/package.json" <<EOF
+{ "name": "broker-sdks", "private": true, "description": "written by scripts/install-agents.sh" }
+EOF
+  if ! npm install --prefix "$sdk" --no-audit --no-fund --loglevel=error --save-exact \
+        "openai@$OPENAI_SDK_VERSION" "@anthropic-ai/sdk@$ANTHROPIC_SDK_VERSION" \
+        "@octokit/rest@$OCTOKIT_VERSION" </dev/null >&2; then
+    fail "npm install into $sdk failed (is the npm registry reachable? see npm's message above)"
+  fi
+  sdks_installed || fail "npm did not install the pinned SDK versions into $sdk"
+  sdk_versions || fail "an SDK in $sdk does not load on node $(node --version) (see above)"
+  echo "install-agents: SDKs in $sdk"
+}
 
 if all_installed && out=$(versions 2>&1); then
   printf '%s\n' "$out"
   echo "install-agents: agents in $bin (already installed)"
-  exit 0
+else
+  install_agents
 fi
 
-echo "install-agents: installing codex $CODEX_VERSION, claude-code $CLAUDE_VERSION," \
-     "gemini-cli $GEMINI_VERSION into $dir (npm)" >&2
-mkdir -p "$dir" || fail "cannot create $dir"
-# A package.json of our own, so that npm installs into $dir and nowhere above it.
-cat >"$dir/package.json" <<EOF
-{ "name": "broker-agents", "private": true, "description": "written by scripts/install-agents.sh" }
-EOF
-# --include=optional: the native binaries come as optional platform packages.
-if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error --include=optional \
-      --save-exact "@openai/codex@$CODEX_VERSION" "@anthropic-ai/claude-code@$CLAUDE_VERSION" \
-      "@google/gemini-cli@$GEMINI_VERSION" </dev/null >&2; then
-  fail "npm install into $dir failed (is the npm registry reachable? see npm's message above)"
+if sdks_installed && out=$(sdk_versions 2>&1); then
+  printf '%s\n' "$out"
+  echo "install-agents: SDKs in $sdk (already installed)"
+else
+  install_sdks
 fi
-[[ -d $dir/node_modules/@openai/codex-linux-x64 ]] ||
-  fail "npm did not install @openai/codex-linux-x64 (Codex's native binary)"
-[[ -d $dir/node_modules/@anthropic-ai/claude-code-linux-x64 ]] ||
-  fail "npm did not install @anthropic-ai/claude-code-linux-x64 (Claude Code's native binary)"
-all_installed || fail "npm did not install the pinned versions into $dir"
-
-versions || fail "an agent in $dir does not run after npm install (see above)"
-echo "install-agents: agents in $bin"

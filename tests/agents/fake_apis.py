@@ -1,16 +1,23 @@
 """Local fakes of the model APIs the real agents talk to (pure stdlib), for the tests that run
-Codex, Claude Code and Gemini CLI inside `broker wrap` (tests/integration/test_real_agents.py).
+Codex, Claude Code and Gemini CLI inside `broker wrap` (tests/integration/test_real_agents.py),
+and of the few endpoints tests/agents/sdk_call.mjs calls through the official Node SDKs
+(openai, @anthropic-ai/sdk, @octokit/rest) and Node's fetch.
 
 One threaded HTTPS server answers for every host (the test's leaf certificate names them all;
 broker's `--connect-to HOST:443=127.0.0.1:PORT` sends each host here and `--upstream-ca` makes
-broker trust the test CA). It routes on the Host header:
+broker trust the test CA). It listens on 127.0.0.1, on an ephemeral port unless `port` says
+which. It routes on the Host header:
 
-- api.openai.com: POST /v1/responses (SSE), GET /v1/responses upgraded to a WebSocket
+- api.openai.com: POST /v1/responses (SSE when the body says "stream": true, else the JSON
+  Response object: a message with output_text content, and usage; the openai SDK's
+  `responses.create` without streaming), GET /v1/responses upgraded to a WebSocket
   (Codex's default transport: `response.create` in, the same events out as text messages; see
   fake_ws.py) or refused with `ws="refuse"` so that Codex falls back to HTTP; GET /v1/models.
 - chatgpt.com: /backend-api/codex/responses (the same, for Codex's ChatGPT login).
 - api.anthropic.com: POST /v1/messages (SSE or JSON), /v1/messages/count_tokens,
   /api/oauth/profile; any other path 404 (Claude Code's settings, bootstrap, event logging).
+  (@anthropic-ai/sdk >= 1.0 sends an API key as `Authorization: Bearer KEY`, not x-api-key:
+  a test of that SDK registers the key in the anthropic_bearer realm.)
 - generativelanguage.googleapis.com: /v1beta/models/M:generateContent,
   :streamGenerateContent (?alt=sse or a JSON array), :countTokens.
 - cloudcode-pa.googleapis.com (Gemini CLI's Google login): /v1internal:loadCodeAssist,
@@ -19,6 +26,10 @@ broker trust the test CA). It routes on the Host header:
 - www.googleapis.com: /oauth2/v2/userinfo.
 - auth.openai.com, platform.claude.com, oauth2.googleapis.com: the token endpoints of
   fake_oauth.py, when the test registers them.
+- api.github.com (realm github: `Authorization: Bearer X` or `token X`, the form Octokit
+  sends): GET /user -> {"login": "octocat-fake"}; any other GET path -> {"path": PATH}; 401
+  without the registered value; other methods 404. (test_real_agents.py sends a dummy here to
+  see it caught: no github value is registered there, so nothing gets through.)
 
 Every model endpoint ACCEPTS ONLY THE REAL credential values the test registered (`accept()`)
 and answers 401 otherwise, records every request (host, method, path, headers, body, status,
@@ -45,7 +56,9 @@ INPUT_TOKENS, OUTPUT_TOKENS = 1234, 56
 # The host names the fakes answer for (the test's leaf certificate must carry them all).
 HOSTS = ["api.openai.com", "chatgpt.com", "auth.openai.com", "api.anthropic.com",
          "platform.claude.com", "generativelanguage.googleapis.com",
-         "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com"]
+         "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com",
+         "api.github.com"]
+GITHUB_LOGIN = "octocat-fake"
 
 
 def _now_id(prefix):
@@ -65,21 +78,22 @@ class Record(dict):
 
 class FakeApis:
     def __init__(self, leaf_cert, leaf_key, answer=ANSWER, ws="accept",
-                 usage=(INPUT_TOKENS, OUTPUT_TOKENS), tool_call=False):
+                 usage=(INPUT_TOKENS, OUTPUT_TOKENS), tool_call=False, port=0):
         self.answer, self.ws, self.usage, self.tool_call = answer, ws, usage, tool_call
         self.lock = threading.Lock()
         self.records = []
         # realm -> accepted real values; realms: openai (Bearer at api.openai.com), chatgpt
         # (Bearer at chatgpt.com), anthropic_key (x-api-key), anthropic_bearer (Authorization:
         # Bearer at api.anthropic.com), gemini_key (x-goog-api-key or key=), google_bearer
-        # (Bearer at cloudcode-pa / www.googleapis.com).
+        # (Bearer at cloudcode-pa / www.googleapis.com), github (Bearer or token at
+        # api.github.com).
         self.accepted = {}
         self.token_endpoints = {}  # host -> fake_oauth.TokenEndpoint
         self.chatgpt_account_id = "acct-fake0001"
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(str(leaf_cert), str(leaf_key))
         ctx.set_alpn_protocols(["http/1.1"])
-        self.server = _Server(self, ctx)
+        self.server = _Server(self, ctx, port)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
                          daemon=True).start()
@@ -267,9 +281,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, fake, ctx):
+    def __init__(self, fake, ctx, port=0):
         self.fake, self.ctx = fake, ctx
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def finish_request(self, request, client_address):
         request.settimeout(60)
@@ -286,6 +300,13 @@ class _Server(ThreadingHTTPServer):
 def _bearer(headers):
     v = headers.get("authorization") or ""
     return v[7:].strip() if v[:7].lower() == "bearer " else None
+
+
+def _github_token(headers):
+    """The value of `Authorization: Bearer X` or `Authorization: token X` (GitHub takes both)."""
+    v = headers.get("authorization") or ""
+    scheme, _, value = v.partition(" ")
+    return value.strip() if scheme.lower() in ("bearer", "token") and value.strip() else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -366,7 +387,8 @@ class _Handler(BaseHTTPRequestHandler):
                  "generativelanguage.googleapis.com": self._gemini,
                  "cloudcode-pa.googleapis.com": self._code_assist,
                  "www.googleapis.com": self._google_www,
-                 "oauth2.googleapis.com": self._google_www}.get(host)
+                 "oauth2.googleapis.com": self._google_www,
+                 "api.github.com": self._github}.get(host)
         if host in fake.token_endpoints and self.command == "POST":
             ep = fake.token_endpoints[host]
             if url.path == ep.path:
@@ -554,3 +576,17 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(200, {"id": "1000001", "email": "agent@example.test",
                                          "verified_email": True, "name": "Agent"})
         return self._send_json(404, {"error": "not_found"})
+
+    # -- GitHub REST (api.github.com) --
+
+    def _github(self, fake, url, headers, body, upgrade):
+        if self.command != "GET":
+            return self._send_json(404, {"message": "Not Found"})
+        if not fake._ok("github", _github_token(headers)):
+            self.rec["refused"] = "github token"
+            return self._send_json(401, {"message": "Bad credentials",
+                                         "documentation_url": "https://docs.github.com/rest",
+                                         "status": "401"})
+        if url.path == "/user":
+            return self._send_json(200, {"login": GITHUB_LOGIN})
+        return self._send_json(200, {"path": url.path})

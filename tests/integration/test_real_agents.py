@@ -48,7 +48,7 @@ assert len(GEMINI_KEY) == 39
 OPENAI, ANTHROPIC, GEN = "api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com"
 # An allowed host bound to none of the agents' credentials (a dummy sent there is caught).
 ELSEWHERE = "api.github.com"
-HOSTS = fake_apis.HOSTS + [ELSEWHERE]
+HOSTS = list(dict.fromkeys(fake_apis.HOSTS + [ELSEWHERE]))  # (fake_apis.HOSTS has it too)
 TOKENS = fake_apis.INPUT_TOKENS + fake_apis.OUTPUT_TOKENS  # what one answer of a fake costs
 RUN_TIMEOUT = 60
 
