@@ -194,6 +194,49 @@ CODEX_TELEMETRY = {"ab.chatgpt.com", ("chatgpt.com", "/backend-api/codex/analyti
 
 
 # --------------------------------------------------------------------------------------------
+# The official SDKs and Node's fetch, which ignore the proxy variables (transparent capture)
+# --------------------------------------------------------------------------------------------
+
+GITHUB_KEY = "ghp_" + "SdkCaptureRealGithubToken0123456789A"
+assert len(GITHUB_KEY) == 40
+SDK_DIR = agent_run.AGENTS_DIR / "sdk"
+SDK_CALL = Path(__file__).resolve().parent.parent / "agents" / "sdk_call.mjs"
+
+
+def test_node_fetch_and_the_official_sdks_work_unmodified_through_capture(make_fake, sessions):
+    """Node 20's fetch ignores HTTPS_PROXY, and so do the SDKs built on it: each call is
+    captured (DESIGN §11), gets its real key swapped in, and is audited as captured."""
+    assert (SDK_DIR / "node_modules" / "openai").is_dir(), \
+        f"the SDKs are not installed in {SDK_DIR}: run scripts/install-agents.sh"
+    fake = make_fake()
+    fake.accept("github", GITHUB_KEY)
+    fake.accept("openai", OPENAI_KEY)
+    fake.accept("anthropic_bearer", ANTHROPIC_KEY)
+    run = sessions(fake).run(
+        "sdks", with_env_dump(["sh", "-c", 'for k in fetch openai anthropic octokit; do '
+                                           'node "$0" $k; done', str(SDK_CALL)]),
+        env={"GITHUB_TOKEN": GITHUB_KEY, "OPENAI_API_KEY": OPENAI_KEY,
+             "ANTHROPIC_API_KEY": ANTHROPIC_KEY, "BROKER_SDK_DIR": str(SDK_DIR)})
+    assert run.returncode == 0, run.describe()
+    calls = {c["kind"]: c for c in map(json.loads, (l for l in run.out.splitlines()
+                                                    if l.startswith("{")))}
+    assert set(calls) == {"fetch", "openai", "anthropic", "octokit"}, run.describe()
+    assert all(c["ok"] and c["status"] == 200 for c in calls.values()), calls
+    assert calls["openai"]["text"] == fake_apis.ANSWER, calls
+    assert calls["anthropic"]["text"] == fake_apis.ANSWER, calls
+    assert calls["octokit"]["text"] == "octocat-fake", calls
+    env = child_env(run)
+    for variable, real in (("GITHUB_TOKEN", GITHUB_KEY), ("OPENAI_API_KEY", OPENAI_KEY),
+                           ("ANTHROPIC_API_KEY", ANTHROPIC_KEY)):
+        assert env.get(variable) and env[variable] != real, variable
+    # Each reached the broker by capture, not through the proxy variables.
+    for host in ("api.github.com", OPENAI, ANTHROPIC):
+        recs = [r for r in run.requests(host) if r.get("status") == 200]
+        assert recs and all(r.get("captured") for r in recs), (host, run.requests(host))
+    assert_no_leaks(run, [GITHUB_KEY, OPENAI_KEY, ANTHROPIC_KEY])
+
+
+# --------------------------------------------------------------------------------------------
 # API keys
 # --------------------------------------------------------------------------------------------
 
