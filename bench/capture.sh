@@ -9,12 +9,12 @@
 # Usage: bench/capture.sh [path/to/broker] [rounds]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-broker=${1:-$root/build/broker}
+broker=$(realpath "${1:-$root/build/broker}")
 rounds=${2:-5}
 PEERS=${PEERS:-/tmp/peers}
 [[ -f $PEERS/upstream-ca.pem ]] || { echo "capture.sh: no peers in $PEERS (run ../shared/bench/setup-peers.sh)" >&2; exit 1; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'cat "$work"/*.err 2>/dev/null >&2; rm -rf "$work"' EXIT
 
 cat > "$work/mitm.json" <<JSON
 { "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443] } ],
@@ -56,11 +56,14 @@ cd "$work"
 for mode in mitm tunnel; do
   # Intercepted, the client trusts the session CA (the child's $SSL_CERT_FILE); tunnelled, nginx's.
   ca=session
-  [[ $mode == tunnel ]] && ca=$PEERS/upstream-ca.pem
+  if [[ $mode == tunnel ]]; then
+    cp "$PEERS/upstream-ca.pem" "$work/upstream-ca.pem"  # the child's /tmp is its own
+    ca=$work/upstream-ca.pem
+  fi
   BENCH_TOKEN=sk-bench-0123456789abcdefghijklmnop "$broker" wrap --isolate netns \
     --policy "$work/$mode.json" --log-dir "$work/logs" --upstream-ca "$PEERS/upstream-ca.pem" \
     --connect-to api.example.test:8443:127.0.0.1:8443 -- \
-    bash "$work/inner.sh" "$work" "$rounds" "$ca" "$N" "$NC" 2>/dev/null |
+    bash "$work/inner.sh" "$work" "$rounds" "$ca" "$N" "$NC" 2>"$work/$mode.err" |
     sed "s/^/$mode /" >> "$work/results"
 done
 
