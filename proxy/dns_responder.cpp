@@ -57,7 +57,8 @@ dns_outcome answer_dns(std::string_view wire, bool over_tcp, const config::polic
   dns_outcome out;
   auto parsed = dns::parse_query(wire);
   if (auto* failed = std::get_if<dns::parse_failure>(&parsed)) {
-    if (failed->header_read && failed->id)
+    // A response is never answered: two responders would answer each other for ever.
+    if (failed->header_read && failed->id && !failed->is_response)
       out.response = dns::build_header_only(
           *failed->id, failed->opcode,
           failed->opcode != 0 ? dns::rcode::notimp : dns::rcode::formerr);
@@ -70,6 +71,7 @@ dns_outcome answer_dns(std::string_view wire, bool over_tcp, const config::polic
     return out;
   };
   if (query.opcode != 0) return reply(dns::rcode::notimp);
+  if (query.edns && query.edns_version != 0) return reply(dns::rcode::badvers);
   if (q.qclass != 1 && q.qclass != 255) return reply(dns::rcode::refused);
   const bool want_a = q.qtype == dns::type::a || q.qtype == dns::type::any;
   const bool want_aaaa = q.qtype == dns::type::aaaa || q.qtype == dns::type::any;

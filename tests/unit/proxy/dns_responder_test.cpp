@@ -109,6 +109,9 @@ TEST_CASE("localhost, reverse names, malformed and unsupported queries", "[dns]"
                      .response) == 4);  // STATUS: NOTIMP
   auto garbage = answer_dns(std::string("\xab\xcd\x01\x00\x00\x05", 6), false, set, names);
   CHECK(garbage.response.empty());  // not even a header: nothing to answer
+  auto response = query("a.example.com", dns::type::a);
+  response[2] = static_cast<char>(response[2] | 0x80);  // QR: an answer, sent back at us
+  CHECK(answer_dns(response, false, set, names).response.empty());
   auto no_question = query("a.example.com", dns::type::a).substr(0, 12) + "\x07";
   auto formerr = answer_dns(no_question, false, set, names);
   CHECK(rcode_of(formerr.response) == 1);
