@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -149,63 +150,69 @@ class responder : public std::enable_shared_from_this<responder> {
                    "could not audit a refused DNS name");
   }
 
-  // One datagram in, one answer out, from the address the query was sent to: a query to an
-  // IPv6 address the namespace routes to itself (a resolver's literal address) would otherwise
-  // be answered from the namespace's own address, and resolvers drop such answers. (IPv4 needs
-  // nothing: there the kernel takes the destination as the client's source address already.)
   static asio::awaitable<void> serve_udp(std::shared_ptr<responder> self) {
     const int fd = self->udp_.native_handle();
     const int one = 1;
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, &one, sizeof one);
     // Lets the answer come from an address that is not configured (only routed here).
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof one);
-    std::array<char, 65536> buffer;
+    std::vector<char> buffer(65536);
     for (;;) {
       auto [ec] = co_await self->udp_.async_wait(udp::socket::wait_read, use_tuple);
       if (ec == asio::error::operation_aborted || !self->udp_.is_open()) co_return;
-      for (;;) {
-        sockaddr_in6 sender{};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
-        iovec data{buffer.data(), buffer.size()};
-        msghdr message{};
-        message.msg_name = &sender;
-        message.msg_namelen = sizeof sender;
-        message.msg_iov = &data;
-        message.msg_iovlen = 1;
-        message.msg_control = control;
-        message.msg_controllen = sizeof control;
-        const ssize_t n = ::recvmsg(fd, &message, MSG_DONTWAIT);
-        if (n < 0) break;  // EAGAIN: wait again (other errors: an ICMP error for an answer)
-        auto response = self->answer(std::string_view(buffer.data(), static_cast<std::size_t>(n)), false);
-        if (response.empty()) continue;
-        std::optional<in6_addr> to_address;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c))
-          if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
-            in6_pktinfo info;
-            std::memcpy(&info, CMSG_DATA(c), sizeof info);
-            if (!IN6_IS_ADDR_V4MAPPED(&info.ipi6_addr)) to_address = info.ipi6_addr;
-          }
-        iovec out{response.data(), response.size()};
-        msghdr reply{};
-        reply.msg_name = &sender;
-        reply.msg_namelen = message.msg_namelen;
-        reply.msg_iov = &out;
-        reply.msg_iovlen = 1;
-        alignas(cmsghdr) char reply_control[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
-        if (to_address) {
-          reply.msg_control = reply_control;
-          reply.msg_controllen = sizeof reply_control;
-          cmsghdr* c = CMSG_FIRSTHDR(&reply);
-          c->cmsg_level = IPPROTO_IPV6;
-          c->cmsg_type = IPV6_PKTINFO;
-          c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
-          in6_pktinfo info{};
-          info.ipi6_addr = *to_address;
-          std::memcpy(CMSG_DATA(c), &info, sizeof info);
-        }
-        (void)::sendmsg(fd, &reply, MSG_DONTWAIT | MSG_NOSIGNAL);
+      while (self->answer_datagram(fd, buffer)) {
       }
     }
+  }
+
+  // One datagram in, one answer out, from the address the query was sent to: a query to an
+  // IPv6 address the namespace routes to itself (a resolver's literal address) would otherwise
+  // be answered from the namespace's own address, and resolvers drop such answers. (IPv4 needs
+  // nothing: there the kernel takes the destination as the client's source address already.)
+  // False when nothing was waiting. A plain function, not part of the coroutine: its control
+  // buffers need cmsghdr's alignment, which a coroutine frame does not promise for locals.
+  bool answer_datagram(int fd, std::vector<char>& buffer) {
+    sockaddr_in6 sender{};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
+    iovec data{buffer.data(), buffer.size()};
+    msghdr message{};
+    message.msg_name = &sender;
+    message.msg_namelen = sizeof sender;
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(fd, &message, MSG_DONTWAIT);
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;  // else an ICMP error: go on
+    auto response = answer(std::string_view(buffer.data(), static_cast<std::size_t>(n)), false);
+    if (response.empty()) return true;
+    std::optional<in6_addr> to_address;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c))
+      if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+        in6_pktinfo info;
+        std::memcpy(&info, CMSG_DATA(c), sizeof info);
+        if (!IN6_IS_ADDR_V4MAPPED(&info.ipi6_addr)) to_address = info.ipi6_addr;
+      }
+    iovec out{response.data(), response.size()};
+    msghdr reply{};
+    reply.msg_name = &sender;
+    reply.msg_namelen = message.msg_namelen;
+    reply.msg_iov = &out;
+    reply.msg_iovlen = 1;
+    alignas(cmsghdr) char reply_control[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
+    if (to_address) {
+      reply.msg_control = reply_control;
+      reply.msg_controllen = sizeof reply_control;
+      cmsghdr* c = CMSG_FIRSTHDR(&reply);
+      c->cmsg_level = IPPROTO_IPV6;
+      c->cmsg_type = IPV6_PKTINFO;
+      c->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
+      in6_pktinfo info{};
+      info.ipi6_addr = *to_address;
+      std::memcpy(CMSG_DATA(c), &info, sizeof info);
+    }
+    (void)::sendmsg(fd, &reply, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return true;
   }
 
   static asio::awaitable<void> accept_tcp(std::shared_ptr<responder> self) {
