@@ -23,6 +23,7 @@ Without the agents installed every test fails, saying to run scripts/install-age
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -212,9 +213,14 @@ def test_node_fetch_and_the_official_sdks_work_unmodified_through_capture(make_f
     fake.accept("github", GITHUB_KEY)
     fake.accept("openai", OPENAI_KEY)
     fake.accept("anthropic_bearer", ANTHROPIC_KEY)
-    run = sessions(fake).run(
+    s = sessions(fake)
+    # The script goes into the command's working directory: a checkout under /tmp is not
+    # visible inside (the child's /tmp is its own).
+    work = s.prepare("sdks")[-1]
+    shutil.copy(SDK_CALL, work / "sdk_call.mjs")
+    run = s.run(
         "sdks", with_env_dump(["sh", "-c", 'for k in fetch openai anthropic octokit; do '
-                                           'node "$0" $k; done', str(SDK_CALL)]),
+                                           'node ./sdk_call.mjs $k; done']),
         env={"GITHUB_TOKEN": GITHUB_KEY, "OPENAI_API_KEY": OPENAI_KEY,
              "ANTHROPIC_API_KEY": ANTHROPIC_KEY, "BROKER_SDK_DIR": str(SDK_DIR)})
     assert run.returncode == 0, run.describe()
