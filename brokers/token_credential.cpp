@@ -174,7 +174,7 @@ void token_credential::dummy_variables(std::vector<dummy_variable>& out) const {
 
 void token_credential::dummy_files(std::vector<dummy_file>& out) const {
   if (spec().type == "gcp" && !spec().env.empty())
-    out.push_back({spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name()});
+    out.push_back({spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name(), {}, false});
 }
 
 int token_credential::swap_header(std::string_view name, std::string& value) const {

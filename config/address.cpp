@@ -1,5 +1,6 @@
 #include "config/address.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace broker::config {
@@ -187,6 +188,17 @@ std::string ip_address::to_string() const {
     out += buf;
   }
   return out;
+}
+
+std::optional<ip_address> unwrap_v4_mapped(const ip_address& a) {
+  if (a.v4) return std::nullopt;
+  for (std::size_t i = 0; i < 10; ++i)
+    if (a.bytes[i] != 0) return std::nullopt;
+  if (a.bytes[10] != 0xff || a.bytes[11] != 0xff) return std::nullopt;
+  ip_address v4;
+  v4.v4 = true;
+  std::copy(a.bytes.begin() + 12, a.bytes.end(), v4.bytes.begin());
+  return v4;
 }
 
 }  // namespace broker::config

@@ -32,4 +32,8 @@ struct ip_address {
   friend bool operator==(const ip_address&, const ip_address&) = default;
 };
 
+// The IPv4 address inside a v4-mapped IPv6 one (::ffff:a.b.c.d reaches a.b.c.d; a dual-stack
+// socket shows IPv4 peers that way); nullopt for any other address.
+std::optional<ip_address> unwrap_v4_mapped(const ip_address& a);
+
 }  // namespace broker::config

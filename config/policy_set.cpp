@@ -17,19 +17,6 @@ struct request_line {
   std::vector<std::string> paths;
 };
 
-// ::ffff:a.b.c.d reaches a.b.c.d, so a deny rule for the IPv4 block must catch it too.
-// (Allow rules deliberately do not unwrap: cidr::contains keeps the families apart.)
-std::optional<ip_address> unwrap_v4_mapped(const ip_address& a) {
-  if (a.v4) return std::nullopt;
-  for (std::size_t i = 0; i < 10; ++i)
-    if (a.bytes[i] != 0) return std::nullopt;
-  if (a.bytes[10] != 0xff || a.bytes[11] != 0xff) return std::nullopt;
-  ip_address v4;
-  v4.v4 = true;
-  std::copy(a.bytes.begin() + 12, a.bytes.end(), v4.bytes.begin());
-  return v4;
-}
-
 bool port_matches(const rule& r, std::uint16_t port) {
   if (r.ports.empty()) return true;  // deny rules without "ports": every port
   return std::find(r.ports.begin(), r.ports.end(), port) != r.ports.end();
@@ -38,6 +25,8 @@ bool port_matches(const rule& r, std::uint16_t port) {
 bool address_matches(const rule& r, const ip_address& address, bool deny) {
   if (!r.net) return false;
   if (r.net->contains(address)) return true;
+  // ::ffff:a.b.c.d reaches a.b.c.d, so a deny rule for the IPv4 block must catch it too (allow
+  // rules deliberately do not unwrap: cidr::contains keeps the families apart).
   auto v4 = deny ? unwrap_v4_mapped(address) : std::nullopt;
   return v4 && r.net->contains(*v4);
 }

@@ -37,10 +37,8 @@ std::optional<tcp::endpoint> original_destination(tcp::socket& socket) {
 }
 
 std::optional<config::destination> client_connection::captured_target(std::string& text) const {
-  text = dialed_->address().is_v6() && dialed_->address().to_v6().is_v4_mapped()
-             ? asio::ip::make_address_v4(asio::ip::v4_mapped, dialed_->address().to_v6())
-                   .to_string()
-             : dialed_->address().to_string();
+  // original_destination gives IPv4 targets as IPv4 (the tuple IPv4's tracking recorded).
+  text = dialed_->address().to_string();
   const auto address = config::ip_address::parse(text);
   if (!address) return std::nullopt;
   const auto* names = ctx_->synthetic_names();

@@ -7,16 +7,9 @@ namespace {
 // Index 0 and 1 are the range's network and the namespace's own address on its loopback.
 constexpr std::size_t first_handed_out = 2;
 
-// The IPv4 address inside a v4-mapped IPv6 one (::ffff:a.b.c.d), as a dual-stack socket shows
-// an IPv4 peer.
+// A dual-stack listener shows an IPv4 target as v4-mapped IPv6.
 config::ip_address unmapped(const config::ip_address& a) {
-  if (a.v4) return a;
-  for (std::size_t i = 0; i < 10; ++i)
-    if (a.bytes[i] != 0) return a;
-  if (a.bytes[10] != 0xff || a.bytes[11] != 0xff) return a;
-  config::ip_address v4;
-  for (std::size_t i = 0; i < 4; ++i) v4.bytes[i] = a.bytes[12 + i];
-  return v4;
+  return config::unwrap_v4_mapped(a).value_or(a);
 }
 
 }  // namespace
