@@ -67,7 +67,8 @@ void sync_directory(const fs::path& dir) {
 
 }  // namespace
 
-void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t mode) {
+void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t mode,
+                           durability lasting) {
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   temp_file temp;
   for (int attempt = 0; temp.fd < 0; ++attempt) {
@@ -83,14 +84,15 @@ void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t 
   if (::fchmod(temp.fd, mode) != 0)
     throw ca_error("cannot set the mode of " + file.string() + ": " + errno_text());
   write_all(temp.fd, bytes, file);
-  if (::fsync(temp.fd) != 0) throw ca_error("cannot sync " + file.string() + ": " + errno_text());
+  if (lasting == durability::synced && ::fsync(temp.fd) != 0)
+    throw ca_error("cannot sync " + file.string() + ": " + errno_text());
   const int fd = temp.fd;
   temp.fd = -1;
   if (::close(fd) != 0) throw ca_error("cannot write " + file.string() + ": " + errno_text());
   if (::rename(temp.path.c_str(), file.c_str()) != 0)
     throw ca_error("cannot replace " + file.string() + ": " + errno_text());
   temp.renamed = true;
-  sync_directory(dir);
+  if (lasting == durability::synced) sync_directory(dir);
 }
 
 }  // namespace broker::certs

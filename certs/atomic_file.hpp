@@ -8,9 +8,16 @@
 
 namespace broker::certs {
 
+// How long the file must outlive a crash. `session`: a file of a running session's own directory
+// (the child's trust bundle, dummy copies), removed when the session ends and useless after a
+// crash, so it is not fsynced: on a disk-backed /tmp each fsync costs milliseconds of start-up.
+enum class durability { synced, session };
+
 // Writes `bytes` to a new temp file next to `file` (O_EXCL|O_NOFOLLOW, exactly `mode` whatever
-// the umask), fsyncs it and renames it over `file`. rename(2) replaces a symlink at `file` rather
-// than writing through it. Throws ca_error naming the file; the temp file never outlives a failure.
-void write_file_atomically(const std::filesystem::path& file, std::string_view bytes, mode_t mode);
+// the umask), fsyncs it (when `synced`) and renames it over `file`. rename(2) replaces a symlink
+// at `file` rather than writing through it. Readers see the old content or the new either way.
+// Throws ca_error naming the file; the temp file never outlives a failure.
+void write_file_atomically(const std::filesystem::path& file, std::string_view bytes, mode_t mode,
+                           durability lasting = durability::synced);
 
 }  // namespace broker::certs

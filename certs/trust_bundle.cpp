@@ -23,12 +23,13 @@ fs::path system_roots_file() {
   return {};
 }
 
-void write_trust_bundle(const fs::path& file, const certificate_authority& ca) {
-  write_trust_bundle(file, ca, system_roots_file());
+void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
+                        durability lasting) {
+  write_trust_bundle(file, ca, system_roots_file(), lasting);
 }
 
 void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
-                        const fs::path& roots) {
+                        const fs::path& roots, durability lasting) {
   std::string bundle;
   if (!roots.empty()) {
     std::ifstream in(roots, std::ios::binary);
@@ -38,7 +39,7 @@ void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
     if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
   }
   bundle += ca.certificate_pem();
-  write_file_atomically(file, bundle, 0644);
+  write_file_atomically(file, bundle, 0644, lasting);
 }
 
 }  // namespace broker::certs

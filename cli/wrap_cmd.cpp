@@ -180,7 +180,7 @@ int run_wrap(wrap_options& o) {
     tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
                                                 setup.options.upstream_cas);
     dir = std::make_unique<wrap::session_dir>(setup.options.session_id);
-    certs::write_trust_bundle(dir->bundle(), *ca);
+    certs::write_trust_bundle(dir->bundle(), *ca, certs::durability::session);
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
     return exit_broker_failed;
@@ -213,7 +213,7 @@ int run_wrap(wrap_options& o) {
             f.target, (dir->path() / ("view-" + f.credential)).string(), f.content));
         continue;
       }
-      certs::write_file_atomically(file, f.content, 0600);
+      certs::write_file_atomically(file, f.content, 0600, certs::durability::session);
       if (!f.target.empty()) {
         overlays.push_back({file.string(), f.target});
         continue;
@@ -246,7 +246,7 @@ int run_wrap(wrap_options& o) {
       for (const auto& [file, text] : {std::pair<std::string, std::string>{"resolv.conf", capture_resolv_conf},
                                        {"hosts", capture_hosts_file()}}) {
         const auto copy = dir->path() / file;
-        certs::write_file_atomically(copy, text, 0644);
+        certs::write_file_atomically(copy, text, 0644, certs::durability::session);
         launch.etc_files.emplace_back(copy.string(), "/etc/" + file);
       }
     }

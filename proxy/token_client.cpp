@@ -9,6 +9,7 @@
 #include <boost/asio/write.hpp>
 
 #include <memory>
+#include <mutex>
 
 #include "brokers/secret.hpp"
 #include "brokers/secret_source.hpp"
@@ -114,12 +115,26 @@ class post_exchange {
 brokers::token_transport make_token_transport(std::vector<connect_to_rule> connect_to,
                                               std::vector<std::filesystem::path> upstream_cas,
                                               std::chrono::seconds timeout) {
-  auto tls = std::make_shared<ssl::context>(ssl::context::tls_client);
-  tls->set_default_verify_paths();
-  for (const auto& file : upstream_cas) tls->load_verify_file(file.string());
-  tls->set_verify_mode(ssl::verify_peer);
-  return [tls, connect_to = std::move(connect_to), timeout](const std::string& url,
-                                                            const std::string& form) {
+  // The trust store is built on the first refresh: the system roots are ~150 certificates to
+  // parse, and most sessions never call a token endpoint (`broker wrap -- true` must not pay).
+  struct lazy_context {
+    std::once_flag loaded;
+    ssl::context tls{ssl::context::tls_client};
+    std::vector<std::filesystem::path> upstream_cas;
+    ssl::context& get() {
+      std::call_once(loaded, [this] {
+        tls.set_default_verify_paths();
+        for (const auto& file : upstream_cas) tls.load_verify_file(file.string());
+        tls.set_verify_mode(ssl::verify_peer);
+      });
+      return tls;
+    }
+  };
+  auto context = std::make_shared<lazy_context>();
+  context->upstream_cas = std::move(upstream_cas);
+  return [context, connect_to = std::move(connect_to), timeout](const std::string& url,
+                                                                const std::string& form) {
+    ssl::context& tls = context->get();
     const https_url target = parse_url(url);
     std::string dial_host = target.host;
     std::uint16_t dial_port = target.port;
@@ -132,7 +147,7 @@ brokers::token_transport make_token_transport(std::vector<connect_to_rule> conne
                           "application/json\r\nContent-Length: " +
                           std::to_string(form.size()) + "\r\nConnection: close\r\n\r\n" + form;
     asio::io_context io;
-    post_exchange exchange(io, *tls, std::move(request));
+    post_exchange exchange(io, tls, std::move(request));
     exchange.start(target, dial_host, dial_port);
     io.run_for(timeout);
     if (!exchange.done())

@@ -65,7 +65,8 @@ control_socket::control_socket(std::filesystem::path path, status_fn status, kil
   const sockaddr_un a = address_of(path_);
   // Who listens here, for clients to check the socket's peer against (it is the pid
   // SO_PEERCRED reports: the process that called listen).
-  certs::write_file_atomically(pid_file_of(path_), std::to_string(::getpid()) + "\n", 0600);
+  certs::write_file_atomically(pid_file_of(path_), std::to_string(::getpid()) + "\n", 0600,
+                               certs::durability::session);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error("control socket: " + std::string(std::strerror(errno)));
   ::unlink(path_.c_str());

@@ -75,7 +75,8 @@ directory_view make_directory_view(const std::string& login_file, const std::str
       if (::mkdir(to.c_str(), st.st_mode & 07777) < 0) throw failure("cannot make", to);
       v.subdirs.push_back(name);
     } else if (S_ISREG(st.st_mode)) {
-      certs::write_file_atomically(to, read_regular(from), st.st_mode & 07777);
+      certs::write_file_atomically(to, read_regular(from), st.st_mode & 07777,
+                                   certs::durability::session);
       const timespec times[2] = {st.st_atim, st.st_mtim};
       ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
       struct stat copied {};
@@ -88,7 +89,8 @@ directory_view make_directory_view(const std::string& login_file, const std::str
     }
     // Sockets and fifos are left out: the view holds no live endpoint of the host's.
   }
-  certs::write_file_atomically(view_dir + "/" + v.login_name, login_copy, 0600);
+  certs::write_file_atomically(view_dir + "/" + v.login_name, login_copy, 0600,
+                               certs::durability::session);
   return v;
 }
 
