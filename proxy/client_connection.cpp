@@ -4,6 +4,7 @@
 
 #include "proxy/attribution.hpp"
 #include "proxy/captured.hpp"
+#include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
 #include "proxy/target.hpp"
@@ -39,7 +40,6 @@ client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_c
       ctx_(std::move(ctx)),
       pool_(pool),
       tag_(ctx_->session_id(), ctx_->next_connection_id()),
-      in_(limits::relay_buffer_bytes),
       deadline_(client_.get_executor()),
       captured_(captured) {
   if (captured_) dialed_ = original_destination(client_.socket());
@@ -171,9 +171,9 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
         co_return head_result::refused;
       }
     }
-    auto [ec, n] = co_await client_.read_some(in_.space());
+    // Between requests the connection holds no buffer block (idle_read).
+    auto [ec, n] = co_await read_idle(client_, in_);
     if (ec) co_return head_result::closed;  // EOF or reset before a whole head: nothing to answer
-    in_.commit(n);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "config/host_pattern.hpp"
 #include "proxy/client_connection.hpp"
+#include "proxy/idle_read.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
 #include "session/log.hpp"
@@ -38,9 +39,8 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   // What comes next decides between TLS and plain HTTP; it may already be buffered.
   deadline_.arm(timeouts().head, deadline::phase::client_head);
   if (in_.empty()) {
-    auto [ec, n] = co_await client_.read_some(in_.space());
+    auto [ec, n] = co_await read_idle(client_, in_);
     if (ec) co_return false;
-    in_.commit(n);
   }
   if (in_.view().front() != tls_handshake_record) co_return true;
 

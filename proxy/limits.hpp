@@ -5,11 +5,10 @@
 
 namespace broker::proxy::limits {
 
-// A client connection's read buffer (heads, forwarded bodies, the tunnel's upward copies), and
-// each upstream connection's. Kept under glibc's mmap threshold so a connection costs no mmap.
+// A read buffer's block (buffer_pool): a client connection's (heads, forwarded bodies, the
+// tunnel's upward copies), each upstream connection's, and the tunnel's downward copies. Held
+// only while bytes move: an idle connection gives its blocks back.
 inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;
-// The tunnel's downward copy buffer: a TLS record is at most 16 KiB plus overhead.
-inline constexpr std::size_t tunnel_copy_buffer_bytes = 32 * 1024;
 // A tunnel direction switches from copying to splice(2) after this many reads in a row of at
 // least splice_read_bytes: a bulk transfer. Small exchanges (API calls, a TLS handshake) stay on
 // the copy path, which is cheaper than splice for a few hundred bytes at a time.

@@ -51,6 +51,9 @@ tls_contexts::tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
   SSL_CTX_set_cipher_list(s, tls12_ciphers);
   SSL_CTX_set_options(s, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_alpn_select_cb(s, select_http11, nullptr);
+  // OpenSSL's record buffers (~34 KiB a connection) are freed whenever a connection has nothing
+  // in flight, so an idle kept-alive connection does not hold them.
+  SSL_CTX_set_mode(s, SSL_MODE_RELEASE_BUFFERS);
   // Session tickets (on by default) let a reconnecting client skip the full handshake.
   SSL_CTX_set_session_id_context(s, reinterpret_cast<const unsigned char*>("broker"), 6);
 
@@ -58,6 +61,7 @@ tls_contexts::tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
   SSL_CTX_set_ciphersuites(c, tls13_suites);
   SSL_CTX_set_cipher_list(c, tls12_ciphers);
+  SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS);  // idle pooled upstreams too
   for (const auto& file : upstream_cas) {
     if (SSL_CTX_load_verify_locations(c, file.c_str(), nullptr) != 1) {
       ERR_clear_error();

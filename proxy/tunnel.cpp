@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
 
 namespace broker::proxy {
@@ -123,13 +124,11 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
       if (!co_await splice_once(from, to, *pipe, counter)) break;
       continue;
     }
-    const auto space = buffer.space();
-    auto [ec, n] =
-        co_await from.async_read_some(asio::buffer(space.data(), space.size()), use_tuple);
+    // A quiet tunnel holds no buffer block (idle_read).
+    auto [ec, n] = co_await read_idle(from, buffer);
     if (ec == asio::error::eof) break;
     if (ec) throw boost::system::system_error(ec);
     large_reads = n >= limits::splice_read_bytes ? large_reads + 1 : 0;
-    buffer.commit(n);
   }
   pass_on_eof(to);
 }
@@ -137,7 +136,7 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
                             deadline& idle, idle_duration idle_timeout, std::uint64_t& bytes_out,
                             std::uint64_t& bytes_in) {
-  read_buffer back(limits::tunnel_copy_buffer_bytes);
+  read_buffer back;
   co_await (pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
             pump(upstream, client, back, idle, idle_timeout, bytes_in));
 }

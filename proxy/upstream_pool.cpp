@@ -9,7 +9,7 @@
 namespace broker::proxy {
 
 upstream_connection::upstream_connection(stream s, std::string k, bool lb)
-    : io(std::move(s)), key(std::move(k)), in(limits::relay_buffer_bytes), loopback(lb) {}
+    : io(std::move(s)), key(std::move(k)), loopback(lb) {}
 
 bool still_open(tcp::socket& socket) {
   char byte;
@@ -40,6 +40,7 @@ void upstream_pool::give_back(std::unique_ptr<upstream_connection> c) {
     --total_;
   }
   if (total_ >= max_idle) return;
+  c->in.release();  // an idle connection holds no buffer block
   c->idle_since = std::chrono::steady_clock::now();
   list.push_back(std::move(c));
   ++total_;

@@ -12,6 +12,7 @@
 
 #include "proxy/held_bytes.hpp"
 #include "proxy/http_exchange.hpp"
+#include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
 #include "proxy/relay_errors.hpp"
@@ -92,9 +93,8 @@ asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, r
       }
     }
     p.idle.arm(p.idle_timeout, deadline::phase::tunnel);
-    auto [ec, n] = co_await from.read_some(in.space());
+    auto [ec, n] = co_await read_idle(from, in);
     if (ec) co_return;
-    in.commit(n);
   }
 }
 
