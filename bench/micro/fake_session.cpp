@@ -20,6 +20,15 @@ std::string random_text(std::mt19937& rng, std::size_t size) {
   return out;
 }
 
+// What the texts of a conversation about code are made of.
+constexpr std::string_view words[] = {
+    " the",     " request", " function", " returns", " a",      " value",  " when",
+    " parser",  " header",  " body",     " is",      " not",    " of",     " and",
+    " tests",   " build",   " with",     " error",   " file",   " line",   " change",
+    " should",  " we",      " can",      " this",    " code",   " to",     " in",
+    " because", " then",    " config",   " string",  " client", " server", "\\n",
+    "```",      "cpp",      " {",        " }",       " std",    "::",      "vector"};
+
 brokers::credential_set load(const std::string& policy_text, std::string_view name) {
   std::vector<config::policy> layers;
   layers.push_back(config::parse_policy(policy_text, std::string(name)));
@@ -36,8 +45,8 @@ struct bearer_session {
 bearer_session make_bearer_session(std::size_t count) {
   // Prefixes of tokens agents are given, so that the patterns do not all start alike.
   static constexpr std::string_view prefixes[] = {
-      "ghp_", "sk-proj-", "sk-ant-api03-", "xoxb-", "glpat-", "AIza", "hf_", "npm_",
-      "pypi-AgEIcHlwaS5vcmc", "dop_v1_", "github_pat_11", "sk_live_"};
+      "ghp_", "sk-proj-", "sk-ant-api03-",        "xoxb-",   "glpat-",        "AIza",
+      "hf_",  "npm_",     "pypi-AgEIcHlwaS5vcmc", "dop_v1_", "github_pat_11", "sk_live_"};
   std::mt19937 rng(static_cast<unsigned>(count));
   bearer_session s;
   std::string text = R"({ "version": 1, "credentials": {)";
@@ -152,14 +161,20 @@ std::string llm_response_head(bool chunked, std::size_t content_length) {
          "alt-svc: h3=\":443\"; ma=86400\r\n\r\n";
 }
 
+std::string llm_request_body(std::size_t size) {
+  const std::string_view head =
+      R"({"model":"gpt-4o","stream":true,"messages":[{"role":"system","content":"You are a )"
+      R"(coding agent working in a C++ repository."},{"role":"user","content":")";
+  const std::string_view tail = R"("}]})";
+  std::mt19937 rng(11);
+  std::string out(head);
+  while (out.size() + tail.size() < size) out += words[rng() % std::size(words)];
+  out.resize(size - tail.size());
+  out += tail;
+  return out;
+}
+
 std::string llm_stream_text(std::size_t size) {
-  static constexpr std::string_view words[] = {
-      " the",     " request", " function", " returns", " a",      " value",  " when",
-      " parser",  " header",  " body",     " is",      " not",    " of",     " and",
-      " tests",   " build",   " with",     " error",   " file",   " line",   " change",
-      " should",  " we",      " can",      " this",    " code",   " to",     " in",
-      " because", " then",    " config",   " string",  " client", " server", "\\n",
-      "```",      "cpp",      " {",        " }",       " std",    "::",      "vector"};
   std::mt19937 rng(7);
   std::string out;
   while (out.size() < size) {
@@ -167,7 +182,8 @@ std::string llm_stream_text(std::size_t size) {
         R"(data: {"id":"chatcmpl-AbCdEf0123456789","object":"chat.completion.chunk",)"
         R"("created":1733097612,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_7f6be3efb0",)"
         R"("choices":[{"index":0,"delta":{"content":")";
-    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n) out += words[rng() % std::size(words)];
+    for (int n = 1 + static_cast<int>(rng() % 4); n > 0; --n)
+      out += words[rng() % std::size(words)];
     out += R"("},"logprobs":null,"finish_reason":null}]})"
            "\n\n";
   }

@@ -32,6 +32,10 @@ std::string llm_request_head(std::string_view host, std::string_view bearer,
 // The head of api.openai.com's answer to it: 18 fields, the body chunked when `chunked`.
 std::string llm_response_head(bool chunked, std::size_t content_length = 0);
 
+// A Chat Completions request body of `size` bytes: a conversation of prose and code, with no
+// credential in it.
+std::string llm_request_body(std::size_t size);
+
 // `size` bytes of a streamed chat completion (server-sent events, one JSON delta of a few words
 // each), with no credential in it.
 std::string llm_stream_text(std::size_t size);

@@ -20,8 +20,7 @@ constexpr std::size_t tls_record = 16 * 1024;
 std::string body_with_secrets(std::size_t credentials, std::size_t size, std::size_t secrets) {
   std::string body = bench::llm_stream_text(size);
   for (std::size_t k = 0; k < secrets; ++k) {
-    const std::string_view real =
-        bench::bearer_real_value(credentials, k * credentials / secrets);
+    const std::string_view real = bench::bearer_real_value(credentials, k * credentials / secrets);
     body.replace((k + 1) * size / (secrets + 1), real.size(), real);
   }
   body.resize(size);

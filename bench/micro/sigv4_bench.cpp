@@ -42,7 +42,8 @@ void sdk_sign(aws_request& r, const client_credentials& c, const sigv4::credenti
   const sigv4::signing_key key(c.secret_key, scope);
   const std::string canonical = sigv4::canonical_request(
       r.method, r.target, r.headers, signed_headers, payload_hash, scope.service, false);
-  sigv4::authorization a{{c.key_id, scope}, signed_headers,
+  sigv4::authorization a{{c.key_id, scope},
+                         signed_headers,
                          key.sign(sigv4::string_to_sign(amz_date, scope, canonical))};
   r.headers.push_back({"Authorization", sigv4::format_authorization(a)});
 }
@@ -85,8 +86,7 @@ aws_request sts_get_caller_identity(const client_credentials& c) {
                  {"Content-Length", std::to_string(body.size())}},
                 body};
   sdk_sign(r, c, {"20261201", "us-east-1", "sts"},
-           {"content-type", "host", "x-amz-date", "x-amz-security-token"},
-           sigv4::sha256_hex(body));
+           {"content-type", "host", "x-amz-date", "x-amz-security-token"}, sigv4::sha256_hex(body));
   return r;
 }
 
@@ -149,9 +149,9 @@ const brokers::aws_credentials& step_reals() {
 
 void run_resign(benchmark::State& state, const aws_request& r) {
   static const std::vector<std::string> any;  // allowlists: any region, any service
-  const brokers::aws_identity id{"aws",          step_dummies.key_id, step_dummies.secret_key,
-                                 step_dummies.token, &step_reals(),  &any,
-                                 &any};
+  const brokers::aws_identity id{
+      "aws", step_dummies.key_id, step_dummies.secret_key, step_dummies.token, &step_reals(), &any,
+      &any};
   const bool has_body = !r.body.empty();
   bool resigned = false;
   for (auto _ : state) {
