@@ -56,14 +56,18 @@ def per_op_us(b):
     us = b["cpu_time"] * scale
     return f"{us:.3f}" if us < 10 else f"{us:.1f}"
 
-rows, failed = [], []
+rows, failed, context = [], [], None
 for bin in binaries:
     with open(f"{out}/{bin}.json") as f:
         doc = json.load(f)
-    for b in doc.get("benchmarks", []):
-        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "mean":
+    context = context or doc.get("context", {})
+    runs = doc.get("benchmarks", [])
+    # With --benchmark_repetitions, each benchmark's median stands for it.
+    repeated = {b["run_name"] for b in runs if b.get("run_type") == "aggregate"}
+    for b in runs:
+        if b.get("run_name") in repeated and b.get("aggregate_name") != "median":
             continue
-        name = b["name"].removeprefix("BM_")
+        name = b.get("run_name", b["name"]).removeprefix("BM_")
         if b.get("error_occurred"):
             failed.append(name)
             rows.append((name, "ERROR", b.get("error_message", "")))
@@ -76,6 +80,10 @@ for bin in binaries:
             throughput = ""
         rows.append((name, per_op_us(b), throughput))
 
+if context:
+    load = ", ".join(f"{x:.2f}" for x in context.get("load_avg", []))
+    print(f"micro: {context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')} MHz, "
+          f"load average {load or 'unknown'}; CPU time per operation")
 width = max([len("benchmark")] + [len(r[0]) for r in rows])
 print(f"{'benchmark':<{width}}  {'us/op':>10}  throughput")
 for name, us, throughput in rows:
