@@ -18,7 +18,7 @@ const brokers::credential_set& default_credentials();
 
 // `count` bearer credentials (bench_0 .. bench_<count-1>), each bound to its own host
 // api<i>.bench.example; loaded once per count. Their real values, for texts that must carry
-// them, by real_value(); never printed.
+// them, by bearer_real_value(); never printed.
 const brokers::credential_set& bearer_credentials(std::size_t count);
 std::string_view bearer_real_value(std::size_t count, std::size_t i);
 

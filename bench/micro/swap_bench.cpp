@@ -2,7 +2,7 @@
 // head: credential_set::plan (the head searched for real values and out-of-place dummies, in
 // every encoding, then bound dummies swapped for real values), request_plan::complete, and the
 // wipe of the head once it held real values. Each iteration works on a fresh copy of the parsed
-// head (13 fields), as each request brings its own; the copy is part of the time.
+// head, as each request brings its own; the copy is part of the time.
 #include <benchmark/benchmark.h>
 
 #include <string>
