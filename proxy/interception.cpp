@@ -52,8 +52,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   // The bytes already read are the start of the ClientHello.
   const std::string early(in_.view());
   in_.consume(in_.size());
-  auto [ec, used] = co_await client_.tls().async_handshake(asio::ssl::stream_base::server,
-                                                           asio::buffer(early), use_tuple);
+  const auto ec = co_await client_.tls().handshake_server(early);
   if (ec) {
     // Typically a client that does not trust the session CA; it says so on its side.
     session::log(spdlog::level::info, tag_, "TLS handshake for {} failed: {}",

@@ -2,7 +2,7 @@
 // plain http://, on an intercepted CONNECT (TLS toward the client) and toward an upstream.
 #pragma once
 
-#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include <span>
 #include <string_view>
@@ -10,10 +10,9 @@
 #include <variant>
 
 #include "proxy/asio.hpp"
+#include "proxy/tls_socket.hpp"
 
 namespace broker::proxy {
-
-using tls_stream = asio::ssl::stream<tcp::socket>;
 
 class stream {
  public:
@@ -22,36 +21,34 @@ class stream {
   // Puts TLS over the socket (before the handshake).
   void start_tls(asio::ssl::context& ctx) {
     tcp::socket socket = std::move(std::get<tcp::socket>(s_));
-    s_.template emplace<tls_stream>(std::move(socket), ctx);
+    s_.template emplace<tls_socket>(std::move(socket), ctx.native_handle());
   }
-  bool is_tls() const { return std::holds_alternative<tls_stream>(s_); }
-  tls_stream& tls() { return std::get<tls_stream>(s_); }
+  bool is_tls() const { return std::holds_alternative<tls_socket>(s_); }
+  tls_socket& tls() { return std::get<tls_socket>(s_); }
   SSL* native_tls() { return tls().native_handle(); }
 
   tcp::socket& socket() {
-    if (auto* t = std::get_if<tls_stream>(&s_)) return t->next_layer();
+    if (auto* t = std::get_if<tls_socket>(&s_)) return t->socket();
     return std::get<tcp::socket>(s_);
   }
   asio::any_io_executor get_executor() { return socket().get_executor(); }
 
   asio::awaitable<std::tuple<error_code, std::size_t>> read_some(std::span<char> into) {
-    const auto buffer = asio::buffer(into.data(), into.size());
-    if (auto* t = std::get_if<tls_stream>(&s_))
-      co_return co_await t->async_read_some(buffer, use_tuple);
-    co_return co_await std::get<tcp::socket>(s_).async_read_some(buffer, use_tuple);
+    if (auto* t = std::get_if<tls_socket>(&s_)) co_return co_await t->read_some(into);
+    co_return co_await std::get<tcp::socket>(s_).async_read_some(
+        asio::buffer(into.data(), into.size()), use_tuple);
   }
 
   asio::awaitable<std::tuple<error_code, std::size_t>> write(std::string_view data) {
-    const auto buffer = asio::buffer(data.data(), data.size());
-    if (auto* t = std::get_if<tls_stream>(&s_))
-      co_return co_await asio::async_write(*t, buffer, use_tuple);
-    co_return co_await asio::async_write(std::get<tcp::socket>(s_), buffer, use_tuple);
+    if (auto* t = std::get_if<tls_socket>(&s_)) co_return co_await t->write(data);
+    co_return co_await asio::async_write(std::get<tcp::socket>(s_),
+                                         asio::buffer(data.data(), data.size()), use_tuple);
   }
 
   // Ends the stream: TLS close_notify (waiting for the peer's, so the caller bounds it with a
   // deadline), then a TCP half-close. Errors are ignored: the peer may be gone already.
   asio::awaitable<void> shutdown() {
-    if (auto* t = std::get_if<tls_stream>(&s_)) co_await t->async_shutdown(use_tuple);
+    if (auto* t = std::get_if<tls_socket>(&s_)) co_await t->shutdown();
     error_code ignored;
     socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
@@ -62,7 +59,7 @@ class stream {
   }
 
  private:
-  std::variant<tcp::socket, tls_stream> s_;
+  std::variant<tcp::socket, tls_socket> s_;
 };
 
 // Writes all of `data`; a failure throws (the connection ends, caught once in its run()).

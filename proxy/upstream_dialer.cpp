@@ -151,13 +151,12 @@ asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::po
       out.refused = refusal::upstream_tls_failed(to_string(dest), "cannot set up TLS");
       co_return out;
     }
-    auto result = co_await (s.tls().async_handshake(asio::ssl::stream_base::client, use_tuple) ||
-                            sleep_for(ctx.options().timeouts.tls));
+    auto result = co_await (s.tls().handshake_client() || sleep_for(ctx.options().timeouts.tls));
     if (result.index() == 1) {
       out.refused = refusal::upstream_timeout(to_string(dest));
       co_return out;
     }
-    auto [ec] = std::get<0>(result);
+    const auto ec = std::get<0>(result);
     if (ec) {
       out.refused = refusal::upstream_tls_failed(to_string(dest), tls_failure(ssl, ec.message()));
       co_return out;

@@ -5,6 +5,7 @@ instead of growing the broker's memory without bound."""
 import socket
 import ssl
 import threading
+import time
 from pathlib import Path
 
 from conftest import assert_refusal, connect_to_arg
@@ -51,9 +52,11 @@ def _tls_through_connect(b, target):
     return ctx.wrap_socket(raw, server_hostname=S3)
 
 
-def _bogus_signed_put(b, target, dummy_key_id, results, i):
+def _bogus_signed_put(b, target, dummy_key_id, results, i, heads_sent=None):
     """A PUT signed (badly) with the session's dummy key id and no x-amz-content-sha256: the
-    broker must read its body whole to hash it before it can even tell the signature is bad."""
+    broker must read its body whole to hash it before it can even tell the signature is bad.
+    `heads_sent`: a barrier every client meets after its head, before its body, so that all the
+    bodies are announced (and their bytes reserved) at once however fast the broker reads."""
     status = None
     try:
         s = _tls_through_connect(b, target)
@@ -63,6 +66,12 @@ def _bogus_signed_put(b, target, dummy_key_id, results, i):
                    "us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, "
                    f"Signature={'0' * 64}\r\n"
                    f"Content-Length: {BODY}\r\n\r\n").encode())
+        if heads_sent is not None:
+            try:
+                heads_sent.wait(timeout=60)
+            except threading.BrokenBarrierError:
+                pass
+            time.sleep(0.2)  # the broker reads the last heads
         piece = b"x" * MiB
         for _ in range(BODY // MiB):
             s.sendall(piece)
@@ -84,7 +93,9 @@ def test_bodies_read_whole_share_one_allowance(broker_factory, tls_upstream, pki
     before = _peak_rss(b.proc.pid)
 
     results = [None] * CLIENTS
-    threads = [threading.Thread(target=_bogus_signed_put, args=(b, target, dummy_key_id, results, i))
+    heads_sent = threading.Barrier(CLIENTS)
+    threads = [threading.Thread(target=_bogus_signed_put,
+                                args=(b, target, dummy_key_id, results, i, heads_sent))
                for i in range(CLIENTS)]
     for t in threads:
         t.start()
