@@ -6,6 +6,7 @@
 #include <boost/asio/signal_set.hpp>
 
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +26,26 @@
 namespace broker::proxy {
 
 struct server::impl {
-  explicit impl(unsigned threads) : workers(make_workers(threads)), pools(threads) {}
+  explicit impl(unsigned threads)
+      : workers(make_workers(threads)), pools(threads), connection_limit(raise_fd_limit()) {}
+
+  // Raises the soft descriptor limit toward the hard one (the default soft limit, 1024, would
+  // stop a gateway at ~250 connections with EMFILE), and returns how many connections fit.
+  static std::size_t raise_fd_limit() {
+    // `reserve`: the listeners, the audit log, the control socket, epoll, DNS, the leaf cache.
+    constexpr std::size_t per_connection = 4, reserve = 64;
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return limits::max_connections;
+    const rlim_t wanted = per_connection * limits::max_connections + reserve;
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+      rlimit raised = limit;
+      raised.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+      if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+    }
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) return limits::max_connections;
+    const rlim_t usable = limit.rlim_cur > reserve ? limit.rlim_cur - reserve : 0;
+    return std::max<std::size_t>(1, usable / per_connection);
+  }
 
   static std::vector<std::unique_ptr<asio::io_context>> make_workers(unsigned threads) {
     std::vector<std::unique_ptr<asio::io_context>> out;
@@ -41,6 +61,7 @@ struct server::impl {
   // One upstream pool per worker, declared after the workers so that its sockets go first.
   std::vector<upstream_pool> pools;
   std::size_t next_worker = 0;
+  const std::size_t connection_limit;  // limits::max_connections, or fewer if descriptors are short
   asio::io_context& io = *workers.front();
   tcp::acceptor acceptor{io};
   // wrap's transparent capture: connections the child dialed directly (DESIGN §11).
@@ -82,7 +103,7 @@ struct server::impl {
         co_await pause.async_wait(use_tuple);
         continue;
       }
-      if (ctx->active_connections.load() >= limits::max_connections) {
+      if (ctx->active_connections.load() >= connection_limit) {
         const auto text = render_refusal(refusal::overloaded(), "", ctx->session_id(), false);
         error_code ignored;
         socket.write_some(asio::buffer(text), ignored);
