@@ -41,10 +41,11 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# A plain-HTTP stub_status listener on $status_port counts the connections nginx accepted.
 # Long header and keep-alive timeouts: an idle tunnel that never sends a request must outlive
 # the measurement (nginx closes it after client_header_timeout otherwise).
 start_nginx() {
-  nginx_port=$(free_port)
+  nginx_port=$(free_port) status_port=$(free_port)
   cat > "$work/nginx.conf" <<NG
 worker_processes 1;
 worker_rlimit_nofile 40000;
@@ -63,6 +64,10 @@ http {
     ssl_certificate_key $PEERS/leaf.key;
     root $PEERS/www;
   }
+  server {
+    listen 127.0.0.1:$status_port;
+    location = /status { stub_status; }
+  }
 }
 NG
   nginx -c "$work/nginx.conf" -e "$work/nginx.err" || die "nginx did not start ($work/nginx.err)"
@@ -75,6 +80,8 @@ NG
   done
   die "nginx on 127.0.0.1:$nginx_port does not answer"
 }
+# The connections nginx has accepted so far (the broker's upstream handshakes).
+nginx_accepts() { curl -s "http://127.0.0.1:$status_port/status" | awk 'NR == 3 { print $1 }'; }
 stop_nginx() {
   [[ -f $work/nginx.pid ]] && kill "$(cat "$work/nginx.pid")" 2> /dev/null
   rm -f "$work/nginx.pid"

@@ -155,6 +155,14 @@ double percentile(const std::vector<clock_type::duration>& sorted, double p) {
   return ms(sorted[std::min(rank, sorted.size() - 1)]);
 }
 
+// The loadgen's own CPU seconds (user + system): near the wall time, the loadgen is the bottleneck.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 void print_errors(const counters& k) {
   std::printf(",\"errors\":%ld,\"refused\":%ld,\"first_error\":\"", k.errors, k.refused);
   for (char ch : k.first_error)
@@ -215,9 +223,10 @@ class load {
     const double seconds = std::chrono::duration<double>(elapsed_).count();
     std::printf("{\"mode\":\"burst\",\"n\":%d,\"ok\":%ld", o_.n, counts_.ok);
     print_errors(counts_);
-    std::printf(",\"seconds\":%.2f,\"per_second\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f}\n",
+    std::printf(",\"seconds\":%.2f,\"per_second\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f,"
+                "\"cpu_seconds\":%.2f}\n",
                 seconds, static_cast<double>(counts_.ok) / seconds, percentile(latencies_, 50),
-                percentile(latencies_, 99));
+                percentile(latencies_, 99), cpu_seconds());
   }
 
   asio::awaitable<void> active() {
@@ -236,10 +245,10 @@ class load {
     std::printf("{\"mode\":\"active\",\"clients\":%d,\"requests\":%ld", o_.clients, counts_.ok);
     print_errors(counts_);
     std::printf(",\"setup_errors\":%ld,\"seconds\":%.2f,\"rps\":%.1f,\"p50_ms\":%.2f,"
-                "\"p99_ms\":%.2f,\"max_ms\":%.2f}\n",
+                "\"p99_ms\":%.2f,\"max_ms\":%.2f,\"cpu_seconds\":%.2f}\n",
                 setup_errors_, seconds, static_cast<double>(counts_.ok) / seconds,
                 percentile(latencies_, 50), percentile(latencies_, 99),
-                latencies_.empty() ? 0.0 : ms(latencies_.back()));
+                latencies_.empty() ? 0.0 : ms(latencies_.back()), cpu_seconds() - cpu_at_start_);
   }
 
  private:
@@ -300,6 +309,7 @@ class load {
     }
     if (++ready_ == o_.clients) {
       start_ = clock_type::now();
+      cpu_at_start_ = cpu_seconds();
       end_ = start_ + std::chrono::duration_cast<clock_type::duration>(
                           std::chrono::duration<double>(o_.duration));
       go_->cancel();
@@ -347,6 +357,7 @@ class load {
   int ready_ = 0;
   long setup_errors_ = 0;
   clock_type::time_point start_, end_;
+  double cpu_at_start_ = 0;
 };
 
 tcp::endpoint parse_endpoint(const std::string& text) {
