@@ -18,7 +18,7 @@ broker=$(realpath "${1:-$root/build/broker}")
 N=${N:-2000} B=${B:-1000}
 PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
-broker_pid= idle_pid=
+broker_pid='' idle_pid=''
 trap '[[ -n $idle_pid ]] && kill $idle_pid 2>/dev/null; [[ -n $broker_pid ]] && kill $broker_pid 2>/dev/null;
       stop_nginx; wait 2>/dev/null; rm -rf "$work"' EXIT
 source "$root/bench/load-lib.sh"
@@ -43,7 +43,7 @@ measure_idle() {
   after=$(rss_kib "$broker_pid") fds1=$(fd_count "$broker_pid")
   end_idle
   ok=$(json "$work/idle.out" established ready) errors=$(json "$work/idle.out" errors ready)
-  dropped=$(json "$work/idle.out" dropped done)
+  dropped=$(json "$work/idle.out" dropped "done")
   stop_broker
   ((ok > 0)) || die "$label: no connection set up ($(json "$work/idle.out" first_error ready))"
   rows+=("$label|$ok ok, $errors err, $dropped dropped|$before|$after|$(

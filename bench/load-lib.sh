@@ -1,8 +1,9 @@
+# shellcheck shell=bash disable=SC2154
 # Sourced by bench/footprint.sh and bench/scale.sh: finds or builds bench/loadgen, starts a
 # private nginx (the ../shared/bench peer's certificate and files, on a free loopback port, with
 # room for thousands of connections) and `broker serve` instances mapping api.example.test:8443
 # onto it, and reads a process's RSS and fd count from /proc.
-# Needs: $root, $broker, $work (a scratch dir), $PEERS.
+# Needs (set by the sourcing script): $root, $broker, $work (a scratch dir), $PEERS.
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 

@@ -65,11 +65,15 @@ struct connect_refused : std::runtime_error {
 
 struct counters {
   long ok = 0, errors = 0, refused = 0, dropped = 0;
-  std::string first_error;  // one sample, for the report
-  void fail(const std::exception& e) {
+  std::string first_error;  // one sample, for the report: "STEP: what"
+  void fail(const std::exception& e, const char* step, bool timed_out) {
     if (dynamic_cast<const connect_refused*>(&e)) ++refused;
     ++errors;
-    if (first_error.empty()) first_error = e.what();
+    if (!first_error.empty()) return;
+    std::string what = e.what();
+    if (const auto* system = dynamic_cast<const boost::system::system_error*>(&e))
+      what = system->code().message();  // without Boost's source location
+    first_error = std::string(step) + ": " + (timed_out ? "timed out" : what);
   }
 };
 
@@ -82,6 +86,8 @@ struct connection {
   asio::steady_timer watchdog;
   unsigned generation = 0;
   bool secured = false;
+  bool timed_out = false;
+  const char* step = "connect";  // for the error report
 
   tcp::socket& socket() { return stream.next_layer(); }
   void close() {
@@ -94,10 +100,13 @@ struct connection {
 // generation guards against an expiry already queued when the step finished in time.
 void arm(const std::shared_ptr<connection>& c, double seconds) {
   const unsigned generation = ++c->generation;
-  c->watchdog.expires_after(std::chrono::duration_cast<clock_type::duration>(
-      std::chrono::duration<double>(seconds)));
+  c->watchdog.expires_after(
+      std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(seconds)));
   c->watchdog.async_wait([c, generation](error_code ec) {
-    if (!ec && c->generation == generation) c->close();
+    if (!ec && c->generation == generation) {
+      c->timed_out = true;
+      c->close();
+    }
   });
 }
 void disarm(const std::shared_ptr<connection>& c) {
@@ -109,14 +118,15 @@ asio::awaitable<void> open_tunnel(const std::shared_ptr<connection>& c, const op
   arm(c, o.step_timeout);
   co_await c->socket().async_connect(o.proxy_endpoint, asio::use_awaitable);
   c->socket().set_option(tcp::no_delay(true));
-  const std::string request =
-      "CONNECT " + o.target + " HTTP/1.1\r\nHost: " + o.target + "\r\n\r\n";
+  const std::string request = "CONNECT " + o.target + " HTTP/1.1\r\nHost: " + o.target + "\r\n\r\n";
+  c->step = "CONNECT";
   co_await asio::async_write(c->socket(), asio::buffer(request), asio::use_awaitable);
   http::response_parser<http::empty_body> head;
   head.skip(true);  // a 2xx answer to CONNECT has no body (RFC 9110 §9.3.6)
   co_await http::async_read_header(c->socket(), c->buffer, head, asio::use_awaitable);
   if (head.get().result_int() != 200) throw connect_refused(head.get().result_int());
   if (o.tls) {
+    c->step = "TLS";
     if (!SSL_set_tlsext_host_name(c->stream.native_handle(), o.host.c_str()))
       throw std::runtime_error("SNI");
     c->stream.set_verify_callback(ssl::host_name_verification(o.host));
@@ -129,6 +139,7 @@ asio::awaitable<void> open_tunnel(const std::shared_ptr<connection>& c, const op
 // One GET on the connection; throws unless the answer is 200 with its whole body.
 asio::awaitable<void> get(const std::shared_ptr<connection>& c, const options& o, bool close) {
   arm(c, o.step_timeout);
+  c->step = "GET";
   http::request<http::empty_body> request{http::verb::get, o.get, 11};
   request.set(http::field::host, o.target);
   request.set(http::field::user_agent, "broker-loadgen");
@@ -146,7 +157,9 @@ asio::awaitable<void> get(const std::shared_ptr<connection>& c, const options& o
   disarm(c);
 }
 
-double ms(clock_type::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(clock_type::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // Nearest-rank percentile of sorted samples, in ms.
 double percentile(const std::vector<clock_type::duration>& sorted, double p) {
@@ -198,8 +211,9 @@ class load {
     std::fflush(stdout);
 
     auto hold = std::make_shared<asio::steady_timer>(io_, clock_type::time_point::max());
-    if (o_.hold > 0) hold->expires_after(std::chrono::duration_cast<clock_type::duration>(
-                         std::chrono::duration<double>(o_.hold)));
+    if (o_.hold > 0)
+      hold->expires_after(
+          std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o_.hold)));
     asio::signal_set signals(io_, SIGINT, SIGTERM);
     signals.async_wait([hold](error_code ec, int) {
       if (!ec) hold->cancel();
@@ -207,11 +221,8 @@ class load {
     co_await hold->async_wait(asio::as_tuple(asio::use_awaitable));
     signals.cancel();
     stopping_ = true;
-    long open = 0;
-    for (auto& c : held_) {
-      if (c->socket().is_open()) ++open;
-      c->close();
-    }
+    const long open = static_cast<long>(held_.size()) - counts_.dropped;
+    for (auto& c : held_) c->close();
     std::printf("{\"event\":\"done\",\"mode\":\"idle\",\"held\":%ld,\"dropped\":%ld}\n", open,
                 counts_.dropped);
     std::fflush(stdout);
@@ -223,10 +234,11 @@ class load {
     const double seconds = std::chrono::duration<double>(elapsed_).count();
     std::printf("{\"mode\":\"burst\",\"n\":%d,\"ok\":%ld", o_.n, counts_.ok);
     print_errors(counts_);
-    std::printf(",\"seconds\":%.2f,\"per_second\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f,"
-                "\"cpu_seconds\":%.2f}\n",
-                seconds, static_cast<double>(counts_.ok) / seconds, percentile(latencies_, 50),
-                percentile(latencies_, 99), cpu_seconds());
+    std::printf(
+        ",\"seconds\":%.2f,\"per_second\":%.1f,\"p50_ms\":%.2f,\"p99_ms\":%.2f,"
+        "\"cpu_seconds\":%.2f}\n",
+        seconds, static_cast<double>(counts_.ok) / seconds, percentile(latencies_, 50),
+        percentile(latencies_, 99), cpu_seconds());
   }
 
   asio::awaitable<void> active() {
@@ -244,11 +256,12 @@ class load {
     std::sort(latencies_.begin(), latencies_.end());
     std::printf("{\"mode\":\"active\",\"clients\":%d,\"requests\":%ld", o_.clients, counts_.ok);
     print_errors(counts_);
-    std::printf(",\"setup_errors\":%ld,\"seconds\":%.2f,\"rps\":%.1f,\"p50_ms\":%.2f,"
-                "\"p99_ms\":%.2f,\"max_ms\":%.2f,\"cpu_seconds\":%.2f}\n",
-                setup_errors_, seconds, static_cast<double>(counts_.ok) / seconds,
-                percentile(latencies_, 50), percentile(latencies_, 99),
-                latencies_.empty() ? 0.0 : ms(latencies_.back()), cpu_seconds() - cpu_at_start_);
+    std::printf(
+        ",\"setup_errors\":%ld,\"seconds\":%.2f,\"rps\":%.1f,\"p50_ms\":%.2f,"
+        "\"p99_ms\":%.2f,\"max_ms\":%.2f,\"cpu_seconds\":%.2f}\n",
+        setup_errors_, seconds, static_cast<double>(counts_.ok) / seconds,
+        percentile(latencies_, 50), percentile(latencies_, 99),
+        latencies_.empty() ? 0.0 : ms(latencies_.back()), cpu_seconds() - cpu_at_start_);
   }
 
  private:
@@ -263,7 +276,7 @@ class load {
         ++counts_.ok;
         latencies_.push_back(clock_type::now() - start);
       } catch (const std::exception& e) {
-        counts_.fail(e);
+        counts_.fail(e, c ? c->step : "connect", c && c->timed_out);
         c->close();
         continue;
       }
@@ -303,7 +316,7 @@ class load {
       co_await open_tunnel(c, o_);
     } catch (const std::exception& e) {
       ++setup_errors_;
-      counts_.fail(e);
+      counts_.fail(e, c ? c->step : "connect", c && c->timed_out);
       c->close();
       c.reset();
     }
@@ -329,7 +342,7 @@ class load {
         latencies_.push_back(clock_type::now() - start);
         ++counts_.ok;
       } catch (const std::exception& e) {
-        counts_.fail(e);
+        counts_.fail(e, c ? c->step : "connect", c && c->timed_out);
         if (c) c->close();
         c.reset();
         failed = true;

@@ -14,7 +14,7 @@ broker=$(realpath "${1:-$root/build/broker}")
 IDLE=${IDLE:-5000} ACTIVE=${ACTIVE:-200} DURATION=${DURATION:-20}
 PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
-broker_pid= idle_pid= sampler=
+broker_pid='' idle_pid='' sampler=''
 trap '[[ -n $sampler ]] && kill $sampler 2>/dev/null; [[ -n $idle_pid ]] && kill $idle_pid 2>/dev/null;
       [[ -n $broker_pid ]] && kill $broker_pid 2>/dev/null; stop_nginx; wait 2>/dev/null; rm -rf "$work"' EXIT
 source "$root/bench/load-lib.sh"
@@ -56,7 +56,7 @@ echo "broker $broker, loadgen $loadgen; RSS in KiB (VmRSS)"
 {
   echo "figure|value|goal"
   echo "idle connections asked|$IDLE|"
-  echo "idle connections held|$(json "$i" established ready) (refused $(json "$i" refused ready), other errors $(($(json "$i" errors ready) - $(json "$i" refused ready))), dropped while held $(json "$i" dropped done))|all $IDLE"
+  echo "idle connections held|$(json "$i" established ready) (refused $(json "$i" refused ready), other errors $(($(json "$i" errors ready) - $(json "$i" refused ready))), dropped while held $(json "$i" dropped "done"))|all $IDLE"
   echo "idle set-up time|$(json "$i" setup_seconds ready) s|"
   echo "active clients x duration|$ACTIVE x $(json "$a" seconds) s|"
   echo "requests|$(json "$a" requests)|"
