@@ -67,10 +67,15 @@ struct counters {
   long ok = 0, errors = 0, refused = 0, dropped = 0;
   std::string first_error;  // one sample, for the report: "STEP: what"
   void fail(const std::exception& e, const char* step, bool timed_out) {
-    if (dynamic_cast<const connect_refused*>(&e)) ++refused;
+    const bool was_refused = dynamic_cast<const connect_refused*>(&e) != nullptr;
+    if (was_refused) ++refused;
     ++errors;
     if (!first_error.empty()) return;
     std::string what = e.what();
+    if (was_refused) {
+      first_error = what;
+      return;
+    }
     if (const auto* system = dynamic_cast<const boost::system::system_error*>(&e))
       what = system->code().message();  // without Boost's source location
     first_error = std::string(step) + ": " + (timed_out ? "timed out" : what);
