@@ -196,6 +196,7 @@ class load {
   asio::awaitable<void> set_up_all(bool keep) {
     const auto start = clock_type::now();
     const int workers = std::min(o_.concurrency, o_.n);
+    if (workers <= 0) co_return;
     auto finished = std::make_shared<asio::steady_timer>(io_, clock_type::time_point::max());
     int running = workers;
     for (int w = 0; w < workers; ++w) {
