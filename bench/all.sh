@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Every tracked performance figure of broker in one run (issue 15); the README's performance
+# section is its output. In order:
+#   1. the interleaved yardstick: direct, squid ssl-bump, broker tunnel and broker MITM
+#      (keep-alive on 1 and 8 connections, new connection per request, bulk), ratios to direct;
+#   2. transparent capture beside the explicit proxy inside one `broker wrap` (DESIGN §11);
+#   3. `broker wrap -- true` over `true`;
+#   4. memory: idle RSS per tunnel and per intercepted connection, RSS after bursts;
+#   5. scale: 5,000 idle connections held while 200 clients run keep-alive requests (`serve`);
+#   6. micro-benchmarks: parser, scrubber, swap, leaf mint on a cache miss, SigV4 verify +
+#      re-sign, attribution (sock_diag and /proc).
+# It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
+# the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
+# where a script takes rounds; on a 2-core machine run it with nothing else running.
+# Usage: bench/all.sh [rounds]      (env: SKIP="scale micro" leaves sections out)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+rounds=${1:-5}
+shared=${SHARED:-$root/../shared}
+export PEERS=${PEERS:-/tmp/peers}
+skip=" ${SKIP:-} "
+
+need=(nginx-light tinyproxy squid-openssl mitmproxy curl libbenchmark-dev)
+missing=()
+for p in "${need[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "all: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+"$root/scripts/build.sh" > /dev/null
+broker=$root/build/broker
+"$shared/bench/setup-peers.sh" > /dev/null
+
+section() { printf '\n== %s\n' "$*"; }
+run() { # name command...: runs unless SKIP names it
+  if [[ $skip == *" $1 "* ]]; then echo "(skipped)"; return; fi
+  shift
+  "$@"
+}
+
+echo "broker $(git -C "$root" rev-parse --short HEAD) on $(nproc) CPUs, $(date -u +%F), load $(cut -d' ' -f1-3 /proc/loadavg)"
+section "1. yardstick, interleaved, $rounds rounds: requests/s (ratio to direct); bulk MiB/s"
+echo "goals (tunnel / MITM): ka1 >= 0.90 / 0.75, ka8 >= 0.90 / 0.60, newc >= 0.85 / 0.45, bulk >= 0.80 / 0.50"
+run yardstick "$root/bench/interleaved.sh" "$broker" "$rounds"
+section "2. transparent capture, $rounds rounds (goal: captured within 10% of explicit)"
+run capture "$root/bench/capture.sh" "$broker" "$rounds"
+section "3. wrap start-up and exit"
+run wrap "$root/bench/wrap_overhead.sh" "$broker" 30
+section "4. memory"
+run footprint "$root/bench/footprint.sh" "$broker"
+section "5. scale (serve, intercepted, credential bound)"
+run scale "$root/bench/scale.sh" "$broker"
+section "6. micro-benchmarks (CPU time per operation)"
+run micro "$root/bench/micro.sh" "$root/build-bench" --benchmark_min_time=0.5 --benchmark_repetitions=3
