@@ -225,20 +225,26 @@ std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
                                               std::uint16_t client_port,
                                               const std::string& server_ip,
                                               std::uint16_t server_port, int netns_pid,
-                                              const std::vector<int>& candidates) noexcept {
+                                              const std::vector<int>& candidates,
+                                              sock_diag* diag) noexcept {
   try {
     const auto client = detail::parse_ip(client_ip);
     const auto server = detail::parse_ip(server_ip);
     if (!client || !server || netns_pid < 0) return std::nullopt;
-    const std::string net_dir =
-        netns_pid == 0 ? "/proc/net/" : "/proc/" + std::to_string(netns_pid) + "/net/";
-    // An IPv4 client end is in tcp; one on a dual-stack IPv6 socket is in tcp6 as v4-mapped.
     std::uint64_t inode = 0;
-    if (is_v4_mapped(*client) && is_v4_mapped(*server)) {
-      inode = find_inode_in(net_dir + "tcp", false, *client, client_port, *server, server_port);
+    if (diag) {
+      if (auto entry = diag->find(*client, client_port, *server, server_port)) inode = entry->inode;
     }
-    if (inode == 0) {
-      inode = find_inode_in(net_dir + "tcp6", true, *client, client_port, *server, server_port);
+    if (inode == 0 && (!diag || !diag->proven())) {
+      const std::string net_dir =
+          netns_pid == 0 ? "/proc/net/" : "/proc/" + std::to_string(netns_pid) + "/net/";
+      // An IPv4 client end is in tcp; one on a dual-stack IPv6 socket is in tcp6 as v4-mapped.
+      if (is_v4_mapped(*client) && is_v4_mapped(*server)) {
+        inode = find_inode_in(net_dir + "tcp", false, *client, client_port, *server, server_port);
+      }
+      if (inode == 0) {
+        inode = find_inode_in(net_dir + "tcp6", true, *client, client_port, *server, server_port);
+      }
     }
     if (inode == 0) return std::nullopt;
     const std::string link = "socket:[" + std::to_string(inode) + "]";
