@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ struct socket_owner {
 inline constexpr std::size_t max_scanned_processes = 4096;
 inline constexpr std::size_t max_fds_per_scanned_process = 1024;
 inline constexpr std::size_t max_scanned_fds = 16 * 1024;  // ~20 ms at ~1.2 us per readlink
+// A recent owner is tried first, but only its highest-numbered descriptors (where a new socket
+// lands): a miss there costs a few readlinks, not a scan of a process with hundreds.
+inline constexpr std::size_t recent_owner_probe_fds = 4;
 
 // The process holding the client end of a TCP connection accepted by the proxy. `client` is the
 // peer address (the client's ip:port as the proxy sees it), `server` the proxy's local ip:port;
@@ -42,15 +46,32 @@ inline constexpr std::size_t max_scanned_fds = 16 * 1024;  // ~20 ms at ~1.2 us 
 // tables: `netns_pid` 0 when the client lives in the broker's own network namespace, otherwise a
 // pid inside the client's namespace, whose /proc/<pid>/net/tcp{,6} is read.
 // `candidates`: when non-empty, only these pids and their descendants (/proc/<pid>/task/*/children)
-// are searched, in breadth-first order; when empty, every /proc/<pid>/fd is. When several
-// processes share the socket (inherited across fork), the first one found is returned.
+// are searched (the whole trees are listed, then searched newest, i.e. highest pid, first: a
+// connection usually comes from the process started last); when empty, every /proc/<pid>/fd is.
+// `recent`: pids that owned earlier connections (recent_owners), probed first, before the tree
+// is listed. When several processes share the socket (inherited across fork), which of them is
+// returned is unspecified.
 // Never throws: every failure, including an unparsable IP, is nullopt.
 std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
                                               std::uint16_t client_port,
                                               const std::string& server_ip,
                                               std::uint16_t server_port, int netns_pid,
                                               const std::vector<int>& candidates,
-                                              sock_diag* diag = nullptr) noexcept;
+                                              sock_diag* diag = nullptr,
+                                              const std::vector<int>& recent = {}) noexcept;
+
+// The last few owners found, most recent first, for find_socket_owner's `recent`: a client that
+// opens many connections (an agent's API calls) is found by a probe of its newest descriptors.
+// Thread-safe.
+class recent_owners {
+ public:
+  void note(int pid);
+  std::vector<int> list() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::array<int, 3> pids_{};
+};
 
 namespace detail {
 

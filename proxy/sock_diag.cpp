@@ -28,14 +28,6 @@ struct diag_request {
   inet_diag_req_v2 body;
 };
 
-// Whatever an earlier request left unread (an answer that came after its wait ended), so it
-// cannot be taken for this one's; the sequence check below is the real guard.
-void drain(int fd) {
-  alignas(nlmsghdr) char buffer[4096];
-  for (int i = 0; i < 64 && ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT) > 0; ++i) {
-  }
-}
-
 bool send_request(int fd, std::uint32_t seq, int family, const ip_bytes& local,
                   std::uint16_t local_port, const ip_bytes& remote, std::uint16_t remote_port) {
   diag_request request{};
@@ -67,7 +59,8 @@ bool send_request(int fd, std::uint32_t seq, int family, const ip_bytes& local,
 
 enum class verdict { pending, missing, found };
 
-// One datagram of answers: ours (by sequence number) decides; others are skipped.
+// One datagram of answers: ours (by sequence number) decides; others (an earlier request's, come
+// after its wait ended) are skipped.
 verdict read_answer(const char* data, std::size_t size, std::uint32_t seq, std::uint16_t local_port,
                     std::uint16_t remote_port, tcp_socket_entry& out) {
   auto length = static_cast<unsigned int>(size);
@@ -132,7 +125,6 @@ std::optional<tcp_socket_entry> query_tcp_socket(int fd, std::uint32_t seq, cons
                                                  std::uint16_t remote_port,
                                                  std::chrono::milliseconds wait) noexcept {
   if (fd < 0) return std::nullopt;
-  drain(fd);
   if (is_v4_mapped(local) && is_v4_mapped(remote)) {
     if (auto entry = ask(fd, seq, AF_INET, local, local_port, remote, remote_port, wait))
       return entry;

@@ -174,6 +174,41 @@ TEST_CASE("with a sock_diag socket, the same owners without the table", "[attrib
   CHECK(owner(c, {child.pid})->pid == child.pid);
 }
 
+TEST_CASE("recent owners are probed first, and a wrong one costs nothing but time", "[attribution]") {
+  auto diag = sock_diag::open();
+  REQUIRE(diag);
+  fd_guard listener(make_socket(AF_INET, "127.0.0.1", 0, true));
+  REQUIRE(listener.fd >= 0);
+  const std::uint16_t port = name_of(listener.fd, false).port;
+  child_process idle([] {});
+  child_process child([port] { make_socket(AF_INET, "127.0.0.1", port, false); });
+  fd_guard accepted(accept_within(listener.fd, 5000));
+  REQUIRE(accepted.fd >= 0);
+  const endpoint client = name_of(accepted.fd, true);
+  const endpoint server = name_of(accepted.fd, false);
+  auto owner = [&](const std::vector<int>& candidates, const std::vector<int>& recent) {
+    auto found = find_socket_owner(client.ip, client.port, server.ip, server.port, 0, candidates,
+                                   diag.get(), recent);
+    return found ? found->pid : 0;
+  };
+  CHECK(owner({getpid()}, {child.pid}) == child.pid);
+  CHECK(owner({getpid()}, {idle.pid, 999999999, getpid()}) == child.pid);
+  CHECK(owner({idle.pid}, {}) == 0);
+  // A recent owner that holds the socket is taken even outside the candidate trees: the
+  // socket's inode is unique, so whoever holds it is an owner.
+  CHECK(owner({idle.pid}, {child.pid}) == child.pid);
+
+  recent_owners recent;
+  CHECK(recent.list().empty());
+  recent.note(10);
+  recent.note(20);
+  recent.note(10);
+  CHECK(recent.list() == std::vector<int>{10, 20});
+  recent.note(30);
+  recent.note(40);
+  CHECK(recent.list() == std::vector<int>{40, 30, 10});
+}
+
 TEST_CASE("the /proc/net/tcp hex format", "[attribution]") {
   if constexpr (std::endian::native != std::endian::little) return;  // samples are from x86
   const std::string_view v4 =
