@@ -86,9 +86,9 @@ verdict read_answer(const char* data, std::size_t size, std::uint32_t seq, std::
 
 std::optional<tcp_socket_entry> ask(int fd, std::uint32_t seq, int family, const ip_bytes& local,
                                     std::uint16_t local_port, const ip_bytes& remote,
-                                    std::uint16_t remote_port, std::chrono::milliseconds wait) {
+                                    std::uint16_t remote_port,
+                                    std::chrono::steady_clock::time_point until) {
   if (!send_request(fd, seq, family, local, local_port, remote, remote_port)) return std::nullopt;
-  const auto until = std::chrono::steady_clock::now() + wait;
   alignas(nlmsghdr) char buffer[8192];
   for (;;) {
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
@@ -125,11 +125,12 @@ std::optional<tcp_socket_entry> query_tcp_socket(int fd, std::uint32_t seq, cons
                                                  std::uint16_t remote_port,
                                                  std::chrono::milliseconds wait) noexcept {
   if (fd < 0) return std::nullopt;
+  const auto until = std::chrono::steady_clock::now() + wait;
   if (is_v4_mapped(local) && is_v4_mapped(remote)) {
-    if (auto entry = ask(fd, seq, AF_INET, local, local_port, remote, remote_port, wait))
+    if (auto entry = ask(fd, seq, AF_INET, local, local_port, remote, remote_port, until))
       return entry;
   }
-  return ask(fd, seq + 1, AF_INET6, local, local_port, remote, remote_port, wait);
+  return ask(fd, seq + 1, AF_INET6, local, local_port, remote, remote_port, until);
 }
 
 std::unique_ptr<sock_diag> sock_diag::adopt(int fd) noexcept {

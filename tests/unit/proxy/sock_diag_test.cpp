@@ -1,6 +1,8 @@
 #include "proxy/sock_diag.hpp"
 
+#include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -166,17 +168,53 @@ TEST_CASE("sock_diag: a bad descriptor is nullopt at once", "[sock_diag]") {
   fd_guard read_end(p[0]), write_end(p[1]);
   CHECK(query_tcp_socket(p[0], 1, client, c->client_end.port, server, c->server_end.port) ==
         std::nullopt);
-  // A netlink socket of another protocol never answers this question: the wait ends it.
-  fd_guard route(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
-  REQUIRE(route.fd >= 0);
-  CHECK(query_tcp_socket(route.fd, 1, client, c->client_end.port, server, c->server_end.port,
+  // A netlink socket of a protocol with no kernel side, and a UDP socket.
+  fd_guard user(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_USERSOCK));
+  REQUIRE(user.fd >= 0);
+  CHECK(query_tcp_socket(user.fd, 1, client, c->client_end.port, server, c->server_end.port,
+                         std::chrono::milliseconds(20)) == std::nullopt);
+  fd_guard udp(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  CHECK(query_tcp_socket(udp.fd, 1, client, c->client_end.port, server, c->server_end.port,
                          std::chrono::milliseconds(20)) == std::nullopt);
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
   // adopt() takes only a NETLINK_SOCK_DIAG socket, closing anything else.
   CHECK(sock_diag::adopt(-1) == nullptr);
-  CHECK(sock_diag::adopt(route.fd) == nullptr);
-  route.fd = -1;  // closed by adopt
+  CHECK(sock_diag::adopt(user.fd) == nullptr);
+  user.fd = -1;  // closed by adopt
   CHECK(sock_diag::adopt(dup(p[0])) == nullptr);
+}
+
+TEST_CASE("sock_diag: an answer left unread is not taken for the next question", "[sock_diag]") {
+  auto a = open_connection(AF_INET, "127.0.0.1", AF_INET, "127.0.0.1");
+  auto b = open_connection(AF_INET, "127.0.0.1", AF_INET, "127.0.0.1");
+  REQUIRE(a);
+  REQUIRE(b);
+  fd_guard diag(open_sock_diag_socket());
+  REQUIRE(diag.fd >= 0);
+  // A question about `a` whose answer nobody reads (as after a wait that ended too early).
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 body;
+  } request{};
+  request.header.nlmsg_len = sizeof request;
+  request.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  request.header.nlmsg_flags = NLM_F_REQUEST;
+  request.header.nlmsg_seq = 300;
+  request.body.sdiag_family = AF_INET;
+  request.body.sdiag_protocol = IPPROTO_TCP;
+  request.body.idiag_states = ~0u;
+  request.body.id.idiag_sport = htons(a->client_end.port);
+  request.body.id.idiag_dport = htons(a->server_end.port);
+  request.body.id.idiag_src[0] = request.body.id.idiag_dst[0] = htonl(INADDR_LOOPBACK);
+  request.body.id.idiag_cookie[0] = request.body.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  REQUIRE(sendto(diag.fd, &request, sizeof request, 0, reinterpret_cast<sockaddr*>(&kernel),
+                 sizeof kernel) == sizeof request);
+  const auto entry = query_tcp_socket(diag.fd, 400, ip(b->client_end.ip), b->client_end.port,
+                                      ip(b->server_end.ip), b->server_end.port);
+  REQUIRE(entry);
+  CHECK(entry->inode == inode_of(b->client.fd));
 }
 
 TEST_CASE("a sock_diag socket answers about the namespace it was made in", "[sock_diag]") {
