@@ -100,7 +100,8 @@ std::optional<tcp_socket_entry> ask(int fd, std::uint32_t seq, int family, const
           return entry;
         case verdict::missing:
           return std::nullopt;
-        case verdict::pending:
+        case verdict::pending:  // another question's answer: read on, within the deadline
+          if (std::chrono::steady_clock::now() >= until) return std::nullopt;
           continue;
       }
     }
