@@ -8,8 +8,8 @@
 //   cmake -S . -B build-bench -G Ninja -DBROKER_BENCH=ON -DBROKER_TESTS=OFF
 //   cmake --build build-bench -j2 --target attribution_bench
 //   build-bench/bench/attribution_bench
-#include <benchmark/benchmark.h>
 #include <arpa/inet.h>
+#include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -110,8 +110,8 @@ void attribute(benchmark::State& state, proxy::sock_diag* diag) {
   held_connection c(static_cast<int>(state.range(0)));
   const std::vector<int> candidates{c.root};
   for (auto _ : state) {
-    auto owner = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1", c.server_port,
-                                          0, candidates, diag);
+    auto owner = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1", c.server_port, 0,
+                                          candidates, diag);
     if (!owner) return state.SkipWithError("not attributed");
     benchmark::DoNotOptimize(owner);
   }
@@ -122,7 +122,11 @@ void BM_find_socket_owner_sock_diag(benchmark::State& state) {
   if (!diag) return state.SkipWithError("no NETLINK_SOCK_DIAG socket");
   attribute(state, diag.get());
 }
-BENCHMARK(BM_find_socket_owner_sock_diag)->ArgName("depth")->Arg(0)->Arg(1)->Arg(2)
+BENCHMARK(BM_find_socket_owner_sock_diag)
+    ->ArgName("depth")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
     ->Unit(benchmark::kMicrosecond);
 
 // The owner of an earlier connection probed first (recent_owners), as for an agent's API calls.
@@ -136,17 +140,25 @@ void BM_find_socket_owner_sock_diag_recent(benchmark::State& state) {
   if (!first) return state.SkipWithError("not attributed");
   const std::vector<int> recent{first->pid};
   for (auto _ : state) {
-    auto owner = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1", c.server_port,
-                                          0, candidates, diag.get(), recent);
+    auto owner = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1", c.server_port, 0,
+                                          candidates, diag.get(), recent);
     if (!owner) return state.SkipWithError("not attributed");
     benchmark::DoNotOptimize(owner);
   }
 }
-BENCHMARK(BM_find_socket_owner_sock_diag_recent)->ArgName("depth")->Arg(2)
+BENCHMARK(BM_find_socket_owner_sock_diag_recent)
+    ->ArgName("depth")
+    ->Arg(2)
     ->Unit(benchmark::kMicrosecond);
 
-void BM_find_socket_owner_proc_net_tcp(benchmark::State& state) { attribute(state, nullptr); }
-BENCHMARK(BM_find_socket_owner_proc_net_tcp)->ArgName("depth")->Arg(0)->Arg(1)->Arg(2)
+void BM_find_socket_owner_proc_net_tcp(benchmark::State& state) {
+  attribute(state, nullptr);
+}
+BENCHMARK(BM_find_socket_owner_proc_net_tcp)
+    ->ArgName("depth")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -178,14 +178,14 @@ bool holds_socket(int pid, std::string_view link, scan_budget& budget,
   std::array<int, max_fds_per_scanned_process> fds;
   std::size_t count = 0;
   int dir = -1;
-  const bool listed =
-      for_each_entry("/proc/" + std::to_string(pid) + "/fd",
-                     [&](std::string_view name) {
-                       if (count == fds.size()) return false;
-                       if (int fd = 0; detail::parse_number(name, fd)) fds[count++] = fd;
-                       return true;
-                     },
-                     &dir);
+  const bool listed = for_each_entry(
+      "/proc/" + std::to_string(pid) + "/fd",
+      [&](std::string_view name) {
+        if (count == fds.size()) return false;
+        if (int fd = 0; detail::parse_number(name, fd)) fds[count++] = fd;
+        return true;
+      },
+      &dir);
   if (!listed) return false;
   char name[16];
   char target[64];
@@ -281,8 +281,7 @@ std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
                                               std::uint16_t client_port,
                                               const std::string& server_ip,
                                               std::uint16_t server_port, int netns_pid,
-                                              const std::vector<int>& candidates,
-                                              sock_diag* diag,
+                                              const std::vector<int>& candidates, sock_diag* diag,
                                               const std::vector<int>& recent) noexcept {
   try {
     const auto client = detail::parse_ip(client_ip);

@@ -52,13 +52,10 @@ inline constexpr std::size_t recent_owner_probe_fds = 4;
 // is listed. When several processes share the socket (inherited across fork), which of them is
 // returned is unspecified.
 // Never throws: every failure, including an unparsable IP, is nullopt.
-std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
-                                              std::uint16_t client_port,
-                                              const std::string& server_ip,
-                                              std::uint16_t server_port, int netns_pid,
-                                              const std::vector<int>& candidates,
-                                              sock_diag* diag = nullptr,
-                                              const std::vector<int>& recent = {}) noexcept;
+std::optional<socket_owner> find_socket_owner(
+    const std::string& client_ip, std::uint16_t client_port, const std::string& server_ip,
+    std::uint16_t server_port, int netns_pid, const std::vector<int>& candidates,
+    sock_diag* diag = nullptr, const std::vector<int>& recent = {}) noexcept;
 
 // The last few owners found, most recent first, for find_socket_owner's `recent`: a client that
 // opens many connections (an agent's API calls) is found by a probe of its newest descriptors.

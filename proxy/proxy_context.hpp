@@ -85,7 +85,9 @@ class proxy_context {
   // wrap: a NETLINK_SOCK_DIAG socket of the clients' network namespace, for finding a
   // connection's socket inode (shared by the proxy's threads; it locks per lookup); null when
   // there is none. Set before the proxy runs.
-  void set_client_sock_diag(std::shared_ptr<sock_diag> diag) { client_sock_diag_ = std::move(diag); }
+  void set_client_sock_diag(std::shared_ptr<sock_diag> diag) {
+    client_sock_diag_ = std::move(diag);
+  }
   sock_diag* client_sock_diag() const { return client_sock_diag_.get(); }
   // The processes that owned the latest connections, probed first for the next one.
   recent_owners& client_owners() { return client_owners_; }

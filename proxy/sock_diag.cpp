@@ -94,8 +94,8 @@ std::optional<tcp_socket_entry> ask(int fd, std::uint32_t seq, int family, const
     const ssize_t n = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
     if (n > 0) {
       tcp_socket_entry entry;
-      switch (read_answer(buffer, static_cast<std::size_t>(n), seq, local_port, remote_port,
-                          entry)) {
+      switch (
+          read_answer(buffer, static_cast<std::size_t>(n), seq, local_port, remote_port, entry)) {
         case verdict::found:
           return entry;
         case verdict::missing:
@@ -107,8 +107,8 @@ std::optional<tcp_socket_entry> ask(int fd, std::uint32_t seq, int family, const
     }
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
       return std::nullopt;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::nullopt;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return std::nullopt;
@@ -154,9 +154,13 @@ std::unique_ptr<sock_diag> sock_diag::adopt(int fd) noexcept {
   }
 }
 
-std::unique_ptr<sock_diag> sock_diag::open() noexcept { return adopt(open_sock_diag_socket()); }
+std::unique_ptr<sock_diag> sock_diag::open() noexcept {
+  return adopt(open_sock_diag_socket());
+}
 
-sock_diag::~sock_diag() { ::close(fd_); }
+sock_diag::~sock_diag() {
+  ::close(fd_);
+}
 
 std::optional<tcp_socket_entry> sock_diag::find(const ip_bytes& local, std::uint16_t local_port,
                                                 const ip_bytes& remote,

@@ -39,11 +39,10 @@ int open_sock_diag_socket() noexcept;
 // as AF_INET6 only. Waits at most `wait` in all. Not thread-safe on
 // one `fd` (answers to concurrent requests would interleave). Never throws: no such socket, a
 // listening one, a bad descriptor or no answer in time give nullopt.
-std::optional<tcp_socket_entry> query_tcp_socket(int fd, std::uint32_t seq, const ip_bytes& local,
-                                                 std::uint16_t local_port, const ip_bytes& remote,
-                                                 std::uint16_t remote_port,
-                                                 std::chrono::milliseconds wait = sock_diag_wait)
-    noexcept;
+std::optional<tcp_socket_entry> query_tcp_socket(
+    int fd, std::uint32_t seq, const ip_bytes& local, std::uint16_t local_port,
+    const ip_bytes& remote, std::uint16_t remote_port,
+    std::chrono::milliseconds wait = sock_diag_wait) noexcept;
 
 // A NETLINK_SOCK_DIAG socket shared by the proxy's threads: one request and its answer at a time
 // under a mutex. The exchange takes a few microseconds, so a lock is cheaper than a socket per

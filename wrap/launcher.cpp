@@ -174,7 +174,9 @@ child_session::~child_session() {
     if (fd >= 0) ::close(fd);
 }
 
-int child_session::take_sock_diag() { return std::exchange(sock_diag_, -1); }
+int child_session::take_sock_diag() {
+  return std::exchange(sock_diag_, -1);
+}
 
 child_session::capture_sockets child_session::take_capture() {
   capture_sockets out = capture_;

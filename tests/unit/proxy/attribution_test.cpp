@@ -134,8 +134,8 @@ TEST_CASE("with a sock_diag socket, the same owners without the table", "[attrib
   auto diag = sock_diag::open();
   REQUIRE(diag);
   auto owner = [&](const connection& c, const std::vector<int>& candidates) {
-    return find_socket_owner(c.client_end.ip, c.client_end.port, c.server_end.ip,
-                             c.server_end.port, 0, candidates, diag.get());
+    return find_socket_owner(c.client_end.ip, c.client_end.port, c.server_end.ip, c.server_end.port,
+                             0, candidates, diag.get());
   };
   auto v4 = open_connection(AF_INET, "127.0.0.1", AF_INET, "127.0.0.1");
   REQUIRE(v4);
@@ -174,7 +174,8 @@ TEST_CASE("with a sock_diag socket, the same owners without the table", "[attrib
   CHECK(owner(c, {child.pid})->pid == child.pid);
 }
 
-TEST_CASE("recent owners are probed first, and a wrong one costs nothing but time", "[attribution]") {
+TEST_CASE("recent owners are probed first, and a wrong one costs nothing but time",
+          "[attribution]") {
   auto diag = sock_diag::open();
   REQUIRE(diag);
   fd_guard listener(make_socket(AF_INET, "127.0.0.1", 0, true));

@@ -70,8 +70,7 @@ bool receive_with_fd(int unix_socket, void* data, std::size_t size, int& fd) {
   message.msg_control = space;
   message.msg_controllen = sizeof space;
   if (recvmsg(unix_socket, &message, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(size)) return false;
-  if (const cmsghdr* header = CMSG_FIRSTHDR(&message);
-      header && header->cmsg_type == SCM_RIGHTS) {
+  if (const cmsghdr* header = CMSG_FIRSTHDR(&message); header && header->cmsg_type == SCM_RIGHTS) {
     std::memcpy(&fd, CMSG_DATA(header), sizeof fd);
   }
   return true;
@@ -92,8 +91,8 @@ TEST_CASE("sock_diag finds an IPv4 loopback client's socket", "[sock_diag]") {
   CHECK(entry->state == 1);  // TCP_ESTABLISHED
   CHECK(diag->proven());
   // The same tuple asked from the proxy's side is the accepted socket, not the client's.
-  const auto accepted =
-      diag->find(ip(c->server_end.ip), c->server_end.port, ip(c->client_end.ip), c->client_end.port);
+  const auto accepted = diag->find(ip(c->server_end.ip), c->server_end.port, ip(c->client_end.ip),
+                                   c->client_end.port);
   REQUIRE(accepted);
   CHECK(accepted->inode == inode_of(c->accepted.fd));
 }
@@ -266,9 +265,8 @@ TEST_CASE("a sock_diag socket answers about the namespace it was made in", "[soc
   CHECK(entry->inode == r.inode);
   CHECK(ours->find(loopback, r.client_port, loopback, r.server_port) == std::nullopt);
   // The whole attribution through it, with no table read.
-  const auto owner =
-      find_socket_owner("127.0.0.1", r.client_port, "127.0.0.1", r.server_port, child.pid,
-                        {child.pid}, theirs.get());
+  const auto owner = find_socket_owner("127.0.0.1", r.client_port, "127.0.0.1", r.server_port,
+                                       child.pid, {child.pid}, theirs.get());
   REQUIRE(owner);
   CHECK(owner->pid == child.pid);
 }
