@@ -36,9 +36,9 @@ int open_sock_diag_socket() noexcept;
 // of `fd` (a NETLINK_SOCK_DIAG socket). Both ends v4-mapped (an IPv4 connection, on an IPv4 or a
 // dual-stack socket) are asked as AF_INET with sequence number `seq`, then as AF_INET6 with
 // `seq + 1` (distinct, so a late answer to the first is not taken for the second); anything else
-// as AF_INET6 only. Waits at most `wait` in all. Not thread-safe on
-// one `fd` (answers to concurrent requests would interleave). Never throws: no such socket, a
-// listening one, a bad descriptor or no answer in time give nullopt.
+// as AF_INET6 only. Waits at most `wait` in all. Not thread-safe on one `fd` (answers to
+// concurrent requests would interleave). Never throws: no such socket, a listening one, a bad
+// descriptor or no answer in time give nullopt.
 std::optional<tcp_socket_entry> query_tcp_socket(
     int fd, std::uint32_t seq, const ip_bytes& local, std::uint16_t local_port,
     const ip_bytes& remote, std::uint16_t remote_port,
