@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the micro-benchmarks (Google Benchmark): broker_micro_bench (HTTP parsing,
 # response scrubbing, the credential swap, leaf minting, SigV4 verify and re-sign) and
-# websocket_inspect_bench, then prints one table: name, CPU time per operation, throughput.
+# websocket_inspect_bench and attribution_bench, then prints one table: name, CPU time per operation, throughput.
 # Exits non-zero when the build fails, a binary fails, or a benchmark reports an error.
 # Usage: bench/micro.sh [build-dir] [benchmark flags...]
 #   e.g. bench/micro.sh build-bench --benchmark_filter=scrub --benchmark_min_time=0.2
@@ -26,7 +26,7 @@ fi
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBROKER_BENCH=ON \
   -DBROKER_TESTS=OFF >/dev/null
-cmake --build "$build" -j "${JOBS:-2}" --target broker_micro_bench websocket_inspect_bench
+cmake --build "$build" -j "${JOBS:-2}" --target broker_micro_bench websocket_inspect_bench attribution_bench
 
 out=${MICRO_JSON:-}
 if [[ -z $out ]]; then
@@ -34,7 +34,7 @@ if [[ -z $out ]]; then
   trap 'rm -rf "$out"' EXIT
 fi
 mkdir -p "$out"
-binaries=(broker_micro_bench websocket_inspect_bench)
+binaries=(broker_micro_bench websocket_inspect_bench attribution_bench)
 for bin in "${binaries[@]}"; do
   echo "micro: running $bin" >&2
   "$build/bench/$bin" --benchmark_format=json "$@" >"$out/$bin.json"

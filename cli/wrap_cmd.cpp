@@ -21,6 +21,7 @@
 #include "cli/common.hpp"
 #include "cli/session_setup.hpp"
 #include "proxy/server.hpp"
+#include "proxy/sock_diag.hpp"
 #include "proxy/synthetic_addresses.hpp"
 #include "proxy/tls.hpp"
 #include "session/control_socket.hpp"
@@ -296,6 +297,11 @@ int run_wrap(wrap_options& o) {
   auto ctx = std::make_shared<proxy::proxy_context>(
       setup.options, setup.policy, std::move(audit), setup.credentials, tls);
   ctx->set_client_process(mode == wrap::isolation::netns ? child->pid() : 0, child->pid());
+  // The connection's socket is looked up in the namespace the client lives in: the child's
+  // (a socket made there by its init) or, in env mode, this one.
+  ctx->set_client_sock_diag(mode == wrap::isolation::netns
+                                ? proxy::sock_diag::adopt(child->take_sock_diag())
+                                : proxy::sock_diag::open());
   ctx->set_budget(setup.budget);
   session::session_start start;
   start.mode = "wrap";

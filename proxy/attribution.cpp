@@ -9,7 +9,7 @@
 #include <charconv>
 #include <cstring>
 #include <deque>
-#include <memory>
+#include <functional>
 #include <unordered_set>
 
 namespace broker::proxy {
@@ -96,11 +96,6 @@ namespace {
 
 using detail::ip_bytes;
 
-struct dir_closer {
-  void operator()(DIR* dir) const { closedir(dir); }
-};
-using dir_ptr = std::unique_ptr<DIR, dir_closer>;
-
 bool is_v4_mapped(const ip_bytes& ip) {
   static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   return std::memcmp(ip.data(), prefix, sizeof prefix) == 0;
@@ -134,24 +129,76 @@ std::uint64_t find_inode_in(const std::string& path, bool v6, const ip_bytes& cl
   return inode;
 }
 
+std::optional<int> parse_pid(std::string_view text) {
+  int pid = 0;
+  return detail::parse_number(text, pid) && pid > 0 ? std::optional<int>(pid) : std::nullopt;
+}
+
 struct scan_budget {
   std::size_t processes = max_scanned_processes;
   std::size_t fds = max_scanned_fds;
 };
 
-bool holds_socket(int pid, std::string_view link, scan_budget& budget) {
-  dir_ptr dir(opendir(("/proc/" + std::to_string(pid) + "/fd").c_str()));
-  if (!dir) return false;
-  char target[64];
-  std::size_t seen = 0;
-  while (dirent* entry = readdir(dir.get())) {
-    if (entry->d_name[0] == '.') continue;
-    if (seen++ == max_fds_per_scanned_process || budget.fds == 0) break;
-    --budget.fds;
-    const ssize_t n = readlinkat(dirfd(dir.get()), entry->d_name, target, sizeof target);
-    if (n > 0 && std::string_view(target, static_cast<std::size_t>(n)) == link) return true;
+// The names in directory `path` (a /proc directory), each passed to `take` until it returns
+// false; false when the directory cannot be opened. Raw getdents64 with one large buffer: a
+// /proc directory of a few entries costs open, one getdents64 and close.
+template <typename F>
+bool for_each_entry(const std::string& path, F take, int* keep_open = nullptr) {
+  const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return false;
+  alignas(dirent64) char buffer[16 * 1024];
+  for (bool more = true; more;) {
+    const ssize_t n = getdents64(dir, buffer, sizeof buffer);
+    if (n <= 0) break;
+    // The kernel stops filling only when the next entry does not fit (a name is at most 255
+    // bytes): with this much room left it has reached the end, and the call that would say so
+    // is saved.
+    more = static_cast<std::size_t>(n) + 512 > sizeof buffer;
+    for (ssize_t at = 0; at < n;) {
+      const auto* entry = reinterpret_cast<const dirent64*>(buffer + at);
+      at += entry->d_reclen;
+      if (entry->d_name[0] != '.' && !take(std::string_view(entry->d_name))) {
+        more = false;
+        break;
+      }
+    }
   }
-  return false;
+  if (keep_open)
+    *keep_open = dir;
+  else
+    close(dir);
+  return true;
+}
+
+// Whether `pid` holds `link`, reading its descriptors newest-numbered first: a process that
+// just connected usually holds the socket under its highest number (the lowest free one, above
+// the descriptors it keeps). Only the `newest` highest ones when given.
+bool holds_socket(int pid, std::string_view link, scan_budget& budget,
+                  std::size_t newest = max_fds_per_scanned_process) {
+  std::array<int, max_fds_per_scanned_process> fds;
+  std::size_t count = 0;
+  int dir = -1;
+  const bool listed = for_each_entry(
+      "/proc/" + std::to_string(pid) + "/fd",
+      [&](std::string_view name) {
+        if (count == fds.size()) return false;
+        if (int fd = 0; detail::parse_number(name, fd)) fds[count++] = fd;
+        return true;
+      },
+      &dir);
+  if (!listed) return false;
+  char name[16];
+  char target[64];
+  bool found = false;
+  for (std::size_t checked = 0; !found && count > 0 && checked < newest && budget.fds > 0;
+       ++checked) {
+    --budget.fds;
+    *std::to_chars(name, name + sizeof name - 1, fds[--count]).ptr = '\0';
+    const ssize_t n = readlinkat(dir, name, target, sizeof target);
+    found = n > 0 && std::string_view(target, static_cast<std::size_t>(n)) == link;
+  }
+  close(dir);
+  return found;
 }
 
 std::string exe_of(int pid) {
@@ -160,24 +207,20 @@ std::string exe_of(int pid) {
   return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string();
 }
 
-std::optional<int> parse_pid(std::string_view text) {
-  int pid = 0;
-  return detail::parse_number(text, pid) && pid > 0 ? std::optional<int>(pid) : std::nullopt;
-}
-
 // Children of every thread of `pid` (a thread that forks is the child's parent).
 void append_children(int pid, std::deque<int>& out) {
   const std::string task_dir = "/proc/" + std::to_string(pid) + "/task/";
-  dir_ptr dir(opendir(task_dir.c_str()));
-  if (!dir) return;
-  while (dirent* entry = readdir(dir.get())) {
-    if (!parse_pid(entry->d_name)) continue;
-    const int fd = open((task_dir + entry->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+  for_each_entry(task_dir, [&](std::string_view thread) {
+    const int fd =
+        open((task_dir + std::string(thread) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
     std::string text;
     char chunk[4096];
     for (ssize_t n; text.size() < 1024 * 1024 && (n = read(fd, chunk, sizeof chunk)) > 0;) {
       text.append(chunk, static_cast<std::size_t>(n));
+      // A seq_file read returns short of a page only at the end (it stops early only when its
+      // page overflows): far short of one, the read that would return 0 is saved.
+      if (static_cast<std::size_t>(n) + 64 < sizeof chunk) break;
     }
     close(fd);
     for (std::size_t pos = 0; (pos = text.find_first_not_of(' ', pos)) != std::string::npos;) {
@@ -187,36 +230,49 @@ void append_children(int pid, std::deque<int>& out) {
       }
       pos = end;
     }
-  }
+    return true;
+  });
 }
 
-std::optional<int> scan_tree(const std::vector<int>& roots, std::string_view link) {
+// The recent owners' newest descriptors first; then every process of the trees under `roots`
+// (breadth-first), newest (highest pid) first: a connection usually comes from the process
+// started last, a leaf (curl under a shell under the agent), and the pid order needs no extra
+// read. Pids wrap around, which costs time, not correctness.
+std::optional<int> scan_tree(const std::vector<int>& roots, const std::vector<int>& recent,
+                             std::string_view link) {
   scan_budget budget;
+  for (int pid : recent)
+    if (pid > 0 && holds_socket(pid, link, budget, recent_owner_probe_fds)) return pid;
+  std::vector<int> tree;
   std::deque<int> queue(roots.begin(), roots.end());
-  std::unordered_set<int> visited;
-  while (!queue.empty() && budget.processes > 0 && budget.fds > 0) {
+  std::unordered_set<int> seen;
+  while (!queue.empty() && tree.size() < budget.processes) {
     const int pid = queue.front();
     queue.pop_front();
-    if (pid <= 0 || !visited.insert(pid).second) continue;
-    --budget.processes;
-    if (holds_socket(pid, link, budget)) return pid;
+    if (pid <= 0 || !seen.insert(pid).second) continue;
+    tree.push_back(pid);
     append_children(pid, queue);
+  }
+  std::sort(tree.begin(), tree.end(), std::greater<>());
+  for (int pid : tree) {
+    if (budget.fds == 0) break;
+    if (holds_socket(pid, link, budget)) return pid;
   }
   return std::nullopt;
 }
 
 std::optional<int> scan_all(std::string_view link) {
   scan_budget budget;
-  dir_ptr dir(opendir("/proc"));
-  if (!dir) return std::nullopt;
-  while (dirent* entry = readdir(dir.get())) {
-    if (budget.processes == 0 || budget.fds == 0) break;
-    auto pid = parse_pid(entry->d_name);
-    if (!pid) continue;
+  std::optional<int> found;
+  for_each_entry("/proc", [&](std::string_view name) {
+    if (budget.processes == 0 || budget.fds == 0) return false;
+    auto pid = parse_pid(name);
+    if (!pid) return true;
     --budget.processes;
-    if (holds_socket(*pid, link, budget)) return pid;
-  }
-  return std::nullopt;
+    if (holds_socket(*pid, link, budget)) found = pid;
+    return !found;
+  });
+  return found;
 }
 
 }  // namespace
@@ -225,29 +281,51 @@ std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
                                               std::uint16_t client_port,
                                               const std::string& server_ip,
                                               std::uint16_t server_port, int netns_pid,
-                                              const std::vector<int>& candidates) noexcept {
+                                              const std::vector<int>& candidates, sock_diag* diag,
+                                              const std::vector<int>& recent) noexcept {
   try {
     const auto client = detail::parse_ip(client_ip);
     const auto server = detail::parse_ip(server_ip);
     if (!client || !server || netns_pid < 0) return std::nullopt;
-    const std::string net_dir =
-        netns_pid == 0 ? "/proc/net/" : "/proc/" + std::to_string(netns_pid) + "/net/";
-    // An IPv4 client end is in tcp; one on a dual-stack IPv6 socket is in tcp6 as v4-mapped.
     std::uint64_t inode = 0;
-    if (is_v4_mapped(*client) && is_v4_mapped(*server)) {
-      inode = find_inode_in(net_dir + "tcp", false, *client, client_port, *server, server_port);
+    if (diag) {
+      if (auto entry = diag->find(*client, client_port, *server, server_port)) inode = entry->inode;
     }
-    if (inode == 0) {
-      inode = find_inode_in(net_dir + "tcp6", true, *client, client_port, *server, server_port);
+    if (inode == 0 && (!diag || !diag->proven())) {
+      const std::string net_dir =
+          netns_pid == 0 ? "/proc/net/" : "/proc/" + std::to_string(netns_pid) + "/net/";
+      // An IPv4 client end is in tcp; one on a dual-stack IPv6 socket is in tcp6 as v4-mapped.
+      if (is_v4_mapped(*client) && is_v4_mapped(*server)) {
+        inode = find_inode_in(net_dir + "tcp", false, *client, client_port, *server, server_port);
+      }
+      if (inode == 0) {
+        inode = find_inode_in(net_dir + "tcp6", true, *client, client_port, *server, server_port);
+      }
     }
     if (inode == 0) return std::nullopt;
     const std::string link = "socket:[" + std::to_string(inode) + "]";
-    const auto pid = candidates.empty() ? scan_all(link) : scan_tree(candidates, link);
+    const auto pid = candidates.empty() ? scan_all(link) : scan_tree(candidates, recent, link);
     if (!pid) return std::nullopt;
     return socket_owner{*pid, exe_of(*pid)};
   } catch (...) {
     return std::nullopt;  // allocation failure: attribution is best effort
   }
+}
+
+void recent_owners::note(int pid) {
+  std::lock_guard lock(mutex_);
+  auto at = std::find(pids_.begin(), pids_.end(), pid);
+  if (at == pids_.end()) at = pids_.end() - 1;
+  std::rotate(pids_.begin(), at, at + 1);
+  pids_.front() = pid;
+}
+
+std::vector<int> recent_owners::list() const {
+  std::lock_guard lock(mutex_);
+  std::vector<int> out;
+  for (int pid : pids_)
+    if (pid > 0) out.push_back(pid);
+  return out;
 }
 
 }  // namespace broker::proxy

@@ -63,9 +63,11 @@ void client_connection::attribute() {
   // A captured client's socket is connected to the address it dialed, not to this listener.
   const auto local = dialed_ ? *dialed_ : client_.socket().local_endpoint(e2);
   if (e1 || e2) return;
-  if (auto found =
-          find_socket_owner(peer.address().to_string(), peer.port(), local.address().to_string(),
-                            local.port(), ctx_->client_netns_pid(), {root})) {
+  auto& recent = ctx_->client_owners();
+  if (auto found = find_socket_owner(
+          peer.address().to_string(), peer.port(), local.address().to_string(), local.port(),
+          ctx_->client_netns_pid(), {root}, ctx_->client_sock_diag(), recent.list())) {
+    recent.note(found->pid);
     owner_pid_ = found->pid;
     owner_exe_ = std::move(found->exe);
   }

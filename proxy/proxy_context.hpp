@@ -13,6 +13,7 @@
 
 #include "brokers/credential_set.hpp"
 #include "config/policy_set.hpp"
+#include "proxy/attribution.hpp"
 #include "proxy/connect_to.hpp"
 #include "proxy/synthetic_addresses.hpp"
 #include "proxy/timeouts.hpp"
@@ -81,6 +82,15 @@ class proxy_context {
   }
   int client_netns_pid() const { return client_netns_pid_.load(); }
   int client_root_pid() const { return client_root_pid_.load(); }
+  // wrap: a NETLINK_SOCK_DIAG socket of the clients' network namespace, for finding a
+  // connection's socket inode (shared by the proxy's threads; it locks per lookup); null when
+  // there is none. Set before the proxy runs.
+  void set_client_sock_diag(std::shared_ptr<sock_diag> diag) {
+    client_sock_diag_ = std::move(diag);
+  }
+  sock_diag* client_sock_diag() const { return client_sock_diag_.get(); }
+  // The processes that owned the latest connections, probed first for the next one.
+  recent_owners& client_owners() { return client_owners_; }
 
   // wrap with transparent capture: the names the child resolved through the broker's DNS and
   // their synthetic addresses (DESIGN §11); null otherwise.
@@ -105,6 +115,8 @@ class proxy_context {
   std::shared_ptr<tls_contexts> tls_;
   std::shared_ptr<session::session_budget> budget_;
   std::shared_ptr<synthetic_addresses> synthetic_names_;
+  std::shared_ptr<sock_diag> client_sock_diag_;
+  recent_owners client_owners_;
   mutable std::mutex end_mutex_;
   std::optional<session::exhausted> ender_;
   std::atomic<std::uint64_t> connection_ids_{0};

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "wrap/sandbox_init.hpp"
@@ -50,9 +51,10 @@ void write_id_maps(pid_t pid) {
   put("gid_map", std::to_string(::getgid()) + " " + std::to_string(::getgid()) + " 1\n");
 }
 
-// The listener and the capture sockets (or the child's setup error), within a deadline: 'L',
-// then why capture is unavailable (empty when it is not), with the descriptors attached.
-std::vector<int> receive_sockets(int control, std::string& capture_unavailable) {
+// The listener, the sock_diag socket and the capture sockets (or the child's setup error),
+// within a deadline: 'L', 'D' or '-' (a sock_diag socket attached or not), then why capture is
+// unavailable (empty when it is not), with the descriptors attached.
+std::vector<int> receive_sockets(int control, bool& sock_diag, std::string& capture_unavailable) {
   pollfd p{control, POLLIN, 0};
   if (::poll(&p, 1, 10000) != 1) throw launch_error("the sandbox did not start within 10 s");
   char buffer[512];
@@ -69,12 +71,13 @@ std::vector<int> receive_sockets(int control, std::string& capture_unavailable) 
     throw launch_error("setting up the sandbox: " +
                        std::string(buffer + 1, static_cast<std::size_t>(n - 1)));
   const cmsghdr* header = CMSG_FIRSTHDR(&message);
-  if (buffer[0] != 'L' || !header || header->cmsg_type != SCM_RIGHTS)
+  if (n < 2 || buffer[0] != 'L' || !header || header->cmsg_type != SCM_RIGHTS)
     throw launch_error("the sandbox sent no listener");
   const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
   std::vector<int> fds(count);
   std::memcpy(fds.data(), CMSG_DATA(header), count * sizeof(int));
-  capture_unavailable.assign(buffer + 1, static_cast<std::size_t>(n - 1));
+  sock_diag = buffer[1] == 'D';
+  capture_unavailable.assign(buffer + 2, static_cast<std::size_t>(n - 2));
   return fds;
 }
 
@@ -144,12 +147,15 @@ child_session::child_session(const launch_options& options) : options_(options) 
       const char go = 'G';
       if (::send(pair[0], &go, 1, MSG_NOSIGNAL) != 1) throw launch_error("the sandbox ended");
     }
-    const auto fds = receive_sockets(pair[0], capture_.unavailable);
+    bool has_sock_diag = false;
+    const auto fds = receive_sockets(pair[0], has_sock_diag, capture_.unavailable);
     listener_ = fds.at(0);
-    if (fds.size() == 4) {
-      capture_.listener = fds[1];
-      capture_.dns_udp = fds[2];
-      capture_.dns_tcp = fds[3];
+    std::size_t next = 1;
+    if (has_sock_diag && fds.size() > next) sock_diag_ = fds[next++];
+    if (fds.size() == next + 3) {
+      capture_.listener = fds[next];
+      capture_.dns_udp = fds[next + 1];
+      capture_.dns_tcp = fds[next + 2];
     } else if (options_.capture && capture_.unavailable.empty()) {
       capture_.unavailable = "the sandbox made no capture sockets";
     }
@@ -164,8 +170,12 @@ child_session::child_session(const launch_options& options) : options_(options) 
 }
 
 child_session::~child_session() {
-  for (int fd : {listener_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
+  for (int fd : {listener_, sock_diag_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
     if (fd >= 0) ::close(fd);
+}
+
+int child_session::take_sock_diag() {
+  return std::exchange(sock_diag_, -1);
 }
 
 child_session::capture_sockets child_session::take_capture() {

@@ -72,6 +72,10 @@ class child_session {
   // netns: the listening socket made inside the child's namespace (ownership passes to the
   // caller, once); -1 in env mode.
   int take_listener();
+  // netns: a NETLINK_SOCK_DIAG socket made inside the child's network namespace, for finding
+  // which of its sockets a connection comes from (ownership passes to the caller, once); -1 in
+  // env mode or when the kernel refused one.
+  int take_sock_diag();
   // netns with capture: the sockets made for it inside the namespace (ownership passes to the
   // caller, once); all -1, with `unavailable` saying why, when the kernel refused the set-up.
   struct capture_sockets {
@@ -99,6 +103,7 @@ class child_session {
   launch_options options_;
   pid_t pid_ = -1;
   int listener_ = -1;
+  int sock_diag_ = -1;
   capture_sockets capture_;
   int status_ = -1;
 };

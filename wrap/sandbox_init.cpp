@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/netlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -81,10 +82,12 @@ int make_any_address_socket(int control, int type, std::uint16_t port, const cha
   return s;
 }
 
-// 'L' and why capture is unavailable (nothing when it is available or not asked for), with the
-// sockets attached: the proxy listener, then the capture listener and the DNS sockets.
-void send_sockets(int control, const std::vector<int>& fds, const std::string& capture_unavailable) {
-  std::string text = "L" + capture_unavailable;
+// 'L', 'D' when a sock_diag socket is attached ('-' when not), and why capture is unavailable
+// (nothing when it is available or not asked for), with the sockets attached: the proxy
+// listener, the sock_diag socket, then the capture listener and the DNS sockets.
+void send_sockets(int control, const std::vector<int>& fds, bool sock_diag,
+                  const std::string& capture_unavailable) {
+  std::string text = std::string("L") + (sock_diag ? 'D' : '-') + capture_unavailable;
   iovec data{text.data(), text.size()};
   alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * max_sandbox_sockets)] = {};
   msghdr message{};
@@ -108,6 +111,12 @@ void send_sockets(int control, const std::vector<int>& fds, const std::string& c
 // the broker says why.
 void hand_over_sockets(int control, const launch_options& options) {
   std::vector<int> fds{make_listener(control, options.proxy_port)};
+  // A netlink socket answers about the namespace it was made in: the broker asks this one which
+  // socket of the child's a connection comes from. Without it (a kernel without sock_diag) the
+  // broker reads this namespace's /proc/<pid>/net/tcp instead.
+  const int sock_diag =
+      ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_SOCK_DIAG);
+  if (sock_diag >= 0) fds.push_back(sock_diag);
   std::string unavailable;
   if (options.capture) unavailable = set_up_capture(options.capture_port);
   if (options.capture && unavailable.empty()) {
@@ -116,7 +125,7 @@ void hand_over_sockets(int control, const launch_options& options) {
     fds.push_back(make_any_address_socket(control, SOCK_DGRAM, 53, "the DNS socket"));
     fds.push_back(make_any_address_socket(control, SOCK_STREAM, 53, "the DNS listener"));
   }
-  send_sockets(control, fds, unavailable);
+  send_sockets(control, fds, sock_diag >= 0, unavailable);
 }
 
 // `path` read-only in this mount namespace: bound onto itself, then remounted with MS_RDONLY

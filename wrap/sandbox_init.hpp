@@ -9,8 +9,9 @@
 
 namespace broker::wrap {
 
-// The proxy listener, and with capture its listener and the DNS UDP and TCP sockets.
-inline constexpr std::size_t max_sandbox_sockets = 4;
+// The proxy listener, a NETLINK_SOCK_DIAG socket, and with capture its listener and the DNS UDP
+// and TCP sockets.
+inline constexpr std::size_t max_sandbox_sockets = 5;
 
 struct sandbox_args {
   const launch_options* options;

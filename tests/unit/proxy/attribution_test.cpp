@@ -17,121 +17,18 @@
 #include <filesystem>
 #include <utility>
 
+#include "tests/unit/proxy/loopback_connection.hpp"
+
 using namespace broker::proxy;
+using namespace broker::test;
 
 namespace {
-
-struct fd_guard {
-  int fd = -1;
-  explicit fd_guard(int f = -1) : fd(f) {}
-  fd_guard(fd_guard&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-  ~fd_guard() { reset(); }
-  void reset() {
-    if (fd >= 0) close(std::exchange(fd, -1));
-  }
-};
-
-struct endpoint {
-  std::string ip;
-  std::uint16_t port = 0;
-};
-
-endpoint name_of(int fd, bool peer) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  auto* sa = reinterpret_cast<sockaddr*>(&ss);
-  peer ? getpeername(fd, sa, &len) : getsockname(fd, sa, &len);
-  const auto& sin = reinterpret_cast<const sockaddr_in&>(ss);
-  const auto& sin6 = reinterpret_cast<const sockaddr_in6&>(ss);
-  const bool v4 = ss.ss_family == AF_INET;
-  char text[INET6_ADDRSTRLEN] = {};
-  inet_ntop(ss.ss_family, v4 ? static_cast<const void*>(&sin.sin_addr) : &sin6.sin6_addr, text,
-            sizeof text);
-  return {text, ntohs(v4 ? sin.sin_port : sin6.sin6_port)};
-}
-
-// A socket of `family` listening on (or connected to) ip:port; -1 on failure. IPv6 sockets are
-// dual-stack, so they can use v4-mapped addresses.
-int make_socket(int family, const char* ip, std::uint16_t port, bool listen_on_it) {
-  sockaddr_in sin{};
-  sockaddr_in6 sin6{};
-  sin.sin_family = AF_INET;
-  sin6.sin6_family = AF_INET6;
-  sin.sin_port = sin6.sin6_port = htons(port);
-  const bool v4 = family == AF_INET;
-  if (inet_pton(family, ip, v4 ? static_cast<void*>(&sin.sin_addr) : &sin6.sin6_addr) != 1) {
-    return -1;
-  }
-  auto* sa = v4 ? reinterpret_cast<sockaddr*>(&sin) : reinterpret_cast<sockaddr*>(&sin6);
-  const socklen_t len = v4 ? sizeof sin : sizeof sin6;
-  fd_guard s(socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const int off = 0;
-  if (!v4) setsockopt(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-  const bool ok =
-      listen_on_it ? bind(s.fd, sa, len) == 0 && listen(s.fd, 8) == 0 : connect(s.fd, sa, len) == 0;
-  return ok ? std::exchange(s.fd, -1) : -1;
-}
-
-int accept_within(int listener, int timeout_ms) {
-  pollfd p{listener, POLLIN, 0};
-  if (poll(&p, 1, timeout_ms) != 1) return -1;
-  return accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-}
-
-// A loopback connection; client/server are the ends as the proxy sees them (accepted socket's
-// peer and local names).
-struct connection {
-  fd_guard listener, client, accepted;
-  endpoint client_end, server_end;
-};
-
-std::optional<connection> open_connection(int listen_family, const char* listen_ip,
-                                          int client_family, const char* connect_ip) {
-  connection c;
-  c.listener.fd = make_socket(listen_family, listen_ip, 0, true);
-  if (c.listener.fd < 0) return std::nullopt;
-  const std::uint16_t port = name_of(c.listener.fd, false).port;
-  c.client.fd = make_socket(client_family, connect_ip, port, false);
-  if (c.client.fd < 0) return std::nullopt;
-  c.accepted.fd = accept_within(c.listener.fd, 5000);
-  if (c.accepted.fd < 0) return std::nullopt;
-  c.client_end = name_of(c.accepted.fd, true);
-  c.server_end = name_of(c.accepted.fd, false);
-  return c;
-}
 
 std::optional<socket_owner> owner_of(const connection& c, int netns_pid = 0,
                                      const std::vector<int>& candidates = {}) {
   return find_socket_owner(c.client_end.ip, c.client_end.port, c.server_end.ip, c.server_end.port,
                            netns_pid, candidates);
 }
-
-// A forked child that runs `body`, then waits until released. The test process has one thread,
-// so the child may allocate.
-struct child_process {
-  pid_t pid = -1;
-  fd_guard release;
-  template <typename F>
-  explicit child_process(F body) {
-    int p[2];
-    REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      close(p[1]);
-      body();
-      char byte;
-      (void)!read(p[0], &byte, 1);  // returns 0 once the parent closes its end
-      _exit(0);
-    }
-    close(p[0]);
-    release.fd = p[1];
-  }
-  ~child_process() {
-    release.reset();
-    waitpid(pid, nullptr, 0);
-  }
-};
 
 }  // namespace
 
@@ -231,6 +128,86 @@ TEST_CASE("a client in another network namespace, named by netns_pid", "[attribu
             ->pid == child.pid);
   // Not in the broker's own namespace's table.
   CHECK(find_socket_owner("127.0.0.1", found[0], "127.0.0.1", found[1], 0, {}) == std::nullopt);
+}
+
+TEST_CASE("with a sock_diag socket, the same owners without the table", "[attribution]") {
+  auto diag = sock_diag::open();
+  REQUIRE(diag);
+  auto owner = [&](const connection& c, const std::vector<int>& candidates) {
+    return find_socket_owner(c.client_end.ip, c.client_end.port, c.server_end.ip, c.server_end.port,
+                             0, candidates, diag.get());
+  };
+  auto v4 = open_connection(AF_INET, "127.0.0.1", AF_INET, "127.0.0.1");
+  REQUIRE(v4);
+  REQUIRE(owner(*v4, {getpid()}));
+  CHECK(owner(*v4, {getpid()})->pid == getpid());
+  CHECK(owner(*v4, {})->exe == std::filesystem::read_symlink("/proc/self/exe").string());
+  CHECK(diag->proven());
+  // A miss is not retried in the table once sock_diag has proven itself (the table would not
+  // have it either); a bad address is nullopt as before.
+  CHECK(find_socket_owner(v4->client_end.ip, v4->client_end.port, v4->server_end.ip,
+                          static_cast<std::uint16_t>(v4->server_end.port + 1), 0, {getpid()},
+                          diag.get()) == std::nullopt);
+  CHECK(find_socket_owner("not an ip", 1, "127.0.0.1", 2, 0, {}, diag.get()) == std::nullopt);
+  if (auto v6 = open_connection(AF_INET6, "::1", AF_INET6, "::1")) {
+    CHECK(owner(*v6, {getpid()})->pid == getpid());
+  }
+  auto mapped_server = open_connection(AF_INET6, "::ffff:127.0.0.1", AF_INET, "127.0.0.1");
+  REQUIRE(mapped_server);
+  CHECK(owner(*mapped_server, {getpid()})->pid == getpid());
+  auto mapped_client = open_connection(AF_INET, "127.0.0.1", AF_INET6, "::ffff:127.0.0.1");
+  REQUIRE(mapped_client);
+  CHECK(owner(*mapped_client, {getpid()})->pid == getpid());
+
+  // A connection opened by a forked child is the child's.
+  fd_guard listener(make_socket(AF_INET, "127.0.0.1", 0, true));
+  REQUIRE(listener.fd >= 0);
+  const std::uint16_t port = name_of(listener.fd, false).port;
+  child_process child([port] { make_socket(AF_INET, "127.0.0.1", port, false); });
+  connection c;
+  c.accepted.fd = accept_within(listener.fd, 5000);
+  REQUIRE(c.accepted.fd >= 0);
+  c.client_end = name_of(c.accepted.fd, true);
+  c.server_end = name_of(c.accepted.fd, false);
+  REQUIRE(owner(c, {getpid()}));
+  CHECK(owner(c, {getpid()})->pid == child.pid);
+  CHECK(owner(c, {child.pid})->pid == child.pid);
+}
+
+TEST_CASE("recent owners are probed first, and a wrong one costs nothing but time",
+          "[attribution]") {
+  auto diag = sock_diag::open();
+  REQUIRE(diag);
+  fd_guard listener(make_socket(AF_INET, "127.0.0.1", 0, true));
+  REQUIRE(listener.fd >= 0);
+  const std::uint16_t port = name_of(listener.fd, false).port;
+  child_process idle([] {});
+  child_process child([port] { make_socket(AF_INET, "127.0.0.1", port, false); });
+  fd_guard accepted(accept_within(listener.fd, 5000));
+  REQUIRE(accepted.fd >= 0);
+  const endpoint client = name_of(accepted.fd, true);
+  const endpoint server = name_of(accepted.fd, false);
+  auto owner = [&](const std::vector<int>& candidates, const std::vector<int>& recent) {
+    auto found = find_socket_owner(client.ip, client.port, server.ip, server.port, 0, candidates,
+                                   diag.get(), recent);
+    return found ? found->pid : 0;
+  };
+  CHECK(owner({getpid()}, {child.pid}) == child.pid);
+  CHECK(owner({getpid()}, {idle.pid, 999999999, getpid()}) == child.pid);
+  CHECK(owner({idle.pid}, {}) == 0);
+  // A recent owner that holds the socket is taken even outside the candidate trees: the
+  // socket's inode is unique, so whoever holds it is an owner.
+  CHECK(owner({idle.pid}, {child.pid}) == child.pid);
+
+  recent_owners recent;
+  CHECK(recent.list().empty());
+  recent.note(10);
+  recent.note(20);
+  recent.note(10);
+  CHECK(recent.list() == std::vector<int>{10, 20});
+  recent.note(30);
+  recent.note(40);
+  CHECK(recent.list() == std::vector<int>{40, 30, 10});
 }
 
 TEST_CASE("the /proc/net/tcp hex format", "[attribution]") {
