@@ -157,6 +157,11 @@ struct server::impl {
   // stops the threads.
   asio::awaitable<void> shut_down() {
     error_code ignored;
+    // Connections the kernel has already completed are taken in and drained with the rest: wrap's
+    // child may have connected (and been answered by the kernel) just before it exited, and
+    // every connection it made gets its record.
+    take_backlog(acceptor, false);
+    take_backlog(capture_acceptor, true);
     acceptor.close(ignored);
     capture_acceptor.close(ignored);
     if (signal_set) signal_set->cancel(ignored);
@@ -167,6 +172,18 @@ struct server::impl {
     drain_all(true);
     co_await wait_for_idle(std::chrono::seconds(2));
     for (auto& w : workers) w->stop();
+  }
+
+  void take_backlog(tcp::acceptor& listener, bool captured) {
+    if (!listener.is_open()) return;
+    error_code ec;
+    listener.non_blocking(true, ec);
+    while (!ec && ctx->active_connections.load() < connection_limit) {
+      const std::size_t index = next_worker++ % workers.size();
+      tcp::socket socket(*workers[index]);
+      listener.accept(socket, ec);
+      if (!ec) start(std::move(socket), pools[index], captured);
+    }
   }
 
   void drain_all(bool now) {
