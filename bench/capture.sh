@@ -16,14 +16,7 @@ PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
 trap 'cat "$work"/*.err 2>/dev/null >&2; rm -rf "$work"' EXIT
 
-cat > "$work/mitm.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443] } ],
-  "credentials": { "bench": { "type": "bearer", "env": ["BENCH_TOKEN"],
-                              "hosts": ["api.example.test"] } } }
-JSON
-cat > "$work/tunnel.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443], "tunnel": true } ] }
-JSON
+source "$root/bench/policies.sh"
 
 N=2000 NC=200
 U=https://api.example.test:8443

@@ -4,14 +4,7 @@
 #   :18444  the default intercepting path, with a credential bound to the host, so that every
 #           request goes through the brokers and every response through the scrubber
 # Needs: $broker, $work (a scratch dir), $PEERS.
-cat > "$work/tunnel.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443], "tunnel": true } ] }
-JSON
-cat > "$work/mitm.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443] } ],
-  "credentials": { "bench": { "type": "bearer", "env": ["BENCH_TOKEN"],
-                              "hosts": ["api.example.test"] } } }
-JSON
+source "$root/bench/policies.sh"
 start_contender() { # name port policy extra-args...
   local name=$1 port=$2 policy=$3; shift 3
   "$broker" serve --listen 127.0.0.1:"$port" --policy "$policy" --log-dir "$work/logs" \

@@ -158,12 +158,4 @@ print(rows[-1].get(key, "") if rows else "")
 PY
 }
 
-export BENCH_TOKEN=sk-bench-0123456789abcdefghijklmnop
-cat > "$work/tunnel.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443], "tunnel": true } ] }
-JSON
-cat > "$work/mitm.json" <<JSON
-{ "version": 1, "allow": [ { "host": "api.example.test", "ports": [8443] } ],
-  "credentials": { "bench": { "type": "bearer", "env": ["BENCH_TOKEN"],
-                              "hosts": ["api.example.test"] } } }
-JSON
+source "$root/bench/policies.sh"
