@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "bench/micro/fake_session.hpp"
 #include "brokers/credential_set.hpp"
 #include "config/policy.hpp"
 #include "http/websocket.hpp"
@@ -23,38 +24,19 @@ namespace {
 using namespace broker;
 namespace ws = http::websocket;
 
-// Every variable the default policy's credentials read, set to values of the real shapes.
-void set_default_credentials() {
-  const std::pair<const char*, const char*> values[] = {
-      {"GITHUB_TOKEN", "ghp_Bench0Token0Value0123456789abcdefAB"},
-      {"OPENAI_API_KEY", "sk-proj-Bench0OpenAI0Key0123456789abcdefghijklmnopqrstuvwxyzAB"},
-      {"CODEX_API_KEY", "sk-proj-Bench0Codex00Key0123456789abcdefghijklmnopqrstuvwxyzAB"},
-      {"ANTHROPIC_API_KEY", "sk-ant-api03-Bench0Anthropic0Key0123456789abcdefghijklmnopqrstu"},
-      {"ANTHROPIC_AUTH_TOKEN", "sk-ant-oat01-Bench0Auth0Token0123456789abcdefghijklmnopqrstu"},
-      {"CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-Bench0Claude0Token0123456789abcdefghijklmnopq"},
-      {"GEMINI_API_KEY", "AIzaSyBench0Gemini0Key0123456789abcdefg"},
-      {"GOOGLE_API_KEY", "AIzaSyBench0Google0Key0123456789abcdefg"},
-      {"AWS_ACCESS_KEY_ID", "AKIABENCH0KEY0ID0123"},
-      {"AWS_SECRET_ACCESS_KEY", "Bench0Secret0Access0Key0123456789abcdefgh"},
-  };
-  for (const auto& [name, value] : values) setenv(name, value, 1);
-}
-
+// The default policy's credentials with fake values of the real shapes (bench/micro).
 struct loaded {
-  brokers::credential_set set;
+  const brokers::credential_set& set;
   brokers::body_scan scan;
   std::vector<brokers::scrub_pattern> inbound;
 };
 
 const loaded& credentials() {
   static const loaded l = [] {
-    set_default_credentials();
-    std::vector<config::policy> layers;
-    layers.push_back(config::parse_policy(config::default_policy_text(), "<default>"));
-    loaded out{brokers::credential_set::load(layers), {}, {}};
-    out.scan = out.set.request_body_scan(brokers::request_context{"api.openai.com", false, false});
-    out.inbound = out.set.response_patterns();
-    return out;
+    const auto& set = bench::default_credentials();
+    return loaded{set,
+                  set.request_body_scan(brokers::request_context{"api.openai.com", false, false}),
+                  set.response_patterns()};
   }();
   return l;
 }
