@@ -34,9 +34,9 @@ inline constexpr std::size_t max_held_body_bytes = 256 * 1024 * 1024;
 
 // Connections served at once; beyond this new connections are answered 503 and closed. An idle
 // one costs ~20 KiB (tunnel) to ~25 KiB (intercepted, TLS) of broker memory, so the limit bounds
-// that at ~400 MiB. Each takes up to four descriptors (client, upstream, a splice pipe's two
-// ends when a tunnel moves bulk): the server raises its soft RLIMIT_NOFILE toward the hard one
-// and, if that is still short, serves fewer (server.cpp, connection_limit).
+// that at ~400 MiB. Each takes two descriptors (client, upstream; two more for a splice pipe
+// while a tunnel moves bulk, or it copies): the server raises its soft RLIMIT_NOFILE toward the
+// hard one and, if that is still short, serves fewer (server.cpp, connection_limit).
 inline constexpr std::size_t max_connections = 16384;
 
 }  // namespace broker::proxy::limits

@@ -32,8 +32,10 @@ struct server::impl {
   // Raises the soft descriptor limit toward the hard one (the default soft limit, 1024, would
   // stop a gateway at ~250 connections with EMFILE), and returns how many connections fit.
   static std::size_t raise_fd_limit() {
-    // `reserve`: the listeners, the audit log, the control socket, epoll, DNS, the leaf cache.
-    constexpr std::size_t per_connection = 4, reserve = 64;
+    // A connection holds two descriptors (client, upstream; a tunnel that finds none left for a
+    // splice pipe copies instead). `reserve`: the listeners, the audit log, the control socket,
+    // epoll, DNS.
+    constexpr std::size_t per_connection = 2, reserve = 64;
     rlimit limit{};
     if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return limits::max_connections;
     const rlim_t wanted = per_connection * limits::max_connections + reserve;

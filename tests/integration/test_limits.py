@@ -8,8 +8,8 @@ from conftest import Broker, RawClient, allow_policy, assert_refusal
 
 def test_a_low_descriptor_limit_gives_overloaded_not_a_stall(tmp_path):
     b = Broker(tmp_path / "b", policy=allow_policy("api.example.test"), start=False)
-    # 100 descriptors, hard and soft: (100 - 64 reserved) / 4 per connection = 9 connections.
-    b.args = ["prlimit", "--nofile=100:100", "--"] + b.args
+    # 82 descriptors, hard and soft: (82 - 64 reserved) / 2 per connection = 9 connections.
+    b.args = ["prlimit", "--nofile=82:82", "--"] + b.args
     b.start()
     try:
         held = [RawClient(b.port) for _ in range(9)]
