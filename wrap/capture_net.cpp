@@ -2,6 +2,7 @@
 
 // <netinet/in.h> (from the header) comes before the kernel's headers, which then leave out
 // their own copies of its definitions.
+#include <fcntl.h>
 #include <arpa/inet.h>
 #include <libmnl/libmnl.h>
 #include <libnftnl/chain.h>
@@ -305,7 +306,7 @@ void add_rule(nft_batch& batch, const rule_builder& rule, const std::string& sho
   batch.added();
 }
 
-std::string set_up_redirect(std::uint16_t redirect_port) {
+std::string set_up_redirect(std::uint16_t redirect_port, int* netfilter_socket) {
   table_ptr table(allocated(nftnl_table_alloc()));
   nftnl_table_set_str(table.get(), NFTNL_TABLE_NAME, capture_table);
 
@@ -374,15 +375,20 @@ std::string set_up_redirect(std::uint16_t redirect_port) {
 
   netlink_socket s = open_netlink(NETLINK_NETFILTER);
   if (!s) return failed("open an nfnetlink socket", errno);
-  return batch.commit(s.get());
+  std::string error = batch.commit(s.get());
+  // A second descriptor keeps the socket alive past `s`: see set_up_capture.
+  if (error.empty() && netfilter_socket)
+    *netfilter_socket = ::fcntl(mnl_socket_get_fd(s.get()), F_DUPFD_CLOEXEC, 0);
+  return error;
 }
 
 }  // namespace
 
-std::string set_up_capture(std::uint16_t redirect_port) {
+std::string set_up_capture(std::uint16_t redirect_port, int* netfilter_socket) {
+  if (netfilter_socket) *netfilter_socket = -1;
   try {
     std::string error = set_up_addresses_and_routes();
-    if (error.empty()) error = set_up_redirect(redirect_port);
+    if (error.empty()) error = set_up_redirect(redirect_port, netfilter_socket);
     return error;
   } catch (const std::exception& e) {
     return std::string("could not set up capture: ") + e.what();

@@ -56,6 +56,11 @@ inline constexpr const char* capture_chain = "output";
 // 8.8.8.8:80 connects from 8.8.8.8), for IPv6 the namespace's fd62:726b:7200::1.
 // Returns "" on success, otherwise one sentence saying which step failed and the errno text;
 // never throws, never exits.
-std::string set_up_capture(std::uint16_t redirect_port);
+// `netfilter_socket`: when given, receives the nfnetlink socket the rules went over (close-on-
+// exec; -1 when none), left open for the caller to close once other work is under way. Closing
+// it waits for the kernel to finish freeing the committed transaction (an RCU grace period,
+// ~15 ms on this VM: nft_rcv_nl_event flushes nf_tables' destroy work), which would otherwise
+// sit on every `wrap` start.
+std::string set_up_capture(std::uint16_t redirect_port, int* netfilter_socket = nullptr);
 
 }  // namespace broker::wrap

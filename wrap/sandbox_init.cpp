@@ -109,7 +109,9 @@ void send_sockets(int control, const std::vector<int>& fds, bool sock_diag,
 // that directly dialed TCP lands on the capture listener and every address's port 53 on the DNS
 // sockets (capture_net.hpp); a kernel that refuses that leaves the proxy listener alone, and
 // the broker says why.
-void hand_over_sockets(int control, const launch_options& options) {
+// Returns the nfnetlink socket capture was set up over, for the caller to close later
+// (set_up_capture), or -1.
+int hand_over_sockets(int control, const launch_options& options) {
   std::vector<int> fds{make_listener(control, options.proxy_port)};
   // A netlink socket answers about the namespace it was made in: the broker asks this one which
   // socket of the child's a connection comes from. Without it (a kernel without sock_diag) the
@@ -118,7 +120,8 @@ void hand_over_sockets(int control, const launch_options& options) {
       ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_SOCK_DIAG);
   if (sock_diag >= 0) fds.push_back(sock_diag);
   std::string unavailable;
-  if (options.capture) unavailable = set_up_capture(options.capture_port);
+  int netfilter_socket = -1;
+  if (options.capture) unavailable = set_up_capture(options.capture_port, &netfilter_socket);
   if (options.capture && unavailable.empty()) {
     fds.push_back(make_any_address_socket(control, SOCK_STREAM, options.capture_port,
                                           "the capture listener"));
@@ -126,6 +129,7 @@ void hand_over_sockets(int control, const launch_options& options) {
     fds.push_back(make_any_address_socket(control, SOCK_STREAM, 53, "the DNS listener"));
   }
   send_sockets(control, fds, sock_diag >= 0, unavailable);
+  return netfilter_socket;
 }
 
 // `path` read-only in this mount namespace: bound onto itself, then remounted with MS_RDONLY
@@ -389,7 +393,7 @@ int sandbox_init(void* arg) {
   }
   ::setpgid(0, 0);
   bring_up_loopback(a.control);
-  hand_over_sockets(a.control, options);
+  const int netfilter_socket = hand_over_sockets(a.control, options);
   set_up_mounts(a.control, options);
 
   // PID 1 receives only signals it has a handler for; they stay blocked and are taken with
@@ -413,6 +417,9 @@ int sandbox_init(void* arg) {
     exec_command(options, a.original_mask);
   }
   ::close(a.control);
+  // Closed here, while the command starts: the close waits out the kernel's freeing of the
+  // capture rules' transaction (set_up_capture), off the command's way.
+  if (netfilter_socket >= 0) ::close(netfilter_socket);
   int code = 125;
   for (;;) {
     siginfo_t info{};
