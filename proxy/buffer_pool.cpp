@@ -63,6 +63,12 @@ void give_back(char* block) noexcept {
   unmap(block);
 }
 
+void release_reserve() noexcept {
+  auto& r = here();
+  for (char* b : r.blocks) unmap(b);
+  r.blocks.clear();
+}
+
 std::size_t reserved_here() { return here().blocks.size(); }
 
 std::size_t outstanding() { return taken.load(std::memory_order_relaxed); }

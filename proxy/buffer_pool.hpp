@@ -15,6 +15,9 @@ std::size_t block_bytes();
 char* take();
 // Returns a block from take() (on any thread); null is ignored.
 void give_back(char* block) noexcept;
+// Gives the calling thread's reserve back to the kernel (after a burst: a busy thread's reserve
+// is up to 1 MiB).
+void release_reserve() noexcept;
 // Blocks held in reserve by the calling thread (for tests and benchmarks).
 std::size_t reserved_here();
 // Blocks taken and not given back, over all threads.

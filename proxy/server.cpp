@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "proxy/asio.hpp"
+#include "proxy/buffer_pool.hpp"
 #include "proxy/client_connection.hpp"
 #include "proxy/dns_responder.hpp"
 #include "proxy/limits.hpp"
@@ -136,7 +137,7 @@ struct server::impl {
         --ctx->active_connections;
         trim = burst_drained(live.size());
       }
-      if (trim) ::malloc_trim(0);
+      if (trim) give_back_memory();
     });
   }
 
@@ -174,6 +175,23 @@ struct server::impl {
     drain_all(true);
     co_await wait_for_idle(std::chrono::seconds(2));
     for (auto& w : workers) w->stop();
+  }
+
+  // After a burst: every worker's buffer reserve, then the heap's free pages.
+  void give_back_memory() {
+    for (auto& w : workers) asio::post(*w, [] { buffer_pool::release_reserve(); });
+    ::malloc_trim(0);
+  }
+
+  // Every 10 s on each worker, its pool's stale upstream connections go (and, when a burst's
+  // worth went, the heap pages their TLS state held).
+  asio::awaitable<void> evict_stale_upstreams(std::size_t index) {
+    asio::steady_timer tick(*workers[index]);
+    for (;;) {
+      tick.expires_after(std::chrono::seconds(10));
+      if (auto [ec] = co_await tick.async_wait(use_tuple); ec) co_return;
+      if (pools[index].evict_stale() >= 8) ::malloc_trim(0);
+    }
   }
 
   void take_backlog(tcp::acceptor& listener, bool captured) {
@@ -261,6 +279,8 @@ void server::run(std::function<void()> on_reload) {
   asio::co_spawn(impl_->io, impl_->accept_loop(impl_->acceptor, false), asio::detached);
   if (impl_->capture_acceptor.is_open())
     asio::co_spawn(impl_->io, impl_->accept_loop(impl_->capture_acceptor, true), asio::detached);
+  for (std::size_t i = 0; i < impl_->workers.size(); ++i)
+    asio::co_spawn(*impl_->workers[i], impl_->evict_stale_upstreams(i), asio::detached);
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
   std::vector<std::thread> pool;
   for (std::size_t i = 1; i < impl_->workers.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <iterator>
 
 #include "proxy/limits.hpp"
 
@@ -29,6 +30,20 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const std::string& key)
     if (now - c->idle_since < max_idle_time && still_open(c->io.socket())) return c;
   }
   return nullptr;
+}
+
+std::size_t upstream_pool::evict_stale(std::chrono::steady_clock::time_point now) {
+  const std::size_t before_all = total_;
+  for (auto it = idle_.begin(); it != idle_.end();) {
+    auto& list = it->second;
+    const auto before = list.size();
+    std::erase_if(list, [&](const std::unique_ptr<upstream_connection>& c) {
+      return now - c->idle_since >= max_idle_time || !still_open(c->io.socket());
+    });
+    total_ -= before - list.size();
+    it = list.empty() ? idle_.erase(it) : std::next(it);
+  }
+  return before_all - total_;
 }
 
 void upstream_pool::give_back(std::unique_ptr<upstream_connection> c) {
