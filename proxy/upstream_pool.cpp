@@ -18,6 +18,15 @@ bool still_open(tcp::socket& socket) {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+namespace {
+
+// Safe to send the next request on: not idle past the limit, and not closed by its server.
+bool reusable(upstream_connection& c, std::chrono::steady_clock::time_point now) {
+  return now - c.idle_since < upstream_pool::max_idle_time && still_open(c.io.socket());
+}
+
+}  // namespace
+
 std::unique_ptr<upstream_connection> upstream_pool::take(const std::string& key) {
   auto it = idle_.find(key);
   if (it == idle_.end()) return nullptr;
@@ -27,7 +36,7 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const std::string& key)
     auto c = std::move(list.back());
     list.pop_back();
     --total_;
-    if (now - c->idle_since < max_idle_time && still_open(c->io.socket())) return c;
+    if (reusable(*c, now)) return c;
   }
   return nullptr;
 }
@@ -37,9 +46,8 @@ std::size_t upstream_pool::evict_stale(std::chrono::steady_clock::time_point now
   for (auto it = idle_.begin(); it != idle_.end();) {
     auto& list = it->second;
     const auto before = list.size();
-    std::erase_if(list, [&](const std::unique_ptr<upstream_connection>& c) {
-      return now - c->idle_since >= max_idle_time || !still_open(c->io.socket());
-    });
+    std::erase_if(list,
+                  [&](const std::unique_ptr<upstream_connection>& c) { return !reusable(*c, now); });
     total_ -= before - list.size();
     it = list.empty() ? idle_.erase(it) : std::next(it);
   }
