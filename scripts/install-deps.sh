@@ -9,6 +9,7 @@ packages=(
   curl openssl python3 python3-pytest python3-requests git iproute2 zstd
   python3-boto3 awscli python3-google-auth
   clang libclang-rt-14-dev llvm-14
+  redis-server libhiredis-dev haproxy
 )
 missing=()
 for p in "${packages[@]}"; do
