@@ -9,6 +9,7 @@ void register_serve(CLI::App& root, int& exit_status);
 void register_policy(CLI::App& root, int& exit_status);
 void register_log(CLI::App& root, int& exit_status);
 void register_sessions(CLI::App& root, int& exit_status);
+void register_session(CLI::App& root, int& exit_status);
 void register_ca(CLI::App& root, int& exit_status);
 void register_wrap(CLI::App& root, int& exit_status);
 void register_control(CLI::App& root, int& exit_status);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "session/log_reader.hpp"
+#include "wrap/session_dir.hpp"
 
 namespace broker::cli {
 
@@ -98,6 +99,21 @@ bool valid_session_name(const std::string& name) {
     if (!ok) return false;
   }
   return true;
+}
+
+std::vector<std::filesystem::path> running_control_sockets() {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(wrap::runtime_base(), ec)) {
+    const auto socket = entry.path() / "control.sock";
+    if (std::filesystem::exists(socket, ec)) out.push_back(socket);
+  }
+  return out;
+}
+
+std::filesystem::path control_socket_of(const std::string& session) {
+  if (!valid_session_name(session)) throw std::runtime_error(session + ": not a session name");
+  return wrap::runtime_base() / session / "control.sock";
 }
 
 }  // namespace broker::cli

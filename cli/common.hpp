@@ -46,6 +46,11 @@ int loopback_listener(std::uint16_t& port);
 // Session names become file names: letters, digits, '.', '_', '-'; 1..64 chars; no leading dot.
 bool valid_session_name(const std::string& name);
 
+// Running sessions' control sockets (under wrap::runtime_base()), and one session's. The latter
+// throws std::runtime_error for a name that is not a session name.
+std::vector<std::filesystem::path> running_control_sockets();
+std::filesystem::path control_socket_of(const std::string& session);
+
 // Exit statuses shared by the subcommands.
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;

@@ -8,26 +8,10 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "session/control_socket.hpp"
-#include "wrap/session_dir.hpp"
 
 namespace broker::cli {
 
 namespace {
-
-std::vector<std::filesystem::path> running_sockets() {
-  std::vector<std::filesystem::path> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(wrap::runtime_base(), ec)) {
-    const auto socket = entry.path() / "control.sock";
-    if (std::filesystem::exists(socket, ec)) out.push_back(socket);
-  }
-  return out;
-}
-
-std::filesystem::path socket_of(const std::string& session) {
-  if (!valid_session_name(session)) throw std::runtime_error(session + ": not a session name");
-  return wrap::runtime_base() / session / "control.sock";
-}
 
 void print_status(const nlohmann::json& s) {
   std::cout << "session " << s.value("session", "?") << "  (" << s.value("mode", "?") << ", pid "
@@ -46,9 +30,9 @@ void print_status(const nlohmann::json& s) {
 int run_status(const std::string& session, bool json) {
   std::vector<std::filesystem::path> sockets;
   if (session.empty())
-    sockets = running_sockets();
+    sockets = running_control_sockets();
   else
-    sockets.push_back(socket_of(session));
+    sockets.push_back(control_socket_of(session));
   if (sockets.empty()) {
     std::cout << "no running sessions\n";
     return exit_ok;
@@ -71,7 +55,7 @@ int run_status(const std::string& session, bool json) {
 
 int run_kill(const std::string& session) {
   try {
-    session::control_request(socket_of(session), "kill");
+    session::control_request(control_socket_of(session), "kill");
     std::cout << "broker: session " << session << " is ending\n";
     return exit_ok;
   } catch (const std::exception& e) {

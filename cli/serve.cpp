@@ -1,4 +1,5 @@
-// `broker serve`: one session on a listening address, until SIGINT/SIGTERM (DESIGN §3).
+// `broker serve`: one session on a listening address, or with --gateway a team gateway's many
+// sessions (DESIGN §12), until SIGINT/SIGTERM (DESIGN §3).
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "cli/common.hpp"
 #include "cli/session_setup.hpp"
 #include "config/policy_set.hpp"
+#include "gateway/gateway.hpp"
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
@@ -37,6 +39,9 @@ struct serve_options {
   std::string env_file;
   std::string ca_dir;
   std::vector<std::string> timeouts;
+  // Team gateway (DESIGN §12): many sessions, each client authenticating as one.
+  bool gateway = false;
+  std::string proxy_authority;  // what session env files name (a front such as haproxy)
 };
 
 // serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
@@ -114,10 +119,16 @@ int run_serve(const serve_options& o) {
   const auto& credentials = setup.credentials;
   auto ctx = std::make_shared<proxy::proxy_context>(
       options, policy, open_audit(o.common, options.session_id), credentials, tls);
-  ctx->set_budget(setup.budget);
+  // A gateway's own context holds no budget: its sessions have theirs.
+  if (!o.gateway) ctx->set_budget(setup.budget);
+  std::shared_ptr<gateway::gateway> team_gateway;
 
   std::unique_ptr<proxy::server> server;
   try {
+    if (o.gateway && !o.env_file.empty())
+      throw std::runtime_error(
+          "--env-file: a gateway's clients each get their session's env file from `broker "
+          "session create --env-file`");
     server = std::make_unique<proxy::server>(ctx, host, port,
                                              std::max(2u, std::thread::hardware_concurrency()));
   } catch (const std::exception& e) {
@@ -132,6 +143,29 @@ int run_serve(const serve_options& o) {
   const bool v6 = server->host().find(':') != std::string::npos;
   const std::string url = "http://" + (v6 ? "[" + server->host() + "]" : server->host()) + ":" +
                           std::to_string(server->port());
+  const auto bundle = ca_dir / "bundle.pem";
+  if (o.gateway) {
+    gateway::gateway_setup g;
+    g.options = options;
+    g.team_policy = policy;
+    g.credentials = credentials;
+    g.tls = tls;
+    const auto common = o.common;
+    g.open_audit = [common](const std::string& id) { return open_audit(common, id); };
+    g.proxy_authority = o.proxy_authority.empty()
+                            ? url.substr(std::string_view("http://").size())
+                            : o.proxy_authority;
+    g.listen = url;
+    g.trust_bundle = bundle.string();
+    try {
+      certs::write_trust_bundle(bundle, *ca);
+    } catch (const std::exception& e) {
+      std::cerr << "broker: " << bundle.string() << ": " << e.what() << "\n";
+      return exit_failure;
+    }
+    team_gateway = std::make_shared<gateway::gateway>(std::move(g), gateway::make_memory_store());
+    ctx->set_resolver(team_gateway);
+  }
   session::session_start start;
   start.mode = "serve";
   start.listen = url;
@@ -141,7 +175,6 @@ int run_serve(const serve_options& o) {
   if (!o.env_file.empty()) {
     try {
       // The bundle sits beside the CA: every serve session with this CA writes the same bytes.
-      const auto bundle = ca_dir / "bundle.pem";
       certs::write_trust_bundle(bundle, *ca);
       auto dummies = credentials->dummy_environment();
       for (const auto& f : credentials->dummy_files()) {
@@ -164,9 +197,21 @@ int run_serve(const serve_options& o) {
   std::unique_ptr<session::control_socket> control;
   try {
     dir = std::make_unique<wrap::session_dir>(options.session_id);
+    session::control_socket::command_fn sessions;
+    if (team_gateway)
+      sessions = [team_gateway](const std::string& line) { return team_gateway->command(line); };
     control = std::make_unique<session::control_socket>(
-        dir->control_socket(), [&] { return session_status(*ctx, "serve", ::getpid()); },
-        [] { ::kill(::getpid(), SIGTERM); });
+        dir->control_socket(),
+        [&] {
+          auto status = session_status(*ctx, o.gateway ? "gateway" : "serve", ::getpid());
+          if (team_gateway) {
+            status["sessions_served"] = team_gateway->sessions_served();
+            status["session_requests"] = team_gateway->requests();
+            status["session_denied"] = team_gateway->denied();
+          }
+          return status;
+        },
+        [] { ::kill(::getpid(), SIGTERM); }, std::move(sessions));
   } catch (const std::exception& e) {
     session::log(spdlog::level::warn, session::log_tag(options.session_id), "no control socket: {}",
                  e.what());
@@ -175,7 +220,7 @@ int run_serve(const serve_options& o) {
 
   const auto files = o.common.policies;
   const std::string loaded_credentials = credential_specs(*policy);
-  server->run([ctx, files, loaded_credentials] {
+  server->run([ctx, files, loaded_credentials, team_gateway] {
     // Validate first: a broken file never replaces a working policy.
     try {
       auto fresh = std::make_shared<config::policy_set>(load_layers(files));
@@ -188,6 +233,7 @@ int run_serve(const serve_options& o) {
       std::string digests;
       for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
       ctx->audit_log().write(session::policy_reload_record(policy_sources(*fresh)));
+      if (team_gateway) team_gateway->replace_team_policy(fresh);
       ctx->replace_policy(std::move(fresh));
       session::log(spdlog::level::info, session::log_tag(ctx->session_id()), "policy reloaded:{}",
                    digests);
@@ -196,6 +242,7 @@ int run_serve(const serve_options& o) {
                    "policy reload refused, keeping the current policy: {}", e.what());
     }
   });
+  if (team_gateway) team_gateway->end_sessions();
   ctx->audit_log().end(session::end_record(session_end_of(*ctx, std::nullopt)));
   session::log(spdlog::level::info, session::log_tag(ctx->session_id()),
                "stopped after {} request(s), {} denied", ctx->requests(), ctx->denied());
@@ -216,6 +263,11 @@ void register_serve(CLI::App& root, int& exit_status) {
   app->add_option("--ca-dir", options->ca_dir,
                   "The persistent CA for intercepted hosts (default: ~/.config/broker/ca; made "
                   "on first use)");
+  app->add_flag("--gateway", options->gateway,
+                "Serve many sessions (`broker session create`), each client authenticating with "
+                "its session's proxy credential");
+  app->add_option("--proxy-authority", options->proxy_authority,
+                  "HOST:PORT that session env files tell clients to dial (default: --listen's)");
   app->add_option("--timeout", options->timeouts,
                   "NAME=DURATION: head, idle, dns, connect, tls, upstream, body, tunnel, drain")
       ->allow_extra_args(false);

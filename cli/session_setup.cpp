@@ -74,26 +74,4 @@ std::unique_ptr<session::audit_log> open_audit(const common_options& common,
   return audit;
 }
 
-nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
-                                      int pid) {
-  nlohmann::ordered_json j;
-  j["session"] = ctx.session_id();
-  j["mode"] = mode;
-  j["pid"] = pid;
-  j["requests"] = ctx.requests();
-  j["denied"] = ctx.denied();
-  if (auto* budget = ctx.budget()) j["budgets"] = budget->report(std::chrono::steady_clock::now());
-  return j;
-}
-
-session::session_end session_end_of(const proxy::proxy_context& ctx, std::optional<int> exit) {
-  session::session_end end;
-  end.requests = ctx.requests();
-  end.denied = ctx.denied();
-  if (auto* budget = ctx.budget())
-    end.usage = budget->report(std::chrono::steady_clock::now())["usage"];
-  end.exit = exit;
-  return end;
-}
-
 }  // namespace broker::cli

@@ -37,11 +37,7 @@ void load_credentials(session_setup& setup, bool login_files = false);
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id);
 
-// What `broker status` shows of a running session: identity, counters and every budget.
-nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
-                                      int pid);
-
-// The session's last record: its counts and usage, and the command's exit status (wrap).
-session::session_end session_end_of(const proxy::proxy_context& ctx, std::optional<int> exit);
+using proxy::session_end_of;
+using proxy::session_status;
 
 }  // namespace broker::cli

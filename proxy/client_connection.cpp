@@ -7,6 +7,7 @@
 #include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
+#include "proxy/session_resolver.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tunnel.hpp"
 #include "proxy/upstream_dialer.hpp"
@@ -37,9 +38,11 @@ const char* phase_name(deadline::phase p) {
 client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx,
                                      upstream_pool& pool, bool captured)
     : client_(std::move(socket)),
-      ctx_(std::move(ctx)),
+      ctx_(ctx),
+      listener_ctx_(std::move(ctx)),
+      connection_id_(ctx_->next_connection_id()),
       pool_(pool),
-      tag_(ctx_->session_id(), ctx_->next_connection_id()),
+      tag_(ctx_->session_id(), connection_id_),
       deadline_(client_.get_executor()),
       captured_(captured) {
   if (captured_) dialed_ = original_destination(client_.socket());
@@ -131,6 +134,11 @@ asio::awaitable<void> client_connection::serve() {
       if (!co_await handle_intercepted(parser)) co_return;
       continue;
     }
+    if (listener_ctx_->resolver()) {
+      const auto bound = co_await bind_session(parser);
+      if (bound == binding::refused_close) co_return;
+      if (bound == binding::refused_keep) continue;
+    }
     if (parser.head().method == "CONNECT") {
       co_await handle_connect(parser.head());
       // An intercepted CONNECT goes on with the requests inside it.
@@ -192,6 +200,45 @@ asio::awaitable<void> client_connection::handle_connect(const http::message_head
   co_await open_target(ex, where->dest);
 }
 
+asio::awaitable<client_connection::binding> client_connection::bind_session(
+    const http::parser& request) {
+  const auto& head = request.head();
+  auto found = co_await listener_ctx_->resolver()->resolve(head);
+  if (found.session) {
+    if (found.session != ctx_) {
+      exchange_.reset();  // it points at the context it ran in
+      ctx_ = std::move(found.session);
+      tag_ = session::log_tag(ctx_->session_id(), connection_id_);
+    }
+    co_return binding::bound;
+  }
+  exchange_.reset();
+  ctx_ = listener_ctx_;
+  tag_ = session::log_tag(ctx_->session_id(), connection_id_);
+  const bool connect = head.method == "CONNECT";
+  auto& ex = begin_exchange(head.method);
+  auto& entry = ex.entry();
+  if (connect) {
+    entry.event = "tunnel";
+    if (auto where = parse_authority(head.target)) {
+      entry.host = where->dest.host;
+      entry.port = where->dest.port;
+    }
+  } else if (auto uri = parse_absolute_uri(head.target)) {
+    entry.scheme = uri->scheme;
+    entry.host = uri->where.dest.host;
+    entry.port = uri->where.dest.port;
+    entry.target = uri->path_and_query;
+  }
+  // A request's unread body would be taken for the next head, so only a bodiless one keeps the
+  // connection (the client may answer the 407 with credentials on it).
+  const bool keep = !connect && request.keep_alive() && !head.has_body && !draining_;
+  const refusal why =
+      found.refused ? *found.refused : refusal::proxy_auth_required("no session for this request");
+  co_await ex.refuse(why, keep);
+  co_return keep ? binding::refused_keep : binding::refused_close;
+}
+
 asio::awaitable<void> client_connection::open_target(http_exchange& ex,
                                                      const config::destination& dest) {
   auto& entry = ex.entry();
@@ -221,7 +268,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     if (!co_await start_interception(dest, std::move(none))) draining_ = true;
     co_return;
   }
-  if (auto refused = ex.admit_by_budget(dest.host)) {
+  if (auto refused = ex.admit_by_session(dest.host)) {
     co_await ex.refuse(*refused, false);
     co_return;
   }

@@ -48,12 +48,17 @@ class client_connection {
     std::optional<refusal> refused;  // decided at CONNECT time, answered to every request
   };
   enum class head_result { ok, closed, refused };
+  enum class binding { bound, refused_keep, refused_close };
 
   // Finds the process that opened this connection (wrap sessions), for the audit records.
   void attribute();
   asio::awaitable<void> serve();
   asio::awaitable<head_result> read_request_head(http::parser& parser, bool first);
   asio::awaitable<void> handle_connect(const http::message_head& head);
+  // A team gateway's connection (DESIGN §12): the session the request's proxy credential names
+  // becomes this connection's context; a missing or wrong one is refused (407) in the gateway's
+  // own log.
+  asio::awaitable<binding> bind_session(const http::parser& request);
   // The target of a CONNECT (or of a captured connection): refused, tunnelled or intercepted.
   asio::awaitable<void> open_target(http_exchange& ex, const config::destination& dest);
   // A captured connection: its target is the address it dialed (the name a synthetic address
@@ -76,6 +81,9 @@ class client_connection {
 
   stream client_;
   std::shared_ptr<proxy_context> ctx_;
+  // The context the listener gave: ctx_ too, except on a gateway, where ctx_ is the session.
+  const std::shared_ptr<proxy_context> listener_ctx_;
+  const std::uint64_t connection_id_;
   upstream_pool& pool_;
   session::log_tag tag_;
   read_buffer in_;

@@ -113,7 +113,7 @@ std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
   entry_.rule = verdict.rule;
   if (verdict.ambiguous_path) return refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry_.host);
-  return admit_by_budget(to.dest.host);
+  return admit_by_session(to.dest.host);
 }
 
 asio::awaitable<bool> http_exchange::forward(http::parser& request, const request_target& to) {
@@ -219,7 +219,9 @@ asio::awaitable<void> http_exchange::write_client(std::string_view data) {
   co_await write_all(io_.client, data);
 }
 
-std::optional<refusal> http_exchange::admit_by_budget(const std::string& host) {
+std::optional<refusal> http_exchange::admit_by_session(const std::string& host) {
+  if (auto why = io_.ctx.ended_why(std::chrono::system_clock::now()))
+    return refusal::proxy_auth_required(std::move(*why));
   auto* budget = io_.ctx.budget();
   if (!budget) return std::nullopt;
   auto spent = budget->admit(host, std::chrono::steady_clock::now());

@@ -72,8 +72,9 @@ class http_exchange {
   asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
   // Writes the record once (later calls do nothing); false when the audit log failed.
   bool finish(int status, bool allowed, const std::string& error = {});
-  // A 429 budget_exhausted when the session's (or the host's) budget refuses one more request.
-  std::optional<refusal> admit_by_budget(const std::string& host);
+  // Whether the session takes one more request: 407 when it was revoked or has expired (a
+  // gateway's), 429 budget_exhausted when its (or the host's) budget refuses.
+  std::optional<refusal> admit_by_session(const std::string& host);
   // Keeps an earlier phase's deadline from cutting a dial short (dials bound their own steps).
   void arm_for_dial();
   asio::awaitable<void> write_client(std::string_view data);

@@ -57,4 +57,26 @@ bool proxy_context::record_dns(const audit_entry& e) {
       session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
 }
 
+nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
+                                      int pid) {
+  nlohmann::ordered_json j;
+  j["session"] = ctx.session_id();
+  j["mode"] = mode;
+  j["pid"] = pid;
+  j["requests"] = ctx.requests();
+  j["denied"] = ctx.denied();
+  if (auto* budget = ctx.budget()) j["budgets"] = budget->report(std::chrono::steady_clock::now());
+  return j;
+}
+
+session::session_end session_end_of(const proxy::proxy_context& ctx, std::optional<int> exit) {
+  session::session_end end;
+  end.requests = ctx.requests();
+  end.denied = ctx.denied();
+  if (auto* budget = ctx.budget())
+    end.usage = budget->report(std::chrono::steady_clock::now())["usage"];
+  end.exit = exit;
+  return end;
+}
+
 }  // namespace broker::proxy

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -24,6 +25,7 @@
 namespace broker::proxy {
 
 class tls_contexts;
+class session_resolver;
 
 struct proxy_options {
   std::string session_id;
@@ -62,6 +64,20 @@ class proxy_context {
     std::lock_guard lock(end_mutex_);
     return ender_;
   }
+  // A team gateway's own context (DESIGN §12): it resolves every client connection to the
+  // session its proxy credential names; null for any other context.
+  void set_resolver(std::shared_ptr<session_resolver> r) { resolver_ = std::move(r); }
+  session_resolver* resolver() const { return resolver_.get(); }
+  // A gateway session ends for its clients when revoked or past its expiry: every request on
+  // it, even on a connection bound before, is then refused 407 (why() says which).
+  void revoke() { revoked_ = true; }
+  void set_expiry(std::chrono::system_clock::time_point at) { expires_ = at; }
+  std::optional<std::string> ended_why(std::chrono::system_clock::time_point now) const {
+    if (revoked_.load()) return "the session " + session_id() + " was revoked";
+    if (expires_ && now >= *expires_) return "the session " + session_id() + " has expired";
+    return std::nullopt;
+  }
+
   // `text` with every real secret value replaced by its dummy: for anything the broker writes
   // that carries client-chosen text (hosts, paths, log lines).
   std::string scrub(std::string_view text) const;
@@ -115,6 +131,9 @@ class proxy_context {
   std::shared_ptr<tls_contexts> tls_;
   std::shared_ptr<session::session_budget> budget_;
   std::shared_ptr<synthetic_addresses> synthetic_names_;
+  std::shared_ptr<session_resolver> resolver_;
+  std::atomic<bool> revoked_{false};
+  std::optional<std::chrono::system_clock::time_point> expires_;  // set before use
   std::shared_ptr<sock_diag> client_sock_diag_;
   recent_owners client_owners_;
   mutable std::mutex end_mutex_;
@@ -125,5 +144,11 @@ class proxy_context {
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};
 };
+
+// What `broker status` shows of a running session: identity, counters and every budget.
+nlohmann::ordered_json session_status(const proxy_context& ctx, const std::string& mode, int pid);
+
+// The session's last record: its counts and usage, and the command's exit status (wrap).
+session::session_end session_end_of(const proxy_context& ctx, std::optional<int> exit);
 
 }  // namespace broker::proxy

@@ -133,6 +133,14 @@ refusal refusal::audit_unavailable() {
           {}};
 }
 
+refusal refusal::proxy_auth_required(std::string why) {
+  return {"proxy_auth_required", 407, std::move(why), {}};
+}
+
+refusal refusal::state_unavailable(std::string why) {
+  return {"state_unavailable", 503, std::move(why), {}};
+}
+
 refusal refusal::overloaded() {
   return {"overloaded", 503, "the broker is serving its maximum number of connections", {}};
 }
@@ -154,6 +162,8 @@ std::string_view reason_phrase(int status) {
       return "Bad Request";
     case 403:
       return "Forbidden";
+    case 407:
+      return "Proxy Authentication Required";
     case 421:
       return "Misdirected Request";
     case 429:
@@ -191,6 +201,7 @@ std::string render_refusal(const refusal& r, std::string_view host, std::string_
   out.append(reason_phrase(r.status)).append("\r\n");
   out.append("Content-Type: application/json\r\n");
   out.append("X-Broker-Error: ").append(r.code).append("\r\n");
+  if (r.status == 407) out.append("Proxy-Authenticate: Basic realm=\"broker\"\r\n");
   if (r.retry_after_s > 0)
     out.append("Retry-After: ").append(std::to_string(r.retry_after_s)).append("\r\n");
   out.append("Content-Length: ").append(std::to_string(text.size())).append("\r\n");

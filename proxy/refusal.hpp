@@ -46,6 +46,11 @@ struct refusal {
   static refusal budget_exhausted(std::string budget, std::string limit, std::string used,
                                   long retry_after_s);
   static refusal audit_unavailable();
+  // A team gateway's client without a valid session credential (DESIGN §12): missing, wrong,
+  // expired or revoked, `why` says which. Rendered with Proxy-Authenticate.
+  static refusal proxy_auth_required(std::string why);
+  // A team gateway whose shared state (Redis) cannot be reached, for a session that fails closed.
+  static refusal state_unavailable(std::string why);
   static refusal overloaded();
   // A request whose body must be read whole (`why`, from its credential plan) while the
   // process already holds as many such bytes as it may (limits::max_held_body_bytes): 503.

@@ -143,7 +143,7 @@ asio::awaitable<void> http_exchange::relay_websocket() {
   hooks.admit_llm_request = [&]() -> std::optional<refusal> {
     io_.ctx.charge(entry_);  // the bytes so far count toward the budget's verdict
     response_started = std::chrono::steady_clock::now();
-    return admit_by_budget(entry_.host);
+    return admit_by_session(entry_.host);
   };
   hooks.llm_usage = [&](const session::llm_usage& usage) {
     // Metered as an HTTP response is (account_llm_usage), recorded on its own: the connection's

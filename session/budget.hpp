@@ -82,6 +82,17 @@ class session_budget {
 
   const budget_limits& limits() const { return limits_; }
 
+  // The session's own counters (per_host ones aside): what a gateway replica shares with the
+  // others (gateway/shared_budget.hpp), as the change since it last looked.
+  struct usage {
+    std::uint64_t requests = 0;
+    std::uint64_t bytes_out = 0;
+    std::uint64_t bytes_in = 0;
+    std::uint64_t llm_tokens = 0;
+    double cost_usd = 0;
+  };
+  usage used() const;
+
  private:
   struct bucket {
     double tokens = 0;

@@ -32,8 +32,9 @@ sockaddr_un address_of(const std::filesystem::path& path) {
 // One line, bounded, within a deadline.
 std::string read_line(int fd, int timeout_ms) {
   std::string line;
-  char buffer[256];
-  while (line.size() < 4096 && line.find('\n') == std::string::npos) {
+  char buffer[4096];
+  // A gateway's `session create` carries policy files; its answer names the dummies.
+  while (line.size() < control_line_max && line.find('\n') == std::string::npos) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, timeout_ms) != 1) break;
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -60,8 +61,12 @@ void write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-control_socket::control_socket(std::filesystem::path path, status_fn status, kill_fn kill)
-    : path_(std::move(path)), status_(std::move(status)), kill_(std::move(kill)) {
+control_socket::control_socket(std::filesystem::path path, status_fn status, kill_fn kill,
+                               command_fn other)
+    : path_(std::move(path)),
+      status_(std::move(status)),
+      kill_(std::move(kill)),
+      other_(std::move(other)) {
   const sockaddr_un a = address_of(path_);
   // Who listens here, for clients to check the socket's peer against (it is the pid
   // SO_PEERCRED reports: the process that called listen).
@@ -115,6 +120,8 @@ void control_socket::serve() {
       } else if (command == "kill") {
         kill_();
         answer = {{"ok", true}};
+      } else if (auto handled = other_ ? other_(command) : std::nullopt) {
+        answer = std::move(*handled);
       } else {
         answer = {{"error", "unknown command; use status or kill"}};
       }

@@ -6,21 +6,28 @@
 
 #include <atomic>
 #include <filesystem>
+#include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace broker::session {
+
+inline constexpr std::size_t control_line_max = 4 << 20;
 
 class control_socket {
  public:
   using status_fn = std::function<nlohmann::ordered_json()>;
   using kill_fn = std::function<void()>;
+  // Any other line (a gateway's `session ...` commands): its answer, or nullopt when unknown.
+  using command_fn = std::function<std::optional<nlohmann::ordered_json>(const std::string& line)>;
 
   // Listens at `path` (replacing a stale socket) on its own thread. Throws std::runtime_error.
-  control_socket(std::filesystem::path path, status_fn status, kill_fn kill);
+  control_socket(std::filesystem::path path, status_fn status, kill_fn kill,
+                 command_fn other = {});
   ~control_socket();
   control_socket(const control_socket&) = delete;
   control_socket& operator=(const control_socket&) = delete;
@@ -33,6 +40,7 @@ class control_socket {
   std::filesystem::path path_;
   status_fn status_;
   kill_fn kill_;
+  command_fn other_;
   int fd_ = -1;
   int wake_ = -1;  // an eventfd: the destructor ends serve()'s wait at once
   std::atomic<bool> stop_{false};

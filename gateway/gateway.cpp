@@ -1,0 +1,271 @@
+#include "gateway/gateway.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "config/policy.hpp"
+#include "session/budget.hpp"
+#include "session/log.hpp"
+#include "wrap/child_env.hpp"
+
+namespace broker::gateway {
+namespace {
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+proxy::resolution refused(std::string why) {
+  return {nullptr, proxy::refusal::proxy_auth_required(std::move(why))};
+}
+
+// A session's own layers, parsed as every replica parses them. A session cannot add
+// credentials: they are the team's, loaded once by the gateway.
+std::vector<config::policy> parse_layers(const session_record& r) {
+  std::vector<config::policy> layers;
+  for (const auto& p : r.policies) {
+    auto layer = config::parse_policy(p.text, p.source);
+    if (!layer.credentials.empty())
+      throw std::invalid_argument(p.source +
+                                  ": \"credentials\": a session policy cannot add credentials; "
+                                  "they are the gateway's (its team policy)");
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
+nlohmann::ordered_json policy_sources(const config::policy_set& set) {
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& layer : set.layers())
+    list.push_back({{"source", layer.source}, {"sha256", layer.sha256}});
+  return list;
+}
+
+nlohmann::ordered_json error(const std::string& why) { return {{"error", why}}; }
+
+}  // namespace
+
+gateway::gateway(gateway_setup setup, std::unique_ptr<session_store> store)
+    : setup_(std::move(setup)), store_(std::move(store)) {}
+
+gateway::~gateway() = default;
+
+std::shared_ptr<const config::policy_set> gateway::policy_of(
+    const session_record& r, const config::policy_set& team) const {
+  std::vector<config::policy> layers = team.layers();
+  for (auto& layer : parse_layers(r)) layers.push_back(std::move(layer));
+  return std::make_shared<const config::policy_set>(std::move(layers));
+}
+
+std::shared_ptr<const brokers::credential_set> gateway::credentials_of(
+    const session_record& r) const {
+  (void)r;
+  return setup_.credentials;
+}
+
+std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record& r) {
+  if (auto it = live_.find(r.id); it != live_.end()) return it->second.ctx;
+  auto policy = policy_of(r, *setup_.team_policy);
+  auto options = setup_.options;
+  options.session_id = r.id;
+  auto ctx = std::make_shared<proxy::proxy_context>(options, policy, setup_.open_audit(r.id),
+                                                    credentials_of(r), setup_.tls);
+  ctx->set_budget(std::make_shared<session::session_budget>(session::tightest(policy->layers()),
+                                                            std::chrono::steady_clock::now()));
+  if (r.expires_ms > 0)
+    ctx->set_expiry(std::chrono::system_clock::time_point(std::chrono::milliseconds(r.expires_ms)));
+  if (r.revoked) ctx->revoke();
+  session::session_start start;
+  start.mode = "serve";
+  start.listen = setup_.listen;
+  start.policy = policy_sources(*policy);
+  start.credentials = ctx->credentials().names();
+  auto first = session::start_record(start);
+  first["gateway"] = setup_.options.session_id;
+  if (!r.user.empty()) first["user"] = r.user;
+  if (!r.labels.empty()) {
+    auto labels = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : r.labels) labels[k] = v;
+    first["labels"] = labels;
+  }
+  ctx->audit_log().write(first);
+  session::log(spdlog::level::info, session::log_tag(r.id), "session served here from now on");
+  live_.emplace(r.id, live{r, ctx});
+  return ctx;
+}
+
+asio::awaitable<proxy::resolution> gateway::resolve(const http::message_head& head) {
+  const std::string* value = head.find("proxy-authorization");
+  if (!value)
+    co_return refused(
+        "this gateway serves sessions: send their proxy credential "
+        "(HTTPS_PROXY=http://ID:TOKEN@host:port from `broker session create`)");
+  auto credential = parse_proxy_authorization(*value);
+  if (!credential) co_return refused("Proxy-Authorization is not a Basic session credential");
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = live_.find(credential->id); it != live_.end()) {
+      if (!token_matches(it->second.record, credential->token))
+        co_return refused("wrong credential for session " + credential->id);
+      co_return proxy::resolution{it->second.ctx, std::nullopt};
+    }
+  }
+  std::optional<session_record> record;
+  try {
+    record = co_await store_->fetch(credential->id);
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::err, session::log_tag(setup_.options.session_id),
+                 "session store unavailable: {}", e.what());
+    co_return proxy::resolution{nullptr, proxy::refusal::state_unavailable(
+                                             "the gateway's session store cannot be reached")};
+  }
+  if (!record || !token_matches(*record, credential->token))
+    co_return refused("no session " + credential->id + " with this credential");
+  std::lock_guard lock(mutex_);
+  try {
+    co_return proxy::resolution{open_session(*record), std::nullopt};
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::err, session::log_tag(record->id), "cannot serve the session: {}",
+                 e.what());
+    co_return refused("the session " + record->id + " cannot be served: " + e.what());
+  }
+}
+
+nlohmann::ordered_json gateway::create(const nlohmann::json& request) {
+  if (!request.is_object()) throw std::invalid_argument("session create: not a JSON object");
+  session_record r;
+  r.id = new_gateway_session_id();
+  const auto token = new_proxy_token();
+  r.token_sha256 = token_sha256(token);
+  r.dummy_seed = new_dummy_seed();
+  r.created_ms = now_ms();
+  const auto ttl = request.value("ttl_s", std::int64_t{0});
+  if (ttl < 0) throw std::invalid_argument("--ttl must not be negative");
+  r.expires_ms = ttl > 0 ? r.created_ms + ttl * 1000 : 0;
+  r.user = request.value("user", std::string());
+  if (request.contains("labels"))
+    for (const auto& [k, v] : request["labels"].items())
+      r.labels.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+  if (request.contains("policies"))
+    for (const auto& p : request["policies"])
+      r.policies.push_back({p.value("source", std::string("<session>")), p.value("text", std::string())});
+  // Every layer must parse and narrow the team's as it will on each replica.
+  const auto team = [this] {
+    std::lock_guard lock(mutex_);
+    return setup_.team_policy;
+  }();
+  const auto policy = policy_of(r, *team);
+  (void)session::tightest(policy->layers());
+  const auto credentials = credentials_of(r);
+  store_->put(r);
+
+  nlohmann::ordered_json answer;
+  answer["session"] = public_view(r, r.created_ms);
+  const std::string url =
+      "http://" + r.id + ":" + std::string(token.expose()) + "@" + setup_.proxy_authority;
+  auto dummies = credentials->dummy_environment();
+  auto files = nlohmann::ordered_json::array();
+  for (const auto& f : credentials->dummy_files())
+    files.push_back({{"name", f.file_name}, {"variable", f.variable}, {"content", f.content}});
+  auto env = nlohmann::ordered_json::array();
+  for (const auto& [k, v] : wrap::child_environment(url, setup_.trust_bundle, dummies))
+    env.push_back({k, v});
+  answer["proxy_url"] = url;
+  answer["env"] = env;
+  answer["files"] = files;
+  session::log(spdlog::level::info, session::log_tag(setup_.options.session_id),
+               "session {} created{}", r.id, r.user.empty() ? "" : " for " + r.user);
+  return answer;
+}
+
+nlohmann::ordered_json gateway::list() {
+  auto out = nlohmann::ordered_json::array();
+  const auto now = now_ms();
+  for (const auto& r : store_->all()) out.push_back(public_view(r, now));
+  return {{"sessions", out}};
+}
+
+nlohmann::ordered_json gateway::show(const std::string& id) {
+  auto r = store_->get(id);
+  if (!r) throw std::invalid_argument("no session " + id);
+  auto out = public_view(*r, now_ms());
+  std::lock_guard lock(mutex_);
+  if (auto it = live_.find(id); it != live_.end()) {
+    auto here = proxy::session_status(*it->second.ctx, "serve", 0);
+    here.erase("pid");
+    out["here"] = here;
+  }
+  return out;
+}
+
+nlohmann::ordered_json gateway::revoke(const std::string& id) {
+  if (!store_->revoke(id)) throw std::invalid_argument("no session " + id);
+  revoked_elsewhere(id);
+  session::log(spdlog::level::info, session::log_tag(setup_.options.session_id),
+               "session {} revoked", id);
+  return {{"ok", true}, {"session", id}};
+}
+
+void gateway::revoked_elsewhere(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = live_.find(id); it != live_.end()) {
+    it->second.record.revoked = true;
+    it->second.ctx->revoke();
+  }
+}
+
+std::optional<nlohmann::ordered_json> gateway::command(const std::string& line) {
+  const auto space = line.find(' ');
+  const std::string verb = line.substr(0, space);
+  const std::string rest = space == std::string::npos ? "" : line.substr(space + 1);
+  if (!verb.starts_with("session-")) return std::nullopt;
+  try {
+    if (verb == "session-create") return create(nlohmann::json::parse(rest));
+    if (verb == "session-list") return list();
+    if (verb == "session-show") return show(rest);
+    if (verb == "session-revoke") return revoke(rest);
+    return error("unknown session command " + verb);
+  } catch (const nlohmann::json::exception& e) {
+    return error(std::string("malformed request: ") + e.what());
+  } catch (const std::exception& e) {
+    return error(e.what());
+  }
+}
+
+void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team) {
+  std::lock_guard lock(mutex_);
+  setup_.team_policy = std::move(team);
+  // Each session's own layers parsed when it was made; they parse the same now.
+  for (auto& [id, l] : live_) l.ctx->replace_policy(policy_of(l.record, *setup_.team_policy));
+}
+
+void gateway::end_sessions() {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, l] : live_)
+    l.ctx->audit_log().end(session::end_record(proxy::session_end_of(*l.ctx, std::nullopt)));
+}
+
+std::size_t gateway::sessions_served() const {
+  std::lock_guard lock(mutex_);
+  return live_.size();
+}
+
+std::uint64_t gateway::requests() const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t n = 0;
+  for (const auto& [id, l] : live_) n += l.ctx->requests();
+  return n;
+}
+
+std::uint64_t gateway::denied() const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t n = 0;
+  for (const auto& [id, l] : live_) n += l.ctx->denied();
+  return n;
+}
+
+}  // namespace broker::gateway

@@ -1,0 +1,90 @@
+// A team gateway (DESIGN §12): one `broker serve` holding many sessions. Each session has its
+// own proxy credential, dummies, policy layers on the team's, budgets and audit log; a client's
+// requests are bound to their session by Proxy-Authorization (resolve()). Sessions are made,
+// listed, shown and revoked through the control socket's `session ...` lines (command()), and
+// kept in a session_store: this process's memory, or Redis shared with other replicas.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/session_store.hpp"
+#include "proxy/proxy_context.hpp"
+#include "proxy/session_resolver.hpp"
+
+namespace broker::gateway {
+
+struct gateway_setup {
+  // The gateway's own options; options.session_id names its own log, which holds what comes
+  // before a session is known (407s).
+  proxy::proxy_options options;
+  std::shared_ptr<const config::policy_set> team_policy;
+  std::shared_ptr<const brokers::credential_set> credentials;  // the team's, loaded once
+  std::shared_ptr<proxy::tls_contexts> tls;
+  // Opens a session's audit log on this replica (it fails closed when it cannot be written).
+  std::function<std::unique_ptr<session::audit_log>(const std::string& session_id)> open_audit;
+  std::string proxy_authority;  // "host:port" the clients dial (a front such as haproxy's)
+  std::string listen;           // this replica's own listener URL, for records
+  std::string trust_bundle;     // the file of system roots + the gateway CA, for env files
+};
+
+class gateway final : public proxy::session_resolver {
+ public:
+  gateway(gateway_setup setup, std::unique_ptr<session_store> store);
+  ~gateway() override;
+  gateway(const gateway&) = delete;
+  gateway& operator=(const gateway&) = delete;
+
+  asio::awaitable<proxy::resolution> resolve(const http::message_head& head) override;
+
+  // The control socket's lines: "session-create JSON", "session-list", "session-show ID",
+  // "session-revoke ID"; nullopt for any other line. Answers carry {"error": sentence} when
+  // refused. A create answer holds the proxy credential: it goes only to the socket's owner.
+  std::optional<nlohmann::ordered_json> command(const std::string& line);
+
+  // {"policies": [{"source", "text"}], "ttl_s": N (0: none), "user", "labels": {k: v}} →
+  // {"session": public view, "proxy_url": "http://ID:TOKEN@host:port", "env": [[NAME, VALUE]],
+  // "files": [{"name", "variable", "content"}]}. Throws std::invalid_argument for a bad
+  // request (a policy error names its source, line and key), std::runtime_error when the
+  // store cannot be reached.
+  nlohmann::ordered_json create(const nlohmann::json& request);
+  nlohmann::ordered_json list();
+  nlohmann::ordered_json show(const std::string& id);
+  nlohmann::ordered_json revoke(const std::string& id);
+
+  // SIGHUP: the team's layers change under every session (credentials cannot).
+  void replace_team_policy(std::shared_ptr<const config::policy_set> team);
+  // A session revoked through the shared store (by another replica): its clients are refused
+  // from the next request on.
+  void revoked_elsewhere(const std::string& id);
+  // At shutdown: each session this replica served gets its session_end record.
+  void end_sessions();
+
+  std::size_t sessions_served() const;
+  std::uint64_t requests() const;
+  std::uint64_t denied() const;
+
+ private:
+  struct live {
+    session_record record;
+    std::shared_ptr<proxy::proxy_context> ctx;
+  };
+  // The session's context on this replica, made on its first request here (under mutex_).
+  std::shared_ptr<proxy::proxy_context> open_session(const session_record& r);
+  std::shared_ptr<const config::policy_set> policy_of(const session_record& r,
+                                                     const config::policy_set& team) const;
+  std::shared_ptr<const brokers::credential_set> credentials_of(const session_record& r) const;
+
+  gateway_setup setup_;
+  std::unique_ptr<session_store> store_;
+  mutable std::mutex mutex_;
+  std::map<std::string, live> live_;
+};
+
+}  // namespace broker::gateway
