@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "brokers/aws_broker.hpp"
@@ -300,6 +301,35 @@ TEST_CASE("for_session: an aws request signed with the session's dummies is re-s
     CHECK(plan.credential() != "aws");
     CHECK(same(r, before));
   }
+}
+
+TEST_CASE("for_session: sessions are made while other sessions' requests run",
+          "[brokers][credential_set][dummies]") {
+  const credential_set gateway = load_replica();
+  const credential_set a = gateway.for_session(seed_a);
+  const std::string gh_a = variable(a, "BROKER_TEST_S_GH");
+  std::atomic<bool> done{false};
+  std::atomic<int> swapped{0};
+  std::vector<std::jthread> requests;
+  for (int t = 0; t < 2; ++t)
+    requests.emplace_back([&] {
+      while (!done) {
+        request r = bearer(gh_a);
+        swapped += a.apply(to("api.github.com"), r.target, r.headers).swapped;
+        (void)gateway.response_patterns();
+      }
+    });
+  std::vector<std::string> made;
+  for (int i = 0; i < 50; ++i) {
+    std::string seed = "session " + std::to_string(i) + ": 32 random bytes....";
+    made.push_back(variable(gateway.for_session(seed), "BROKER_TEST_S_GH"));
+    CHECK(made.back() == variable(gateway.for_session(seed), "BROKER_TEST_S_GH"));
+  }
+  done = true;
+  requests.clear();
+  CHECK(swapped > 0);
+  std::sort(made.begin(), made.end());
+  CHECK(std::adjacent_find(made.begin(), made.end()) == made.end());  // 50 distinct dummies
 }
 
 TEST_CASE("for_session: a short seed is refused", "[brokers][credential_set][dummies]") {
