@@ -101,13 +101,8 @@ class aws_step final : public request_step {
   swapped_values swapped_;
 };
 
-// What a response echoing a rotated value shows: the dummy, cut or repeated to its length.
-aws_real_credentials issue(aws_credentials c, const std::string& dummy_key_id,
-                           const std::string& dummy_secret, const std::string& dummy_token) {
+aws_real_credentials issue(aws_credentials c) {
   aws_real_credentials r;
-  r.key_id_mask = same_length_mask(dummy_key_id, c.access_key_id.size());
-  r.secret_mask = same_length_mask(dummy_secret, c.secret_access_key.size());
-  r.token_mask = same_length_mask(dummy_token, c.session_token.size());
   r.key_id = std::move(c.access_key_id);
   r.secret_key = std::move(c.secret_access_key);
   r.token = std::move(c.session_token);
@@ -119,34 +114,94 @@ secret copy(const secret& s) {
   return secret(std::string(s.expose()));
 }
 
+// What AWS's temporary credentials look like (an ASIA key id, a 40-character secret, a session
+// token of a few hundred base64 characters): the shapes of a session's dummies for credentials
+// each replica fetches for itself.
+const std::string& shape_of_temporary_key_id() {
+  static const std::string shape = "ASIAQ3EGRXZ7J2NVK5PW";
+  return shape;
+}
+const std::string& shape_of_temporary_secret() {
+  static const std::string shape = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+  return shape;
+}
+const std::string& shape_of_temporary_token() {
+  static const std::string shape = [] {
+    std::string token = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD";
+    while (token.size() < 444) token += "k7Zp2Qm+Xv9Lr4TnB8wYc1JdHs6Ke0Fa3GuVi5Ob/";
+    token.resize(444);
+    return token;
+  }();
+  return shape;
+}
+
 }  // namespace
 
 aws_broker::aws_broker(init values)
     : request_broker(std::move(values.spec), std::move(values.other_layer_hosts)),
-      real_(std::move(values.real)),
+      real_(std::make_shared<const aws_credentials>(std::move(values.real))),
+      rotation_(std::move(values.rotation)),
       dummy_key_id_(std::move(values.dummy_key_id)),
       dummy_secret_(std::move(values.dummy_secret)),
       dummy_token_(std::move(values.dummy_token)),
-      rotation_(std::move(values.rotation)) {
-  if (real_.access_key_id.empty() || real_.secret_access_key.empty())
+      key_id_masks_(dummy_key_id_),
+      secret_masks_(dummy_secret_),
+      token_masks_(dummy_token_.empty() ? dummy_secret_ : dummy_token_) {
+  check_and_identify();
+}
+
+aws_broker::aws_broker(const aws_broker& base, session_dummies dummies)
+    : request_broker(base.spec(), base.other_layer_hosts()),
+      real_(base.real_),
+      rotation_(base.rotation_),
+      dummy_key_id_(std::move(dummies.key_id)),
+      dummy_secret_(std::move(dummies.secret)),
+      dummy_token_(std::move(dummies.token)),
+      key_id_masks_(dummy_key_id_),
+      secret_masks_(dummy_secret_),
+      token_masks_(dummy_token_.empty() ? dummy_secret_ : dummy_token_) {
+  check_and_identify();
+}
+
+void aws_broker::check_and_identify() {
+  if (real_->access_key_id.empty() || real_->secret_access_key.empty() || dummy_key_id_.empty() ||
+      dummy_secret_.empty())
     throw std::invalid_argument("credential " + name() + ": an AWS key id without a secret");
-  if (dummy_key_id_.size() != real_.access_key_id.size() ||
-      dummy_secret_.size() != real_.secret_access_key.size() ||
-      dummy_token_.size() != real_.session_token.size())
+  if (real_->session_token.empty() != dummy_token_.empty() ||
+      (!rotation_ && (dummy_key_id_.size() != real_->access_key_id.size() ||
+                      dummy_secret_.size() != real_->secret_access_key.size() ||
+                      dummy_token_.size() != real_->session_token.size())))
     throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
-  identity_ = aws_identity{name(),          dummy_key_id_,    dummy_secret_,    dummy_token_,
-                           &real_,          &spec().regions, &spec().services, rotation_.get()};
+  identity_ = aws_identity{name(),      dummy_key_id_,   dummy_secret_,    dummy_token_,
+                           real_.get(), &spec().regions, &spec().services, rotation_.get()};
 }
 
 aws_broker::~aws_broker() = default;
 
+std::unique_ptr<request_broker> aws_broker::for_session(const dummy_seed& seed) const {
+  const bool fetched = rotation_ != nullptr;  // by each replica for itself
+  auto shape = [&](const secret& real, const std::string& temporary) {
+    return fetched ? secret(std::string(temporary)) : copy(real);
+  };
+  session_dummies d;
+  d.key_id = seed.dummy(shape(real_->access_key_id, shape_of_temporary_key_id()), name(), "key id");
+  d.secret =
+      seed.dummy(shape(real_->secret_access_key, shape_of_temporary_secret()), name(), "secret");
+  if (!real_->session_token.empty())
+    d.token = seed.dummy(shape(real_->session_token, shape_of_temporary_token()), name(),
+                         "session token");
+  return std::unique_ptr<aws_broker>(new aws_broker(*this, std::move(d)));
+}
+
 credential_values aws_broker::values() const {
   credential_values v;
-  v.reals = {{real_.access_key_id.expose(), dummy_key_id_},
-             {real_.secret_access_key.expose(), dummy_secret_}};
+  v.reals = {
+      {real_->access_key_id.expose(), key_id_masks_.of(real_->access_key_id.size())},
+      {real_->secret_access_key.expose(), secret_masks_.of(real_->secret_access_key.size())}};
   v.dummies = {dummy_key_id_, dummy_secret_};
-  if (!real_.session_token.empty()) {
-    v.reals.push_back({real_.session_token.expose(), dummy_token_});
+  if (!real_->session_token.empty()) {
+    v.reals.push_back(
+        {real_->session_token.expose(), token_masks_.of(real_->session_token.size())});
     v.dummies.push_back(dummy_token_);
   }
   return v;
@@ -156,15 +211,15 @@ void aws_broker::rotated_values(std::chrono::system_clock::time_point now,
                                 std::vector<scrub_pattern>& out) const {
   if (!rotation_) return;
   for (const aws_real_credentials* c : rotation_->live(now)) {
-    out.push_back({c->key_id.expose(), c->key_id_mask});
-    out.push_back({c->secret_key.expose(), c->secret_mask});
-    if (!c->token.empty()) out.push_back({c->token.expose(), c->token_mask});
+    out.push_back({c->key_id.expose(), key_id_masks_.of(c->key_id.size())});
+    out.push_back({c->secret_key.expose(), secret_masks_.of(c->secret_key.size())});
+    if (!c->token.empty()) out.push_back({c->token.expose(), token_masks_.of(c->token.size())});
   }
 }
 
 void aws_broker::dummy_variables(std::vector<dummy_variable>& out) const {
   const std::string* dummies[] = {&dummy_key_id_, &dummy_secret_, &dummy_token_};
-  const std::size_t count = real_.session_token.empty() ? 2 : 3;
+  const std::size_t count = real_->session_token.empty() ? 2 : 3;
   for (std::size_t i = 0; i < count && i < spec().env.size(); ++i)
     out.push_back({spec().env[i], *dummies[i], name()});
 }
@@ -217,15 +272,12 @@ std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
     first.secret_access_key = copy(real.secret_access_key);
     first.session_token = copy(real.session_token);
     first.expiration = real.expiration;
-    const std::string key_id = init.dummy_key_id, secret_key = init.dummy_secret;
-    const std::string token = init.dummy_token.empty() ? secret_key : init.dummy_token;
-    init.rotation = std::make_unique<rotating<aws_real_credentials>>(
-        "credential " + spec.name + ": its temporary AWS credentials",
-        issue(std::move(first), key_id, secret_key, token), std::chrono::system_clock::now(),
-        [spec, key_id, secret_key, token] {
+    init.rotation = std::make_shared<const rotating<aws_real_credentials>>(
+        "credential " + spec.name + ": its temporary AWS credentials", issue(std::move(first)),
+        std::chrono::system_clock::now(), [spec] {
           std::optional<aws_credentials> next = load_aws_credentials(spec.source, spec.env);
           if (!next) throw source_error(spec.source + ": no credentials");
-          return issue(std::move(*next), key_id, secret_key, token);
+          return issue(std::move(*next));
         });
   }
   init.spec = spec;

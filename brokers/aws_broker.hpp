@@ -20,12 +20,18 @@ class aws_broker final : public request_broker {
     std::string dummy_key_id, dummy_secret, dummy_token;  // each its real value's length
     layer_hosts other_layer_hosts;
     // Temporary credentials are fetched again before they expire; null = `real` for good.
-    std::unique_ptr<rotating<aws_real_credentials>> rotation;
+    std::shared_ptr<const rotating<aws_real_credentials>> rotation;
   };
-  // Throws std::invalid_argument for an empty key id or secret, or a dummy of another length.
+  // Throws std::invalid_argument for an empty key id or secret, or (unless they rotate) a dummy
+  // of another length.
   explicit aws_broker(init values);
   ~aws_broker() override;
 
+  // Fixed credentials: dummies shaped like the real values, derived from the seed under the
+  // fields "key id", "secret" and "session token". Temporary ones, which each replica fetches
+  // for itself (other values, other lengths), are shaped like AWS's own instead, so that
+  // replicas still agree.
+  std::unique_ptr<request_broker> for_session(const dummy_seed& seed) const override;
   credential_values values() const override;
   void rotated_values(std::chrono::system_clock::time_point now,
                       std::vector<scrub_pattern>& out) const override;
@@ -37,9 +43,19 @@ class aws_broker final : public request_broker {
                                       bool has_body, request_decision& refused) const override;
 
  private:
-  aws_credentials real_;
+  struct session_dummies {
+    std::string key_id, secret, token;
+  };
+  aws_broker(const aws_broker& base, session_dummies dummies);
+  void check_and_identify();
+
+  // Shared with the other sessions' brokers of this credential.
+  std::shared_ptr<const aws_credentials> real_;
+  std::shared_ptr<const rotating<aws_real_credentials>> rotation_;
   std::string dummy_key_id_, dummy_secret_, dummy_token_;
-  std::unique_ptr<rotating<aws_real_credentials>> rotation_;
+  // What responses show for the real values, from this broker's dummies (the token's from the
+  // secret's when there is no token dummy: temporary credentials may bring a token later).
+  dummy_masks key_id_masks_, secret_masks_, token_masks_;
   aws_identity identity_;  // views into the members above
 };
 

@@ -20,10 +20,10 @@
 namespace broker::brokers {
 
 // One issue of temporary AWS credentials (a credential_process with an Expiration), fetched
-// again before they expire; with same-length stand-ins for responses that echo them.
+// again before they expire. What a response echoing them shows is each session's to say (its
+// broker's dummy_masks).
 struct aws_real_credentials {
   secret key_id, secret_key, token;
-  std::string key_id_mask, secret_mask, token_mask;
   std::chrono::system_clock::time_point expires;
 };
 

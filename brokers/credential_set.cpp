@@ -128,6 +128,14 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
   return credential_set(std::move(brokers));
 }
 
+credential_set credential_set::for_session(std::string_view seed) const {
+  const dummy_seed dummies(seed);
+  std::vector<std::unique_ptr<request_broker>> brokers;
+  brokers.reserve(brokers_.size());
+  for (const auto& b : brokers_) brokers.push_back(b->for_session(dummies));
+  return credential_set(std::move(brokers));
+}
+
 std::vector<dummy_variable> credential_set::dummy_variables() const {
   std::vector<dummy_variable> all, vars;
   for (const auto& b : brokers_) b->dummy_variables(all);

@@ -69,6 +69,16 @@ class credential_set {
                              std::vector<std::string>* skipped = nullptr,
                              const token_transport& transport = {}, bool login_files = false);
 
+  // One session's set on a team gateway (DESIGN §12) that loaded this one: the same real values
+  // (shared, not read again: an env: source was wiped when this set loaded it), bindings and
+  // behaviour, one refresher per rotating credential for all sessions, and every dummy derived
+  // from `seed` (the session's random bytes, at least dummy_seed::min_size; the registry keeps
+  // them), the credential's name and which of its values it stands for. The same seed gives
+  // byte-identical dummies in every replica that loaded equal real values; this set's own
+  // dummies are not the session's. Safe while this set serves requests on other threads. Throws
+  // std::invalid_argument for a short seed, std::logic_error for a login-file credential.
+  credential_set for_session(std::string_view seed) const;
+
   // Checks one request head and, when it passes, swaps bound dummies for real values in place
   // (target's query for opted-in parameters, headers by family), noting each rewritten value
   // in `swaps` when given. Real values are looked for in the target and every header; dummies

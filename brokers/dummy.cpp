@@ -1,9 +1,13 @@
-// Per-session dummy credentials: the real token's known prefix and shape, random everywhere else.
+// Per-session dummy credentials: the real token's known prefix and shape, random everywhere else
+// (from the CSPRNG, or from a stream derived from a session's seed).
 #include "brokers/dummy.hpp"
 
 #include <array>
 #include <stdexcept>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 namespace broker::brokers {
@@ -34,9 +38,15 @@ constexpr std::array<std::string_view, 42> prefixes{
     // Others that are common in agent environments
     "gsk_", "xai-", "r8_", "dop_v1_", "lin_api_", "shpat_", "SG."};
 
-// Uniform random values below `bound` from the CSPRNG, by rejection sampling (no modulo bias).
+// Uniform random values below `bound` from the CSPRNG or a seeded stream, by rejection sampling
+// (no modulo bias).
 class random_source {
  public:
+  explicit random_source(seeded_bytes* seeded = nullptr) : seeded_(seeded) {}
+  ~random_source() { OPENSSL_cleanse(pool_.data(), pool_.size()); }
+  random_source(const random_source&) = delete;
+  random_source& operator=(const random_source&) = delete;
+
   unsigned below(unsigned bound) {
     const unsigned limit = 256 - 256 % bound;  // largest multiple of bound that fits a byte
     for (;;) {
@@ -48,10 +58,13 @@ class random_source {
 
  private:
   void refill() {
-    if (RAND_bytes(pool_.data(), static_cast<int>(pool_.size())) != 1)
+    if (seeded_)
+      seeded_->fill(pool_.data(), pool_.size());
+    else if (RAND_bytes(pool_.data(), static_cast<int>(pool_.size())) != 1)
       throw std::runtime_error("the system random number generator failed");
     next_ = 0;
   }
+  seeded_bytes* seeded_;  // null: the CSPRNG
   std::array<unsigned char, 64> pool_{};
   std::size_t next_ = 64;
 };
@@ -97,6 +110,14 @@ std::size_t jwt_signature_at(std::string_view value) {
   return second + 1;
 }
 
+// Appends a length-prefixed field to a label, so that no two (credential, field) pairs make the
+// same label ("ab" + "c" and "a" + "bc" differ).
+void append_field(std::string& label, std::string_view field) {
+  const auto size = static_cast<std::uint32_t>(field.size());
+  for (int shift = 24; shift >= 0; shift -= 8) label.push_back(static_cast<char>(size >> shift));
+  label.append(field);
+}
+
 }  // namespace
 
 std::string_view known_prefix(std::string_view token) {
@@ -106,7 +127,8 @@ std::string_view known_prefix(std::string_view token) {
   return best;
 }
 
-std::string make_dummy(const secret& real) {
+// A dummy shaped like `real`, its random characters from `rng`.
+std::string shaped_dummy(const secret& real, random_source& rng) {
   std::string_view value = real.expose();
   if (value.empty()) throw std::invalid_argument("cannot make a dummy for an empty value");
   // A JWT keeps its header and claims (expiry, account, plan: clients decode them) and gets a
@@ -120,7 +142,6 @@ std::string make_dummy(const secret& real) {
   for (std::size_t i = keep; i < value.size() && !shaped; ++i)
     shaped = class_of(value[i]) != char_class::other;
 
-  random_source rng;
   std::string dummy(value);
   do {
     for (std::size_t i = shaped ? keep : 0; i < value.size(); ++i) {
@@ -129,6 +150,70 @@ std::string make_dummy(const secret& real) {
     }
   } while (dummy == value);  // ~2^-100 for real tokens; likely only for one-character values
   return dummy;
+}
+
+std::string make_dummy(const secret& real) {
+  random_source rng;
+  return shaped_dummy(real, rng);
+}
+
+std::string make_dummy(const secret& real, seeded_bytes& source) {
+  random_source rng(&source);
+  return shaped_dummy(real, rng);
+}
+
+seeded_bytes::seeded_bytes(std::string_view seed, std::string_view label)
+    : seed_(seed), label_(label) {
+  label_.append(8, '\0');  // the counter's place
+}
+
+seeded_bytes::~seeded_bytes() {
+  wipe(seed_);
+  wipe(label_);
+  OPENSSL_cleanse(block_.data(), block_.size());
+}
+
+void seeded_bytes::fill(unsigned char* out, std::size_t size) {
+  for (std::size_t i = 0; i < size; ++i) {
+    if (used_ == block_.size()) next_block();
+    out[i] = block_[used_++];
+  }
+}
+
+void seeded_bytes::next_block() {
+  const std::size_t at = label_.size() - 8;
+  for (int i = 0; i < 8; ++i) label_[at + i] = static_cast<char>(counter_ >> (56 - 8 * i));
+  ++counter_;
+  unsigned int size = 0;
+  if (HMAC(EVP_sha256(), seed_.data(), static_cast<int>(seed_.size()),
+           reinterpret_cast<const unsigned char*>(label_.data()), label_.size(), block_.data(),
+           &size) == nullptr ||
+      size != block_.size())
+    throw std::runtime_error("HMAC-SHA256 failed");
+  used_ = 0;
+}
+
+dummy_seed::dummy_seed(std::string_view seed) : seed_(std::string(seed)) {
+  if (seed.size() < min_size)
+    throw std::invalid_argument("a session's dummy seed must have at least " +
+                                std::to_string(min_size) + " bytes");
+}
+
+std::string dummy_seed::dummy(const secret& shape, std::string_view credential,
+                              std::string_view field) const {
+  std::string label = "broker session dummy v1";
+  append_field(label, credential);
+  append_field(label, field);
+  seeded_bytes source(seed_.expose(), label);
+  return make_dummy(shape, source);
+}
+
+secret new_dummy_seed() {
+  std::string bytes(32, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(bytes.size())) !=
+      1)
+    throw std::runtime_error("the system random number generator failed");
+  return secret(std::move(bytes));
 }
 
 }  // namespace broker::brokers

@@ -1,10 +1,18 @@
-// Dummy credentials (DESIGN §5): random per session (CSPRNG), same length as the real value,
-// the same known prefix (ghp_, github_pat_, sk-proj-, sk-ant-api03-, AKIA, xoxb-, ...), and every
-// other character replaced by a random one of the same class (upper, lower, digit); other
-// characters ('-', '_', '.', ...) stay where they are. Never equal to the real value. A JWT keeps
-// its header and claims, decodable as before, with a random signature of the same shape.
+// Dummy credentials (DESIGN §5): random per session, same length as the real value, the same
+// known prefix (ghp_, github_pat_, sk-proj-, sk-ant-api03-, AKIA, xoxb-, ...), and every other
+// character replaced by a random one of the same class (upper, lower, digit); other characters
+// ('-', '_', '.', ...) stay where they are. Never equal to the real value. A JWT keeps its header
+// and claims, decodable as before, with a random signature of the same shape.
+//
+// The randomness comes from the CSPRNG (a session of its own: wrap, run) or from a session's
+// seed (a team gateway's session, DESIGN §12): replicas that loaded the same real values then
+// give the session the same dummies, derived from its seed, the credential's name and which of
+// its values the dummy stands for. The shaping is one code path either way.
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,6 +23,52 @@ namespace broker::brokers {
 // The known prefix of a token, or "" when it has none this table knows.
 std::string_view known_prefix(std::string_view token);
 
+// A deterministic byte stream: HMAC-SHA256(seed, label ‖ counter) blocks, the counter a 64-bit
+// big-endian number from 0 (a key derivation in counter mode, NIST SP 800-108 §4.1). Equal seeds
+// and labels give equal streams in every process; the stream tells nothing of the seed, and
+// streams of different labels are independent. Its state is wiped when it is destroyed.
+class seeded_bytes {
+ public:
+  seeded_bytes(std::string_view seed, std::string_view label);
+  ~seeded_bytes();
+  seeded_bytes(const seeded_bytes&) = delete;
+  seeded_bytes& operator=(const seeded_bytes&) = delete;
+
+  // The next `size` bytes of the stream.
+  void fill(unsigned char* out, std::size_t size);
+
+ private:
+  void next_block();
+  std::string seed_, label_;
+  std::array<unsigned char, 32> block_{};
+  std::size_t used_ = 32;  // of block_
+  std::uint64_t counter_ = 0;
+};
+
+// One session's seed for its dummies, held as a secret (whoever has it can derive the session's
+// dummies). The gateway's registry keeps 32 random bytes per session (new_dummy_seed).
+class dummy_seed {
+ public:
+  static constexpr std::size_t min_size = 16;
+  // Throws std::invalid_argument for a seed shorter than min_size bytes (an empty or short
+  // seed would give many sessions the same dummies).
+  explicit dummy_seed(std::string_view seed);
+
+  // The dummy of credential `credential`'s value `field` ("value", "key id", "access token"...)
+  // shaped like `shape`: the same for the same seed, credential, field and shape.
+  std::string dummy(const secret& shape, std::string_view credential, std::string_view field) const;
+
+ private:
+  secret seed_;
+};
+
+// 32 bytes from the CSPRNG: a new session's seed.
+secret new_dummy_seed();
+
+// A dummy shaped like `real`, random from the CSPRNG.
 std::string make_dummy(const secret& real);
+// A dummy shaped like `real`, its random characters drawn from `source`: the same source stream
+// gives the same dummy.
+std::string make_dummy(const secret& real, seeded_bytes& source);
 
 }  // namespace broker::brokers

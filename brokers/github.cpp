@@ -11,6 +11,10 @@ class github_broker final : public value_broker {
  public:
   using value_broker::value_broker;
 
+  std::unique_ptr<value_broker> with_dummy(std::string dummy) const override {
+    return std::make_unique<github_broker>(*this, std::move(dummy));
+  }
+
   int swap_header(std::string_view name, std::string& value) const override {
     if (!is_authorization(name)) return 0;
     auto auth = parse_auth_value(value);

@@ -17,6 +17,10 @@ class header_broker final : public value_broker {
  public:
   using value_broker::value_broker;
 
+  std::unique_ptr<value_broker> with_dummy(std::string dummy) const override {
+    return std::make_unique<header_broker>(*this, std::move(dummy));
+  }
+
   int swap_header(std::string_view name, std::string& value) const override {
     if (spec().also_bearer && is_authorization(name)) {
       auto auth = parse_auth_value(value);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 #include <shared_mutex>
+#include <stdexcept>
 
 #include "brokers/dummy.hpp"
 #include "brokers/login_file_format.hpp"
@@ -100,6 +101,14 @@ class login_file_broker final : public request_broker {
     initial_ = issued_.size();
     if (issued_.empty()) wipe(copy_);
     return !issued_.empty();
+  }
+
+  // A login file is brokered for the one wrap session that sees its copy: a refresh writes the
+  // user's file back, which sessions sharing it would race on.
+  std::unique_ptr<request_broker> for_session(const dummy_seed&) const override {
+    throw std::logic_error(
+        "credential " + name() +
+        ": a login file is brokered for one wrap session, not per gateway session");
   }
 
   credential_values values() const override {

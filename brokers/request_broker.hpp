@@ -108,6 +108,8 @@ class request_step {
   }
 };
 
+class dummy_seed;
+
 class request_broker {
  public:
   using layer_hosts = std::vector<std::vector<config::host_pattern>>;
@@ -118,6 +120,15 @@ class request_broker {
   virtual ~request_broker();
   request_broker(const request_broker&) = delete;
   request_broker& operator=(const request_broker&) = delete;
+
+  // The same credential for another session of a team gateway (DESIGN §12): the same real
+  // values, shared and never read again from their source (a rotating family's refreshes are
+  // shared too), the same binding and behaviour, and dummies derived from `seed`, this
+  // credential's name and which of its values each one stands for. Equal seeds give equal
+  // dummies in every process that loaded equal real values. Safe while this broker serves
+  // requests on other threads. Throws std::logic_error for a family that serves one session
+  // only (login files: a refresh rewrites one user's file).
+  virtual std::unique_ptr<request_broker> for_session(const dummy_seed& seed) const = 0;
 
   const config::credential_spec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
@@ -162,6 +173,9 @@ class request_broker {
                                               std::string_view method, std::string_view target,
                                               const std::vector<http::header_field>& headers,
                                               bool has_body, request_decision& refused) const;
+
+ protected:
+  const layer_hosts& other_layer_hosts() const { return other_layer_hosts_; }
 
  private:
   config::credential_spec spec_;

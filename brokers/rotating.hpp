@@ -39,6 +39,31 @@ inline std::string same_length_mask(std::string_view dummy, std::size_t size) {
   return mask;
 }
 
+// same_length_mask for one dummy at every length asked for, kept: what a broker's responses show
+// for the rotated values it scrubs (a value rotated by a source shared among sessions is masked
+// with each session's own dummy). The views stay valid as long as this object; thread-safe.
+class dummy_masks {
+ public:
+  explicit dummy_masks(std::string dummy) : dummy_(std::move(dummy)) {}
+  dummy_masks(const dummy_masks&) = delete;
+  dummy_masks& operator=(const dummy_masks&) = delete;
+
+  // The dummy, repeated or cut to `size` bytes (a prefix of the dummy repeated: one string at
+  // least as long serves every shorter size).
+  std::string_view of(std::size_t size) const {
+    std::lock_guard lock(mutex_);
+    if (repeats_.empty() || repeats_.back().size() < size)
+      repeats_.push_back(same_length_mask(
+          dummy_, std::max(size, repeats_.empty() ? 0 : 2 * repeats_.back().size())));
+    return std::string_view(repeats_.back()).substr(0, size);
+  }
+
+ private:
+  std::string dummy_;
+  mutable std::mutex mutex_;
+  mutable std::deque<std::string> repeats_;  // each longer than the one before; never shrinks
+};
+
 // `Value` has a member `expires` (std::chrono::system_clock::time_point).
 template <class Value>
 class rotating {

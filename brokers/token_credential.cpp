@@ -19,9 +19,45 @@ constexpr std::string_view token_request_why =
 
 constexpr std::string_view default_gcp_scope = "https://www.googleapis.com/auth/cloud-platform";
 
-// A random string shaped like `example` (same length, character classes and punctuation).
-std::string shaped_like(std::string example) {
-  return make_dummy(secret(std::move(example)));
+// A random string shaped like `example` (same length, character classes and punctuation), from
+// the CSPRNG or, for a gateway's session, from its seed.
+std::string shaped_like(std::string example, const dummy_seed* seed = nullptr,
+                        std::string_view credential = {}, std::string_view field = {}) {
+  const secret shape(std::move(example));
+  return seed ? seed->dummy(shape, credential, field) : make_dummy(shape);
+}
+
+// Shapes of Google's own OAuth clients and refresh tokens, with every letter and digit random.
+gcp_dummy_client gcp_client_like_googles(const dummy_seed* seed, std::string_view credential) {
+  gcp_dummy_client c;
+  c.client_id =
+      shaped_like("764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur", seed, credential, "client id") +
+      ".apps.googleusercontent.com";
+  c.client_secret =
+      "GOCSPX-" + shaped_like("d4FL95Q19q7MQmFpd7hHD0TyQm2x", seed, credential, "client secret");
+  c.refresh_token = "1//0" + shaped_like(
+                                 "gXk2Yb7Lr9QwCgYIARAAGBASNwF-"
+                                 "L9IrQ3aPzT1mNuVxW8kJcD5sHfE2oRtY6bGqZiU0lMnKpA4vSxC7eWdJhB1yTf",
+                                 seed, credential, "refresh token");
+  return c;
+}
+
+// The shape of a session's dummy access token: what the family's tokens look like (a Google
+// "ya29." token; an Entra ID JWT whose claims say only that it never runs out, 2100-01-01,
+// since it stands for whichever real token is current), fixed so that every replica derives
+// the same dummy whatever token it fetched.
+std::string access_token_shape(std::string_view type) {
+  if (type == "gcp")
+    return "ya29.a0AfB_byC3kZ9mQ2xV7pLr4TnB8wYc1JdHs6Ke0Fa3GuVi5OnXq2Rt8MzWb4Ly7Pe1Hc9Dk3Sg6Jf0"
+           "Na5Qu2Vx8Zo4Bi7Cm1Ew3Gy6Iz9Kt2Mv5Ox8Qr1Ts4Uw7Wy0Ya3Cd6Ef9Gh2Ij5Kl8Mn1Op4Qr7St0Uv3Wx"
+           "6Yz9Ab2Cd5Ef8Gh1Ij4Kl7Mn0Op3Qr6St9Uv2Wx5Yz8Ab1Cd4Ef7Gh0Ij3Kl6Mn9Op2Qr5St8Uv1Wx4Yz7"
+           "Ab0Cd3Ef6Gh9Ij0175";
+  // {"typ":"JWT","alg":"RS256"} . {"exp":4102444800} . a 342-character RS256 signature
+  std::string jwt = "eyJ0eXAiOiJKV1QiLCJhbGciOiJSUzI1NiJ9.eyJleHAiOjQxMDI0NDQ4MDB9.";
+  const std::size_t size = jwt.size() + 342;
+  while (jwt.size() < size) jwt += "Qk7Zp2Qm_Xv9Lr4TnB8wYc1JdHs6Ke0Fa3GuVi5Ob-";
+  jwt.resize(size);
+  return jwt;
 }
 
 std::string scopes_of(const config::credential_spec& spec) {
@@ -98,6 +134,11 @@ class gcp_token_step final : public request_step {
   std::optional<local_answer> answer_;
 };
 
+// The token as issued: nothing of any session's dummy is in it.
+issued_token issue(access_token token) {
+  return {std::move(token.token), token.expires};
+}
+
 }  // namespace
 
 token_credential::token_credential(config::credential_spec spec, layer_hosts other_layer_hosts,
@@ -106,27 +147,27 @@ token_credential::token_credential(config::credential_spec spec, layer_hosts oth
   const auto issued = system_clock::now();
   access_token first = fetch();
   dummy_ = make_dummy(first.token);
-  if (request_broker::spec().type == "gcp") {
-    // Shapes of Google's own OAuth clients and refresh tokens, with every letter and digit random.
-    gcp_client_.client_id = shaped_like("764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur") +
-                            ".apps.googleusercontent.com";
-    gcp_client_.client_secret = "GOCSPX-" + shaped_like("d4FL95Q19q7MQmFpd7hHD0TyQm2x");
-    gcp_client_.refresh_token =
-        "1//0" + shaped_like(
-                     "gXk2Yb7Lr9QwCgYIARAAGBASNwF-"
-                     "L9IrQ3aPzT1mNuVxW8kJcD5sHfE2oRtY6bGqZiU0lMnKpA4vSxC7eWdJhB1yTf");
-  }
-  tokens_ = std::make_unique<rotating<issued_token>>(
+  masks_ = std::make_unique<const dummy_masks>(dummy_);
+  if (request_broker::spec().type == "gcp") gcp_client_ = gcp_client_like_googles(nullptr, {});
+  tokens_ = std::make_shared<const rotating<issued_token>>(
       "credential " + name() + ": its access token", issue(std::move(first)), issued,
-      [this, fetch = std::move(fetch)] { return issue(fetch()); });
+      [fetch = std::move(fetch)] { return issue(fetch()); });
 }
 
-issued_token token_credential::issue(access_token token) const {
-  issued_token t;
-  t.mask = same_length_mask(dummy_, token.token.size());
-  t.token = std::move(token.token);
-  t.expires = token.expires;
-  return t;
+token_credential::token_credential(const token_credential& base, std::string dummy,
+                                   gcp_dummy_client client)
+    : request_broker(base.spec(), base.other_layer_hosts()),
+      dummy_(std::move(dummy)),
+      gcp_client_(std::move(client)),
+      masks_(std::make_unique<const dummy_masks>(dummy_)),
+      tokens_(base.tokens_) {}
+
+std::unique_ptr<request_broker> token_credential::for_session(const dummy_seed& seed) const {
+  std::string dummy = shaped_like(access_token_shape(spec().type), &seed, name(), "access token");
+  gcp_dummy_client client;
+  if (spec().type == "gcp") client = gcp_client_like_googles(&seed, name());
+  return std::unique_ptr<token_credential>(
+      new token_credential(*this, std::move(dummy), std::move(client)));
 }
 
 std::string token_credential::gcp_key_file() const {
@@ -161,7 +202,8 @@ credential_values token_credential::values() const {
 
 void token_credential::rotated_values(system_clock::time_point now,
                                       std::vector<scrub_pattern>& out) const {
-  for (const issued_token* issued : live(now)) out.push_back({issued->token.expose(), issued->mask});
+  for (const issued_token* issued : live(now))
+    out.push_back({issued->token.expose(), mask(issued->token.size())});
 }
 
 void token_credential::dummy_variables(std::vector<dummy_variable>& out) const {

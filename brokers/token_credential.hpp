@@ -30,9 +30,10 @@ namespace broker::brokers {
 // source_error when no answer arrives.
 using token_transport = std::function<std::string(const std::string& url, const std::string& form)>;
 
+// One access token as fetched. What a response echoing it shows is each session's to say (its
+// credential's dummy_masks).
 struct issued_token {
   secret token;
-  std::string mask;  // the token's length, from the dummy: what a response echoing it shows
   std::chrono::system_clock::time_point expires;
 };
 
@@ -49,9 +50,17 @@ class token_credential final : public request_broker {
 
   // Fetches the first token now (throws source_error) and starts the refresher.
   token_credential(config::credential_spec spec, layer_hosts other_layer_hosts, fetcher fetch);
-  ~token_credential() override = default;  // tokens_ (its refresher) goes first
+  ~token_credential() override = default;
+
+  // Shares this credential's tokens and their refresher (N sessions, one refresh). The dummy
+  // access token is shaped like the family's tokens, not like the first one fetched (each
+  // replica fetches its own: another length, a JWT's other claims), so that replicas agree;
+  // fields "access token", and for gcp "client id", "client secret", "refresh token".
+  std::unique_ptr<request_broker> for_session(const dummy_seed& seed) const override;
 
   const std::string& dummy() const { return dummy_; }
+  // What a response shows for a real token of `size` bytes: the dummy, cut or repeated.
+  std::string_view mask(std::size_t size) const { return masks_->of(size); }
   const gcp_dummy_client& gcp_client() const { return gcp_client_; }
 
   // The latest token (stays valid as long as this credential).
@@ -87,11 +96,13 @@ class token_credential final : public request_broker {
                                       bool has_body, request_decision& refused) const override;
 
  private:
-  issued_token issue(access_token token) const;
+  token_credential(const token_credential& base, std::string dummy, gcp_dummy_client client);
 
   std::string dummy_;
   gcp_dummy_client gcp_client_;
-  std::unique_ptr<rotating<issued_token>> tokens_;
+  std::unique_ptr<const dummy_masks> masks_;  // of dummy_
+  // Shared with the other sessions' credentials of it; the refresher stops with the last one.
+  std::shared_ptr<const rotating<issued_token>> tokens_;
 };
 
 // The fetcher for a gcp or azure credential's source:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "brokers/dummy.hpp"
 #include "brokers/families.hpp"
 #include "brokers/text.hpp"
 
@@ -12,15 +13,27 @@ namespace broker::brokers {
 
 value_broker::value_broker(init values)
     : request_broker(std::move(values.spec), std::move(values.other_layer_hosts)),
-      real_(std::move(values.real)),
+      real_(std::make_shared<const secret>(std::move(values.real))),
       dummy_(std::move(values.dummy)) {
-  if (real_.empty()) throw std::invalid_argument("credential " + name() + ": empty value");
-  if (dummy_.size() != real_.size())
+  if (real_->empty()) throw std::invalid_argument("credential " + name() + ": empty value");
+  if (dummy_.size() != real_->size())
     throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
 }
 
+value_broker::value_broker(const value_broker& base, std::string dummy)
+    : request_broker(base.spec(), base.other_layer_hosts()),
+      real_(base.real_),
+      dummy_(std::move(dummy)) {
+  if (dummy_.size() != real_->size())
+    throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
+}
+
+std::unique_ptr<request_broker> value_broker::for_session(const dummy_seed& seed) const {
+  return with_dummy(seed.dummy(*real_, name(), "value"));
+}
+
 credential_values value_broker::values() const {
-  return {{{real_.expose(), dummy_}}, {dummy_}};
+  return {{{real_->expose(), dummy_}}, {dummy_}};
 }
 
 void value_broker::dummy_variables(std::vector<dummy_variable>& out) const {
@@ -29,7 +42,7 @@ void value_broker::dummy_variables(std::vector<dummy_variable>& out) const {
 
 int value_broker::swap_exact(std::string& value) const {
   if (value != dummy_) return 0;
-  value.assign(real_.expose());
+  value.assign(real_->expose());
   return 1;
 }
 
@@ -49,7 +62,7 @@ int value_broker::swap_query(std::string& target) const {
       std::string_view value = param.substr(eq + 1);
       if (std::find(spec().query.begin(), spec().query.end(), name) != spec().query.end() &&
           (value == dummy_ || percent_decode(value) == dummy_)) {
-        std::string encoded = percent_encode(real_.expose());
+        std::string encoded = percent_encode(real_->expose());
         const std::size_t value_at = at + eq + 1, value_size = value.size();
         target.replace(value_at, value_size, encoded);
         end = value_at + encoded.size();

@@ -23,9 +23,13 @@ class value_broker : public request_broker {
   };
   // Throws std::invalid_argument for an empty real value or a dummy of another length.
   explicit value_broker(init values);
+  // `base`'s credential for another session, with `dummy` (same length as the real value).
+  value_broker(const value_broker& base, std::string dummy);
 
   const std::string& dummy() const { return dummy_; }
 
+  // The dummy is the real value's shape, derived from the seed under the field "value".
+  std::unique_ptr<request_broker> for_session(const dummy_seed& seed) const override;
   credential_values values() const override;
   void dummy_variables(std::vector<dummy_variable>& out) const override;
   int swap_query(std::string& target) const override;
@@ -34,10 +38,14 @@ class value_broker : public request_broker {
   // Replaces the dummy in `value` when `value` is exactly the dummy; 1 or 0.
   int swap_exact(std::string& value) const;
   // The real value's bytes, to write them into a request being swapped; never to keep.
-  std::string_view real() const { return real_.expose(); }
+  std::string_view real() const { return real_->expose(); }
 
  private:
-  secret real_;
+  // The family's broker of the same credential with another dummy (each family constructs its
+  // own type).
+  virtual std::unique_ptr<value_broker> with_dummy(std::string dummy) const = 0;
+
+  std::shared_ptr<const secret> real_;  // shared with the other sessions' brokers of it
   std::string dummy_;
 };
 

@@ -127,9 +127,6 @@ broker::brokers::aws_real_credentials issue(const std::string& key_id,
   c.key_id = secret(std::string(key_id));
   c.secret_key = secret(std::string(secret_key));
   c.token = secret(std::string(token));
-  c.key_id_mask = broker::brokers::same_length_mask(dummy_key_id, key_id.size());
-  c.secret_mask = broker::brokers::same_length_mask(dummy_secret, secret_key.size());
-  c.token_mask = broker::brokers::same_length_mask(dummy_secret, token.size());
   c.expires = expires;
   return c;
 }

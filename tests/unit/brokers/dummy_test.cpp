@@ -2,13 +2,17 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <set>
 #include <stdexcept>
 #include <string>
 
+using broker::brokers::dummy_seed;
 using broker::brokers::known_prefix;
 using broker::brokers::make_dummy;
+using broker::brokers::new_dummy_seed;
 using broker::brokers::secret;
+using broker::brokers::seeded_bytes;
 
 namespace {
 
@@ -141,4 +145,91 @@ TEST_CASE("a dotted token that is no JWT is shaped as a whole") {
   const std::string dummy = make_dummy(secret(std::string(token)));
   CHECK(dummy.substr(0, 9) != token.substr(0, 9));
   CHECK(shape(dummy) == shape(token));
+}
+
+// ---- dummies derived from a session's seed ------------------------------------------------------
+
+namespace {
+
+std::string hex(const unsigned char* bytes, std::size_t size) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < size; ++i) {
+    out.push_back(digits[bytes[i] >> 4]);
+    out.push_back(digits[bytes[i] & 15]);
+  }
+  return out;
+}
+
+const std::string seed_a = "0123456789abcdef0123456789abcdef";
+const std::string seed_b = "fedcba9876543210fedcba9876543210";
+
+}  // namespace
+
+TEST_CASE("seeded bytes are HMAC-SHA256 blocks over the label and a counter",
+          "[brokers][dummies]") {
+  // Computed independently: HMAC-SHA256(seed, "test label" || uint64_be(n)) for n = 0, 1.
+  seeded_bytes source(seed_a, "test label");
+  std::array<unsigned char, 40> out{};
+  source.fill(out.data(), 10);  // in pieces that straddle the block boundary
+  source.fill(out.data() + 10, 30);
+  CHECK(hex(out.data(), 32) == "73a357919061022de38648cdbf8bd9b7a1550aeb0c6e45d02250965c806f9c32");
+  CHECK(hex(out.data() + 32, 8) == "43e3242a049d83d2");
+
+  // Another seed or label: another stream.
+  std::array<unsigned char, 32> other_seed{}, other_label{};
+  seeded_bytes(seed_b, "test label").fill(other_seed.data(), other_seed.size());
+  seeded_bytes(seed_a, "test label 2").fill(other_label.data(), other_label.size());
+  CHECK(hex(other_seed.data(), 32) != hex(out.data(), 32));
+  CHECK(hex(other_label.data(), 32) != hex(out.data(), 32));
+}
+
+TEST_CASE("a seeded dummy keeps the shape and is the same for the same stream",
+          "[brokers][dummies]") {
+  for (const char* prefix : {"ghp_", "github_pat_", "sk-proj-", "sk-ant-api03-", "AKIA", "xoxb-"}) {
+    INFO("prefix " << prefix);
+    const std::string real_text = fake_token(prefix);
+    const secret real{std::string(real_text)};
+    seeded_bytes one(seed_a, "label"), again(seed_a, "label"), other(seed_b, "label");
+    const std::string a = make_dummy(real, one);
+    CHECK(a == make_dummy(real, again));
+    CHECK(a != make_dummy(real, other));
+    CHECK(a.starts_with(prefix));
+    CHECK(shape(a) == shape(real_text));
+    CHECK(a != real_text);
+  }
+  // A JWT keeps its header and claims; the signature comes from the stream.
+  const std::string jwt =
+      "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+      "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+  seeded_bytes source(seed_a, "jwt");
+  const std::string dummy = make_dummy(secret(std::string(jwt)), source);
+  const std::size_t signature_at = jwt.rfind('.') + 1;
+  CHECK(dummy.substr(0, signature_at) == jwt.substr(0, signature_at));
+  CHECK(dummy.substr(signature_at) != jwt.substr(signature_at));
+  CHECK(shape(dummy) == shape(jwt));
+}
+
+TEST_CASE("a dummy seed derives one dummy per credential and field", "[brokers][dummies]") {
+  const secret real{fake_token("ghp_")};
+  const dummy_seed a(seed_a), a_again(seed_a), b(seed_b);
+  const std::string github = a.dummy(real, "github", "value");
+  CHECK(github == a_again.dummy(real, "github", "value"));
+  CHECK(github != b.dummy(real, "github", "value"));
+  CHECK(github != a.dummy(real, "github2", "value"));
+  CHECK(github != a.dummy(real, "github", "value2"));
+  // The name and field are length-prefixed: moving a byte from one to the other is another label.
+  CHECK(a.dummy(real, "ab", "c") != a.dummy(real, "a", "bc"));
+  CHECK(shape(github) == shape(fake_token("ghp_")));
+
+  CHECK_THROWS_AS(dummy_seed(""), std::invalid_argument);
+  CHECK_THROWS_AS(dummy_seed(std::string(dummy_seed::min_size - 1, 'x')), std::invalid_argument);
+  CHECK_NOTHROW(dummy_seed(std::string(dummy_seed::min_size, 'x')));
+}
+
+TEST_CASE("a new dummy seed is 32 bytes from the CSPRNG", "[brokers][dummies]") {
+  const secret one = new_dummy_seed(), two = new_dummy_seed();
+  CHECK(one.size() == 32);
+  CHECK(two.size() == 32);
+  CHECK(one.expose() != two.expose());
 }

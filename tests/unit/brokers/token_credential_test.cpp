@@ -148,7 +148,7 @@ TEST_CASE("token credential: the first token is fetched and a dummy shaped like 
   CHECK(t.current().token.expose() == real_token);
   CHECK(t.current().expires >= before + 1h);
   CHECK(t.current().expires <= after + 1h);
-  CHECK(t.current().mask == t.dummy());  // same length: the mask is the dummy itself
+  CHECK(t.mask(real_token.size()) == t.dummy());  // same length: the mask is the dummy itself
 
   CHECK(t.dummy().size() == real_token.size());
   CHECK(t.dummy().starts_with("ya29."));
