@@ -19,7 +19,9 @@
 #include "cli/common.hpp"
 #include "cli/session_setup.hpp"
 #include "config/policy_set.hpp"
+#include "gateway/admin_listener.hpp"
 #include "gateway/gateway.hpp"
+#include "gateway/metrics.hpp"
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
@@ -42,6 +44,9 @@ struct serve_options {
   // Team gateway (DESIGN §12): many sessions, each client authenticating as one.
   bool gateway = false;
   std::string proxy_authority;  // what session env files name (a front such as haproxy)
+  std::string redis;            // replicas share sessions, budgets and revocations here
+  std::string replica;          // this replica's name (default: the gateway's session name)
+  std::string admin;            // HOST:PORT of the admin listener (/metrics)
 };
 
 // serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
@@ -77,6 +82,42 @@ std::string credential_specs(const config::policy_set& set) {
   std::string out;
   for (const auto& layer : set.layers()) out += config::to_json(layer)["credentials"].dump();
   return out;
+}
+
+// Every record counted by session; open connections, the leaf cache and the sessions held read
+// at each scrape.
+void attach_metrics(gateway::metrics& m, proxy::proxy_context& ctx, proxy::tls_contexts& tls) {
+  m.add_gauge("broker_open_connections", "Client connections open now",
+              [&ctx] { return static_cast<double>(ctx.active_connections.load()); });
+  m.add_gauge("broker_leaf_cache_entries", "Leaf certificates held for intercepted hosts",
+              [&tls] { return static_cast<double>(tls.leaves().size()); });
+  m.add_collector([&tls](gateway::exposition& out) {
+    out.family("broker_leaf_mints_total", "Leaf certificates minted (leaf cache misses)",
+               gateway::exposition::kind::counter);
+    out.sample("broker_leaf_mints_total", {}, static_cast<std::uint64_t>(tls.leaves().minted()));
+  });
+}
+
+void attach_redis_metrics(gateway::metrics& m, std::shared_ptr<gateway::redis_stats> stats) {
+  m.add_collector([stats](gateway::exposition& out) {
+    const auto s = stats->read();
+    using kind = gateway::exposition::kind;
+    const std::pair<const char*, std::uint64_t> counters[] = {
+        {"broker_redis_commands_total", s.commands},
+        {"broker_redis_round_trips_total", s.round_trips},
+        {"broker_redis_errors_total", s.errors},
+        {"broker_redis_connects_total", s.connects}};
+    const char* help[] = {"Commands sent to Redis", "Round trips to Redis (writes of commands)",
+                          "Redis commands that failed (unreachable, or an error reply)",
+                          "Connections made to Redis"};
+    for (std::size_t i = 0; i < 4; ++i) {
+      out.family(counters[i].first, help[i], kind::counter);
+      out.sample(counters[i].first, {}, counters[i].second);
+    }
+    out.family("broker_redis_round_trip_seconds", "Redis round-trip latency", kind::histogram);
+    out.histogram("broker_redis_round_trip_seconds", {}, gateway::redis_stats::latency_bounds,
+                  s.latency_buckets, s.latency_sum_seconds, s.latency_count);
+  });
 }
 
 nlohmann::ordered_json policy_sources(const config::policy_set& set) {
@@ -122,6 +163,13 @@ int run_serve(const serve_options& o) {
   // A gateway's own context holds no budget: its sessions have theirs.
   if (!o.gateway) ctx->set_budget(setup.budget);
   std::shared_ptr<gateway::gateway> team_gateway;
+  auto metrics = std::make_shared<gateway::metrics>();
+  const auto observe = [metrics](const std::string& session, const proxy::audit_entry& e) {
+    metrics->exchange(session, e);
+    if (e.llm_cost_usd > 0) metrics->llm_cost(session, e.credential, "", e.llm_cost_usd);
+  };
+  ctx->set_record_observer(observe);
+  attach_metrics(*metrics, *ctx, *tls);
 
   std::unique_ptr<proxy::server> server;
   try {
@@ -140,6 +188,23 @@ int run_serve(const serve_options& o) {
       std::filesystem::remove(log, ec);
     return exit_failure;
   }
+  std::unique_ptr<gateway::admin_listener> admin;
+  if (!o.admin.empty()) {
+    std::string admin_host;
+    std::uint16_t admin_port = 0;
+    if (!split_listen(o.admin, admin_host, admin_port)) {
+      std::cerr << "broker: --admin " << o.admin << ": expected HOST:PORT\n";
+      return exit_usage;
+    }
+    try {
+      admin = std::make_unique<gateway::admin_listener>(admin_host, admin_port, metrics);
+    } catch (const std::exception& e) {
+      std::cerr << "broker: --admin: " << e.what() << "\n";
+      return exit_failure;
+    }
+    session::log(spdlog::level::info, session::log_tag(options.session_id),
+                 "admin listener on http://{}:{}/metrics", admin_host, admin->port());
+  }
   const bool v6 = server->host().find(':') != std::string::npos;
   const std::string url = "http://" + (v6 ? "[" + server->host() + "]" : server->host()) + ":" +
                           std::to_string(server->port());
@@ -157,14 +222,40 @@ int run_serve(const serve_options& o) {
                             : o.proxy_authority;
     g.listen = url;
     g.trust_bundle = bundle.string();
+    g.replica = o.replica.empty() ? options.session_id : o.replica;
+    g.observer = observe;
+    g.on_revoked = [metrics](const std::string& id) { metrics->forget_session(id); };
+    if (!o.redis.empty()) {
+      try {
+        auto stats = std::make_shared<gateway::redis_stats>();
+        g.redis = std::make_shared<gateway::redis_store>(gateway::redis_endpoint::parse(o.redis),
+                                                         stats, std::chrono::milliseconds(1000));
+        attach_redis_metrics(*metrics, stats);
+      } catch (const std::exception& e) {
+        std::cerr << "broker: --redis: " << e.what() << "\n";
+        return exit_usage;
+      }
+    }
     try {
       certs::write_trust_bundle(bundle, *ca);
     } catch (const std::exception& e) {
       std::cerr << "broker: " << bundle.string() << ": " << e.what() << "\n";
       return exit_failure;
     }
-    team_gateway = std::make_shared<gateway::gateway>(std::move(g), gateway::make_memory_store());
+    auto redis = g.redis;
+    team_gateway = std::make_shared<gateway::gateway>(std::move(g));
+    metrics->add_gauge("broker_gateway_sessions", "Gateway sessions served by this replica",
+                       [gw = std::weak_ptr<gateway::gateway>(team_gateway)] {
+                         auto g = gw.lock();
+                         return g ? static_cast<double>(g->sessions_served()) : 0.0;
+                       });
     ctx->set_resolver(team_gateway);
+    if (redis) {
+      std::weak_ptr<gateway::gateway> weak = team_gateway;
+      redis->watch_revocations([weak](const std::string& id) {
+        if (auto gw = weak.lock()) gw->revoked_elsewhere(id);
+      });
+    }
   }
   session::session_start start;
   start.mode = "serve";
@@ -268,6 +359,14 @@ void register_serve(CLI::App& root, int& exit_status) {
                 "its session's proxy credential");
   app->add_option("--proxy-authority", options->proxy_authority,
                   "HOST:PORT that session env files tell clients to dial (default: --listen's)");
+  app->add_option("--redis", options->redis,
+                  "With --gateway: share sessions, budgets and revocations with other replicas "
+                  "(redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH)");
+  app->add_option("--replica", options->replica,
+                  "This replica's name in audit files and shared state (default: --session)");
+  app->add_option("--admin", options->admin,
+                  "HOST:PORT for the admin listener: GET /metrics (Prometheus), /healthz; no "
+                  "authentication, so bind it to loopback or an admin network");
   app->add_option("--timeout", options->timeouts,
                   "NAME=DURATION: head, idle, dns, connect, tls, upstream, body, tunnel, drain")
       ->allow_extra_args(false);

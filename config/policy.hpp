@@ -132,6 +132,10 @@ struct budget_spec : budget_amounts {
   std::map<std::string, model_price> prices;
   std::vector<host_budget_spec> per_host;  // one per distinct normalized pattern
   exhaust_action on_exhaust = exhaust_action::deny;
+  // A team gateway whose shared state (Redis) cannot be reached: "deny" (the default) refuses
+  // the session's requests (503 state_unavailable), "allow" lets them go, counted only here.
+  // Unset: not said by this layer.
+  std::optional<bool> allow_without_state;
 };
 
 struct env_spec {

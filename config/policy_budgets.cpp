@@ -87,7 +87,8 @@ std::vector<host_budget_spec> parse_per_host(const json_node& section) {
                  "\" (a host name, \"*.\" + a host name, or \"*\")");
     entry.expect_object("expected an object of budgets");
     // A clearer word than "unknown key" for the session-wide keys.
-    for (const char* session_only : {"duration", "on_exhaust", "prices", "per_host"})
+    for (const char* session_only :
+         {"duration", "on_exhaust", "on_state_unavailable", "prices", "per_host"})
       if (auto n = entry.find(session_only))
         n->fail(std::string("\"") + session_only + "\" applies to the whole session, not per host");
     entry.reject_unknown_keys(
@@ -135,7 +136,8 @@ std::vector<std::string> parse_paths(const json_node& node) {
 budget_spec parse_budgets(const json_node& section) {
   section.expect_object("expected an object");
   section.reject_unknown_keys({"requests", "bytes_out", "bytes_in", "duration", "llm_tokens",
-                               "cost_usd", "rate", "prices", "per_host", "on_exhaust"});
+                               "cost_usd", "rate", "prices", "per_host", "on_exhaust",
+                               "on_state_unavailable"});
   budget_spec b;
   parse_amounts(section, b);
   if (auto n = section.find("duration")) {
@@ -153,6 +155,11 @@ budget_spec parse_budgets(const json_node& section) {
       b.on_exhaust = exhaust_action::kill;
     else
       n->fail("expected \"deny\" or \"kill\"");
+  }
+  if (auto n = section.find("on_state_unavailable")) {
+    std::string action = n->value().is_string() ? n->value().get<std::string>() : "";
+    if (action != "deny" && action != "allow") n->fail("expected \"deny\" or \"allow\"");
+    b.allow_without_state = action == "allow";
   }
   return b;
 }

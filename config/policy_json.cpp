@@ -102,6 +102,7 @@ ordered_json budgets_json(const budget_spec& b) {
     j["per_host"] = std::move(per_host);
   }
   j["on_exhaust"] = b.on_exhaust == exhaust_action::kill ? "kill" : "deny";
+  if (b.allow_without_state) j["on_state_unavailable"] = *b.allow_without_state ? "allow" : "deny";
   return j;
 }
 

@@ -49,8 +49,12 @@ nlohmann::ordered_json error(const std::string& why) { return {{"error", why}}; 
 
 }  // namespace
 
-gateway::gateway(gateway_setup setup, std::unique_ptr<session_store> store)
-    : setup_(std::move(setup)), store_(std::move(store)) {}
+gateway::gateway(gateway_setup setup) : setup_(std::move(setup)) {
+  if (setup_.redis)
+    store_ = setup_.redis;
+  else
+    store_ = make_memory_store();
+}
 
 gateway::~gateway() = default;
 
@@ -63,8 +67,9 @@ std::shared_ptr<const config::policy_set> gateway::policy_of(
 
 std::shared_ptr<const brokers::credential_set> gateway::credentials_of(
     const session_record& r) const {
-  (void)r;
-  return setup_.credentials;
+  // The team's real values, with this session's own dummies: the same on every replica.
+  return std::make_shared<const brokers::credential_set>(
+      setup_.credentials->for_session(r.dummy_seed));
 }
 
 std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record& r) {
@@ -74,11 +79,18 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   options.session_id = r.id;
   auto ctx = std::make_shared<proxy::proxy_context>(options, policy, setup_.open_audit(r.id),
                                                     credentials_of(r), setup_.tls);
-  ctx->set_budget(std::make_shared<session::session_budget>(session::tightest(policy->layers()),
-                                                            std::chrono::steady_clock::now()));
+  auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
+                                                          std::chrono::steady_clock::now());
+  ctx->set_budget(budget);
+  std::shared_ptr<shared_budget> shared;
+  if (setup_.redis && shares_budgets(budget->limits())) {
+    shared = std::make_shared<shared_budget>(setup_.redis, r.id, setup_.replica, budget);
+    ctx->set_shared_admission(shared);
+  }
   if (r.expires_ms > 0)
     ctx->set_expiry(std::chrono::system_clock::time_point(std::chrono::milliseconds(r.expires_ms)));
   if (r.revoked) ctx->revoke();
+  if (setup_.observer) ctx->set_record_observer(setup_.observer);
   session::session_start start;
   start.mode = "serve";
   start.listen = setup_.listen;
@@ -94,7 +106,7 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   }
   ctx->audit_log().write(first);
   session::log(spdlog::level::info, session::log_tag(r.id), "session served here from now on");
-  live_.emplace(r.id, live{r, ctx});
+  live_.emplace(r.id, live{r, ctx, shared});
   return ctx;
 }
 
@@ -211,11 +223,14 @@ nlohmann::ordered_json gateway::revoke(const std::string& id) {
 }
 
 void gateway::revoked_elsewhere(const std::string& id) {
-  std::lock_guard lock(mutex_);
-  if (auto it = live_.find(id); it != live_.end()) {
-    it->second.record.revoked = true;
-    it->second.ctx->revoke();
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = live_.find(id); it != live_.end()) {
+      it->second.record.revoked = true;
+      it->second.ctx->revoke();
+    }
   }
+  if (setup_.on_revoked) setup_.on_revoked(id);
 }
 
 std::optional<nlohmann::ordered_json> gateway::command(const std::string& line) {
@@ -245,8 +260,11 @@ void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team
 
 void gateway::end_sessions() {
   std::lock_guard lock(mutex_);
-  for (auto& [id, l] : live_)
+  for (auto& [id, l] : live_) {
+    if (l.shared) l.shared->flush();
     l.ctx->audit_log().end(session::end_record(proxy::session_end_of(*l.ctx, std::nullopt)));
+  }
+  if (setup_.redis) setup_.redis->close();  // before the workers' io_contexts go
 }
 
 std::size_t gateway::sessions_served() const {

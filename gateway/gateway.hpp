@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/session_store.hpp"
+#include "gateway/shared_budget.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/session_resolver.hpp"
 
@@ -32,11 +33,19 @@ struct gateway_setup {
   std::string proxy_authority;  // "host:port" the clients dial (a front such as haproxy's)
   std::string listen;           // this replica's own listener URL, for records
   std::string trust_bundle;     // the file of system roots + the gateway CA, for env files
+  // Replicas: the shared store (null: sessions live in this process) and this replica's name.
+  std::shared_ptr<redis_store> redis;
+  std::string replica;
+  // Told of every session's records (metrics); may be empty.
+  proxy::proxy_context::record_observer observer;
+  // A session revoked here or elsewhere: its series go (metrics); may be empty.
+  std::function<void(const std::string& session_id)> on_revoked;
 };
 
 class gateway final : public proxy::session_resolver {
  public:
-  gateway(gateway_setup setup, std::unique_ptr<session_store> store);
+  // Keeps its sessions in setup.redis when set, else in this process.
+  explicit gateway(gateway_setup setup);
   ~gateway() override;
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
@@ -63,7 +72,8 @@ class gateway final : public proxy::session_resolver {
   // A session revoked through the shared store (by another replica): its clients are refused
   // from the next request on.
   void revoked_elsewhere(const std::string& id);
-  // At shutdown: each session this replica served gets its session_end record.
+  // At shutdown: what each session spent here goes to the shared state, and each session this
+  // replica served gets its session_end record.
   void end_sessions();
 
   std::size_t sessions_served() const;
@@ -74,6 +84,7 @@ class gateway final : public proxy::session_resolver {
   struct live {
     session_record record;
     std::shared_ptr<proxy::proxy_context> ctx;
+    std::shared_ptr<shared_budget> shared;  // set when replicas share its budgets
   };
   // The session's context on this replica, made on its first request here (under mutex_).
   std::shared_ptr<proxy::proxy_context> open_session(const session_record& r);
@@ -82,7 +93,7 @@ class gateway final : public proxy::session_resolver {
   std::shared_ptr<const brokers::credential_set> credentials_of(const session_record& r) const;
 
   gateway_setup setup_;
-  std::unique_ptr<session_store> store_;
+  std::shared_ptr<session_store> store_;
   mutable std::mutex mutex_;
   std::map<std::string, live> live_;
 };

@@ -272,6 +272,10 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     co_await ex.refuse(*refused, false);
     co_return;
   }
+  if (auto refused = co_await ex.admit_shared(dest.host)) {
+    co_await ex.refuse(*refused, false);
+    co_return;
+  }
   ex.arm_for_dial();
   auto dialed = co_await dial_upstream(*ctx_, *policy, dest);
   if (dialed.refused) {

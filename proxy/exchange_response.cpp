@@ -293,7 +293,8 @@ void http_exchange::account_llm_usage(session::llm_usage_meter& meter) {
   entry_.llm_tokens = usage.total();
   entry_.llm_estimated = usage.estimated;
   if (auto* budget = io_.ctx.budget())
-    budget->add_llm_usage(entry_.host, usage.model, usage.input_tokens, usage.output_tokens);
+    entry_.llm_cost_usd =
+        budget->add_llm_usage(entry_.host, usage.model, usage.input_tokens, usage.output_tokens);
 }
 
 void http_exchange::scrub_head(http::message_head& head) const {

@@ -8,6 +8,7 @@
 #include "brokers/scrubber.hpp"
 #include "proxy/address_guard.hpp"
 #include "proxy/limits.hpp"
+#include "proxy/shared_admission.hpp"
 #include "proxy/target.hpp"
 #include "proxy/upstream_dialer.hpp"
 #include "session/llm_usage.hpp"
@@ -128,6 +129,8 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   const auto policy = io_.ctx.policy();
   if (auto refused = admit(*policy, head, to))
     co_return co_await refuse(*refused, to.keep_after_refusal);
+  if (auto refused = co_await admit_shared(dest.host))
+    co_return co_await refuse(*refused, to.keep_after_refusal);
   llm_ = session::classify_llm_request(dest.host, head.method, to.path_and_query);
 
   // The brokers: refuse what must not leave, swap what may (DESIGN §5).
@@ -217,6 +220,12 @@ asio::awaitable<bool> http_exchange::refuse(const refusal& r, bool keep_alive) {
 
 asio::awaitable<void> http_exchange::write_client(std::string_view data) {
   co_await write_all(io_.client, data);
+}
+
+asio::awaitable<std::optional<refusal>> http_exchange::admit_shared(const std::string& host) {
+  auto* shared = io_.ctx.shared();
+  if (!shared) co_return std::nullopt;
+  co_return co_await shared->admit(host);
 }
 
 std::optional<refusal> http_exchange::admit_by_session(const std::string& host) {

@@ -75,6 +75,8 @@ class http_exchange {
   // Whether the session takes one more request: 407 when it was revoked or has expired (a
   // gateway's), 429 budget_exhausted when its (or the host's) budget refuses.
   std::optional<refusal> admit_by_session(const std::string& host);
+  // Then what other processes share (a gateway's budgets across replicas, one round trip).
+  asio::awaitable<std::optional<refusal>> admit_shared(const std::string& host);
   // Keeps an earlier phase's deadline from cutting a dial short (dials bound their own steps).
   void arm_for_dial();
   asio::awaitable<void> write_client(std::string_view data);

@@ -1,4 +1,5 @@
 #include "proxy/proxy_context.hpp"
+#include "proxy/shared_admission.hpp"
 
 #include <cctype>
 
@@ -48,8 +49,11 @@ void proxy_context::charge(audit_entry& e) {
 bool proxy_context::record(const audit_entry& e) {
   ++requests_;
   if (!e.allowed) ++denied_;
-  return audit_->write(
+  const bool written = audit_->write(
       session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
+  if (shared_) shared_->recorded(e);
+  if (observer_) observer_(session_id(), e);
+  return written;
 }
 
 bool proxy_context::record_dns(const audit_entry& e) {

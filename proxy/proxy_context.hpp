@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,7 @@ namespace broker::proxy {
 
 class tls_contexts;
 class session_resolver;
+class shared_admission;
 
 struct proxy_options {
   std::string session_id;
@@ -64,6 +66,14 @@ class proxy_context {
     std::lock_guard lock(end_mutex_);
     return ender_;
   }
+  // Told of every exchange record written (metrics); set before the proxy runs.
+  using record_observer = std::function<void(const std::string& session, const audit_entry&)>;
+  void set_record_observer(record_observer o) { observer_ = std::move(o); }
+
+  // A gateway session's budgets shared with the other replicas; null when not shared.
+  void set_shared_admission(std::shared_ptr<shared_admission> s) { shared_ = std::move(s); }
+  shared_admission* shared() const { return shared_.get(); }
+
   // A team gateway's own context (DESIGN §12): it resolves every client connection to the
   // session its proxy credential names; null for any other context.
   void set_resolver(std::shared_ptr<session_resolver> r) { resolver_ = std::move(r); }
@@ -132,6 +142,8 @@ class proxy_context {
   std::shared_ptr<session::session_budget> budget_;
   std::shared_ptr<synthetic_addresses> synthetic_names_;
   std::shared_ptr<session_resolver> resolver_;
+  std::shared_ptr<shared_admission> shared_;
+  record_observer observer_;
   std::atomic<bool> revoked_{false};
   std::optional<std::chrono::system_clock::time_point> expires_;  // set before use
   std::shared_ptr<sock_diag> client_sock_diag_;

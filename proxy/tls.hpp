@@ -23,6 +23,7 @@ class tls_contexts {
                const std::vector<std::filesystem::path>& upstream_cas);
 
   boost::asio::ssl::context& server() { return server_; }
+  const certs::leaf_cache& leaves() const { return *leaves_; }
   // Thread-safe; the system roots are loaded on first use.
   boost::asio::ssl::context& client();
 

@@ -204,8 +204,8 @@ double session_budget::price_of(std::string_view model, std::uint64_t input, std
          1e6;
 }
 
-void session_budget::add_llm_usage(std::string_view host, std::string_view model,
-                                   std::uint64_t input_tokens, std::uint64_t output_tokens) {
+double session_budget::add_llm_usage(std::string_view host, std::string_view model,
+                                     std::uint64_t input_tokens, std::uint64_t output_tokens) {
   bool priced = false;
   double cost = price_of(model, input_tokens, output_tokens, priced);
   std::uint64_t tokens = saturating_add(input_tokens, output_tokens);
@@ -217,13 +217,14 @@ void session_budget::add_llm_usage(std::string_view host, std::string_view model
   };
   add(session_);
   for (std::size_t i : hosts) add(hosts_[i]);
-  if (priced || tokens == 0) return;
+  if (priced || tokens == 0) return cost;
   unpriced_tokens_ = saturating_add(unpriced_tokens_, tokens);
   std::string name(model.substr(0, max_model_name));
   if (name.empty()) name = "(none)";
   if (unpriced_models_.size() < max_unpriced_models &&
       std::find(unpriced_models_.begin(), unpriced_models_.end(), name) == unpriced_models_.end())
     unpriced_models_.push_back(std::move(name));
+  return cost;
 }
 
 nlohmann::ordered_json session_budget::report(clock::time_point now) const {

@@ -65,8 +65,8 @@ class session_budget {
 
   // After a response with LLM usage: input + output tokens, and their cost from the price table
   // (exact model name, else the longest matching prefix pattern; case-insensitive). A model
-  // without a price (or "") costs 0 and its tokens are reported as unpriced.
-  void add_llm_usage(std::string_view host, std::string_view model, std::uint64_t input_tokens,
+  // without a price (or "") costs 0 and its tokens are reported as unpriced. Returns the cost.
+  double add_llm_usage(std::string_view host, std::string_view model, std::uint64_t input_tokens,
                      std::uint64_t output_tokens);
 
   // Whether a byte, token, cost or duration budget is spent (used >= limit): the session's, or

@@ -74,6 +74,9 @@ budget_limits tightest(const std::vector<config::policy>& layers) {
     merge_amounts(out, b);
     take_min(out.duration, b.duration);
     if (b.on_exhaust == config::exhaust_action::kill) out.on_exhaust = config::exhaust_action::kill;
+    // "allow" holds only while no layer says "deny".
+    if (b.allow_without_state && (!out.allow_without_state || !*b.allow_without_state))
+      out.allow_without_state = *b.allow_without_state;
     for (const auto& [model, price] : b.prices) out.prices.emplace(model, price);
     for (const auto& h : b.per_host) {
       auto same = std::find_if(out.per_host.begin(), out.per_host.end(),

@@ -386,7 +386,7 @@ class Broker:
 
     def __init__(self, directory: Path, policy=None, policies=None, args=(), log_dir=None,
                  session=None, connect_to=(), start=True, upstream_ca=None, env=None,
-                 env_file=False):
+                 env_file=False, ca_dir=None):
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = Path(log_dir) if log_dir is not None else self.dir / "logs"
@@ -398,7 +398,7 @@ class Broker:
             path.write_text(p if isinstance(p, str) else json.dumps(p, indent=2))
             self.policy_files.append(path)
         # Its own persistent CA (never ~/.config), trusted by the clients of intercepted hosts.
-        self.ca_dir = self.dir / "ca"
+        self.ca_dir = Path(ca_dir) if ca_dir is not None else self.dir / "ca"
         self.args = [BROKER_BIN, "serve", "--listen", "127.0.0.1:0", "--log-dir", str(self.log_dir),
                      "--ca-dir", str(self.ca_dir)]
         # Its own HOME too: the audit key it makes (~/.config/broker/audit-key) is the test's.

@@ -147,7 +147,7 @@ TEST_CASE("llm_tokens and cost_usd refuse once used reaches the limit", "[sessio
 
   auto cost = budget_of(R"({"cost_usd": 1,
     "prices": { "gpt-4o": { "input_per_mtok": 2.5, "output_per_mtok": 10 } }})");
-  cost.add_llm_usage("api.openai.com", "gpt-4o", 200'000, 0);  // $0.50
+  CHECK(cost.add_llm_usage("api.openai.com", "gpt-4o", 200'000, 0) == Approx(0.50));
   CHECK_FALSE(cost.admit("api.openai.com", t0));
   cost.add_llm_usage("api.openai.com", "gpt-4o", 0, 50'000);  // + $0.50
   auto c = cost.admit("api.openai.com", t0);

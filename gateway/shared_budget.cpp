@@ -1,0 +1,217 @@
+#include "gateway/shared_budget.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "session/budget_text.hpp"
+#include "session/log.hpp"
+
+namespace broker::gateway {
+namespace {
+
+// KEYS: the session's hash, its usage hash. ARGV: batch id ("" for none), its bytes out, bytes
+// in, LLM tokens and cost; then the limits (-1 for none) of requests, bytes out, bytes in, LLM
+// tokens, cost; the rate per second and burst (0 for none); "1" to admit a request, "0" only to
+// apply the batch. Answers {"ok"}, {"revoked"}, {"unknown"}, {"spent", NAME, USED} or
+// {"rate", MS_UNTIL_A_TOKEN}.
+const redis_script admit_script(R"lua(
+local revoked = redis.call('HGET', KEYS[1], 'revoked')
+if ARGV[1] ~= '' then
+  if redis.call('SET', KEYS[2] .. ':batch:' .. ARGV[1], '1', 'NX', 'PX', 3600000) then
+    redis.call('HINCRBY', KEYS[2], 'bytes_out', ARGV[2])
+    redis.call('HINCRBY', KEYS[2], 'bytes_in', ARGV[3])
+    redis.call('HINCRBY', KEYS[2], 'llm_tokens', ARGV[4])
+    redis.call('HINCRBYFLOAT', KEYS[2], 'cost_usd', ARGV[5])
+  end
+end
+if ARGV[13] == '0' then return {'ok'} end
+if not revoked then return {'unknown'} end
+if revoked == '1' then return {'revoked'} end
+local used = redis.call('HMGET', KEYS[2], 'requests', 'bytes_out', 'bytes_in', 'llm_tokens', 'cost_usd')
+local names = {'requests', 'bytes_out', 'bytes_in', 'llm_tokens', 'cost_usd'}
+for i = 1, 5 do
+  local limit = tonumber(ARGV[5 + i])
+  local spent = tonumber(used[i]) or 0
+  if limit >= 0 and spent >= limit then return {'spent', names[i], tostring(used[i] or '0')} end
+end
+local rate = tonumber(ARGV[11])
+if rate > 0 then
+  local burst = tonumber(ARGV[12])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local bucket = redis.call('HMGET', KEYS[2], 'rate_tokens', 'rate_ms')
+  local tokens = tonumber(bucket[1]) or burst
+  local last = tonumber(bucket[2]) or now
+  tokens = math.min(burst, tokens + (now - last) * rate / 1000)
+  if tokens < 1 then
+    redis.call('HSET', KEYS[2], 'rate_tokens', tostring(tokens), 'rate_ms', now)
+    return {'rate', tostring(math.ceil((1 - tokens) * 1000 / rate))}
+  end
+  redis.call('HSET', KEYS[2], 'rate_tokens', tostring(tokens - 1), 'rate_ms', now)
+end
+redis.call('HINCRBY', KEYS[2], 'requests', 1)
+return {'ok'}
+)lua");
+
+std::string limit_arg(const std::optional<std::uint64_t>& v) {
+  return v ? std::to_string(*v) : "-1";
+}
+
+std::string usd_arg(double usd) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.10f", usd);
+  return text;
+}
+
+}  // namespace
+
+bool shares_budgets(const session::budget_limits& l) {
+  return l.requests || l.bytes_out || l.bytes_in || l.llm_tokens || l.cost_usd || l.request_rate;
+}
+
+shared_budget::shared_budget(std::shared_ptr<redis_store> store, std::string session_id,
+                             std::string replica, std::shared_ptr<session::session_budget> local)
+    : store_(std::move(store)),
+      session_id_(std::move(session_id)),
+      replica_(std::move(replica)),
+      local_(std::move(local)),
+      allow_without_state_(local_->limits().allow_without_state.value_or(false)) {}
+
+std::optional<shared_budget::batch> shared_budget::pending() {
+  std::lock_guard lock(mutex_);
+  if (pending_) return pending_;
+  const auto now = local_->used();
+  session::session_budget::usage delta;
+  delta.bytes_out = now.bytes_out - shared_.bytes_out;
+  delta.bytes_in = now.bytes_in - shared_.bytes_in;
+  delta.llm_tokens = now.llm_tokens - shared_.llm_tokens;
+  delta.cost_usd = now.cost_usd - shared_.cost_usd;
+  if (!delta.bytes_out && !delta.bytes_in && !delta.llm_tokens && delta.cost_usd <= 0)
+    return std::nullopt;
+  shared_ = now;
+  // Unique across replicas and restarts of one: the replica, the session, a count, and a
+  // random part (a restarted replica counts from 0 again).
+  static const std::string process_nonce = [] {
+    return std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  }();
+  pending_ = batch{replica_ + ":" + process_nonce + ":" + std::to_string(++batches_), delta};
+  return pending_;
+}
+
+void shared_budget::acknowledge(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (pending_ && pending_->id == id) pending_.reset();
+}
+
+std::vector<std::string> shared_budget::script_args(const std::optional<batch>& b,
+                                                    bool admit) const {
+  const auto& l = local_->limits();
+  std::vector<std::string> args;
+  args.push_back(b ? b->id : "");
+  args.push_back(std::to_string(b ? b->delta.bytes_out : 0));
+  args.push_back(std::to_string(b ? b->delta.bytes_in : 0));
+  args.push_back(std::to_string(b ? b->delta.llm_tokens : 0));
+  args.push_back(usd_arg(b ? b->delta.cost_usd : 0));
+  args.push_back(limit_arg(l.requests));
+  args.push_back(limit_arg(l.bytes_out));
+  args.push_back(limit_arg(l.bytes_in));
+  args.push_back(limit_arg(l.llm_tokens));
+  args.push_back(l.cost_usd ? usd_arg(*l.cost_usd) : "-1");
+  args.push_back(l.request_rate ? usd_arg(l.request_rate->per_second) : "0");
+  args.push_back(l.request_rate ? usd_arg(l.request_rate->burst) : "0");
+  args.push_back(admit ? "1" : "0");
+  return args;
+}
+
+std::optional<proxy::refusal> shared_budget::verdict(const redis_reply& reply) const {
+  if (reply.type != redis_reply::kind::array || reply.elements.empty())
+    return proxy::refusal::state_unavailable("the shared state answered what the broker does not "
+                                             "understand");
+  const std::string& what = reply.elements[0].text;
+  if (what == "ok") return std::nullopt;
+  if (what == "revoked")
+    return proxy::refusal::proxy_auth_required("the session " + session_id_ + " was revoked");
+  if (what == "unknown")
+    return proxy::refusal::proxy_auth_required("the session " + session_id_ +
+                                               " is no longer in the shared state");
+  const auto& l = local_->limits();
+  if (what == "rate" && reply.elements.size() == 2) {
+    const long ms = std::atol(reply.elements[1].text.c_str());
+    return proxy::refusal::budget_exhausted("rate", session::format_rate(*l.request_rate),
+                                            "over the rate", std::max(1L, (ms + 999) / 1000));
+  }
+  if (what == "spent" && reply.elements.size() == 3) {
+    const std::string& name = reply.elements[1].text;
+    const std::string& used = reply.elements[2].text;
+    std::string limit, used_text = used;
+    if (name == "requests") limit = std::to_string(*l.requests);
+    if (name == "llm_tokens") limit = std::to_string(*l.llm_tokens);
+    if (name == "bytes_out" || name == "bytes_in") {
+      limit = session::format_size(name == "bytes_out" ? *l.bytes_out : *l.bytes_in);
+      used_text = session::format_size(std::strtoull(used.c_str(), nullptr, 10));
+    }
+    if (name == "cost_usd") {
+      limit = session::format_usd(*l.cost_usd);
+      used_text = session::format_usd(std::strtod(used.c_str(), nullptr));
+    }
+    return proxy::refusal::budget_exhausted(name, limit, used_text + " on all replicas", 0);
+  }
+  return proxy::refusal::state_unavailable("the shared state answered what the broker does not "
+                                           "understand");
+}
+
+asio::awaitable<std::optional<proxy::refusal>> shared_budget::admit(const std::string& host) {
+  (void)host;  // per-host budgets are this replica's (session_budget)
+  const auto b = pending();
+  try {
+    auto& client = store_->client_here(co_await asio::this_coro::executor);
+    const auto reply =
+        co_await client.eval(admit_script,
+                             redis_command(redis_store::session_key(session_id_),
+                                           redis_store::usage_key(session_id_)),
+                             script_args(b, true));
+    if (b) acknowledge(b->id);
+    if (reply.is_error())
+      co_return proxy::refusal::state_unavailable("the shared state refused the budget check");
+    co_return verdict(reply);
+  } catch (const std::exception& e) {
+    if (allow_without_state_) co_return std::nullopt;
+    co_return proxy::refusal::state_unavailable(
+        "the gateway's shared state (Redis) cannot be reached, and the session's budgets "
+        "cannot be checked without it");
+  }
+}
+
+void shared_budget::recorded(const session::audit_entry& entry) {
+  if (!entry.llm_tokens) return;  // bytes go with the next admission
+  auto self = shared_from_this();
+  store_->run([self](redis_client& client) -> asio::awaitable<void> {
+    const auto b = self->pending();
+    if (!b) co_return;
+    const auto reply = co_await client.eval(
+        admit_script,
+        redis_command(redis_store::session_key(self->session_id_),
+                      redis_store::usage_key(self->session_id_)),
+        self->script_args(b, false));
+    if (!reply.is_error()) self->acknowledge(b->id);
+  });
+}
+
+void shared_budget::flush() {
+  const auto b = pending();
+  if (!b) return;
+  std::vector<std::string> command = {"EVAL", admit_script.text, "2",
+                                      redis_store::session_key(session_id_),
+                                      redis_store::usage_key(session_id_)};
+  for (auto& a : script_args(b, false)) command.push_back(std::move(a));
+  try {
+    store_->blocking({std::move(command)}).at(0).checked();
+    acknowledge(b->id);
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::err, session::log_tag(session_id_),
+                 "usage not shared with the other replicas at shutdown: {}", e.what());
+  }
+}
+
+}  // namespace broker::gateway

@@ -1,0 +1,177 @@
+"""Gateway replicas sharing state through a real redis-server (DESIGN §12): a session made on
+one replica works on the other with the same dummies; its budgets are spent once across both;
+a revoke reaches every replica within a second; Redis down means 503 state_unavailable for
+budgeted sessions and recovery when it returns; a replica killed mid-session keeps every record
+it wrote and its clients go on through the other."""
+import json
+import signal
+import time
+
+import pytest
+
+from conftest import RawClient, assert_refusal, run_broker_cli
+from redis_server import RedisServer
+from test_budgets import ANTHROPIC, OPENAI, OTHER, llm, llm_pki  # noqa: F401 (fixtures)
+
+REAL = "sk-proj-" + "R3plicaSecretValue" * 3
+
+
+@pytest.fixture
+def redis(tmp_path):
+    r = RedisServer(tmp_path / "redis")
+    yield r
+    r.stop()
+
+
+def team_policy():
+    return {
+        "version": 1,
+        "allow": [{"host": OPENAI}, {"host": OTHER}],
+        "credentials": {"openai": {"type": "openai", "env": ["OPENAI_API_KEY"],
+                                   "hosts": [OPENAI]}},
+    }
+
+
+@pytest.fixture
+def replicas(broker_factory, redis, llm, llm_pki, tmp_path):  # noqa: F811
+    """Two gateway replicas on one Redis, one CA; each client trusts it and the test CA."""
+    ca = tmp_path / "ca"
+    out = []
+    for name in ("r1", "r2"):
+        b = broker_factory(policy=team_policy(), ca_dir=ca, session=f"gw-{name}-{tmp_path.name[-6:]}",
+                           args=["--gateway", "--redis", redis.url, "--replica", name],
+                           upstream_ca=llm_pki.ca_cert, env={"OPENAI_API_KEY": REAL},
+                           log_dir=tmp_path / f"logs-{name}",
+                           connect_to=[f"{h}:443:127.0.0.1:{llm.port}" for h in (OPENAI, OTHER)]
+                           + [f"{OTHER}:80:127.0.0.1:{llm.plain_port}"])
+        out.append(b)
+    bundle = tmp_path / "clients-ca.pem"
+    bundle.write_bytes(out[0].ca_cert.read_bytes() + llm_pki.ca_cert.read_bytes())
+    for b in out:
+        b.bundle = bundle
+    return out
+
+
+def create(gw, *args, name="s"):
+    env_file = gw.dir / f"{name}.env"
+    r = run_broker_cli("session", "--gateway", gw.session, "create", "--env-file", env_file, *args)
+    assert r.returncode == 0, r.stderr
+    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if line)
+    sid = env["HTTPS_PROXY"].split("//", 1)[1].split(":", 1)[0]
+    return sid, env
+
+
+def via(gw, env):
+    """The session's proxy URL pointed at replica `gw`."""
+    userinfo = env["HTTPS_PROXY"].split("//", 1)[1].rsplit("@", 1)[0]
+    return f"http://{userinfo}@127.0.0.1:{gw.port}"
+
+
+def requests_session(gw, env):
+    import requests
+    s = requests.Session()
+    s.trust_env = False
+    s.proxies = {"http": via(gw, env), "https": via(gw, env)}
+    s.verify = str(gw.bundle)
+    return s
+
+
+def chat(s, env):
+    return s.post(f"https://{OPENAI}/v1/chat/completions", timeout=20,
+                  headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+                  json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+
+
+def plain(gw, env, path="/x"):
+    import requests
+    return requests.get(f"http://{OTHER}{path}", proxies={"http": via(gw, env)}, timeout=20)
+
+
+def test_a_session_made_on_one_replica_works_on_the_other(replicas):
+    r1, r2 = replicas
+    sid, env = create(r1)
+    assert env["OPENAI_API_KEY"] != REAL
+    for gw in (r1, r2):
+        with requests_session(gw, env) as s:
+            r = chat(s, env)
+            assert r.status_code == 200, r.text
+    listed = json.loads(run_broker_cli("session", "--gateway", r2.session, "list", "--json").stdout)
+    assert [x["id"] for x in listed["sessions"]] == [sid]
+
+
+def test_a_requests_budget_is_spent_once_across_replicas(replicas, tmp_path):
+    r1, r2 = replicas
+    policy = tmp_path / "six.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"requests": 6}}))
+    sid, env = create(r1, "--policy", policy)
+    statuses = [plain(gw, env).status_code for _ in range(5) for gw in (r1, r2)]
+    assert statuses.count(200) == 6, statuses
+    assert statuses[6:] == [429] * 4, statuses
+    doc = plain(r2, env).json()
+    assert doc["error"] == "budget_exhausted" and doc["budget"] == "requests"
+
+
+def test_llm_tokens_spent_on_one_replica_stop_the_session_on_the_other(replicas, tmp_path):
+    r1, r2 = replicas
+    policy = tmp_path / "tokens.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"llm_tokens": 250}}))
+    sid, env = create(r1, "--policy", policy)
+    with requests_session(r1, env) as s1, requests_session(r2, env) as s2:
+        assert chat(s1, env).status_code == 200  # 150 tokens
+        assert chat(s2, env).status_code == 200  # 300: now spent
+        time.sleep(0.3)  # the usage goes out once the response is recorded, off its path
+        refused = chat(s1, env)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["budget"] == "llm_tokens"
+        assert chat(s2, env).status_code == 429
+
+
+def test_revoke_on_one_replica_reaches_the_other_within_a_second(replicas):
+    r1, r2 = replicas
+    sid, env = create(r1)
+    assert plain(r2, env).status_code == 200
+    r = run_broker_cli("session", "--gateway", r1.session, "revoke", sid)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 1.0
+    while plain(r2, env).status_code != 407:
+        assert time.monotonic() < deadline, "the other replica still serves a revoked session"
+        time.sleep(0.05)
+    doc = plain(r2, env).json()
+    assert doc["error"] == "proxy_auth_required" and "revoked" in doc["message"]
+
+
+def test_redis_down_refuses_budgeted_sessions_until_it_returns(replicas, redis, tmp_path):
+    r1, r2 = replicas
+    policy = tmp_path / "budget.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"requests": 100}}))
+    sid, env = create(r1, "--policy", policy, name="budgeted")
+    free, env_free = create(r1, name="free")
+    assert plain(r1, env).status_code == 200 and plain(r1, env_free).status_code == 200
+    redis.stop()
+    r = plain(r1, env)
+    assert r.status_code == 503 and r.json()["error"] == "state_unavailable", r.text
+    # A session without budgets has nothing to check there: it goes on.
+    assert plain(r1, env_free).status_code == 200
+    assert "unreachable" in r1.stderr
+    redis.start()
+    deadline = time.monotonic() + 5
+    while plain(r1, env).status_code != 200:
+        assert time.monotonic() < deadline, "no recovery after Redis returned"
+        time.sleep(0.1)
+    assert plain(r2, env).status_code == 200
+
+
+def test_a_killed_replica_keeps_its_records_and_clients_go_on_through_the_other(replicas):
+    r1, r2 = replicas
+    sid, env = create(r1)
+    for _ in range(3):
+        assert plain(r1, env).status_code == 200
+    r1.proc.send_signal(signal.SIGKILL)
+    r1.proc.wait()
+    r1.returncode = 0  # killed on purpose
+    log = r1.log_dir / f"{sid}.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [x["event"] for x in records].count("request") == 3
+    assert plain(r2, env).status_code == 200
+    v = run_broker_cli("log", str(log), "--verify")
+    assert "truncated" in (v.stdout + v.stderr) or v.returncode in (0, 1)
