@@ -11,21 +11,32 @@
 
 #include <nlohmann/json.hpp>
 
+#include "session/audit_files.hpp"
+
 namespace broker::session {
 
 struct verify_result {
   bool ok = false;           // every record parses, chains, is in seq order, signatures hold
   std::size_t records = 0;   // records checked (up to the first bad one)
-  std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok
+  std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok or not a line's
   std::string error;         // what is wrong there ("hash mismatch", "prev does not...")
   bool has_end = false;      // the last record is session_end (else: running or cut)
   std::string signer;        // the last record's signature's key (hex), "" when it has none
+  // verify_replica only: the file the problem is in (or the missing one), and files checked.
+  std::filesystem::path bad_file;
+  std::size_t files = 0;
 };
 // Records must start at seq 1 with prev = 64 zeros and end with a newline; the first record
 // that does not parse, chain or follow in order, or whose "signature" (DESIGN §8.2) does not
 // sign its chain head with the key it names, stops the check. Whether that key is the right one
 // is the caller's to decide.
 verify_result verify_log(std::istream& in);
+
+// One replica's chain across its files, in generation order, as verify_log checks one stream:
+// seq and prev continue from each file's last record into the next file's first. Also a gap in
+// the generations (a removed file, named in bad_file) and an empty file that is not the newest.
+// bad_line is the line within bad_file.
+verify_result verify_replica(const replica_files& replica);
 
 // One line for people (exact layout is ours; it must show event, decision, method, URL/host,
 // status, rule, error code). The time is ts's UTC HH:MM:SS.mmm; control bytes print as \xNN:
