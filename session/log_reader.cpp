@@ -308,10 +308,10 @@ std::string format_record(const nlohmann::json& record) {
   return out;
 }
 
-session_summary summarize_log(const std::filesystem::path& file) {
-  session_summary summary;
-  summary.id = file.stem().string();
-  std::ifstream in(file);
+namespace {
+
+// Adds one file's records to `summary`, in the order a single writer wrote them.
+void add_records(session_summary& summary, std::istream& in) {
   std::string line;
   while (std::getline(in, line)) {
     json record = json::parse(line, nullptr, false);
@@ -342,16 +342,51 @@ session_summary summarize_log(const std::filesystem::path& file) {
       if (auto n = integer_field(record, "llm_tokens"); n && *n > 0) summary.llm_tokens += *n;
     }
   }
+}
+
+}  // namespace
+
+session_summary summarize_log(const std::filesystem::path& file) {
+  session_summary summary;
+  summary.id = file.stem().string();
+  std::ifstream in(file);
+  add_records(summary, in);
+  return summary;
+}
+
+session_summary summarize_session(const std::filesystem::path& dir, const std::string& id) {
+  session_summary summary;
+  summary.id = id;
+  bool all_ended = true;
+  for (const auto& replica : session_files(dir, id)) {
+    session_summary one;
+    for (const auto& file : replica.files) {
+      std::ifstream in(file.path);
+      add_records(one, in);
+    }
+    if (!one.start.empty() && (summary.start.empty() || one.start < summary.start))
+      summary.start = one.start;
+    if (one.end.empty()) all_ended = false;
+    if (!one.end.empty() && one.end >= summary.end) {
+      summary.end = one.end;
+      summary.exit_code = one.exit_code;
+    }
+    summary.requests += one.requests;
+    summary.denied += one.denied;
+    summary.bytes += one.bytes;
+    summary.llm_tokens += one.llm_tokens;
+    if (one.cost_usd) summary.cost_usd = summary.cost_usd.value_or(0) + *one.cost_usd;
+  }
+  if (!all_ended) {
+    summary.end.clear();
+    summary.exit_code.reset();
+  }
   return summary;
 }
 
 std::vector<session_summary> list_sessions(const std::filesystem::path& dir) {
   std::vector<session_summary> sessions;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() != ".jsonl" || !it->is_regular_file(ec)) continue;
-    sessions.push_back(summarize_log(it->path()));
-  }
+  for (const auto& id : session_ids(dir)) sessions.push_back(summarize_session(dir, id));
   // ISO 8601 UTC timestamps sort as strings; the id breaks ties so the order is stable.
   std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) {
     return a.start != b.start ? a.start < b.start : a.id < b.id;
@@ -370,24 +405,29 @@ std::filesystem::path default_log_dir() {
   return {};
 }
 
-std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir,
-                                              const std::string& arg) {
+std::optional<log_selection> find_log(const std::filesystem::path& dir, const std::string& arg) {
   std::error_code ec;
   if (arg.empty()) {
     auto sessions = list_sessions(dir);
     if (sessions.empty()) return std::nullopt;
-    return dir / (sessions.back().id + ".jsonl");
+    return log_selection{sessions.back().id, session_files(dir, sessions.back().id)};
   }
   // A bare id is looked up in the log dir first, so a stray file of that name in the current
   // directory does not shadow the session; anything with a '/' is only ever a path.
   bool could_be_id = arg.find('/') == std::string::npos && arg != "." && arg != "..";
   if (could_be_id) {
-    fs::path candidate = dir / (arg + ".jsonl");
-    if (fs::is_regular_file(candidate, ec)) return candidate;
+    auto files = session_files(dir, arg);
+    if (!files.empty()) return log_selection{arg, std::move(files)};
   }
   fs::path as_path(arg);
-  if (fs::exists(as_path, ec) && !fs::is_directory(as_path, ec)) return as_path;
+  if (fs::exists(as_path, ec) && !fs::is_directory(as_path, ec))
+    return log_selection{"", {replica_files{"", {audit_file{as_path, 0}}}}};
   return std::nullopt;
+}
+
+bool log_selection::single_file() const {
+  return files.size() == 1 && files.front().files.size() == 1 &&
+         files.front().files.front().generation == 0;
 }
 
 std::string new_session_id() {

@@ -49,7 +49,7 @@ verify_result verify_replica(const replica_files& replica);
 std::string format_record(const nlohmann::json& record);
 
 struct session_summary {
-  std::string id;                // the file name without .jsonl
+  std::string id;                // the session id (a file's name without .jsonl)
   std::string start;             // ts of session_start, "" when missing
   std::string end;               // ts of session_end, "" while running / cut
   std::uint64_t requests = 0;    // request/tunnel/refusal records
@@ -63,19 +63,32 @@ struct session_summary {
 };
 session_summary summarize_log(const std::filesystem::path& file);
 
-// Every <dir>/*.jsonl, oldest start first (files without a session_start first; ties by id).
-// Tolerant: lines that are not JSON objects are skipped, a missing dir gives an empty list.
+// A session across all its files (both layouts, every replica): each replica summarized over its
+// files in order, then combined: the earliest start; ended (the latest end, and its exit) only
+// when every replica's last start was followed by an end; counts, bytes, tokens and cost summed.
+session_summary summarize_session(const std::filesystem::path& dir, const std::string& id);
+
+// Every session in dir (session_ids), oldest start first (sessions without a session_start
+// first; ties by id). Tolerant: lines that are not JSON objects are skipped, a missing dir gives
+// an empty list.
 std::vector<session_summary> list_sessions(const std::filesystem::path& dir);
 
 // Default log dir: $XDG_STATE_HOME/broker/sessions, else $HOME/.local/state/broker/sessions.
 // Relative values are ignored (XDG spec); empty when neither variable gives an absolute path.
 std::filesystem::path default_log_dir();
 
+// What `broker log` reads: a session's files, or one file named by path.
+struct log_selection {
+  std::string session;               // "" for a file named by path
+  std::vector<replica_files> files;  // a path: one replica "" with that one file
+  // The session's single <id>.jsonl, or a file named by path: shown and verified as one file.
+  bool single_file() const;
+};
+
 // Resolves `broker log`'s argument: empty -> the newest session in dir (the last one
-// list_sessions returns); an id without '/' whose <dir>/<id>.jsonl exists -> that file; an
-// existing non-directory path -> itself. nullopt when nothing is found.
-std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir,
-                                              const std::string& arg);
+// list_sessions returns); an id without '/' that has files in dir -> that session; an existing
+// non-directory path -> that file alone. nullopt when nothing is found.
+std::optional<log_selection> find_log(const std::filesystem::path& dir, const std::string& arg);
 
 // A fresh random session id: "s-" + 8 lower-case hex digits.
 std::string new_session_id();

@@ -356,9 +356,16 @@ TEST_CASE("list_sessions and find_log", "[log_reader]") {
   CHECK(broker::session::list_sessions(tmp.path / "missing").empty());
 
   using broker::session::find_log;
-  CHECK(find_log(tmp.path, "") == tmp.path / "s-a.jsonl");
-  CHECK(find_log(tmp.path, "s-b") == tmp.path / "s-b.jsonl");
-  CHECK(find_log(tmp.path, (tmp.path / "notes.txt").string()) == tmp.path / "notes.txt");
+  auto only_file = [](const std::optional<broker::session::log_selection>& found) {
+    REQUIRE(found);
+    CHECK(found->single_file());
+    return found->files.at(0).files.at(0).path;
+  };
+  CHECK(only_file(find_log(tmp.path, "")) == tmp.path / "s-a.jsonl");
+  CHECK(find_log(tmp.path, "")->session == "s-a");
+  CHECK(only_file(find_log(tmp.path, "s-b")) == tmp.path / "s-b.jsonl");
+  CHECK(only_file(find_log(tmp.path, (tmp.path / "notes.txt").string())) == tmp.path / "notes.txt");
+  CHECK(find_log(tmp.path, (tmp.path / "notes.txt").string())->session.empty());
   CHECK_FALSE(find_log(tmp.path, "s-missing").has_value());
   CHECK_FALSE(find_log(tmp.path, (tmp.path / "nope.jsonl").string()).has_value());
   CHECK_FALSE(find_log(tmp.path, tmp.path.string()).has_value());  // a directory
@@ -480,4 +487,54 @@ TEST_CASE("verify_replica checks one chain across files", "[log_reader]") {
     CHECK(result.ok);
     CHECK_FALSE(result.has_end);
   }
+}
+
+TEST_CASE("sessions of both layouts are listed, a session's replicas combined", "[log_reader]") {
+  temp_dir tmp;
+  written_session(tmp.path, "s-flat");
+  rotated_session(tmp.path, "s-rot");
+  // Two replicas of one session: one ended, one still running.
+  for (const std::string replica : {"gw-a", "gw-b"}) {
+    audit_log_options options;
+    options.replica = replica;
+    auto log = audit_log::open(tmp.path, "s-team", options);
+    REQUIRE(log->write({{"event", "session_start"}}));
+    REQUIRE(log->write({{"event", "request"}, {"decision", "allow"}, {"bytes_out", 5}}));
+    if (replica == "gw-a") REQUIRE(log->write({{"event", "session_end"}, {"exit", 0}}));
+  }
+  fs::create_directory(tmp.path / "unrelated");
+  write_file(tmp.path / "unrelated" / "notes.txt", "x");
+
+  const auto sessions = broker::session::list_sessions(tmp.path);
+  std::vector<std::string> ids;
+  for (const auto& s : sessions) ids.push_back(s.id);
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::string>{"s-flat", "s-rot", "s-team"});
+
+  const auto rot = broker::session::summarize_session(tmp.path, "s-rot");
+  CHECK(rot.requests == 12);
+  CHECK(rot.denied == 1);
+  CHECK(rot.bytes == 120);
+  CHECK(rot.exit_code == 0);
+  CHECK_FALSE(rot.end.empty());
+
+  auto team = broker::session::summarize_session(tmp.path, "s-team");
+  CHECK(team.requests == 2);
+  CHECK(team.bytes == 10);
+  CHECK(team.end.empty());  // gw-b is still running
+  {
+    audit_log_options options;
+    options.replica = "gw-b";
+    REQUIRE(audit_log::open(tmp.path, "s-team", options)->write({{"event", "session_end"}}));
+  }
+  team = broker::session::summarize_session(tmp.path, "s-team");
+  CHECK_FALSE(team.end.empty());
+  CHECK(team.start <= team.end);
+
+  const auto found = broker::session::find_log(tmp.path, "s-team");
+  REQUIRE(found);
+  CHECK(found->session == "s-team");
+  CHECK_FALSE(found->single_file());
+  REQUIRE(found->files.size() == 2);
+  CHECK(found->files[0].replica == "gw-a");
 }
