@@ -55,20 +55,19 @@ int report(const std::string& name, const session::verify_result& result,
       std::to_string(result.records) + " record(s)" +
       (with_files ? " in " + std::to_string(result.files) + " file(s)" : std::string());
   const std::string where = with_files ? result.bad_file.string() + " " : std::string();
+  const std::string before_it = std::to_string(result.records) + " record(s) before it verified";
   if (!result.ok && result.bad_line == 0 && result.bad_file.empty()) {
     std::cout << name << "incomplete: " << result.error << "\n";
     return exit_failure;
   }
   if (!result.ok && result.bad_line == 0) {  // a whole file missing or emptied
     std::cout << name << "tampered at seq " << result.records + 1 << " ("
-              << result.bad_file.string() << "): " << result.error << "; " << verified
-              << " before it verified\n";
+              << result.bad_file.string() << "): " << result.error << "; " << before_it << "\n";
     return exit_failure;
   }
   if (!result.ok) {
     std::cout << name << "tampered at seq " << result.records + 1 << " (" << where << "line "
-              << result.bad_line << "): " << result.error << "; " << verified
-              << " before it verified\n";
+              << result.bad_line << "): " << result.error << "; " << before_it << "\n";
     return exit_failure;
   }
   if (!result.has_end) {
