@@ -11,6 +11,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "config/units.hpp"
 #include "session/log_reader.hpp"
 #include "wrap/session_dir.hpp"
 
@@ -35,6 +36,30 @@ void add_common_options(CLI::App& app, common_options& o) {
       ->allow_extra_args(false);
   app.add_option("--log-level", o.log_level, "Operational log level on stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  // A bad value is a usage error at parse time (CLI::ValidationError), before any session runs.
+  app.add_option_function<std::string>(
+         "--audit-rotate-size",
+         [&o](const std::string& text) {
+           const auto size = config::parse_size(text);
+           if (!size)
+             throw CLI::ValidationError("--audit-rotate-size",
+                                        "\"" + text + "\" is not a size (e.g. 100MB, 512KiB, 0)");
+           o.audit_rotation.max_bytes = *size;
+         },
+         "Start a new audit file before one would pass SIZE (e.g. 100MB; 0: never)")
+      ->type_name("SIZE");
+  app.add_option_function<std::string>(
+         "--audit-rotate-age",
+         [&o](const std::string& text) {
+           const auto age = config::parse_duration(text);
+           if (!age)
+             throw CLI::ValidationError("--audit-rotate-age",
+                                        "\"" + text + "\" is not a duration (e.g. 1h, 30m, 0)");
+           o.audit_rotation.max_age = *age;
+         },
+         "Start a new audit file once the current one's first record is DURATION old (e.g. "
+         "1h; 0: never)")
+      ->type_name("DURATION");
 }
 
 void setup_logging(const std::string& level) {

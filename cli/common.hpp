@@ -9,6 +9,7 @@
 
 #include "config/policy.hpp"
 #include "proxy/connect_to.hpp"
+#include "session/audit_log.hpp"
 
 namespace broker::cli {
 
@@ -21,6 +22,8 @@ struct common_options {
   std::vector<std::string> connect_to;
   std::vector<std::string> upstream_cas;
   std::string log_level = "info";
+  // --audit-rotate-size SIZE, --audit-rotate-age DURATION (0: never; both unset: one file).
+  session::audit_rotation audit_rotation;
 };
 
 void add_common_options(CLI::App& app, common_options& options);

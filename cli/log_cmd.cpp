@@ -10,7 +10,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
+#include "session/audit_merge.hpp"
 #include "session/log_reader.hpp"
 
 namespace broker::cli {
@@ -28,43 +30,44 @@ struct log_options {
 
 volatile std::sig_atomic_t stop_following = 0;
 
-// Prints complete lines from `in`; returns true once a session_end record was printed.
-bool print_lines(std::istream& in, const log_options& o, std::string& partial) {
-  bool ended = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (in.eof()) {  // no newline yet: the writer is mid-line
-      partial += line;
-      break;
-    }
-    line = partial + line;
-    partial.clear();
-    if (line.empty()) continue;
-    const auto record = nlohmann::json::parse(line, nullptr, false);
+// Prints every line `log` has now, in merged order.
+void print_lines(session::merged_log& log, const log_options& o) {
+  while (auto line = log.next()) {
+    if (line->empty()) continue;
+    const auto record = nlohmann::json::parse(*line, nullptr, false);
     if (record.is_discarded()) {
-      std::cout << (o.json ? line : "(unparseable line) " + line) << "\n";
+      std::cout << (o.json ? *line : "(unparseable line) " + *line) << "\n";
       continue;
     }
-    std::cout << (o.json ? line : session::format_record(record)) << "\n";
-    if (record.value("event", "") == "session_end") ended = true;
+    std::cout << (o.json ? *line : session::format_record(record)) << "\n";
   }
   std::cout.flush();
-  return ended;
 }
 
-// `--verify` (DESIGN §8.2): "ok" only for an intact chain that ends in a session_end signed
-// with the user's audit key; "tampered at seq N", "unsigned" and "incomplete" otherwise.
-int verify(const std::filesystem::path& file, std::istream& in, const std::string& key_file) {
-  const auto result = session::verify_log(in);
-  const std::string name = file.string() + ": ";
-  const std::string verified = std::to_string(result.records) + " record(s)";
-  if (!result.ok && result.bad_line == 0) {
+// How a verification reads (DESIGN §8.2): "ok" only for an intact chain that ends in a
+// session_end signed with the user's audit key; "tampered at seq N", "unsigned", "incomplete"
+// and "unverified" otherwise. `name` says which chain. `with_files`: a replica's chain across its
+// files, so the count of files is shown and a bad line is named by file (in a single file the
+// line number is enough, and the output is as it always was).
+int report(const std::string& name, const session::verify_result& result,
+           const std::string& key_file, bool with_files) {
+  const std::string verified =
+      std::to_string(result.records) + " record(s)" +
+      (with_files ? " in " + std::to_string(result.files) + " file(s)" : std::string());
+  const std::string where = with_files ? result.bad_file.string() + " " : std::string();
+  const std::string before_it = std::to_string(result.records) + " record(s) before it verified";
+  if (!result.ok && result.bad_line == 0 && result.bad_file.empty()) {
     std::cout << name << "incomplete: " << result.error << "\n";
     return exit_failure;
   }
+  if (!result.ok && result.bad_line == 0) {  // a whole file missing or emptied
+    std::cout << name << "tampered at seq " << result.records + 1 << " ("
+              << result.bad_file.string() << "): " << result.error << "; " << before_it << "\n";
+    return exit_failure;
+  }
   if (!result.ok) {
-    std::cout << name << "tampered at seq " << result.records + 1 << " (line " << result.bad_line
-              << "): " << result.error << "; " << verified << " before it verified\n";
+    std::cout << name << "tampered at seq " << result.records + 1 << " (" << where << "line "
+              << result.bad_line << "): " << result.error << "; " << before_it << "\n";
     return exit_failure;
   }
   if (!result.has_end) {
@@ -100,28 +103,53 @@ int verify(const std::filesystem::path& file, std::istream& in, const std::strin
   return exit_ok;
 }
 
+// `--verify`: a single file as one chain; a session's every replica as its own chain across its
+// files, one line each. Exit 0 only when every one is ok.
+int verify(const session::log_selection& selection, const std::string& key_file) {
+  if (selection.single_file()) {
+    const auto& file = selection.files.front().files.front().path;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      std::cerr << "broker: cannot read " << file.string() << "\n";
+      return exit_failure;
+    }
+    return report(file.string() + ": ", session::verify_log(in), key_file, false);
+  }
+  int status = exit_ok;
+  for (const auto& replica : selection.files) {
+    const std::string name = selection.session + " replica " + replica.replica + ": ";
+    if (report(name, session::verify_replica(replica), key_file, true) != exit_ok)
+      status = exit_failure;
+  }
+  return status;
+}
+
 int run_log(const log_options& o) {
   const auto dir = log_dir_or_default(o.log_dir);
-  const auto file = session::find_log(dir, o.which);
-  if (!file) {
+  const auto selection = session::find_log(dir, o.which);
+  if (!selection) {
     std::cerr << "broker: no audit log "
               << (o.which.empty() ? "in " + dir.string() : "for " + o.which) << "\n";
     return exit_failure;
   }
-  std::ifstream in(*file);
-  if (!in) {
-    std::cerr << "broker: cannot read " << file->string() << "\n";
-    return exit_failure;
+  if (o.verify) return verify(*selection, o.key);
+  if (selection->single_file()) {
+    const auto& file = selection->files.front().files.front().path;
+    if (!std::ifstream(file)) {
+      std::cerr << "broker: cannot read " << file.string() << "\n";
+      return exit_failure;
+    }
   }
-  if (o.verify) return verify(*file, in, o.key);
-  std::string partial;
-  bool ended = print_lines(in, o, partial);
+  session::merged_log log(selection->files);
+  print_lines(log, o);
   if (!o.follow) return exit_ok;
   std::signal(SIGINT, [](int) { stop_following = 1; });
-  while (!ended && !stop_following) {
+  while (!log.ended() && !stop_following) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    in.clear();
-    ended = print_lines(in, o, partial);
+    // A session's listing is taken again: a replica's next generation, or a new replica, is
+    // read from once it appears (a file named by path is just that file).
+    if (!selection->session.empty()) log.update(session::session_files(dir, selection->session));
+    print_lines(log, o);
   }
   return exit_ok;
 }
@@ -132,15 +160,18 @@ void register_log(CLI::App& root, int& exit_status) {
   auto options = std::make_shared<log_options>();
   auto* app = root.add_subcommand("log", "Show a session's audit log (default: the newest)");
   add_log_dir_option(*app, options->log_dir);
-  app->add_option("session", options->which, "Session id or log file path");
+  app->add_option(
+      "session", options->which,
+      "Session id (every file of every replica, merged in time order) or log file path");
   app->add_flag("--json", options->json, "Print the raw JSONL records");
   app->add_flag("--verify", options->verify,
-                "Check the hash chain and the session_end signature: ok (exit 0), tampered at "
-                "seq N, unsigned or incomplete (exit 1)");
+                "Check the hash chain (each replica's, across its files) and the session_end "
+                "signature: ok (exit 0), tampered at seq N, unsigned or incomplete (exit 1)");
   app->add_option("--key", options->key,
                   "With --verify: the audit key (PEM, private or public) the signature must be "
                   "made with (default: ~/.config/broker/audit-key)");
-  app->add_flag("--follow,-f", options->follow, "Keep printing records until the session ends");
+  app->add_flag("--follow,-f", options->follow,
+                "Keep printing records (from the newest files) until the session ends");
   app->callback([options, &exit_status] { exit_status = run_log(*options); });
 }
 

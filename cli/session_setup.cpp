@@ -54,7 +54,10 @@ void load_credentials(session_setup& setup, bool login_files) {
 
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id) {
-  auto audit = session::audit_log::open(log_dir_or_default(common.log_dir), session_id);
+  session::audit_log_options options;
+  options.rotation = common.audit_rotation;
+  auto audit =
+      session::audit_log::open(log_dir_or_default(common.log_dir), session_id, std::move(options));
   if (audit->failed()) {
     session::log(spdlog::level::err, session::log_tag(session_id),
                  "audit log unavailable ({}): every request will be refused", audit->failure());

@@ -15,6 +15,7 @@
 
 #include <openssl/evp.h>
 
+#include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
 
 namespace broker::session {
@@ -52,8 +53,7 @@ bool is_hash_hex(const std::string& s) {
 }
 
 // "2026-11-29T20:15:06.053Z"
-std::string utc_timestamp() {
-  auto now = std::chrono::system_clock::now();
+std::string utc_timestamp(std::chrono::system_clock::time_point now) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
@@ -123,6 +123,28 @@ std::optional<std::string> read_last_line(const fs::path& path, off_t size, std:
   return newline == std::string::npos ? tail : tail.substr(newline + 1);
 }
 
+// The ts of a file's first record (every record starts {"ts":"2026-11-29T20:15:06.053Z"); nullopt
+// when the file does not start that way.
+std::optional<std::chrono::system_clock::time_point> first_record_time(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char head[40] = {};
+  const ssize_t n = ::pread(fd, head, sizeof head - 1, 0);
+  ::close(fd);
+  std::tm tm{};
+  int millis = 0, used = 0;
+  if (n <= 0 ||
+      std::sscanf(head, "{\"ts\":\"%4d-%2d-%2dT%2d:%2d:%2d.%3dZ\"%n", &tm.tm_year, &tm.tm_mon,
+                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis, &used) != 7 ||
+      used == 0)
+    return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const std::time_t secs = ::timegm(&tm);
+  if (secs == static_cast<std::time_t>(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(secs) + std::chrono::milliseconds(millis);
+}
+
 bool is_reserved_key(const std::string& key) {
   return key == "ts" || key == "session" || key == "seq" || key == "prev" || key == "hash" ||
          key == "signature";
@@ -148,22 +170,31 @@ std::string chain_hash(std::string_view prev_hex, std::string_view record_withou
   return sha256_of(prev_hex, record_without_hash);
 }
 
-audit_log::audit_log(std::filesystem::path path, std::string session_id)
-    : path_(std::move(path)), session_id_(std::move(session_id)), prev_(zero_hash) {}
+audit_log::audit_log(std::filesystem::path dir, std::string session_id, audit_log_options options)
+    : dir_(std::move(dir)),
+      session_id_(std::move(session_id)),
+      options_(std::move(options)),
+      prev_(zero_hash) {
+  if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
+}
 
 audit_log::~audit_log() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::unique_ptr<audit_log> audit_log::open(const std::filesystem::path& dir,
-                                           std::string session_id) {
+std::unique_ptr<audit_log> audit_log::open(const std::filesystem::path& dir, std::string session_id,
+                                           audit_log_options options) {
   // The id becomes a file name: anything that could step outside `dir` is refused.
   bool bad_id = session_id.empty() || session_id == "." || session_id == ".." ||
                 session_id.find_first_of(std::string_view("/\0", 2)) != std::string::npos;
-  fs::path file = bad_id ? dir / "invalid.jsonl" : dir / (session_id + ".jsonl");
-  std::unique_ptr<audit_log> log(new audit_log(std::move(file), std::move(session_id)));
+  std::unique_ptr<audit_log> log(new audit_log(dir, std::move(session_id), std::move(options)));
+  log->path_ = bad_id ? dir / "invalid.jsonl" : single_log_path(dir, log->session_id_);
   if (bad_id) {
     log->failure_ = "invalid session id \"" + log->session_id_ + "\"";
+    return log;
+  }
+  if (!log->options_.replica.empty() && !valid_replica_name(log->options_.replica)) {
+    log->failure_ = "invalid replica name \"" + log->options_.replica + "\"";
     return log;
   }
   if (dir.empty()) {
@@ -174,27 +205,66 @@ std::unique_ptr<audit_log> audit_log::open(const std::filesystem::path& dir,
     log->failure_ = *error;
     return log;
   }
-  int fd = ::open(log->path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    log->failure_ = errno_reason(log->path_, errno);
-    return log;
-  }
-  log->fd_ = fd;
+  log->open_files();
+  return log;
+}
 
-  // A reused session id continues the existing chain, so `broker log --verify` checks the whole
-  // file. Only regular files have a past (a FIFO or device has nothing to read back).
+// Picks the layout and the file to append to, and continues the replica's chain.
+void audit_log::open_files() {
+  const std::string replica =
+      options_.replica.empty() ? std::string(local_replica) : options_.replica;
+  std::vector<audit_file> files;  // this replica's, the single file (generation 0) included
+  for (auto& r : session_files(dir_, session_id_))
+    if (r.replica == replica) files = std::move(r.files);
+  const bool has_generations = !files.empty() && files.back().generation > 0;
+  if (options_.rotation.enabled() || !options_.replica.empty() || has_generations) {
+    if (auto error = make_private_dirs(dir_ / session_id_)) {
+      failure_ = *error;
+      return;
+    }
+    generation_ = has_generations ? files.back().generation : 1;
+    path_ = generation_log_path(dir_, session_id_, replica, generation_);
+  }
+  int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    failure_ = errno_reason(path_, errno);
+    return;
+  }
+  fd_ = fd;
+
+  // A reused session id continues the existing chain, so `broker log --verify` checks all of
+  // it. Only regular files have a past (a FIFO or device has nothing to read back).
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    log->failure_ = errno_reason(log->path_, errno);
-    return log;
+    failure_ = errno_reason(path_, errno);
+    return;
   }
-  if (!S_ISREG(st.st_mode) || st.st_size == 0) return log;
+  if (!S_ISREG(st.st_mode)) return;
+  file_bytes_ = static_cast<std::uint64_t>(st.st_size);
+  if (st.st_size > 0) {
+    if (!resume_chain(path_, file_bytes_)) return;
+    // Age counts from the file's first record; one without a readable ts ages from now.
+    file_started_ = first_record_time(path_).value_or(options_.clock());
+    return;
+  }
+  // A new (or still empty) file: the chain goes on from the newest older file with records.
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    struct stat older {};
+    if (it->generation >= generation_ || ::stat(it->path.c_str(), &older) != 0 ||
+        !S_ISREG(older.st_mode) || older.st_size == 0)
+      continue;
+    resume_chain(it->path, static_cast<std::uint64_t>(older.st_size));
+    return;
+  }
+}
 
+// Takes seq and prev from the last record of `file`; false (and failed) when it has none.
+bool audit_log::resume_chain(const std::filesystem::path& file, std::uint64_t size) {
   std::string error;
-  auto last = read_last_line(log->path_, st.st_size, error);
+  auto last = read_last_line(file, static_cast<off_t>(size), error);
   if (!last) {
-    log->failure_ = error;
-    return log;
+    failure_ = error;
+    return false;
   }
   auto record = nlohmann::json::parse(*last, nullptr, false);
   const nlohmann::json* seq =
@@ -203,13 +273,41 @@ std::unique_ptr<audit_log> audit_log::open(const std::filesystem::path& dir,
       record.is_object() && record.contains("hash") ? &record["hash"] : nullptr;
   if (seq == nullptr || !seq->is_number_unsigned() || hash == nullptr || !hash->is_string() ||
       !is_hash_hex(hash->get<std::string>())) {
-    log->failure_ =
-        log->path_.string() + ": last record has no valid seq/hash; cannot continue its hash chain";
-    return log;
+    failure_ =
+        file.string() + ": last record has no valid seq/hash; cannot continue its hash chain";
+    return false;
   }
-  log->seq_ = seq->get<std::uint64_t>();
-  log->prev_ = hash->get<std::string>();
-  return log;
+  seq_ = seq->get<std::uint64_t>();
+  prev_ = hash->get<std::string>();
+  return true;
+}
+
+// Under the lock, before a record of `record_bytes` is written: begins the next generation when
+// the rotation policy says so. The new file exists before the old one is closed, so a reader
+// following the log always has a file to read; O_EXCL, because a next generation that already
+// exists means a second writer with this replica name, and two chains must not share a file.
+bool audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_clock::time_point now) {
+  if (generation_ == 0 || file_bytes_ == 0) return true;  // an empty file takes any record
+  const auto& rotation = options_.rotation;
+  const bool by_size = rotation.max_bytes > 0 && file_bytes_ + record_bytes > rotation.max_bytes;
+  const bool by_age =
+      rotation.max_age.count() > 0 && file_started_ && now - *file_started_ >= rotation.max_age;
+  if (!by_size && !by_age) return true;
+  const std::string replica =
+      options_.replica.empty() ? std::string(local_replica) : options_.replica;
+  fs::path next = generation_log_path(dir_, session_id_, replica, generation_ + 1);
+  int fd = ::open(next.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    failure_ = errno_reason(next, errno) + " (rotating the audit log)";
+    return false;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  path_ = std::move(next);
+  ++generation_;
+  file_bytes_ = 0;
+  file_started_.reset();
+  return true;
 }
 
 bool audit_log::write(const nlohmann::ordered_json& fields) { return append(fields, false); }
@@ -219,6 +317,16 @@ bool audit_log::end(const nlohmann::ordered_json& fields) { return append(fields
 void audit_log::sign_with(std::shared_ptr<const audit_key> key) {
   std::lock_guard lock(mutex_);
   key_ = std::move(key);
+}
+
+void audit_log::set_sink(std::function<void(std::string_view line)> sink) {
+  std::lock_guard lock(mutex_);
+  sink_ = std::move(sink);
+}
+
+std::filesystem::path audit_log::path() const {
+  std::lock_guard lock(mutex_);
+  return path_;
 }
 
 bool audit_log::replaced() const {
@@ -233,10 +341,11 @@ bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
   std::lock_guard lock(mutex_);
   if (!failure_.empty()) return false;
 
+  const auto now = options_.clock();
   std::string line;
   try {
     ordered_json record;
-    record["ts"] = utc_timestamp();
+    record["ts"] = utc_timestamp(now);
     record["session"] = session_id_;
     record["seq"] = seq_ + 1;
     if (fields.is_object()) {
@@ -268,6 +377,7 @@ bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
     failure_ = path_.string() + ": cannot build record: " + e.what();
     return false;
   }
+  if (!rotate_if_due(line.size(), now)) return false;
 
   std::size_t done = 0;
   while (done < line.size()) {
@@ -280,6 +390,15 @@ bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
     done += static_cast<std::size_t>(n);
   }
   ++seq_;
+  file_bytes_ += line.size();
+  if (!file_started_) file_started_ = now;
+  if (sink_) {
+    try {
+      sink_(std::string_view(line).substr(0, line.size() - 1));
+    } catch (...) {
+      // The record is on disk; a pipeline that cannot take it must not fail the session.
+    }
+  }
   return true;
 }
 

@@ -1,10 +1,14 @@
-// The per-session audit log (DESIGN §7): one JSONL file, one record per line, SHA-256 hash chain.
+// The per-session audit log (DESIGN §7): JSONL, one record per line, one SHA-256 hash chain per
+// writer, optionally rotated across files and written per gateway replica (audit_files.hpp).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,17 +18,43 @@ namespace broker::session {
 
 class audit_key;
 
+// When a file is closed and the next generation begun; 0 is never. Rotation happens between
+// records, at write time: before a record that would take a non-empty file past max_bytes (a
+// record larger than that gets a file of its own), and before the first record written once the
+// file's first record is max_age old.
+struct audit_rotation {
+  std::uint64_t max_bytes = 0;
+  std::chrono::milliseconds max_age{0};
+  bool enabled() const { return max_bytes > 0 || max_age.count() > 0; }
+};
+
+struct audit_log_options {
+  audit_rotation rotation;
+  std::string replica;  // a gateway replica's name ([A-Za-z0-9._-], 1..64); "" for none
+  // Stamps each record's ts and measures a file's age (tests inject one); empty: system_clock.
+  std::function<std::chrono::system_clock::time_point()> clock;
+};
+
 // Thread-safe append-only writer. Records are written with a single write(2) each, in seq
 // order. The first write failure (or an open failure) puts the log in the failed state for
 // good: the session then fails closed (DESIGN §7, 503 audit_unavailable).
 class audit_log {
  public:
-  // Opens (creating the directory and file, mode 0700/0600) <dir>/<session_id>.jsonl. Never
+  // Opens the session's log, creating directories (0700) and files (0600) as needed. Never
   // throws: on failure the returned log is failed() with the reason in failure(). An id that is
-  // empty, "." or "..", or contains '/' is refused. When the file already holds records (a
-  // reused session id) the chain continues from its last line's seq and hash; a file ending in a
-  // partial line or an unreadable last record cannot be continued and the log is failed.
-  static std::unique_ptr<audit_log> open(const std::filesystem::path& dir, std::string session_id);
+  // empty, "." or "..", or contains '/' is refused, and so is an invalid replica name.
+  //
+  // With neither rotation nor a replica the file is <dir>/<session_id>.jsonl, as it always was
+  // (unless the session already has files of replica "local" in the rotated layout: then those
+  // are continued). Otherwise the files are <dir>/<session_id>/<replica>.<generation>.jsonl,
+  // replica "local" when none is named (audit_files.hpp).
+  //
+  // A reused session id (or a restarted replica) continues its chain from the last record of its
+  // newest non-empty file, appending to the newest file; a first generation file continues the
+  // session's single file, when there is one, for replica "local". A file ending in a partial
+  // line or an unreadable last record cannot be continued and the log is failed.
+  static std::unique_ptr<audit_log> open(const std::filesystem::path& dir, std::string session_id,
+                                         audit_log_options options = {});
   ~audit_log();
   audit_log(const audit_log&) = delete;
   audit_log& operator=(const audit_log&) = delete;
@@ -40,26 +70,44 @@ class audit_log {
   // (before "hash") over the chain head when a key was given (DESIGN §8.2).
   bool end(const nlohmann::ordered_json& fields);
   void sign_with(std::shared_ptr<const audit_key> key);
+
+  // Called with each record's line (no newline) once it is written, in seq order, under the
+  // writer's lock (so a sink must be quick and must not write to this log). A sink cannot fail
+  // the log: whatever it throws is dropped. Replaces any earlier sink; an empty one removes it.
+  void set_sink(std::function<void(std::string_view line)> sink);
+
   // The file at path() is no longer the one being written (someone unlinked or renamed it).
   bool replaced() const;
 
   bool failed() const;
   std::string failure() const;  // human reason, e.g. "/x/s-1.jsonl: Permission denied"
-  const std::filesystem::path& path() const { return path_; }
+  // The file being written (it changes when the log rotates).
+  std::filesystem::path path() const;
   const std::string& session_id() const { return session_id_; }
 
  private:
-  audit_log(std::filesystem::path path, std::string session_id);
+  audit_log(std::filesystem::path dir, std::string session_id, audit_log_options options);
   bool append(const nlohmann::ordered_json& fields, bool sign);
+  void open_files();
+  bool resume_chain(const std::filesystem::path& file, std::uint64_t size);
+  bool rotate_if_due(std::size_t next_record, std::chrono::system_clock::time_point now);
 
-  std::filesystem::path path_;
+  std::filesystem::path dir_;
   std::string session_id_;
+  audit_log_options options_;
   mutable std::mutex mutex_;
+  std::filesystem::path path_;
   int fd_ = -1;
+  // The file's generation in the rotated layout; 0 in the single-file one (never rotated).
+  std::uint64_t generation_ = 0;
+  std::uint64_t file_bytes_ = 0;
+  // The ts of the file's first record; none while the file is empty.
+  std::optional<std::chrono::system_clock::time_point> file_started_;
   std::uint64_t seq_ = 0;
   std::string prev_;  // hex hash of the previous record; 64 zeros at start
   std::string failure_;
   std::shared_ptr<const audit_key> key_;
+  std::function<void(std::string_view)> sink_;
 };
 
 // The `prev` of a log's first record.

@@ -11,6 +11,7 @@
 
 #include <openssl/rand.h>
 
+#include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
 #include "session/audit_log.hpp"
 
@@ -116,67 +117,139 @@ void append(std::string& out, const std::string& part) {
   out += part;
 }
 
-}  // namespace
-
-verify_result verify_log(std::istream& in) {
-  verify_result result;
-  std::string previous_hash(zero_hash);
-  std::size_t line_number = 0;
-  bool last_is_end = false;
-  std::string line;
-  auto fail = [&](std::string error) {
-    result.ok = false;
-    result.bad_line = line_number;
-    result.error = std::move(error);
-    result.has_end = last_is_end;
-    return result;
-  };
-
-  while (std::getline(in, line)) {
-    ++line_number;
-    // getline stopping at EOF instead of '\n' means the writer never finished this record.
-    if (in.eof()) return fail("truncated record (no newline at end of file)");
-    if (line.empty()) return fail("empty line");
+// One chain, checked a line at a time across as many files as it spans.
+class chain_checker {
+ public:
+  // Why `line` does not continue the chain; nullopt when it does (and it is now the head).
+  std::optional<std::string> check(const std::string& line) {
+    if (line.empty()) return "empty line";
     if (line.size() <= hash_suffix_size ||
         line.compare(line.size() - hash_suffix_size, hash_key.size(), hash_key) != 0 ||
         line.compare(line.size() - 2, 2, "\"}") != 0 ||
         !is_lower_hex(std::string_view(line).substr(line.size() - 66, 64))) {
-      return fail("record does not end with a \"hash\" field");
+      return "record does not end with a \"hash\" field";
     }
     json record = json::parse(line, nullptr, false);
-    if (!record.is_object()) return fail("record is not a JSON object");
+    if (!record.is_object()) return "record is not a JSON object";
 
     auto seq = integer_field(record, "seq");
-    auto expected = static_cast<long long>(result.records + 1);
-    if (!seq) return fail("record has no integer \"seq\"");
+    auto expected = static_cast<long long>(records + 1);
+    if (!seq) return "record has no integer \"seq\"";
     if (*seq != expected) {
-      return fail("seq " + std::to_string(*seq) + " where " + std::to_string(expected) +
-                  " was expected (record missing, reordered or inserted)");
+      return "seq " + std::to_string(*seq) + " where " + std::to_string(expected) +
+             " was expected (record missing, reordered or inserted)";
     }
-    if (string_field(record, "prev") != previous_hash) {
-      return fail(result.records == 0 ? "first record's \"prev\" is not all zeros"
-                                      : "\"prev\" does not match the previous record's hash");
+    if (string_field(record, "prev") != previous_hash_) {
+      return records == 0 ? "first record's \"prev\" is not all zeros"
+                          : "\"prev\" does not match the previous record's hash";
     }
     std::string stated = line.substr(line.size() - 66, 64);
     std::string without_hash = line.substr(0, line.size() - hash_suffix_size) + "}";
-    if (chain_hash(previous_hash, without_hash) != stated) {
-      return fail("hash mismatch (the record or its hash was altered)");
-    }
+    if (chain_hash(previous_hash_, without_hash) != stated)
+      return "hash mismatch (the record or its hash was altered)";
     const bool has_signature = field(record, "signature") != nullptr;
-    std::string signer;
-    if (has_signature && !signature_holds(record, without_hash, previous_hash, &signer))
-      return fail("the signature does not match the chain head (records were altered, removed "
-                  "or re-chained)");
-    previous_hash = std::move(stated);
+    std::string key;
+    if (has_signature && !signature_holds(record, without_hash, previous_hash_, &key))
+      return "the signature does not match the chain head (records were altered, removed or "
+             "re-chained)";
+    previous_hash_ = std::move(stated);
     last_is_end = string_field(record, "event") == "session_end";
-    result.signer = has_signature ? signer : std::string();
-    ++result.records;
+    signer = has_signature ? key : std::string();
+    ++records;
+    return std::nullopt;
   }
-  if (in.bad()) return fail("read error");
-  if (result.records == 0) return fail("empty log");
-  result.ok = true;
-  result.has_end = last_is_end;
+
+  std::size_t records = 0;
+  bool last_is_end = false;
+  std::string signer;
+
+ private:
+  std::string previous_hash_{zero_hash};
+};
+
+// Checks every line of `in` against `chain`; on the first bad one fills result's bad_line and
+// error and returns false.
+bool check_stream(std::istream& in, chain_checker& chain, verify_result& result) {
+  std::size_t line_number = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    ++line_number;
+    // getline stopping at EOF instead of '\n' means the writer never finished this record.
+    std::optional<std::string> error =
+        in.eof() ? "truncated record (no newline at end of file)" : chain.check(line);
+    if (error) {
+      result.bad_line = line_number;
+      result.error = std::move(*error);
+      return false;
+    }
+  }
+  if (in.bad()) {
+    result.bad_line = line_number;
+    result.error = "read error";
+    return false;
+  }
+  return true;
+}
+
+verify_result finish(const chain_checker& chain, verify_result result, bool ok) {
+  result.records = chain.records;
+  result.has_end = chain.last_is_end;
+  result.signer = chain.signer;
+  if (ok && chain.records == 0) {
+    result.error = "empty log";
+    ok = false;
+  }
+  result.ok = ok;
   return result;
+}
+
+}  // namespace
+
+verify_result verify_log(std::istream& in) {
+  chain_checker chain;
+  verify_result result;
+  const bool ok = check_stream(in, chain, result);
+  return finish(chain, std::move(result), ok);
+}
+
+verify_result verify_replica(const replica_files& replica) {
+  chain_checker chain;
+  verify_result result;
+  result.files = replica.files.size();
+  auto fail = [&](const fs::path& file, std::size_t line, std::string error) {
+    result.bad_file = file;
+    result.bad_line = line;
+    result.error = std::move(error);
+    return finish(chain, std::move(result), false);
+  };
+  for (std::size_t i = 0; i < replica.files.size(); ++i) {
+    const audit_file& file = replica.files[i];
+    // Generations are consecutive from 1 (after the single file, generation 0, if any): a gap
+    // is a removed file, named here rather than as a seq jump in the file after it.
+    const std::uint64_t expected =
+        i == 0 ? (file.generation == 0 ? 0 : 1) : replica.files[i - 1].generation + 1;
+    if (file.generation > expected) {
+      const fs::path missing = file.path.parent_path() /
+                               generation_log_path({}, "", replica.replica, expected).filename();
+      return fail(missing, 0,
+                  "file missing (generation " + std::to_string(expected) + " of replica " +
+                      replica.replica + " is not there: removed or renamed)");
+    }
+    std::ifstream in(file.path, std::ios::binary);
+    if (!in) return fail(file.path, 0, "cannot read the file");
+    const std::size_t before = chain.records;
+    const bool last = i + 1 == replica.files.size();
+    if (!check_stream(in, chain, result)) {
+      if (i > 0 && result.bad_line == 1 && chain.records == before)
+        result.error += "; the first record of this file does not follow the last one of " +
+                        replica.files[i - 1].path.filename().string() +
+                        " (records removed there: truncated, or a file removed)";
+      return fail(file.path, result.bad_line, result.error);
+    }
+    if (!last && chain.records == before)
+      return fail(file.path, 0, "empty file before the newest one (its records were removed)");
+  }
+  return finish(chain, std::move(result), true);
 }
 
 std::string format_record(const nlohmann::json& record) {
@@ -235,10 +308,10 @@ std::string format_record(const nlohmann::json& record) {
   return out;
 }
 
-session_summary summarize_log(const std::filesystem::path& file) {
-  session_summary summary;
-  summary.id = file.stem().string();
-  std::ifstream in(file);
+namespace {
+
+// Adds one file's records to `summary`, in the order a single writer wrote them.
+void add_records(session_summary& summary, std::istream& in) {
   std::string line;
   while (std::getline(in, line)) {
     json record = json::parse(line, nullptr, false);
@@ -269,16 +342,51 @@ session_summary summarize_log(const std::filesystem::path& file) {
       if (auto n = integer_field(record, "llm_tokens"); n && *n > 0) summary.llm_tokens += *n;
     }
   }
+}
+
+}  // namespace
+
+session_summary summarize_log(const std::filesystem::path& file) {
+  session_summary summary;
+  summary.id = file.stem().string();
+  std::ifstream in(file);
+  add_records(summary, in);
+  return summary;
+}
+
+session_summary summarize_session(const std::filesystem::path& dir, const std::string& id) {
+  session_summary summary;
+  summary.id = id;
+  bool all_ended = true;
+  for (const auto& replica : session_files(dir, id)) {
+    session_summary one;
+    for (const auto& file : replica.files) {
+      std::ifstream in(file.path);
+      add_records(one, in);
+    }
+    if (!one.start.empty() && (summary.start.empty() || one.start < summary.start))
+      summary.start = one.start;
+    if (one.end.empty()) all_ended = false;
+    if (!one.end.empty() && one.end >= summary.end) {
+      summary.end = one.end;
+      summary.exit_code = one.exit_code;
+    }
+    summary.requests += one.requests;
+    summary.denied += one.denied;
+    summary.bytes += one.bytes;
+    summary.llm_tokens += one.llm_tokens;
+    if (one.cost_usd) summary.cost_usd = summary.cost_usd.value_or(0) + *one.cost_usd;
+  }
+  if (!all_ended) {
+    summary.end.clear();
+    summary.exit_code.reset();
+  }
   return summary;
 }
 
 std::vector<session_summary> list_sessions(const std::filesystem::path& dir) {
   std::vector<session_summary> sessions;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() != ".jsonl" || !it->is_regular_file(ec)) continue;
-    sessions.push_back(summarize_log(it->path()));
-  }
+  for (const auto& id : session_ids(dir)) sessions.push_back(summarize_session(dir, id));
   // ISO 8601 UTC timestamps sort as strings; the id breaks ties so the order is stable.
   std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) {
     return a.start != b.start ? a.start < b.start : a.id < b.id;
@@ -297,24 +405,29 @@ std::filesystem::path default_log_dir() {
   return {};
 }
 
-std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir,
-                                              const std::string& arg) {
+std::optional<log_selection> find_log(const std::filesystem::path& dir, const std::string& arg) {
   std::error_code ec;
   if (arg.empty()) {
     auto sessions = list_sessions(dir);
     if (sessions.empty()) return std::nullopt;
-    return dir / (sessions.back().id + ".jsonl");
+    return log_selection{sessions.back().id, session_files(dir, sessions.back().id)};
   }
   // A bare id is looked up in the log dir first, so a stray file of that name in the current
   // directory does not shadow the session; anything with a '/' is only ever a path.
   bool could_be_id = arg.find('/') == std::string::npos && arg != "." && arg != "..";
   if (could_be_id) {
-    fs::path candidate = dir / (arg + ".jsonl");
-    if (fs::is_regular_file(candidate, ec)) return candidate;
+    auto files = session_files(dir, arg);
+    if (!files.empty()) return log_selection{arg, std::move(files)};
   }
   fs::path as_path(arg);
-  if (fs::exists(as_path, ec) && !fs::is_directory(as_path, ec)) return as_path;
+  if (fs::exists(as_path, ec) && !fs::is_directory(as_path, ec))
+    return log_selection{"", {replica_files{"", {audit_file{as_path, 0}}}}};
   return std::nullopt;
+}
+
+bool log_selection::single_file() const {
+  return files.size() == 1 && files.front().files.size() == 1 &&
+         files.front().files.front().generation == 0;
 }
 
 std::string new_session_id() {

@@ -11,21 +11,32 @@
 
 #include <nlohmann/json.hpp>
 
+#include "session/audit_files.hpp"
+
 namespace broker::session {
 
 struct verify_result {
   bool ok = false;           // every record parses, chains, is in seq order, signatures hold
   std::size_t records = 0;   // records checked (up to the first bad one)
-  std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok
+  std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok or not a line's
   std::string error;         // what is wrong there ("hash mismatch", "prev does not...")
   bool has_end = false;      // the last record is session_end (else: running or cut)
   std::string signer;        // the last record's signature's key (hex), "" when it has none
+  // verify_replica only: the file the problem is in (or the missing one), and files checked.
+  std::filesystem::path bad_file;
+  std::size_t files = 0;
 };
 // Records must start at seq 1 with prev = 64 zeros and end with a newline; the first record
 // that does not parse, chain or follow in order, or whose "signature" (DESIGN §8.2) does not
 // sign its chain head with the key it names, stops the check. Whether that key is the right one
 // is the caller's to decide.
 verify_result verify_log(std::istream& in);
+
+// One replica's chain across its files, in generation order, as verify_log checks one stream:
+// seq and prev continue from each file's last record into the next file's first. Also a gap in
+// the generations (a removed file, named in bad_file) and an empty file that is not the newest.
+// bad_line is the line within bad_file.
+verify_result verify_replica(const replica_files& replica);
 
 // One line for people (exact layout is ours; it must show event, decision, method, URL/host,
 // status, rule, error code). The time is ts's UTC HH:MM:SS.mmm; control bytes print as \xNN:
@@ -38,7 +49,7 @@ verify_result verify_log(std::istream& in);
 std::string format_record(const nlohmann::json& record);
 
 struct session_summary {
-  std::string id;                // the file name without .jsonl
+  std::string id;                // the session id (a file's name without .jsonl)
   std::string start;             // ts of session_start, "" when missing
   std::string end;               // ts of session_end, "" while running / cut
   std::uint64_t requests = 0;    // request/tunnel/refusal records
@@ -52,19 +63,32 @@ struct session_summary {
 };
 session_summary summarize_log(const std::filesystem::path& file);
 
-// Every <dir>/*.jsonl, oldest start first (files without a session_start first; ties by id).
-// Tolerant: lines that are not JSON objects are skipped, a missing dir gives an empty list.
+// A session across all its files (both layouts, every replica): each replica summarized over its
+// files in order, then combined: the earliest start; ended (the latest end, and its exit) only
+// when every replica's last start was followed by an end; counts, bytes, tokens and cost summed.
+session_summary summarize_session(const std::filesystem::path& dir, const std::string& id);
+
+// Every session in dir (session_ids), oldest start first (sessions without a session_start
+// first; ties by id). Tolerant: lines that are not JSON objects are skipped, a missing dir gives
+// an empty list.
 std::vector<session_summary> list_sessions(const std::filesystem::path& dir);
 
 // Default log dir: $XDG_STATE_HOME/broker/sessions, else $HOME/.local/state/broker/sessions.
 // Relative values are ignored (XDG spec); empty when neither variable gives an absolute path.
 std::filesystem::path default_log_dir();
 
+// What `broker log` reads: a session's files, or one file named by path.
+struct log_selection {
+  std::string session;               // "" for a file named by path
+  std::vector<replica_files> files;  // a path: one replica "" with that one file
+  // The session's single <id>.jsonl, or a file named by path: shown and verified as one file.
+  bool single_file() const;
+};
+
 // Resolves `broker log`'s argument: empty -> the newest session in dir (the last one
-// list_sessions returns); an id without '/' whose <dir>/<id>.jsonl exists -> that file; an
-// existing non-directory path -> itself. nullopt when nothing is found.
-std::optional<std::filesystem::path> find_log(const std::filesystem::path& dir,
-                                              const std::string& arg);
+// list_sessions returns); an id without '/' that has files in dir -> that session; an existing
+// non-directory path -> that file alone. nullopt when nothing is found.
+std::optional<log_selection> find_log(const std::filesystem::path& dir, const std::string& arg);
 
 // A fresh random session id: "s-" + 8 lower-case hex digits.
 std::string new_session_id();

@@ -1,5 +1,6 @@
 #include "session/log_reader.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -7,12 +8,16 @@
 
 #include <catch2/catch.hpp>
 
+#include "session/audit_files.hpp"
 #include "session/audit_log.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using broker::session::audit_log;
+using broker::session::audit_log_options;
 using broker::session::format_record;
+using broker::session::session_files;
+using broker::session::verify_replica;
 using broker::session::verify_log;
 using nlohmann::json;
 using nlohmann::ordered_json;
@@ -351,9 +356,16 @@ TEST_CASE("list_sessions and find_log", "[log_reader]") {
   CHECK(broker::session::list_sessions(tmp.path / "missing").empty());
 
   using broker::session::find_log;
-  CHECK(find_log(tmp.path, "") == tmp.path / "s-a.jsonl");
-  CHECK(find_log(tmp.path, "s-b") == tmp.path / "s-b.jsonl");
-  CHECK(find_log(tmp.path, (tmp.path / "notes.txt").string()) == tmp.path / "notes.txt");
+  auto only_file = [](const std::optional<broker::session::log_selection>& found) {
+    REQUIRE(found);
+    CHECK(found->single_file());
+    return found->files.at(0).files.at(0).path;
+  };
+  CHECK(only_file(find_log(tmp.path, "")) == tmp.path / "s-a.jsonl");
+  CHECK(find_log(tmp.path, "")->session == "s-a");
+  CHECK(only_file(find_log(tmp.path, "s-b")) == tmp.path / "s-b.jsonl");
+  CHECK(only_file(find_log(tmp.path, (tmp.path / "notes.txt").string())) == tmp.path / "notes.txt");
+  CHECK(find_log(tmp.path, (tmp.path / "notes.txt").string())->session.empty());
   CHECK_FALSE(find_log(tmp.path, "s-missing").has_value());
   CHECK_FALSE(find_log(tmp.path, (tmp.path / "nope.jsonl").string()).has_value());
   CHECK_FALSE(find_log(tmp.path, tmp.path.string()).has_value());  // a directory
@@ -384,4 +396,145 @@ TEST_CASE("new_session_id is random and well-formed", "[log_reader]") {
   CHECK(well_formed(a));
   CHECK(well_formed(b));
   CHECK(a != b);
+}
+
+namespace {
+
+// A rotated session: start, 12 requests, end, ~3 records a file. Returns replica local's files.
+std::vector<fs::path> rotated_session(const fs::path& dir, const std::string& id) {
+  audit_log_options options;
+  options.rotation.max_bytes = 800;
+  auto log = audit_log::open(dir, id, options);
+  REQUIRE(log->write({{"event", "session_start"}}));
+  for (int i = 0; i < 12; ++i) {
+    REQUIRE(log->write({{"event", "request"},
+                        {"method", "GET"},
+                        {"host", "example.com"},
+                        {"path", "/" + std::to_string(i)},
+                        {"decision", i == 3 ? "deny" : "allow"},
+                        {"bytes_in", 10}}));
+  }
+  REQUIRE(log->write({{"event", "session_end"}, {"exit", 0}}));
+  std::vector<fs::path> files;
+  const auto replicas = session_files(dir, id);
+  for (const auto& f : replicas.at(0).files) files.push_back(f.path);
+  REQUIRE(files.size() >= 4);
+  return files;
+}
+
+std::string read_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("verify_replica checks one chain across files", "[log_reader]") {
+  temp_dir tmp;
+  const auto files = rotated_session(tmp.path, "s-rot");
+  auto verify = [&] { return verify_replica(session_files(tmp.path, "s-rot").at(0)); };
+  auto expect_bad = [&](const fs::path& file, std::size_t line, const std::string& error) {
+    const auto result = verify();
+    INFO(result.error);
+    CHECK_FALSE(result.ok);
+    CHECK(result.bad_file == file);
+    CHECK(result.bad_line == line);
+    CHECK(result.error.find(error) != std::string::npos);
+  };
+
+  SECTION("intact") {
+    const auto result = verify();
+    CHECK(result.ok);
+    CHECK(result.records == 14);
+    CHECK(result.files == files.size());
+    CHECK(result.has_end);
+  }
+  SECTION("a deleted middle file is named") {
+    fs::remove(files[1]);
+    expect_bad(files[1], 0, "file missing");
+  }
+  SECTION("a deleted first file is named") {
+    fs::remove(files[0]);
+    expect_bad(files[0], 0, "file missing");
+  }
+  SECTION("an edited line is named by file and line") {
+    std::string text = read_file(files[2]);
+    const auto at = text.find("\"GET\"");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 5, "\"PUT\"");
+    write_file(files[2], text);
+    const std::size_t line = std::count(text.begin(), text.begin() + at, '\n') + 1;
+    expect_bad(files[2], line, "hash mismatch");
+  }
+  SECTION("a middle file cut mid-record is named") {
+    std::string text = read_file(files[1]);
+    write_file(files[1], text.substr(0, text.size() - 30));
+    expect_bad(files[1], std::count(text.begin(), text.end(), '\n'), "truncated record");
+  }
+  SECTION("a middle file cut at a record boundary names the next file and the one before") {
+    std::string text = read_file(files[1]);
+    text.pop_back();
+    write_file(files[1], text.substr(0, text.rfind('\n') + 1));
+    expect_bad(files[2], 1, files[1].filename().string());
+  }
+  SECTION("a middle file emptied") {
+    write_file(files[1], "");
+    expect_bad(files[1], 0, "empty file");
+  }
+  SECTION("the newest file removed leaves an intact chain without its end") {
+    fs::remove(files.back());
+    const auto result = verify();
+    CHECK(result.ok);
+    CHECK_FALSE(result.has_end);
+  }
+}
+
+TEST_CASE("sessions of both layouts are listed, a session's replicas combined", "[log_reader]") {
+  temp_dir tmp;
+  written_session(tmp.path, "s-flat");
+  rotated_session(tmp.path, "s-rot");
+  // Two replicas of one session: one ended, one still running.
+  for (const std::string replica : {"gw-a", "gw-b"}) {
+    audit_log_options options;
+    options.replica = replica;
+    auto log = audit_log::open(tmp.path, "s-team", options);
+    REQUIRE(log->write({{"event", "session_start"}}));
+    REQUIRE(log->write({{"event", "request"}, {"decision", "allow"}, {"bytes_out", 5}}));
+    if (replica == "gw-a") REQUIRE(log->write({{"event", "session_end"}, {"exit", 0}}));
+  }
+  fs::create_directory(tmp.path / "unrelated");
+  write_file(tmp.path / "unrelated" / "notes.txt", "x");
+
+  const auto sessions = broker::session::list_sessions(tmp.path);
+  std::vector<std::string> ids;
+  for (const auto& s : sessions) ids.push_back(s.id);
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::string>{"s-flat", "s-rot", "s-team"});
+
+  const auto rot = broker::session::summarize_session(tmp.path, "s-rot");
+  CHECK(rot.requests == 12);
+  CHECK(rot.denied == 1);
+  CHECK(rot.bytes == 120);
+  CHECK(rot.exit_code == 0);
+  CHECK_FALSE(rot.end.empty());
+
+  auto team = broker::session::summarize_session(tmp.path, "s-team");
+  CHECK(team.requests == 2);
+  CHECK(team.bytes == 10);
+  CHECK(team.end.empty());  // gw-b is still running
+  {
+    audit_log_options options;
+    options.replica = "gw-b";
+    REQUIRE(audit_log::open(tmp.path, "s-team", options)->write({{"event", "session_end"}}));
+  }
+  team = broker::session::summarize_session(tmp.path, "s-team");
+  CHECK_FALSE(team.end.empty());
+  CHECK(team.start <= team.end);
+
+  const auto found = broker::session::find_log(tmp.path, "s-team");
+  REQUIRE(found);
+  CHECK(found->session == "s-team");
+  CHECK_FALSE(found->single_file());
+  REQUIRE(found->files.size() == 2);
+  CHECK(found->files[0].replica == "gw-a");
 }
