@@ -26,6 +26,7 @@
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
 #include "session/control_socket.hpp"
+#include "session/audit_files.hpp"
 #include "session/log.hpp"
 #include "wrap/child_env.hpp"
 #include "wrap/session_dir.hpp"
@@ -216,13 +217,21 @@ int run_serve(const serve_options& o) {
     g.credentials = credentials;
     g.tls = tls;
     const auto common = o.common;
-    g.open_audit = [common](const std::string& id) { return open_audit(common, id); };
+    const std::string replica = o.replica.empty() ? options.session_id : o.replica;
+    if (!session::valid_replica_name(replica)) {
+      std::cerr << "broker: --replica " << replica << ": use 1-64 letters, digits, '.', '_' or '-'\n";
+      return exit_usage;
+    }
+    // Each replica writes its own files of a session: <log-dir>/<session>/<replica>.<n>.jsonl.
+    g.open_audit = [common, replica](const std::string& id) {
+      return open_audit(common, id, replica);
+    };
     g.proxy_authority = o.proxy_authority.empty()
                             ? url.substr(std::string_view("http://").size())
                             : o.proxy_authority;
     g.listen = url;
     g.trust_bundle = bundle.string();
-    g.replica = o.replica.empty() ? options.session_id : o.replica;
+    g.replica = replica;
     g.observer = observe;
     g.on_revoked = [metrics](const std::string& id) { metrics->forget_session(id); };
     if (!o.redis.empty()) {

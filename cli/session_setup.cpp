@@ -53,9 +53,11 @@ void load_credentials(session_setup& setup, bool login_files) {
 }
 
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
-                                               const std::string& session_id) {
+                                               const std::string& session_id,
+                                               const std::string& replica) {
   session::audit_log_options options;
   options.rotation = common.audit_rotation;
+  options.replica = replica;
   auto audit =
       session::audit_log::open(log_dir_or_default(common.log_dir), session_id, std::move(options));
   if (audit->failed()) {

@@ -50,10 +50,10 @@ def create(gw, *args, name="s"):
 
 
 def session_log(gw, session_id):
-    path = gw.log_dir / f"{session_id}.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The session's records on every replica, merged by `broker log SESSION --json`."""
+    r = run_broker_cli("log", session_id, "--json", "--log-dir", gw.log_dir)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
 
 
 def github(gw, env, path="/user", token=None, tls_port=None):

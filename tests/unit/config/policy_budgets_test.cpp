@@ -194,7 +194,20 @@ TEST_CASE("the budgets' unknown-key message lists the new keys", "[config][polic
   auto e = error_of("{\"budgets\": {\n\"cost\": 5}}");
   CHECK(e.what ==
         "policy.json:2: budgets.cost: unknown key (expected one of: requests, bytes_out, "
-        "bytes_in, duration, llm_tokens, cost_usd, rate, prices, per_host, on_exhaust)");
+        "bytes_in, duration, llm_tokens, cost_usd, rate, prices, per_host, on_exhaust, "
+        "on_state_unavailable)");
+}
+
+TEST_CASE("on_state_unavailable is deny or allow, session-wide", "[config][policy][budgets]") {
+  CHECK_FALSE(parse_policy(R"({"budgets": {"requests": 1}})", "p").budgets.allow_without_state);
+  CHECK(*parse_policy(R"({"budgets": {"on_state_unavailable": "allow"}})", "p")
+             .budgets.allow_without_state);
+  CHECK_FALSE(*parse_policy(R"({"budgets": {"on_state_unavailable": "deny"}})", "p")
+                   .budgets.allow_without_state);
+  CHECK(error_of("{\"budgets\": {\n\"on_state_unavailable\": \"open\"}}").what ==
+        "policy.json:2: budgets.on_state_unavailable: expected \"deny\" or \"allow\"");
+  CHECK(error_of(R"({"budgets": {"per_host": {"a.example": {"on_state_unavailable": "allow"}}}})")
+            .message == "\"on_state_unavailable\" applies to the whole session, not per host");
 }
 
 TEST_CASE("to_json shows cost, prices and per_host", "[config][policy][budgets]") {

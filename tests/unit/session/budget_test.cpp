@@ -42,6 +42,17 @@ int admit_n(session_budget& b, int n, std::string_view host = "a.example") {
 
 }  // namespace
 
+TEST_CASE("on_state_unavailable: allow holds only while no layer says deny", "[session][budget]") {
+  const auto layer = [](const char* text) { return parse_policy(text, "p.json"); };
+  const auto allow = layer(R"({"budgets": {"on_state_unavailable": "allow"}})");
+  const auto deny = layer(R"({"budgets": {"on_state_unavailable": "deny"}})");
+  const auto silent = layer(R"({"budgets": {"requests": 5}})");
+  CHECK_FALSE(tightest({silent}).allow_without_state.value_or(false));
+  CHECK(tightest({allow, silent}).allow_without_state.value_or(false));
+  CHECK_FALSE(tightest({allow, deny}).allow_without_state.value_or(false));
+  CHECK_FALSE(tightest({deny, allow}).allow_without_state.value_or(false));
+}
+
 TEST_CASE("tightest takes the smallest limit of every layer", "[session][budget]") {
   std::vector<policy> layers;
   layers.push_back(parse_policy(R"({"budgets": {
