@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
+#include <limits>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -48,6 +51,7 @@ struct serve_options {
   std::string redis;            // replicas share sessions, budgets and revocations here
   std::string replica;          // this replica's name (default: the gateway's session name)
   std::string admin;            // HOST:PORT of the admin listener (/metrics)
+  std::string audit_sink;       // "redis" or "redis:STREAM-KEY": records also go to a stream
 };
 
 // serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
@@ -99,25 +103,34 @@ void attach_metrics(gateway::metrics& m, proxy::proxy_context& ctx, proxy::tls_c
   });
 }
 
-void attach_redis_metrics(gateway::metrics& m, std::shared_ptr<gateway::redis_stats> stats) {
-  m.add_collector([stats](gateway::exposition& out) {
-    const auto s = stats->read();
+// Redis as the requests see it (path="request": admissions, session lookups) and as the
+// replica's own thread does (path="background": revocation polls, shared usage, audit records).
+void attach_redis_metrics(gateway::metrics& m, std::shared_ptr<gateway::redis_stats> requests,
+                          std::shared_ptr<gateway::redis_stats> background) {
+  m.add_collector([requests, background](gateway::exposition& out) {
+    const auto s = requests->read();
+    const auto b = background->read();
     using kind = gateway::exposition::kind;
-    const std::pair<const char*, std::uint64_t> counters[] = {
-        {"broker_redis_commands_total", s.commands},
-        {"broker_redis_round_trips_total", s.round_trips},
-        {"broker_redis_errors_total", s.errors},
-        {"broker_redis_connects_total", s.connects}};
+    const char* names[] = {"broker_redis_commands_total", "broker_redis_round_trips_total",
+                           "broker_redis_errors_total", "broker_redis_connects_total"};
     const char* help[] = {"Commands sent to Redis", "Round trips to Redis (writes of commands)",
                           "Redis commands that failed (unreachable, or an error reply)",
                           "Connections made to Redis"};
+    const std::uint64_t on_requests[] = {s.commands, s.round_trips, s.errors, s.connects};
+    const std::uint64_t on_background[] = {b.commands, b.round_trips, b.errors, b.connects};
     for (std::size_t i = 0; i < 4; ++i) {
-      out.family(counters[i].first, help[i], kind::counter);
-      out.sample(counters[i].first, {}, counters[i].second);
+      out.family(names[i], help[i], kind::counter);
+      out.sample(names[i], {{"path", "request"}}, on_requests[i]);
+      out.sample(names[i], {{"path", "background"}}, on_background[i]);
     }
     out.family("broker_redis_round_trip_seconds", "Redis round-trip latency", kind::histogram);
-    out.histogram("broker_redis_round_trip_seconds", {}, gateway::redis_stats::latency_bounds,
-                  s.latency_buckets, s.latency_sum_seconds, s.latency_count);
+    // The stats' last bucket is +Inf: the bounds say so too.
+    std::array<double, gateway::redis_stats::bucket_count> bounds{};
+    std::copy(gateway::redis_stats::latency_bounds.begin(),
+              gateway::redis_stats::latency_bounds.end(), bounds.begin());
+    bounds.back() = std::numeric_limits<double>::infinity();
+    out.histogram("broker_redis_round_trip_seconds", {}, bounds, s.latency_buckets,
+                  s.latency_sum_seconds, s.latency_count);
   });
 }
 
@@ -234,12 +247,38 @@ int run_serve(const serve_options& o) {
     g.replica = replica;
     g.observer = observe;
     g.on_revoked = [metrics](const std::string& id) { metrics->forget_session(id); };
+    if (!o.audit_sink.empty() && o.redis.empty()) {
+      std::cerr << "broker: --audit-sink redis needs --redis URL\n";
+      return exit_usage;
+    }
     if (!o.redis.empty()) {
       try {
         auto stats = std::make_shared<gateway::redis_stats>();
+        auto background = std::make_shared<gateway::redis_stats>();
         g.redis = std::make_shared<gateway::redis_store>(gateway::redis_endpoint::parse(o.redis),
-                                                         stats, std::chrono::milliseconds(1000));
-        attach_redis_metrics(*metrics, stats);
+                                                         stats, background,
+                                                         std::chrono::milliseconds(1000));
+        attach_redis_metrics(*metrics, stats, background);
+        if (!o.audit_sink.empty()) {
+          const auto colon = o.audit_sink.find(':');
+          if (o.audit_sink.substr(0, colon) != "redis")
+            throw std::invalid_argument("--audit-sink: expected redis or redis:STREAM-KEY");
+          const std::string key =
+              colon == std::string::npos ? "broker:audit" : o.audit_sink.substr(colon + 1);
+          g.audit_sink = std::make_shared<gateway::audit_stream>(g.redis, key, replica);
+          ctx->audit_log().set_sink([sink = g.audit_sink, id = options.session_id](
+                                        std::string_view line) { sink->ship(id, line); });
+          metrics->add_collector([sink = g.audit_sink](gateway::exposition& out) {
+            using kind = gateway::exposition::kind;
+            out.family("broker_audit_stream_records_total", "Audit records shipped to the stream",
+                       kind::counter);
+            out.sample("broker_audit_stream_records_total", {}, sink->shipped());
+            out.family("broker_audit_stream_dropped_total",
+                       "Audit records not shipped (the queue was full while Redis was away)",
+                       kind::counter);
+            out.sample("broker_audit_stream_dropped_total", {}, sink->dropped());
+          });
+        }
       } catch (const std::exception& e) {
         std::cerr << "broker: --redis: " << e.what() << "\n";
         return exit_usage;
@@ -373,6 +412,9 @@ void register_serve(CLI::App& root, int& exit_status) {
                   "(redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH)");
   app->add_option("--replica", options->replica,
                   "This replica's name in audit files and shared state (default: --session)");
+  app->add_option("--audit-sink", options->audit_sink,
+                  "With --redis: also ship every audit record to a Redis Stream (redis, or "
+                  "redis:KEY; default key broker:audit)");
   app->add_option("--admin", options->admin,
                   "HOST:PORT for the admin listener: GET /metrics (Prometheus), /healthz; no "
                   "authentication, so bind it to loopback or an admin network");

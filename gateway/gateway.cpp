@@ -77,7 +77,12 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   auto policy = policy_of(r, *setup_.team_policy);
   auto options = setup_.options;
   options.session_id = r.id;
-  auto ctx = std::make_shared<proxy::proxy_context>(options, policy, setup_.open_audit(r.id),
+  auto audit = setup_.open_audit(r.id);
+  if (setup_.audit_sink)
+    audit->set_sink([sink = setup_.audit_sink, id = r.id](std::string_view line) {
+      sink->ship(id, line);
+    });
+  auto ctx = std::make_shared<proxy::proxy_context>(options, policy, std::move(audit),
                                                     credentials_of(r), setup_.tls);
   auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
                                                           std::chrono::steady_clock::now());
@@ -264,7 +269,9 @@ void gateway::end_sessions() {
     if (l.shared) l.shared->flush();
     l.ctx->audit_log().end(session::end_record(proxy::session_end_of(*l.ctx, std::nullopt)));
   }
+  if (setup_.audit_sink) setup_.audit_sink->settle(std::chrono::seconds(2));
   if (setup_.redis) setup_.redis->close();  // before the workers' io_contexts go
+  if (setup_.audit_sink) setup_.audit_sink->flush();
 }
 
 std::size_t gateway::sessions_served() const {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/audit_stream.hpp"
 #include "gateway/session_store.hpp"
 #include "gateway/shared_budget.hpp"
 #include "proxy/proxy_context.hpp"
@@ -36,6 +37,8 @@ struct gateway_setup {
   // Replicas: the shared store (null: sessions live in this process) and this replica's name.
   std::shared_ptr<redis_store> redis;
   std::string replica;
+  // --audit-sink redis: every session's records also go to a Redis Stream; may be null.
+  std::shared_ptr<audit_stream> audit_sink;
   // Told of every session's records (metrics); may be empty.
   proxy::proxy_context::record_observer observer;
   // A session revoked here or elsewhere: its series go (metrics); may be empty.

@@ -51,13 +51,13 @@ struct redis_store::background {
 };
 
 redis_store::redis_store(redis_endpoint endpoint, std::shared_ptr<redis_stats> stats,
-                         std::chrono::milliseconds timeout)
+                         std::shared_ptr<redis_stats> background_stats, std::chrono::milliseconds timeout)
     : endpoint_(std::move(endpoint)),
       stats_(std::move(stats)),
       timeout_(timeout),
       background_(std::make_unique<background>()) {
-  background_->client =
-      std::make_unique<redis_client>(background_->io.get_executor(), endpoint_, stats_, timeout_);
+  background_->client = std::make_unique<redis_client>(background_->io.get_executor(), endpoint_,
+                                                       std::move(background_stats), timeout_);
   background_->thread = std::thread([this] { background_->io.run(); });
 }
 

@@ -26,8 +26,10 @@ class redis_store final : public session_store {
   // How often each replica looks for revocations: a revoke reaches every replica well within 1 s.
   static constexpr std::chrono::milliseconds revocation_poll{200};
 
+  // `stats` counts the proxy side's round trips (one per budgeted request), `background` the
+  // store's own (revocation polls, usage and audit shipping), so each can be read apart.
   redis_store(redis_endpoint endpoint, std::shared_ptr<redis_stats> stats,
-              std::chrono::milliseconds timeout);
+              std::shared_ptr<redis_stats> background, std::chrono::milliseconds timeout);
   ~redis_store() override;
 
   void put(const session_record& r) override;

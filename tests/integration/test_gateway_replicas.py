@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import RawClient, assert_refusal, run_broker_cli
-from redis_server import RedisServer
+from redis_server import RedisServer, free_port
 from test_budgets import ANTHROPIC, OPENAI, OTHER, llm, llm_pki  # noqa: F401 (fixtures)
 
 REAL = "sk-proj-" + "R3plicaSecretValue" * 3
@@ -33,17 +33,21 @@ def team_policy():
 
 
 @pytest.fixture
-def replicas(broker_factory, redis, llm, llm_pki, tmp_path):  # noqa: F811
+def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
+    # redis first: it is torn down after the gateways, which ship their last records to it.
     """Two gateway replicas on one Redis, one CA; each client trusts it and the test CA."""
     ca = tmp_path / "ca"
     out = []
     for name in ("r1", "r2"):
+        admin = free_port()
         b = broker_factory(policy=team_policy(), ca_dir=ca, session=f"gw-{name}-{tmp_path.name[-6:]}",
-                           args=["--gateway", "--redis", redis.url, "--replica", name],
+                           args=["--gateway", "--redis", redis.url, "--replica", name,
+                                 "--audit-sink", "redis", "--admin", f"127.0.0.1:{admin}"],
                            upstream_ca=llm_pki.ca_cert, env={"OPENAI_API_KEY": REAL},
                            log_dir=tmp_path / f"logs-{name}",
                            connect_to=[f"{h}:443:127.0.0.1:{llm.port}" for h in (OPENAI, OTHER)]
                            + [f"{OTHER}:80:127.0.0.1:{llm.plain_port}"])
+        b.admin = admin
         out.append(b)
     bundle = tmp_path / "clients-ca.pem"
     bundle.write_bytes(out[0].ca_cert.read_bytes() + llm_pki.ca_cert.read_bytes())
@@ -185,3 +189,63 @@ def test_a_killed_replica_keeps_its_records_and_clients_go_on_through_the_other(
     # The chain holds; only the end is missing, as after any killed broker.
     assert v.returncode != 0 and "incomplete" in v.stdout + v.stderr, v.stdout + v.stderr
     assert "tampered" not in v.stdout + v.stderr
+
+
+def metrics(gw):
+    import requests
+    r = requests.get(f"http://127.0.0.1:{gw.admin}/metrics", timeout=5)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    out = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_count_each_session_and_redis_round_trips(replicas, tmp_path):
+    r1, r2 = replicas
+    policy = tmp_path / "budget.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"requests": 1000}}))
+    sid, env = create(r1, "--policy", policy)
+    before = metrics(r1)
+    for _ in range(20):
+        assert plain(r1, env).status_code == 200
+    with RawClient(r1.port) as c:  # no credential: a 407 in the gateway's own counts
+        c.send(f"GET http://{OTHER}/ HTTP/1.1\r\nHost: {OTHER}\r\n\r\n".encode())
+        assert c.read_response().status == 407
+    after = metrics(r1)
+    assert after[f'broker_requests_total{{session="{sid}",event="request"}}'] == 20
+    assert after[f'broker_refusals_total{{session="{r1.session}",code="proxy_auth_required"}}'] == 1
+    assert after[f'broker_bytes_total{{session="{sid}",direction="in"}}'] > 0
+    key = 'broker_redis_round_trips_total{path="request"}'
+    trips = after[key] - before.get(key, 0)
+    # One admission round trip per budgeted request (the session lookup is once per replica).
+    assert 20 <= trips <= 22, trips
+    assert after['broker_redis_round_trip_seconds_count'] >= 20
+    assert "broker_open_connections" in after and "broker_gateway_sessions" in after
+
+
+def test_the_audit_sink_ships_every_record_of_both_replicas_to_a_stream(replicas, redis):
+    import subprocess
+    r1, r2 = replicas
+    sid, env = create(r1)
+    for gw in (r1, r2, r1):
+        assert plain(gw, env).status_code == 200
+    r1.stop()
+    r2.stop()
+    raw = subprocess.run(["redis-cli", "-p", str(redis.port), "--raw", "XRANGE", "broker:audit",
+                          "-", "+"], capture_output=True, text=True, check=True).stdout.splitlines()
+    entries, i = [], 0
+    while i + 6 < len(raw) + 1 and i < len(raw):
+        fields = dict(zip(raw[i + 1:i + 7:2], raw[i + 2:i + 7:2]))
+        entries.append(fields)
+        i += 7
+    shipped = [e for e in entries if e.get("session") == sid]
+    files = {}
+    for gw, name in ((r1, "r1"), (r2, "r2")):
+        for f in sorted((gw.log_dir / sid).glob(f"{name}.*.jsonl")):
+            files.setdefault(name, []).extend(f.read_text().splitlines())
+    for name, lines in files.items():
+        assert [e["record"] for e in shipped if e["replica"] == name] == lines
+    assert sum(1 for e in shipped if '"event":"request"' in e["record"]) == 3
