@@ -42,9 +42,12 @@ def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
         admin = free_port()
         b = broker_factory(policy=team_policy(), ca_dir=ca, session=f"gw-{name}-{tmp_path.name[-6:]}",
                            args=["--gateway", "--redis", redis.url, "--replica", name,
-                                 "--audit-sink", "redis", "--admin", f"127.0.0.1:{admin}"],
-                           upstream_ca=llm_pki.ca_cert, env={"OPENAI_API_KEY": REAL},
-                           log_dir=tmp_path / f"logs-{name}",
+                                 "--audit-sink", "redis", "--admin", f"127.0.0.1:{admin}",
+                                 "--audit-rotate-size", "4KB"],
+                           upstream_ca=llm_pki.ca_cert,
+                           # one HOME: the replicas sign session ends with the team's one key
+                           env={"OPENAI_API_KEY": REAL, "HOME": str(tmp_path / "home")},
+                           log_dir=tmp_path / "logs",  # one log dir: each replica its own files
                            connect_to=[f"{h}:443:127.0.0.1:{llm.port}" for h in (OPENAI, OTHER)]
                            + [f"{OTHER}:80:127.0.0.1:{llm.plain_port}"])
         b.admin = admin
@@ -249,3 +252,39 @@ def test_the_audit_sink_ships_every_record_of_both_replicas_to_a_stream(replicas
     for name, lines in files.items():
         assert [e["record"] for e in shipped if e["replica"] == name] == lines
     assert sum(1 for e in shipped if '"event":"request"' in e["record"]) == 3
+
+
+def test_concurrent_requests_on_both_replicas_never_overspend(replicas, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    r1, r2 = replicas
+    policy = tmp_path / "ten.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"requests": 10}}))
+    sid, env = create(r1, "--policy", policy)
+    with ThreadPoolExecutor(16) as pool:
+        statuses = list(pool.map(lambda i: plain((r1, r2)[i % 2], env, f"/n{i}").status_code,
+                                 range(40)))
+    assert statuses.count(200) == 10, statuses
+    assert statuses.count(429) == 30, statuses
+
+
+def test_rotation_under_load_keeps_both_replicas_chains_verifiable(replicas):
+    from concurrent.futures import ThreadPoolExecutor
+    r1, r2 = replicas
+    sid, env = create(r1)
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda i: plain((r1, r2)[i % 2], env, f"/p{i}").status_code,
+                                 range(120)))
+    assert statuses == [200] * 120
+    r1.stop()
+    r2.stop()
+    files = sorted(p.name for p in (r1.log_dir / sid).iterdir())
+    assert sum(f.startswith("r1.") for f in files) >= 3 and sum(f.startswith("r2.") for f in files) >= 3
+    v = run_broker_cli("log", sid, "--verify", "--log-dir", r1.log_dir,
+                       "--key", r1.dir.parent / "home/.config/broker/audit-key")
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "replica r1: ok" in v.stdout and "replica r2: ok" in v.stdout, v.stdout
+    merged = run_broker_cli("log", sid, "--json", "--log-dir", r1.log_dir)
+    records = [json.loads(line) for line in merged.stdout.splitlines()]
+    assert sum(x["event"] == "request" for x in records) == 120
+    stamps = [x["ts"] for x in records]
+    assert stamps == sorted(stamps)
