@@ -15,6 +15,7 @@
 #include "http/parser.hpp"
 #include "proxy/asio.hpp"
 #include "proxy/deadline.hpp"
+#include "proxy/listener.hpp"
 #include "proxy/race.hpp"
 #include "session/log.hpp"
 
@@ -264,12 +265,8 @@ admin_listener::admin_listener(std::string host, std::uint16_t port, std::shared
   error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw std::runtime_error("admin listener " + address_text + ": not an IP address");
-  const tcp::endpoint endpoint(address, port);
   auto& acceptor = impl_->acceptor;
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  ec = proxy::listen_on(acceptor, tcp::endpoint(address, port));
   if (ec)
     throw std::runtime_error("admin listener: cannot listen on " + address_text + ": " +
                              ec.message());

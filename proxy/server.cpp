@@ -21,6 +21,7 @@
 #include "proxy/client_connection.hpp"
 #include "proxy/dns_responder.hpp"
 #include "proxy/limits.hpp"
+#include "proxy/listener.hpp"
 #include "proxy/refusal.hpp"
 #include "session/log.hpp"
 
@@ -230,12 +231,7 @@ server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std:
   error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw std::runtime_error("--listen " + host + ": not an IP address");
-  const tcp::endpoint endpoint(address, port);
-  auto& acceptor = impl_->acceptor;
-  acceptor.open(endpoint.protocol(), ec);
-  if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor.bind(endpoint, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  ec = listen_on(impl_->acceptor, tcp::endpoint(address, port));
   if (ec)
     throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
                              ec.message());

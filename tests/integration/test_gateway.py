@@ -10,6 +10,7 @@ import pytest
 
 from conftest import (RawClient, assert_refusal, connect_to_arg, curl, raw_exchange,
                       run_broker_cli)
+from gateway_session import create_session
 
 GITHUB = "api.github.com"
 OTHER = "other.example.test"
@@ -39,14 +40,7 @@ def gateway(broker_factory, tls_upstream, upstream, pki):
 
 
 def create(gw, *args, name="s"):
-    """`broker session create` for the gateway; returns (id, env dict, env file)."""
-    env_file = gw.dir / f"{name}.env"
-    r = run_broker_cli("session", "--gateway", gw.session, "create", "--env-file", env_file, *args)
-    assert r.returncode == 0, r.stderr
-    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if line)
-    session_id = env["HTTPS_PROXY"].split("//", 1)[1].split(":", 1)[0]
-    assert session_id in r.stdout
-    return session_id, env, env_file
+    return create_session(gw, *args, name=name)
 
 
 def session_log(gw, session_id):

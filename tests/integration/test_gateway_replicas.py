@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import RawClient, assert_refusal, run_broker_cli
+from gateway_session import create_session
 from redis_server import RedisServer, free_port
 from test_budgets import ANTHROPIC, OPENAI, OTHER, llm, llm_pki  # noqa: F401 (fixtures)
 
@@ -60,11 +61,7 @@ def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
 
 
 def create(gw, *args, name="s"):
-    env_file = gw.dir / f"{name}.env"
-    r = run_broker_cli("session", "--gateway", gw.session, "create", "--env-file", env_file, *args)
-    assert r.returncode == 0, r.stderr
-    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if line)
-    sid = env["HTTPS_PROXY"].split("//", 1)[1].split(":", 1)[0]
+    sid, env, _ = create_session(gw, *args, name=name)
     return sid, env
 
 
