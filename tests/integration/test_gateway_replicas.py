@@ -285,3 +285,27 @@ def test_rotation_under_load_keeps_both_replicas_chains_verifiable(replicas):
     assert sum(x["event"] == "request" for x in records) == 120
     stamps = [x["ts"] for x in records]
     assert stamps == sorted(stamps)
+
+
+def test_a_rate_limit_is_shared_by_the_replicas(replicas, tmp_path):
+    r1, r2 = replicas
+    policy = tmp_path / "rate.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"rate": "4/m"}}))
+    sid, env = create(r1, "--policy", policy)
+    statuses = [plain(gw, env).status_code for _ in range(3) for gw in (r1, r2)]
+    # A bucket of 4 for the session, not 4 per replica.
+    assert statuses == [200, 200, 200, 200, 429, 429], statuses
+    refused = plain(r1, env)
+    assert refused.json()["budget"] == "rate" and int(refused.headers["retry-after"]) >= 1
+
+
+def test_a_policy_may_let_budgeted_requests_go_while_redis_is_away(replicas, redis, tmp_path):
+    r1, _ = replicas
+    policy = tmp_path / "open.json"
+    policy.write_text(json.dumps({"version": 1, "budgets": {"requests": 100,
+                                                            "on_state_unavailable": "allow"}}))
+    sid, env = create(r1, "--policy", policy)
+    assert plain(r1, env).status_code == 200
+    redis.stop()
+    assert plain(r1, env).status_code == 200  # counted on this replica only
+    redis.start()
