@@ -10,23 +10,30 @@
 #   https   HTTPS GETs in CONNECT tunnels the gateway intercepts (its CA, the bench bearer
 #           credential swapped in) for the same nginx over TLS.
 # Rounds are interleaved (every configuration once per round, as in bench/interleaved.sh); the
-# table gives median requests/s, the ratio to mem (goal: redis >= 0.85), p50 latency, and the
-# Redis round trips and commands per request (goal: <= 1), read from each replica's /metrics
-# (broker_redis_round_trips_total, broker_redis_commands_total) before and after each run and
-# divided by the requests the loadgen saw answered. Those counts include each replica's
-# revocation poll (every 200 ms), which the "idle" line measures on its own.
-# Redis runs here on loopback without persistence (--save "" --appendonly no).
-# Usage: bench/gateway.sh [path/to/broker] [rounds]   (env: CLIENTS=8 DURATION=5 REPLICAS2=1
-#        LOADGEN=path)
+# table gives median requests/s, the ratio to mem (goal: redis >= 0.85), p50 latency, errors,
+# and per request (totals over the rounds divided by the requests the loadgen saw answered):
+#   gw cpu us     the gateways' CPU time (/proc/PID/stat),
+#   rt/req        Redis round trips and commands (goal: <= 1), from each replica's /metrics
+#   cmd/req       (broker_redis_round_trips_total, broker_redis_commands_total) before and after
+#                 each run; "n/a" when a /metrics does not answer (its answer is printed),
+#   reads/req     Redis's own count of socket reads (INFO total_reads_processed): the round
+#                 trips as the server sees them, pipelined commands read together,
+#   evalsha/req   EVALSHA calls (INFO commandstats), and "script us" the time Redis spent in them,
+#   redis cpu us  redis-server's CPU time.
+# Redis's counts include every replica's revocation poll (every 200 ms): the "idle" line.
+# Redis runs here on loopback without persistence (--save "" --appendonly no). The session's
+# proxy credential goes to the loadgen on its command line (a throwaway session, loopback only).
+# Usage: bench/gateway.sh [path/to/broker] [rounds]
+#        (env: CLIENTS="8 32": each count in turn DURATION=5 REPLICAS2=1 LOADGEN=path)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 broker=$(realpath "${1:-$root/build/broker}")
 rounds=${2:-5}
-CLIENTS=${CLIENTS:-8} DURATION=${DURATION:-5} REPLICAS2=${REPLICAS2:-1}
+CLIENTS=${CLIENTS:-8 32} DURATION=${DURATION:-5} REPLICAS2=${REPLICAS2:-1}
 PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
 broker_pid=''
-pids=() sessions=() redis_pid=''
+pids=() redis_pid=''
 cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
@@ -122,7 +129,6 @@ create_session() {
     --env-file "$env" > /dev/null || die "session create on $1 failed"
   auth=$(sed -n 's|^HTTPS_PROXY=http://\([^@]*\)@.*|\1|p' "$env")
   [[ -n $auth ]] || die "no proxy credential in $env"
-  sessions+=("$1")
 }
 
 # redis_counts NAME...: the sum over the gateways' /metrics of Redis round trips and commands
@@ -156,7 +162,8 @@ cpu_ticks() {
   echo "$sum"
 }
 
-# measure CONFIG WORKLOAD SECONDS: one run; appends a result line to $work/results.
+# measure CONFIG WORKLOAD SECONDS: one run of $clients clients; appends a result line to
+# $work/results.
 measure() {
   local config=$1 workload=$2 seconds=$3 names a=() i=0 n t0 c0 t1 c1 r0 e0 u0 r1 e1 u1 name out
   local runs=() p rt=- cmd=- gpids=() b0 b1 k0 k1
@@ -177,7 +184,7 @@ measure() {
   for name in "${names[@]}"; do
     i=$((i + 1))
     "$loadgen" active --proxy "${proxy_of[$name]}" --proxy-auth "${auth_of[$config]}" \
-      --clients $((CLIENTS / n)) --duration "$seconds" "${a[@]}" > "$work/run.$i" &
+      --clients $((clients / n)) --duration "$seconds" "${a[@]}" > "$work/run.$i" &
     runs+=($!)
   done
   for p in "${runs[@]}"; do wait "$p" || die "loadgen failed ($config, $workload)"; done
@@ -193,7 +200,7 @@ print(sum(r["rps"] for r in runs), sum(r["requests"] for r in runs),
 PY
   )
   [[ $t0 != - && $t1 != - ]] && rt=$((t1 - t0)) cmd=$((c1 - c0))
-  echo "$workload $config $out $rt $cmd $((r1 - r0 - 1)) $((e1 - e0)) $((u1 - u0)) \
+  echo "$workload/$clients $config $out $rt $cmd $((r1 - r0 - 1)) $((e1 - e0)) $((u1 - u0)) \
     $((b1 - b0)) $((k1 - k0))" >> "$work/results"
 }
 
@@ -226,14 +233,15 @@ sleep 2
 read -r idle1 _ <<< "$(redis_server_counts)"
 idle_rate=$(((idle1 - idle0 - 1) / 2))
 
-: > "$work/results"
-for workload in plain https; do
-  for config in "${configs[@]}"; do measure "$config" "$workload" 1; done  # warm-up
-  : > "$work/results"
-  for _ in $(seq "$rounds"); do
-    for config in "${configs[@]}"; do measure "$config" "$workload" "$DURATION"; done
+for clients in $CLIENTS; do
+  for workload in plain https; do
+    for config in "${configs[@]}"; do measure "$config" "$workload" 1; done  # warm-up
+    : > "$work/results"
+    for _ in $(seq "$rounds"); do
+      for config in "${configs[@]}"; do measure "$config" "$workload" "$DURATION"; done
+    done
+    cat "$work/results" >> "$work/all"
   done
-  cat "$work/results" >> "$work/all"
 done
 
 # PROFILE=DIR: a plain run on mem and on redis under `perf stat` (the gateway's CPU, context
@@ -242,7 +250,8 @@ done
 if [[ -n ${PROFILE:-} ]]; then
   command -v perf > /dev/null || die "PROFILE needs perf"
   mkdir -p "$PROFILE"
-  echo "per request (perf stat of the gateway over a plain run):"
+  clients=${CLIENTS%% *}
+  echo "per request (perf stat of the gateway over a plain run, $clients clients):"
   calls=(recvfrom sendto sendmsg epoll_wait epoll_ctl timerfd_settime futex write)
   events=task-clock,context-switches,raw_syscalls:sys_enter
   for call in "${calls[@]}"; do events+=,syscalls:sys_enter_$call; done
@@ -283,12 +292,12 @@ if [[ -n ${PROFILE:-} ]]; then
 fi
 
 echo "broker $broker, loadgen $loadgen"
-echo "$CLIENTS keep-alive clients (split across the replicas), $rounds interleaved rounds of" \
-  "$DURATION s; goals: redis ratio >= 0.85, round trips per request <= 1"
+echo "keep-alive clients (split across the replicas), $rounds interleaved rounds of $DURATION s;" \
+  "goals: redis ratio >= 0.85, round trips per request <= 1"
 echo "Redis idle: $idle_rate read events/s (the revocation polls of $((${#pids[@]} - 1)) replicas)"
 # What the runs left in Redis: each budgeted request that carried usage left its batch key
 # (SET NX PX 1 h, so that a resent batch is applied once).
-echo "Redis after $(awk '{ n += $4 } END { print n }' "$work/all") requests:" \
+echo "Redis after $(awk '$2 != "mem" { n += $4 } END { print n }' "$work/all") requests:" \
   "$(redis-cli -p "$redis_port" info keyspace | awk -F'[=,]' '/^db/ { k += $2 } END { print k }')" \
   "keys, $(redis-cli -p "$redis_port" info memory | awk -F: '/^used_memory:/ { printf "%.1f", $2 / 1048576 }') MiB"
 [[ -s $work/metrics-errors ]] && sort -u "$work/metrics-errors" | head -3
@@ -299,7 +308,7 @@ rows = [l.split() for l in open(sys.argv[1])]
 configs = list(dict.fromkeys(r[1] for r in rows))
 # Per request, over all rounds: the gateways' CPU; their Redis round trips and commands
 # (/metrics); Redis's read events, EVALSHA calls, the microseconds it spent in them, and its CPU.
-print(f"{'workload':<9}{'config':<8}{'req/s':>8}{'ratio':>7}{'p50 ms':>8}{'errors':>7}"
+print(f"{'workload':<9}{'clients':>7} {'config':<8}{'req/s':>8}{'ratio':>7}{'p50 ms':>8}{'errors':>7}"
       f"{'gw cpu us':>10}{'rt/req':>8}{'cmd/req':>8}{'reads/req':>10}{'evalsha/req':>12}"
       f"{'script us':>10}{'redis cpu us':>13}")
 def per(rs, i, reqs):
@@ -307,6 +316,7 @@ def per(rs, i, reqs):
         return f"{'n/a':>8}"
     return f"{sum(int(r[i]) for r in rs) / reqs:>8.3f}"
 for w in dict.fromkeys(r[0] for r in rows):
+    workload, clients = w.split("/")
     med = {}
     for c in configs:
         rs = [r for r in rows if r[0] == w and r[1] == c]
@@ -315,7 +325,7 @@ for w in dict.fromkeys(r[0] for r in rows):
         p50 = statistics.median(float(r[4]) for r in rs)
         errors = sum(int(r[5]) for r in rs)
         cpu = sum(int(r[11]) for r in rs) * tick_us / reqs
-        line = (f"{w:<9}{c:<8}{med[c]:>8.0f}{med[c] / med['mem']:>7.2f}{p50:>8.2f}{errors:>7}"
+        line = (f"{workload:<9}{clients:>7} {c:<8}{med[c]:>8.0f}{med[c] / med['mem']:>7.2f}{p50:>8.2f}{errors:>7}"
                 f"{cpu:>10.1f}")
         if c == "mem":
             print(line)
