@@ -1,7 +1,10 @@
-// A load generator for the footprint and scale benchmarks (bench/footprint.sh, bench/scale.sh):
-// connections through an HTTP proxy's CONNECT, optionally TLS through the tunnel and HTTP/1.1
-// requests on it. One thread (the broker under test shares two cores with it and nginx), Asio
-// coroutines, one JSON line of figures per phase on stdout.
+// A load generator for the footprint, scale and gateway benchmarks (bench/footprint.sh,
+// bench/scale.sh, bench/gateway.sh): connections through an HTTP proxy's CONNECT, optionally TLS
+// through the tunnel and HTTP/1.1 requests on it; or, with --plain, plain-HTTP requests to the
+// proxy itself (absolute-form, RFC 9112 §3.2.2). One thread (the broker under test shares two
+// cores with it and nginx), Asio coroutines, one JSON line of figures per phase on stdout.
+// --proxy-auth ID:TOKEN sends `Proxy-Authorization: Basic base64(ID:TOKEN)` (a gateway session's
+// credential, RFC 9110 §11.7.2) on every CONNECT and every plain request.
 //
 //   loadgen idle   --proxy H:P --target HOST:PORT --n N [--tls --ca FILE] [--get PATH] [--hold S]
 //       opens N connections (CONNECT + 200, then TLS, then one GET if asked) and keeps them open
@@ -13,6 +16,8 @@
 //   loadgen active --clients C --duration S --tls --ca FILE [--get PATH]
 //       C keep-alive clients sending GETs back to back for S seconds: requests, errors, rps,
 //       latency percentiles. A client whose connection fails counts an error and reconnects.
+//   loadgen active --plain --clients C --duration S [--get PATH]
+//       the same with `GET http://TARGET/PATH` sent to the proxy: no CONNECT, no TLS.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -24,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include <openssl/evp.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -47,13 +53,15 @@ struct options {
   int n = 1;
   int concurrency = 64;  // connections being set up at once (idle, burst)
   bool tls = false;
+  bool plain = false;  // plain-HTTP requests to the proxy instead of CONNECT tunnels
   std::string ca;
-  std::string get;           // request path; empty: no request
-  double hold = 0;           // idle: seconds to hold (0: until a signal)
-  int clients = 200;         // active
-  double duration = 20;      // active, seconds
-  double step_timeout = 30;  // each step of a connection (connect, CONNECT, TLS, a request)
-  std::string host;          // from target
+  std::string proxy_authorization;  // the Proxy-Authorization value; empty: none
+  std::string get;                  // request path; empty: no request
+  double hold = 0;                  // idle: seconds to hold (0: until a signal)
+  int clients = 200;                // active
+  double duration = 20;             // active, seconds
+  double step_timeout = 30;         // each step of a connection (connect, CONNECT, TLS, a request)
+  std::string host;                 // from target
   tcp::endpoint proxy_endpoint;
 };
 
@@ -119,11 +127,20 @@ void disarm(const std::shared_ptr<connection>& c) {
   c->watchdog.cancel();
 }
 
-asio::awaitable<void> open_tunnel(const std::shared_ptr<connection>& c, const options& o) {
+// Connects to the proxy and, unless --plain, opens a CONNECT tunnel to the target through it
+// (then TLS with --tls). A plain connection's requests go to the proxy as they are.
+asio::awaitable<void> open_connection(const std::shared_ptr<connection>& c, const options& o) {
   arm(c, o.step_timeout);
   co_await c->socket().async_connect(o.proxy_endpoint, asio::use_awaitable);
   c->socket().set_option(tcp::no_delay(true));
-  const std::string request = "CONNECT " + o.target + " HTTP/1.1\r\nHost: " + o.target + "\r\n\r\n";
+  if (o.plain) {
+    disarm(c);
+    co_return;
+  }
+  std::string request = "CONNECT " + o.target + " HTTP/1.1\r\nHost: " + o.target + "\r\n";
+  if (!o.proxy_authorization.empty())
+    request += "Proxy-Authorization: " + o.proxy_authorization + "\r\n";
+  request += "\r\n";
   c->step = "CONNECT";
   co_await asio::async_write(c->socket(), asio::buffer(request), asio::use_awaitable);
   http::response_parser<http::empty_body> head;
@@ -145,9 +162,13 @@ asio::awaitable<void> open_tunnel(const std::shared_ptr<connection>& c, const op
 asio::awaitable<void> get(const std::shared_ptr<connection>& c, const options& o, bool close) {
   arm(c, o.step_timeout);
   c->step = "GET";
-  http::request<http::empty_body> request{http::verb::get, o.get, 11};
+  // Through a tunnel the origin-form path; to a proxy the absolute form (RFC 9112 §3.2.2).
+  http::request<http::empty_body> request{http::verb::get,
+                                          o.plain ? "http://" + o.target + o.get : o.get, 11};
   request.set(http::field::host, o.target);
   request.set(http::field::user_agent, "broker-loadgen");
+  if (o.plain && !o.proxy_authorization.empty())
+    request.set(http::field::proxy_authorization, o.proxy_authorization);
   if (close) request.set(http::field::connection, "close");
   http::response<http::string_body> response;
   if (c->secured) {
@@ -277,7 +298,7 @@ class load {
       auto c = std::make_shared<connection>(io_, tls_);
       const auto start = clock_type::now();
       try {
-        co_await open_tunnel(c, o_);
+        co_await open_connection(c, o_);
         if (!o_.get.empty()) co_await get(c, o_, !keep);
         ++counts_.ok;
         latencies_.push_back(clock_type::now() - start);
@@ -319,7 +340,7 @@ class load {
     std::shared_ptr<connection> c;
     try {
       c = std::make_shared<connection>(io_, tls_);
-      co_await open_tunnel(c, o_);
+      co_await open_connection(c, o_);
     } catch (const std::exception& e) {
       ++setup_errors_;
       counts_.fail(e, c ? c->step : "connect", c && c->timed_out);
@@ -341,7 +362,7 @@ class load {
       try {
         if (!c) {
           c = std::make_shared<connection>(io_, tls_);
-          co_await open_tunnel(c, o_);
+          co_await open_connection(c, o_);
         }
         const auto start = clock_type::now();
         co_await get(c, o_, false);
@@ -386,6 +407,18 @@ tcp::endpoint parse_endpoint(const std::string& text) {
           static_cast<unsigned short>(std::stoi(text.substr(colon + 1)))};
 }
 
+// `Basic base64(ID:TOKEN)` (RFC 7617), the value of Proxy-Authorization.
+std::string basic_credentials(const std::string& id_token) {
+  if (id_token.find(':') == std::string::npos)
+    throw std::invalid_argument("--proxy-auth wants ID:TOKEN");
+  std::string encoded(4 * ((id_token.size() + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
+                                reinterpret_cast<const unsigned char*>(id_token.data()),
+                                static_cast<int>(id_token.size()));
+  encoded.resize(static_cast<std::size_t>(n));
+  return "Basic " + encoded;
+}
+
 // Each connection is one fd (two while a TLS stream is set up); the default soft limit of 1024
 // would cap an idle test long before the proxy's own limit.
 void raise_fd_limit(long wanted) {
@@ -402,15 +435,19 @@ void raise_fd_limit(long wanted) {
 
 int main(int argc, char** argv) {
   options o;
+  std::string proxy_auth;
   CLI::App app{"Connections through an HTTP CONNECT proxy, for the footprint and scale benchmarks"};
   app.require_subcommand(1);
-  auto common = [&o](CLI::App* sub) {
+  auto common = [&o, &proxy_auth](CLI::App* sub) {
     sub->add_option("--proxy", o.proxy, "proxy HOST:PORT (an IP address)")->required();
     sub->add_option("--target", o.target, "CONNECT target HOST:PORT")->capture_default_str();
     sub->add_flag("--tls", o.tls, "TLS handshake through the tunnel (SNI and name checked)");
     sub->add_option("--ca", o.ca, "CA file that verifies the TLS peer");
-    sub->add_option("--get", o.get, "GET this path on the connection (implies --tls)");
+    sub->add_option("--get", o.get,
+                    "GET this path on the connection (implies --tls unless --plain)");
     sub->add_option("--timeout", o.step_timeout, "seconds for each step")->capture_default_str();
+    sub->add_option("--proxy-auth", proxy_auth,
+                    "ID:TOKEN sent as Proxy-Authorization: Basic on CONNECT and plain requests");
   };
   auto* idle = app.add_subcommand("idle", "open N connections and hold them silent");
   auto* burst = app.add_subcommand("burst", "N connections that come and go");
@@ -422,13 +459,17 @@ int main(int argc, char** argv) {
         ->capture_default_str();
   }
   common(active);
+  active
+      ->add_flag("--plain", o.plain,
+                 "plain-HTTP GETs to the proxy (absolute form), no CONNECT and no TLS")
+      ->excludes("--tls");
   idle->add_option("--hold", o.hold, "seconds to hold (0: until SIGTERM)")->capture_default_str();
   active->add_option("--clients", o.clients, "clients")->capture_default_str();
   active->add_option("--duration", o.duration, "seconds")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   o.mode = app.get_subcommands().front()->get_name();
   if (o.mode == "active" && o.get.empty()) o.get = "/small";
-  if (!o.get.empty()) o.tls = true;
+  if (!o.get.empty() && !o.plain) o.tls = true;
   if (o.tls && o.ca.empty()) {
     std::fprintf(stderr, "loadgen: --tls needs --ca\n");
     return 2;
@@ -436,6 +477,7 @@ int main(int argc, char** argv) {
 
   try {
     o.proxy_endpoint = parse_endpoint(o.proxy);
+    if (!proxy_auth.empty()) o.proxy_authorization = basic_credentials(proxy_auth);
     o.host = o.target.substr(0, o.target.rfind(':'));
     raise_fd_limit((o.mode == "active" ? o.clients : o.n) + 64L);
 
