@@ -2,42 +2,50 @@
 
 #include <spdlog/spdlog.h>
 
+#include <openssl/rand.h>
+
 #include <cmath>
 
+#include "session/audit_log.hpp"
 #include "session/budget_text.hpp"
 #include "session/log.hpp"
 
 namespace broker::gateway {
 namespace {
 
-// KEYS: the session's hash, its usage hash. ARGV: batch id ("" for none), its bytes out, bytes
-// in, LLM tokens and cost; then the limits (-1 for none) of requests, bytes out, bytes in, LLM
-// tokens, cost; the rate per second and burst (0 for none); "1" to admit a request, "0" only to
-// apply the batch. Answers {"ok"}, {"revoked"}, {"unknown"}, {"spent", NAME, USED} or
-// {"rate", MS_UNTIL_A_TOKEN}.
+// KEYS: the session's hash, its usage hash. ARGV: the batch's source (this replica process; ""
+// for no batch) and number, its bytes out, bytes in, LLM tokens and cost; then the limits (-1
+// for none) of requests, bytes out, bytes in, LLM tokens, cost; the rate per second and burst
+// (0 for none); "1" to admit a request, "0" only to apply the batch. A source's batches are
+// numbered in the order they are made and one is sent only once the one before was answered,
+// so "apply when its number is past the last applied" applies each exactly once, however
+// often it is resent, with one field per source in the usage hash. Answers {"ok"},
+// {"revoked"}, {"unknown"}, {"spent", NAME, USED} or {"rate", MS_UNTIL_A_TOKEN}.
 const redis_script admit_script(R"lua(
 local revoked = redis.call('HGET', KEYS[1], 'revoked')
 if ARGV[1] ~= '' then
-  if redis.call('SET', KEYS[2] .. ':batch:' .. ARGV[1], '1', 'NX', 'PX', 3600000) then
-    redis.call('HINCRBY', KEYS[2], 'bytes_out', ARGV[2])
-    redis.call('HINCRBY', KEYS[2], 'bytes_in', ARGV[3])
-    redis.call('HINCRBY', KEYS[2], 'llm_tokens', ARGV[4])
-    redis.call('HINCRBYFLOAT', KEYS[2], 'cost_usd', ARGV[5])
+  local applied = 'applied:' .. ARGV[1]
+  if tonumber(ARGV[2]) > (tonumber(redis.call('HGET', KEYS[2], applied)) or 0) then
+    redis.call('HSET', KEYS[2], applied, ARGV[2])
+    if ARGV[3] ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_out', ARGV[3]) end
+    if ARGV[4] ~= '0' then redis.call('HINCRBY', KEYS[2], 'bytes_in', ARGV[4]) end
+    if ARGV[5] ~= '0' then redis.call('HINCRBY', KEYS[2], 'llm_tokens', ARGV[5]) end
+    if tonumber(ARGV[6]) > 0 then redis.call('HINCRBYFLOAT', KEYS[2], 'cost_usd', ARGV[6]) end
   end
 end
-if ARGV[13] == '0' then return {'ok'} end
+if ARGV[14] == '0' then return {'ok'} end
 if not revoked then return {'unknown'} end
 if revoked == '1' then return {'revoked'} end
 local used = redis.call('HMGET', KEYS[2], 'requests', 'bytes_out', 'bytes_in', 'llm_tokens', 'cost_usd')
 local names = {'requests', 'bytes_out', 'bytes_in', 'llm_tokens', 'cost_usd'}
 for i = 1, 5 do
-  local limit = tonumber(ARGV[5 + i])
+  local limit = tonumber(ARGV[6 + i])
   local spent = tonumber(used[i]) or 0
   if limit >= 0 and spent >= limit then return {'spent', names[i], tostring(used[i] or '0')} end
 end
-local rate = tonumber(ARGV[11])
+local rate = tonumber(ARGV[12])
 if rate > 0 then
-  local burst = tonumber(ARGV[12])
+  local burst = tonumber(ARGV[13])
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local bucket = redis.call('HMGET', KEYS[2], 'rate_tokens', 'rate_ms')
@@ -66,6 +74,14 @@ std::string usd_arg(double usd) {
 
 }  // namespace
 
+// This replica process among every writer of a session's usage: its name and a random part (a
+// restarted replica numbers its batches from 1 again).
+std::string make_source(const std::string& replica) {
+  unsigned char bytes[6];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
+  return replica + ":" + session::lower_hex(bytes, sizeof bytes);
+}
+
 bool shares_budgets(const session::budget_limits& l) {
   return l.requests || l.bytes_out || l.bytes_in || l.llm_tokens || l.cost_usd || l.request_rate;
 }
@@ -76,7 +92,8 @@ shared_budget::shared_budget(std::shared_ptr<redis_store> store, std::string ses
       session_id_(std::move(session_id)),
       replica_(std::move(replica)),
       local_(std::move(local)),
-      allow_without_state_(local_->limits().allow_without_state.value_or(false)) {}
+      allow_without_state_(local_->limits().allow_without_state.value_or(false)),
+      source_(make_source(replica_)) {}
 
 std::optional<shared_budget::batch> shared_budget::pending() {
   std::lock_guard lock(mutex_);
@@ -90,25 +107,21 @@ std::optional<shared_budget::batch> shared_budget::pending() {
   if (!delta.bytes_out && !delta.bytes_in && !delta.llm_tokens && delta.cost_usd <= 0)
     return std::nullopt;
   shared_ = now;
-  // Unique across replicas and restarts of one: the replica, the session, a count, and a
-  // random part (a restarted replica counts from 0 again).
-  static const std::string process_nonce = [] {
-    return std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  }();
-  pending_ = batch{replica_ + ":" + process_nonce + ":" + std::to_string(++batches_), delta};
+  pending_ = batch{++batches_, delta};
   return pending_;
 }
 
-void shared_budget::acknowledge(const std::string& id) {
+void shared_budget::acknowledge(std::uint64_t number) {
   std::lock_guard lock(mutex_);
-  if (pending_ && pending_->id == id) pending_.reset();
+  if (pending_ && pending_->number == number) pending_.reset();
 }
 
 std::vector<std::string> shared_budget::script_args(const std::optional<batch>& b,
                                                     bool admit) const {
   const auto& l = local_->limits();
   std::vector<std::string> args;
-  args.push_back(b ? b->id : "");
+  args.push_back(b ? source_ : "");
+  args.push_back(std::to_string(b ? b->number : 0));
   args.push_back(std::to_string(b ? b->delta.bytes_out : 0));
   args.push_back(std::to_string(b ? b->delta.bytes_in : 0));
   args.push_back(std::to_string(b ? b->delta.llm_tokens : 0));
@@ -171,7 +184,7 @@ asio::awaitable<std::optional<proxy::refusal>> shared_budget::admit(const std::s
                              redis_command(redis_store::session_key(session_id_),
                                            redis_store::usage_key(session_id_)),
                              script_args(b, true));
-    if (b) acknowledge(b->id);
+    if (b) acknowledge(b->number);
     if (reply.is_error())
       co_return proxy::refusal::state_unavailable("the shared state refused the budget check");
     co_return verdict(reply);
@@ -194,7 +207,7 @@ void shared_budget::recorded(const session::audit_entry& entry) {
         redis_command(redis_store::session_key(self->session_id_),
                       redis_store::usage_key(self->session_id_)),
         self->script_args(b, false));
-    if (!reply.is_error()) self->acknowledge(b->id);
+    if (!reply.is_error()) self->acknowledge(b->number);
   });
 }
 
@@ -207,7 +220,7 @@ void shared_budget::flush() {
   for (auto& a : script_args(b, false)) command.push_back(std::move(a));
   try {
     store_->blocking({std::move(command)}).at(0).checked();
-    acknowledge(b->id);
+    acknowledge(b->number);
   } catch (const std::exception& e) {
     session::log(spdlog::level::err, session::log_tag(session_id_),
                  "usage not shared with the other replicas at shutdown: {}", e.what());

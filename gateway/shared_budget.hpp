@@ -1,7 +1,7 @@
 // One gateway session's budgets, spent together by every replica through Redis (DESIGN §12).
 //
 // Each request costs one round trip: a Lua script that first adds what this replica spent
-// since it last said (bytes, LLM tokens, cost: a batch with an id, applied once however often
+// since it last said (bytes, LLM tokens, cost: a numbered batch, applied once however often
 // it is resent), then checks every session budget against the sum of all replicas and, when
 // none is spent, counts the request and takes a rate token. So a budget is spent once across
 // replicas, overspent only by requests already in flight. An LLM response's usage is sent at
@@ -40,12 +40,12 @@ class shared_budget final : public proxy::shared_admission,
 
  private:
   struct batch {
-    std::string id;
+    std::uint64_t number;  // this source's count: each is applied once
     session::session_budget::usage delta;
   };
   // The batch still to be acknowledged, or a new one of what was spent since the last.
   std::optional<batch> pending();
-  void acknowledge(const std::string& id);
+  void acknowledge(std::uint64_t number);
   std::vector<std::string> script_args(const std::optional<batch>& b, bool admit) const;
   std::optional<proxy::refusal> verdict(const redis_reply& reply) const;
 
@@ -54,6 +54,7 @@ class shared_budget final : public proxy::shared_admission,
   const std::string replica_;
   std::shared_ptr<session::session_budget> local_;
   const bool allow_without_state_;
+  const std::string source_;  // replica and process, naming this writer's batches
   std::mutex mutex_;
   session::session_budget::usage shared_;  // local usage covered by sent batches
   std::optional<batch> pending_;

@@ -115,7 +115,7 @@ def test_a_requests_budget_is_spent_once_across_replicas(replicas, tmp_path):
     assert doc["error"] == "budget_exhausted" and doc["budget"] == "requests"
 
 
-def test_llm_tokens_spent_on_one_replica_stop_the_session_on_the_other(replicas, tmp_path):
+def test_llm_tokens_spent_on_one_replica_stop_the_session_on_the_other(replicas, redis, tmp_path):
     r1, r2 = replicas
     policy = tmp_path / "tokens.json"
     policy.write_text(json.dumps({"version": 1, "budgets": {"llm_tokens": 250}}))
@@ -128,6 +128,9 @@ def test_llm_tokens_spent_on_one_replica_stop_the_session_on_the_other(replicas,
         assert refused.status_code == 429, refused.text
         assert refused.json()["budget"] == "llm_tokens"
         assert chat(s2, env).status_code == 429
+    # What each replica shared is one field per replica process, not a key per batch: the keys
+    # are the session, the set of sessions, its usage and the audit stream.
+    assert redis.command("DBSIZE") == ":4", redis.command("DBSIZE")
 
 
 def test_revoke_on_one_replica_reaches_the_other_within_a_second(replicas):
