@@ -61,6 +61,14 @@ struct parser::impl {
       s.user_error = "invalid header field name";
       return -1;
     }
+    if (s.owner->head_done_) {
+      // A trailer section's field (after a chunked body): checked as a field, but not part of
+      // the head, whose fields were final when it completed (a trailing Content-Length must not
+      // read as the message's framing).
+      s.field.clear();
+      s.value.clear();
+      return 0;
+    }
     auto& headers = s.owner->head_.headers;
     if (headers.size() >= s.field_limit) {
       s.user_error = "too many header fields";

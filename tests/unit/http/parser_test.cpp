@@ -66,6 +66,26 @@ TEST_CASE("chunked bodies end at the last chunk, pipelined bytes stay", "[http_p
   CHECK(r.consumed == body.size());
 }
 
+TEST_CASE("trailer fields are not added to the head", "[http_parser]") {
+  // Found by the request-parser fuzz target: a trailing Content-Length had joined the head's
+  // fields, so the head re-serialized as chunked and Content-Length at once.
+  http::parser p(http::parser::kind::request);
+  REQUIRE(p.feed("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n"
+                 "Trailer: X-Sum\r\n\r\n")
+              .status == http::parse_status::head_complete);
+  const auto r = p.feed("3\r\nabc\r\n0\r\nX-Sum: 1\r\nContent-Length: 13\r\n\r\n");
+  CHECK(r.status == http::parse_status::message_complete);
+  CHECK(p.head().headers.size() == 3);
+  CHECK(p.head().find("content-length") == nullptr);
+  CHECK(p.head().find("x-sum") == nullptr);
+  CHECK(p.head().chunked);
+  // A malformed trailer field is still refused.
+  http::parser q(http::parser::kind::request);
+  REQUIRE(q.feed("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n")
+              .status == http::parse_status::head_complete);
+  CHECK(q.feed("0\r\nBad Name: 1\r\n\r\n").status == http::parse_status::error);
+}
+
 TEST_CASE("smuggling shapes are refused", "[http_parser]") {
   auto error_of = [](const std::string& wire) {
     http::parser p(http::parser::kind::request);
