@@ -131,8 +131,9 @@ create_session() {
   [[ -n $auth ]] || die "no proxy credential in $env"
 }
 
-# redis_counts NAME...: the sum over the gateways' /metrics of Redis round trips and commands
-# ("- -" when a gateway's /metrics does not answer 200).
+# redis_counts NAME...: the sum over the gateways' /metrics of the requests' Redis round trips
+# and commands (path="request"; the replica's own thread's are apart) ("- -" when a gateway's
+# /metrics does not answer 200).
 redis_counts() {
   local name
   for name in "$@"; do
@@ -140,8 +141,8 @@ redis_counts() {
       curl -s "http://${admin_of[$name]}/metrics")" >> "$work/metrics-errors"; }
   done |
     awk '$1 == "failed" { failed = 1 }
-         $1 == "broker_redis_round_trips_total" { t += $2 }
-         $1 == "broker_redis_commands_total" { c += $2 }
+         $1 == "broker_redis_round_trips_total{path=\"request\"}" { t += $2 }
+         $1 == "broker_redis_commands_total{path=\"request\"}" { c += $2 }
          END { if (failed) print "- -"; else printf "%d %d\n", t, c }'
 }
 # Redis's own view: read events (one per socket read of any client; this query's own read
