@@ -6,6 +6,7 @@ it wrote and its clients go on through the other."""
 import json
 import signal
 import time
+import uuid
 
 import pytest
 
@@ -38,10 +39,11 @@ def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
     # redis first: it is torn down after the gateways, which ship their last records to it.
     """Two gateway replicas on one Redis, one CA; each client trusts it and the test CA."""
     ca = tmp_path / "ca"
+    suffix = uuid.uuid4().hex[:8]  # gateway names are control-socket paths: unique per run
     out = []
     for name in ("r1", "r2"):
         admin = free_port()
-        b = broker_factory(policy=team_policy(), ca_dir=ca, session=f"gw-{name}-{tmp_path.name[-6:]}",
+        b = broker_factory(policy=team_policy(), ca_dir=ca, session=f"gw-{name}-{suffix}",
                            args=["--gateway", "--redis", redis.url, "--replica", name,
                                  "--audit-sink", "redis", "--admin", f"127.0.0.1:{admin}",
                                  "--audit-rotate-size", "4KB"],
