@@ -6,6 +6,12 @@
 
 #include <cmath>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "session/audit_log.hpp"
 #include "session/budget_text.hpp"
 #include "session/log.hpp"
@@ -16,11 +22,12 @@ namespace {
 // KEYS: the session's hash, its usage hash. ARGV: the batch's source (this replica process; ""
 // for no batch) and number, its bytes out, bytes in, LLM tokens and cost; then the limits (-1
 // for none) of requests, bytes out, bytes in, LLM tokens, cost; the rate per second and burst
-// (0 for none); "1" to admit a request, "0" only to apply the batch. A source's batches are
+// (0 for none); how many requests ask to go (0: only apply the batch). A source's batches are
 // numbered in the order they are made and one is sent only once the one before was answered,
 // so "apply when its number is past the last applied" applies each exactly once, however
-// often it is resent, with one field per source in the usage hash. Answers {"ok"},
-// {"revoked"}, {"unknown"}, {"spent", NAME, USED} or {"rate", MS_UNTIL_A_TOKEN}.
+// often it is resent, with one field per source in the usage hash. Answers {K} when K
+// requests go (all asked), else {K, WHY...} for the rest: "revoked", "unknown", "spent" NAME
+// USED, or "rate" MS_UNTIL_A_TOKEN. The K are counted (and their rate tokens taken) here.
 const redis_script admit_script(R"lua(
 local revoked = redis.call('HGET', KEYS[1], 'revoked')
 if ARGV[1] ~= '' then
@@ -33,15 +40,28 @@ if ARGV[1] ~= '' then
     if tonumber(ARGV[6]) > 0 then redis.call('HINCRBYFLOAT', KEYS[2], 'cost_usd', ARGV[6]) end
   end
 end
-if ARGV[14] == '0' then return {'ok'} end
-if not revoked then return {'unknown'} end
-if revoked == '1' then return {'revoked'} end
+local n = tonumber(ARGV[14])
+if n == 0 then return {0} end
+if not revoked then return {0, 'unknown'} end
+if revoked == '1' then return {0, 'revoked'} end
 local used = redis.call('HMGET', KEYS[2], 'requests', 'bytes_out', 'bytes_in', 'llm_tokens', 'cost_usd')
 local names = {'requests', 'bytes_out', 'bytes_in', 'llm_tokens', 'cost_usd'}
-for i = 1, 5 do
+for i = 2, 5 do
   local limit = tonumber(ARGV[6 + i])
-  local spent = tonumber(used[i]) or 0
-  if limit >= 0 and spent >= limit then return {'spent', names[i], tostring(used[i] or '0')} end
+  if limit >= 0 and (tonumber(used[i]) or 0) >= limit then
+    return {0, 'spent', names[i], tostring(used[i] or '0')}
+  end
+end
+local k = n
+local why = nil
+local limit = tonumber(ARGV[7])
+if limit >= 0 then
+  local left = limit - (tonumber(used[1]) or 0)
+  if left <= 0 then return {0, 'spent', 'requests', tostring(used[1] or '0')} end
+  if left < k then
+    k = left
+    why = {'spent', 'requests', tostring(limit)}
+  end
 end
 local rate = tonumber(ARGV[12])
 if rate > 0 then
@@ -52,14 +72,16 @@ if rate > 0 then
   local tokens = tonumber(bucket[1]) or burst
   local last = tonumber(bucket[2]) or now
   tokens = math.min(burst, tokens + (now - last) * rate / 1000)
-  if tokens < 1 then
-    redis.call('HSET', KEYS[2], 'rate_tokens', tostring(tokens), 'rate_ms', now)
-    return {'rate', tostring(math.ceil((1 - tokens) * 1000 / rate))}
+  local whole = math.floor(tokens)
+  if whole < k then
+    k = whole
+    why = {'rate', tostring(math.ceil((1 - (tokens - whole)) * 1000 / rate))}
   end
-  redis.call('HSET', KEYS[2], 'rate_tokens', tostring(tokens - 1), 'rate_ms', now)
+  redis.call('HSET', KEYS[2], 'rate_tokens', tostring(tokens - k), 'rate_ms', now)
 end
-redis.call('HINCRBY', KEYS[2], 'requests', 1)
-return {'ok'}
+if k > 0 then redis.call('HINCRBY', KEYS[2], 'requests', k) end
+if why then return {k, unpack(why)} end
+return {k}
 )lua");
 
 std::string limit_arg(const std::optional<std::uint64_t>& v) {
@@ -117,7 +139,7 @@ void shared_budget::acknowledge(std::uint64_t number) {
 }
 
 std::vector<std::string> shared_budget::script_args(const std::optional<batch>& b,
-                                                    bool admit) const {
+                                                    std::size_t asking) const {
   const auto& l = local_->limits();
   std::vector<std::string> args;
   args.push_back(b ? source_ : "");
@@ -133,38 +155,35 @@ std::vector<std::string> shared_budget::script_args(const std::optional<batch>& 
   args.push_back(l.cost_usd ? usd_arg(*l.cost_usd) : "-1");
   args.push_back(l.request_rate ? usd_arg(l.request_rate->per_second) : "0");
   args.push_back(l.request_rate ? usd_arg(l.request_rate->burst) : "0");
-  args.push_back(admit ? "1" : "0");
+  args.push_back(std::to_string(asking));
   return args;
 }
 
-std::optional<proxy::refusal> shared_budget::verdict(const redis_reply& reply) const {
-  if (reply.type != redis_reply::kind::array || reply.elements.empty())
-    return proxy::refusal::state_unavailable("the shared state answered what the broker does not "
-                                             "understand");
-  const std::string& what = reply.elements[0].text;
-  if (what == "ok") return std::nullopt;
+// Why the script let fewer requests go than asked: its answer's elements after the count.
+proxy::refusal shared_budget::refused(const std::vector<redis_reply>& why) const {
+  const std::string what = why.empty() ? "" : why[0].text;
   if (what == "revoked")
     return proxy::refusal::proxy_auth_required("the session " + session_id_ + " was revoked");
   if (what == "unknown")
     return proxy::refusal::proxy_auth_required("the session " + session_id_ +
                                                " is no longer in the shared state");
   const auto& l = local_->limits();
-  if (what == "rate" && reply.elements.size() == 2) {
-    const long ms = std::atol(reply.elements[1].text.c_str());
+  if (what == "rate" && why.size() == 2 && l.request_rate) {
+    const long ms = std::atol(why[1].text.c_str());
     return proxy::refusal::budget_exhausted("rate", session::format_rate(*l.request_rate),
                                             "over the rate", std::max(1L, (ms + 999) / 1000));
   }
-  if (what == "spent" && reply.elements.size() == 3) {
-    const std::string& name = reply.elements[1].text;
-    const std::string& used = reply.elements[2].text;
+  if (what == "spent" && why.size() == 3) {
+    const std::string& name = why[1].text;
+    const std::string& used = why[2].text;
     std::string limit, used_text = used;
-    if (name == "requests") limit = std::to_string(*l.requests);
-    if (name == "llm_tokens") limit = std::to_string(*l.llm_tokens);
-    if (name == "bytes_out" || name == "bytes_in") {
-      limit = session::format_size(name == "bytes_out" ? *l.bytes_out : *l.bytes_in);
+    if (name == "requests" && l.requests) limit = std::to_string(*l.requests);
+    if (name == "llm_tokens" && l.llm_tokens) limit = std::to_string(*l.llm_tokens);
+    if (name == "bytes_out" && l.bytes_out) limit = session::format_size(*l.bytes_out);
+    if (name == "bytes_in" && l.bytes_in) limit = session::format_size(*l.bytes_in);
+    if (name == "bytes_out" || name == "bytes_in")
       used_text = session::format_size(std::strtoull(used.c_str(), nullptr, 10));
-    }
-    if (name == "cost_usd") {
+    if (name == "cost_usd" && l.cost_usd) {
       limit = session::format_usd(*l.cost_usd);
       used_text = session::format_usd(std::strtod(used.c_str(), nullptr));
     }
@@ -174,26 +193,72 @@ std::optional<proxy::refusal> shared_budget::verdict(const redis_reply& reply) c
                                            "understand");
 }
 
+shared_budget::lane& shared_budget::lane_here(const asio::any_io_executor& executor) {
+  const void* key = &asio::query(executor, asio::execution::context);
+  std::lock_guard lock(mutex_);
+  return lanes_[key];
+}
+
 asio::awaitable<std::optional<proxy::refusal>> shared_budget::admit(const std::string& host) {
   (void)host;  // per-host budgets are this replica's (session_budget)
-  const auto b = pending();
-  try {
-    auto& client = store_->client_here(co_await asio::this_coro::executor);
-    const auto reply =
-        co_await client.eval(admit_script,
-                             redis_command(redis_store::session_key(session_id_),
-                                           redis_store::usage_key(session_id_)),
-                             script_args(b, true));
-    if (b) acknowledge(b->number);
-    if (reply.is_error())
-      co_return proxy::refusal::state_unavailable("the shared state refused the budget check");
-    co_return verdict(reply);
-  } catch (const std::exception& e) {
-    if (allow_without_state_) co_return std::nullopt;
-    co_return proxy::refusal::state_unavailable(
-        "the gateway's shared state (Redis) cannot be reached, and the session's budgets "
-        "cannot be checked without it");
+  const auto executor = co_await asio::this_coro::executor;
+  // Every request of this session waiting on this thread asks in the same script call: one
+  // round trip and one wake-up for all of them, each still counted before it goes.
+  auto me = std::make_shared<waiter>(executor);
+  lane& here = lane_here(executor);
+  here.waiting.push_back(me);
+  if (!here.busy) {
+    here.busy = true;
+    asio::co_spawn(executor, pump(here, shared_from_this()), asio::detached);
   }
+  if (!me->done) co_await me->wake.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!me->done)
+    co_return proxy::refusal::state_unavailable("the budget check was cut short");
+  co_return std::move(me->result);
+}
+
+asio::awaitable<void> shared_budget::pump(lane& here, std::shared_ptr<shared_budget> self) {
+  (void)self;  // keeps this alive while requests wait
+  const auto executor = co_await asio::this_coro::executor;
+  while (!here.waiting.empty()) {
+    std::vector<std::shared_ptr<waiter>> group;
+    group.swap(here.waiting);
+    const auto b = pending();
+    std::optional<redis_reply> reply;
+    try {
+      auto& client = store_->client_here(executor);
+      reply = co_await client.eval(admit_script,
+                                   redis_command(redis_store::session_key(session_id_),
+                                                 redis_store::usage_key(session_id_)),
+                                   script_args(b, group.size()));
+      if (b) acknowledge(b->number);
+    } catch (const std::exception&) {
+      reply.reset();
+    }
+    std::size_t admitted = 0;
+    std::optional<proxy::refusal> rest;
+    if (!reply) {
+      if (allow_without_state_)
+        admitted = group.size();
+      else
+        rest = proxy::refusal::state_unavailable(
+            "the gateway's shared state (Redis) cannot be reached, and the session's budgets "
+            "cannot be checked without it");
+    } else if (reply->type != redis_reply::kind::array || reply->elements.empty() ||
+               reply->elements[0].type != redis_reply::kind::integer) {
+      rest = proxy::refusal::state_unavailable("the shared state refused the budget check");
+    } else {
+      admitted = static_cast<std::size_t>(std::max(0LL, reply->elements[0].integer));
+      if (admitted < group.size())
+        rest = refused({reply->elements.begin() + 1, reply->elements.end()});
+    }
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (i >= admitted) group[i]->result = rest;
+      group[i]->done = true;
+      group[i]->wake.cancel();
+    }
+  }
+  here.busy = false;
 }
 
 void shared_budget::recorded(const session::audit_entry& entry) {
@@ -206,7 +271,7 @@ void shared_budget::recorded(const session::audit_entry& entry) {
         admit_script,
         redis_command(redis_store::session_key(self->session_id_),
                       redis_store::usage_key(self->session_id_)),
-        self->script_args(b, false));
+        self->script_args(b, 0));
     if (!reply.is_error()) self->acknowledge(b->number);
   });
 }
@@ -217,7 +282,7 @@ void shared_budget::flush() {
   std::vector<std::string> command = {"EVAL", admit_script.text, "2",
                                       redis_store::session_key(session_id_),
                                       redis_store::usage_key(session_id_)};
-  for (auto& a : script_args(b, false)) command.push_back(std::move(a));
+  for (auto& a : script_args(b, 0)) command.push_back(std::move(a));
   try {
     store_->blocking({std::move(command)}).at(0).checked();
     acknowledge(b->number);

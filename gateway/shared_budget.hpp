@@ -1,6 +1,7 @@
 // One gateway session's budgets, spent together by every replica through Redis (DESIGN §12).
 //
-// Each request costs one round trip: a Lua script that first adds what this replica spent
+// Each request costs at most one round trip (requests of the session waiting on one worker
+// thread share one): a Lua script that first adds what this replica spent
 // since it last said (bytes, LLM tokens, cost: a numbered batch, applied once however often
 // it is resent), then checks every session budget against the sum of all replicas and, when
 // none is spent, counts the request and takes a rate token. So a budget is spent once across
@@ -13,10 +14,13 @@
 // the per-host budgets and the duration are checked.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "gateway/redis_store.hpp"
 #include "proxy/shared_admission.hpp"
@@ -46,8 +50,25 @@ class shared_budget final : public proxy::shared_admission,
   // The batch still to be acknowledged, or a new one of what was spent since the last.
   std::optional<batch> pending();
   void acknowledge(std::uint64_t number);
-  std::vector<std::string> script_args(const std::optional<batch>& b, bool admit) const;
-  std::optional<proxy::refusal> verdict(const redis_reply& reply) const;
+  // The script's arguments: the batch to apply, the limits, and how many requests ask to go.
+  std::vector<std::string> script_args(const std::optional<batch>& b, std::size_t asking) const;
+  proxy::refusal refused(const std::vector<redis_reply>& why) const;
+
+  // Requests of this session waiting on one worker thread, and whether a script call is out
+  // for them (touched only on that thread).
+  struct waiter {
+    explicit waiter(const asio::any_io_executor& e) : wake(e, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer wake;  // cancelled when the answer is in
+    bool done = false;
+    std::optional<proxy::refusal> result;
+  };
+  struct lane {
+    bool busy = false;
+    std::vector<std::shared_ptr<waiter>> waiting;
+  };
+  lane& lane_here(const asio::any_io_executor& executor);
+  // Asks for every waiting request in one call, until none waits.
+  asio::awaitable<void> pump(lane& here, std::shared_ptr<shared_budget> self);
 
   std::shared_ptr<redis_store> store_;
   const std::string session_id_;
@@ -59,6 +80,7 @@ class shared_budget final : public proxy::shared_admission,
   session::session_budget::usage shared_;  // local usage covered by sent batches
   std::optional<batch> pending_;
   std::uint64_t batches_ = 0;
+  std::map<const void*, lane> lanes_;  // per worker io_context; under mutex_ to find
 };
 
 }  // namespace broker::gateway
