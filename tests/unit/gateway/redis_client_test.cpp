@@ -362,6 +362,19 @@ TEST_CASE("redis_client: close() fails what is outstanding and everything after"
   CHECK_THAT(unavailable(c.io, c.client.command("PING")), Catch::Contains("closed"));
 }
 
+TEST_CASE("redis_client: a client destroyed mid-round-trip fails its callers", "[redis]") {
+  redis_server server;
+  asio::io_context io;
+  auto client = std::make_unique<redis_client>(io.get_executor(),
+                                               redis_endpoint::parse(server.url()),
+                                               std::make_shared<redis_stats>(), 2s);
+  run(io, client->command("PING"));
+  asio::steady_timer destroyer(io, 50ms);
+  destroyer.async_wait([&](auto) { client.reset(); });
+  CHECK_THAT(unavailable(io, client->command("BLPOP", "nothing", "5")), Catch::Contains("closed"));
+  CHECK(client == nullptr);
+}
+
 TEST_CASE("redis_client: the queue and the reply size are bounded", "[redis]") {
   redis_server server;
   client_setup c(server.url());
