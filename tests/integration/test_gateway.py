@@ -11,6 +11,7 @@ import pytest
 from conftest import (RawClient, assert_refusal, connect_to_arg, curl, raw_exchange,
                       run_broker_cli)
 from gateway_session import create_session
+from test_mitm import assert_nothing_written_contains
 
 GITHUB = "api.github.com"
 OTHER = "other.example.test"
@@ -53,16 +54,6 @@ def session_log(gw, session_id):
 def github(gw, env, path="/user", token=None, tls_port=None):
     return curl(f"https://{GITHUB}:{tls_port}{path}", proxy=env["HTTPS_PROXY"], cacert=gw.ca_cert,
                 args=["-H", f"Authorization: token {token or env['GITHUB_TOKEN']}"])
-
-
-def assert_nothing_written_contains(gw, *values):
-    files = [p for p in gw.dir.rglob("*") if p.is_file() and not p.name.startswith("policy")]
-    assert files
-    for p in files:
-        data = p.read_bytes()
-        for v in values:
-            assert v.encode() not in data, f"{p} contains a real secret"
-            assert base64.b64encode(v.encode()) not in data, f"{p} contains a real secret (b64)"
 
 
 def test_a_client_without_a_session_credential_is_refused_407(gateway, tls_upstream):
