@@ -25,6 +25,7 @@
 #include "gateway/admin_listener.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
+#include "gateway/serve_metrics.hpp"
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
@@ -89,51 +90,6 @@ std::string credential_specs(const config::policy_set& set) {
   return out;
 }
 
-// Every record counted by session; open connections, the leaf cache and the sessions held read
-// at each scrape.
-void attach_metrics(gateway::metrics& m, proxy::proxy_context& ctx, proxy::tls_contexts& tls) {
-  m.add_gauge("broker_open_connections", "Client connections open now",
-              [&ctx] { return static_cast<double>(ctx.active_connections.load()); });
-  m.add_gauge("broker_leaf_cache_entries", "Leaf certificates held for intercepted hosts",
-              [&tls] { return static_cast<double>(tls.leaves().size()); });
-  m.add_collector([&tls](gateway::exposition& out) {
-    out.family("broker_leaf_mints_total", "Leaf certificates minted (leaf cache misses)",
-               gateway::exposition::kind::counter);
-    out.sample("broker_leaf_mints_total", {}, static_cast<std::uint64_t>(tls.leaves().minted()));
-  });
-}
-
-// Redis as the requests see it (path="request": admissions, session lookups) and as the
-// replica's own thread does (path="background": revocation polls, shared usage, audit records).
-void attach_redis_metrics(gateway::metrics& m, std::shared_ptr<gateway::redis_stats> requests,
-                          std::shared_ptr<gateway::redis_stats> background) {
-  m.add_collector([requests, background](gateway::exposition& out) {
-    const auto s = requests->read();
-    const auto b = background->read();
-    using kind = gateway::exposition::kind;
-    const char* names[] = {"broker_redis_commands_total", "broker_redis_round_trips_total",
-                           "broker_redis_errors_total", "broker_redis_connects_total"};
-    const char* help[] = {"Commands sent to Redis", "Round trips to Redis (writes of commands)",
-                          "Redis commands that failed (unreachable, or an error reply)",
-                          "Connections made to Redis"};
-    const std::uint64_t on_requests[] = {s.commands, s.round_trips, s.errors, s.connects};
-    const std::uint64_t on_background[] = {b.commands, b.round_trips, b.errors, b.connects};
-    for (std::size_t i = 0; i < 4; ++i) {
-      out.family(names[i], help[i], kind::counter);
-      out.sample(names[i], {{"path", "request"}}, on_requests[i]);
-      out.sample(names[i], {{"path", "background"}}, on_background[i]);
-    }
-    out.family("broker_redis_round_trip_seconds", "Redis round-trip latency", kind::histogram);
-    // The stats' last bucket is +Inf: the bounds say so too.
-    std::array<double, gateway::redis_stats::bucket_count> bounds{};
-    std::copy(gateway::redis_stats::latency_bounds.begin(),
-              gateway::redis_stats::latency_bounds.end(), bounds.begin());
-    bounds.back() = std::numeric_limits<double>::infinity();
-    out.histogram("broker_redis_round_trip_seconds", {}, bounds, s.latency_buckets,
-                  s.latency_sum_seconds, s.latency_count);
-  });
-}
-
 nlohmann::ordered_json policy_sources(const config::policy_set& set) {
   auto list = nlohmann::ordered_json::array();
   for (const auto& layer : set.layers())
@@ -183,7 +139,7 @@ int run_serve(const serve_options& o) {
     if (e.llm_cost_usd > 0) metrics->llm_cost(session, e.credential, "", e.llm_cost_usd);
   };
   ctx->set_record_observer(observe);
-  attach_metrics(*metrics, *ctx, *tls);
+  gateway::attach_serve_metrics(*metrics, *ctx, *tls);
 
   std::unique_ptr<proxy::server> server;
   try {
@@ -258,7 +214,7 @@ int run_serve(const serve_options& o) {
         g.redis = std::make_shared<gateway::redis_store>(gateway::redis_endpoint::parse(o.redis),
                                                          stats, background,
                                                          std::chrono::milliseconds(1000));
-        attach_redis_metrics(*metrics, stats, background);
+        gateway::attach_redis_metrics(*metrics, stats, background);
         if (!o.audit_sink.empty()) {
           const auto colon = o.audit_sink.find(':');
           if (o.audit_sink.substr(0, colon) != "redis")

@@ -6,6 +6,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "brokers/text.hpp"
+
 namespace broker::gateway {
 namespace {
 
@@ -15,12 +17,6 @@ namespace {
 
 // RFC 3986 §2.1. `what` names the part in an error ("the password"); its bytes are not quoted.
 std::string percent_decode(std::string_view in, const char* what) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -29,8 +25,8 @@ std::string percent_decode(std::string_view in, const char* what) {
       continue;
     }
     const bool complete = i + 2 < in.size();
-    const int hi = complete ? hex(in[i + 1]) : -1;
-    const int lo = complete ? hex(in[i + 2]) : -1;
+    const int hi = complete ? brokers::hex_value(in[i + 1]) : -1;
+    const int lo = complete ? brokers::hex_value(in[i + 2]) : -1;
     if (hi < 0 || lo < 0) {
       brokers::wipe(out);
       bad(std::string("a bad percent-escape in ") + what);
