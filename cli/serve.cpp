@@ -90,13 +90,6 @@ std::string credential_specs(const config::policy_set& set) {
   return out;
 }
 
-nlohmann::ordered_json policy_sources(const config::policy_set& set) {
-  auto list = nlohmann::ordered_json::array();
-  for (const auto& layer : set.layers())
-    list.push_back({{"source", layer.source}, {"sha256", layer.sha256}});
-  return list;
-}
-
 int run_serve(const serve_options& o) {
   setup_logging(o.common.log_level);
   std::string host;
@@ -264,7 +257,7 @@ int run_serve(const serve_options& o) {
   session::session_start start;
   start.mode = "serve";
   start.listen = url;
-  start.policy = policy_sources(*policy);
+  start.policy = session::policy_sources(*policy);
   start.credentials = credentials->names();
   ctx->audit_log().write(session::start_record(start));
   if (!o.env_file.empty()) {
@@ -327,7 +320,7 @@ int run_serve(const serve_options& o) {
             "serve to change them");
       std::string digests;
       for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
-      ctx->audit_log().write(session::policy_reload_record(policy_sources(*fresh)));
+      ctx->audit_log().write(session::policy_reload_record(session::policy_sources(*fresh)));
       if (team_gateway) team_gateway->replace_team_policy(fresh);
       ctx->replace_policy(std::move(fresh));
       session::log(spdlog::level::info, session::log_tag(ctx->session_id()), "policy reloaded:{}",

@@ -38,13 +38,6 @@ std::vector<config::policy> parse_layers(const session_record& r) {
   return layers;
 }
 
-nlohmann::ordered_json policy_sources(const config::policy_set& set) {
-  auto list = nlohmann::ordered_json::array();
-  for (const auto& layer : set.layers())
-    list.push_back({{"source", layer.source}, {"sha256", layer.sha256}});
-  return list;
-}
-
 nlohmann::ordered_json error(const std::string& why) { return {{"error", why}}; }
 
 }  // namespace
@@ -99,7 +92,7 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   session::session_start start;
   start.mode = "serve";
   start.listen = setup_.listen;
-  start.policy = policy_sources(*policy);
+  start.policy = session::policy_sources(*policy);
   start.credentials = ctx->credentials().names();
   auto first = session::start_record(start);
   first["gateway"] = setup_.options.session_id;

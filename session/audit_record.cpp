@@ -73,4 +73,11 @@ json end_record(const session_end& s) {
   return j;
 }
 
+nlohmann::ordered_json policy_sources(const config::policy_set& set) {
+  auto list = nlohmann::ordered_json::array();
+  for (const auto& layer : set.layers())
+    list.push_back({{"source", layer.source}, {"sha256", layer.sha256}});
+  return list;
+}
+
 }  // namespace broker::session

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/policy_set.hpp"
+
 namespace broker::session {
 
 // One exchange, tunnel or refusal as the proxy saw it.
@@ -65,6 +67,9 @@ struct session_start {
 nlohmann::ordered_json start_record(const session_start& s);
 
 nlohmann::ordered_json policy_reload_record(nlohmann::ordered_json policy);
+
+// A session's layers as its start and reload records name them: [{"source", "sha256"}].
+nlohmann::ordered_json policy_sources(const config::policy_set& set);
 
 // The session's last record: its counts, its usage against the budgets, and the command's exit
 // status (wrap; null for serve).
