@@ -154,6 +154,7 @@ void redis_store::watch_revocations(std::function<void(const std::string&)> on_r
           co_await timer.async_wait(asio::use_awaitable);
           try {
             const auto counter = co_await background_->client->command("GET", "broker:revocations");
+            reachable_.store(true, std::memory_order_relaxed);
             if (was_down) {
               session::log(spdlog::level::info, session::log_tag("redis"), "{} reachable again",
                            endpoint_.display());
@@ -166,6 +167,7 @@ void redis_store::watch_revocations(std::function<void(const std::string&)> on_r
               if (seen.insert(id.text).second) on_revoked(id.text);
             seen_counter = counter.text;
           } catch (const std::exception& e) {
+            reachable_.store(false, std::memory_order_relaxed);
             if (!was_down)
               session::log(spdlog::level::err, session::log_tag("redis"),
                            "{} unreachable: {}; budgeted sessions are refused until it returns",

@@ -9,6 +9,7 @@
 // and the store's own thread polls revocations and sends work posted to it (run()).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -50,6 +51,8 @@ class redis_store final : public session_store {
   // Ends the store's thread and closes every client (before the workers' io_contexts go).
   void close();
 
+  // False from a failed revocation poll until one succeeds: leases (shared_budget) stop.
+  bool reachable() const { return reachable_.load(std::memory_order_relaxed); }
   const redis_endpoint& endpoint() const { return endpoint_; }
   const std::shared_ptr<redis_stats>& stats() const { return stats_; }
 
@@ -64,6 +67,7 @@ class redis_store final : public session_store {
   std::mutex clients_mutex_;
   std::map<const void*, std::unique_ptr<redis_client>> clients_;  // per worker io_context
   std::unique_ptr<background> background_;
+  std::atomic<bool> reachable_{true};
 };
 
 }  // namespace broker::gateway

@@ -9,6 +9,7 @@
 
 #include "proxy/asio.hpp"
 #include "tests/unit/gateway/redis_server.hpp"
+#include "tests/unit/gateway/run_coroutine.hpp"
 
 using broker::gateway::redis_client;
 using broker::gateway::redis_endpoint;
@@ -19,36 +20,13 @@ using broker::gateway::redis_script;
 using broker::gateway::redis_stats;
 using broker::gateway::redis_unavailable;
 using broker::test::redis_server;
+using broker::test::run;
 using broker::test::redis_server_options;
 namespace asio = boost::asio;
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Runs `work` on `io` until it is done (at most 20 s), then what became ready meanwhile (the
-// client's bookkeeping after it woke its caller), and returns the result or rethrows. Work that
-// is still waiting (a fake peer's accept) is left for the next run.
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> work) {
-  std::optional<T> result;
-  std::exception_ptr error;
-  bool done = false;
-  asio::co_spawn(io, std::move(work), [&](std::exception_ptr e, T value) {
-    done = true;
-    error = e;
-    if (!e) result = std::move(value);
-  });
-  io.restart();
-  const auto deadline = clock_type::now() + 20s;
-  while (!done && io.run_one_until(deadline) > 0) {
-  }
-  REQUIRE(done);
-  while (io.poll() > 0) {
-  }
-  if (error) std::rethrow_exception(error);
-  return std::move(*result);
-}
 
 // What redis_unavailable said when `work` threw it.
 std::string unavailable(asio::io_context& io, asio::awaitable<redis_reply> work) {
