@@ -3,14 +3,17 @@
 # `broker serve --gateway` for one session with budgets (requests, bytes out, bytes in) kept
 #   mem     in memory (no --redis),
 #   redis   in Redis, one replica (--redis, --replica r1),
-#   redis2  in Redis, two replicas on one Redis, the clients split between them (REPLICAS2=0
-#           leaves it out),
+#   redis2  in Redis, two replicas on one Redis, the clients split between them,
+#   mem2    in memory, two gateways (a session on each), the clients split between them: the
+#           same two processes on the same cores without Redis, redis2's baseline (REPLICAS2=0
+#           leaves both out),
 # each under two workloads through the session's proxy credential (Proxy-Authorization):
 #   plain   plain-HTTP GETs sent to the gateway (absolute form) for an nginx on loopback,
 #   https   HTTPS GETs in CONNECT tunnels the gateway intercepts (its CA, the bench bearer
 #           credential swapped in) for the same nginx over TLS.
 # Rounds are interleaved (every configuration once per round, as in bench/interleaved.sh); the
-# table gives median requests/s, the ratio to mem (goal: redis >= 0.85), p50 latency, errors,
+# table gives median requests/s, the ratio to mem (redis2's to mem2; goal: >= 0.85), p50 latency,
+# errors,
 # and per request (totals over the rounds divided by the requests the loadgen saw answered):
 #   gw cpu us     the gateways' CPU time (/proc/PID/stat),
 #   rt/req        Redis round trips and commands (goal: <= 1), from each replica's /metrics
@@ -172,6 +175,7 @@ measure() {
     mem) names=(mem) ;;
     redis) names=(r1) ;;
     redis2) names=(r2a r2b) ;;
+    mem2) names=(m2a m2b) ;;
   esac
   case $workload in
     plain) a=(--plain --target api.example.test:8080 --get /small) ;;
@@ -184,7 +188,7 @@ measure() {
   read -r r0 e0 u0 <<< "$(redis_server_counts)"
   for name in "${names[@]}"; do
     i=$((i + 1))
-    "$loadgen" active --proxy "${proxy_of[$name]}" --proxy-auth "${auth_of[$config]}" \
+    "$loadgen" active --proxy "${proxy_of[$name]}" --proxy-auth "${auth_of[$name]}" \
       --clients $((clients / n)) --duration "$seconds" "${a[@]}" > "$work/run.$i" &
     runs+=($!)
   done
@@ -215,16 +219,22 @@ if [[ $REPLICAS2 == 1 ]]; then
   # Their own database: the one-replica gateway's sessions are not theirs.
   start_gateway r2a --redis "redis://127.0.0.1:$redis_port/1" --replica r2a
   start_gateway r2b --redis "redis://127.0.0.1:$redis_port/1" --replica r2b
-  configs+=(redis2)
+  start_gateway m2a
+  start_gateway m2b
+  configs+=(mem2 redis2)
 fi
-declare -A auth_of
+declare -A auth_of  # by gateway name
 create_session mem
 auth_of[mem]=$auth
 create_session r1
-auth_of[redis]=$auth
+auth_of[r1]=$auth
 if [[ $REPLICAS2 == 1 ]]; then
   create_session r2a
-  auth_of[redis2]=$auth
+  auth_of[r2a]=$auth auth_of[r2b]=$auth  # one session, spread over both replicas
+  create_session m2a
+  auth_of[m2a]=$auth
+  create_session m2b
+  auth_of[m2b]=$auth
 fi
 
 # The polls alone: Redis read events per second with every gateway idle (each replica asks for
@@ -295,10 +305,10 @@ fi
 echo "broker $broker, loadgen $loadgen"
 echo "keep-alive clients (split across the replicas), $rounds interleaved rounds of $DURATION s;" \
   "goals: redis ratio >= 0.85, round trips per request <= 1"
-echo "Redis idle: $idle_rate read events/s (the revocation polls of $((${#pids[@]} - 1)) replicas)"
+echo "Redis idle: $idle_rate read events/s (the revocation polls of the Redis replicas)"
 # What the runs left in Redis: each budgeted request that carried usage left its batch key
 # (SET NX PX 1 h, so that a resent batch is applied once).
-echo "Redis after $(awk '$2 != "mem" { n += $4 } END { print n }' "$work/all") requests:" \
+echo "Redis after $(awk '$2 !~ /^mem/ { n += $4 } END { print n }' "$work/all") requests:" \
   "$(redis-cli -p "$redis_port" info keyspace | awk -F'[=,]' '/^db/ { k += $2 } END { print k }')" \
   "keys, $(redis-cli -p "$redis_port" info memory | awk -F: '/^used_memory:/ { printf "%.1f", $2 / 1048576 }') MiB"
 [[ -s $work/metrics-errors ]] && sort -u "$work/metrics-errors" | head -3
@@ -326,9 +336,10 @@ for w in dict.fromkeys(r[0] for r in rows):
         p50 = statistics.median(float(r[4]) for r in rs)
         errors = sum(int(r[5]) for r in rs)
         cpu = sum(int(r[11]) for r in rs) * tick_us / reqs
-        line = (f"{workload:<9}{clients:>7} {c:<8}{med[c]:>8.0f}{med[c] / med['mem']:>7.2f}{p50:>8.2f}{errors:>7}"
+        base = "mem2" if c == "redis2" else "mem"
+        line = (f"{workload:<9}{clients:>7} {c:<8}{med[c]:>8.0f}{med[c] / med[base]:>7.2f}{p50:>8.2f}{errors:>7}"
                 f"{cpu:>10.1f}")
-        if c == "mem":
+        if c.startswith("mem"):
             print(line)
             continue
         reads = sum(int(r[8]) for r in rs) / reqs
