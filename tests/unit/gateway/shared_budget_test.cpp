@@ -61,6 +61,12 @@ void make_session(const redis_server& server, const std::string& revoked = "0") 
             {{"HSET", redis_store::session_key(session), "revoked", revoked}}, 1000ms);
 }
 
+// A redis-server holding the session (not revoked).
+struct one_session {
+  redis_server server;
+  one_session() { make_session(server); }
+};
+
 broker::session::budget_limits requests(std::uint64_t n) {
   broker::session::budget_limits l;
   l.requests = n;
@@ -69,10 +75,9 @@ broker::session::budget_limits requests(std::uint64_t n) {
 
 }  // namespace
 
-TEST_CASE("shared_budget: far from its limit a lease lets requests go without a round trip",
-          "[shared_budget][redis]") {
-  redis_server server;
-  make_session(server);
+TEST_CASE_METHOD(one_session,
+                 "shared_budget: far from its limit a lease lets requests go without a round trip",
+                 "[shared_budget][redis]") {
   replica r(server, "r1", requests(1000));
   CHECK_FALSE(r.admit());
   // The one call counted this request and leased 1/16 of what is left (at most 64).
@@ -88,10 +93,10 @@ TEST_CASE("shared_budget: far from its limit a lease lets requests go without a 
   CHECK(redis_field(server, redis_store::usage_key(session), "requests") == "21");
 }
 
-TEST_CASE("shared_budget: near its limit every request asks, and two replicas never overspend",
-          "[shared_budget][redis]") {
-  redis_server server;
-  make_session(server);
+TEST_CASE_METHOD(
+    one_session,
+    "shared_budget: near its limit every request asks, and two replicas never overspend",
+    "[shared_budget][redis]") {
   replica a(server, "r1", requests(10));
   replica b(server, "r2", requests(10));
   int admitted = 0;
@@ -112,10 +117,8 @@ TEST_CASE("shared_budget: near its limit every request asks, and two replicas ne
   CHECK(admitted == 10);
 }
 
-TEST_CASE("shared_budget: a lease left unused goes back once it is stale",
-          "[shared_budget][redis]") {
-  redis_server server;
-  make_session(server);
+TEST_CASE_METHOD(one_session, "shared_budget: a lease left unused goes back once it is stale",
+                 "[shared_budget][redis]") {
   replica r(server, "r1", requests(1000));
   CHECK_FALSE(r.admit());
   CHECK(r.shared->leased() == 62);
@@ -131,10 +134,9 @@ TEST_CASE("shared_budget: a lease left unused goes back once it is stale",
   CHECK(r.round_trips() == trips + 1);
 }
 
-TEST_CASE("shared_budget: a lease does not outlast a byte budget this replica spent",
-          "[shared_budget][redis]") {
-  redis_server server;
-  make_session(server);
+TEST_CASE_METHOD(one_session,
+                 "shared_budget: a lease does not outlast a byte budget this replica spent",
+                 "[shared_budget][redis]") {
   broker::session::budget_limits limits;
   limits.bytes_out = 1000;
   replica r(server, "r1", limits);
@@ -161,10 +163,9 @@ TEST_CASE("shared_budget: a revoked session is refused 407, and stays refused wi
   CHECK(r.round_trips() == trips);
 }
 
-TEST_CASE("shared_budget: Redis away refuses 503, or admits when the policy allows",
-          "[shared_budget][redis]") {
-  redis_server server;
-  make_session(server);
+TEST_CASE_METHOD(one_session,
+                 "shared_budget: Redis away refuses 503, or admits when the policy allows",
+                 "[shared_budget][redis]") {
   auto limits = requests(10);
   replica closed(server, "r1", limits);
   limits.allow_without_state = true;
@@ -177,10 +178,8 @@ TEST_CASE("shared_budget: Redis away refuses 503, or admits when the policy allo
   CHECK_FALSE(open.admit());
 }
 
-TEST_CASE("shared_budget: near the end of a byte budget no lease is granted",
-          "[shared_budget][redis]") {
-  redis_server server;
-  make_session(server);
+TEST_CASE_METHOD(one_session, "shared_budget: near the end of a byte budget no lease is granted",
+                 "[shared_budget][redis]") {
   broker::session::budget_limits limits;
   limits.bytes_in = 16000;
   replica a(server, "r1", limits);
