@@ -35,6 +35,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "gateway/admit_script.hpp"
 #include "gateway/redis_store.hpp"
 #include "proxy/shared_admission.hpp"
 #include "session/budget.hpp"
@@ -68,11 +69,6 @@ class shared_budget final : public proxy::shared_admission,
   std::uint64_t leased() const;
 
  private:
-  struct batch {
-    std::uint64_t number;  // this source's count: each is applied once
-    session::session_budget::usage delta;
-    std::uint64_t returned = 0;  // unused leased requests given back
-  };
   // What one script call asks: how many requests want to go now, and whether to top the
   // lease up (to `lease`).
   struct ask {
@@ -86,12 +82,11 @@ class shared_budget final : public proxy::shared_admission,
 
   // The batch still to be acknowledged, or a new one of what was spent since the last (with
   // the lease when it is stale, or when `give_back`).
-  std::optional<batch> pending(bool give_back);
-  std::vector<std::string> script_args(const std::optional<batch>& b, ask a) const;
+  std::optional<usage_batch> pending(bool give_back);
+  std::vector<std::string> script_args(const std::optional<usage_batch>& b, ask a) const;
   // Takes an answer in: the totals heard, the batch acknowledged, the lease granted.
-  outcome settle(const std::optional<redis_reply>& reply, const std::optional<batch>& b, ask a);
-  proxy::refusal refused(const std::vector<redis_reply>& why) const;
-  proxy::refusal spent(const std::string& name, const std::string& used) const;
+  outcome settle(const std::optional<redis_reply>& reply, const std::optional<usage_batch>& b,
+                 ask a);
   // A byte, token or cost budget spent by the totals heard plus what was spent here since.
   std::optional<proxy::refusal> over_heard_locked() const;
   // Off the request path, on the store's thread: one script call (false when Redis did not
@@ -130,7 +125,7 @@ class shared_budget final : public proxy::shared_admission,
   session::session_budget::usage shared_;  // local usage covered by batches made
   session::session_budget::usage acked_;   // ... and by batches Redis acknowledged
   session::session_budget::usage heard_;   // the shared totals Redis last answered
-  std::optional<batch> pending_;
+  std::optional<usage_batch> pending_;
   std::uint64_t batches_ = 0;
   std::uint64_t leased_ = 0;      // granted requests not yet admitted
   clock::time_point heard_at_{};  // the last answer
