@@ -2,32 +2,26 @@
 // writes everything queued in one write, reads the replies in order and wakes each caller as its
 // own replies are in. While a round trip is under way, new commands wait in the queue for the
 // next write. The state lives in a shared block that the driver holds, so a client destroyed
-// mid-round-trip leaves nothing dangling.
+// mid-round-trip leaves nothing dangling. Connecting and the round trip itself are
+// redis_connection's.
 #include "gateway/redis_client.hpp"
 
-#include <sys/socket.h>
-
 #include <openssl/evp.h>
-#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/local/stream_protocol.hpp>
 
 #include <array>
-#include <cerrno>
 #include <deque>
-#include <functional>
 #include <optional>
 #include <stdexcept>
 
+#include "gateway/redis_connection.hpp"
 #include "gateway/redis_protocol.hpp"
 #include "proxy/asio.hpp"
-#include "proxy/race.hpp"
 
 namespace broker::gateway {
 
 using proxy::use_tuple;
 using clock = std::chrono::steady_clock;
-using stream_socket = asio::generic::stream_protocol::socket;
 
 namespace {
 
@@ -44,24 +38,6 @@ struct pending {
 };
 using pending_ptr = std::shared_ptr<pending>;
 
-asio::awaitable<void> sleep_for(clock::duration d) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, d);
-  co_await timer.async_wait(use_tuple);
-}
-
-// False once the server has closed the connection or sent bytes nobody asked for: an idle
-// connection that a restarted Redis closed is noticed before a command is written to it.
-bool still_open(stream_socket& socket) {
-  char byte;
-  const auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-// Built outside the coroutines: GCC 12 cannot keep an initializer list in a coroutine frame.
-std::vector<std::string> select_command(unsigned db) {
-  return {"SELECT", std::to_string(db)};
-}
-
 std::vector<std::string> evalsha_command(const redis_script& script, std::vector<std::string>& keys,
                                          std::vector<std::string>& args) {
   std::vector<std::string> call = {"EVALSHA", script.sha1, std::to_string(keys.size())};
@@ -72,33 +48,22 @@ std::vector<std::string> evalsha_command(const redis_script& script, std::vector
   return call;
 }
 
-std::string in_ms(clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
-}
-
 }  // namespace
 
 struct redis_client::state {
-  using deliver_fn = std::function<void(redis_reply&&)>;
-
   state(asio::any_io_executor ex, redis_endpoint ep, std::shared_ptr<redis_stats> st,
-        std::chrono::milliseconds t)
+        std::chrono::milliseconds timeout)
       : executor(std::move(ex)),
         endpoint(std::move(ep)),
         name(endpoint.display()),
         stats(std::move(st)),
-        timeout(t),
-        socket(executor) {}
+        connection(executor, endpoint, stats, timeout) {}
 
   asio::any_io_executor executor;
   redis_endpoint endpoint;
   std::string name;  // the endpoint without its password, for messages
   std::shared_ptr<redis_stats> stats;
-  clock::duration timeout;
-
-  stream_socket socket;                  // open while connected
-  std::unique_ptr<reply_reader> reader;  // a new one per connection
-  std::array<char, 16 * 1024> buffer{};
+  redis_connection connection;
 
   std::deque<pending_ptr> queue;  // waiting for the next write
   std::size_t queued_commands = 0;
@@ -125,13 +90,11 @@ struct redis_client::state {
     queued_commands = 0;
   }
 
-  void drop_connection() {
-    boost::system::error_code ignored;
-    socket.close(ignored);
-  }
+  void drop_connection() { connection.drop(); }
 
   void close() {
     closed = true;
+    connection.closing();
     fail_queue("the client was closed");
     drop_connection();
   }
@@ -148,7 +111,7 @@ struct redis_client::state {
       throw redis_unavailable(message(what));
     };
     if (closed) refuse("the client was closed");
-    if (!driving && !socket.is_open()) {
+    if (!driving && !connection.is_open()) {
       if (const auto left = backoff_left(); left > clock::duration::zero())
         refuse("not connected (" + last_failure + "); the next attempt in " + in_ms(left));
     }
@@ -184,15 +147,16 @@ struct redis_client::state {
     std::vector<pending_ptr> batch;
     try {
       while (!s.closed && !s.queue.empty()) {
-        if (!s.socket.is_open() || !still_open(s.socket)) {
-          if (s.socket.is_open()) s.last_failure = "the server closed the idle connection";
+        if (!s.connection.is_open() || !s.connection.still_open()) {
+          if (s.connection.is_open()) s.last_failure = "the server closed the idle connection";
           s.drop_connection();
           if (const auto left = s.backoff_left(); left > clock::duration::zero()) {
             s.fail_queue("not connected (" + s.last_failure + "); the next attempt in " +
                          in_ms(left));
             break;
           }
-          if (auto why = co_await s.connect(); !why.empty()) {
+          s.last_attempt = clock::now();
+          if (auto why = co_await s.connection.connect(); !why.empty()) {
             s.drop_connection();
             s.last_failure = why;
             s.fail_queue(why);
@@ -228,7 +192,7 @@ struct redis_client::state {
     }
     if (batch.empty()) co_return;
     std::size_t current = 0;
-    const deliver_fn deliver = [&](redis_reply&& reply) {
+    const redis_connection::deliver_fn deliver = [&](redis_reply&& reply) {
       pending& p = *batch[current];
       if (reply.is_error()) stats->error_reply();
       p.replies.push_back(std::move(reply));
@@ -237,154 +201,16 @@ struct redis_client::state {
       p.wake.cancel();
       ++current;
     };
-    const std::string failure = co_await exchange(out, commands, deliver);
+    const std::string failure = co_await connection.exchange(out, commands, deliver);
     if (!failure.empty()) {
       drop_connection();
       last_failure = failure;
       for (auto& p : batch) finish(*p, failure);
       fail_queue(failure);
-    } else if (reader->buffered() != 0) {
+    } else if (connection.buffered() != 0) {
       // Bytes nobody asked for: later replies could no longer be matched to their commands.
       drop_connection();
       last_failure = "the server sent more replies than commands";
-    }
-  }
-
-  // One round trip within the timeout, counted in the stats. Returns why it failed, or "".
-  asio::awaitable<std::string> exchange(const std::vector<asio::const_buffer>& out,
-                                        std::size_t commands, const deliver_fn& deliver) {
-    std::string failure;
-    const auto started = clock::now();
-    stats->wrote(commands);
-    const std::size_t winner =
-        co_await proxy::race(transfer(out, commands, deliver, failure), sleep_for(timeout));
-    if (winner == 1) co_return "no answer within " + in_ms(timeout);
-    if (failure.empty()) stats->answered(clock::now() - started);
-    co_return failure;
-  }
-
-  // Writes `out` and reads `commands` replies into `deliver`; sets `failure` when it cannot.
-  asio::awaitable<void> transfer(const std::vector<asio::const_buffer>& out, std::size_t commands,
-                                 const deliver_fn& deliver, std::string& failure) {
-    auto lost = [&](const boost::system::error_code& ec, const char* doing) {
-      if (closed) return std::string("the client was closed");
-      if (ec == asio::error::eof) return std::string("the server closed the connection");
-      return std::string("connection lost while ") + doing + ": " + ec.message();
-    };
-    if (auto [ec, n] = co_await asio::async_write(socket, out, use_tuple); ec) {
-      failure = lost(ec, "sending");
-      co_return;
-    }
-    std::size_t answered = 0;
-    for (;;) {
-      while (answered < commands) {
-        auto reply = reader->next();
-        if (!reply) break;
-        ++answered;
-        deliver(std::move(*reply));
-      }
-      if (reader->failed()) {
-        failure = "the server's answer is not RESP (" + reader->error() + ")";
-        co_return;
-      }
-      if (answered == commands) co_return;
-      auto [ec, n] = co_await socket.async_read_some(asio::buffer(buffer), use_tuple);
-      if (ec) {
-        failure = lost(ec, "reading");
-        co_return;
-      }
-      reader->feed(buffer.data(), n);
-      // Complete replies were taken above, so what is buffered is mostly one reply arriving.
-      if (reader->buffered() > max_reply_bytes) {
-        failure = "a reply larger than " + std::to_string(max_reply_bytes) + " bytes";
-        co_return;
-      }
-    }
-  }
-
-  // Opens the connection, logs in and selects the db, within the timeout. Returns why it
-  // failed, or "".
-  asio::awaitable<std::string> connect() {
-    last_attempt = clock::now();
-    reader = std::make_unique<reply_reader>();
-    std::string failure;
-    const std::size_t winner = co_await proxy::race(open(failure), sleep_for(timeout));
-    if (winner == 1) co_return "no answer within " + in_ms(timeout) + " while connecting";
-    if (failure.empty()) stats->connected();
-    co_return failure;
-  }
-
-  asio::awaitable<void> open(std::string& failure) {
-    if (endpoint.kind == redis_endpoint::transport::unix_socket) {
-      asio::local::stream_protocol::endpoint path;
-      try {
-        path = asio::local::stream_protocol::endpoint(endpoint.path);
-      } catch (const boost::system::system_error& e) {
-        failure = "the socket path " + endpoint.path + ": " + e.code().message();
-        co_return;
-      }
-      if (auto [ec] = co_await socket.async_connect(path, use_tuple); ec) {
-        failure = "cannot connect: " + ec.message();
-        co_return;
-      }
-    } else {
-      asio::ip::tcp::resolver resolver(executor);
-      auto [rec, results] =
-          co_await resolver.async_resolve(endpoint.host, std::to_string(endpoint.port), use_tuple);
-      if (rec) {
-        failure = "cannot resolve " + endpoint.host + ": " + rec.message();
-        co_return;
-      }
-      boost::system::error_code last = asio::error::host_not_found;
-      for (const auto& entry : results) {
-        drop_connection();
-        auto [ec] = co_await socket.async_connect(
-            asio::generic::stream_protocol::endpoint(entry.endpoint()), use_tuple);
-        last = ec;
-        if (!ec) break;
-      }
-      if (last) {
-        failure = "cannot connect: " + last.message();
-        co_return;
-      }
-      boost::system::error_code ignored;
-      socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-    }
-    co_await log_in(failure);
-  }
-
-  // AUTH and SELECT, in one write, when the endpoint asks for them.
-  asio::awaitable<void> log_in(std::string& failure) {
-    std::vector<std::string> names;  // what each reply answers, for the message
-    std::string bytes;
-    brokers::wipe_on_exit wipe_bytes([&] { brokers::wipe(bytes); });
-    if (endpoint.password) {
-      std::vector<std::string> auth;
-      auth.emplace_back("AUTH");
-      if (!endpoint.user.empty()) auth.push_back(endpoint.user);
-      auth.emplace_back(endpoint.password->expose());
-      brokers::wipe_on_exit wipe_auth([&] { brokers::wipe(auth.back()); });
-      append_command(bytes, auth);
-      names.emplace_back("AUTH");
-    }
-    if (endpoint.db != 0) {
-      names.push_back("SELECT " + std::to_string(endpoint.db));
-      append_command(bytes, select_command(endpoint.db));
-    }
-    if (names.empty()) co_return;
-    std::vector<redis_reply> replies;
-    const auto started = clock::now();
-    stats->wrote(names.size());
-    const std::vector<asio::const_buffer> out(1, asio::buffer(bytes));
-    co_await transfer(
-        out, names.size(), [&](redis_reply&& r) { replies.push_back(std::move(r)); }, failure);
-    if (!failure.empty()) co_return;
-    stats->answered(clock::now() - started);
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      if (replies[i].is_error()) {
-        failure = names[i] + " failed: " + replies[i].text;
-        co_return;
-      }
     }
   }
 };
@@ -444,7 +270,7 @@ asio::awaitable<redis_reply> redis_client::eval(const redis_script& script,
 }
 
 bool redis_client::connected() const {
-  return state_->socket.is_open();
+  return state_->connection.is_open();
 }
 
 void redis_client::close() {
