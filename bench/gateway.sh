@@ -50,41 +50,6 @@ source "$root/bench/load-lib.sh"
 command -v redis-server > /dev/null || die "redis-server not found (apt-get install redis-server)"
 find_loadgen
 
-# One nginx serving the peer's files over TLS on $nginx_port (api.example.test:8443) and in
-# plain HTTP on $plain_port (api.example.test:8080).
-start_upstream() {
-  nginx_port=$(free_port) plain_port=$(free_port)
-  cat > "$work/nginx.conf" <<NG
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx.err;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  keepalive_timeout 600s;
-  server {
-    listen 127.0.0.1:$nginx_port ssl;
-    server_name api.example.test;
-    ssl_certificate $PEERS/leaf.pem;
-    ssl_certificate_key $PEERS/leaf.key;
-    root $PEERS/www;
-  }
-  server {
-    listen 127.0.0.1:$plain_port;
-    root $PEERS/www;
-  }
-}
-NG
-  nginx -c "$work/nginx.conf" -e "$work/nginx.err" || die "nginx did not start ($work/nginx.err)"
-  local _
-  for _ in $(seq 50); do
-    curl -sf -o /dev/null "http://127.0.0.1:$plain_port/small" && return
-    sleep 0.1
-  done
-  die "nginx on 127.0.0.1:$plain_port does not answer"
-}
-
 start_redis() {
   redis_port=$(free_port)
   redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
@@ -209,7 +174,10 @@ PY
     $((b1 - b0)) $((k1 - k0))" >> "$work/results"
 }
 
-start_upstream
+# One nginx: the peer's files over TLS on $nginx_port (api.example.test:8443), and in plain
+# HTTP on its status port (api.example.test:8080).
+start_nginx
+plain_port=$status_port
 start_redis
 ulimit -n "$(ulimit -Hn)"
 start_gateway mem

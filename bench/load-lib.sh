@@ -42,7 +42,8 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# A plain-HTTP stub_status listener on $status_port counts the connections nginx accepted.
+# A plain-HTTP listener on $status_port: stub_status at /status counts the connections nginx
+# accepted, and the peer's files are there too (a plain-HTTP upstream, bench/gateway.sh).
 # Long header and keep-alive timeouts: an idle tunnel that never sends a request must outlive
 # the measurement (nginx closes it after client_header_timeout otherwise).
 start_nginx() {
@@ -67,6 +68,7 @@ http {
   }
   server {
     listen 127.0.0.1:$status_port;
+    root $PEERS/www;
     location = /status { stub_status; }
   }
 }
