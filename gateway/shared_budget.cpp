@@ -27,8 +27,6 @@ asio::awaitable<std::optional<redis_reply>> run_script(redis_client& client,
   }
 }
 
-}  // namespace
-
 // This replica process among every writer of a session's usage: its name and a random part (a
 // restarted replica numbers its batches from 1 again).
 std::string make_source(const std::string& replica) {
@@ -36,6 +34,8 @@ std::string make_source(const std::string& replica) {
   if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
   return replica + ":" + session::lower_hex(bytes, sizeof bytes);
 }
+
+}  // namespace
 
 bool shares_budgets(const session::budget_limits& l) {
   return l.requests || l.bytes_out || l.bytes_in || l.llm_tokens || l.cost_usd || l.request_rate;
@@ -114,7 +114,6 @@ shared_budget::outcome shared_budget::settle(const std::optional<redis_reply>& r
   }
   // Usage only grows: an answer computed before one already taken in says less, not news.
   const auto& t = answer->totals;
-  heard_.requests = t.requests;
   heard_.bytes_out = std::max(heard_.bytes_out, t.bytes_out);
   heard_.bytes_in = std::max(heard_.bytes_in, t.bytes_in);
   heard_.llm_tokens = std::max(heard_.llm_tokens, t.llm_tokens);

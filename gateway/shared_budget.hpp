@@ -124,7 +124,7 @@ class shared_budget final : public proxy::shared_admission,
   mutable std::mutex mutex_;
   session::session_budget::usage shared_;  // local usage covered by batches made
   session::session_budget::usage acked_;   // ... and by batches Redis acknowledged
-  session::session_budget::usage heard_;   // the shared totals Redis last answered
+  session::session_budget::usage heard_;   // the shared totals Redis last answered (requests aside)
   std::optional<usage_batch> pending_;
   std::uint64_t batches_ = 0;
   std::uint64_t leased_ = 0;      // granted requests not yet admitted
