@@ -14,13 +14,6 @@ bool is_unreserved(unsigned char c) {  // RFC 3986 §2.3
          c == '.' || c == '_' || c == '~';
 }
 
-// The byte of the escape at in[i] ('%'), or -1 when it is not a whole, valid escape.
-int escaped_byte(std::string_view in, std::size_t i) {
-  if (in[i] != '%' || i + 2 >= in.size()) return -1;
-  int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-  return hi < 0 || lo < 0 ? -1 : hi << 4 | lo;
-}
-
 // RFC 3986 §6.2.2.1-2: decode escapes of unreserved characters (they mean the same thing
 // either way) and upper-case the hex of the rest, so one path has one spelling. Reserved
 // escapes such as %2F stay encoded: decoding them would change the path's structure.
@@ -209,6 +202,12 @@ bool glob_match(std::string_view pattern, std::string_view text) {
 }
 
 }  // namespace
+
+int escaped_byte(std::string_view in, std::size_t i) {
+  if (in[i] != '%' || i + 2 >= in.size()) return -1;
+  int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+  return hi < 0 || lo < 0 ? -1 : hi << 4 | lo;
+}
 
 std::optional<std::string> normalize_path(std::string_view target, path_params params) {
   if (target.empty() || target.front() != '/') return std::nullopt;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "brokers/text.hpp"
+#include "config/path_pattern.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -24,14 +25,12 @@ std::string percent_decode(std::string_view in, const char* what) {
       out += in[i];
       continue;
     }
-    const bool complete = i + 2 < in.size();
-    const int hi = complete ? brokers::hex_value(in[i + 1]) : -1;
-    const int lo = complete ? brokers::hex_value(in[i + 2]) : -1;
-    if (hi < 0 || lo < 0) {
+    const int byte = config::escaped_byte(in, i);
+    if (byte < 0) {
       brokers::wipe(out);
       bad(std::string("a bad percent-escape in ") + what);
     }
-    out += static_cast<char>(hi * 16 + lo);
+    out += static_cast<char>(byte);
     i += 2;
   }
   return out;
