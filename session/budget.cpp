@@ -301,8 +301,7 @@ std::optional<exhausted> session_budget::spent(std::string_view host, clock::tim
 
 session_budget::usage session_budget::used() const {
   std::lock_guard lock(mutex_);
-  return {session_.requests, session_.bytes_out, session_.bytes_in, session_.llm_tokens,
-          session_.cost_usd};
+  return session_;  // the usage part
 }
 
 }  // namespace broker::session

@@ -99,12 +99,7 @@ class session_budget {
     clock::time_point last;
     double level(const config::rate& r, clock::time_point now) const;
   };
-  struct counters {
-    std::uint64_t requests = 0;
-    std::uint64_t bytes_out = 0;
-    std::uint64_t bytes_in = 0;
-    std::uint64_t llm_tokens = 0;
-    double cost_usd = 0;
+  struct counters : usage {
     bucket rate;
   };
   std::vector<std::size_t> matching_hosts(std::string_view host) const;
