@@ -1,0 +1,187 @@
+#include "wrap/sandbox_mounts.hpp"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+namespace broker::wrap {
+
+namespace {
+
+[[noreturn]] void fail(int control, const std::string& what) { sandbox_fail(control, what); }
+
+// `path` read-only in this mount namespace: bound onto itself, then remounted with MS_RDONLY
+// added to the flags it has (in a user namespace the ones the host set are locked and must be
+// kept). Missing paths are skipped.
+void make_read_only(int control, const char* path) {
+  struct stat st {};
+  if (::stat(path, &st) < 0) return;
+  if (::mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) < 0)
+    fail(control, std::string("binding ") + path);
+  struct statvfs vfs {};
+  if (::statvfs(path, &vfs) < 0) fail(control, std::string("reading the flags of ") + path);
+  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  for (auto [have, set] : {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV},
+                           std::pair{ST_NOEXEC, MS_NOEXEC}, std::pair{ST_NOATIME, MS_NOATIME},
+                           std::pair{ST_NODIRATIME, MS_NODIRATIME},
+                           std::pair{ST_RELATIME, MS_RELATIME}})
+    if (vfs.f_flag & have) flags |= set;
+  if (::mount(nullptr, path, nullptr, flags, nullptr) < 0)
+    fail(control, std::string("making ") + path + " read-only");
+}
+
+// `path` and its missing parents (0755) made, the last as a directory or an empty file: a place
+// to mount on inside a fresh tmpfs.
+void make_mount_point(int control, const std::string& path, bool directory) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1))
+    if (::mkdir(path.substr(0, slash).c_str(), 0755) < 0 && errno != EEXIST)
+      fail(control, "making " + path.substr(0, slash));
+  if (directory) {
+    if (::mkdir(path.c_str(), 0755) < 0 && errno != EEXIST) fail(control, "making " + path);
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) fail(control, "making " + path);
+  ::close(fd);
+}
+
+// The host's IPC directories private and empty, and what the command needs from under them
+// bound back (DESIGN §8.1). Kept paths are opened before anything covers them, and bound from
+// the open descriptor.
+void set_up_private_view(int control, const std::vector<view_step>& steps) {
+  std::vector<int> kept(steps.size(), -1);
+  for (std::size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].what == view_step::bind &&
+        (kept[i] = ::open(steps[i].path.c_str(), O_PATH | O_CLOEXEC)) < 0)
+      fail(control, "opening " + steps[i].path);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const view_step& step = steps[i];
+    if (step.what == view_step::empty) {
+      make_mount_point(control, step.path, true);
+      char options[32];
+      std::snprintf(options, sizeof options, "mode=%o", step.mode);
+      if (::mount("tmpfs", step.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+        fail(control, "making " + step.path + " private");
+      continue;
+    }
+    struct stat st {};
+    if (::fstat(kept[i], &st) < 0) fail(control, "reading " + step.path);
+    make_mount_point(control, step.path, S_ISDIR(st.st_mode));
+    const std::string source = "/proc/self/fd/" + std::to_string(kept[i]);
+    if (::mount(source.c_str(), step.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
+      fail(control, "binding " + step.path + " through");
+    ::close(kept[i]);
+  }
+}
+
+// A session file (the resolver configuration that names the broker's DNS, the hosts file)
+// over `target` under /etc, opened before the private view hid the session directory. A link
+// into a directory the view emptied (systemd-resolved's /run/systemd/resolve/stub-resolv.conf)
+// gets its file made in that tmpfs first; a missing file is left missing (without resolv.conf
+// the C library asks 127.0.0.1, which is the broker's DNS too).
+void show_session_file(int control, int copy, const std::string& target,
+                       const std::vector<view_step>& view) {
+  struct stat st {};
+  if (::stat(target.c_str(), &st) < 0) {
+    char link[4096];
+    const ssize_t n = ::readlink(target.c_str(), link, sizeof link - 1);
+    if (n <= 0) {
+      ::close(copy);
+      return;
+    }
+    std::string resolved(link, static_cast<std::size_t>(n));
+    if (resolved.front() != '/') resolved = "/etc/" + resolved;
+    const bool in_emptied = std::any_of(view.begin(), view.end(), [&](const view_step& step) {
+      return step.what == view_step::empty && resolved.starts_with(step.path + "/");
+    });
+    if (!in_emptied || resolved.find("/../") != std::string::npos) {
+      ::close(copy);
+      return;
+    }
+    make_mount_point(control, resolved, false);
+  }
+  const std::string source = "/proc/self/fd/" + std::to_string(copy);
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) < 0)
+    fail(control, "showing the session's " + target);
+  ::close(copy);
+}
+
+}  // namespace
+
+// A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
+// Then the host's IPC directories become private, login files show their dummy copies, and the
+// credential files are hidden: an empty read-only tmpfs over a directory, /dev/null over a file.
+void set_up_mounts(int control, const launch_options& options) {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
+    fail(control, "making mounts private");
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
+    fail(control, "mounting a fresh /proc");
+  // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
+  // core_pattern of "|program" would run as host root), SysRq, and sysfs.
+  for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
+  // The copies are in the session directory, which the private view covers: opened first.
+  std::vector<int> copies;
+  for (const auto& o : options.overlays) {
+    copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
+    if (copies.back() < 0) fail(control, "opening " + o.copy);
+  }
+  // A view's subdirectories are the real ones: opened before the view covers them.
+  std::vector<int> views;
+  std::vector<std::vector<int>> subdirs(options.views.size());
+  for (std::size_t i = 0; i < options.views.size(); ++i) {
+    const directory_view& v = options.views[i];
+    views.push_back(::open(v.view.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (views.back() < 0) fail(control, "opening " + v.view);
+    for (const std::string& name : v.subdirs) {
+      const std::string real = v.target + "/" + name;
+      subdirs[i].push_back(::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (subdirs[i].back() < 0) fail(control, "opening " + real);
+    }
+  }
+  std::vector<std::pair<int, std::string>> etc_files;
+  for (const auto& [copy, target] : options.etc_files) {
+    etc_files.emplace_back(::open(copy.c_str(), O_PATH | O_CLOEXEC), target);
+    if (etc_files.back().first < 0) fail(control, "opening " + copy);
+  }
+  set_up_private_view(control, options.private_view);
+  for (const auto& [fd, target] : etc_files)
+    show_session_file(control, fd, target, options.private_view);
+  auto bind = [&](int fd, const std::string& onto, const std::string& what) {
+    const std::string source = "/proc/self/fd/" + std::to_string(fd);
+    if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)
+      fail(control, what + onto);
+    ::close(fd);
+  };
+  for (std::size_t i = 0; i < copies.size(); ++i)
+    bind(copies[i], options.overlays[i].target, "showing a copy at ");
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const directory_view& v = options.views[i];
+    bind(views[i], v.target, "showing a view at ");
+    for (std::size_t j = 0; j < v.subdirs.size(); ++j)
+      bind(subdirs[i][j], v.target + "/" + v.subdirs[j], "binding through ");
+  }
+  for (const std::string& path : options.masks) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide
+    if (S_ISDIR(st.st_mode)) {
+      if (::mount("tmpfs", path.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=0500") < 0)
+        fail(control, "masking " + path);
+    } else {
+      if (::mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) < 0)
+        fail(control, "masking " + path);
+    }
+  }
+  for (const std::string& path : options.read_only) make_read_only(control, path.c_str());
+}
+
+}  // namespace broker::wrap
