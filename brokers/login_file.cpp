@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <filesystem>
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
 
 #include "brokers/dummy.hpp"
 #include "brokers/login_file_format.hpp"
+#include "brokers/real_file.hpp"
 #include "brokers/secret_source.hpp"
 #include "brokers/text.hpp"
 #include "brokers/value_broker.hpp"
@@ -74,8 +74,10 @@ class refresh_step final : public request_step {
 
 class login_file_broker final : public request_broker {
  public:
-  login_file_broker(config::credential_spec spec, layer_hosts other_hosts, std::string path)
-      : request_broker(std::move(spec), std::move(other_hosts)), path_(std::move(path)) {}
+  login_file_broker(config::credential_spec spec, layer_hosts other_hosts, real_file file)
+      : request_broker(std::move(spec), std::move(other_hosts)),
+        path_(file.path()),
+        file_(std::move(file)) {}
 
   // Takes the listed values out of `doc` (a copy of the real file), leaving their dummies in
   // it: the child's copy. False when there is none.
@@ -169,6 +171,15 @@ class login_file_broker final : public request_broker {
   // The body's refresh-token dummy (any issued) → the current real refresh token, the newest
   // the real file holds (a view that stays valid); empty when the body carries none of them.
   std::string_view redeem(std::string& body) const {
+    if (!file_.at_path()) {
+      // Renamed away, replaced or removed since the session began (DESIGN §8.1): whatever the
+      // path names now is not the user's login, and a refresh would spend its token for a file
+      // nobody reads.
+      spdlog::warn("credential {}: {} is no longer the file the session began with; its refresh "
+                   "token is not redeemed",
+                   name(), path_);
+      return {};
+    }
     adopt_newer_file();
     std::shared_lock lock(mutex_);
     if (current_refresh_ < 0) return {};
@@ -254,7 +265,7 @@ class login_file_broker final : public request_broker {
     const auto& refresh = spec().login_file->refresh;
     std::optional<ordered_json> doc;
     try {
-      doc = read_json_file(path_);
+      doc = parse_json_object(file_.read(), path_);
     } catch (const std::exception& e) {
       spdlog::warn("credential {}: reading the login file again failed ({})", name(), e.what());
     }
@@ -271,18 +282,16 @@ class login_file_broker final : public request_broker {
     take(*doc, refresh->token, true);
   }
 
-  // The new real values into the real file, unless it no longer holds `redeemed` (refreshed
-  // elsewhere meanwhile: its tokens are kept). Atomic: a temp file renamed over it.
+  // The new real values into the real file, through the descriptor opened before the child
+  // started (never through what the path names now), unless it no longer holds `redeemed`
+  // (refreshed elsewhere meanwhile: its tokens are kept). In place: the child's view of the
+  // file is a bind mount on it, which a rename(2) would detach.
   void write_back(std::string_view redeemed,
                   const std::vector<std::pair<std::string, secret>>& renewed,
                   std::optional<std::int64_t> expires_at_ms) const {
     const auto& refresh = *spec().login_file->refresh;
     try {
-      std::error_code ec;
-      const std::filesystem::path file = std::filesystem::canonical(path_, ec);
-      if (ec) throw source_error("file:" + path_ + ": " + ec.message());
-      std::optional<ordered_json> doc = read_json_file(file.string());
-      if (!doc) throw source_error("file:" + path_ + ": gone");
+      std::optional<ordered_json> doc = parse_json_object(file_.read(), path_);
       const json_wiper wipe_doc{*doc};
       ordered_json* token = member_at(*doc, refresh.token);
       if (token && token->is_string() &&
@@ -298,7 +307,7 @@ class login_file_broker final : public request_broker {
           *member = *expires_at_ms;
       std::string text = doc->dump(2) + "\n";
       const wipe_on_exit wipe_text([&text] { wipe(text); });
-      write_in_place(file, text);
+      file_.write(text);
       spdlog::info("credential {}: the refreshed login was written back to {}", name(), path_);
     } catch (const std::exception& e) {
       spdlog::error("credential {}: writing the refreshed login back to {} failed ({}); the user "
@@ -308,6 +317,7 @@ class login_file_broker final : public request_broker {
   }
 
   std::string path_;  // the real file, "~/" expanded
+  real_file file_;    // opened before the child started: every read and write goes through it
   std::string copy_;  // the child's copy, dummies only
   // What refreshes change, from any thread: under mutex_.
   mutable std::shared_mutex mutex_;
@@ -341,28 +351,26 @@ std::unique_ptr<request_broker> make_login_file_broker(const config::credential_
     }
     path = home + path.substr(1);
   }
-  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), path);
+  // Opened here, before any child runs, and kept: every later read and write goes through it.
+  std::optional<real_file> file = real_file::open(path);
+  if (!file) {
+    why = "no file " + path;
+    return nullptr;
+  }
+  const secret text = file->read();
+  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), std::move(*file));
   if (path.ends_with(".yml") || path.ends_with(".yaml")) {
-    std::optional<secret> text = load_secret_untrimmed("file:" + path);
-    if (!text) {
-      why = "no file " + path;
-      return nullptr;
-    }
     if (spec.login_file->refresh)
       throw source_error("file:" + path + ": a YAML login file cannot be refreshed");
-    if (!broker->take_yaml_values(*text)) {
+    if (!broker->take_yaml_values(text)) {
       why = "no listed value in " + path;
       return nullptr;
     }
     return broker;
   }
-  std::optional<ordered_json> doc = read_json_file(path);
-  if (!doc) {
-    why = "no file " + path;
-    return nullptr;
-  }
-  const json_wiper wipe_doc{*doc};
-  if (!broker->take_values(*doc)) {
+  ordered_json doc = parse_json_object(text, path);
+  const json_wiper wipe_doc{doc};
+  if (!broker->take_values(doc)) {
     why = "no listed value in " + path;
     return nullptr;
   }

@@ -8,9 +8,11 @@
 // or form body) gets the current real refresh token instead; the token response's new access,
 // refresh and id tokens become fresh dummies before the child reads them, the broker swaps with
 // the new real values from then on, and writes them back to the real file (in place, as the
-// agents do: a rename would detach the child's view of it), so the
-// user's login outlives the session (refresh tokens are single-use). A file that changed since
-// it was read (another session refreshed) is not overwritten, and its newer tokens are used.
+// agents do: a rename would detach the child's view of it), so the user's login outlives the
+// session (refresh tokens are single-use). The real file is opened once, before the child
+// starts, and only ever read and written through that descriptor (real_file.hpp); once the path
+// names another file, no refresh token is redeemed. A file that changed since it was read
+// (another session refreshed) is not overwritten, and its newer tokens are used.
 #pragma once
 
 #include <memory>
@@ -25,7 +27,8 @@ inline constexpr std::size_t max_token_response = 256 * 1024;
 
 // The broker for spec.login_file, or null with `why` set when the file is missing or holds no
 // listed value. `home` expands a "~/" path. Throws source_error for a file that exists but is
-// unreadable or no JSON object (naming the file and a byte offset, never a value).
+// unreadable, no regular file (a link, a FIFO) or no JSON object (naming the file and a byte
+// offset, never a value).
 std::unique_ptr<request_broker> make_login_file_broker(const config::credential_spec& spec,
                                                        request_broker::layer_hosts other_hosts,
                                                        const std::string& home,

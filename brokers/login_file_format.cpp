@@ -1,8 +1,5 @@
 #include "brokers/login_file_format.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 #include "brokers/secret_source.hpp"
@@ -36,12 +33,10 @@ ordered_json* make_member_at(ordered_json& doc, std::string_view path) {
   }
 }
 
-std::optional<ordered_json> read_json_file(const std::string& path) {
-  std::optional<secret> text = load_secret_untrimmed("file:" + path);
-  if (!text) return std::nullopt;
+ordered_json parse_json_object(const secret& text, const std::string& path) {
   ordered_json doc;
   try {
-    doc = ordered_json::parse(text->expose());
+    doc = ordered_json::parse(text.expose());
   } catch (const nlohmann::json::parse_error& e) {
     throw source_error("file:" + path + ": not JSON (at byte " + std::to_string(e.byte) + ")");
   }
@@ -80,24 +75,6 @@ std::vector<yaml_value> yaml_values(std::string_view text, const std::vector<std
     out.push_back({key, line_at + from, to - from + 1});
   }
   return out;
-}
-
-void write_in_place(const std::filesystem::path& file, std::string_view text) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throw source_error(file.string() + ": cannot open for writing");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done,
-                               static_cast<off_t>(done));
-    if (n <= 0) {
-      ::close(fd);
-      throw source_error(file.string() + ": write failed");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  const bool ok = ::ftruncate(fd, static_cast<off_t>(text.size())) == 0 && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok) throw source_error(file.string() + ": write failed");
 }
 
 }  // namespace broker::brokers

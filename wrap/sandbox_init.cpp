@@ -227,8 +227,10 @@ int sandbox_init(void* arg) {
   }
   ::setpgid(0, 0);
   bring_up_loopback(a.control);
-  const int netfilter_socket = hand_over_sockets(a.control, options);
+  // Mounts first: a failure among them still reaches the broker (it reads the control socket
+  // until the listener arrives).
   set_up_mounts(a.control, options);
+  const int netfilter_socket = hand_over_sockets(a.control, options);
 
   // PID 1 receives only signals it has a handler for; they stay blocked and are taken with
   // sigwaitinfo below.

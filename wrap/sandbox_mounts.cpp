@@ -18,6 +18,14 @@ namespace {
 
 [[noreturn]] void fail(int control, const std::string& what) { sandbox_fail(control, what); }
 
+void add_ancestors(std::vector<std::string>& out, const std::string& path) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos && slash + 1 < path.size();
+       slash = path.find('/', slash + 1)) {
+    std::string dir = path.substr(0, slash);
+    if (std::find(out.begin(), out.end(), dir) == out.end()) out.push_back(std::move(dir));
+  }
+}
+
 // `path` read-only in this mount namespace: bound onto itself, then remounted with MS_RDONLY
 // added to the flags it has (in a user namespace the ones the host set are locked and must be
 // kept). Missing paths are skipped.
@@ -115,7 +123,30 @@ void show_session_file(int control, int copy, const std::string& target,
   ::close(copy);
 }
 
+// Each directory bound onto itself, outermost first, with what is mounted below it kept
+// (MS_REC; in a user namespace the host's mounts below are locked to it anyway).
+void pin(int control, const std::vector<std::string>& directories) {
+  for (const std::string& dir : directories) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) < 0 || !S_ISDIR(st.st_mode)) continue;
+    if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
+      fail(control, "pinning " + dir);
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> pinned_directories(const launch_options& options) {
+  std::vector<std::string> out;
+  for (const auto& o : options.overlays) add_ancestors(out, o.target);
+  for (const auto& v : options.views) add_ancestors(out, v.target);
+  for (const auto& path : options.masks) add_ancestors(out, path);
+  for (const auto& path : options.read_only) add_ancestors(out, path);
+  std::stable_sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    return std::count(a.begin(), a.end(), '/') < std::count(b.begin(), b.end(), '/');
+  });
+  return out;
+}
 
 // A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
 // Then the host's IPC directories become private, login files show their dummy copies, and the
@@ -155,6 +186,7 @@ void set_up_mounts(int control, const launch_options& options) {
   set_up_private_view(control, options.private_view);
   for (const auto& [fd, target] : etc_files)
     show_session_file(control, fd, target, options.private_view);
+  pin(control, pinned_directories(options));
   auto bind = [&](int fd, const std::string& onto, const std::string& what) {
     const std::string source = "/proc/self/fd/" + std::to_string(fd);
     if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)

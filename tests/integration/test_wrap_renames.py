@@ -1,0 +1,222 @@
+"""Protections that survive renames (DESIGN §8.1, issue 26 A and B). A hostile command inside
+`broker wrap` renames, removes or replaces a directory above a protected path, hoping the
+protection moves away with it (a mount over a file moves with its renamed directory) and its own
+file takes the old one's place:
+
+- a login file's dummy copy: the broker would write the rotated real tokens into the child's
+  new file; and, when something outside renames the directory, it must not refresh at all;
+- read-only files (ssh and git configuration, files.readonly), the broker's own hidden files
+  (a planted audit key would sign later sessions' logs).
+
+Each test first proves the command ran, then that the attack got nothing, as root and as an
+unprivileged user where both apply.
+"""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BROKER_BIN, clean_env
+from test_login_files import ACCESS, REFRESH, anthropic  # noqa: F401
+from test_wrap import NOBODY, REAL, WrapSession, assert_clean, github_policy, nobody  # noqa: F401
+
+RAN = "command-ran"
+
+
+def claude_login(home: Path, owner=None) -> Path:
+    real = home / ".claude" / ".credentials.json"
+    real.parent.mkdir(parents=True, exist_ok=True)
+    real.write_text(json.dumps({"claudeAiOauth": {
+        "accessToken": ACCESS, "refreshToken": REFRESH, "expiresAt": 1700000000000,
+        "scopes": ["user:inference"], "subscriptionType": "max"}}))
+    real.chmod(0o600)
+    if owner is not None:
+        for p in (real.parent, real):
+            os.chown(p, owner, owner)
+    return real
+
+
+def run_claude_session(tmp_path, pki, anthropic, script, *args, timeout=60):  # noqa: F811
+    home = tmp_path / "home"
+    port = anthropic.server_address[1]
+    argv = [BROKER_BIN, "wrap", "--upstream-ca", str(pki.ca_cert), "--log-dir",
+            str(tmp_path / "logs"),
+            "--connect-to", f"api.anthropic.com:443:127.0.0.1:{port}",
+            "--connect-to", f"platform.claude.com:443:127.0.0.1:{port}",
+            "--", "python3", "-c", script, *map(str, args)]
+    env = clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)})
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path)
+
+
+def tree_holds(root: Path, *values, skip=()):
+    """Every file under root (but `skip`) that holds one of the values."""
+    found = []
+    for f in root.rglob("*"):
+        if f.is_file() and not f.is_symlink() and f not in skip:
+            data = f.read_bytes()
+            if any(v.encode() in data for v in values):
+                found.append(f)
+    return found
+
+
+REFRESH_CHILD = r'''
+import json, os, subprocess, sys, time
+home = os.path.expanduser("~")
+copy = json.load(open(home + "/.claude/.credentials.json"))["claudeAiOauth"]
+print("%s" % sys.argv[1], flush=True)
+def attempt(what, *cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    print("%s:%s" % (what, "ok" if p.returncode == 0 else "refused"), flush=True)
+if sys.argv[2] == "inside":
+    # The attack: the login's directory away, a new one in its place with an empty login.
+    attempt("rename", "mv", home + "/.claude", home + "/.claude.o")
+    attempt("remove", "rm", "-f", home + "/.claude/.credentials.json")
+    os.makedirs(home + "/.claude", exist_ok=True)
+    open(home + "/.claude/.credentials.json", "w").write("{}")
+else:
+    # Something outside renames the directory; wait until the change shows here too.
+    deadline = time.monotonic() + 20
+    while not os.path.exists(home + "/.claude.o") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("moved:%s" % os.path.exists(home + "/.claude.o"), flush=True)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(home + "/.claude/.credentials.json") and time.monotonic() < deadline:
+        time.sleep(0.05)
+form = json.dumps({"grant_type": "refresh_token", "refresh_token": copy["refreshToken"]})
+p = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}",
+                    "https://platform.claude.com/v1/oauth/token", "-H",
+                    "Content-Type: application/json", "-d", form], capture_output=True, text=True)
+body, _, status = p.stdout.rpartition("\n")
+print("refresh:" + status, flush=True)
+print("body:" + body.replace("\n", " "), flush=True)
+'''
+
+
+def test_renaming_the_login_files_directory_inside_sends_no_real_token_to_the_child(
+        tmp_path, pki, anthropic):  # noqa: F811
+    home = tmp_path / "home"
+    real = claude_login(home)
+    p = run_claude_session(tmp_path, pki, anthropic, REFRESH_CHILD, RAN, "inside")
+    out, err = (x.decode() for x in p.communicate(timeout=90))
+    assert p.returncode == 0, f"{out}\n{err}"
+    assert RAN in out, out
+    lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    # The directory above the dummy copy cannot be renamed, nor the copy removed.
+    assert lines["rename"] == "refused" and lines["remove"] == "refused", out
+    assert not (home / ".claude.o").exists()
+    # The refresh went as usual: the child got dummies, the user's real file the new login.
+    assert lines["refresh"] == "200", out
+    assert anthropic.spent == [REFRESH]
+    saved = json.loads(real.read_text())["claudeAiOauth"]
+    assert saved["refreshToken"] == anthropic.refresh and saved["accessToken"] == anthropic.access
+    # No real value, old or new, anywhere in the home but the user's real login file.
+    reals = [ACCESS, REFRESH] + anthropic.issued
+    assert tree_holds(home, *reals, skip={real}) == []
+    assert_clean((out + err).encode(), "wrap output", *reals)
+
+
+def test_a_login_file_renamed_away_outside_is_not_refreshed_into_its_successor(
+        tmp_path, pki, anthropic):  # noqa: F811
+    """Something outside the session (here the test, standing for anything the child could not
+    be stopped from doing) moves the login's directory and puts a new login file in its place:
+    the broker redeems nothing, and writes nothing there."""
+    home = tmp_path / "home"
+    claude_login(home)
+    p = run_claude_session(tmp_path, pki, anthropic, REFRESH_CHILD, RAN, "outside")
+    assert p.stdout.readline().decode().strip() == RAN
+    (home / ".claude").rename(home / ".claude.o")
+    (home / ".claude").mkdir()
+    successor = home / ".claude" / ".credentials.json"
+    successor.write_text("{}")
+    out, err = (x.decode() for x in p.communicate(timeout=90))
+    assert p.returncode == 0, f"{out}\n{err}"
+    lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    assert lines["moved"] == "True", out
+    # The dummy went up unswapped, so the token endpoint refused it; nothing was spent.
+    assert lines["refresh"] == "400", out
+    assert anthropic.spent == []
+    assert successor.read_text() == "{}"
+    moved = json.loads((home / ".claude.o" / ".credentials.json").read_text())["claudeAiOauth"]
+    assert moved["refreshToken"] == REFRESH
+    assert "no longer the file the session began with" in err, err
+    assert_clean((out + err).encode(), "wrap output", ACCESS, REFRESH)
+
+
+# Renaming a directory above read-only and hidden paths, then planting files in a new one.
+RENAMES = f'''
+echo {RAN}
+h="$HOME"
+try() {{ if "$@" 2>/dev/null; then echo "$1 $2:ok"; else echo "$1 $2:refused"; fi; }}
+try mv "$h/.ssh" "$h/.ssh.o"
+try mv "$h/.config" "$h/.config.o"
+try mv "$h/.config/git" "$h/.config/git.o"
+try mv "$h/.local" "$h/.local.o"
+try mv "$h/.local/bin" "$h/.local/bin.o"
+try mv "$h" "$h.o"
+try rmdir "$h/.config/git"
+mkdir -p "$h/.ssh" "$h/.config/broker" "$h/.config/git" "$h/.local/bin"
+(echo 'Match exec "touch /tmp/pwned"' > "$h/.ssh/config") 2>/dev/null
+(echo '[core]\n\tfsmonitor = touch /tmp/pwned' > "$h/.config/git/config") 2>/dev/null
+(echo forged > "$h/.config/broker/audit-key") 2>/dev/null
+(printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > "$h/.local/bin/tool") 2>/dev/null
+# Ordinary work in the same directories goes on.
+echo host >> "$h/.ssh/known_hosts" && echo "known_hosts:ok"
+mkdir -p "$h/.config/newapp" && echo state > "$h/.config/newapp/state" && echo "newapp:ok"
+'''
+PLANTED = {".ssh/config": "Host *\n", ".config/git/config": "[core]\n",
+           ".local/bin/tool": "#!/bin/sh\necho tool\n"}
+READONLY = github_policy({"files": {"readonly": ["~/.local/bin"]}})
+
+
+def plant(home: Path, owner=None):
+    for rel, text in PLANTED.items():
+        f = home / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    if owner is not None:
+        for f in [home, *home.rglob("*")]:
+            os.chown(f, owner, owner)
+
+
+def check_renames_held(out: str, home: Path, key_before: str):
+    assert RAN in out, out
+    for what in ("mv " + str(home / p) for p in (".ssh", ".config", ".config/git", ".local",
+                                                 ".local/bin", "")):
+        assert f"{what.rstrip('/')}:refused" in out, f"{what} was renamed inside:\n{out}"
+    assert f"rmdir {home}/.config/git:refused" in out, out
+    assert "known_hosts:ok" in out and "newapp:ok" in out, out
+    for rel, text in PLANTED.items():
+        assert (home / rel).read_text() == text, rel
+    for moved in (".ssh.o", ".config.o", ".local.o", ".config/git.o", ".local/bin.o"):
+        assert not (home / moved).exists(), moved
+    assert not Path(str(home) + ".o").exists()
+    assert (home / ".config/broker/audit-key").read_text() == key_before
+    assert (home / ".config/newapp/state").read_text() == "state\n"
+
+
+def test_renaming_a_parent_does_not_lift_read_only_or_hidden_paths(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port, policy=READONLY)
+    plant(ws.home)
+    first = ws.run("true")  # makes the audit key
+    assert first.returncode == 0, first.describe()
+    key = (ws.home / ".config/broker/audit-key").read_text()
+    r = ws.run("sh", "-c", RENAMES)
+    assert r.returncode == 0, r.describe()
+    check_renames_held(r.out, ws.home, key)
+    assert_clean(r.stdout + r.stderr, "wrap output", REAL)
+
+
+def test_an_unprivileged_child_cannot_lift_protections_by_renaming(nobody, tls_upstream):  # noqa: F811
+    plant(nobody.home, NOBODY)
+    nobody.policy.write_text(json.dumps(READONLY))
+    first = nobody.run(tls_upstream.port, "true")
+    assert first.returncode == 0, first.describe()
+    key = (nobody.home / ".config/broker/audit-key").read_text()
+    r = nobody.run(tls_upstream.port, "sh", "-c", RENAMES)
+    assert r.returncode == 0, r.describe()
+    check_renames_held(r.out, nobody.home, key)
