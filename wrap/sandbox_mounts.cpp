@@ -134,6 +134,54 @@ void pin(int control, const std::vector<std::string>& directories) {
   }
 }
 
+// The devices a program may need, from the host's /dev; nothing else of it (no block device,
+// no kernel memory, no other user's terminal).
+constexpr const char* passed_devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+// A minimal private /dev (DESIGN §8.1): a tmpfs with the passed devices bound from the host's,
+// a new devpts instance for the pseudo-terminals the command makes (tmux, script), the
+// terminal it was started on as /dev/console (so that ttyname finds it), and the usual links.
+// /dev/shm is the private view's.
+void set_up_dev(int control) {
+  std::vector<std::pair<int, std::string>> nodes;
+  for (const char* name : passed_devices) {
+    const std::string path = std::string("/dev/") + name;
+    const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd >= 0) nodes.emplace_back(fd, path);
+  }
+  // By its name in this namespace: the descriptor itself belongs to the broker's mounts, which
+  // cannot be bound from here.
+  for (int fd = 0; fd <= 2; ++fd) {
+    char name[256];
+    if (::ttyname_r(fd, name, sizeof name) != 0) continue;
+    if (const int node = ::open(name, O_PATH | O_CLOEXEC); node >= 0)
+      nodes.emplace_back(node, "/dev/console");
+    break;
+  }
+  if (::mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+    fail(control, "making a private /dev");
+  for (const auto& [fd, path] : nodes) {
+    make_mount_point(control, path, false);
+    const std::string source = "/proc/self/fd/" + std::to_string(fd);
+    if (::mount(source.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) < 0)
+      fail(control, "binding " + path);
+    ::close(fd);
+  }
+  make_mount_point(control, "/dev/shm", true);  // the private view's tmpfs goes there
+  make_mount_point(control, "/dev/pts", true);
+  if (::mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=0620") < 0)
+    fail(control, "mounting /dev/pts");
+  for (auto [link, to] : {std::pair{"/dev/ptmx", "pts/ptmx"}, std::pair{"/dev/fd", "/proc/self/fd"},
+                          std::pair{"/dev/stdin", "/proc/self/fd/0"},
+                          std::pair{"/dev/stdout", "/proc/self/fd/1"},
+                          std::pair{"/dev/stderr", "/proc/self/fd/2"}})
+    if (::symlink(to, link) < 0) fail(control, std::string("making ") + link);
+  if (::mount(nullptr, "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+              nullptr) < 0)
+    fail(control, "making /dev read-only");
+}
+
 }  // namespace
 
 std::vector<std::string> pinned_directories(const launch_options& options) {
@@ -159,6 +207,7 @@ void set_up_mounts(int control, const launch_options& options) {
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
+  set_up_dev(control);
   // The copies are in the session directory, which the private view covers: opened first.
   std::vector<int> copies;
   for (const auto& o : options.overlays) {

@@ -1,6 +1,6 @@
 // The mount namespace of a netns-mode child (DESIGN §8, §8.1), set up by its init before the
 // command starts: a fresh /proc, host-global kernel state read-only, the host's IPC directories
-// private, the session's files over /etc's, the directories above
+// private, a minimal private /dev, the session's files over /etc's, the directories above
 // every protected path pinned, login files' dummy copies and directory views, credential and
 // broker files masked, startup files read-only.
 #pragma once

@@ -4,6 +4,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -25,6 +26,12 @@ constexpr const char* denied[] = {
     "acct",          "iopl",           "ioperm",        "quotactl",     "lookup_dcookie",
     "syslog",        "vhangup",        "nfsservctl",
 };
+
+// Calls whose arguments a filter cannot read (clone3's flags, openat2's mode: both in a struct)
+// or whose work escapes it (io_uring opens files and more without a system call of its own).
+// ENOSYS, so that libc and programs fall back to the calls the filter can judge.
+constexpr const char* unfilterable[] = {"clone3", "openat2", "io_uring_setup", "io_uring_enter",
+                                        "io_uring_register"};
 
 constexpr unsigned long namespace_flags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,
                                              CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
@@ -52,6 +59,42 @@ std::string failed(const char* what, int rc) {
   return std::string(what) + ": " + std::strerror(-rc);
 }
 
+// The calls that take a new file's mode, and which argument holds it (and, for open and
+// openat, which holds the flags: the mode counts only with O_CREAT or O_TMPFILE).
+struct mode_call {
+  const char* name;
+  unsigned mode_arg;
+  int flags_arg = -1;
+};
+constexpr mode_call mode_calls[] = {
+    {"chmod", 1},       {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}, {"creat", 1},
+    {"mknod", 1},       {"mknodat", 2}, {"open", 2, 1}, {"openat", 3, 2},
+};
+
+// No call makes a file set-user-ID or set-group-ID.
+std::string deny_set_id_modes(scmp_filter_ctx ctx) {
+  const auto deny = SCMP_ACT_ERRNO(EPERM);
+  for (const mode_call& call : mode_calls) {
+    const int nr = seccomp_syscall_resolve_name(call.name);
+    if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture (open, creat on arm64)
+    for (scmp_datum_t bit : {scmp_datum_t{S_ISUID}, scmp_datum_t{S_ISGID}}) {
+      const scmp_arg_cmp mode{call.mode_arg, SCMP_CMP_MASKED_EQ, bit, bit};
+      if (call.flags_arg < 0) {
+        if (int rc = seccomp_rule_add_array(ctx, deny, nr, 1, &mode); rc < 0)
+          return failed(call.name, rc);
+        continue;
+      }
+      const auto flags_arg = static_cast<unsigned>(call.flags_arg);
+      for (scmp_datum_t creating : {scmp_datum_t{O_CREAT}, scmp_datum_t{__O_TMPFILE}}) {
+        const scmp_arg_cmp both[] = {{flags_arg, SCMP_CMP_MASKED_EQ, creating, creating}, mode};
+        if (int rc = seccomp_rule_add_array(ctx, deny, nr, 2, both); rc < 0)
+          return failed(call.name, rc);
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string install_syscall_filter(bool root) {
@@ -71,8 +114,12 @@ std::string install_syscall_filter(bool root) {
         rc < 0)
       return failed("clone", rc);
   }
-  if (int rc = seccomp_rule_add(f.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc < 0)
-    return failed("clone3", rc);
+  for (const char* name : unfilterable) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;
+    if (int rc = seccomp_rule_add(f.get(), SCMP_ACT_ERRNO(ENOSYS), nr, 0); rc < 0)
+      return failed(name, rc);
+  }
   for (unsigned long request : terminal_requests) {
     // The request argument is an int to the kernel: compare the low 32 bits only.
     if (int rc = seccomp_rule_add(f.get(), deny, SCMP_SYS(ioctl), 1,
@@ -80,19 +127,8 @@ std::string install_syscall_filter(bool root) {
         rc < 0)
       return failed("ioctl", rc);
   }
-  if (root) {
-    // The mode is chmod's and fchmod's second argument, fchmodat's and fchmodat2's third.
-    for (auto [name, mode_arg] : {std::pair{"chmod", 1u}, std::pair{"fchmod", 1u},
-                                  std::pair{"fchmodat", 2u}, std::pair{"fchmodat2", 2u}}) {
-      const int nr = seccomp_syscall_resolve_name(name);
-      if (nr == __NR_SCMP_ERROR) continue;
-      for (scmp_datum_t bit : {scmp_datum_t{S_ISUID}, scmp_datum_t{S_ISGID}}) {
-        const scmp_arg_cmp mode{mode_arg, SCMP_CMP_MASKED_EQ, bit, bit};
-        if (int rc = seccomp_rule_add_array(f.get(), deny, nr, 1, &mode); rc < 0)
-          return failed(name, rc);
-      }
-    }
-  }
+  if (root)
+    if (std::string why = deny_set_id_modes(f.get()); !why.empty()) return why;
   if (int rc = seccomp_load(f.get()); rc < 0) return failed("seccomp_load", rc);
   return {};
 }

@@ -13,7 +13,9 @@ command ran, then that the attack got nothing.
   refuse a socket whose peer is not the session's broker.
 - A syscall filter: no child can push input into the user's terminal (TIOCSTI, here on a
   pseudo-terminal that is the session's controlling terminal, as a user's shell has one), make
-  new namespaces or use the kernel keyring.
+  new namespaces or use the kernel keyring; a root child makes no set-user-ID file by any call
+  (chmod, open, creat, mknod with the mode bits; openat2 and io_uring are refused outright).
+- A minimal private /dev: no block device, none of the host's terminals.
 """
 
 import json
@@ -580,6 +582,98 @@ def test_a_root_child_cannot_leave_setuid_files_or_immutable_ones(tmp_path, pki,
     for cap in ("linux_immutable", "setfcap", "sys_time"):
         assert f"cap {cap}: dropped" in r.out, r.out
     assert "cap chown: kept" in r.out, r.out  # everyday file work stays possible
+
+
+# Other calls that make a set-user-ID file than the chmod family (each one works on today's
+# kernels for root): open, openat and creat with the mode bits, mknod of a regular file, and
+# the calls whose arguments a filter cannot read (openat2, io_uring).
+SETID_DOORS = f'''
+import ctypes, errno, os, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+print("{RAN}", flush=True)
+d = os.getcwd()
+def report(what, call):
+    try:
+        call()
+        print(what + ": made")
+    except OSError as e:
+        print(what + ": " + errno.errorcode.get(e.errno, str(e.errno)))
+def syscall(nr, *args):
+    rc = libc.syscall(nr, *args)
+    if rc < 0:
+        raise OSError(ctypes.get_errno(), "")
+    return rc
+report("open 4755", lambda: os.close(os.open(d + "/o1", os.O_CREAT | os.O_WRONLY, 0o4755)))
+report("open 2755", lambda: os.close(os.open(d + "/o2", os.O_CREAT | os.O_WRONLY, 0o2755)))
+report("creat 4755", lambda: os.close(syscall(85, (d + "/o3").encode(), 0o4755)))
+report("openat 6755", lambda: os.close(syscall(257, -100, (d + "/o4").encode(),
+                                                 os.O_CREAT | os.O_WRONLY, 0o6755)))
+report("mknod 4755", lambda: os.mknod(d + "/o5", stat.S_IFREG | 0o4755))
+report("plain open", lambda: os.close(os.open(d + "/o6", os.O_CREAT | os.O_WRONLY, 0o755)))
+report("openat2", lambda: syscall(437, -100, (d + "/o7").encode(), ctypes.c_void_p(0), 24))
+params = ctypes.create_string_buffer(120)
+report("io_uring_setup", lambda: syscall(425, 4, params))
+for f in sorted(os.listdir(d)):
+    if f.startswith("o"):
+        print("left %s %o" % (f, os.stat(d + "/" + f).st_mode & 0o7777))
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root broker gives the child root")
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the script uses x86_64 numbers")
+def test_a_root_child_cannot_make_setuid_files_by_any_call(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run(PY, "-c", SETID_DOORS)
+    assert r.returncode == 0 and RAN in r.out, r.describe()
+    for what in ("open 4755", "open 2755", "creat 4755", "openat 6755", "mknod 4755"):
+        assert f"{what}: EPERM" in r.out, r.out
+    assert "plain open: made" in r.out and "left o6 755" in r.out, r.out
+    assert "openat2: ENOSYS" in r.out and "io_uring_setup: ENOSYS" in r.out, r.out
+    for f in tmp_path.iterdir():
+        assert f.stat().st_mode & 0o6000 == 0, f
+
+
+# What /dev holds inside: the devices a program needs, its own pseudo-terminals, no block
+# device and none of the host's terminals.
+DEV = f'''
+import os, pty, stat
+print("{RAN}", flush=True)
+print("dev:" + " ".join(sorted(os.listdir("/dev"))))
+block = [f for f in os.listdir("/dev") if stat.S_ISBLK(os.stat("/dev/" + f).st_mode)]
+print("block:" + " ".join(block))
+print("pts:" + " ".join(sorted(os.listdir("/dev/pts"))))
+open("/dev/null", "w").write("x")
+print("urandom:%d" % len(open("/dev/urandom", "rb").read(16)))
+master, slave = pty.openpty()
+os.write(slave, b"ping\\n")
+print("pty:" + os.read(master, 16).decode().strip())
+'''
+
+
+def check_dev(out: str):
+    assert RAN in out, out
+    lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    listed = set(lines["dev"].split())
+    assert listed >= {"null", "zero", "full", "random", "urandom", "tty", "pts", "ptmx", "shm",
+                      "fd", "stdin", "stdout", "stderr"}, listed
+    assert listed <= {"null", "zero", "full", "random", "urandom", "tty", "pts", "ptmx", "shm",
+                      "fd", "stdin", "stdout", "stderr", "console"}, listed
+    assert lines["block"] == "", out
+    assert lines["pts"].split() == ["ptmx"], out  # a new instance: no host terminal in it
+    assert lines["urandom"] == "16" and lines["pty"] == "ping", out
+
+
+def test_a_child_gets_a_minimal_private_dev(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run(PY, "-c", DEV)
+    assert r.returncode == 0, r.describe()
+    check_dev(r.out)
+
+
+def test_an_unprivileged_child_gets_a_minimal_private_dev(nobody, tls_upstream):
+    r = nobody.run(tls_upstream.port, PY, "-c", DEV)
+    assert r.returncode == 0, r.describe()
+    check_dev(r.out)
 
 
 # The host's System V IPC: a shared memory segment the test makes outside, looked up inside.
