@@ -263,6 +263,12 @@ void set_up_mounts(int control, const launch_options& options) {
     }
   }
   for (const std::string& path : options.read_only) make_read_only(control, path.c_str());
+  // The working directory again, by its path: the one inherited is the directory under every
+  // mount made above, and relative paths from it would pass beneath them all (a log directory
+  // under it seen unmasked, a read-only path under it writable).
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) == nullptr || ::chdir(cwd) < 0)
+    fail(control, "entering the working directory");
 }
 
 }  // namespace broker::wrap

@@ -220,3 +220,15 @@ def test_an_unprivileged_child_cannot_lift_protections_by_renaming(nobody, tls_u
     r = nobody.run(tls_upstream.port, "sh", "-c", RENAMES)
     assert r.returncode == 0, r.describe()
     check_renames_held(r.out, nobody.home, key)
+
+
+def test_relative_paths_from_the_working_directory_pass_beneath_no_protection(
+        tmp_path, pki, tls_upstream):
+    """The command starts in its working directory; the mounts made above it (its private /tmp,
+    the masks) hold for paths relative to it too: the audit log directory under it stays hidden."""
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    r = ws.run("sh", "-c", f"echo {RAN}; echo \"logs:[$(ls -A logs 2>&1)]\"; "
+                           "(echo forged > logs/forged.jsonl) 2>/dev/null && echo plant:ok; true")
+    assert r.returncode == 0 and RAN in r.out, r.describe()
+    assert "logs:[]" in r.out and "plant:ok" not in r.out, r.out
+    assert not (ws.logs / "forged.jsonl").exists()
