@@ -31,6 +31,7 @@
 #include "wrap/directory_view.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
+#include "wrap/git_dirs.hpp"
 #include "wrap/private_dirs.hpp"
 #include "wrap/launcher.hpp"
 #include "wrap/sandbox_init.hpp"
@@ -261,6 +262,7 @@ int run_wrap(wrap_options& o) {
     launch.views = views;
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
+    for (auto& path : wrap::protected_git_paths(cwd)) launch.read_only.push_back(std::move(path));
     // The audit log's directory exists before the child does, so that it can be hidden.
     audit = open_audit(o.common, session_id);
     std::vector<std::string> unhidden;

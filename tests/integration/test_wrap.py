@@ -929,14 +929,14 @@ class Nobody:
     ca: Path
     env: dict
 
-    def run(self, upstream_port, *cmd, timeout=30, isolate="netns"):
+    def run(self, upstream_port, *cmd, timeout=30, isolate="netns", cwd="/"):
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
                 BROKER_BIN, "wrap", "--isolate", isolate, "--policy", str(self.policy),
                 "--upstream-ca", str(self.ca),
                 "--connect-to", f"{API}:443:127.0.0.1:{upstream_port}",
                 "--log-dir", str(self.logs), "--", *cmd]
         t0 = time.monotonic()
-        p = subprocess.run(argv, env=self.env, capture_output=True, timeout=timeout, cwd="/")
+        p = subprocess.run(argv, env=self.env, capture_output=True, timeout=timeout, cwd=cwd)
         return WrapResult(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
 

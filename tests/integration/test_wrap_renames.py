@@ -222,6 +222,86 @@ def test_an_unprivileged_child_cannot_lift_protections_by_renaming(nobody, tls_u
     check_renames_held(r.out, nobody.home, key)
 
 
+# The workspace's repository: a hook, a config command or an exclude planted inside would act
+# at the user's next git command outside. Everyday git keeps working.
+GIT = f'''
+echo {RAN}
+try() {{ if "$@" 2>/dev/null; then echo "$1 $2:ok"; else echo "$1 $2:refused"; fi; }}
+plant() {{ if (printf '#!/bin/sh\\ntouch pwned\\n' > "$1" && chmod +x "$1") 2>/dev/null; then echo "$1:planted"; else echo "$1:refused"; fi; }}
+plant .git/hooks/post-checkout
+plant .git/hooks/pre-commit
+try git config core.fsmonitor "touch pwned"
+try git config core.hooksPath /tmp
+try mv .git .git.o
+try mv .git/hooks .git/hooks.o
+if (echo '*.evil' >> .git/info/exclude) 2>/dev/null; then echo "exclude:written"; else echo "exclude:refused"; fi
+echo work > work.txt
+git add work.txt && git commit -qm work && echo "commit:ok"
+git checkout -q -b feature && echo "branch:ok"
+git fetch -q origin && echo "fetch:ok"
+git push -q origin feature && echo "push:ok"
+'''
+
+
+def make_repo(where: Path, owner=None):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x",
+           "GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x"}
+    def git(*a, cwd=where):
+        subprocess.run(["git", *a], cwd=cwd, env=env, check=True, capture_output=True)
+    where.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", "--bare", str(where / "origin.git"))
+    repo = where / "repo"
+    git("init", "-q", "-b", "main", str(repo))
+    git("config", "user.name", "u", cwd=repo)
+    git("config", "user.email", "u@x", cwd=repo)
+    (repo / "README").write_text("hello\n")
+    git("add", "README", cwd=repo)
+    git("commit", "-qm", "first", cwd=repo)
+    git("remote", "add", "origin", str(where / "origin.git"), cwd=repo)
+    git("push", "-q", "origin", "main", cwd=repo)
+    if owner is not None:
+        for f in [where, *where.rglob("*")]:
+            os.chown(f, owner, owner, follow_symlinks=False)
+    return repo
+
+
+def check_git(out: str, repo: Path, config_before: str):
+    assert RAN in out, out
+    for hook in ("post-checkout", "pre-commit"):
+        assert f".git/hooks/{hook}:refused" in out, out
+        assert not (repo / ".git" / "hooks" / hook).exists()
+    assert "git config:refused" in out and "git config:ok" not in out, out
+    assert "mv .git:refused" in out and "mv .git/hooks:refused" in out, out
+    assert "exclude:refused" in out, out
+    assert (repo / ".git" / "config").read_text() == config_before
+    assert not (repo / "pwned").exists()
+    for step in ("commit", "branch", "fetch", "push"):
+        assert f"{step}:ok" in out, f"git {step} failed inside:\n{out}"
+    log = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo.parent / "origin.git"),
+                          "log", "--format=%s",
+                          "feature"], capture_output=True, text=True)
+    assert log.stdout.split() == ["work", "first"], log
+
+
+def test_the_workspaces_git_hooks_and_config_cannot_be_planted(tmp_path, pki, tls_upstream):
+    ws = WrapSession(tmp_path, pki, tls_upstream.port)
+    repo = make_repo(ws.home / "w")  # the remote beside it, in the home the child sees
+    config = (repo / ".git" / "config").read_text()
+    p = subprocess.run(ws.argv("sh", "-c", GIT), env=ws.env(), capture_output=True, timeout=60,
+                       cwd=repo)
+    out = p.stdout.decode()
+    assert p.returncode == 0, out + p.stderr.decode()
+    check_git(out, repo, config)
+
+
+def test_an_unprivileged_childs_git_hooks_and_config_cannot_be_planted(nobody, tls_upstream):  # noqa: F811
+    repo = make_repo(nobody.home / "w", NOBODY)
+    config = (repo / ".git" / "config").read_text()
+    r = nobody.run(tls_upstream.port, "sh", "-c", GIT, cwd=repo)
+    assert r.returncode == 0, r.describe()
+    check_git(r.out, repo, config)
+
+
 def test_relative_paths_from_the_working_directory_pass_beneath_no_protection(
         tmp_path, pki, tls_upstream):
     """The command starts in its working directory; the mounts made above it (its private /tmp,
