@@ -25,6 +25,7 @@
 #include "proxy/synthetic_addresses.hpp"
 #include "proxy/tls.hpp"
 #include "session/control_socket.hpp"
+#include "session/audit_record.hpp"
 #include "session/log.hpp"
 #include "wrap/capture_net.hpp"
 #include "wrap/child_env.hpp"
@@ -152,6 +153,49 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
   return wrap::private_view(dirs, kept);
 }
 
+// The views' changes back to the real directories, within one copy budget; what may not go
+// back is set aside under `kept_root`. The views directory is removed unless something could
+// not be set aside (it is named where it was left).
+std::vector<wrap::kept_out> return_views(const std::vector<wrap::directory_view>& views,
+                                         const std::filesystem::path& views_dir,
+                                         const std::filesystem::path& kept_root,
+                                         const std::string& session_id) {
+  std::vector<wrap::kept_out> kept;
+  wrap::copy_budget budget = wrap::copy_budget::starting_now();
+  bool left_in_place = false;
+  for (const auto& v : views) {
+    try {
+      auto r = wrap::copy_back(v, kept_root.string(), budget);
+      for (const auto& name : r.copied)
+        session::log(spdlog::level::info, session::log_tag(session_id), "{}/{} copied back",
+                     v.target, name);
+      for (auto& k : r.kept) {
+        left_in_place |= k.kept.starts_with(views_dir.string() + "/");
+        kept.push_back(std::move(k));
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "broker: warning: copying " << v.target << " back: " << e.what() << "\n";
+      left_in_place = true;
+    }
+  }
+  std::error_code ec;
+  if (!views.empty() && !left_in_place) std::filesystem::remove_all(views_dir, ec);
+  return kept;
+}
+
+// One stderr block naming each path kept out of the host, and one audit record each (DESIGN
+// §8.1); nothing when nothing was.
+void report_kept_out(const std::vector<wrap::kept_out>& kept, const std::string& session_id,
+                     session::audit_log& audit) {
+  for (const auto& k : kept) {
+    std::cerr << "broker: kept out of your home: " << k.path << " (" << k.reason << ") -> "
+              << k.kept << "\n";
+    audit.write(session::kept_out_record(k.path, k.reason, k.kept));
+  }
+  if (!kept.empty())
+    std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
+}
+
 void take_back_terminal() {
   if (!::isatty(STDIN_FILENO) || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) return;
   ::signal(SIGTTOU, SIG_IGN);
@@ -195,7 +239,15 @@ int run_wrap(wrap_options& o) {
   std::unique_ptr<session::audit_log> audit;
   std::vector<wrap::directory_view> views;  // login files' directories, copied back at the end
   wrap::child_session::capture_sockets capture;
+  // Login files' directory views live beside the session's log (on disk, hidden from the
+  // child with the log directory, usually on the home's file system so that what goes back is
+  // a rename); what is kept out of the host is set aside there too.
+  const auto log_dir = log_dir_or_default(o.common.log_dir);
+  const auto views_dir = log_dir / (session_id + ".views");
+  wrap::copy_budget copy_in = wrap::copy_budget::starting_now();
   try {
+    // The audit log's directory exists before the child does, so that it can be hidden.
+    audit = open_audit(o.common, session_id);
     if (mode == wrap::isolation::env) listener = loopback_listener(port);
     const std::string url = "http://127.0.0.1:" + std::to_string(port);
     std::vector<wrap::brokered_var> dummies;
@@ -211,8 +263,9 @@ int run_wrap(wrap_options& o) {
       const auto file = dir->path() / f.file_name;
       if (!f.target.empty()) login_files.emplace_back(f.target, f.credential);
       if (f.directory_view) {
+        std::filesystem::create_directories(views_dir);
         views.push_back(wrap::make_directory_view(
-            f.target, (dir->path() / ("view-" + f.credential)).string(), f.content));
+            f.target, (views_dir / f.credential).string(), f.content, copy_in));
         continue;
       }
       certs::write_file_atomically(file, f.content, 0600, certs::durability::session);
@@ -263,8 +316,6 @@ int run_wrap(wrap_options& o) {
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
     for (auto& path : wrap::protected_git_paths(cwd)) launch.read_only.push_back(std::move(path));
-    // The audit log's directory exists before the child does, so that it can be hidden.
-    audit = open_audit(o.common, session_id);
     std::vector<std::string> unhidden;
     for (auto& m : wrap::broker_state_masks(setup.policy->layers(),
                                             log_dir_or_default(o.common.log_dir).string(), home,
@@ -339,21 +390,10 @@ int run_wrap(wrap_options& o) {
   const int code = supervise(*child, signals, *ctx);
   child->end_leftovers();
   take_back_terminal();
-  for (const auto& v : views) {
-    try {
-      std::vector<std::string> skipped;
-      for (const auto& name : wrap::copy_back(v, &skipped))
-        session::log(spdlog::level::info, session::log_tag(session_id), "{}/{} copied back",
-                     v.target, name);
-      for (const auto& name : skipped)
-        std::cerr << "broker: warning: " << v.target << "/" << name
-                  << " was made during the session and is not copied back\n";
-    } catch (const std::exception& e) {
-      std::cerr << "broker: warning: copying " << v.target << " back: " << e.what() << "\n";
-    }
-  }
+  const auto kept = return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id);
   server->stop();
   serving.join();
+  report_kept_out(kept, session_id, ctx->audit_log());
   ctx->audit_log().end(session::end_record(session_end_of(*ctx, code)));
   if (ctx->audit_log().replaced())
     std::cerr << "broker: warning: " << ctx->audit_log().path().string()

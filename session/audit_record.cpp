@@ -63,6 +63,15 @@ json policy_reload_record(json policy) {
   return j;
 }
 
+json kept_out_record(const std::string& path, const std::string& reason, const std::string& kept) {
+  json j;
+  j["event"] = "kept_out";
+  j["path"] = path;
+  j["reason"] = reason;
+  j["kept"] = kept;
+  return j;
+}
+
 json end_record(const session_end& s) {
   json j;
   j["event"] = "session_end";

@@ -68,6 +68,11 @@ nlohmann::ordered_json start_record(const session_start& s);
 
 nlohmann::ordered_json policy_reload_record(nlohmann::ordered_json policy);
 
+// Something the wrapped command left that was kept out of the host (DESIGN §8.1): the real path
+// it would have reached, why not, and where it was set aside.
+nlohmann::ordered_json kept_out_record(const std::string& path, const std::string& reason,
+                                       const std::string& kept);
+
 // A session's layers as its start and reload records name them: [{"source", "sha256"}].
 nlohmann::ordered_json policy_sources(const config::policy_set& set);
 

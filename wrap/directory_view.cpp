@@ -17,6 +17,12 @@
 namespace broker::wrap {
 namespace {
 
+namespace fs = std::filesystem;
+
+// A new directory the command made is walked at most this deep and this wide.
+constexpr int max_tree_depth = 32;
+constexpr std::size_t max_tree_entries = 100'000;
+
 std::runtime_error failure(const std::string& what, const std::string& path) {
   return std::runtime_error(what + " " + path + ": " + std::strerror(errno));
 }
@@ -34,31 +40,65 @@ std::vector<std::string> entries(const std::string& dir) {
   return names;
 }
 
-// A regular file's bytes, read without following a link; throws when it cannot be.
-std::string read_regular(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) throw failure("cannot read", path);
-  std::string bytes;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      throw failure("cannot read", path);
-    }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return bytes;
+bool listed(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
+
+// Moving what a view holds back to the host, and setting aside what may not go.
+class returner {
+ public:
+  returner(const std::string& kept_root, copy_budget& budget, copy_back_result& out)
+      : kept_root_(kept_root), budget_(budget), out_(out) {}
+
+  // `from` (in the view) is not to reach `to` (real): moved under the kept root.
+  void keep_out(const std::string& from, const std::string& to, std::string reason) {
+    std::string kept = kept_root_ + to;
+    std::error_code ec;
+    fs::create_directories(fs::path(kept).parent_path(), ec);
+    if (ec || ::rename(from.c_str(), kept.c_str()) < 0) kept = from;  // left where it is
+    out_.kept.push_back({to, std::move(reason), std::move(kept)});
+  }
+
+  void file(const std::string& from, const std::string& to) {
+    const copy_result r = move_file(from, to, budget_);
+    if (r != copy_result::done) keep_out(from, to, describe(r, budget_));
+  }
+
+  // A directory the command made: its regular files and directories go, the rest is kept out.
+  void tree(const std::string& from, const std::string& to, mode_t mode, int depth) {
+    if (::mkdir(to.c_str(), mode & 0777) < 0) {
+      keep_out(from, to, "could not be made outside (" + std::string(std::strerror(errno)) + ")");
+      return;
+    }
+    for (const std::string& name : entries(from)) {
+      const std::string a = from + "/" + name, b = to + "/" + name;
+      struct stat st {};
+      if (::lstat(a.c_str(), &st) < 0) continue;
+      if (++walked_ > max_tree_entries || depth >= max_tree_depth) {
+        keep_out(a, b, "past the " + std::to_string(max_tree_entries) + " entries or " +
+                           std::to_string(max_tree_depth) + " levels a new directory may have");
+      } else if (S_ISREG(st.st_mode)) {
+        file(a, b);
+      } else if (S_ISDIR(st.st_mode)) {
+        tree(a, b, st.st_mode, depth + 1);
+      } else {
+        keep_out(a, b, "not a regular file");
+      }
+    }
+  }
+
+ private:
+  const std::string& kept_root_;
+  copy_budget& budget_;
+  copy_back_result& out_;
+  std::size_t walked_ = 0;
+};
 
 }  // namespace
 
 directory_view make_directory_view(const std::string& login_file, const std::string& view_dir,
-                                   std::string_view login_copy) {
-  const std::filesystem::path file(login_file);
+                                   std::string_view login_copy, copy_budget& budget) {
+  const fs::path file(login_file);
   directory_view v;
   v.view = view_dir;
   v.target = file.parent_path().string();
@@ -75,17 +115,22 @@ directory_view make_directory_view(const std::string& login_file, const std::str
       if (::mkdir(to.c_str(), st.st_mode & 07777) < 0) throw failure("cannot make", to);
       v.subdirs.push_back(name);
     } else if (S_ISREG(st.st_mode)) {
-      certs::write_file_atomically(to, read_regular(from), st.st_mode & 07777,
-                                   certs::durability::session);
-      const timespec times[2] = {st.st_atim, st.st_mtim};
-      ::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW);
-      struct stat copied {};
-      ::lstat(to.c_str(), &copied);
-      v.files.push_back({name, static_cast<long long>(copied.st_size), copied.st_mtim});
+      if (copy_file(from, to, budget) == copy_result::done) {
+        struct stat copied {};
+        ::lstat(to.c_str(), &copied);
+        v.files.push_back({name, static_cast<long long>(copied.st_size), copied.st_mtim});
+        continue;
+      }
+      // Too large or too slow to copy: the real file itself, live (a place to bind it on).
+      const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) throw failure("cannot make", to);
+      ::close(fd);
+      v.live_files.push_back(name);
     } else if (S_ISLNK(st.st_mode)) {
       std::error_code ec;
-      const auto link = std::filesystem::read_symlink(from, ec);
-      if (!ec) std::filesystem::create_symlink(link, to, ec);
+      const auto link = fs::read_symlink(from, ec);
+      if (!ec) fs::create_symlink(link, to, ec);
+      if (!ec) v.links.push_back(name);
     }
     // Sockets and fifos are left out: the view holds no live endpoint of the host's.
   }
@@ -94,56 +139,46 @@ directory_view make_directory_view(const std::string& login_file, const std::str
   return v;
 }
 
-// A directory the command made in the view, copied into the real directory with its regular
-// files and subdirectories (links and special files are left out); `to` must not exist.
-void copy_tree(const std::string& from, const std::string& to, mode_t mode, int depth,
-               std::vector<std::string>* skipped) {
-  if (::mkdir(to.c_str(), mode) < 0) throw failure("cannot make", to);
-  for (const std::string& name : entries(from)) {
-    const std::string a = from + "/" + name, b = to + "/" + name;
-    struct stat st {};
-    if (::lstat(a.c_str(), &st) < 0) continue;
-    if (S_ISREG(st.st_mode)) {
-      certs::write_file_atomically(b, read_regular(a), st.st_mode & 07777);
-    } else if (S_ISDIR(st.st_mode) && depth < 32) {
-      copy_tree(a, b, st.st_mode & 07777, depth + 1, skipped);
-    } else if (skipped) {
-      skipped->push_back(a);
-    }
-  }
-}
-
-std::vector<std::string> copy_back(const directory_view& v, std::vector<std::string>* skipped) {
-  std::vector<std::string> copied;
+copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
+                           copy_budget& budget) {
+  copy_back_result out;
+  returner back(kept_root, budget, out);
   for (const std::string& name : entries(v.view)) {
-    if (name == v.login_name) continue;
-    const std::string from = v.view + "/" + name;
+    if (name == v.login_name || listed(v.live_files, name)) continue;
+    const std::string from = v.view + "/" + name, to = v.target + "/" + name;
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;
     if (S_ISDIR(st.st_mode)) {
       // A bound subdirectory was the real one all along; a new one goes back whole, unless the
       // real directory got one of that name meanwhile.
-      if (std::find(v.subdirs.begin(), v.subdirs.end(), name) != v.subdirs.end()) continue;
-      const std::string to = v.target + "/" + name;
+      if (listed(v.subdirs, name)) continue;
       struct stat there {};
       if (::lstat(to.c_str(), &there) == 0) {
-        if (skipped) skipped->push_back(name + "/");
+        back.keep_out(from, to, "its name was taken outside meanwhile");
         continue;
       }
-      copy_tree(from, to, st.st_mode & 07777, 0, skipped);
-      copied.push_back(name + "/");
+      back.tree(from, to, st.st_mode, 0);
+      out.copied.push_back(name + "/");
       continue;
     }
-    if (!S_ISREG(st.st_mode)) continue;
+    if (S_ISLNK(st.st_mode) && listed(v.links, name)) {
+      std::error_code ec;
+      if (fs::read_symlink(from, ec) == fs::read_symlink(to, ec)) continue;  // as copied in
+    }
+    if (!S_ISREG(st.st_mode)) {
+      back.keep_out(from, to, "not a regular file");
+      continue;
+    }
     auto before = std::find_if(v.files.begin(), v.files.end(),
                                [&](const auto& f) { return f.name == name; });
     if (before != v.files.end() && before->size == st.st_size &&
         before->mtime.tv_sec == st.st_mtim.tv_sec && before->mtime.tv_nsec == st.st_mtim.tv_nsec)
       continue;  // as it was copied in
-    certs::write_file_atomically(v.target + "/" + name, read_regular(from), st.st_mode & 07777);
-    copied.push_back(name);
+    const std::size_t kept_before = out.kept.size();
+    back.file(from, to);
+    if (out.kept.size() == kept_before) out.copied.push_back(name);
   }
-  return copied;
+  return out;
 }
 
 }  // namespace broker::wrap

@@ -4,13 +4,17 @@
 // In it: the login file's dummy copy, copies of the directory's other files and links, and its
 // subdirectories bound from the real directory (their contents live). When the session ends, the
 // files and directories the command changed or made there go back to the real directory, except
-// the login file.
+// the login file. Both ways the copies are bounded (bounded_copy.hpp): a file too large to copy
+// in is bound through live instead, and what cannot go back (too large, too slow, not a regular
+// file) is kept out, set aside and named.
 #pragma once
 
 #include <ctime>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "wrap/bounded_copy.hpp"
 
 namespace broker::wrap {
 
@@ -19,24 +23,41 @@ struct directory_view {
   std::string target;      // the real directory
   std::string login_name;  // the login file's name in it: never copied back
   std::vector<std::string> subdirs;  // bound from target into the view (empty directories here)
+  std::vector<std::string> live_files;  // too large to copy in: bound from target (empty files here)
   struct copied {
     std::string name;
     long long size = 0;
     timespec mtime{};
   };
   std::vector<copied> files;  // as copied in: what "changed" is measured against
+  std::vector<std::string> links;  // links copied in as links (names)
+};
+
+// Something the command made in a view that does not go back to the host (DESIGN §8.1).
+struct kept_out {
+  std::string path;    // where it would have gone: the real absolute path
+  std::string reason;  // why, for the user ("larger than 256 MiB", "not a regular file")
+  std::string kept;    // where it was set aside
 };
 
 // Makes `view_dir` (which must not exist) as the view of `login_file`'s directory, with
-// `login_copy` as the login file. Throws std::runtime_error naming the path that failed.
+// `login_copy` as the login file; copies come out of `budget`. Throws std::runtime_error naming
+// the path that failed.
 directory_view make_directory_view(const std::string& login_file, const std::string& view_dir,
-                                   std::string_view login_copy);
+                                   std::string_view login_copy, copy_budget& budget);
+
+struct copy_back_result {
+  std::vector<std::string> copied;  // names, "dir/" for a directory
+  std::vector<kept_out> kept;
+};
 
 // After the command: every regular file at the view's top level that it changed or made, except
 // the login file, replaces its namesake in the real directory (atomically, its mode kept), and
-// every directory it made there is copied in whole (regular files and directories). Returns the
-// names copied back ("dir/" for a directory); `skipped` gets what cannot go back (a directory
-// whose name the real directory took meanwhile, links and special files in a new one).
-std::vector<std::string> copy_back(const directory_view& v, std::vector<std::string>* skipped);
+// every directory it made there goes over with its regular files and directories (moved when
+// the view is on the real directory's file system, else copied within `budget`). What cannot
+// go (a file past the budget, a link, FIFO or socket, a directory whose name the real
+// directory took meanwhile) is moved under `kept_root` at its real absolute path.
+copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
+                           copy_budget& budget);
 
 }  // namespace broker::wrap

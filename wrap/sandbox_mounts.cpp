@@ -214,7 +214,8 @@ void set_up_mounts(int control, const launch_options& options) {
     copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
     if (copies.back() < 0) fail(control, "opening " + o.copy);
   }
-  // A view's subdirectories are the real ones: opened before the view covers them.
+  // A view's subdirectories (and files too large to copy) are the real ones: opened before the
+  // view covers them.
   std::vector<int> views;
   std::vector<std::vector<int>> subdirs(options.views.size());
   for (std::size_t i = 0; i < options.views.size(); ++i) {
@@ -224,6 +225,11 @@ void set_up_mounts(int control, const launch_options& options) {
     for (const std::string& name : v.subdirs) {
       const std::string real = v.target + "/" + name;
       subdirs[i].push_back(::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (subdirs[i].back() < 0) fail(control, "opening " + real);
+    }
+    for (const std::string& name : v.live_files) {
+      const std::string real = v.target + "/" + name;
+      subdirs[i].push_back(::open(real.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
       if (subdirs[i].back() < 0) fail(control, "opening " + real);
     }
   }
@@ -249,6 +255,8 @@ void set_up_mounts(int control, const launch_options& options) {
     bind(views[i], v.target, "showing a view at ");
     for (std::size_t j = 0; j < v.subdirs.size(); ++j)
       bind(subdirs[i][j], v.target + "/" + v.subdirs[j], "binding through ");
+    for (std::size_t j = 0; j < v.live_files.size(); ++j)
+      bind(subdirs[i][v.subdirs.size() + j], v.target + "/" + v.live_files[j], "binding through ");
   }
   for (const std::string& path : options.masks) {
     struct stat st {};
