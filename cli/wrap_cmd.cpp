@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "certs/atomic_file.hpp"
@@ -33,6 +34,7 @@
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
 #include "wrap/git_dirs.hpp"
+#include "wrap/home_guard.hpp"
 #include "wrap/private_dirs.hpp"
 #include "wrap/launcher.hpp"
 #include "wrap/sandbox_init.hpp"
@@ -159,22 +161,30 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
 std::vector<wrap::kept_out> return_views(const std::vector<wrap::directory_view>& views,
                                          const std::filesystem::path& views_dir,
                                          const std::filesystem::path& kept_root,
-                                         const std::string& session_id) {
+                                         const std::string& session_id,
+                                         const std::optional<wrap::home_guard>& guard) {
   std::vector<wrap::kept_out> kept;
   wrap::copy_budget budget = wrap::copy_budget::starting_now();
   bool left_in_place = false;
-  for (const auto& v : views) {
+  wrap::keep_rule rule;
+  if (guard)
+    rule = [&guard](const std::string& real, bool executable) {
+      return guard->kept_reason(real, executable);
+    };
+  // Children first: a new directory in a nested view reaches its real parent before that
+  // parent's own view is judged.
+  for (auto v = views.rbegin(); v != views.rend(); ++v) {
     try {
-      auto r = wrap::copy_back(v, kept_root.string(), budget);
+      auto r = wrap::copy_back(*v, kept_root.string(), budget, rule);
       for (const auto& name : r.copied)
         session::log(spdlog::level::info, session::log_tag(session_id), "{}/{} copied back",
-                     v.target, name);
+                     v->target, name);
       for (auto& k : r.kept) {
         left_in_place |= k.kept.starts_with(views_dir.string() + "/");
         kept.push_back(std::move(k));
       }
     } catch (const std::exception& e) {
-      std::cerr << "broker: warning: copying " << v.target << " back: " << e.what() << "\n";
+      std::cerr << "broker: warning: copying " << v->target << " back: " << e.what() << "\n";
       left_in_place = true;
     }
   }
@@ -194,6 +204,42 @@ void report_kept_out(const std::vector<wrap::kept_out>& kept, const std::string&
   }
   if (!kept.empty())
     std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
+}
+
+std::string env_value(const wrap::env_plan& plan, std::string_view name) {
+  for (const auto& [n, value] : plan.env)
+    if (n == name) return value;
+  return {};
+}
+
+// The views home_guard asks for (DESIGN §8.1), beside the login files' own; each hides the
+// masked files and login files that sit in it. Parents first.
+void add_guard_views(const wrap::home_guard& guard, const std::string& cwd,
+                     const wrap::launch_options& launch, std::vector<wrap::directory_view>& views,
+                     const std::filesystem::path& views_dir, wrap::copy_budget& budget) {
+  std::vector<std::string> warnings;
+  std::size_t n = 0;
+  for (const auto& dir : guard.view_directories(cwd, warnings)) {
+    if (std::any_of(views.begin(), views.end(), [&](const auto& v) { return v.target == dir; }))
+      continue;  // a login file's view already
+    wrap::view_plan plan;
+    plan.target = dir;
+    plan.view = (views_dir / ("guard-" + std::to_string(n++))).string();
+    plan.links_go_back = guard.is_path_directory(dir);
+    const auto add_hidden = [&](const std::string& path) {
+      const std::filesystem::path p(path);
+      if (p.parent_path() == dir) plan.hidden.push_back(p.filename().string());
+    };
+    for (const auto& m : launch.masks) add_hidden(m);
+    for (const auto& o : launch.overlays) add_hidden(o.target);
+    std::filesystem::create_directories(views_dir);
+    views.push_back(wrap::make_directory_view(plan, budget));
+  }
+  std::stable_sort(views.begin(), views.end(), [](const auto& a, const auto& b) {
+    return std::count(a.target.begin(), a.target.end(), '/') <
+           std::count(b.target.begin(), b.target.end(), '/');
+  });
+  for (const auto& w : warnings) std::cerr << "broker: warning: " << w << "\n";
 }
 
 void take_back_terminal() {
@@ -237,7 +283,8 @@ int run_wrap(wrap_options& o) {
   int listener = -1;
   std::unique_ptr<wrap::child_session> child;
   std::unique_ptr<session::audit_log> audit;
-  std::vector<wrap::directory_view> views;  // login files' directories, copied back at the end
+  std::vector<wrap::directory_view> views;  // copied back at the end, parents first
+  std::optional<wrap::home_guard> guard;     // what may not go back from them
   wrap::child_session::capture_sockets capture;
   // Login files' directory views live beside the session's log (on disk, hidden from the
   // child with the log directory, usually on the home's file system so that what goes back is
@@ -264,8 +311,11 @@ int run_wrap(wrap_options& o) {
       if (!f.target.empty()) login_files.emplace_back(f.target, f.credential);
       if (f.directory_view) {
         std::filesystem::create_directories(views_dir);
+        const std::filesystem::path target(f.target);
         views.push_back(wrap::make_directory_view(
-            f.target, (views_dir / f.credential).string(), f.content, copy_in));
+            {target.parent_path().string(), (views_dir / f.credential).string(),
+             target.filename().string(), f.content, {}, false},
+            copy_in));
         continue;
       }
       certs::write_file_atomically(file, f.content, 0600, certs::durability::session);
@@ -312,7 +362,6 @@ int run_wrap(wrap_options& o) {
     launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
                                        o.command.front());
     launch.overlays = overlays;
-    launch.views = views;
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
     for (auto& path : wrap::protected_git_paths(cwd)) launch.read_only.push_back(std::move(path));
@@ -328,6 +377,12 @@ int run_wrap(wrap_options& o) {
         return f.first == mask || f.first.starts_with(mask + "/");
       });
     });
+    if (mode == wrap::isolation::netns) {
+      guard.emplace(wrap::persistence_paths(setup.policy->layers(), home), home,
+                    env_value(plan, "PATH"));
+      add_guard_views(*guard, cwd, launch, views, views_dir, copy_in);
+    }
+    launch.views = views;
     if (mode == wrap::isolation::netns)
       for (const auto& path : unhidden)
         std::cerr << "broker: warning: " << path
@@ -390,7 +445,8 @@ int run_wrap(wrap_options& o) {
   const int code = supervise(*child, signals, *ctx);
   child->end_leftovers();
   take_back_terminal();
-  const auto kept = return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id);
+  const auto kept =
+      return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id, guard);
   server->stop();
   serving.join();
   report_kept_out(kept, session_id, ctx->audit_log());

@@ -47,8 +47,15 @@ bool listed(const std::vector<std::string>& names, const std::string& name) {
 // Moving what a view holds back to the host, and setting aside what may not go.
 class returner {
  public:
-  returner(const std::string& kept_root, copy_budget& budget, copy_back_result& out)
-      : kept_root_(kept_root), budget_(budget), out_(out) {}
+  returner(const std::string& kept_root, copy_budget& budget, const keep_rule& rule,
+           copy_back_result& out)
+      : kept_root_(kept_root), budget_(budget), rule_(rule), out_(out) {}
+
+  // Why `to` may not be reached by `from` (st: from's); "" when it may.
+  std::string judged(const std::string& to, const struct stat& st) const {
+    if (!rule_) return {};
+    return rule_(to, S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && (st.st_mode & 0111)));
+  }
 
   // `from` (in the view) is not to reach `to` (real): moved under the kept root.
   void keep_out(const std::string& from, const std::string& to, std::string reason) {
@@ -59,14 +66,38 @@ class returner {
     out_.kept.push_back({to, std::move(reason), std::move(kept)});
   }
 
-  void file(const std::string& from, const std::string& to) {
+  // A regular file (or, with `link_ok`, a link) back, unless the rule or the budget says no.
+  // Returns whether it went.
+  bool file(const std::string& from, const std::string& to, const struct stat& st,
+            bool link_ok = false) {
+    if (std::string why = judged(to, st); !why.empty()) {
+      keep_out(from, to, std::move(why));
+      return false;
+    }
+    if (S_ISLNK(st.st_mode) && link_ok) {
+      // Moved as it is, never followed; only within one file system.
+      if (::rename(from.c_str(), to.c_str()) == 0) return true;
+      keep_out(from, to, "a link that could not be moved");
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      keep_out(from, to, "not a regular file");
+      return false;
+    }
     const copy_result r = move_file(from, to, budget_);
-    if (r != copy_result::done) keep_out(from, to, describe(r, budget_));
+    if (r == copy_result::done) return true;
+    keep_out(from, to, describe(r, budget_));
+    return false;
   }
 
   // A directory the command made: its regular files and directories go, the rest is kept out.
-  void tree(const std::string& from, const std::string& to, mode_t mode, int depth) {
-    if (::mkdir(to.c_str(), mode & 0777) < 0) {
+  void tree(const std::string& from, const std::string& to, const struct stat& dir_st,
+            int depth) {
+    if (std::string why = judged(to, dir_st); !why.empty()) {
+      keep_out(from, to, std::move(why));
+      return;
+    }
+    if (::mkdir(to.c_str(), dir_st.st_mode & 0777) < 0) {
       keep_out(from, to, "could not be made outside (" + std::string(std::strerror(errno)) + ")");
       return;
     }
@@ -77,12 +108,10 @@ class returner {
       if (++walked_ > max_tree_entries || depth >= max_tree_depth) {
         keep_out(a, b, "past the " + std::to_string(max_tree_entries) + " entries or " +
                            std::to_string(max_tree_depth) + " levels a new directory may have");
-      } else if (S_ISREG(st.st_mode)) {
-        file(a, b);
       } else if (S_ISDIR(st.st_mode)) {
-        tree(a, b, st.st_mode, depth + 1);
+        tree(a, b, st, depth + 1);
       } else {
-        keep_out(a, b, "not a regular file");
+        file(a, b, st);
       }
     }
   }
@@ -90,19 +119,21 @@ class returner {
  private:
   const std::string& kept_root_;
   copy_budget& budget_;
+  const keep_rule& rule_;
   copy_back_result& out_;
   std::size_t walked_ = 0;
 };
 
 }  // namespace
 
-directory_view make_directory_view(const std::string& login_file, const std::string& view_dir,
-                                   std::string_view login_copy, copy_budget& budget) {
-  const fs::path file(login_file);
+directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
   directory_view v;
-  v.view = view_dir;
-  v.target = file.parent_path().string();
-  v.login_name = file.filename().string();
+  v.view = plan.view;
+  v.target = plan.target;
+  v.login_name = plan.login_name;
+  v.hidden = plan.hidden;
+  v.links_go_back = plan.links_go_back;
+  const std::string& view_dir = v.view;
   struct stat dir_st {};
   if (::stat(v.target.c_str(), &dir_st) < 0) throw failure("cannot read", v.target);
   if (::mkdir(view_dir.c_str(), dir_st.st_mode & 07777) < 0) throw failure("cannot make", view_dir);
@@ -111,6 +142,16 @@ directory_view make_directory_view(const std::string& login_file, const std::str
     const std::string from = v.target + "/" + name, to = view_dir + "/" + name;
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;  // gone meanwhile
+    if (listed(v.hidden, name)) {
+      // A place for the mask to cover; what the file holds never leaves the real one.
+      if (S_ISDIR(st.st_mode)) {
+        if (::mkdir(to.c_str(), 0700) < 0) throw failure("cannot make", to);
+      } else if (const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                 fd >= 0) {
+        ::close(fd);
+      }
+      continue;
+    }
     if (S_ISDIR(st.st_mode)) {
       if (::mkdir(to.c_str(), st.st_mode & 07777) < 0) throw failure("cannot make", to);
       v.subdirs.push_back(name);
@@ -134,17 +175,18 @@ directory_view make_directory_view(const std::string& login_file, const std::str
     }
     // Sockets and fifos are left out: the view holds no live endpoint of the host's.
   }
-  certs::write_file_atomically(view_dir + "/" + v.login_name, login_copy, 0600,
-                               certs::durability::session);
+  if (!v.login_name.empty())
+    certs::write_file_atomically(view_dir + "/" + v.login_name, plan.login_copy, 0600,
+                                 certs::durability::session);
   return v;
 }
 
 copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
-                           copy_budget& budget) {
+                           copy_budget& budget, const keep_rule& rule) {
   copy_back_result out;
-  returner back(kept_root, budget, out);
+  returner back(kept_root, budget, rule, out);
   for (const std::string& name : entries(v.view)) {
-    if (name == v.login_name || listed(v.live_files, name)) continue;
+    if (name == v.login_name || listed(v.live_files, name) || listed(v.hidden, name)) continue;
     const std::string from = v.view + "/" + name, to = v.target + "/" + name;
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;
@@ -157,26 +199,22 @@ copy_back_result copy_back(const directory_view& v, const std::string& kept_root
         back.keep_out(from, to, "its name was taken outside meanwhile");
         continue;
       }
-      back.tree(from, to, st.st_mode, 0);
-      out.copied.push_back(name + "/");
+      const std::size_t kept_before = out.kept.size();
+      back.tree(from, to, st, 0);
+      if (out.kept.size() == kept_before || ::access(to.c_str(), F_OK) == 0)
+        out.copied.push_back(name + "/");
       continue;
     }
     if (S_ISLNK(st.st_mode) && listed(v.links, name)) {
       std::error_code ec;
       if (fs::read_symlink(from, ec) == fs::read_symlink(to, ec)) continue;  // as copied in
     }
-    if (!S_ISREG(st.st_mode)) {
-      back.keep_out(from, to, "not a regular file");
-      continue;
-    }
     auto before = std::find_if(v.files.begin(), v.files.end(),
                                [&](const auto& f) { return f.name == name; });
-    if (before != v.files.end() && before->size == st.st_size &&
+    if (S_ISREG(st.st_mode) && before != v.files.end() && before->size == st.st_size &&
         before->mtime.tv_sec == st.st_mtim.tv_sec && before->mtime.tv_nsec == st.st_mtim.tv_nsec)
       continue;  // as it was copied in
-    const std::size_t kept_before = out.kept.size();
-    back.file(from, to);
-    if (out.kept.size() == kept_before) out.copied.push_back(name);
+    if (back.file(from, to, st, v.links_go_back)) out.copied.push_back(name);
   }
   return out;
 }

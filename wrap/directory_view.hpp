@@ -10,6 +10,7 @@
 #pragma once
 
 #include <ctime>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +22,9 @@ namespace broker::wrap {
 struct directory_view {
   std::string view;        // the session's directory the child sees at `target`
   std::string target;      // the real directory
-  std::string login_name;  // the login file's name in it: never copied back
+  std::string login_name;  // the login file's name in it ("" for none): never copied back
+  std::vector<std::string> hidden;  // never copied either way (masked files: empty here)
+  bool links_go_back = false;       // new links go back like files (a PATH directory)
   std::vector<std::string> subdirs;  // bound from target into the view (empty directories here)
   std::vector<std::string> live_files;  // too large to copy in: bound from target (empty files here)
   struct copied {
@@ -40,11 +43,23 @@ struct kept_out {
   std::string kept;    // where it was set aside
 };
 
-// Makes `view_dir` (which must not exist) as the view of `login_file`'s directory, with
-// `login_copy` as the login file; copies come out of `budget`. Throws std::runtime_error naming
-// the path that failed.
-directory_view make_directory_view(const std::string& login_file, const std::string& view_dir,
-                                   std::string_view login_copy, copy_budget& budget);
+// What a view shows: `target` (a directory) at `view` (which must not exist), with a login file
+// named `login_name` holding `login_copy` when there is one, and `hidden` names (masked
+// files) as empty placeholders, never copied.
+struct view_plan {
+  std::string target, view;
+  std::string login_name;
+  std::string_view login_copy;
+  std::vector<std::string> hidden;
+  bool links_go_back = false;
+};
+
+// Makes the view; copies come out of `budget`. Throws std::runtime_error naming the path that
+// failed.
+directory_view make_directory_view(const view_plan& plan, copy_budget& budget);
+
+// Why an entry going back to `real` must be kept out instead ("" when it may go).
+using keep_rule = std::function<std::string(const std::string& real, bool executable)>;
 
 struct copy_back_result {
   std::vector<std::string> copied;  // names, "dir/" for a directory
@@ -56,8 +71,9 @@ struct copy_back_result {
 // every directory it made there goes over with its regular files and directories (moved when
 // the view is on the real directory's file system, else copied within `budget`). What cannot
 // go (a file past the budget, a link, FIFO or socket, a directory whose name the real
-// directory took meanwhile) is moved under `kept_root` at its real absolute path.
+// directory took meanwhile, whatever `rule` names) is moved under `kept_root` at its real
+// absolute path.
 copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
-                           copy_budget& budget);
+                           copy_budget& budget, const keep_rule& rule = {});
 
 }  // namespace broker::wrap

@@ -13,12 +13,30 @@ constexpr const char* well_known[] = {
     "~/.pypirc", "~/.kube/config",     "~/.config/broker/ca",
 };
 
-constexpr const char* startup[] = {
-    "~/.bashrc",       "~/.bash_profile", "~/.bash_login",   "~/.bash_logout",
-    "~/.profile",      "~/.zshrc",        "~/.zprofile",     "~/.zshenv",
-    "~/.zlogin",       "~/.config/fish",  "~/.gitconfig",    "~/.config/git",
-    "~/.ssh/config",   "~/.ssh/authorized_keys",             "~/.config/systemd",
-    "~/.config/autostart",
+// What a program outside the session later runs, or fetches code from (DESIGN §8.1), and why.
+constexpr std::pair<const char*, const char*> persistence[] = {
+    {"~/.bashrc", "a shell startup file"},     {"~/.bash_profile", "a shell startup file"},
+    {"~/.bash_login", "a shell startup file"}, {"~/.bash_logout", "a shell startup file"},
+    {"~/.profile", "a shell startup file"},    {"~/.zshrc", "a shell startup file"},
+    {"~/.zprofile", "a shell startup file"},   {"~/.zshenv", "a shell startup file"},
+    {"~/.zlogin", "a shell startup file"},     {"~/.config/fish", "a shell startup file"},
+    {"~/.gitconfig", "git configuration"},     {"~/.config/git", "git configuration"},
+    {"~/.ssh/config", "ssh configuration"},    {"~/.ssh/authorized_keys", "ssh configuration"},
+    {"~/.config/systemd", "systemd user units"},
+    {"~/.config/autostart", "autostart entries"},
+    {"~/.config/pip", "a package manager's sources"},
+    {"~/.pip/pip.conf", "a package manager's sources"},
+    {"~/.pydistutils.cfg", "a package manager's sources"},
+    {"~/.npmrc", "a package manager's sources"},
+    {"~/.yarnrc", "a package manager's sources"},
+    {"~/.yarnrc.yml", "a package manager's sources"},
+    {"~/.cargo/config", "a package manager's sources"},
+    {"~/.cargo/config.toml", "a package manager's sources"},
+    {"~/.m2/settings.xml", "a package manager's sources"},
+    {"~/.gradle/init.d", "a package manager's init scripts"},
+    {"~/.gradle/gradle.properties", "a package manager's sources"},
+    {"~/.bundle/config", "a package manager's sources"},
+    {"~/.gemrc", "a package manager's sources"},
 };
 
 std::string expand(const std::string& path, const std::string& home) {
@@ -89,17 +107,27 @@ std::vector<std::string> credential_file_masks(const std::vector<config::policy>
   return masks;
 }
 
+std::vector<protected_path> persistence_paths(const std::vector<config::policy>& layers,
+                                              const std::string& home) {
+  std::vector<protected_path> out;
+  const auto add = [&](std::string path, const char* why) {
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.path == path; }))
+      out.push_back({std::move(path), why});
+  };
+  if (!home.empty())
+    for (const auto& [path, why] : persistence) add(expand(path, home), why);
+  for (const auto& layer : layers)
+    for (const auto& p : layer.files.readonly) add(absolute(expand(p, home)), "files.readonly");
+  return out;
+}
+
 std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
                                          const std::string& home) {
-  std::vector<std::string> wanted;
-  if (!home.empty())
-    for (const char* p : startup) add_unique(wanted, expand(p, home));
-  for (const auto& layer : layers)
-    for (const auto& p : layer.files.readonly) add_unique(wanted, expand(p, home));
   std::vector<std::string> out;
-  for (auto& path : wanted) {
+  for (auto& p : persistence_paths(layers, home)) {
     std::error_code ec;
-    if (std::filesystem::exists(path, ec)) out.push_back(std::move(path));  // not a dangling link
+    if (std::filesystem::exists(p.path, ec)) out.push_back(std::move(p.path));  // not a dangling link
   }
   return out;
 }

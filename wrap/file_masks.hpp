@@ -30,11 +30,20 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
                                             const std::string& cwd,
                                             std::vector<std::string>* unhidden = nullptr);
 
-// What a netns-mode child may read but not change, so that nothing it does outlives the session
-// (DESIGN §8.1): the shell startup files, git's and ssh's configuration, systemd user units and
-// autostart entries under `home`, and every layer's files.readonly ("~/" expanded). Only those
-// that exist are made read-only (a missing one could be created; creating an empty one on the
-// user's behalf would change their shells: an empty ~/.bash_profile hides ~/.profile).
+// What a netns-mode child must not leave for a program outside the session to run later
+// (DESIGN §8.1): shell startup files, git's and ssh's configuration, systemd user units and
+// autostart entries, package managers' sources and init scripts under `home`, and every
+// layer's files.readonly ("~/" expanded), existing or not, each with why (for the user).
+struct protected_path {
+  std::string path;
+  const char* reason;
+};
+std::vector<protected_path> persistence_paths(const std::vector<config::policy>& layers,
+                                              const std::string& home);
+
+// Those that exist: read-only inside. A missing one is kept out of the host when the child makes
+// it (home_guard.hpp); creating an empty one on the user's behalf would change their shells (an
+// empty ~/.bash_profile hides ~/.profile).
 std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
                                          const std::string& home);
 

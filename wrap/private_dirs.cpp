@@ -65,6 +65,11 @@ std::vector<view_step> private_view(const std::vector<view_step>& dirs,
       steps.push_back({view_step::empty, *c, dir.mode});
   for (const auto& path : kept)
     if (auto c = canonical(path); c && !seen(*c, view_step::bind)) steps.push_back({view_step::bind, *c});
+  // A kept path that is itself one of the directories is not made private at all: binding it
+  // back would bring along the tmpfs mounted on that very directory.
+  std::erase_if(steps, [&](const view_step& s) {
+    return s.what == view_step::empty && seen(s.path, view_step::bind);
+  });
   std::sort(steps.begin(), steps.end(), before);
   // A kept path matters only when the nearest step that holds it made things empty.
   std::vector<view_step> needed;

@@ -248,8 +248,8 @@ void set_up_mounts(int control, const launch_options& options) {
       fail(control, what + onto);
     ::close(fd);
   };
-  for (std::size_t i = 0; i < copies.size(); ++i)
-    bind(copies[i], options.overlays[i].target, "showing a copy at ");
+  // Views first, parents before children, then everything that lands on a path within them
+  // (copies, masks, read-only paths): mounted earlier, it would sit under a view, unseen.
   for (std::size_t i = 0; i < views.size(); ++i) {
     const directory_view& v = options.views[i];
     bind(views[i], v.target, "showing a view at ");
@@ -258,6 +258,8 @@ void set_up_mounts(int control, const launch_options& options) {
     for (std::size_t j = 0; j < v.live_files.size(); ++j)
       bind(subdirs[i][v.subdirs.size() + j], v.target + "/" + v.live_files[j], "binding through ");
   }
+  for (std::size_t i = 0; i < copies.size(); ++i)
+    bind(copies[i], options.overlays[i].target, "showing a copy at ");
   for (const std::string& path : options.masks) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide

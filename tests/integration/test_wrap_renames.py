@@ -79,14 +79,11 @@ if sys.argv[2] == "inside":
     os.makedirs(home + "/.claude", exist_ok=True)
     open(home + "/.claude/.credentials.json", "w").write("{}")
 else:
-    # Something outside renames the directory; wait until the change shows here too.
+    # Something outside renames the directory, then says so in the working directory.
     deadline = time.monotonic() + 20
-    while not os.path.exists(home + "/.claude.o") and time.monotonic() < deadline:
+    while not os.path.exists("moved") and time.monotonic() < deadline:
         time.sleep(0.05)
-    print("moved:%s" % os.path.exists(home + "/.claude.o"), flush=True)
-    deadline = time.monotonic() + 20
-    while not os.path.exists(home + "/.claude/.credentials.json") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    print("moved:%s" % os.path.exists("moved"), flush=True)
 form = json.dumps({"grant_type": "refresh_token", "refresh_token": copy["refreshToken"]})
 p = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}",
                     "https://platform.claude.com/v1/oauth/token", "-H",
@@ -133,6 +130,7 @@ def test_a_login_file_renamed_away_outside_is_not_refreshed_into_its_successor(
     (home / ".claude").mkdir()
     successor = home / ".claude" / ".credentials.json"
     successor.write_text("{}")
+    (tmp_path / "moved").touch()
     out, err = (x.decode() for x in p.communicate(timeout=90))
     assert p.returncode == 0, f"{out}\n{err}"
     lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)

@@ -1,0 +1,106 @@
+#include "wrap/home_guard.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace broker::wrap {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool within(const std::string& path, const std::string& dir) {
+  return path == dir || (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void add_unique(std::vector<std::string>& list, const std::string& item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
+}
+
+std::size_t depth(const std::string& p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
+
+}  // namespace
+
+home_guard::home_guard(std::vector<protected_path> protected_paths, std::string home,
+                       const std::string& path_variable)
+    : protected_(std::move(protected_paths)), home_(std::move(home)) {
+  while (home_.size() > 1 && home_.back() == '/') home_.pop_back();
+  std::string path = path_variable + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (std::size_t start = 0; start <= path.size();) {
+    std::size_t colon = path.find(':', start);
+    if (colon == std::string::npos) colon = path.size();
+    std::string dir = fs::path(path.substr(start, colon - start)).lexically_normal().string();
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    start = colon + 1;
+    if (dir.empty() || dir.front() != '/') continue;
+    if (!home_.empty() && within(dir, home_) && dir != home_)
+      add_unique(own_path_dirs_, dir);
+    else
+      add_unique(other_path_dirs_, dir);
+  }
+  for (const char* mine : {"/.local/bin", "/bin"})
+    if (!home_.empty()) add_unique(own_path_dirs_, home_ + mine);
+  std::erase_if(other_path_dirs_, [&](const std::string& d) {
+    return std::find(own_path_dirs_.begin(), own_path_dirs_.end(), d) != own_path_dirs_.end();
+  });
+}
+
+std::string home_guard::kept_reason(const std::string& real, bool executable) const {
+  for (const auto& p : protected_)
+    if (within(real, p.path)) return p.reason;
+  const fs::path path(real);
+  const std::string dir = path.parent_path().string(), name = path.filename().string();
+  if (!executable || !is_path_directory(dir)) return {};
+  for (const auto& other : other_path_dirs_) {
+    const std::string shadowed = other + "/" + name;
+    if (::access(shadowed.c_str(), X_OK) == 0 && !is_directory(shadowed))
+      return "shadows " + shadowed;
+  }
+  return {};
+}
+
+bool home_guard::is_path_directory(const std::string& dir) const {
+  return std::find(own_path_dirs_.begin(), own_path_dirs_.end(), dir) != own_path_dirs_.end();
+}
+
+std::vector<std::string> home_guard::view_directories(const std::string& cwd,
+                                                      std::vector<std::string>& warnings) const {
+  std::vector<std::string> out;
+  if (home_.empty() || home_ == "/" || !is_directory(home_)) return out;
+  for (const auto& p : protected_) {
+    if (!within(p.path, home_) || p.path == home_ || exists(p.path)) continue;
+    std::string dir = fs::path(p.path).parent_path().string();
+    while (dir != home_ && !is_directory(dir)) dir = fs::path(dir).parent_path().string();
+    add_unique(out, dir);
+  }
+  for (const auto& dir : own_path_dirs_) {
+    if (!within(dir, home_)) continue;
+    std::string d = dir;
+    while (d != home_ && !is_directory(d)) d = fs::path(d).parent_path().string();
+    add_unique(out, d);
+  }
+  if (std::find(out.begin(), out.end(), cwd) != out.end()) {
+    std::erase(out, cwd);
+    warnings.push_back("the working directory is " + cwd +
+                       ": what does not exist in it yet and must not run later (startup files, "
+                       "package managers' sources) is not guarded; run from a project directory");
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const std::string& a, const std::string& b) { return depth(a) < depth(b); });
+  return out;
+}
+
+}  // namespace broker::wrap

@@ -1,0 +1,45 @@
+// Nothing a netns-mode child writes runs later outside the session (DESIGN §8.1). The paths
+// of file_masks.hpp's persistence_paths that exist are read-only inside; one that does not
+// exist yet could be made, so the directory that would hold it is shown as a view
+// (directory_view.hpp), and what the child made there is judged when it ends: a protected path
+// is kept out of the host, everything else goes back. The same for the user's own PATH
+// directories under the home (~/.local/bin, ~/bin): a new executable there that shadows a
+// command of the same name elsewhere on PATH is kept out (pip install --user and
+// npm i -g --prefix ~/.local keep working).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "wrap/file_masks.hpp"
+
+namespace broker::wrap {
+
+class home_guard {
+ public:
+  // `path_variable`: the user's PATH, for what a new executable would shadow.
+  home_guard(std::vector<protected_path> protected_paths, std::string home,
+             const std::string& path_variable);
+
+  // Why `real` (an absolute path a view's entry would reach) may not go back; "" when it may.
+  // `executable`: the entry is an executable file or a link.
+  std::string kept_reason(const std::string& real, bool executable) const;
+
+  // The directories to show as views: the deepest existing directory under the home above
+  // each missing protected path, and the existing PATH directories under the home; parents
+  // first. The working directory is never one (its files would be copies for the whole
+  // session): left out with a warning in `warnings`.
+  std::vector<std::string> view_directories(const std::string& cwd,
+                                            std::vector<std::string>& warnings) const;
+
+  // A view of `dir` lets links go back (a PATH directory: npm links its commands there).
+  bool is_path_directory(const std::string& dir) const;
+
+ private:
+  std::vector<protected_path> protected_;
+  std::string home_;
+  std::vector<std::string> own_path_dirs_;    // PATH directories under the home, watched
+  std::vector<std::string> other_path_dirs_;  // the rest of PATH (and the system's), shadowed
+};
+
+}  // namespace broker::wrap
