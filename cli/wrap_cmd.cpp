@@ -166,16 +166,11 @@ std::vector<wrap::kept_out> return_views(const std::vector<wrap::directory_view>
   std::vector<wrap::kept_out> kept;
   wrap::copy_budget budget = wrap::copy_budget::starting_now();
   bool left_in_place = false;
-  wrap::keep_rule rule;
-  if (guard)
-    rule = [&guard](const std::string& real, bool executable) {
-      return guard->kept_reason(real, executable);
-    };
   // Children first: a new directory in a nested view reaches its real parent before that
   // parent's own view is judged.
   for (auto v = views.rbegin(); v != views.rend(); ++v) {
     try {
-      auto r = wrap::copy_back(*v, kept_root.string(), budget, rule);
+      auto r = wrap::copy_back(*v, kept_root.string(), budget, guard ? &*guard : nullptr);
       for (const auto& name : r.copied)
         session::log(spdlog::level::info, session::log_tag(session_id), "{}/{} copied back",
                      v->target, name);

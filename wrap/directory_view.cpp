@@ -10,9 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "certs/atomic_file.hpp"
+#include "wrap/home_guard.hpp"
+#include "wrap/view_merge.hpp"
 
 namespace broker::wrap {
 namespace {
@@ -44,17 +47,55 @@ bool listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// Files up to this size keep their bytes as copied in, to merge with; larger ones that both
+// sides changed are kept out.
+constexpr std::size_t max_merged_bytes = 4 << 20;
+
+directory_view::copied::stat_id stat_id_of(const struct stat& st) {
+  return {static_cast<unsigned long long>(st.st_dev), static_cast<unsigned long long>(st.st_ino),
+          static_cast<long long>(st.st_size), st.st_mtim};
+}
+
+// Whether the real file at `real` is no longer the one copied in as `before`.
+bool changed_since(const std::string& real, const directory_view::copied& before) {
+  struct stat now {};
+  return ::lstat(real.c_str(), &now) < 0 || !(stat_id_of(now) == before.real);
+}
+
+// A small regular file's bytes (never through a link, never blocking on a FIFO).
+std::optional<std::string> read_small(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> out;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<std::size_t>(st.st_size) <= max_merged_bytes) {
+    std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    bytes.resize(got);
+    out = std::move(bytes);
+  }
+  ::close(fd);
+  return out;
+}
+
 // Moving what a view holds back to the host, and setting aside what may not go.
 class returner {
  public:
-  returner(const std::string& kept_root, copy_budget& budget, const keep_rule& rule,
+  returner(const std::string& kept_root, copy_budget& budget, const home_guard* guard,
            copy_back_result& out)
-      : kept_root_(kept_root), budget_(budget), rule_(rule), out_(out) {}
+      : kept_root_(kept_root), budget_(budget), guard_(guard), out_(out) {}
 
   // Why `to` may not be reached by `from` (st: from's); "" when it may.
   std::string judged(const std::string& to, const struct stat& st) const {
-    if (!rule_) return {};
-    return rule_(to, S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && (st.st_mode & 0111)));
+    if (!guard_) return {};
+    return guard_->kept_reason(to,
+                               S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && (st.st_mode & 0111)));
   }
 
   // `from` (in the view) is not to reach `to` (real): moved under the kept root.
@@ -69,7 +110,7 @@ class returner {
   // A regular file (or, with `link_ok`, a link) back, unless the rule or the budget says no.
   // Returns whether it went.
   bool file(const std::string& from, const std::string& to, const struct stat& st,
-            bool link_ok = false) {
+            bool link_ok = false, const directory_view::copied* before = nullptr) {
     if (std::string why = judged(to, st); !why.empty()) {
       keep_out(from, to, std::move(why));
       return false;
@@ -84,10 +125,59 @@ class returner {
       keep_out(from, to, "not a regular file");
       return false;
     }
+    const settings_file* settings = guard_ ? guard_->settings(to) : nullptr;
+    if (settings || (before && changed_since(to, *before))) return merged(from, to, st, settings, before);
     const copy_result r = move_file(from, to, budget_);
     if (r == copy_result::done) return true;
     keep_out(from, to, describe(r, budget_));
     return false;
+  }
+
+  // The view's file by content: merged with the host's when that changed since it was copied
+  // in (`before`, when it was), an agent's commands kept as the host has them (`settings`).
+  bool merged(const std::string& from, const std::string& to, const struct stat& st,
+              const settings_file* settings, const directory_view::copied* before) {
+    if (st.st_size > static_cast<off_t>(max_merged_bytes)) {
+      keep_out(from, to, "too large to merge or check");
+      return false;
+    }
+    std::optional<std::string> child = read_small(from), host = std::string();
+    struct stat now {};
+    const bool there = ::lstat(to.c_str(), &now) == 0;
+    if (there) host = read_small(to);
+    if (!child || !host) {
+      keep_out(from, to, "not a regular file outside, or unreadable");
+      return false;
+    }
+    std::string result = *child;
+    if (before && changed_since(to, *before)) {
+      std::optional<std::string> m;
+      if (before->base && there) m = merge_three(*before->base, *host, *child);
+      if (!m) {
+        keep_out(from, to, "changed outside meanwhile too, and the two cannot be merged");
+        return false;
+      }
+      result = std::move(*m);
+    }
+    bool went = true;
+    if (settings) {
+      std::vector<std::string> changed;
+      auto kept_commands = keep_host_commands(*settings, *host, result, changed);
+      if (!kept_commands) {
+        keep_out(from, to, "settings that cannot be read, so not checked");
+        return false;
+      }
+      if (!changed.empty()) {
+        std::string names;
+        for (const auto& c : changed) names += (names.empty() ? "" : ", ") + c;
+        keep_out(from, to, names);
+        went = false;
+      }
+      result = std::move(*kept_commands);
+    }
+    if (!there || result != *host)
+      certs::write_file_atomically(to, result, st.st_mode & 0777, certs::durability::synced);
+    return went;
   }
 
   // A directory the command made: its regular files and directories go, the rest is kept out.
@@ -119,7 +209,7 @@ class returner {
  private:
   const std::string& kept_root_;
   copy_budget& budget_;
-  const keep_rule& rule_;
+  const home_guard* guard_;
   copy_back_result& out_;
   std::size_t walked_ = 0;
 };
@@ -159,7 +249,10 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
       if (copy_file(from, to, budget) == copy_result::done) {
         struct stat copied {};
         ::lstat(to.c_str(), &copied);
-        v.files.push_back({name, static_cast<long long>(copied.st_size), copied.st_mtim});
+        std::shared_ptr<const std::string> base;
+        if (auto bytes = read_small(to)) base = std::make_shared<const std::string>(std::move(*bytes));
+        v.files.push_back({name, static_cast<long long>(copied.st_size), copied.st_mtim,
+                           stat_id_of(st), std::move(base)});
         continue;
       }
       // Too large or too slow to copy: the real file itself, live (a place to bind it on).
@@ -182,9 +275,9 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
 }
 
 copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
-                           copy_budget& budget, const keep_rule& rule) {
+                           copy_budget& budget, const home_guard* guard) {
   copy_back_result out;
-  returner back(kept_root, budget, rule, out);
+  returner back(kept_root, budget, guard, out);
   for (const std::string& name : entries(v.view)) {
     if (name == v.login_name || listed(v.live_files, name) || listed(v.hidden, name)) continue;
     const std::string from = v.view + "/" + name, to = v.target + "/" + name;
@@ -214,9 +307,19 @@ copy_back_result copy_back(const directory_view& v, const std::string& kept_root
     if (S_ISREG(st.st_mode) && before != v.files.end() && before->size == st.st_size &&
         before->mtime.tv_sec == st.st_mtim.tv_sec && before->mtime.tv_nsec == st.st_mtim.tv_nsec)
       continue;  // as it was copied in
-    if (back.file(from, to, st, v.links_go_back)) out.copied.push_back(name);
+    if (back.file(from, to, st, v.links_go_back, before == v.files.end() ? nullptr : &*before))
+      out.copied.push_back(name);
   }
   return out;
+}
+
+}  // namespace broker::wrap
+
+namespace broker::wrap {
+
+bool directory_view::copied::stat_id::operator==(const stat_id& o) const {
+  return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+         mtime.tv_nsec == o.mtime.tv_nsec;
 }
 
 }  // namespace broker::wrap

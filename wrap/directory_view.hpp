@@ -10,7 +10,7 @@
 #pragma once
 
 #include <ctime>
-#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,8 +29,15 @@ struct directory_view {
   std::vector<std::string> live_files;  // too large to copy in: bound from target (empty files here)
   struct copied {
     std::string name;
-    long long size = 0;
+    long long size = 0;  // the copy's, as made
     timespec mtime{};
+    struct stat_id {
+      unsigned long long dev = 0, ino = 0;
+      long long size = 0;
+      timespec mtime{};
+      bool operator==(const stat_id&) const;
+    } real;                                   // the real file's then: has it changed since?
+    std::shared_ptr<const std::string> base;  // its bytes then, when small: to merge with
   };
   std::vector<copied> files;  // as copied in: what "changed" is measured against
   std::vector<std::string> links;  // links copied in as links (names)
@@ -58,8 +65,7 @@ struct view_plan {
 // failed.
 directory_view make_directory_view(const view_plan& plan, copy_budget& budget);
 
-// Why an entry going back to `real` must be kept out instead ("" when it may go).
-using keep_rule = std::function<std::string(const std::string& real, bool executable)>;
+class home_guard;
 
 struct copy_back_result {
   std::vector<std::string> copied;  // names, "dir/" for a directory
@@ -71,9 +77,10 @@ struct copy_back_result {
 // every directory it made there goes over with its regular files and directories (moved when
 // the view is on the real directory's file system, else copied within `budget`). What cannot
 // go (a file past the budget, a link, FIFO or socket, a directory whose name the real
-// directory took meanwhile, whatever `rule` names) is moved under `kept_root` at its real
-// absolute path.
+// directory took meanwhile, what `guard` keeps out) is moved under `kept_root` at its real
+// absolute path. A file the host changed meanwhile too is merged (view_merge.hpp) or, when it
+// cannot be, kept out; an agent's settings go back with the host's commands in them.
 copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
-                           copy_budget& budget, const keep_rule& rule = {});
+                           copy_budget& budget, const home_guard* guard = nullptr);
 
 }  // namespace broker::wrap

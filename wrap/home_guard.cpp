@@ -32,12 +32,41 @@ void add_unique(std::vector<std::string>& list, const std::string& item) {
 
 std::size_t depth(const std::string& p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
 
+using format = settings_file::format;
+
+// The agents' settings that name commands (DESIGN §8.1; the floor, more where the agents have
+// more): Claude Code's hooks, status line, MCP servers, key and credential helpers and the
+// environment its commands get; Codex's notify program and MCP servers; Gemini CLI's hooks,
+// MCP servers and tool commands.
+const std::pair<const char*, settings_file> agent_settings[] = {
+    {"/.claude/settings.json",
+     {format::json, {"hooks", "statusLine", "mcpServers", "apiKeyHelper", "env",
+                     "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper"}}},
+    {"/.claude/settings.local.json",
+     {format::json, {"hooks", "statusLine", "mcpServers", "apiKeyHelper", "env",
+                     "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper"}}},
+    {"/.claude.json",
+     {format::json, {"mcpServers", "hooks", "projects.*.mcpServers", "projects.*.hooks"}}},
+    {"/.codex/config.toml", {format::toml, {"notify", "mcp_servers"}}},
+    {"/.gemini/settings.json",
+     {format::json, {"hooks", "mcpServers", "toolDiscoveryCommand", "toolCallCommand",
+                     "tools.discoveryCommand", "tools.callCommand", "tools.sandbox"}}},
+};
+
 }  // namespace
+
+const settings_file* home_guard::settings(const std::string& real) const {
+  for (const auto& [path, file] : settings_)
+    if (path == real) return &file;
+  return nullptr;
+}
 
 home_guard::home_guard(std::vector<protected_path> protected_paths, std::string home,
                        const std::string& path_variable)
     : protected_(std::move(protected_paths)), home_(std::move(home)) {
   while (home_.size() > 1 && home_.back() == '/') home_.pop_back();
+  if (!home_.empty() && home_ != "/")
+    for (const auto& [path, file] : agent_settings) settings_.emplace_back(home_ + path, file);
   std::string path = path_variable + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   for (std::size_t start = 0; start <= path.size();) {
     std::size_t colon = path.find(':', start);
@@ -83,6 +112,11 @@ std::vector<std::string> home_guard::view_directories(const std::string& cwd,
   for (const auto& p : protected_) {
     if (!within(p.path, home_) || p.path == home_ || exists(p.path)) continue;
     std::string dir = fs::path(p.path).parent_path().string();
+    while (dir != home_ && !is_directory(dir)) dir = fs::path(dir).parent_path().string();
+    add_unique(out, dir);
+  }
+  for (const auto& [path, file] : settings_) {
+    std::string dir = fs::path(path).parent_path().string();
     while (dir != home_ && !is_directory(dir)) dir = fs::path(dir).parent_path().string();
     add_unique(out, dir);
   }

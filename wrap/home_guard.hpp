@@ -5,13 +5,15 @@
 // is kept out of the host, everything else goes back. The same for the user's own PATH
 // directories under the home (~/.local/bin, ~/bin): a new executable there that shadows a
 // command of the same name elsewhere on PATH is kept out (pip install --user and
-// npm i -g --prefix ~/.local keep working).
+// npm i -g --prefix ~/.local keep working). And the agents' own settings: their directories are
+// views too, and what goes back keeps the host's hooks, MCP servers and other commands.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "wrap/file_masks.hpp"
+#include "wrap/view_merge.hpp"
 
 namespace broker::wrap {
 
@@ -32,11 +34,16 @@ class home_guard {
   std::vector<std::string> view_directories(const std::string& cwd,
                                             std::vector<std::string>& warnings) const;
 
+  // The agent settings file at `real` (Claude Code's, Codex's, Gemini CLI's), whose members that
+  // name commands never go back; null for any other path.
+  const settings_file* settings(const std::string& real) const;
+
   // A view of `dir` lets links go back (a PATH directory: npm links its commands there).
   bool is_path_directory(const std::string& dir) const;
 
  private:
   std::vector<protected_path> protected_;
+  std::vector<std::pair<std::string, settings_file>> settings_;  // absolute paths
   std::string home_;
   std::vector<std::string> own_path_dirs_;    // PATH directories under the home, watched
   std::vector<std::string> other_path_dirs_;  // the rest of PATH (and the system's), shadowed
