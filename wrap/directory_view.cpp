@@ -126,7 +126,10 @@ class returner {
       return false;
     }
     const settings_file* settings = guard_ ? guard_->settings(to) : nullptr;
-    if (settings || (before && changed_since(to, *before))) return merged(from, to, st, settings, before);
+    struct stat there {};
+    const bool taken = !before && ::lstat(to.c_str(), &there) == 0;  // made outside meanwhile
+    if (settings || taken || (before && changed_since(to, *before)))
+      return merged(from, to, st, settings, before);
     const copy_result r = move_file(from, to, budget_);
     if (r == copy_result::done) return true;
     keep_out(from, to, describe(r, budget_));
@@ -150,15 +153,16 @@ class returner {
       return false;
     }
     std::string result = *child;
-    if (before && changed_since(to, *before)) {
-      std::optional<std::string> m;
-      if (before->base && there) m = merge_three(*before->base, *host, *child);
-      if (!m) {
-        keep_out(from, to, "changed outside meanwhile too, and the two cannot be merged");
-        return false;
-      }
-      result = std::move(*m);
+    if (!before && there && *child != *host) {
+      // Made on both sides (two sessions' first runs): JSON objects merge, anything else
+      // differing is the host's.
+      const bool objects = child->starts_with('{') && host->starts_with('{');
+      if (auto m = objects ? merge_three("{}", *host, *child) : std::nullopt) result = std::move(*m);
+    } else if (before && changed_since(to, *before) && before->base && there) {
+      if (auto m = merge_three(*before->base, *host, *child)) result = std::move(*m);
     }
+    // Otherwise the two cannot be merged, and this session's version goes, the last writer's,
+    // as it would without the broker (an agent's commands still stay the host's, below).
     bool went = true;
     if (settings) {
       std::vector<std::string> changed;
@@ -187,7 +191,10 @@ class returner {
       keep_out(from, to, std::move(why));
       return;
     }
-    if (::mkdir(to.c_str(), dir_st.st_mode & 0777) < 0) {
+    struct stat there {};
+    const bool merging = ::lstat(to.c_str(), &there) == 0 && S_ISDIR(there.st_mode);
+    if (!merging && ::mkdir(to.c_str(), dir_st.st_mode & 0777) < 0 &&
+        !(errno == EEXIST && ::lstat(to.c_str(), &there) == 0 && S_ISDIR(there.st_mode))) {
       keep_out(from, to, "could not be made outside (" + std::string(std::strerror(errno)) + ")");
       return;
     }
@@ -288,10 +295,12 @@ copy_back_result copy_back(const directory_view& v, const std::string& kept_root
       // real directory got one of that name meanwhile.
       if (listed(v.subdirs, name)) continue;
       struct stat there {};
-      if (::lstat(to.c_str(), &there) == 0) {
+      if (::lstat(to.c_str(), &there) == 0 && !S_ISDIR(there.st_mode)) {
         back.keep_out(from, to, "its name was taken outside meanwhile");
         continue;
       }
+      // (A directory made outside meanwhile too, e.g. by another session's first run, is
+      // merged into: what is new on this side goes in, what both made is merged or kept out.)
       const std::size_t kept_before = out.kept.size();
       back.tree(from, to, st, 0);
       if (out.kept.size() == kept_before || ::access(to.c_str(), F_OK) == 0)

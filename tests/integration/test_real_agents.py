@@ -580,3 +580,34 @@ def test_gemini_oauth_login_refreshes_through_the_broker(make_fake, sessions):
     calls = answered(fake, "cloudcode-pa.googleapis.com", "/v1internal:streamGenerateContent")
     assert calls and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
                          for r in calls), calls
+
+
+def test_claude_twice_at_once_keeps_both_sessions_state(make_fake, sessions):
+    """Two `claude -p` in one home at the same time, each under its own `broker wrap`: each
+    session's transcript survives, ~/.claude.json stays one JSON object (both merged), and
+    nothing the agent wrote is kept out (it planted no command)."""
+    import threading
+    fake = make_fake()
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    s = sessions(fake)
+    runs = {}
+
+    def one(i):
+        runs[i] = s.run("claude-twice", CLAUDE, env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY},
+                        timeout=RUN_TIMEOUT)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for run in runs.values():
+        assert_turn_done(run, fake)
+        assert "kept out" not in run.err, run.describe()
+    home = runs[0].home
+    transcripts = list((home / ".claude" / "projects").rglob("*.jsonl"))
+    assert len(transcripts) >= 2, (transcripts, runs[0].describe())
+    state = json.loads((home / ".claude.json").read_text())
+    assert "userID" in state, state.keys()
+    assert len({r["session"] for run in runs.values() for r in run.records()}) == 2
+    assert_no_leaks(runs[0], [ANTHROPIC_KEY])
