@@ -34,7 +34,9 @@
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
 #include "wrap/git_dirs.hpp"
+#include "wrap/git_scan.hpp"
 #include "wrap/home_guard.hpp"
+#include "wrap/kept.hpp"
 #include "wrap/private_dirs.hpp"
 #include "wrap/launcher.hpp"
 #include "wrap/sandbox_init.hpp"
@@ -237,6 +239,26 @@ void add_guard_views(const wrap::home_guard& guard, const std::string& cwd,
   for (const auto& w : warnings) std::cerr << "broker: warning: " << w << "\n";
 }
 
+// Hooks and config commands the session left in git directories of the workspace other than
+// its own repository (made or cloned inside, or there before): set aside like the rest.
+void keep_out_git_leftovers(const std::string& cwd, const std::string& home, const timespec& since,
+                            const std::filesystem::path& kept_root,
+                            std::vector<wrap::kept_out>& kept) {
+  if (cwd.empty() || cwd == "/" || cwd == home) return;  // never a walk of the whole home
+  bool complete = true;
+  for (const auto& left : wrap::git_leftovers(cwd, since, {}, complete)) {
+    const auto to = wrap::kept_path(kept_root, left.path);
+    std::error_code ec;
+    std::filesystem::create_directories(to.parent_path(), ec);
+    std::string where = to.string();
+    if (ec || ::rename(left.path.c_str(), to.c_str()) < 0) where = left.path + " (left in place)";
+    kept.push_back({left.path, left.reason, where});
+  }
+  if (!complete)
+    std::cerr << "broker: warning: the working directory is too large to search whole for git "
+                 "hooks the command may have left; the search stopped early\n";
+}
+
 void take_back_terminal() {
   if (!::isatty(STDIN_FILENO) || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) return;
   ::signal(SIGTTOU, SIG_IGN);
@@ -287,6 +309,8 @@ int run_wrap(wrap_options& o) {
   const auto log_dir = log_dir_or_default(o.common.log_dir);
   const auto views_dir = log_dir / (session_id + ".views");
   wrap::copy_budget copy_in = wrap::copy_budget::starting_now();
+  std::string home, cwd;
+  timespec child_started{};  // what the session changed is what changed after this
   try {
     // The audit log's directory exists before the child does, so that it can be hidden.
     audit = open_audit(o.common, session_id);
@@ -351,9 +375,9 @@ int run_wrap(wrap_options& o) {
       }
     }
     const char* home_variable = std::getenv("HOME");
-    const std::string home = home_variable ? home_variable : "";
+    home = home_variable ? home_variable : "";
     std::error_code ec;
-    const std::string cwd = std::filesystem::current_path(ec).string();
+    cwd = std::filesystem::current_path(ec).string();
     launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
                                        o.command.front());
     launch.overlays = overlays;
@@ -382,6 +406,7 @@ int run_wrap(wrap_options& o) {
       for (const auto& path : unhidden)
         std::cerr << "broker: warning: " << path
                   << " holds the working directory, so the command can read and change it\n";
+    ::clock_gettime(CLOCK_REALTIME, &child_started);
     child = std::make_unique<wrap::child_session>(launch);
     if (mode == wrap::isolation::netns) {
       listener = child->take_listener();
@@ -440,8 +465,9 @@ int run_wrap(wrap_options& o) {
   const int code = supervise(*child, signals, *ctx);
   child->end_leftovers();
   take_back_terminal();
-  const auto kept =
-      return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id, guard);
+  auto kept = return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id, guard);
+  if (mode == wrap::isolation::netns)
+    keep_out_git_leftovers(cwd, home, child_started, log_dir / (session_id + ".kept"), kept);
   server->stop();
   serving.join();
   report_kept_out(kept, session_id, ctx->audit_log());

@@ -92,6 +92,8 @@ std::string home_guard::kept_reason(const std::string& real, bool executable) co
     if (within(real, p.path)) return p.reason;
   const fs::path path(real);
   const std::string dir = path.parent_path().string(), name = path.filename().string();
+  // A repository made inside the session (in a directory that is a view): its hooks stay out.
+  if (dir.ends_with("/.git/hooks") && !name.ends_with(".sample")) return "a git hook";
   if (!executable || !is_path_directory(dir)) return {};
   for (const auto& other : other_path_dirs_) {
     const std::string shadowed = other + "/" + name;

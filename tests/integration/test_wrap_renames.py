@@ -238,6 +238,10 @@ git add work.txt && git commit -qm work && echo "commit:ok"
 git checkout -q -b feature && echo "branch:ok"
 git fetch -q origin && echo "fetch:ok"
 git push -q origin feature && echo "push:ok"
+# A repository cloned inside: its hooks and config are the command's to write, and stay out.
+git clone -q ../origin.git sub && echo "clone:ok"
+plant sub/.git/hooks/post-checkout
+git -C sub config core.fsmonitor "touch pwned" && echo "sub config:ok"
 '''
 
 
@@ -263,7 +267,7 @@ def make_repo(where: Path, owner=None):
     return repo
 
 
-def check_git(out: str, repo: Path, config_before: str):
+def check_git(out: str, err: str, repo: Path, config_before: str):
     assert RAN in out, out
     for hook in ("post-checkout", "pre-commit"):
         assert f".git/hooks/{hook}:refused" in out, out
@@ -275,6 +279,13 @@ def check_git(out: str, repo: Path, config_before: str):
     assert not (repo / "pwned").exists()
     for step in ("commit", "branch", "fetch", "push"):
         assert f"{step}:ok" in out, f"git {step} failed inside:\n{out}"
+    assert "clone:ok" in out and "sub config:ok" in out, out
+    assert not (repo / "sub" / ".git" / "hooks" / "post-checkout").exists()
+    assert not (repo / "sub" / ".git" / "config").exists()
+    named = {x.split(": ", 2)[2].split(" (")[0]: x for x in err.splitlines()
+             if x.startswith("broker: kept out of your home: ")}
+    assert "(a git hook)" in named[str(repo / "sub/.git/hooks/post-checkout")], err
+    assert "(git configuration)" in named[str(repo / "sub/.git/config")], err
     log = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo.parent / "origin.git"),
                           "log", "--format=%s",
                           "feature"], capture_output=True, text=True)
@@ -287,9 +298,9 @@ def test_the_workspaces_git_hooks_and_config_cannot_be_planted(tmp_path, pki, tl
     config = (repo / ".git" / "config").read_text()
     p = subprocess.run(ws.argv("sh", "-c", GIT), env=ws.env(), capture_output=True, timeout=60,
                        cwd=repo)
-    out = p.stdout.decode()
-    assert p.returncode == 0, out + p.stderr.decode()
-    check_git(out, repo, config)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0, out + err
+    check_git(out, err, repo, config)
 
 
 def test_an_unprivileged_childs_git_hooks_and_config_cannot_be_planted(nobody, tls_upstream):  # noqa: F811
@@ -297,7 +308,7 @@ def test_an_unprivileged_childs_git_hooks_and_config_cannot_be_planted(nobody, t
     config = (repo / ".git" / "config").read_text()
     r = nobody.run(tls_upstream.port, "sh", "-c", GIT, cwd=repo)
     assert r.returncode == 0, r.describe()
-    check_git(r.out, repo, config)
+    check_git(r.out, r.err, repo, config)
 
 
 def test_relative_paths_from_the_working_directory_pass_beneath_no_protection(
