@@ -1,4 +1,5 @@
 // `broker policy check FILE...` and `broker policy default`.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -6,6 +7,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "wrap/file_masks.hpp"
 
 namespace broker::cli {
 
@@ -17,6 +19,14 @@ int run_check(const std::vector<std::string>& files) {
     nlohmann::ordered_json out;
     out["layers"] = nlohmann::ordered_json::array();
     for (const auto& layer : layers) out["layers"].push_back(config::to_json(layer));
+    // What wrap keeps the command from leaving for later (DESIGN §8.1), all layers applied.
+    auto& kept = out["wrap"]["protected"] = nlohmann::ordered_json::array();
+    const char* home_variable = std::getenv("HOME");
+    const std::string home = home_variable ? home_variable : "";
+    for (auto& p : wrap::persistence_paths(layers, home)) {
+      if (!home.empty() && p.path.starts_with(home + "/")) p.path = "~" + p.path.substr(home.size());
+      kept.push_back({{"path", p.path}, {"reason", p.reason}});
+    }
     std::cout << out.dump(2) << "\n";
     return exit_ok;
   } catch (const std::exception& e) {

@@ -147,6 +147,9 @@ struct files_spec {
   std::vector<std::string> mask;
   std::vector<std::string> pass;
   std::vector<std::string> readonly;  // wrap: more paths the child may read but not change
+  // wrap: paths of the built-in floor (startup files, package managers' sources...) the child
+  // may change on purpose; only those every layer that lists any agrees on.
+  std::vector<std::string> writable;
 };
 
 struct policy {

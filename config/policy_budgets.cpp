@@ -175,11 +175,12 @@ env_spec parse_env(const json_node& section) {
 
 files_spec parse_files(const json_node& section) {
   section.expect_object("expected an object");
-  section.reject_unknown_keys({"mask", "pass", "readonly"});
+  section.reject_unknown_keys({"mask", "pass", "readonly", "writable"});
   files_spec f;
   if (auto n = section.find("mask")) f.mask = parse_paths(*n);
   if (auto n = section.find("pass")) f.pass = parse_paths(*n);
   if (auto n = section.find("readonly")) f.readonly = parse_paths(*n);
+  if (auto n = section.find("writable")) f.writable = parse_paths(*n);
   return f;
 }
 

@@ -121,7 +121,8 @@ nlohmann::ordered_json to_json(const policy& layer) {
   j["env"] = {{"pass", layer.env.pass}, {"strip", layer.env.strip}};
   j["files"] = {{"mask", layer.files.mask},
                 {"pass", layer.files.pass},
-                {"readonly", layer.files.readonly}};
+                {"readonly", layer.files.readonly},
+                {"writable", layer.files.writable}};
   return j;
 }
 

@@ -115,8 +115,25 @@ std::vector<protected_path> persistence_paths(const std::vector<config::policy>&
     if (std::none_of(out.begin(), out.end(), [&](const auto& p) { return p.path == path; }))
       out.push_back({std::move(path), why});
   };
+  // files.writable opens a path of the floor when every layer that lists any lists it (a
+  // layer can only narrow); a layer's files.readonly is never opened.
+  std::vector<std::string> writable;
+  bool first = true;
+  for (const auto& layer : layers) {
+    if (layer.files.writable.empty()) continue;
+    std::vector<std::string> mine;
+    for (const auto& p : layer.files.writable) add_unique(mine, absolute(expand(p, home)));
+    if (first) writable = std::move(mine);
+    else std::erase_if(writable, [&](const std::string& w) {
+      return std::find(mine.begin(), mine.end(), w) == mine.end();
+    });
+    first = false;
+  }
   if (!home.empty())
-    for (const auto& [path, why] : persistence) add(expand(path, home), why);
+    for (const auto& [path, why] : persistence) {
+      std::string p = expand(path, home);
+      if (std::find(writable.begin(), writable.end(), p) == writable.end()) add(std::move(p), why);
+    }
   for (const auto& layer : layers)
     for (const auto& p : layer.files.readonly) add(absolute(expand(p, home)), "files.readonly");
   return out;

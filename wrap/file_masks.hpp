@@ -33,7 +33,8 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
 // What a netns-mode child must not leave for a program outside the session to run later
 // (DESIGN §8.1): shell startup files, git's and ssh's configuration, systemd user units and
 // autostart entries, package managers' sources and init scripts under `home`, and every
-// layer's files.readonly ("~/" expanded), existing or not, each with why (for the user).
+// layer's files.readonly ("~/" expanded), existing or not, each with why (for the user); less
+// the floor's paths files.writable opens (those every layer that lists any agrees on).
 struct protected_path {
   std::string path;
   const char* reason;

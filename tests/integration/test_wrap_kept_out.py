@@ -289,3 +289,21 @@ def test_two_sessions_of_one_agent_at_once_keep_both_states(tmp_path):
     history = (home / ".codex" / "history.jsonl").read_text().splitlines()
     assert sorted(history) == sorted(['{"session": "before"}', '{"session": "a"}',
                                       '{"session": "b"}']), history
+
+
+def test_files_writable_opens_one_on_purpose_and_policy_check_shows_the_list(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"version": 1, "files": {"writable": ["~/.bash_profile"]}}))
+    argv = [BROKER_BIN, "wrap", "--policy", str(policy), "--log-dir", str(tmp_path / "logs"),
+            "--", "sh", "-c", "echo mine > $HOME/.bash_profile; echo evil > $HOME/.zshrc"]
+    p = subprocess.run(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
+                       capture_output=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr.decode()
+    assert (home / ".bash_profile").read_text() == "mine\n"  # opened on purpose
+    assert not (home / ".zshrc").exists()  # still kept out
+    check = subprocess.run([BROKER_BIN, "policy", "check", str(policy)], capture_output=True,
+                           text=True, env=clean_env({"HOME": str(home)}))
+    listed = [x["path"] for x in json.loads(check.stdout)["wrap"]["protected"]]
+    assert "~/.zshrc" in listed and "~/.bash_profile" not in listed, listed

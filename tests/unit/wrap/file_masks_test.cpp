@@ -71,3 +71,25 @@ TEST_CASE("read_only_files: the startup files and files.readonly of every layer,
                                         home + "/notes/todo.txt", home + "/tools"});
   CHECK(read_only_files({}, "").empty());
 }
+
+TEST_CASE("persistence_paths: the floor, files.readonly added, files.writable opened where every "
+          "layer agrees", "[wrap][masks]") {
+  const auto a = parse_policy(R"({ "version": 1, "files": { "writable": ["~/.gemrc", "~/.npmrc"],
+      "readonly": ["~/.local/bin"] } })", "a.json");
+  const auto b = parse_policy(R"({ "version": 1, "files": { "writable": ["~/.npmrc"] } })",
+                              "b.json");
+  const auto paths = [](const std::vector<broker::config::policy>& layers) {
+    std::vector<std::string> out;
+    for (const auto& p : broker::wrap::persistence_paths(layers, "/home/u")) out.push_back(p.path);
+    return out;
+  };
+  const auto both = paths({a, b});
+  CHECK(has(both, "/home/u/.bashrc"));
+  CHECK(has(both, "/home/u/.gemrc"));   // b does not open it
+  CHECK_FALSE(has(both, "/home/u/.npmrc"));  // both do
+  CHECK(has(both, "/home/u/.local/bin"));
+  CHECK_FALSE(has(paths({a}), "/home/u/.gemrc"));
+  const auto c = parse_policy(R"({ "version": 1, "files": { "writable": ["~/.bashrc"],
+      "readonly": ["~/.bashrc"] } })", "c.json");
+  CHECK(has(paths({c}), "/home/u/.bashrc"));  // a layer's readonly is never opened
+}
