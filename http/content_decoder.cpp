@@ -52,7 +52,9 @@ decode_status content_decoder::pump(std::size_t k, std::string_view in, const si
     const auto step = s.stage->run(in, s.buffer.data(), s.buffer.size());
     in.remove_prefix(step.consumed);
     if (k == 0) consumed_ += step.consumed;
-    if (s.stage->failed()) return fail(decode_status::corrupt, s.stage->error());
+    // What a call wrote before it met corrupt data counts first, so that the outcome does not
+    // depend on how much input the call had: a body over a limit before its corrupt part is
+    // too large however it was split.
     if (step.produced > 0) {
       s.produced += step.produced;
       if (s.produced > limits_.max_decoded)
@@ -70,6 +72,7 @@ decode_status content_decoder::pump(std::size_t k, std::string_view in, const si
         out(piece);
       }
     }
+    if (s.stage->failed()) return fail(decode_status::corrupt, s.stage->error());
     // A decoder that filled its buffer may have more to write without more input.
     const bool drained = step.produced < s.buffer.size();
     if (k == 0 && drained && all_at_boundary()) settled_ = {consumed_, decoded_};
