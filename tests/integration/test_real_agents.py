@@ -525,6 +525,9 @@ def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
     calls = answered(fake, "chatgpt.com", "/backend-api/codex/responses")
     assert calls and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
                          for r in calls), calls
+    # Its turns are zstd-compressed (searched through their decoding, DESIGN §5.1) and reach
+    # the fake as Codex sent them.
+    assert all(r["headers"].get("content-encoding") == "zstd" for r in calls), calls
 
 
 def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):
