@@ -57,7 +57,7 @@ class refresh_step final : public request_step {
 
   bool holds_real() const override { return true; }
   std::optional<whole_body_need> whole_body() const override {
-    return whole_body_need{max_token_request, refresh_why};
+    return whole_body_need{max_token_request, refresh_why, true};
   }
   request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
                             std::string& body) override;

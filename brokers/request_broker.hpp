@@ -60,6 +60,9 @@ inline constexpr std::size_t max_token_request = 64 * 1024;
 struct whole_body_need {
   std::size_t limit = 0;
   std::string_view why;  // why it is read whole, and how a client avoids it; for refusals
+  // The step reads what the body says (a token request's form), rather than only its bytes as
+  // sent (a payload's hash): it cannot be under a Content-Encoding (DESIGN §5.1).
+  bool reads_content = false;
 };
 
 // An answer the broker gives itself instead of the upstream (a gcp child's token request).

@@ -67,8 +67,11 @@ request_plan credential_set::plan(const request_context& where, std::string_view
     }
     if (!step) continue;
     p.holds_real_ = p.holds_real_ || step->holds_real();
-    if (auto need = step->whole_body(); need && (!p.whole_body_ || need->limit > p.whole_body_->limit))
-      p.whole_body_ = need;
+    if (auto need = step->whole_body()) {
+      const bool reads = need->reads_content || (p.whole_body_ && p.whole_body_->reads_content);
+      if (!p.whole_body_ || need->limit > p.whole_body_->limit) p.whole_body_ = need;
+      p.whole_body_->reads_content = reads;
+    }
     // The credential the record names: the one signing rather than one swapped.
     if (step->holds_real()) p.decision_.credential = broker->name();
     p.steps_.push_back(std::move(step));

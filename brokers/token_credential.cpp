@@ -118,7 +118,7 @@ class gcp_token_step final : public request_step {
 
   bool holds_real() const override { return false; }
   std::optional<whole_body_need> whole_body() const override {
-    return whole_body_need{max_token_request, token_request_why};
+    return whole_body_need{max_token_request, token_request_why, true};
   }
   request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
                             std::string& body) override {

@@ -1,12 +1,15 @@
 // An exchange with its upstream, the request's half: the head and body go up while the response
 // comes down (exchange_response.cpp), both streamed. With brokered credentials in the session,
 // the request body is decoded on the way and searched for values that must not leave (before any
-// of their bytes does), then framed again (same length, same coding).
+// of their bytes does), then framed again (same length, same coding). A body under a
+// Content-Encoding is searched through its decoding while its coded bytes go up as they came
+// (body_search.cpp).
 #include <spdlog/spdlog.h>
 
 #include <array>
 
 #include "brokers/scrubber.hpp"
+#include "proxy/body_search.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/race.hpp"
@@ -80,15 +83,18 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
   const auto& credentials = io_.ctx.credentials();
   brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
   std::optional<brokers::stream_scrubber> scan;
-  if (!credentials.empty())
+  std::optional<body_search> search;  // refers to scan
+  if (!credentials.empty()) {
     scan.emplace((checks = credentials.request_body_scan(where)).patterns());
+    search.emplace(*scan, body_codings_);
+  }
   bool body_done = false;
   bool keep_alive = false;
   std::optional<refusal> refused;
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
-    co_await race(pump_request_body(request, scan ? &*scan : nullptr, body_done),
+    co_await race(pump_request_body(request, search ? &*search : nullptr, body_done),
                   relay_response(entry_.method, client_keep_alive, keep_alive));
     if (body_done) {
       release_upstream();
@@ -109,6 +115,11 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
     upstream_.reset();
     if (response_started_) throw;
     refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
+  } catch (const body_unreadable& e) {
+    // A coded body the broker could not search through: its unsearched bytes never went up.
+    upstream_.reset();
+    if (response_started_) throw upstream_error("request body refused mid-response");
+    refused = e.answer;
   } catch (const brokers::body_refused_error& e) {
     // The body's rewriter refused a piece (a chunk whose signature does not verify): none of
     // it went up, and the upstream's request never ends.
@@ -124,13 +135,13 @@ struct http_exchange::scan_buffers {
   std::string decoded, released, rewritten, wire;
 };
 
-asio::awaitable<void> http_exchange::pump_request_body(http::parser& request,
-                                                       brokers::stream_scrubber* scan, bool& done) {
+asio::awaitable<void> http_exchange::pump_request_body(http::parser& request, body_search* search,
+                                                       bool& done) {
   scan_buffers buffers;
   for (;;) {
     if (!io_.in.empty()) {
-      const bool last = scan ? co_await pump_scanned_bytes(request, *scan, buffers)
-                             : co_await pump_plain_bytes(request);
+      const bool last = search ? co_await pump_scanned_bytes(request, *search, buffers)
+                               : co_await pump_plain_bytes(request);
       if (last) break;
     }
     io_.timer.arm(timeouts().body, deadline::phase::request_body);
@@ -153,8 +164,7 @@ asio::awaitable<bool> http_exchange::pump_plain_bytes(http::parser& request) {
   co_return r.status == http::parse_status::message_complete;
 }
 
-asio::awaitable<bool> http_exchange::pump_scanned_bytes(http::parser& request,
-                                                        brokers::stream_scrubber& scan,
+asio::awaitable<bool> http_exchange::pump_scanned_bytes(http::parser& request, body_search& search,
                                                         scan_buffers& b) {
   b.decoded.clear();
   b.released.clear();
@@ -162,10 +172,8 @@ asio::awaitable<bool> http_exchange::pump_scanned_bytes(http::parser& request,
   const auto r = request.feed(io_.in.view(), &b.decoded);
   if (r.status == http::parse_status::error) throw body_error(request.error_reason());
   io_.in.consume(r.consumed);
-  if (auto match = scan.feed(b.decoded, b.released)) throw body_refused(*match);
   const bool last = r.status == http::parse_status::message_complete;
-  if (last)
-    if (auto match = scan.finish(b.released)) throw body_refused(*match);
+  search.feed(b.decoded, last, b.released);
   if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
     b.rewritten.clear();
     rewriter->feed(b.released, b.rewritten);

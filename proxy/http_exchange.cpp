@@ -7,6 +7,7 @@
 
 #include "brokers/scrubber.hpp"
 #include "proxy/address_guard.hpp"
+#include "proxy/body_search.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/shared_admission.hpp"
 #include "proxy/target.hpp"
@@ -153,6 +154,10 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   if (plan.decision().refused())
     co_return co_await refuse(refusal::of(plan.decision(), entry_.host, where.plaintext),
                               to.keep_after_refusal);
+  // A coded body is searched through its decoding, or refused before any of it is read.
+  if (head.has_body && !credentials.empty())
+    if (auto refused = read_body_codings(head, plan.whole_body(), body_codings_))
+      co_return co_await refuse(*refused, false);
   if (const auto& need = plan.whole_body()) {
     if (auto refused = co_await read_whole_body(request, where, *need))
       co_return co_await refuse(*refused, false);
@@ -164,6 +169,10 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   if (completed.refused())
     co_return co_await refuse(refusal::of(completed, entry_.host, where.plaintext),
                               to.keep_after_refusal && !body_);
+  if (plan.rewriter() && !body_codings_.empty())
+    co_return co_await refuse(refusal::unsupported_encoding(
+                                  "a body the broker rewrites as it streams cannot be coded too"),
+                              false);
   if (const auto& answer = plan.answer())
     co_return co_await answer_locally(answer->credential, answer->json,
                                       request.keep_alive() && !io_.draining);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "brokers/credential_set.hpp"
+#include "http/content_coding.hpp"
 #include "http/parser.hpp"
 #include "proxy/asio.hpp"
 #include "proxy/deadline.hpp"
@@ -37,6 +38,8 @@ enum class llm_api;
 }  // namespace broker::session
 
 namespace broker::proxy {
+
+class body_search;
 
 // Where one request goes, once its target is known.
 struct request_target {
@@ -122,14 +125,14 @@ class http_exchange {
   void release_upstream();
   // Real values (and this exchange's rewritten header values) back to what the client knows.
   void scrub_head(http::message_head& head) const;
-  asio::awaitable<void> pump_request_body(http::parser& request, brokers::stream_scrubber* scan,
-                                          bool& done);
+  // The request body up, searched when `search` is set (the session brokers credentials).
+  asio::awaitable<void> pump_request_body(http::parser& request, body_search* search, bool& done);
   // What a scanned request body reuses from one read to the next (exchange_relay.cpp).
   struct scan_buffers;
   // The body bytes in the client's buffer up as they are; true at the body's end.
   asio::awaitable<bool> pump_plain_bytes(http::parser& request);
   // The same decoded, searched, rewritten and framed again; throws before a value goes up.
-  asio::awaitable<bool> pump_scanned_bytes(http::parser& request, brokers::stream_scrubber& scan,
+  asio::awaitable<bool> pump_scanned_bytes(http::parser& request, body_search& search,
                                            scan_buffers& b);
   // Request body bytes to the upstream, counted; a failed write ends the exchange.
   asio::awaitable<void> write_request_body(std::string_view data);
@@ -186,6 +189,9 @@ class http_exchange {
   // read whole first, a body rewriter while it streams.
   std::optional<brokers::request_plan> plan_;
   std::optional<whole_body> body_;
+  // The request body's content codings, searched through (DESIGN §5.1); empty when it has none
+  // or is not searched.
+  std::vector<http::content_coding> body_codings_;
 };
 
 }  // namespace broker::proxy

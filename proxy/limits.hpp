@@ -32,6 +32,20 @@ inline constexpr int max_interim_responses = 16;
 // bodies at once would otherwise hold 512 MiB.
 inline constexpr std::size_t max_held_body_bytes = 256 * 1024 * 1024;
 
+// A request body under a Content-Encoding is decoded for the checks (DESIGN §5.1), as it streams.
+// What it decodes to is bounded (larger than any API request an agent makes: a long LLM
+// conversation is a few MiB), and so is how much it outgrows its coded bytes once past the
+// first MiB (zstd and brotli reach ~1000:1 only on filler; real JSON stays under 50:1); beyond
+// either the client gets 413 body_too_large. A decompression bomb stops there, having decoded
+// at most that much.
+inline constexpr std::size_t max_decoded_body_bytes = 64 * 1024 * 1024;
+inline constexpr std::size_t decoding_ratio_free_bytes = 1024 * 1024;
+inline constexpr std::size_t max_decoding_ratio = 1000;
+// Coded bytes held back until what they decode to has been searched: a zstd block (at most
+// 128 KiB) waits whole, and the search holds back a value's length. Past this, coded bytes that
+// decode to nothing searchable (a huge zstd skippable frame) get 415 unsupported_encoding.
+inline constexpr std::size_t max_withheld_coded_bytes = 1024 * 1024;
+
 // Connections served at once; beyond this new connections are answered 503 and closed. An idle
 // one costs ~20 KiB (tunnel) to ~25 KiB (intercepted, TLS) of broker memory, so the limit bounds
 // that at ~400 MiB. Each takes two descriptors (client, upstream; two more for a splice pipe

@@ -154,6 +154,14 @@ refusal refusal::bodies_held_exhausted(std::string_view why) {
           {}};
 }
 
+refusal refusal::body_too_large(std::string message) {
+  return {"body_too_large", 413, std::move(message), {}};
+}
+
+refusal refusal::unsupported_encoding(std::string message) {
+  return {"unsupported_encoding", 415, std::move(message), {}};
+}
+
 std::string_view reason_phrase(int status) {
   switch (status) {
     case 200:
@@ -164,6 +172,10 @@ std::string_view reason_phrase(int status) {
       return "Forbidden";
     case 407:
       return "Proxy Authentication Required";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
     case 421:
       return "Misdirected Request";
     case 429:

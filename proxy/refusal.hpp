@@ -52,6 +52,10 @@ struct refusal {
   // A team gateway whose shared state (Redis) cannot be reached, for a session that fails closed.
   static refusal state_unavailable(std::string why);
   static refusal overloaded();
+  // A request body over a limit: 413 (for a coded body, what it decodes to; DESIGN §5.1).
+  static refusal body_too_large(std::string message);
+  // A request body under a Content-Encoding the broker cannot search through: 415.
+  static refusal unsupported_encoding(std::string message);
   // A request whose body must be read whole (`why`, from its credential plan) while the
   // process already holds as many such bytes as it may (limits::max_held_body_bytes): 503.
   static refusal bodies_held_exhausted(std::string_view why);

@@ -3,6 +3,9 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <utility>
+
+#include "proxy/refusal.hpp"
 
 namespace broker::proxy {
 
@@ -18,6 +21,12 @@ struct upstream_error : std::runtime_error {
 struct body_refused : std::runtime_error {
   explicit body_refused(std::size_t p) : std::runtime_error("refused body"), pattern(p) {}
   std::size_t pattern;
+};
+// A coded request body that cannot be searched through (DESIGN §5.1): past a decode limit,
+// corrupt, or holding too much back; `answer` tells the client which.
+struct body_unreadable : std::runtime_error {
+  explicit body_unreadable(refusal r) : std::runtime_error(r.message), answer(std::move(r)) {}
+  refusal answer;
 };
 
 }  // namespace broker::proxy

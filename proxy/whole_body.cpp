@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "brokers/scrubber.hpp"
+#include "proxy/body_search.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
@@ -17,6 +18,7 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
   const auto& credentials = io_.ctx.credentials();
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
+  body_search search(scan, body_codings_);           // a coded body (an AWS payload) as it was sent
   auto& head = request.head();
   const std::string too_large = "this request's body must be read whole (" + std::string(need.why) +
                                 "), and such bodies are limited to " + std::to_string(limit) +
@@ -47,7 +49,7 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
         io_.in.consume(r.consumed);
         // What the body holds once this piece is through the scan (it holds back at most
         // the rest of what it was fed).
-        const std::size_t total = body.size() + scan.held() + decoded.size();
+        const std::size_t total = body.size() + search.held() + decoded.size();
         if (total > limit) throw body_error(too_large);
         if (total > reserved) {
           reserved = std::min(limit, std::max(total, 2 * reserved));
@@ -57,10 +59,8 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
           }
           body.reserve(reserved);
         }
-        if (auto match = scan.feed(decoded, body)) throw body_refused(*match);
         const bool last = r.status == http::parse_status::message_complete;
-        if (last)
-          if (auto match = scan.finish(body)) throw body_refused(*match);
+        search.feed(decoded, last, body);
         if (last) break;
       }
       io_.timer.arm(timeouts().body, deadline::phase::request_body);
@@ -76,6 +76,9 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
   } catch (const body_error& e) {
     body_.reset();
     co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
+  } catch (const body_unreadable& e) {
+    body_.reset();
+    co_return e.answer;
   }
   if (exhausted) {
     body_.reset();

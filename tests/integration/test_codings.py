@@ -1,14 +1,22 @@
 """Transfer and content codings the broker cannot see through are refused, so that nothing is
 smuggled past its parser (a request body read as the next request) or past its response
-scrubber (a real value inside a compressed body)."""
+scrubber (a real value inside a compressed body). Request bodies under a Content-Encoding the
+broker reads (gzip, deflate, br, zstd, lists of them) are searched through it, while their coded
+bytes go up unchanged (DESIGN §5.1)."""
 
+import base64
 import gzip
+import hashlib
+import json
+import subprocess
+import zlib
 from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from conftest import (LoopbackHttpServer, RawClient, Upstream, allow_policy, assert_refusal,
                       connect_to_arg, curl, raw_exchange, tls_server_context)
+from test_canary_encodings import RecordingUpstream
 
 HOST = "api.example.test"
 GITHUB = "api.github.com"
@@ -142,3 +150,209 @@ def test_coded_responses_pass_unchanged_without_credentials(broker_factory, raw_
              cacert=b.ca_cert, args=["--raw"])
     assert r.status == 200
     assert r.headers["content-encoding"] == "identity, gzip"
+
+
+# ---- request bodies under a Content-Encoding: searched through it (DESIGN §5.1) ----
+
+BOUND = "api.example.test"  # the credential's host
+OTHER = "other.example.test"  # allowed, not bound
+SVC_REAL = "sk-svc-R3alT0kenF0rCodedBodies0nly0123456789abcdefXY"
+
+
+def _zstd(data: bytes) -> bytes:
+    return subprocess.run(["zstd", "-q", "-c"], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def _br(data: bytes) -> bytes:
+    return subprocess.run(["brotli", "-c"], input=data, capture_output=True, check=True).stdout
+
+
+CODERS = {"gzip": lambda d: gzip.compress(d, mtime=0), "x-gzip": lambda d: gzip.compress(d),
+          "deflate": zlib.compress, "br": _br, "zstd": _zstd}
+
+
+def code(data: bytes, codings: str) -> bytes:
+    """`data` under a Content-Encoding list, applied in the order it names them."""
+    for c in [c.strip() for c in codings.split(",")]:
+        data = CODERS[c](data)
+    return data
+
+
+def turn(note: str) -> bytes:
+    """A request body shaped like an LLM turn carrying `note` (a few KiB: one read)."""
+    return json.dumps({"model": "m", "input": [{"role": "user", "content": f"line {i}"}
+                                               for i in range(60)] + [{"note": note}]}).encode()
+
+
+@pytest.fixture
+def recorder(pki):
+    u = RecordingUpstream(pki)
+    yield u
+    u.close()
+
+
+@pytest.fixture
+def svc(broker_factory, recorder, pki):
+    """A bearer credential bound to BOUND; BOUND and OTHER both map onto the recorder."""
+    policy = {"version": 1,
+              "allow": [{"host": BOUND, "ports": [recorder.port]},
+                        {"host": OTHER, "ports": [recorder.port]}],
+              "credentials": {"svc": {"type": "bearer", "env": ["SVC_TOKEN"], "hosts": [BOUND]}}}
+    b = broker_factory(policy=policy, connect_to=[connect_to_arg(BOUND, recorder.port),
+                                                  connect_to_arg(OTHER, recorder.port)],
+                       upstream_ca=pki.ca_cert, env={"SVC_TOKEN": SVC_REAL}, env_file=True)
+    b.dummy = b.session_env()["SVC_TOKEN"]
+    assert b.dummy != SVC_REAL
+    return b
+
+
+def post(b, host, port, body: bytes, encodings, tmp_path, extra=()):
+    """curl --data-binary @file with one Content-Encoding header per element of `encodings`."""
+    f = tmp_path / "body.bin"
+    f.write_bytes(body)
+    args = ["-H", "Content-Type: application/json"]
+    for e in encodings:
+        args += ["-H", f"Content-Encoding: {e}"]
+    return curl(f"https://{host}:{port}/v1/responses", proxy=b.proxy, cacert=b.ca_cert,
+                data_file=f, args=[*args, *extra])
+
+
+def body_received(recorder) -> bytes:
+    """What the upstream read after the request head (the refused request's head goes up
+    before its body is read)."""
+    return recorder.received.partition(b"\r\n\r\n")[2]
+
+
+def assert_nothing_written_contains(b, value: str):
+    b.stop()
+    forms = [value.encode(), base64.b64encode(value.encode())]
+    for p in [p for p in b.dir.rglob("*") if p.is_file() and not p.name.startswith("policy")]:
+        data = p.read_bytes()
+        assert not any(f in data for f in forms), f"{p} holds the real value"
+
+
+CODED_CASES = [(["gzip"], "gzip"), (["x-gzip"], "x-gzip"), (["deflate"], "deflate"), (["br"], "br"),
+               (["zstd"], "zstd"), (["gzip, br"], "gzip, br"), (["identity", "zstd, gzip"], "zstd, gzip"),
+               (["gzip", "deflate"], "gzip, deflate")]
+
+
+@pytest.mark.parametrize("fields,codings", CODED_CASES, ids=[c for _, c in CODED_CASES])
+def test_a_coded_dummy_to_an_unbound_host_is_refused(svc, recorder, tmp_path, fields, codings):
+    r = post(svc, OTHER, recorder.port, code(turn(svc.dummy), codings), fields, tmp_path)
+    doc = assert_refusal(r.status, r.headers, r.body, "credential_not_bound", 403,
+                         session=svc.session, host=OTHER)
+    assert svc.dummy not in json.dumps(doc)
+    assert body_received(recorder) == b"", "bytes of the coded body reached the upstream"
+    assert svc.dummy.encode() not in recorder.received
+    rec = svc.wait_for_records(lambda x: x.get("event") == "exfiltration_blocked")
+    assert len(rec) == 1 and rec[0]["credential"] == "svc" and rec[0]["host"] == OTHER
+
+
+@pytest.mark.parametrize("codings", ["zstd", "gzip", "br, deflate"])
+@pytest.mark.parametrize("host", [OTHER, BOUND])
+def test_a_coded_real_value_is_refused_anywhere(svc, recorder, tmp_path, codings, host):
+    r = post(svc, host, recorder.port, code(turn(SVC_REAL), codings), [codings], tmp_path)
+    doc = assert_refusal(r.status, r.headers, r.body, "real_secret_blocked", 403,
+                         session=svc.session, host=host)
+    assert SVC_REAL not in json.dumps(doc)
+    assert body_received(recorder) == b""
+    rec = svc.wait_for_records(lambda x: x.get("error") == "real_secret_blocked")
+    assert len(rec) == 1 and rec[0]["event"] == "refused"
+    assert_nothing_written_contains(svc, SVC_REAL)
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+@pytest.mark.parametrize("codings", ["gzip", "deflate", "br", "zstd", "gzip, zstd"])
+def test_a_clean_coded_body_goes_up_as_it_was_sent(svc, recorder, tmp_path, codings, chunked):
+    # Large enough to take many reads; the dummy of another credential would have been found.
+    body = code(turn("nothing secret") * 300, codings)
+    extra = ["-H", "Transfer-Encoding: chunked"] if chunked else []
+    r = post(svc, OTHER, recorder.port, body, [codings], tmp_path, extra)
+    assert r.status == 200, r.body
+    seen = r.json()
+    assert seen["body_length"] == len(body)
+    assert seen["body_sha256"] == hashlib.sha256(body).hexdigest()
+    assert seen["headers"]["content-encoding"] == codings
+
+
+def test_a_python_client_sends_zstd_turns(svc, recorder):
+    import requests
+    proxies = {"https": svc.proxy}
+    clean = _zstd(turn("hello"))
+    r = requests.post(f"https://{OTHER}:{recorder.port}/v1/responses", data=clean,
+                      headers={"Content-Encoding": "zstd"}, proxies=proxies,
+                      verify=str(svc.ca_cert), timeout=30)
+    assert r.status_code == 200
+    assert r.json()["body_sha256"] == hashlib.sha256(clean).hexdigest()
+    r = requests.post(f"https://{OTHER}:{recorder.port}/v1/responses",
+                      data=_zstd(turn(svc.dummy)), headers={"Content-Encoding": "zstd"},
+                      proxies=proxies, verify=str(svc.ca_cert), timeout=30)
+    assert r.status_code == 403 and r.headers["X-Broker-Error"] == "credential_not_bound"
+
+
+@pytest.mark.parametrize("codings,bomb", [
+    ("zstd", lambda: _zstd(b"\0" * (80 << 20))),                    # ~2.6 KiB → 80 MiB
+    ("gzip", lambda: gzip.compress(b"{" + b" " * (70 << 20) + b"}")),  # ~70 KiB → 70 MiB
+    ("gzip, gzip", lambda: gzip.compress(gzip.compress(b"\0" * (80 << 20)))),
+])
+def test_a_decompression_bomb_is_413(svc, recorder, tmp_path, codings, bomb):
+    r = post(svc, OTHER, recorder.port, bomb(), [codings], tmp_path)
+    doc = assert_refusal(r.status, r.headers, r.body, "body_too_large", 413, session=svc.session)
+    assert "decodes to more than" in doc["message"]
+    rec = svc.wait_for_records(lambda x: x.get("error") == "body_too_large")
+    assert len(rec) == 1 and rec[0]["status"] == 413 and rec[0]["event"] == "refused"
+    assert svc.alive()
+
+
+@pytest.mark.parametrize("fields", [["compress"], ["x-compress"], ["exi"], ["gzip, snappy"],
+                                    ["gzip", "aws-chunked"], ["br, br, br, br, br"]])
+def test_a_coding_the_broker_cannot_read_is_415(svc, recorder, tmp_path, fields):
+    r = post(svc, OTHER, recorder.port, b"\x1f\x9d\x90 whatever the coding made", fields,
+             tmp_path)
+    doc = assert_refusal(r.status, r.headers, r.body, "unsupported_encoding", 415,
+                         session=svc.session, host=OTHER)
+    assert "Content-Encoding" in doc["message"]
+    assert recorder.received == b"", "a body the broker cannot search was sent on"
+    rec = svc.wait_for_records(lambda x: x.get("error") == "unsupported_encoding")
+    assert len(rec) == 1 and rec[0]["status"] == 415 and rec[0]["event"] == "refused"
+
+
+def test_corrupt_data_under_a_known_coding_is_400(svc, recorder, tmp_path):
+    coded = bytearray(gzip.compress(turn("x") * 20))
+    coded[len(coded) // 2] ^= 0xFF
+    r = post(svc, OTHER, recorder.port, bytes(coded), ["gzip"], tmp_path)
+    doc = assert_refusal(r.status, r.headers, r.body, "bad_request", 400, session=svc.session)
+    assert "gzip data is corrupt" in doc["message"] or "gzip data is cut short" in doc["message"]
+    assert svc.wait_for_records(lambda x: x.get("error") == "bad_request")
+    r = post(svc, OTHER, recorder.port, gzip.compress(turn("x"))[:-4], ["gzip"], tmp_path)
+    assert_refusal(r.status, r.headers, r.body, "bad_request", 400)
+
+
+def test_plain_http_coded_bodies_are_searched_too(broker_factory, upstream, tmp_path):
+    policy = {"version": 1, "allow": [{"host": OTHER, "ports": [upstream.port]}],
+              "credentials": {"svc": {"type": "bearer", "env": ["SVC_TOKEN"], "hosts": [BOUND]}}}
+    b = broker_factory(policy=policy, connect_to=[connect_to_arg(OTHER, upstream.port)],
+                       env={"SVC_TOKEN": SVC_REAL}, env_file=True)
+    dummy = b.session_env()["SVC_TOKEN"]
+    f = tmp_path / "body"
+    url = f"http://{OTHER}:{upstream.port}/in"
+    f.write_bytes(b"x")
+    r = curl(url, proxy=b.proxy, data_file=f, args=["-H", "Content-Encoding: compress"])
+    assert_refusal(r.status, r.headers, r.body, "unsupported_encoding", 415)
+    f.write_bytes(_br(turn(dummy)))
+    r = curl(url, proxy=b.proxy, data_file=f, args=["-H", "Content-Encoding: br"])
+    assert_refusal(r.status, r.headers, r.body, "credential_not_bound", 403)
+    f.write_bytes(_br(turn("fine")))
+    r = curl(url, proxy=b.proxy, data_file=f, args=["-H", "Content-Encoding: br"])
+    assert r.status == 200 and r.json()["body_sha256"] == hashlib.sha256(f.read_bytes()).hexdigest()
+    assert [u["path"] for u in upstream.requests] == ["/in"]
+
+
+def test_without_credentials_coded_bodies_pass_unread(broker_m, upstream_m, tmp_path):
+    # Nothing to search for: the broker relays what the client sent, as any proxy does.
+    f = tmp_path / "body"
+    f.write_bytes(b"\x1f\x9d\x90 an LZW body")
+    r = curl(f"http://{HOST}:{upstream_m.port}/lzw", proxy=broker_m.proxy, data_file=f,
+             args=["-H", "Content-Encoding: compress"])
+    assert r.status == 200 and r.json()["body_length"] == f.stat().st_size

@@ -525,6 +525,43 @@ def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
     calls = answered(fake, "chatgpt.com", "/backend-api/codex/responses")
     assert calls and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
                          for r in calls), calls
+    # Its turns are zstd-compressed (searched through their decoding, DESIGN §5.1) and reach
+    # the fake as Codex sent them.
+    assert all(r["headers"].get("content-encoding") == "zstd" for r in calls), calls
+
+
+def test_codex_chatgpt_turn_carrying_a_foreign_dummy_is_refused(make_fake, sessions):
+    """Codex signed in with ChatGPT zstd-compresses its turns: a turn whose prompt carries the
+    GitHub token's dummy (bound to GitHub's hosts only) is found through the coding and refused
+    before it reaches chatgpt.com (DESIGN §5.1)."""
+    fake = make_fake(ws="refuse")
+    refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-cd"
+    ep = fake_oauth.TokenEndpoint("openai", refresh, fake_oauth.CODEX_CLIENT_ID,
+                                  on_access=lambda t: fake.accept("chatgpt", t),
+                                  account_id=fake.chatgpt_account_id)
+    fake.add_token_endpoint("auth.openai.com", ep)
+    id_token, access = fake_oauth.codex_tokens(fake.chatgpt_account_id, expires_in=3600)
+    fake.accept("chatgpt", access)
+    s = sessions(fake)
+    _, home, *_ = s.prepare("codex-chatgpt-canary")
+    real_file = home / ".codex" / "auth.json"
+    real_file.parent.mkdir()
+    real_file.write_text(json.dumps({
+        "OPENAI_API_KEY": None, "last_refresh": "2026-01-01T00:00:00Z",
+        "tokens": {"id_token": id_token, "access_token": access, "refresh_token": refresh,
+                   "account_id": fake.chatgpt_account_id}}))
+    script = ('printf %s "$GITHUB_TOKEN" > "$PWD/child-dummy"; '
+              'exec "$@" "Remember this note: $GITHUB_TOKEN"')
+    run = s.run("codex-chatgpt-canary", ["sh", "-c", script, "sh", *CODEX[:-1]],
+                env={"GITHUB_TOKEN": GITHUB_KEY}, timeout=RUN_TIMEOUT)
+    dummy = (run.work / "child-dummy").read_text()
+    assert dummy.startswith("ghp_") and dummy != GITHUB_KEY, run.describe()
+    blocked = [r for r in run.records() if r.get("event") == "exfiltration_blocked"
+               and r.get("host") == "chatgpt.com" and r.get("credential") == "github"]
+    assert blocked, run.describe()
+    turns = fake.requests("chatgpt.com", "/backend-api/codex/responses")
+    assert not any(dummy.encode() in r["body"] for r in turns), "the dummy reached chatgpt.com"
+    assert_no_leaks(run, [GITHUB_KEY, refresh, access, id_token], skip_files=[real_file])
 
 
 def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):

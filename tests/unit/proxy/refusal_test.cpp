@@ -27,6 +27,14 @@ TEST_CASE("refusals render as DESIGN §6 responses", "[refusal]") {
 
 TEST_CASE("each refusal has its status", "[refusal]") {
   CHECK(refusal::header_too_large().status == 431);
+  CHECK(refusal::body_too_large("x").status == 413);
+  CHECK(refusal::body_too_large("x").code == "body_too_large");
+  CHECK(refusal::unsupported_encoding("x").status == 415);
+  CHECK(refusal::unsupported_encoding("x").code == "unsupported_encoding");
+  CHECK(render_refusal(refusal::body_too_large("x"), "h", "s", false)
+            .starts_with("HTTP/1.1 413 Content Too Large\r\n"));
+  CHECK(render_refusal(refusal::unsupported_encoding("x"), "h", "s", false)
+            .starts_with("HTTP/1.1 415 Unsupported Media Type\r\n"));
   CHECK(refusal::bad_request("x").status == 400);
   CHECK(refusal::host_mismatch("x").status == 421);
   CHECK(refusal::private_address("h", "10.0.0.1", "private").code == "private_address_blocked");

@@ -1,0 +1,72 @@
+#include "proxy/body_search.hpp"
+
+#include "proxy/limits.hpp"
+#include "proxy/relay_errors.hpp"
+
+namespace broker::proxy {
+namespace {
+
+constexpr http::decode_limits coded_body_limits{
+    limits::max_decoded_body_bytes, limits::decoding_ratio_free_bytes, limits::max_decoding_ratio};
+
+void throw_unless_passed(const brokers::coded_body_scan::outcome& o) {
+  using verdict = brokers::coded_body_scan::verdict;
+  switch (o.what) {
+    case verdict::pass:
+      return;
+    case verdict::match:
+      throw body_refused(o.pattern);
+    case verdict::too_large:
+      throw body_unreadable(refusal::body_too_large("the request body is coded, and " + o.why));
+    case verdict::corrupt:
+      // A coding the broker reads, with bytes that are not that coding: malformed, like a
+      // broken chunked frame.
+      throw body_unreadable(refusal::bad_request("malformed request body: " + o.why));
+    case verdict::withholding:
+      throw body_unreadable(
+          refusal::unsupported_encoding("the request body is coded, and " + o.why));
+  }
+}
+
+}  // namespace
+
+std::optional<refusal> read_body_codings(const http::message_head& head,
+                                         const std::optional<brokers::whole_body_need>& whole,
+                                         std::vector<http::content_coding>& applied) {
+  auto parsed = http::parse_content_codings(head.list("content-encoding"));
+  if (!parsed.unsupported.empty())
+    return refusal::unsupported_encoding(
+        "the request body's Content-Encoding (" + parsed.unsupported +
+        ") is not one the broker can search through (gzip, deflate, br, zstd, up to " +
+        std::to_string(http::max_codings) + " in a row); send it uncoded");
+  applied = std::move(parsed.applied);
+  if (!applied.empty() && whole && whole->reads_content)
+    return refusal::unsupported_encoding(
+        "the broker reads this request's body (" + std::string(whole->why) +
+        ") and does not undo a Content-Encoding for that; send it uncoded");
+  return std::nullopt;
+}
+
+body_search::body_search(brokers::stream_scrubber& scan,
+                         const std::vector<http::content_coding>& applied)
+    : scan_(scan) {
+  if (!applied.empty())
+    coded_.emplace(applied, coded_body_limits, limits::max_withheld_coded_bytes, scan);
+}
+
+void body_search::feed(std::string_view piece, bool last, std::string& out) {
+  if (coded_) {
+    throw_unless_passed(coded_->feed(piece, out));
+    if (last) throw_unless_passed(coded_->finish(out));
+    return;
+  }
+  if (auto match = scan_.feed(piece, out)) throw body_refused(*match);
+  if (last)
+    if (auto match = scan_.finish(out)) throw body_refused(*match);
+}
+
+std::size_t body_search::held() const {
+  return coded_ ? coded_->withheld() : scan_.held();
+}
+
+}  // namespace broker::proxy

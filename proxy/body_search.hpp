@@ -1,0 +1,45 @@
+// A request body's search on its way up (DESIGN §5): the decoded (dechunked) pieces through the
+// request's stream scrubber, or, under a Content-Encoding, through their decoding first
+// (DESIGN §5.1: brokers::coded_body_scan, with the proxy's limits). Shared by the streamed
+// relay (exchange_relay.cpp) and the body read whole (whole_body.cpp).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "brokers/coded_body_scan.hpp"
+#include "brokers/request_broker.hpp"
+#include "http/content_coding.hpp"
+#include "http/message.hpp"
+#include "proxy/refusal.hpp"
+
+namespace broker::proxy {
+
+// What a request body's Content-Encoding asks of the exchange (asked only when the body is
+// searched, i.e. the session brokers credentials): `applied` set to the codings to search
+// through, or the refusal when the body cannot be searched: a coding the broker cannot read,
+// or a body a credential family reads whole for what it says (`whole`).
+std::optional<refusal> read_body_codings(const http::message_head& head,
+                                         const std::optional<brokers::whole_body_need>& whole,
+                                         std::vector<http::content_coding>& applied);
+
+class body_search {
+ public:
+  // `scan` outlives this; `applied` empty: the body is searched as it is.
+  body_search(brokers::stream_scrubber& scan, const std::vector<http::content_coding>& applied);
+
+  // The next piece (`last`: the body's end) searched; what may go on now appended to `out`.
+  // Throws body_refused before a value's bytes would go, body_unreadable when a coded body
+  // cannot be searched through.
+  void feed(std::string_view piece, bool last, std::string& out);
+  // Bytes taken and not yet appended to `out`.
+  std::size_t held() const;
+
+ private:
+  brokers::stream_scrubber& scan_;
+  std::optional<brokers::coded_body_scan> coded_;
+};
+
+}  // namespace broker::proxy
