@@ -3,6 +3,9 @@
 # run in turn (A B A B ...) so drift on a noisy machine hits both, in netns mode (with transparent
 # capture) and in env mode; prints the medians and the difference in milliseconds.
 # Usage: bench/wrap_overhead.sh [path/to/broker] [runs]
+# HOME_FILES=N (default 100000): the runs use a home of N files (40 top-level dotfiles, the rest
+# in 40 directories, as a developer's home looks), so that what wrap does per home (its views,
+# the exit's copy-back) is measured at that size; HOME_FILES=0 keeps the caller's HOME.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 broker=$(realpath "${1:-$root/build/broker}")
@@ -10,6 +13,23 @@ runs=${2:-30}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+home_files=${HOME_FILES:-100000}
+if ((home_files > 0)); then
+  export HOME="$work/home"
+  mkdir -p "$HOME/.config" "$HOME/.local/bin"
+  for i in $(seq 40); do echo "setting $i" > "$HOME/.dotfile$i"; done
+  echo '# bashrc' > "$HOME/.bashrc"
+  python3 - "$HOME" "$home_files" <<'PY'
+import os, sys
+home, n = sys.argv[1], int(sys.argv[2])
+for d in range(40):
+    path = os.path.join(home, f"dir{d}")
+    os.makedirs(path, exist_ok=True)
+    for f in range((n - 40) // 40):
+        open(os.path.join(path, f"f{f}"), "w").close()
+PY
+  mkdir -p "$work/project" && cd "$work/project"
+fi
 ms() { # command... -> wall milliseconds of one run
   local t0 t1
   t0=$(date +%s%N)
@@ -27,6 +47,8 @@ python3 - "$work/times" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 med = {k: statistics.median(int(v) for n, v in rows if n == k) / 1000 for k in ("true", "netns", "env")}
+import os
+print(f"home: {os.environ['HOME']} ({os.environ.get('HOME_FILES', '100000')} files)")
 print(f"{'wrap overhead (median of runs)':<34}{'ms':>8}{'goal':>8}")
 for k, label in (("netns", "broker wrap -- true (netns)"), ("env", "broker wrap --isolate env -- true")):
     print(f"{label:<34}{med[k] - med['true']:>8.1f}{'<= 30':>8}")

@@ -929,11 +929,13 @@ class Nobody:
     ca: Path
     env: dict
 
-    def run(self, upstream_port, *cmd, timeout=30, isolate="netns", cwd="/"):
+    def run(self, upstream_port, *cmd, timeout=30, isolate="netns", cwd="/", extra=(),
+            default_policy=False):
         argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                BROKER_BIN, "wrap", "--isolate", isolate, "--policy", str(self.policy),
+                BROKER_BIN, "wrap", "--isolate", isolate,
+                *([] if default_policy else ["--policy", str(self.policy)]),
                 "--upstream-ca", str(self.ca),
-                "--connect-to", f"{API}:443:127.0.0.1:{upstream_port}",
+                "--connect-to", f"{API}:443:127.0.0.1:{upstream_port}", *extra,
                 "--log-dir", str(self.logs), "--", *cmd]
         t0 = time.monotonic()
         p = subprocess.run(argv, env=self.env, capture_output=True, timeout=timeout, cwd=cwd)

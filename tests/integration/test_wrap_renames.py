@@ -117,6 +117,26 @@ def test_renaming_the_login_files_directory_inside_sends_no_real_token_to_the_ch
     assert_clean((out + err).encode(), "wrap output", *reals)
 
 
+def test_an_unprivileged_child_renaming_the_login_files_directory_gets_no_real_token(
+        nobody, anthropic):  # noqa: F811
+    home = nobody.home
+    real = claude_login(home, NOBODY)
+    port = anthropic.server_address[1]
+    extra = ["--connect-to", f"api.anthropic.com:443:127.0.0.1:{port}",
+             "--connect-to", f"platform.claude.com:443:127.0.0.1:{port}"]
+    r = nobody.run(port, "python3", "-c", REFRESH_CHILD, RAN, "inside", extra=extra,
+                   default_policy=True, timeout=60)
+    assert r.returncode == 0 and RAN in r.out, r.describe()
+    lines = dict(line.split(":", 1) for line in r.out.splitlines() if ":" in line)
+    assert lines["rename"] == "refused" and lines["remove"] == "refused", r.out
+    assert lines["refresh"] == "200" and anthropic.spent == [REFRESH], r.out
+    saved = json.loads(real.read_text())["claudeAiOauth"]
+    assert saved["refreshToken"] == anthropic.refresh
+    reals = [ACCESS, REFRESH] + anthropic.issued
+    assert tree_holds(home, *reals, skip={real}) == []
+    assert_clean(r.stdout + r.stderr, "wrap output", *reals)
+
+
 def test_a_login_file_renamed_away_outside_is_not_refreshed_into_its_successor(
         tmp_path, pki, anthropic):  # noqa: F811
     """Something outside the session (here the test, standing for anything the child could not
