@@ -307,3 +307,47 @@ def test_files_writable_opens_one_on_purpose_and_policy_check_shows_the_list(tmp
                            text=True, env=clean_env({"HOME": str(home)}))
     listed = [x["path"] for x in json.loads(check.stdout)["wrap"]["protected"]]
     assert "~/.zshrc" in listed and "~/.bash_profile" not in listed, listed
+
+
+INSTALLS = r'''
+set -e
+echo RAN
+pip install -q --user --no-index --no-build-isolation --break-system-packages ./pypkg
+npm install -g --prefix "$HOME/.local" --offline --no-audit --no-fund ./npmtool-1.0.0.tgz >/dev/null 2>&1
+echo "py:$(mypytool)"
+echo "js:$(npmtool)"
+'''
+
+
+def test_pip_install_user_and_npm_global_prefix_keep_working(tmp_path):
+    """The user's own tools installed inside the session reach ~/.local when it ends (only a
+    shadowing executable would be kept out)."""
+    home = tmp_path / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    pkg = tmp_path / "pypkg"
+    (pkg / "mypytool").mkdir(parents=True)
+    (pkg / "mypytool" / "__init__.py").write_text("def main():\n    print('python tool')\n")
+    (pkg / "setup.py").write_text(
+        "from setuptools import setup\nsetup(name='mypytool', version='1.0', packages=['mypytool'],"
+        " entry_points={'console_scripts': ['mypytool=mypytool:main']})\n")
+    npm = tmp_path / "npmsrc"
+    npm.mkdir()
+    (npm / "package.json").write_text(json.dumps(
+        {"name": "npmtool", "version": "1.0.0", "bin": {"npmtool": "cli.js"}}))
+    (npm / "cli.js").write_text("#!/usr/bin/env node\nconsole.log('node tool')\n")
+    subprocess.run(["npm", "pack", "--silent", str(npm)], cwd=tmp_path, check=True,
+                   capture_output=True)
+    env = clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path),
+                     "PATH": f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin"})
+    p = subprocess.run([BROKER_BIN, "wrap", "--log-dir", str(tmp_path / "logs"), "--",
+                        "sh", "-c", INSTALLS], env=env, capture_output=True, timeout=180,
+                       cwd=tmp_path)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert p.returncode == 0 and "RAN" in out, out + err
+    assert "py:python tool" in out and "js:node tool" in out, out + err
+    assert "kept out" not in err, err
+    assert os.access(home / ".local" / "bin" / "mypytool", os.X_OK)
+    assert os.readlink(home / ".local" / "bin" / "npmtool") == "../lib/node_modules/npmtool/cli.js"
+    ran = subprocess.run([str(home / ".local" / "bin" / "npmtool")], capture_output=True,
+                         text=True, env=env)
+    assert ran.stdout.strip() == "node tool"
