@@ -130,6 +130,45 @@ copy_result copy_file(const std::string& from, const std::string& to, copy_budge
   return r;
 }
 
+copy_result copy_into_new(const std::string& from, const std::string& to, copy_budget& budget,
+                          std::size_t keep_up_to, std::string& kept, struct stat& made) {
+  struct stat st {};
+  copy_result why = copy_result::failed;
+  const fd_closer in{open_regular(from, st, why)};
+  if (in.fd < 0) return why;
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > budget.file_bytes || size > budget.total_bytes) return copy_result::too_large;
+  if (std::chrono::steady_clock::now() > budget.deadline) return copy_result::too_slow;
+  const fd_closer out{::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                             st.st_mode & 0777)};
+  if (out.fd < 0) return copy_result::failed;
+  copy_result r = copy_result::done;
+  if (size <= keep_up_to) {
+    // Small (most dotfiles): one read, one write, and the bytes kept.
+    kept.resize(size);
+    std::size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::pread(in.fd, kept.data() + got, size - got, static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    kept.resize(got);
+    for (std::size_t done = 0; done < got && r == copy_result::done;) {
+      const ssize_t w = ::write(out.fd, kept.data() + done, got - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) r = copy_result::failed;
+      else done += static_cast<std::size_t>(w);
+    }
+    budget.total_bytes -= got;
+  } else {
+    r = copy_data(in.fd, out.fd, st.st_size, budget);
+  }
+  if (r == copy_result::done && ::fstat(out.fd, &made) < 0) r = copy_result::failed;
+  if (r != copy_result::done) ::unlink(to.c_str());
+  return r;
+}
+
 copy_result move_file(const std::string& from, const std::string& to, copy_budget& budget) {
   struct stat st {};
   if (::lstat(from.c_str(), &st) < 0) return copy_result::failed;

@@ -253,11 +253,12 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
       if (::mkdir(to.c_str(), st.st_mode & 07777) < 0) throw failure("cannot make", to);
       v.subdirs.push_back(name);
     } else if (S_ISREG(st.st_mode)) {
-      if (copy_file(from, to, budget) == copy_result::done) {
-        struct stat copied {};
-        ::lstat(to.c_str(), &copied);
+      std::string bytes;
+      struct stat copied {};
+      if (copy_into_new(from, to, budget, max_merged_bytes, bytes, copied) == copy_result::done) {
         std::shared_ptr<const std::string> base;
-        if (auto bytes = read_small(to)) base = std::make_shared<const std::string>(std::move(*bytes));
+        if (static_cast<std::size_t>(copied.st_size) <= max_merged_bytes)
+          base = std::make_shared<const std::string>(std::move(bytes));
         v.files.push_back({name, static_cast<long long>(copied.st_size), copied.st_mtim,
                            stat_id_of(st), std::move(base)});
         continue;
