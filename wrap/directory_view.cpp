@@ -56,6 +56,25 @@ directory_view::copied::stat_id stat_id_of(const struct stat& st) {
           static_cast<long long>(st.st_size), st.st_mtim};
 }
 
+// A link from `from` to `to` (replacing one there), never followed: renamed within one file
+// system, else made again with the same text and the old one removed.
+bool move_link(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) == 0) return true;
+  if (errno != EXDEV) return false;
+  char text[4096];
+  const ssize_t n = ::readlink(from.c_str(), text, sizeof text - 1);
+  if (n < 0) return false;
+  text[n] = '\0';
+  const std::string temp = to + ".broker-link";
+  ::unlink(temp.c_str());
+  if (::symlink(text, temp.c_str()) < 0 || ::rename(temp.c_str(), to.c_str()) < 0) {
+    ::unlink(temp.c_str());
+    return false;
+  }
+  ::unlink(from.c_str());
+  return true;
+}
+
 // Whether the real file at `real` is no longer the one copied in as `before`.
 bool changed_since(const std::string& real, const directory_view::copied& before) {
   struct stat now {};
@@ -103,8 +122,23 @@ class returner {
     std::string kept = kept_root_ + to;
     std::error_code ec;
     fs::create_directories(fs::path(kept).parent_path(), ec);
-    if (ec || ::rename(from.c_str(), kept.c_str()) < 0) kept = from;  // left where it is
+    if (ec || !set_aside(from, kept)) kept = from;  // left where it is
     out_.kept.push_back({to, std::move(reason), std::move(kept)});
+  }
+
+  // `from` moved to `kept`: a rename, or (the views on a memory file system, the kept ones on
+  // disk) a regular file copied whatever its size, holes kept, within the session's time.
+  bool set_aside(const std::string& from, const std::string& kept) {
+    if (::rename(from.c_str(), kept.c_str()) == 0) return true;
+    struct stat st {};
+    if (errno != EXDEV || ::lstat(from.c_str(), &st) < 0) return false;
+    if (S_ISLNK(st.st_mode)) return move_link(from, kept);
+    if (!S_ISREG(st.st_mode)) return false;
+    copy_budget unbounded = budget_;
+    unbounded.file_bytes = unbounded.total_bytes = ~std::uint64_t{0};
+    if (copy_file(from, kept, unbounded) != copy_result::done) return false;
+    ::unlink(from.c_str());
+    return true;
   }
 
   // A regular file (or, with `link_ok`, a link) back, unless the rule or the budget says no.
@@ -116,8 +150,8 @@ class returner {
       return false;
     }
     if (S_ISLNK(st.st_mode) && link_ok) {
-      // Moved as it is, never followed; only within one file system.
-      if (::rename(from.c_str(), to.c_str()) == 0) return true;
+      // Moved as it is, never followed: renamed, or made again with the same text.
+      if (move_link(from, to)) return true;
       keep_out(from, to, "a link that could not be moved");
       return false;
     }

@@ -207,7 +207,6 @@ void set_up_mounts(int control, const launch_options& options) {
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
-  set_up_dev(control);
   // The copies are in the session directory, which the private view covers: opened first.
   std::vector<int> copies;
   for (const auto& o : options.overlays) {
@@ -238,6 +237,8 @@ void set_up_mounts(int control, const launch_options& options) {
     etc_files.emplace_back(::open(copy.c_str(), O_PATH | O_CLOEXEC), target);
     if (etc_files.back().first < 0) fail(control, "opening " + copy);
   }
+  // The private /dev after everything is open: a view may live in the host's /dev/shm.
+  set_up_dev(control);
   set_up_private_view(control, options.private_view);
   for (const auto& [fd, target] : etc_files)
     show_session_file(control, fd, target, options.private_view);
