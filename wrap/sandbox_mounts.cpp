@@ -125,10 +125,18 @@ void show_session_file(int control, int copy, const std::string& target,
 
 // Each directory bound onto itself, outermost first, with what is mounted below it kept
 // (MS_REC; in a user namespace the host's mounts below are locked to it anyway).
-void pin(int control, const std::vector<std::string>& directories) {
+// A directory that is a mount point already (a private directory's bind, a view's target
+// later) needs no pin of its own.
+void pin(int control, const std::vector<std::string>& directories,
+         const std::vector<directory_view>& views) {
   for (const std::string& dir : directories) {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) < 0 || !S_ISDIR(st.st_mode)) continue;
+    if (std::any_of(views.begin(), views.end(), [&](const auto& v) { return v.target == dir; }))
+      continue;
+    struct statx st {};
+    if (::statx(AT_FDCWD, dir.c_str(), 0, STATX_TYPE, &st) < 0 || !S_ISDIR(st.stx_mode)) continue;
+    if ((st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+        (st.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+      continue;
     if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
       fail(control, "pinning " + dir);
   }
@@ -242,7 +250,7 @@ void set_up_mounts(int control, const launch_options& options) {
   set_up_private_view(control, options.private_view);
   for (const auto& [fd, target] : etc_files)
     show_session_file(control, fd, target, options.private_view);
-  pin(control, pinned_directories(options));
+  pin(control, pinned_directories(options), options.views);
   auto bind = [&](int fd, const std::string& onto, const std::string& what) {
     const std::string source = "/proc/self/fd/" + std::to_string(fd);
     if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)
