@@ -258,11 +258,14 @@ void add_guard_views(const wrap::home_guard& guard, const std::string& cwd,
 // Hooks and config commands the session left in git directories of the workspace other than
 // its own repository (made or cloned inside, or there before): set aside like the rest.
 void keep_out_git_leftovers(const std::string& cwd, const std::string& home, const timespec& since,
+                            const std::filesystem::path& log_dir,
                             const std::filesystem::path& kept_root,
                             std::vector<wrap::kept_out>& kept) {
   if (cwd.empty() || cwd == "/" || cwd == home) return;  // never a walk of the whole home
   bool complete = true;
-  for (const auto& left : wrap::git_leftovers(cwd, since, {}, complete)) {
+  std::error_code ec;
+  const std::vector<std::string> skip{std::filesystem::absolute(log_dir, ec).lexically_normal().string()};
+  for (const auto& left : wrap::git_leftovers(cwd, since, skip, complete)) {
     const auto to = wrap::kept_path(kept_root, left.path);
     std::error_code ec;
     std::filesystem::create_directories(to.parent_path(), ec);
@@ -483,7 +486,8 @@ int run_wrap(wrap_options& o) {
   take_back_terminal();
   auto kept = return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id, guard);
   if (mode == wrap::isolation::netns)
-    keep_out_git_leftovers(cwd, home, child_started, log_dir / (session_id + ".kept"), kept);
+    keep_out_git_leftovers(cwd, home, child_started, log_dir, log_dir / (session_id + ".kept"),
+                           kept);
   server->stop();
   serving.join();
   report_kept_out(kept, session_id, ctx->audit_log());

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "certs/atomic_file.hpp"
+#include "wrap/git_scan.hpp"
 #include "wrap/home_guard.hpp"
 #include "wrap/view_merge.hpp"
 
@@ -133,6 +134,14 @@ class returner {
     struct stat st {};
     if (errno != EXDEV || ::lstat(from.c_str(), &st) < 0) return false;
     if (S_ISLNK(st.st_mode)) return move_link(from, kept);
+    if (S_ISDIR(st.st_mode)) {
+      // Entry by entry, within the walk's bounds; the directory goes once it is empty.
+      if (::mkdir(kept.c_str(), 0700) < 0 && errno != EEXIST) return false;
+      bool all = true;
+      for (const std::string& name : entries(from))
+        all &= ++walked_ <= max_tree_entries && set_aside(from + "/" + name, kept + "/" + name);
+      return all && ::rmdir(from.c_str()) == 0;
+    }
     if (!S_ISREG(st.st_mode)) return false;
     copy_budget unbounded = budget_;
     unbounded.file_bytes = unbounded.total_bytes = ~std::uint64_t{0};
@@ -158,6 +167,14 @@ class returner {
     if (!S_ISREG(st.st_mode)) {
       keep_out(from, to, "not a regular file");
       return false;
+    }
+    if (to.ends_with("/.git/config") || to.ends_with("/.git/config.worktree")) {
+      // A repository made inside the session: its config may not name a command either.
+      const auto text = read_small(from);
+      if (!text || git_config_runs_commands(*text)) {
+        keep_out(from, to, "git configuration");
+        return false;
+      }
     }
     const settings_file* settings = guard_ ? guard_->settings(to) : nullptr;
     struct stat there {};

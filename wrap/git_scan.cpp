@@ -48,8 +48,9 @@ class walker {
       const std::string path = dir + "/" + name;
       struct stat st {};
       if (::lstat(path.c_str(), &st) < 0 || !S_ISDIR(st.st_mode)) continue;
+      if (std::find(skip_.begin(), skip_.end(), path) != skip_.end()) continue;
       if (name == ".git") {
-        if (std::find(skip_.begin(), skip_.end(), path) == skip_.end()) git_dir(path);
+        git_dir(path);
         continue;
       }
       walk(path, depth + 1);

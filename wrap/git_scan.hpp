@@ -26,8 +26,8 @@ struct git_scan_limits {
   std::chrono::milliseconds time{2000};
 };
 
-// Walks `root` (not following links; not into the `skip` git directories, the workspace's own,
-// which are read-only inside) for such leftovers. `complete` is false when a limit cut the walk.
+// Walks `root` (not following links; not into the `skip` directories: the broker's own log
+// directory, where kept-out repositories are set aside) for such leftovers. `complete` is false when a limit cut the walk.
 std::vector<git_leftover> git_leftovers(const std::string& root, const timespec& since,
                                         const std::vector<std::string>& skip, bool& complete,
                                         const git_scan_limits& limits = {});

