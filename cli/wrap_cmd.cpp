@@ -264,7 +264,8 @@ void keep_out_git_leftovers(const std::string& cwd, const std::string& home, con
   if (cwd.empty() || cwd == "/" || cwd == home) return;  // never a walk of the whole home
   bool complete = true;
   std::error_code ec;
-  const std::vector<std::string> skip{std::filesystem::absolute(log_dir, ec).lexically_normal().string()};
+  const std::vector<std::string> skip{
+      std::filesystem::absolute(log_dir, ec).lexically_normal().string()};
   for (const auto& left : wrap::git_leftovers(cwd, since, skip, complete)) {
     const auto to = wrap::kept_path(kept_root, left.path);
     std::error_code ec;
