@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -35,12 +34,11 @@
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
 #include "wrap/git_dirs.hpp"
-#include "wrap/git_scan.hpp"
 #include "wrap/home_guard.hpp"
-#include "wrap/kept.hpp"
 #include "wrap/private_dirs.hpp"
 #include "wrap/launcher.hpp"
 #include "wrap/sandbox_init.hpp"
+#include "wrap/session_views.hpp"
 #include "wrap/session_dir.hpp"
 
 extern char** environ;
@@ -158,54 +156,6 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
   return wrap::private_view(dirs, kept);
 }
 
-// Where the session's directory views live: on a memory file system when there is one of the
-// user's own (/dev/shm/broker-UID, 0700), since a view holds an empty directory for each
-// subdirectory it binds through and a disk makes each one cost ~0.1 ms to make and as much to
-// remove; else beside the log.
-std::filesystem::path views_place(const std::filesystem::path& log_dir,
-                                  const std::string& session_id) {
-  const std::string mine = "/dev/shm/broker-" + std::to_string(::getuid());
-  struct stat st {};
-  if (::mkdir(mine.c_str(), 0700) == 0 || errno == EEXIST)
-    if (::lstat(mine.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid() &&
-        (st.st_mode & 0077) == 0)
-      return std::filesystem::path(mine) / session_id;
-  return log_dir / (session_id + ".views");
-}
-
-// The views' changes back to the real directories, within one copy budget; what may not go
-// back is set aside under `kept_root`. The views directory is removed unless something could
-// not be set aside (it is named where it was left).
-std::vector<wrap::kept_out> return_views(const std::vector<wrap::directory_view>& views,
-                                         const std::filesystem::path& views_dir,
-                                         const std::filesystem::path& kept_root,
-                                         const std::string& session_id,
-                                         const std::optional<wrap::home_guard>& guard) {
-  std::vector<wrap::kept_out> kept;
-  wrap::copy_budget budget = wrap::copy_budget::starting_now();
-  bool left_in_place = false;
-  // Children first: a new directory in a nested view reaches its real parent before that
-  // parent's own view is judged.
-  for (auto v = views.rbegin(); v != views.rend(); ++v) {
-    try {
-      auto r = wrap::copy_back(*v, kept_root.string(), budget, guard ? &*guard : nullptr);
-      for (const auto& name : r.copied)
-        session::log(spdlog::level::info, session::log_tag(session_id), "{}/{} copied back",
-                     v->target, name);
-      for (auto& k : r.kept) {
-        left_in_place |= k.kept.starts_with(views_dir.string() + "/");
-        kept.push_back(std::move(k));
-      }
-    } catch (const std::exception& e) {
-      std::cerr << "broker: warning: copying " << v->target << " back: " << e.what() << "\n";
-      left_in_place = true;
-    }
-  }
-  std::error_code ec;
-  if (!views.empty() && !left_in_place) std::filesystem::remove_all(views_dir, ec);
-  return kept;
-}
-
 // One stderr block naming each path kept out of the host, and one audit record each (DESIGN
 // §8.1); nothing when nothing was.
 void report_kept_out(const std::vector<wrap::kept_out>& kept, const std::string& session_id,
@@ -223,60 +173,6 @@ std::string env_value(const wrap::env_plan& plan, std::string_view name) {
   for (const auto& [n, value] : plan.env)
     if (n == name) return value;
   return {};
-}
-
-// The views home_guard asks for (DESIGN §8.1), beside the login files' own; each hides the
-// masked files and login files that sit in it. Parents first.
-void add_guard_views(const wrap::home_guard& guard, const std::string& cwd,
-                     const wrap::launch_options& launch, std::vector<wrap::directory_view>& views,
-                     const std::filesystem::path& views_dir, wrap::copy_budget& budget) {
-  std::vector<std::string> warnings;
-  std::size_t n = 0;
-  for (const auto& dir : guard.view_directories(cwd, warnings)) {
-    if (std::any_of(views.begin(), views.end(), [&](const auto& v) { return v.target == dir; }))
-      continue;  // a login file's view already
-    wrap::view_plan plan;
-    plan.target = dir;
-    plan.view = (views_dir / ("guard-" + std::to_string(n++))).string();
-    plan.links_go_back = guard.is_path_directory(dir);
-    const auto add_hidden = [&](const std::string& path) {
-      const std::filesystem::path p(path);
-      if (p.parent_path() == dir) plan.hidden.push_back(p.filename().string());
-    };
-    for (const auto& m : launch.masks) add_hidden(m);
-    for (const auto& o : launch.overlays) add_hidden(o.target);
-    std::filesystem::create_directories(views_dir);
-    views.push_back(wrap::make_directory_view(plan, budget));
-  }
-  std::stable_sort(views.begin(), views.end(), [](const auto& a, const auto& b) {
-    return std::count(a.target.begin(), a.target.end(), '/') <
-           std::count(b.target.begin(), b.target.end(), '/');
-  });
-  for (const auto& w : warnings) std::cerr << "broker: warning: " << w << "\n";
-}
-
-// Hooks and config commands the session left in git directories of the workspace other than
-// its own repository (made or cloned inside, or there before): set aside like the rest.
-void keep_out_git_leftovers(const std::string& cwd, const std::string& home, const timespec& since,
-                            const std::filesystem::path& log_dir,
-                            const std::filesystem::path& kept_root,
-                            std::vector<wrap::kept_out>& kept) {
-  if (cwd.empty() || cwd == "/" || cwd == home) return;  // never a walk of the whole home
-  bool complete = true;
-  std::error_code ec;
-  const std::vector<std::string> skip{
-      std::filesystem::absolute(log_dir, ec).lexically_normal().string()};
-  for (const auto& left : wrap::git_leftovers(cwd, since, skip, complete)) {
-    const auto to = wrap::kept_path(kept_root, left.path);
-    std::error_code ec;
-    std::filesystem::create_directories(to.parent_path(), ec);
-    std::string where = to.string();
-    if (ec || ::rename(left.path.c_str(), to.c_str()) < 0) where = left.path + " (left in place)";
-    kept.push_back({left.path, left.reason, where});
-  }
-  if (!complete)
-    std::cerr << "broker: warning: the working directory is too large to search whole for git "
-                 "hooks the command may have left; the search stopped early\n";
 }
 
 void take_back_terminal() {
@@ -327,7 +223,7 @@ int run_wrap(wrap_options& o) {
   // child with the log directory, usually on the home's file system so that what goes back is
   // a rename); what is kept out of the host is set aside there too.
   const auto log_dir = log_dir_or_default(o.common.log_dir);
-  const auto views_dir = views_place(log_dir, session_id);
+  const auto views_dir = wrap::views_place(log_dir, session_id);
   wrap::copy_budget copy_in = wrap::copy_budget::starting_now();
   std::string home, cwd;
   timespec child_started{};  // what the session changed is what changed after this
@@ -419,7 +315,8 @@ int run_wrap(wrap_options& o) {
     if (mode == wrap::isolation::netns) {
       guard.emplace(wrap::persistence_paths(setup.policy->layers(), home), home,
                     env_value(plan, "PATH"));
-      add_guard_views(*guard, cwd, launch, views, views_dir, copy_in);
+      for (const auto& w : wrap::add_guard_views(*guard, cwd, launch, views, views_dir, copy_in))
+        std::cerr << "broker: warning: " << w << "\n";
     }
     launch.views = views;
     if (mode == wrap::isolation::netns)
@@ -485,13 +382,16 @@ int run_wrap(wrap_options& o) {
   const int code = supervise(*child, signals, *ctx);
   child->end_leftovers();
   take_back_terminal();
-  auto kept = return_views(views, views_dir, log_dir / (session_id + ".kept"), session_id, guard);
+  const auto kept_root = log_dir / (session_id + ".kept");
+  auto back = wrap::return_views(views, views_dir, kept_root, guard ? &*guard : nullptr);
+  for (const auto& path : back.copied)
+    session::log(spdlog::level::info, session::log_tag(session_id), "{} copied back", path);
   if (mode == wrap::isolation::netns)
-    keep_out_git_leftovers(cwd, home, child_started, log_dir, log_dir / (session_id + ".kept"),
-                           kept);
+    wrap::keep_out_git_leftovers(cwd, home, child_started, log_dir, kept_root, back);
+  for (const auto& w : back.warnings) std::cerr << "broker: warning: " << w << "\n";
   server->stop();
   serving.join();
-  report_kept_out(kept, session_id, ctx->audit_log());
+  report_kept_out(back.kept, session_id, ctx->audit_log());
   ctx->audit_log().end(session::end_record(session_end_of(*ctx, code)));
   if (ctx->audit_log().replaced())
     std::cerr << "broker: warning: " << ctx->audit_log().path().string()
