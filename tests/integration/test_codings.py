@@ -16,7 +16,8 @@ import pytest
 
 from conftest import (LoopbackHttpServer, RawClient, Upstream, allow_policy, assert_refusal,
                       connect_to_arg, curl, raw_exchange, tls_server_context)
-from test_canary_encodings import RecordingUpstream
+from test_canary_encodings import (BOUND, OTHER, REAL as SVC_REAL, recorder,  # noqa: F401
+                                   session)
 
 HOST = "api.example.test"
 GITHUB = "api.github.com"
@@ -154,9 +155,6 @@ def test_coded_responses_pass_unchanged_without_credentials(broker_factory, raw_
 
 # ---- request bodies under a Content-Encoding: searched through it (DESIGN §5.1) ----
 
-BOUND = "api.example.test"  # the credential's host
-OTHER = "other.example.test"  # allowed, not bound
-SVC_REAL = "sk-svc-R3alT0kenF0rCodedBodies0nly0123456789abcdefXY"
 
 
 def _zstd(data: bytes) -> bytes:
@@ -186,25 +184,10 @@ def turn(note: str) -> bytes:
 
 
 @pytest.fixture
-def recorder(pki):
-    u = RecordingUpstream(pki)
-    yield u
-    u.close()
-
-
-@pytest.fixture
-def svc(broker_factory, recorder, pki):
-    """A bearer credential bound to BOUND; BOUND and OTHER both map onto the recorder."""
-    policy = {"version": 1,
-              "allow": [{"host": BOUND, "ports": [recorder.port]},
-                        {"host": OTHER, "ports": [recorder.port]}],
-              "credentials": {"svc": {"type": "bearer", "env": ["SVC_TOKEN"], "hosts": [BOUND]}}}
-    b = broker_factory(policy=policy, connect_to=[connect_to_arg(BOUND, recorder.port),
-                                                  connect_to_arg(OTHER, recorder.port)],
-                       upstream_ca=pki.ca_cert, env={"SVC_TOKEN": SVC_REAL}, env_file=True)
-    b.dummy = b.session_env()["SVC_TOKEN"]
-    assert b.dummy != SVC_REAL
-    return b
+def svc(session):
+    """test_canary_encodings' broker: a bearer credential bound to BOUND; BOUND and OTHER both
+    map onto the recorder."""
+    return session
 
 
 def post(b, host, port, body: bytes, encodings, tmp_path, extra=()):
