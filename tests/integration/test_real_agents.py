@@ -501,22 +501,31 @@ def test_codex_login_file_with_an_api_key(make_fake, sessions):
     assert_no_leaks(run, [OPENAI_KEY], skip_files=[real_file])
 
 
-def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
-    fake = make_fake(ws="refuse")
-    old_refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
-    ep = fake_oauth.TokenEndpoint("openai", old_refresh, fake_oauth.CODEX_CLIENT_ID,
+def codex_chatgpt_login(fake, s, name, refresh, expires_in):
+    """A ChatGPT login in the home of session `name`: ~/.codex/auth.json with tokens that expire
+    in `expires_in` seconds, redeemed at a fake auth.openai.com. Returns (token endpoint, the
+    real file, id token, access token)."""
+    ep = fake_oauth.TokenEndpoint("openai", refresh, fake_oauth.CODEX_CLIENT_ID,
                                   on_access=lambda t: fake.accept("chatgpt", t),
                                   account_id=fake.chatgpt_account_id)
     fake.add_token_endpoint("auth.openai.com", ep)
-    s = sessions(fake)
-    _, home, *_ = s.prepare("codex-chatgpt")
-    id_token, access = fake_oauth.codex_tokens(fake.chatgpt_account_id, expires_in=-3600)
+    _, home, *_ = s.prepare(name)
+    id_token, access = fake_oauth.codex_tokens(fake.chatgpt_account_id, expires_in=expires_in)
     real_file = home / ".codex" / "auth.json"
     real_file.parent.mkdir()
     real_file.write_text(json.dumps({
         "OPENAI_API_KEY": None, "last_refresh": "2026-01-01T00:00:00Z",
-        "tokens": {"id_token": id_token, "access_token": access, "refresh_token": old_refresh,
+        "tokens": {"id_token": id_token, "access_token": access, "refresh_token": refresh,
                    "account_id": fake.chatgpt_account_id}}))
+    return ep, real_file, id_token, access
+
+
+def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
+    fake = make_fake(ws="refuse")
+    old_refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
+    s = sessions(fake)
+    ep, real_file, id_token, access = codex_chatgpt_login(fake, s, "codex-chatgpt", old_refresh,
+                                                          expires_in=-3600)
     run = s.run("codex-chatgpt", login_cmd(CODEX, ".codex/auth.json", "['tokens']['refresh_token']"),
                 timeout=RUN_TIMEOUT)
     assert_login_session(run, fake, ep, real_file, [old_refresh, access, id_token],
@@ -536,20 +545,10 @@ def test_codex_chatgpt_turn_carrying_a_foreign_dummy_is_refused(make_fake, sessi
     before it reaches chatgpt.com (DESIGN §5.1)."""
     fake = make_fake(ws="refuse")
     refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-cd"
-    ep = fake_oauth.TokenEndpoint("openai", refresh, fake_oauth.CODEX_CLIENT_ID,
-                                  on_access=lambda t: fake.accept("chatgpt", t),
-                                  account_id=fake.chatgpt_account_id)
-    fake.add_token_endpoint("auth.openai.com", ep)
-    id_token, access = fake_oauth.codex_tokens(fake.chatgpt_account_id, expires_in=3600)
-    fake.accept("chatgpt", access)
     s = sessions(fake)
-    _, home, *_ = s.prepare("codex-chatgpt-canary")
-    real_file = home / ".codex" / "auth.json"
-    real_file.parent.mkdir()
-    real_file.write_text(json.dumps({
-        "OPENAI_API_KEY": None, "last_refresh": "2026-01-01T00:00:00Z",
-        "tokens": {"id_token": id_token, "access_token": access, "refresh_token": refresh,
-                   "account_id": fake.chatgpt_account_id}}))
+    _, real_file, id_token, access = codex_chatgpt_login(fake, s, "codex-chatgpt-canary", refresh,
+                                                         expires_in=3600)
+    fake.accept("chatgpt", access)
     script = ('printf %s "$GITHUB_TOKEN" > "$PWD/child-dummy"; '
               'exec "$@" "Remember this note: $GITHUB_TOKEN"')
     run = s.run("codex-chatgpt-canary", ["sh", "-c", script, "sh", *CODEX[:-1]],
