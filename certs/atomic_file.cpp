@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <system_error>
+#include <utility>
 
 #include <openssl/rand.h>
 
@@ -42,6 +43,11 @@ struct temp_file {
   fs::path path;
   int fd = -1;
   bool renamed = false;
+  temp_file() = default;
+  temp_file(temp_file&& other) noexcept
+      : path(std::exchange(other.path, {})), fd(std::exchange(other.fd, -1)),
+        renamed(other.renamed) {}
+  temp_file& operator=(temp_file&&) = delete;
   ~temp_file() {
     if (fd >= 0) ::close(fd);
     if (!path.empty() && !renamed) ::unlink(path.c_str());
@@ -65,10 +71,9 @@ void sync_directory(const fs::path& dir) {
   ::close(fd);
 }
 
-}  // namespace
-
-void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t mode,
-                           durability lasting) {
+// `bytes` in a new temp file next to `file` (exactly `mode`, synced when asked), closed.
+temp_file written_temp(const fs::path& file, std::string_view bytes, mode_t mode,
+                       durability lasting) {
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
   temp_file temp;
   for (int attempt = 0; temp.fd < 0; ++attempt) {
@@ -89,10 +94,33 @@ void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t 
   const int fd = temp.fd;
   temp.fd = -1;
   if (::close(fd) != 0) throw ca_error("cannot write " + file.string() + ": " + errno_text());
+  return temp;
+}
+
+fs::path directory_of(const fs::path& file) {
+  return file.has_parent_path() ? file.parent_path() : fs::path(".");
+}
+
+}  // namespace
+
+void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t mode,
+                           durability lasting) {
+  temp_file temp = written_temp(file, bytes, mode, lasting);
   if (::rename(temp.path.c_str(), file.c_str()) != 0)
     throw ca_error("cannot replace " + file.string() + ": " + errno_text());
   temp.renamed = true;
-  if (lasting == durability::synced) sync_directory(dir);
+  if (lasting == durability::synced) sync_directory(directory_of(file));
+}
+
+bool create_file_once(const fs::path& file, std::string_view bytes, mode_t mode) {
+  temp_file temp = written_temp(file, bytes, mode, durability::synced);
+  // link(2) never replaces a file: of two processes making `file` at once, one wins.
+  if (::link(temp.path.c_str(), file.c_str()) != 0) {
+    if (errno == EEXIST) return false;
+    throw ca_error("cannot create " + file.string() + ": " + errno_text());
+  }
+  sync_directory(directory_of(file));
+  return true;
 }
 
 }  // namespace broker::certs

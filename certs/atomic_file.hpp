@@ -20,4 +20,10 @@ enum class durability { synced, session };
 void write_file_atomically(const std::filesystem::path& file, std::string_view bytes, mode_t mode,
                            durability lasting = durability::synced);
 
+// Makes `file` with `bytes` (exactly `mode`, synced) unless a file is there already, which it
+// never replaces: a new temp file is hard-linked to `file`, so of two processes making the same
+// file at once one wins, and both then read the winner's. Returns whether this call made it.
+// Throws ca_error naming the file; the temp file never outlives the call.
+bool create_file_once(const std::filesystem::path& file, std::string_view bytes, mode_t mode);
+
 }  // namespace broker::certs

@@ -12,10 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "certs/atomic_file.hpp"
 #include "certs/openssl_util.hpp"
 #include "session/audit_log.hpp"
 
@@ -61,29 +61,20 @@ certs::pkey_ptr read_key(const std::filesystem::path& path, bool private_only) {
   return key;
 }
 
-// A fresh key written to `path` unless one is there already (link(2) never replaces a file).
+// A fresh key written to `path` unless one is there already (certs::create_file_once).
 void create_key(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   ::chmod(path.parent_path().c_str(), 0700);
   certs::pkey_ptr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (!key) fail(path, "cannot make an Ed25519 key");
-  const std::string temp =
-      path.string() + ".new-" + std::to_string(::getpid()) + "-" +
-      std::to_string(std::random_device{}());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) fail(path, std::strerror(errno));
-  certs::bio_ptr out(BIO_new_fd(fd, BIO_CLOSE));
-  const bool written = out && PEM_write_bio_PrivateKey(out.get(), key.get(), nullptr, nullptr, 0,
-                                                       nullptr, nullptr) == 1 &&
-                       BIO_flush(out.get()) == 1 && ::fsync(fd) == 0;
-  if (!out) ::close(fd);
-  out.reset();
-  const bool linked = written && (::link(temp.c_str(), path.c_str()) == 0 || errno == EEXIST);
-  const int error = errno;
-  ::unlink(temp.c_str());
-  if (!written) fail(path, "cannot write the new key");
-  if (!linked) fail(path, std::strerror(error));
+  certs::bio_ptr out(BIO_new(BIO_s_secmem()));
+  if (!out || PEM_write_bio_PrivateKey(out.get(), key.get(), nullptr, nullptr, 0, nullptr,
+                                       nullptr) != 1)
+    fail(path, "cannot write the new key");
+  char* pem = nullptr;
+  const long size = BIO_get_mem_data(out.get(), &pem);
+  certs::create_file_once(path, std::string_view(pem, static_cast<std::size_t>(size)), 0600);
 }
 
 }  // namespace
