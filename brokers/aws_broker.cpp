@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "brokers/dummy.hpp"
+#include "brokers/dummy_key.hpp"
 #include "brokers/swapped_values.hpp"
 
 namespace broker::brokers {
@@ -254,16 +255,22 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
                                             request_broker::layer_hosts other_layer_hosts,
-                                            std::size_t min_size) {
+                                            std::size_t min_size,
+                                            const stable_dummies* stable) {
   // A session token has a variable only when the credential names three.
   if (spec.env.size() < 3) real.session_token = secret();
   if (real.access_key_id.size() < min_size || real.secret_access_key.size() < min_size ||
       (!real.session_token.empty() && real.session_token.size() < min_size))
     return nullptr;
   aws_broker::init init;
-  init.dummy_key_id = make_dummy(real.access_key_id);
-  init.dummy_secret = make_dummy(real.secret_access_key);
-  if (!real.session_token.empty()) init.dummy_token = make_dummy(real.session_token);
+  // Long-term keys get the user's stable dummies (wrap); temporary ones, which a
+  // credential_process renews, random ones.
+  const auto dummy_of = [&](const secret& value, std::string_view field) {
+    return stable && !real.expiration ? stable->dummy(value, spec.name, field) : make_dummy(value);
+  };
+  init.dummy_key_id = dummy_of(real.access_key_id, "key id");
+  init.dummy_secret = dummy_of(real.secret_access_key, "secret");
+  if (!real.session_token.empty()) init.dummy_token = dummy_of(real.session_token, "session token");
   if (real.expiration) {
     // Temporary credentials (a credential_process that says when they expire): the command is
     // run again before they do.

@@ -12,6 +12,8 @@
 
 namespace broker::brokers {
 
+class stable_dummies;
+
 class aws_broker final : public request_broker {
  public:
   struct init {
@@ -65,6 +67,7 @@ class aws_broker final : public request_broker {
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
                                             request_broker::layer_hosts other_layer_hosts,
-                                            std::size_t min_size);
+                                            std::size_t min_size,
+                                            const stable_dummies* stable = nullptr);
 
 }  // namespace broker::brokers

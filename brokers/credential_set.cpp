@@ -11,6 +11,7 @@
 #include "brokers/aws_broker.hpp"
 #include "brokers/credential_set_catalog.hpp"
 #include "brokers/dummy.hpp"
+#include "brokers/dummy_key.hpp"
 #include "brokers/login_file.hpp"
 #include "brokers/secret_source.hpp"
 #include "brokers/value_broker.hpp"
@@ -39,7 +40,9 @@ struct layered_spec {
 
 // The broker for one credential, or null with `why` set when its source has no usable value.
 std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transport& transport,
-                                            bool login_files, std::string& why) {
+                                            bool login_files,
+                                            const std::shared_ptr<const stable_dummies>& stable,
+                                            std::string& why) {
   const config::credential_spec& spec = *s.spec;
   if (spec.login_file) {
     if (!login_files) {
@@ -47,7 +50,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
       return nullptr;
     }
     const char* home = std::getenv("HOME");
-    return make_login_file_broker(spec, std::move(s.other_hosts), home ? home : "", why);
+    return make_login_file_broker(spec, std::move(s.other_hosts), home ? home : "", why, stable);
   }
   if (is_token_family(spec.type)) {
     auto fetch = make_token_fetcher(spec, transport);
@@ -64,7 +67,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
       return nullptr;
     }
     auto broker = make_aws_broker(spec, std::move(*creds), std::move(s.other_hosts),
-                                  min_secret_size);
+                                  min_secret_size, stable.get());
     if (!broker) why = too_short(spec.source);
     return broker;
   }
@@ -77,7 +80,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
     why = too_short(spec.source);
     return nullptr;
   }
-  std::string dummy = make_dummy(*value);
+  std::string dummy = stable ? stable->dummy(*value, spec.name, "value") : make_dummy(*value);
   return make_value_broker({spec, std::move(*value), std::move(dummy), std::move(s.other_hosts)});
 }
 
@@ -98,7 +101,8 @@ credential_set& credential_set::operator=(credential_set&&) noexcept = default;
 
 credential_set credential_set::load(const std::vector<config::policy>& layers,
                                     std::vector<std::string>* skipped,
-                                    const token_transport& transport, bool login_files) {
+                                    const token_transport& transport, bool login_files,
+                                    std::shared_ptr<const stable_dummies> stable) {
   std::vector<layered_spec> specs;
   std::map<std::string, std::size_t, std::less<>> by_name;
   for (const config::policy& layer : layers) {
@@ -120,7 +124,7 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
   std::vector<std::unique_ptr<request_broker>> brokers;
   for (layered_spec& s : specs) {
     std::string why;
-    if (auto broker = load_broker(s, transport, login_files, why))
+    if (auto broker = load_broker(s, transport, login_files, stable, why))
       brokers.push_back(std::move(broker));
     else if (skipped)
       skipped->push_back(s.spec->name + ": " + why);

@@ -23,6 +23,7 @@
 namespace broker::brokers {
 
 class value_catalog;
+class stable_dummies;
 
 // What a request body to one destination must not carry, fixed when it was made
 // (credential_set::request_body_scan): patterns for a stream_scrubber and, per pattern, the
@@ -64,10 +65,14 @@ class credential_set {
   // source_error for a source that fails, std::invalid_argument for conflicting layers. `transport`
   // is how the broker itself reaches a token endpoint (gcp key files). Login files (DESIGN §9)
   // are loaded only with `login_files` (a wrap child in netns mode, which sees their dummy
-  // copies instead of them); otherwise they are skipped.
+  // copies instead of them); otherwise they are skipped. With `stable` (wrap), every value that
+  // does not rotate gets the dummy `stable` derives from it, the same in every session of the
+  // user (a key, a key file's member that no refresh renews, static AWS keys); OAuth and cloud
+  // tokens, and temporary AWS credentials, get random dummies as without it.
   static credential_set load(const std::vector<config::policy>& layers,
                              std::vector<std::string>* skipped = nullptr,
-                             const token_transport& transport = {}, bool login_files = false);
+                             const token_transport& transport = {}, bool login_files = false,
+                             std::shared_ptr<const stable_dummies> stable = nullptr);
 
   // One session's set on a team gateway (DESIGN §12) that loaded this one: the same real values
   // (shared, not read again: an env: source was wiped when this set loaded it), bindings and

@@ -162,8 +162,11 @@ std::string make_dummy(const secret& real, seeded_bytes& source) {
   return shaped_dummy(real, rng);
 }
 
-seeded_bytes::seeded_bytes(std::string_view seed, std::string_view label)
-    : seed_(seed), label_(label) {
+seeded_bytes::seeded_bytes(std::string_view seed, std::string_view label) : seed_(seed) {
+  // Sized once: a label may hold a real value (keyed_dummy), and a reallocation would leave a
+  // copy of it behind unwiped.
+  label_.reserve(label.size() + 8);
+  label_.assign(label);
   label_.append(8, '\0');  // the counter's place
 }
 
@@ -206,6 +209,22 @@ std::string dummy_seed::dummy(const secret& shape, std::string_view credential,
   append_field(label, field);
   seeded_bytes source(seed_.expose(), label);
   return make_dummy(shape, source);
+}
+
+std::string keyed_dummy(const secret& key, const secret& real, std::string_view credential,
+                        std::string_view field) {
+  if (key.size() < dummy_seed::min_size)
+    throw std::invalid_argument("a dummy key must have at least " +
+                                std::to_string(dummy_seed::min_size) + " bytes");
+  std::string label;
+  label.reserve(64 + credential.size() + field.size() + real.size());
+  label = "broker user dummy v1";
+  append_field(label, credential);
+  append_field(label, field);
+  append_field(label, real.expose());
+  seeded_bytes source(key.expose(), label);
+  wipe(label);
+  return make_dummy(real, source);
 }
 
 secret new_dummy_seed() {

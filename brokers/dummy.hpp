@@ -4,10 +4,13 @@
 // ('-', '_', '.', ...) stay where they are. Never equal to the real value. A JWT keeps its header
 // and claims, decodable as before, with a random signature of the same shape.
 //
-// The randomness comes from the CSPRNG (a session of its own: wrap, run) or from a session's
-// seed (a team gateway's session, DESIGN §12): replicas that loaded the same real values then
-// give the session the same dummies, derived from its seed, the credential's name and which of
-// its values the dummy stands for. The shaping is one code path either way.
+// The randomness comes from one of three places; the shaping is one code path for all:
+// - a per-user key and the real value (wrap, brokers/dummy_key.hpp): the same user gets the same
+//   dummy for the same real value in every session, so an agent's memory of its key holds;
+// - a session's seed (a team gateway's session, DESIGN §12): replicas that loaded the same real
+//   values give the session the same dummies, derived from its seed, the credential's name and
+//   which of its values the dummy stands for;
+// - the CSPRNG (tokens that rotate, and `serve`).
 #pragma once
 
 #include <array>
@@ -61,6 +64,13 @@ class dummy_seed {
  private:
   secret seed_;
 };
+
+// The dummy of credential `credential`'s value `field` whose real value is `real`, under a
+// per-user `key` (at least dummy_seed::min_size bytes; throws std::invalid_argument otherwise):
+// the same for the same key, credential, field and real value; another real value gets another
+// dummy. Without the key the dummy tells nothing of the real value.
+std::string keyed_dummy(const secret& key, const secret& real, std::string_view credential,
+                        std::string_view field);
 
 // 32 bytes from the CSPRNG: a new session's seed.
 secret new_dummy_seed();

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "brokers/dummy.hpp"
+#include "brokers/dummy_key.hpp"
 #include "brokers/login_file_format.hpp"
 #include "brokers/real_file.hpp"
 #include "brokers/secret_source.hpp"
@@ -74,10 +75,12 @@ class refresh_step final : public request_step {
 
 class login_file_broker final : public request_broker {
  public:
-  login_file_broker(config::credential_spec spec, layer_hosts other_hosts, real_file file)
+  login_file_broker(config::credential_spec spec, layer_hosts other_hosts, real_file file,
+                    std::shared_ptr<const stable_dummies> stable)
       : request_broker(std::move(spec), std::move(other_hosts)),
         path_(file.path()),
-        file_(std::move(file)) {}
+        file_(std::move(file)),
+        stable_(std::move(stable)) {}
 
   // Takes the listed values out of `doc` (a copy of the real file), leaving their dummies in
   // it: the child's copy. False when there is none.
@@ -250,13 +253,24 @@ class login_file_broker final : public request_broker {
   }
 
   void issue(const std::string& field, secret real, bool refresh) const {
-    std::string dummy = make_dummy(real);
+    std::string dummy = stable_ && !refresh && !renewed(field) ? stable_->dummy(real, name(), field)
+                                                               : make_dummy(real);
     issued v;
     v.field = field;
     v.refresh = refresh;
     v.carrier = make_value_broker({spec(), std::move(real), std::move(dummy), {}});
     issued_.push_back(std::move(v));
     if (refresh) current_refresh_ = static_cast<long>(issued_.size() - 1);
+  }
+
+  // Whether a refresh renews the file's member `field` (an OAuth token, whose dummy is random
+  // in every session); an API key kept beside the tokens is not.
+  bool renewed(const std::string& field) const {
+    const auto& refresh = spec().login_file->refresh;
+    if (!refresh) return false;
+    for (const auto& [member, renews] : refresh->response)
+      if (renews == field) return true;
+    return false;
   }
 
   // When the real file holds a refresh token this broker never issued, another session (or the
@@ -318,6 +332,7 @@ class login_file_broker final : public request_broker {
 
   std::string path_;  // the real file, "~/" expanded
   real_file file_;    // opened before the child started: every read and write goes through it
+  std::shared_ptr<const stable_dummies> stable_;  // null: every dummy random
   std::string copy_;  // the child's copy, dummies only
   // What refreshes change, from any thread: under mutex_.
   mutable std::shared_mutex mutex_;
@@ -342,7 +357,8 @@ void refresh_step::rewrite_response(int, std::string& body) {
 std::unique_ptr<request_broker> make_login_file_broker(const config::credential_spec& spec,
                                                        request_broker::layer_hosts other_hosts,
                                                        const std::string& home,
-                                                       std::string& why) {
+                                                       std::string& why,
+                                                       std::shared_ptr<const stable_dummies> stable) {
   std::string path = spec.login_file->path;
   if (path.starts_with("~/")) {
     if (home.empty()) {
@@ -358,7 +374,8 @@ std::unique_ptr<request_broker> make_login_file_broker(const config::credential_
     return nullptr;
   }
   const secret text = file->read();
-  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), std::move(*file));
+  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), std::move(*file),
+                                                    std::move(stable));
   if (path.ends_with(".yml") || path.ends_with(".yaml")) {
     if (spec.login_file->refresh)
       throw source_error("file:" + path + ": a YAML login file cannot be refreshed");

@@ -22,16 +22,19 @@
 
 namespace broker::brokers {
 
+class stable_dummies;
+
 // The most of a token response read whole to be rewritten.
 inline constexpr std::size_t max_token_response = 256 * 1024;
 
 // The broker for spec.login_file, or null with `why` set when the file is missing or holds no
 // listed value. `home` expands a "~/" path. Throws source_error for a file that exists but is
 // unreadable, no regular file (a link, a FIFO) or no JSON object (naming the file and a byte
-// offset, never a value).
-std::unique_ptr<request_broker> make_login_file_broker(const config::credential_spec& spec,
-                                                       request_broker::layer_hosts other_hosts,
-                                                       const std::string& home,
-                                                       std::string& why);
+// offset, never a value). With `stable` (wrap), members no refresh renews (an API key beside
+// the tokens, gh's oauth_token) get the user's stable dummies; OAuth tokens random ones.
+std::unique_ptr<request_broker> make_login_file_broker(
+    const config::credential_spec& spec, request_broker::layer_hosts other_hosts,
+    const std::string& home, std::string& why,
+    std::shared_ptr<const stable_dummies> stable = nullptr);
 
 }  // namespace broker::brokers

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "brokers/dummy_key.hpp"
 #include "brokers/secret_source.hpp"
 #include "proxy/token_client.hpp"
 #include "session/audit_key.hpp"
@@ -31,7 +32,7 @@ session_setup load_options_and_policy(const common_options& common,
   return s;
 }
 
-void load_credentials(session_setup& setup, bool login_files) {
+void load_credentials(session_setup& setup, bool login_files, bool user_dummies) {
   // Nothing of this process (its memory, its environment) is readable by a same-user debugger
   // or /proc reader once it holds real values.
   ::prctl(PR_SET_DUMPABLE, 0);
@@ -39,7 +40,10 @@ void load_credentials(session_setup& setup, bool login_files) {
   setup.credentials = std::make_shared<brokers::credential_set>(brokers::credential_set::load(
       setup.policy->layers(), &skipped,
       proxy::make_token_transport(setup.options.connect_to, setup.options.upstream_cas),
-      login_files));
+      login_files,
+      user_dummies
+          ? std::make_shared<const brokers::stable_dummies>(brokers::default_dummy_key_path())
+          : nullptr));
   for (const auto& layer : setup.policy->layers())
     for (const auto& [name, spec] : layer.credentials) {
       brokers::forget_environment_source(spec.source);

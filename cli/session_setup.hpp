@@ -30,8 +30,10 @@ session_setup load_options_and_policy(const common_options& common,
 
 // Makes the process non-dumpable, reads the real values and wipes `env:` sources from this
 // process's environment; warns (names only) about credentials not brokered. Throws on a failing
-// source.
-void load_credentials(session_setup& setup, bool login_files = false);
+// source. `user_dummies` (wrap): dummies stable for this user and each real value, derived with
+// the key at ~/.config/broker/dummy-key (made on first use; an unusable key throws); otherwise
+// random ones.
+void load_credentials(session_setup& setup, bool login_files = false, bool user_dummies = false);
 
 // The audit log for the session, a gateway replica's own files with `replica` (failing closed, with an error line, when it cannot be opened).
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,

@@ -198,7 +198,8 @@ int run_wrap(wrap_options& o) {
     setup = load_options_and_policy(o.common, o.timeouts, o.session);
     mode = choose_isolation(o.isolate);
     // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
-    load_credentials(setup, mode == wrap::isolation::netns);
+    // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
+    load_credentials(setup, mode == wrap::isolation::netns, true);
     // The session CA lives in this process's memory only (DESIGN §8).
     ca = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
         "broker session CA " + setup.options.session_id, 30));

@@ -264,6 +264,79 @@ def test_child_env_has_a_dummy_for_the_brokered_token_and_no_other_secret(ws):
     ws.assert_logs_clean()
 
 
+def child_token(ws, env=None, home=None):
+    """The GITHUB_TOKEN dummy one session's child sees (HOME: `home` or the session's)."""
+    extra = dict(env or {})
+    if home:
+        extra["HOME"] = str(home)
+    r = ws.run("sh", "-c", 'printf "%s" "$GITHUB_TOKEN"', env=extra)
+    assert r.returncode == 0, r.describe()
+    assert r.out.startswith("ghp_") and len(r.out) == len(REAL), r.describe()
+    return r.out
+
+
+def test_a_users_dummy_is_the_same_in_every_session_and_new_for_a_rotated_key(ws):
+    """DESIGN §5: an agent that remembers its key (Claude Code's approved keys) meets the same
+    dummy next session; a rotated real key gets another; another user's key gives another."""
+    key = ws.home / ".config" / "broker" / "dummy-key"
+    assert not key.exists()
+    first = child_token(ws)
+    assert key.exists() and (key.stat().st_mode & 0o777) == 0o600
+    assert first != REAL
+    assert child_token(ws) == first
+    rotated = REAL[:-4] + ("AAAA" if not REAL.endswith("AAAA") else "BBBB")
+    assert child_token(ws, env={"GITHUB_TOKEN": rotated}) not in (first, rotated)
+    assert child_token(ws) == first  # back to the old key, back to its dummy
+    other = ws.dir / "other-user"
+    other.mkdir()
+    assert child_token(ws, home=other) != first
+    # The key is the broker's own: nothing of it reached the child or the log.
+    text = key.read_text().strip()
+    assert len(text) == 64 and text not in first
+    ws.assert_logs_clean()
+
+
+def test_sessions_starting_at_once_share_one_dummy_key(ws):
+    procs = [subprocess.Popen(ws.argv("sh", "-c", 'printf "%s" "$GITHUB_TOKEN"'), env=ws.env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, cwd=ws.dir) for _ in range(4)]
+    outs = [p.communicate(timeout=30) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    dummies = {o.decode() for o, _ in outs}
+    assert len(dummies) == 1 and REAL not in dummies, outs
+    assert sorted(x.name for x in (ws.home / ".config" / "broker").iterdir()) == \
+        ["audit-key", "dummy-key"]
+
+
+@pytest.mark.parametrize("damage", ["readable-by-others", "not-a-key", "a-link", "no-home"])
+def test_an_unusable_dummy_key_stops_wrap_before_the_command_runs(ws, damage):
+    """Never a silent random fallback: a key the broker cannot trust or read is an error naming
+    the file, and nothing starts."""
+    key = ws.home / ".config" / "broker" / "dummy-key"
+    child_token(ws)
+    env = None
+    if damage == "readable-by-others":
+        key.chmod(0o644)
+    elif damage == "not-a-key":
+        key.write_text("not a key\n")
+    elif damage == "a-link":
+        planted = ws.dir / "planted-key"
+        planted.write_text("ab" * 32 + "\n")
+        planted.chmod(0o600)
+        key.unlink()
+        key.symlink_to(planted)
+    else:
+        env = {"HOME": ""}
+    marker = ws.dir / "ran"
+    r = ws.run("sh", "-c", f"touch {shlex.quote(str(marker))}", env=env)
+    assert r.returncode == 125, r.describe()
+    assert not marker.exists()
+    expected = {"readable-by-others": "chmod 600", "not-a-key": "64 hex digits",
+                "a-link": str(key), "no-home": "HOME is not set"}[damage]
+    assert expected in r.err and r.err.startswith("broker: "), r.err
+    assert REAL not in r.err
+
+
 def test_the_trust_bundle_holds_the_session_ca_and_is_removed_afterwards(ws):
     r = ws.run("sh", "-c", 'echo "$SSL_CERT_FILE"; grep -c "BEGIN CERTIFICATE" "$SSL_CERT_FILE"')
     assert r.returncode == 0, r.describe()

@@ -3,7 +3,7 @@ inside the session, as root and as an unprivileged user where both apply, first 
 command ran, then that the attack got nothing.
 
 - The broker's own state is invisible: a `file:` credential source, the policy files, the audit
-  log directory and ~/.config/broker read as empty, and the log cannot be rewritten from inside.
+  log directory and ~/.config/broker (the audit and dummy keys) read as empty, and the log cannot be rewritten from inside.
 - A root child cannot change host-global kernel state through /proc/sys, /proc/sysrq-trigger or
   /sys (each write below is harmless if it got through: a domain name the test restores, a
   SysRq help request, a KSM setting written back unchanged).
@@ -99,6 +99,9 @@ def test_a_root_or_user_child_cannot_read_the_brokers_own_state(tmp_path, pki, t
     key = ws.home / ".config" / "broker" / "audit-key"
     assert key.exists() and "PRIVATE KEY" in key.read_text()
     assert key.read_text() not in r.out
+    # So was the key the session's dummies are derived with (DESIGN §5).
+    dummy_key = ws.home / ".config" / "broker" / "dummy-key"
+    assert dummy_key.exists() and dummy_key.read_text().strip() not in r.out
     assert_clean(r.stdout + r.stderr, "wrap output", ACME_REAL, REAL)
     # The dummy still stands in for it.
     assert token.read_text().strip() == ACME_REAL

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "brokers/dummy_key.hpp"
 #include "brokers/secret_source.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -232,4 +233,46 @@ TEST_CASE("load: an aws-sigv4 credential without a session token leaves its vari
   CHECK(env.size() == 2);
   CHECK(std::none_of(env.begin(), env.end(),
                      [](const auto& e) { return e.first == "BROKER_TEST_TOKEN"; }));
+}
+
+TEST_CASE("load with the user's stable dummies: the same dummies in every session, new ones for "
+          "a rotated value",
+          "[brokers][credential_set][dummy_key]") {
+  const std::string text = R"({ "version": 1, "credentials": {
+      "github": { "type": "github", "env": ["BROKER_TEST_GH_TOKEN"], "hosts": ["api.github.com"] },
+      "aws": { "type": "aws-sigv4", "env": ["BROKER_TEST_AKID", "BROKER_TEST_SECRET"],
+               "hosts": ["*.amazonaws.com"] } } })";
+  const auto stable = std::make_shared<const broker::brokers::stable_dummies>(
+      broker::brokers::secret(std::string(32, 'u')));
+  const auto other_user = std::make_shared<const broker::brokers::stable_dummies>(
+      broker::brokers::secret(std::string(32, 'o')));
+  const auto session = [&](const std::string& github, const auto& key) {
+    // (Each load wipes nothing here: env sources are forgotten by the CLI, not by load.)
+    env_var gh("BROKER_TEST_GH_TOKEN", github);
+    env_var k("BROKER_TEST_AKID", "AKIAREALREAL12345678");
+    env_var s("BROKER_TEST_SECRET", "wJalrXUtnFEMI/K7MDENG+bPxRfiREALREALKEY0");
+    return credential_set::load({parse_policy(text, "p.json")}, nullptr, {}, false, key)
+        .dummy_environment();
+  };
+  const auto first = session(github_real, stable);
+  REQUIRE(first.size() == 3);
+  CHECK(session(github_real, stable) == first);
+  // Random without the key: a new dummy every time.
+  const auto random = [&] {
+    env_var gh("BROKER_TEST_GH_TOKEN", github_real);
+    return credential_set::load({parse_policy(github_policy(R"(["api.github.com"])"), "p")})
+        .dummy_environment();
+  };
+  CHECK(random() != random());
+  // A rotated GitHub token: its dummy changes, AWS's do not.
+  std::string rotated = github_real;
+  rotated[10] = rotated[10] == 'x' ? 'y' : 'x';
+  const auto after = session(rotated, stable);
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    CAPTURE(first[i].first);
+    CHECK((first[i].second == after[i].second) == (first[i].first != "BROKER_TEST_GH_TOKEN"));
+  }
+  // Another user's key: other dummies for the same values.
+  const auto theirs = session(github_real, other_user);
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(first[i].second != theirs[i].second);
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 using broker::brokers::dummy_seed;
+using broker::brokers::keyed_dummy;
 using broker::brokers::known_prefix;
 using broker::brokers::make_dummy;
 using broker::brokers::new_dummy_seed;
@@ -232,4 +233,28 @@ TEST_CASE("a new dummy seed is 32 bytes from the CSPRNG", "[brokers][dummies]") 
   CHECK(one.size() == 32);
   CHECK(two.size() == 32);
   CHECK(one.expose() != two.expose());
+}
+
+TEST_CASE("a keyed dummy is one user's, stable for one real value, new for another",
+          "[brokers][dummies]") {
+  const secret key_a{std::string(seed_a)}, key_b{std::string(seed_b)};
+  const std::string token = fake_token("sk-ant-api03-");
+  const secret real{std::string(token)};
+  const std::string dummy = keyed_dummy(key_a, real, "anthropic", "value");
+  CHECK(dummy != token);
+  CHECK(shape(dummy) == shape(token));
+  CHECK(dummy.starts_with("sk-ant-api03-"));
+  // The same user, credential and real value: the same dummy, session after session.
+  CHECK(dummy == keyed_dummy(key_a, secret(std::string(token)), "anthropic", "value"));
+  // A rotated real key, another user, another credential or field: another dummy.
+  std::string rotated = token;
+  rotated.back() = rotated.back() == 'A' ? 'B' : 'A';
+  CHECK(dummy != keyed_dummy(key_a, secret(std::move(rotated)), "anthropic", "value"));
+  CHECK(dummy != keyed_dummy(key_b, real, "anthropic", "value"));
+  CHECK(dummy != keyed_dummy(key_a, real, "anthropic2", "value"));
+  CHECK(dummy != keyed_dummy(key_a, real, "anthropic", "key id"));
+  // A session's seed with the same bytes derives other dummies than the user's key.
+  CHECK(dummy != dummy_seed(seed_a).dummy(real, "anthropic", "value"));
+  CHECK_THROWS_AS(keyed_dummy(secret(std::string(dummy_seed::min_size - 1, 'k')), real, "a", "v"),
+                  std::invalid_argument);
 }

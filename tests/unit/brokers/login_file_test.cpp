@@ -10,6 +10,7 @@
 #include <string>
 
 #include "brokers/credential_set.hpp"
+#include "brokers/dummy_key.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 using broker::brokers::credential_set;
@@ -300,4 +301,40 @@ TEST_CASE("gh's hosts.yml is a dummy copy with only its tokens changed", "[broke
                   .decision()
                   .refused());
   CHECK(headers[0].value == "token " + token);
+}
+
+TEST_CASE("with the user's stable dummies, a login file's API key keeps its dummy across "
+          "sessions and its OAuth tokens do not",
+          "[brokers][login_file][dummy_key]") {
+  const std::string key_real = "sk-proj-REALcodexApiKey0123456789abcdefREALkey";
+  const std::string access = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALaccessSignature0123456789";
+  const std::string refresh = "rt_REALrefresh0123456789abcdefREALrefresh";
+  temp_dir dir;
+  const char* h = std::getenv("HOME");
+  const std::string old_home = h ? h : "";
+  ::setenv("HOME", dir.path.c_str(), 1);
+  std::filesystem::create_directories(dir.path / ".codex");
+  std::ofstream(dir.path / ".codex/auth.json")
+      << json{{"OPENAI_API_KEY", key_real},
+              {"tokens", {{"access_token", access}, {"refresh_token", refresh}}}}
+             .dump();
+  const char* codex_policy = R"({ "version": 1, "credentials": { "codex_login": {
+    "type": "bearer", "hosts": ["api.openai.com", "auth.openai.com"],
+    "file": "~/.codex/auth.json", "fields": ["OPENAI_API_KEY", "tokens.access_token"],
+    "refresh": { "url": "https://auth.openai.com/oauth/token", "token": "tokens.refresh_token",
+                 "response": { "access_token": "tokens.access_token",
+                               "refresh_token": "tokens.refresh_token" } } } } })";
+  const auto stable = std::make_shared<const broker::brokers::stable_dummies>(
+      broker::brokers::secret(std::string(32, 'k')));
+  const auto session = [&] {
+    std::vector<broker::config::policy> layers{parse_policy(codex_policy, "p.json")};
+    return child_copy(credential_set::load(layers, nullptr, {}, true, stable));
+  };
+  const json one = session(), two = session();
+  ::setenv("HOME", old_home.c_str(), 1);
+  CHECK(one["OPENAI_API_KEY"] == two["OPENAI_API_KEY"]);
+  CHECK(one["OPENAI_API_KEY"] != key_real);
+  CHECK(one["OPENAI_API_KEY"].get<std::string>().starts_with("sk-proj-"));
+  CHECK(one["tokens"]["access_token"] != two["tokens"]["access_token"]);
+  CHECK(one["tokens"]["refresh_token"] != two["tokens"]["refresh_token"]);
 }
