@@ -28,6 +28,10 @@ constexpr std::string_view default_text = R"json({
     { "host": "auth.openai.com", "ports": [443], "methods": ["POST"], "paths": ["/oauth/token"] },
     { "host": "platform.claude.com", "ports": [443], "methods": ["POST"],
       "paths": ["/v1/oauth/token"] },
+    // Claude Code's first interactive run checks that it can reach both of its hosts (and
+    // stops, "Unable to connect to Anthropic services", when either answers other than 200).
+    { "host": "platform.claude.com", "ports": [443], "methods": ["GET"],
+      "paths": ["/v1/oauth/hello"] },
     { "host": "console.anthropic.com", "ports": [443], "methods": ["POST"],
       "paths": ["/v1/oauth/token"] },
     { "host": "cloudcode-pa.googleapis.com", "ports": [443] },

@@ -16,6 +16,8 @@ which. It routes on the Host header:
 - chatgpt.com: /backend-api/codex/responses (the same, for Codex's ChatGPT login).
 - api.anthropic.com: POST /v1/messages (SSE or JSON), /v1/messages/count_tokens,
   /api/oauth/profile; any other path 404 (Claude Code's settings, bootstrap, event logging).
+  /api/hello there and /v1/oauth/hello at platform.claude.com answer 200 (Claude Code's first
+  interactive run checks both and stops when either fails).
   (@anthropic-ai/sdk >= 1.0 sends an API key as `Authorization: Bearer KEY`, not x-api-key:
   a test of that SDK registers the key in the anthropic_bearer realm.)
 - generativelanguage.googleapis.com: /v1beta/models/M:generateContent,
@@ -395,6 +397,10 @@ class _Handler(BaseHTTPRequestHandler):
                 status, doc = ep.handle(headers.get("content-type", ""), body)
                 self.rec["token_request"] = True
                 return self._send_json(status, doc)
+        if host in ("api.anthropic.com", "platform.claude.com") and \
+                url.path in ("/api/hello", "/v1/oauth/hello"):
+            # Claude Code's first-run check that both hosts are reachable (no credential).
+            return self._send_json(200, {"message": "hello"})
         if route is None:
             return self._send_json(404, {"error": "not_found", "host": host})
         return route(fake, url, headers, body, upgrade)

@@ -140,7 +140,12 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(has_pypi);
   CHECK_FALSE(any_tunnel);
-  CHECK(p.allow.size() == 28);
+  CHECK(p.allow.size() == 29);
+  // Claude Code's first interactive run stops unless its reachability check answers.
+  CHECK(std::any_of(p.allow.begin(), p.allow.end(), [](const auto& r) {
+    return r.host && r.host->text() == "platform.claude.com" &&
+           r.methods == std::vector<std::string>{"GET"} && r.paths.size() == 1;
+  }));
 }
 
 TEST_CASE("to_json shows the normalized layer", "[config][policy]") {
