@@ -160,12 +160,14 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
 // §8.1); nothing when nothing was.
 void report_kept_out(const std::vector<wrap::kept_out>& kept, const std::string& session_id,
                      session::audit_log& audit) {
+  bool set_aside = false;
   for (const auto& k : kept) {
     std::cerr << "broker: kept out of your home: " << k.path << " (" << k.reason << ") -> "
-              << k.kept << "\n";
+              << (k.kept.empty() ? "removed" : k.kept) << "\n";
     audit.write(session::kept_out_record(k.path, k.reason, k.kept));
+    set_aside |= !k.kept.empty();
   }
-  if (!kept.empty())
+  if (set_aside)
     std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
 }
 
@@ -300,6 +302,7 @@ int run_wrap(wrap_options& o) {
     launch.overlays = overlays;
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
+    launch.scratch = wrap::scratch_directories(setup.policy->layers(), home);
     for (auto& path : wrap::protected_git_paths(cwd)) launch.read_only.push_back(std::move(path));
     std::vector<std::string> unhidden;
     for (auto& m : wrap::broker_state_masks(setup.policy->layers(),

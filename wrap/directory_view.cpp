@@ -118,12 +118,29 @@ class returner {
                                S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && (st.st_mode & 0111)));
   }
 
-  // `from` (in the view) is not to reach `to` (real): moved under the kept root.
+  // `from` (in the view) is not to reach `to` (real): moved under the kept root, or an agent's
+  // key store to where the next session finds it (home_guard::agent_store).
   void keep_out(const std::string& from, const std::string& to, std::string reason) {
-    std::string kept = kept_root_ + to;
+    if (guard_ && guard_->discarded(to)) {
+      std::error_code ec;
+      fs::remove_all(from, ec);
+      out_.kept.push_back({to, std::move(reason), ec ? from : std::string()});
+      return;
+    }
+    const std::string store = guard_ ? guard_->agent_store(to) : std::string();
+    std::string kept = store.empty() ? kept_root_ + to : store;
     std::error_code ec;
     fs::create_directories(fs::path(kept).parent_path(), ec);
+    if (!store.empty()) {
+      // Private like the rest of ~/.config/broker: every directory from there down.
+      const std::size_t at = kept.find("/.config/broker/");
+      for (fs::path d = fs::path(kept).parent_path();
+           at != std::string::npos && d.string().size() >= at + 15; d = d.parent_path())
+        ::chmod(d.c_str(), 0700);
+      ::unlink(kept.c_str());  // the previous session's
+    }
     if (ec || !set_aside(from, kept)) kept = from;  // left where it is
+    else if (!store.empty()) ::chmod(kept.c_str(), 0600);
     out_.kept.push_back({to, std::move(reason), std::move(kept)});
   }
 

@@ -47,7 +47,7 @@ struct directory_view {
 struct kept_out {
   std::string path;    // where it would have gone: the real absolute path
   std::string reason;  // why, for the user ("larger than 256 MiB", "not a regular file")
-  std::string kept;    // where it was set aside
+  std::string kept;    // where it was set aside; "" when it was removed
 };
 
 // What a view shows: `target` (a directory) at `view` (which must not exist), with a login file

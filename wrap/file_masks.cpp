@@ -11,6 +11,9 @@ constexpr const char* well_known[] = {
     "~/.aws",    "~/.config/gh",       "~/.config/gcloud",      "~/.azure",
     "~/.netrc",  "~/.git-credentials", "~/.docker/config.json", "~/.npmrc",
     "~/.pypirc", "~/.kube/config",     "~/.config/broker/ca",
+    // Gemini CLI's key store where there is no system keychain: encrypted with a key anyone can
+    // derive (the host and user names), so as good as the key itself.
+    "~/.gemini/gemini-credentials.json",
 };
 
 // What a program outside the session later runs, or fetches code from (DESIGN §8.1), and why.
@@ -37,6 +40,18 @@ constexpr std::pair<const char*, const char*> persistence[] = {
     {"~/.gradle/gradle.properties", "a package manager's sources"},
     {"~/.bundle/config", "a package manager's sources"},
     {"~/.gemrc", "a package manager's sources"},
+};
+
+// Programs an agent installs under its own directory and runs later outside the session (Codex
+// starts its app-server daemon from there), and the state of what runs them: made inside, they
+// are removed when it ends (the agent installs them again in the next session), and existing
+// ones are shown as empty private directories (scratch_directories).
+constexpr std::pair<const char*, const char*> agent_programs[] = {
+    {"~/.codex/packages", "an agent's own programs, run outside the session later"},
+    // Its daemon's pid files and sockets: the daemon ends with the session, and left behind they
+    // name one that is gone (Codex then looks for a daemon that is not installed, and stops).
+    {"~/.codex/app-server-daemon", "an agent's background server's state, ended with the session"},
+    {"~/.codex/app-server-control", "an agent's background server's state, ended with the session"},
 };
 
 std::string expand(const std::string& path, const std::string& home) {
@@ -130,6 +145,14 @@ std::vector<protected_path> persistence_paths(const std::vector<config::policy>&
     first = false;
   }
   if (!home.empty())
+    for (const auto& [path, why] : agent_programs) {
+      std::string p = expand(path, home);
+      if (std::find(writable.begin(), writable.end(), p) == writable.end()) {
+        add(std::move(p), why);
+        out.back().discard = true;
+      }
+    }
+  if (!home.empty())
     for (const auto& [path, why] : persistence) {
       std::string p = expand(path, home);
       if (std::find(writable.begin(), writable.end(), p) == writable.end()) add(std::move(p), why);
@@ -139,14 +162,33 @@ std::vector<protected_path> persistence_paths(const std::vector<config::policy>&
   return out;
 }
 
-std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
-                                         const std::string& home) {
+namespace {
+
+// The protected paths that exist, the discarded ones (directories, not links) or the others.
+std::vector<std::string> existing_protected(const std::vector<config::policy>& layers,
+                                            const std::string& home, bool discarded) {
   std::vector<std::string> out;
   for (auto& p : persistence_paths(layers, home)) {
     std::error_code ec;
-    if (std::filesystem::exists(p.path, ec)) out.push_back(std::move(p.path));  // not a dangling link
+    if (p.discard != discarded || !std::filesystem::exists(p.path, ec)) continue;  // not dangling
+    if (discarded && (!std::filesystem::is_directory(p.path, ec) ||
+                      std::filesystem::is_symlink(p.path, ec)))
+      continue;
+    out.push_back(std::move(p.path));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
+                                         const std::string& home) {
+  return existing_protected(layers, home, false);
+}
+
+std::vector<std::string> scratch_directories(const std::vector<config::policy>& layers,
+                                             const std::string& home) {
+  return existing_protected(layers, home, true);
 }
 
 std::vector<std::string> broker_state_masks(const std::vector<config::policy>& layers,

@@ -38,14 +38,23 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
 struct protected_path {
   std::string path;
   const char* reason;
+  // What the child made there is removed rather than set aside: an agent's own programs, which
+  // it installs again every session (hundreds of MB each time).
+  bool discard = false;
 };
 std::vector<protected_path> persistence_paths(const std::vector<config::policy>& layers,
                                               const std::string& home);
 
-// Those that exist: read-only inside. A missing one is kept out of the host when the child makes
+// Those that exist (but the discarded ones, scratch_directories): read-only inside. A missing one is kept out of the host when the child makes
 // it (home_guard.hpp); creating an empty one on the user's behalf would change their shells (an
 // empty ~/.bash_profile hides ~/.profile).
 std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
                                          const std::string& home);
+
+// The existing directories of the paths whose new content is discarded (an agent's own
+// programs): the child sees each as an empty private directory (a tmpfs), where the agent
+// installs them again, gone when the session ends; the host's copy is neither seen nor changed.
+std::vector<std::string> scratch_directories(const std::vector<config::policy>& layers,
+                                             const std::string& home);
 
 }  // namespace broker::wrap

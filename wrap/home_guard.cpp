@@ -53,7 +53,31 @@ const std::pair<const char*, settings_file> agent_settings[] = {
                      "tools.discoveryCommand", "tools.callCommand", "tools.sandbox"}}},
 };
 
+// Where agents store a key they are given (home_guard::agent_store), under the home.
+constexpr const char* agent_key_stores[] = {"/.codex/auth.json", "/.gemini/gemini-credentials.json"};
+constexpr const char* agent_files = "/.config/broker/agent-files";
+
 }  // namespace
+
+std::string home_guard::agent_store(const std::string& real) const {
+  if (home_.empty() || home_ == "/") return {};
+  for (const char* store : agent_key_stores)
+    if (real == home_ + store) return home_ + agent_files + store;
+  return {};
+}
+
+bool home_guard::discarded(const std::string& real) const {
+  for (const auto& p : protected_)
+    if (within(real, p.path)) return p.discard;
+  return false;
+}
+
+std::vector<std::string> home_guard::agent_stores() const {
+  std::vector<std::string> out;
+  if (home_.empty() || home_ == "/") return out;
+  for (const char* store : agent_key_stores) out.push_back(home_ + store);
+  return out;
+}
 
 const settings_file* home_guard::settings(const std::string& real) const {
   for (const auto& [path, file] : settings_)
@@ -90,6 +114,9 @@ home_guard::home_guard(std::vector<protected_path> protected_paths, std::string 
 std::string home_guard::kept_reason(const std::string& real, bool executable) const {
   for (const auto& p : protected_)
     if (within(real, p.path)) return p.reason;
+  if (!agent_store(real).empty())
+    return "an agent's stored key, a dummy: the agent outside broker would send it instead of "
+           "your key; kept for broker's sessions";
   const fs::path path(real);
   const std::string dir = path.parent_path().string(), name = path.filename().string();
   // A repository made inside the session (in a directory that is a view): its hooks stay out.

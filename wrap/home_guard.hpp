@@ -38,6 +38,20 @@ class home_guard {
   // name commands never go back; null for any other path.
   const settings_file* settings(const std::string& real) const;
 
+  // Whether what the child made at `real` is removed rather than set aside (protected_path's
+  // discard: an agent's own programs, installed again every session).
+  bool discarded(const std::string& real) const;
+
+  // Where the agent's key store at `real` is kept between sessions, or "" when `real` is none.
+  // An agent that stores the key it was given (Codex's ~/.codex/auth.json from its sign-in
+  // screen, Gemini CLI's ~/.gemini/gemini-credentials.json) stores a dummy: in the home, the
+  // agent outside broker would send it instead of the user's key. So it never goes back; it is
+  // kept in ~/.config/broker/agent-files (hidden from sessions) and shown again at the same
+  // place in the next session where the home has nothing there (the dummy is stable).
+  std::string agent_store(const std::string& real) const;
+  // The real paths of the agent key stores.
+  std::vector<std::string> agent_stores() const;
+
   // A view of `dir` lets links go back (a PATH directory: npm links its commands there).
   bool is_path_directory(const std::string& dir) const;
 

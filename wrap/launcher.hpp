@@ -48,6 +48,7 @@ struct launch_options {
   std::vector<directory_view> views;
   std::vector<std::string> masks;         // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;     // netns: absolute paths the child cannot change
+  std::vector<std::string> scratch;  // netns: directories shown empty and private (a tmpfs)
   // netns: transparent capture (DESIGN §11): every TCP connection the command dials to a
   // non-loopback address lands on a listener at `capture_port`, and its DNS is the broker's, on
   // port 53 inside the namespace.

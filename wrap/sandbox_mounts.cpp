@@ -198,6 +198,7 @@ std::vector<std::string> pinned_directories(const launch_options& options) {
   for (const auto& v : options.views) add_ancestors(out, v.target);
   for (const auto& path : options.masks) add_ancestors(out, path);
   for (const auto& path : options.read_only) add_ancestors(out, path);
+  for (const auto& path : options.scratch) add_ancestors(out, path);
   std::stable_sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
     return std::count(a.begin(), a.end(), '/') < std::count(b.begin(), b.end(), '/');
   });
@@ -281,6 +282,9 @@ void set_up_mounts(int control, const launch_options& options) {
         fail(control, "masking " + path);
     }
   }
+  for (const std::string& path : options.scratch)
+    if (::mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") < 0)
+      fail(control, "a private directory at " + path);
   for (const std::string& path : options.read_only) make_read_only(control, path.c_str());
   // The working directory again, by its path: the one inherited is the directory under every
   // mount made above, and relative paths from it would pass beneath them all (a log directory

@@ -49,7 +49,42 @@ std::vector<std::string> add_guard_views(const home_guard& guard, const std::str
     return std::count(a.target.begin(), a.target.end(), '/') <
            std::count(b.target.begin(), b.target.end(), '/');
   });
+  show_agent_stores(guard, views, warnings);
   return warnings;
+}
+
+void show_agent_stores(const home_guard& guard, const std::vector<directory_view>& views,
+                       std::vector<std::string>& warnings) {
+  for (const std::string& real : guard.agent_stores()) {
+    struct stat st {};
+    const std::string store = guard.agent_store(real);
+    if (::lstat(real.c_str(), &st) == 0 || ::lstat(store.c_str(), &st) < 0 || !S_ISREG(st.st_mode))
+      continue;  // the home's own file wins; nothing kept
+    // The deepest view above it (views are ordered parents first).
+    const directory_view* view = nullptr;
+    for (const auto& v : views)
+      if (real.starts_with(v.target + "/")) view = &v;
+    if (!view) continue;
+    // Every directory between the view and the file must be missing from the host too: one that
+    // exists is bound through live, and the file would land in the real home.
+    const fs::path rel = fs::path(real.substr(view->target.size() + 1));
+    fs::path host = view->target, inside = view->view;
+    bool placeable = true;
+    for (const auto& part : rel.parent_path()) {
+      host /= part;
+      inside /= part;
+      if (::lstat(host.c_str(), &st) == 0) placeable = false;
+    }
+    if (!placeable) continue;
+    std::error_code ec;
+    fs::create_directories(inside, ec);
+    const fs::path file = inside / rel.filename();
+    if (ec || !fs::copy_file(store, file, ec) || ec) {
+      warnings.push_back("could not show " + real + " from " + store);
+      continue;
+    }
+    ::chmod(file.c_str(), 0600);
+  }
 }
 
 views_returned return_views(const std::vector<directory_view>& views, const fs::path& views_dir,

@@ -31,6 +31,11 @@ std::vector<std::string> add_guard_views(const home_guard& guard, const std::str
                                          const std::filesystem::path& views_dir,
                                          copy_budget& budget);
 
+// The agents' key stores kept from earlier sessions (home_guard::agent_store), each copied into
+// the view where it belongs when the home has no file there (add_guard_views calls it).
+void show_agent_stores(const home_guard& guard, const std::vector<directory_view>& views,
+                       std::vector<std::string>& warnings);
+
 struct views_returned {
   std::vector<kept_out> kept;         // set aside under the kept root
   std::vector<std::string> copied;    // real paths that went back ("dir/" for a directory)

@@ -287,7 +287,9 @@ def test_codex_exec_with_codex_api_key_over_http_when_the_websocket_is_refused(m
 def test_codex_with_openai_api_key_logged_in_from_the_dummy(make_fake, sessions):
     """`codex exec` 0.171 does not read OPENAI_API_KEY from the environment (only CODEX_API_KEY);
     the documented way is `codex login --with-api-key` from stdin, which here stores the
-    session's dummy in ~/.codex/auth.json: broker swaps it on api.openai.com."""
+    session's dummy in ~/.codex/auth.json: broker swaps it on api.openai.com. The file holds a
+    dummy, so it stays with broker's sessions (~/.config/broker/agent-files), never in the home
+    where Codex outside broker would send the dummy."""
     fake = make_fake(ws="refuse")
     fake.accept("openai", OPENAI_KEY)
     login = 'printenv OPENAI_API_KEY | codex login --with-api-key >/dev/null 2>&1 || exit 90;'
@@ -295,8 +297,11 @@ def test_codex_with_openai_api_key_logged_in_from_the_dummy(make_fake, sessions)
                              env={"OPENAI_API_KEY": OPENAI_KEY}, timeout=RUN_TIMEOUT)
     assert_turn_done(run, fake)
     dummy = assert_dummy_in_env(run, "OPENAI_API_KEY", OPENAI_KEY)
-    stored = json.loads((run.home / ".codex" / "auth.json").read_text())
+    assert not (run.home / ".codex" / "auth.json").exists()
+    kept = run.home / ".config" / "broker" / "agent-files" / ".codex" / "auth.json"
+    stored = json.loads(kept.read_text())
     assert stored.get("OPENAI_API_KEY") == dummy, stored.keys()
+    assert (kept.stat().st_mode & 0o777) == 0o600
     [post] = [r for r in answered(fake, OPENAI, "/v1/responses") if r["method"] == "POST"]
     assert post["headers"]["authorization"] == f"Bearer {OPENAI_KEY}"
     [rec] = [r for r in audit_requests(run, OPENAI, "/v1/responses", "POST")
@@ -503,8 +508,8 @@ def test_codex_login_file_with_an_api_key(make_fake, sessions):
 
 def codex_chatgpt_login(fake, s, name, refresh, expires_in):
     """A ChatGPT login in the home of session `name`: ~/.codex/auth.json with tokens that expire
-    in `expires_in` seconds, redeemed at a fake auth.openai.com. Returns (token endpoint, the
-    real file, id token, access token)."""
+    in `expires_in` seconds (the fake takes the access token until then), redeemed at a fake
+    auth.openai.com. Returns (token endpoint, the real file, id token, access token)."""
     ep = fake_oauth.TokenEndpoint("openai", refresh, fake_oauth.CODEX_CLIENT_ID,
                                   on_access=lambda t: fake.accept("chatgpt", t),
                                   account_id=fake.chatgpt_account_id)
@@ -517,6 +522,8 @@ def codex_chatgpt_login(fake, s, name, refresh, expires_in):
         "OPENAI_API_KEY": None, "last_refresh": "2026-01-01T00:00:00Z",
         "tokens": {"id_token": id_token, "access_token": access, "refresh_token": refresh,
                    "account_id": fake.chatgpt_account_id}}))
+    if expires_in > 0:
+        fake.accept("chatgpt", access)
     return ep, real_file, id_token, access
 
 
@@ -548,7 +555,6 @@ def test_codex_chatgpt_turn_carrying_a_foreign_dummy_is_refused(make_fake, sessi
     s = sessions(fake)
     _, real_file, id_token, access = codex_chatgpt_login(fake, s, "codex-chatgpt-canary", refresh,
                                                          expires_in=3600)
-    fake.accept("chatgpt", access)
     script = ('printf %s "$GITHUB_TOKEN" > "$PWD/child-dummy"; '
               'exec "$@" "Remember this note: $GITHUB_TOKEN"')
     run = s.run("codex-chatgpt-canary", ["sh", "-c", script, "sh", *CODEX[:-1]],
@@ -563,6 +569,21 @@ def test_codex_chatgpt_turn_carrying_a_foreign_dummy_is_refused(make_fake, sessi
     assert_no_leaks(run, [GITHUB_KEY, refresh, access, id_token], skip_files=[real_file])
 
 
+def claude_login(s, name, access, refresh, expires_in):
+    """A Claude subscription login in the home of session `name`: ~/.claude/.credentials.json
+    (0600) with tokens that expire in `expires_in` seconds. Returns the file."""
+    _, home, *_ = s.prepare(name)
+    real_file = home / ".claude" / ".credentials.json"
+    real_file.parent.mkdir()
+    real_file.write_text(json.dumps({"claudeAiOauth": {
+        "accessToken": access, "refreshToken": refresh,
+        "expiresAt": int((time.time() + expires_in) * 1000),
+        "scopes": ["user:inference", "user:profile", "user:sessions:claude_code"],
+        "subscriptionType": "max"}}))
+    real_file.chmod(0o600)
+    return real_file
+
+
 def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):
     fake = make_fake()
     old_refresh = "sk-ant-ort01-" + "ClaudeRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
@@ -571,14 +592,8 @@ def test_claude_oauth_login_refreshes_through_the_broker(make_fake, sessions):
                                   on_access=lambda t: fake.accept("anthropic_bearer", t))
     fake.add_token_endpoint("platform.claude.com", ep)
     s = sessions(fake)
-    _, home, *_ = s.prepare("claude-oauth")
-    real_file = home / ".claude" / ".credentials.json"
-    real_file.parent.mkdir()
-    real_file.write_text(json.dumps({"claudeAiOauth": {
-        "accessToken": old_access, "refreshToken": old_refresh,
-        "expiresAt": int((time.time() - 3600) * 1000),  # expired: the refresh is forced
-        "scopes": ["user:inference", "user:profile", "user:sessions:claude_code"],
-        "subscriptionType": "max"}}))
+    # Expired: the refresh is forced.
+    real_file = claude_login(s, "claude-oauth", old_access, old_refresh, expires_in=-3600)
     run = s.run("claude-oauth", login_cmd(CLAUDE, ".claude/.credentials.json",
                                           "['claudeAiOauth']['refreshToken']"),
                 timeout=RUN_TIMEOUT)

@@ -484,6 +484,9 @@ MASKED_FILES = {
     ".azure/accessTokens.json": json.dumps([{"accessToken": REAL}]),
     ".ssh/id_ed25519": f"-----BEGIN OPENSSH PRIVATE KEY-----\n{REAL}\n"
                        "-----END OPENSSH PRIVATE KEY-----\n",
+    # Gemini CLI's key store without a system keychain (encrypted with a key derived from the
+    # host and user names: as good as plain; plain here).
+    ".gemini/gemini-credentials.json": json.dumps({"gemini-cli-api-key": {"default-api-key": REAL}}),
 }
 VISIBLE_FILES = {
     ".ssh/id_ed25519.pub": "ssh-ed25519 AAAAC3NzaPUBLICPART test@host\n",

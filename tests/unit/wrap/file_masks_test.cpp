@@ -93,3 +93,22 @@ TEST_CASE("persistence_paths: the floor, files.readonly added, files.writable op
       "readonly": ["~/.bashrc"] } })", "c.json");
   CHECK(has(paths({c}), "/home/u/.bashrc"));  // a layer's readonly is never opened
 }
+
+TEST_CASE("scratch_directories: an agent's own programs that exist, never read-only ones",
+          "[wrap][masks]") {
+  broker::test::temp_dir t;
+  const std::string home = t.path.string();
+  std::filesystem::create_directories(t.path / ".codex/packages/app-server-daemon");
+  std::filesystem::create_directories(t.path / ".codex/app-server-daemon");
+  std::ofstream(t.path / ".bashrc") << "x";
+  const auto scratch = broker::wrap::scratch_directories({}, home);
+  CHECK(scratch == std::vector<std::string>{home + "/.codex/packages",
+                                            home + "/.codex/app-server-daemon"});
+  // Shown empty inside, so never read-only as well.
+  const auto read_only = read_only_files({}, home);
+  CHECK(read_only == std::vector<std::string>{home + "/.bashrc"});
+  // files.writable opens them like any protected path.
+  const auto open = parse_policy(R"({ "files": { "writable": ["~/.codex/packages"] } })", "o");
+  CHECK(broker::wrap::scratch_directories({open}, home) ==
+        std::vector<std::string>{home + "/.codex/app-server-daemon"});
+}

@@ -65,3 +65,27 @@ TEST_CASE("home_guard: views where a protected path does not exist yet", "[wrap]
   CHECK(std::find(from_home.begin(), from_home.end(), home) == from_home.end());
   CHECK(warnings.size() == 1);
 }
+
+TEST_CASE("home_guard: an agent's own programs are discarded, its stored key kept for broker",
+          "[wrap][guard]") {
+  broker::test::temp_dir t;
+  const std::string home = (t.path / "home").string();
+  fs::create_directories(home);
+  const home_guard g(persistence_paths({}, home), home, "");
+  // Codex's daemon: kept out and removed, not set aside.
+  const std::string daemon = home + "/.codex/packages/app-server-daemon/current/bin/codex";
+  CHECK_FALSE(g.kept_reason(daemon, true).empty());
+  CHECK(g.discarded(daemon));
+  CHECK(g.discarded(home + "/.codex/app-server-daemon/daemon.pid"));
+  CHECK_FALSE(g.discarded(home + "/.bashrc"));
+  CHECK_FALSE(g.discarded(home + "/.codex/config.toml"));
+  // The agents' key stores: kept out, to broker's own place for them.
+  for (const char* store : {"/.codex/auth.json", "/.gemini/gemini-credentials.json"}) {
+    CAPTURE(store);
+    CHECK(g.kept_reason(home + store, false).find("stored key") != std::string::npos);
+    CHECK(g.agent_store(home + store) == home + "/.config/broker/agent-files" + store);
+    CHECK_FALSE(g.discarded(home + store));
+  }
+  CHECK(g.agent_store(home + "/.codex/config.toml").empty());
+  CHECK(g.agent_stores().size() == 2);
+}
