@@ -7,7 +7,7 @@ packages=(
   libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev catch2 libseccomp-dev libnftnl-dev libmnl-dev
   zlib1g-dev libbrotli-dev libzstd-dev
-  curl openssl python3 python3-pytest python3-requests git iproute2 zstd brotli
+  curl openssl python3 python3-pytest python3-requests git iproute2 zstd brotli tmux
   python3-boto3 awscli python3-google-auth python3-pip python3-setuptools
   clang libclang-rt-14-dev llvm-14
   redis-server libhiredis-dev haproxy

@@ -148,11 +148,12 @@ class AgentSessions:
         for p in self.runtimes.values():
             shutil.rmtree(p, ignore_errors=True)
 
-    def run(self, name: str, cmd, env=None, policies=None, timeout=90, log_level=None,
-            extra_args=()):
-        """`broker wrap [--policy L]... -- cmd` with the agents on PATH; `env` adds to the
-        broker's environment (the real values go here: the broker reads them, the child gets
-        dummies). Returns an AgentRun."""
+    def command(self, name: str, cmd, env=None, policies=None, log_level=None, extra_args=(),
+                interactive=False):
+        """(argv, environment, working directory) of `broker wrap [--policy L]... -- cmd` with
+        the agents on PATH; `env` adds to the broker's environment (the real values go here: the
+        broker reads them, the child gets dummies). `interactive`: for a terminal (a tmux pane
+        sets TERM; no NO_COLOR, no CI), else for a pipe."""
         d, home, runtime, logs, work = self.prepare(name)
         argv = [str(self.broker_bin), "wrap", "--isolate", "netns", "--upstream-ca",
                 str(self.ca_cert), "--log-dir", str(logs)]
@@ -170,11 +171,23 @@ class AgentSessions:
         base_env.update({
             "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime),
             "PATH": f"{AGENTS_BIN}:/usr/local/bin:/usr/bin:/bin",
-            "TERM": "dumb", "NO_COLOR": "1", "CI": "1",
         })
+        if interactive:
+            for k in ("TERM", "NO_COLOR", "CI", "COLUMNS", "LINES"):
+                base_env.pop(k, None)
+        else:
+            base_env.update({"TERM": "dumb", "NO_COLOR": "1", "CI": "1"})
         for k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
             base_env.pop(k, None)
         base_env.update(env or {})
+        return argv, base_env, work
+
+    def run(self, name: str, cmd, env=None, policies=None, timeout=90, log_level=None,
+            extra_args=()):
+        """`broker wrap ... -- cmd` (command()) with no terminal, stdin closed. Returns an
+        AgentRun."""
+        argv, base_env, work = self.command(name, cmd, env, policies, log_level, extra_args)
+        d, home, runtime, logs, _ = self.prepare(name)
         t0 = time.monotonic()
         try:
             p = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=work,

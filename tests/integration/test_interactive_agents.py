@@ -1,0 +1,276 @@
+"""The real agents' interactive TUIs inside `broker wrap`, driven as a person drives them: in a
+tmux pane (tests/agents/agent_terminal.py), keys typed, the screen read. Claude Code (API key;
+subscription login), Codex (API key; ChatGPT login) and Gemini CLI (API key), each against the
+fakes of tests/agents/fake_apis.py, with no policy written (the embedded default).
+
+Each test walks the first screens a person meets, types a prompt and reads the fake's answer,
+resizes the window, quits the way a person does (/exit, Ctrl-C, Ctrl-D), and checks the exit
+status and that the terminal is left as it was (`stty -a` and the pane's modes). And what makes
+a second session behave like the first outside broker: the agents remember their key between
+sessions (Claude Code's approved keys, DESIGN §5: stable dummies), and what an agent stores of
+its key (a dummy) never lands in the user's home where the agent outside broker would use it.
+
+Without the agents installed every test fails, saying to run scripts/install-agents.sh
+(BROKER_SKIP_AGENTS=1 skips them instead).
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+
+import agent_run  # noqa: E402
+import fake_apis  # noqa: E402
+import fake_oauth  # noqa: E402
+from agent_terminal import Terminal  # noqa: E402
+from test_real_agents import (ANTHROPIC, ANTHROPIC_KEY, GEMINI_KEY, OPENAI, OPENAI_KEY,  # noqa: F401,E402
+                              _agents_installed, agents_pki, answered, assert_no_leaks,
+                              claude_login, codex_chatgpt_login, make_fake, sessions)
+
+ANSWER = "PINEAPPLE-42"
+PROMPT = "Say the magic word."
+SIZE, SMALLER = (120, 40), (90, 30)
+
+
+@pytest.fixture
+def terminal():
+    made = []
+
+    def make(s, name, cmd, env=None):
+        argv, environment, cwd = s.command(name, cmd, env=env, interactive=True)
+        t = Terminal(argv, environment, cwd, size=SIZE)
+        made.append(t)
+        t.start()
+        return t
+
+    yield make
+    for t in made:
+        t.close()
+
+
+def as_run(s, name, t):
+    """The session as an AgentRun (audit records, files), its output what the pane showed."""
+    d, home, runtime, logs, work = s.prepare(name)
+    return agent_run.AgentRun(name=name, dir=d, argv=[], returncode=None,
+                              stdout=t.history().encode(), stderr=b"", elapsed=0, home=home,
+                              logs=logs, runtime=runtime, work=work)
+
+
+def ask(t, prompt=PROMPT, pause=0.5):
+    """Types the prompt as a person does, then Enter on its own (an Enter in the same burst as
+    the text is taken for a pasted newline by Codex and Gemini CLI)."""
+    t.type(prompt)
+    t.keys("Enter", pause=pause)
+    return t.wait_for(ANSWER, timeout=60)
+
+
+def resized(t, answer=ANSWER):
+    """The window made smaller: the agent redraws at the new width, the answer still shown."""
+    t.resize(*SMALLER)
+    assert t.size() == SMALLER
+    screen = t.wait_for(answer, timeout=20)
+    assert all(len(line) <= SMALLER[0] for line in screen.splitlines()), screen
+    return screen
+
+
+def exited(t, status=0):
+    rc = t.wait_exit(timeout=30)
+    assert rc == status, f"exit status {rc}\n{t.history()[-3000:]}"
+    bad = t.sane_afterwards()
+    assert not bad, "the terminal was left changed:\n" + "\n".join(bad)
+
+
+# --------------------------------------------------------------------------------------------
+# Claude Code
+# --------------------------------------------------------------------------------------------
+
+CLAUDE_READY = "shift+tab to cycle"  # the footer under the prompt
+KEY_QUESTION = "Detected a custom API key in your environment"
+
+
+def claude_onboarding(t):
+    """A fresh home's first screens: theme, (the key question), security notes, the folder."""
+    t.wait_for("Choose the text style that looks best with your terminal")
+    t.keys("Enter")
+
+
+def test_claude_code_asks_about_its_key_once_and_not_in_the_next_session(make_fake, sessions,
+                                                                        terminal):
+    fake = make_fake()
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    s = sessions(fake)
+    env = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    t = terminal(s, "claude-key", ["claude"], env=env)
+    claude_onboarding(t)
+    screen = t.wait_for(KEY_QUESTION, "Do you want to use this API key?")
+    # It shows the end of the key it holds: the dummy's, never the real one's.
+    assert ANTHROPIC_KEY[-20:] not in screen, screen
+    shown = next(line for line in screen.splitlines() if "ANTHROPIC_API_KEY:" in line)
+    tail = shown.split("...")[-1].strip()
+    assert len(tail) == 20, shown
+    t.keys("Up", "Enter")  # "Yes" (the default is "No (recommended)")
+    t.wait_for("Security notes")
+    t.keys("Enter")
+    t.wait_for("Yes, I trust this folder")
+    t.keys("Down", "Enter")  # "Yes, I trust this folder" (the default is "No, exit")
+    t.wait_for(CLAUDE_READY)
+    ask(t)
+    resized(t)
+    t.type("/exit")
+    t.keys("Enter")
+    exited(t)
+    run = as_run(s, "claude-key", t)
+    state = json.loads((run.home / ".claude.json").read_text())
+    assert state["customApiKeyResponses"]["approved"] == [tail], state["customApiKeyResponses"]
+    calls = [r for r in answered(fake, ANTHROPIC, "/v1/messages") if r["path"] == "/v1/messages"]
+    assert calls and all(r["headers"]["x-api-key"] == ANTHROPIC_KEY for r in calls)
+
+    # The next session: the same dummy, so the approved key is recognised and nothing is asked.
+    t2 = terminal(s, "claude-key", ["claude"], env=env)
+    first = t2.wait_for_any(CLAUDE_READY, KEY_QUESTION)
+    assert first == CLAUDE_READY, t2.screen()
+    ask(t2)
+    t2.keys("C-c", "C-c", pause=0.3)
+    exited(t2)
+    run = as_run(s, "claude-key", t2)
+    assert_no_leaks(run, [ANTHROPIC_KEY])
+
+
+def test_claude_code_with_a_subscription_login(make_fake, sessions, terminal):
+    fake = make_fake()
+    access = "sk-ant-oat01-" + "ClaudeTuiAccessTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abcd"
+    refresh = "sk-ant-ort01-" + "ClaudeTuiRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-ab"
+    fake.accept("anthropic_bearer", access)
+    s = sessions(fake)
+    login = claude_login(s, "claude-login", access, refresh, expires_in=8 * 3600)
+    t = terminal(s, "claude-login", ["claude"])
+    claude_onboarding(t)
+    screen = t.wait_for("Security notes")
+    assert KEY_QUESTION not in screen
+    t.keys("Enter")
+    t.wait_for("Yes, I trust this folder")
+    t.keys("Down", "Enter")  # "Yes, I trust this folder" (the default is "No, exit")
+    t.wait_for(CLAUDE_READY, "Claude Max")
+    ask(t)
+    resized(t)
+    t.keys("C-d", "C-d", pause=0.3)
+    exited(t)
+    calls = [r for r in answered(fake, ANTHROPIC, "/v1/messages") if r["path"] == "/v1/messages"]
+    assert calls and all(r["headers"]["authorization"] == f"Bearer {access}" for r in calls)
+    # The user's login is as it was.
+    assert json.loads(login.read_text())["claudeAiOauth"]["accessToken"] == access
+    assert_no_leaks(as_run(s, "claude-login", t), [access, refresh], skip_files=[login])
+
+
+# --------------------------------------------------------------------------------------------
+# Codex
+# --------------------------------------------------------------------------------------------
+
+CODEX_READY = "Ask Codex to do anything"  # the composer's placeholder
+
+
+def test_codex_signed_in_with_the_api_key_it_detects(make_fake, sessions, terminal):
+    """Codex's TUI ignores CODEX_API_KEY and offers OPENAI_API_KEY (the dummy) at sign-in, then
+    stores it in ~/.codex/auth.json: that file holds a dummy, so it is kept for broker's
+    sessions and never lands in the home, where Codex outside broker would send the dummy."""
+    fake = make_fake(ws="refuse")
+    fake.accept("openai", OPENAI_KEY)
+    s = sessions(fake)
+    env = {"OPENAI_API_KEY": OPENAI_KEY}
+    t = terminal(s, "codex-key", ["codex"], env=env)
+    t.wait_for("Choose how you want to use Codex")
+    t.keys("3")  # Sign in another way
+    t.wait_for("Use an OpenAI API key")
+    t.keys("1")
+    t.wait_for("Detected OPENAI_API_KEY environment variable")
+    t.keys("Enter", pause=1.5)  # an Enter right as the page opens is dropped
+    t.wait_for(CODEX_READY)
+    ask(t)
+    resized(t)
+    t.type("/exit")
+    t.keys("Enter")
+    exited(t)
+    posts = [r for r in answered(fake, OPENAI, "/v1/responses") if r["method"] == "POST"]
+    assert posts and all(r["headers"]["authorization"] == f"Bearer {OPENAI_KEY}" for r in posts)
+    run = as_run(s, "codex-key", t)
+    assert not (run.home / ".codex" / "auth.json").exists(), \
+        (run.home / ".codex" / "auth.json").read_text()
+
+    # The next session: signed in already, with the key it stored.
+    t2 = terminal(s, "codex-key", ["codex"], env=env)
+    first = t2.wait_for_any(CODEX_READY, "Choose how you want to use Codex")
+    assert first == CODEX_READY, t2.screen()
+    ask(t2)
+    t2.keys("C-c")  # on an empty composer: quits
+    exited(t2)
+    assert not (run.home / ".codex" / "auth.json").exists()
+    assert_no_leaks(as_run(s, "codex-key", t2), [OPENAI_KEY])
+
+
+def test_codex_signed_in_with_chatgpt(make_fake, sessions, terminal):
+    fake = make_fake(ws="refuse")
+    refresh = "rt_" + "C0dexTuiRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-abcd"
+    s = sessions(fake)
+    _, real_file, id_token, access = codex_chatgpt_login(fake, s, "codex-chatgpt-tui", refresh,
+                                                         expires_in=3600)
+    t = terminal(s, "codex-chatgpt-tui", ["codex"])
+    t.wait_for(CODEX_READY)
+    ask(t)
+    resized(t)
+    t.keys("C-d")  # on an empty composer: quits
+    exited(t)
+    calls = answered(fake, "chatgpt.com", "/backend-api/codex/responses")
+    assert calls and all(r["headers"]["authorization"] == f"Bearer {access}" for r in calls)
+    assert_no_leaks(as_run(s, "codex-chatgpt-tui", t), [refresh, access, id_token],
+                    skip_files=[real_file])
+
+
+# --------------------------------------------------------------------------------------------
+# Gemini CLI
+# --------------------------------------------------------------------------------------------
+
+GEMINI_READY = "Type your message or @path/to/file"
+
+
+def test_gemini_cli_first_run_and_the_next(make_fake, sessions, terminal):
+    """The first run trusts the folder (Gemini CLI restarts itself), picks the API key it
+    detected and offers to store it "in your system keychain" (here a file, ~/.gemini/gemini-
+    credentials.json): it holds the dummy, so it never lands in the home, where Gemini CLI
+    outside broker, given no GEMINI_API_KEY, would send the dummy. The next run asks nothing."""
+    fake = make_fake()
+    fake.accept("gemini_key", GEMINI_KEY)
+    s = sessions(fake)
+    env = {"GEMINI_API_KEY": GEMINI_KEY, "COLORTERM": "truecolor"}
+    t = terminal(s, "gemini-key", ["gemini"], env=env)
+    t.wait_for("Do you trust the files in this folder?", timeout=90)
+    t.keys("Enter")  # 1. Trust folder
+    t.wait_for("How would you like to authenticate", timeout=90)
+    t.keys("Enter")  # 2. Use Gemini API Key (chosen for the key it detected)
+    screen = t.wait_for("Enter Gemini API Key", "stored in your system keychain")
+    assert GEMINI_KEY not in screen
+    t.keys("Enter")
+    t.wait_for(GEMINI_READY)
+    ask(t)
+    resized(t)
+    t.type("/quit")
+    t.keys("Enter")
+    exited(t)
+    calls = [r for r in fake.requests("generativelanguage.googleapis.com") if r.get("model_call")]
+    assert calls and all(r["status"] == 200 for r in calls), calls
+    run = as_run(s, "gemini-key", t)
+    settings = json.loads((run.home / ".gemini" / "settings.json").read_text())
+    assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
+    assert not (run.home / ".gemini" / "gemini-credentials.json").exists()
+
+    t2 = terminal(s, "gemini-key", ["gemini"], env=env)
+    first = t2.wait_for_any(GEMINI_READY, "How would you like to authenticate",
+                            "Do you trust the files in this folder?", timeout=90)
+    assert first == GEMINI_READY, t2.screen()
+    ask(t2)
+    t2.keys("C-c", "C-c", pause=0.3)
+    exited(t2)
+    assert_no_leaks(as_run(s, "gemini-key", t2), [GEMINI_KEY])
