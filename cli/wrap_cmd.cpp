@@ -157,16 +157,26 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
 }
 
 // One stderr block naming each path kept out of the host, and one audit record each (DESIGN
-// §8.1); nothing when nothing was.
+// §8.1); nothing when nothing was. What an agent makes again every session (its programs,
+// removed) is named on one line, and its key store only when it changed.
 void report_kept_out(const std::vector<wrap::kept_out>& kept, const std::string& session_id,
                      session::audit_log& audit) {
   bool set_aside = false;
+  std::string removed;
   for (const auto& k : kept) {
-    std::cerr << "broker: kept out of your home: " << k.path << " (" << k.reason << ") -> "
-              << (k.kept.empty() ? "removed" : k.kept) << "\n";
     audit.write(session::kept_out_record(k.path, k.reason, k.kept));
-    set_aside |= !k.kept.empty();
+    if (k.kept.empty()) {
+      removed += (removed.empty() ? "" : ", ") + k.path;
+    } else if (!k.stored || k.store_changed) {
+      std::cerr << "broker: kept out of your home: " << k.path << " (" << k.reason << ") -> "
+                << k.kept << "\n";
+      set_aside |= !k.stored;
+    }
   }
+  if (!removed.empty())
+    std::cerr << "broker: removed what the command made for later outside the session (an "
+                 "agent's own programs and their state, made again next session): "
+              << removed << "\n";
   if (set_aside)
     std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
 }

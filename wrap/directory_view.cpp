@@ -131,7 +131,10 @@ class returner {
     std::string kept = store.empty() ? kept_root_ + to : store;
     std::error_code ec;
     fs::create_directories(fs::path(kept).parent_path(), ec);
+    bool changed = false;
     if (!store.empty()) {
+      const auto before = read_small(kept), now = read_small(from);
+      changed = !before || !now || *before != *now;
       // Private like the rest of ~/.config/broker: every directory from there down.
       const std::size_t at = kept.find("/.config/broker/");
       for (fs::path d = fs::path(kept).parent_path();
@@ -139,9 +142,13 @@ class returner {
         ::chmod(d.c_str(), 0700);
       ::unlink(kept.c_str());  // the previous session's
     }
-    if (ec || !set_aside(from, kept)) kept = from;  // left where it is
-    else if (!store.empty()) ::chmod(kept.c_str(), 0600);
-    out_.kept.push_back({to, std::move(reason), std::move(kept)});
+    if (ec || !set_aside(from, kept)) {
+      kept = from;  // left where it is
+      changed = true;
+    } else if (!store.empty()) {
+      ::chmod(kept.c_str(), 0600);
+    }
+    out_.kept.push_back({to, std::move(reason), std::move(kept), !store.empty(), changed});
   }
 
   // `from` moved to `kept`: a rename, or (the views on a memory file system, the kept ones on

@@ -48,6 +48,9 @@ struct kept_out {
   std::string path;    // where it would have gone: the real absolute path
   std::string reason;  // why, for the user ("larger than 256 MiB", "not a regular file")
   std::string kept;    // where it was set aside; "" when it was removed
+  // Where `kept` is an agent's key store (home_guard::agent_store): whether it differs from
+  // what the store held before (a first sign-in, a new key), which is worth telling the user.
+  bool stored = false, store_changed = false;
 };
 
 // What a view shows: `target` (a directory) at `view` (which must not exist), with a login file

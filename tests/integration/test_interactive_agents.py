@@ -199,6 +199,10 @@ def test_codex_signed_in_with_the_api_key_it_detects(make_fake, sessions, termin
     run = as_run(s, "codex-key", t)
     assert not (run.home / ".codex" / "auth.json").exists(), \
         (run.home / ".codex" / "auth.json").read_text()
+    # Said once, when it was first stored; the daemon it installed is removed, on one line.
+    stored = f"{run.home}/.codex/auth.json (an agent's stored key"
+    assert stored in " ".join(run.out.split()), run.out
+    assert "removed what the command made" in run.out, run.out
 
     # The next session: signed in already, with the key it stored.
     t2 = terminal(s, "codex-key", ["codex"], env=env)
@@ -208,6 +212,7 @@ def test_codex_signed_in_with_the_api_key_it_detects(make_fake, sessions, termin
     t2.keys("C-c")  # on an empty composer: quits
     exited(t2)
     assert not (run.home / ".codex" / "auth.json").exists()
+    assert stored not in " ".join(t2.history().split()), t2.history()
     assert_no_leaks(as_run(s, "codex-key", t2), [OPENAI_KEY])
 
 

@@ -240,10 +240,11 @@ def test_a_trojan_in_an_agents_own_programs_never_reaches_the_home(tmp_path):
     assert p.returncode == 0 and RAN in out and "linked" in out, out + err
     assert not (home / ".codex" / "packages").exists(), err
     assert not (home / ".codex" / "app-server-daemon").exists(), err
-    # Named, and removed rather than set aside (the agent installs its own again).
-    line = [x for x in err.splitlines() if x.endswith("/.codex/packages (an agent's own programs, "
-                                                       "run outside the session later) -> removed")]
-    assert line, err
+    # Named on one line, and removed rather than set aside (the agent installs its own again).
+    [line] = [x for x in err.splitlines() if x.startswith("broker: removed what the command made")]
+    assert line.endswith(f"{home}/.codex/app-server-daemon, {home}/.codex/packages") or \
+        line.endswith(f"{home}/.codex/packages, {home}/.codex/app-server-daemon"), line
+    assert "kept out of your home" not in err and "broker keep" not in err, err
     kept = [r for r in records(tmp_path / "logs") if r["event"] == "kept_out"]
     assert {r["kept"] for r in kept} == {""}, kept
 
