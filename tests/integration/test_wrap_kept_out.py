@@ -264,6 +264,23 @@ def test_a_trojan_in_an_agents_own_programs_never_reaches_the_home(tmp_path):
     assert "9.9.9" not in "".join(after)
 
 
+def test_an_unprivileged_child_sees_an_agents_own_programs_empty(nobody, tls_upstream):  # noqa: F811
+    home = nobody.dir / "g" / "home"
+    mine = home / ".codex" / "packages" / "app-server-daemon" / "releases" / "1.0.0" / "bin"
+    mine.mkdir(parents=True)
+    (mine / "codex").write_text("#!/bin/sh\necho the real daemon\n")
+    for f in [home, *home.rglob("*")]:
+        os.chown(f, NOBODY, NOBODY)
+    nobody.env.update({"HOME": str(home)})
+    r = nobody.run(tls_upstream.port, "sh", "-c", TROJAN, cwd=str(nobody.dir / "g"))
+    assert r.returncode == 0 and RAN in r.out and "linked" in r.out, r.describe()
+    assert "seen:[]" in r.out, r.out
+    assert sorted(p.name for p in (home / ".codex" / "packages" / "app-server-daemon"
+                                   / "releases").iterdir()) == ["1.0.0"]
+    assert (mine / "codex").read_text() == "#!/bin/sh\necho the real daemon\n"
+    assert not (home / ".codex" / "app-server-daemon").exists()
+
+
 def test_agents_settings_keep_their_state_but_not_new_commands(tmp_path):
     home = tmp_path / "home"
     for d in (".claude", ".gemini", ".codex"):
