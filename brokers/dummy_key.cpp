@@ -13,6 +13,7 @@
 #include <openssl/rand.h>
 
 #include "brokers/dummy.hpp"
+#include "brokers/text.hpp"
 #include "certs/atomic_file.hpp"
 
 namespace broker::brokers {
@@ -44,23 +45,18 @@ void create_key(const std::filesystem::path& path) {
   certs::create_file_once(path, held.expose(), 0600);
 }
 
-// The key's bytes from the file's text: 64 lower- or upper-case hex digits, a newline allowed.
+// The key's bytes from the file's text: 64 hex digits (either case), a newline allowed.
 std::optional<secret> parse_key(std::string_view text) {
   if (text.ends_with('\n')) text.remove_suffix(1);
   if (text.size() != 2 * key_size) return std::nullopt;
   std::string bytes(key_size, '\0');
   for (std::size_t i = 0; i < key_size; ++i) {
-    int value = 0;
-    for (char c : text.substr(2 * i, 2)) {
-      const char lower = static_cast<char>(c | 0x20);
-      const std::size_t digit = hex_digits.find(c >= 'A' && c <= 'F' ? lower : c);
-      if (digit == std::string_view::npos) {
-        wipe(bytes);
-        return std::nullopt;
-      }
-      value = value * 16 + static_cast<int>(digit);
+    const int high = hex_value(text[2 * i]), low = hex_value(text[2 * i + 1]);
+    if (high < 0 || low < 0) {
+      wipe(bytes);
+      return std::nullopt;
     }
-    bytes[i] = static_cast<char>(value);
+    bytes[i] = static_cast<char>(high * 16 + low);
   }
   return secret(std::move(bytes));
 }
@@ -112,11 +108,7 @@ secret load_or_create_dummy_key(const std::filesystem::path& path) {
   return read_key(path);
 }
 
-stable_dummies::stable_dummies(secret key) : key_(std::move(key)) {
-  if (key_->size() < dummy_seed::min_size)
-    throw std::invalid_argument("a dummy key must have at least " +
-                                std::to_string(dummy_seed::min_size) + " bytes");
-}
+stable_dummies::stable_dummies(secret key) : key_(std::move(key)) {}
 
 stable_dummies::stable_dummies(std::filesystem::path file) : file_(std::move(file)) {}
 

@@ -26,7 +26,7 @@ secret load_or_create_dummy_key(const std::filesystem::path& path);
 
 class stable_dummies {
  public:
-  // Under `key` (at least dummy_seed::min_size bytes).
+  // Under `key` (at least dummy_seed::min_size bytes, or dummy() throws std::invalid_argument).
   explicit stable_dummies(secret key);
   // Under the key in `file`, read (or made) when the first dummy is asked for: a session with no
   // credential to broker needs no key. An empty path is an error then ("HOME is not set").

@@ -136,9 +136,10 @@ class returner {
       const auto before = read_small(kept), now = read_small(from);
       changed = !before || !now || *before != *now;
       // Private like the rest of ~/.config/broker: every directory from there down.
-      const std::size_t at = kept.find("/.config/broker/");
-      for (fs::path d = fs::path(kept).parent_path();
-           at != std::string::npos && d.string().size() >= at + 15; d = d.parent_path())
+      constexpr std::string_view config = "/.config/broker";
+      const std::size_t at = kept.find(config);
+      const std::size_t top = at == std::string::npos ? kept.size() : at + config.size();
+      for (fs::path d = fs::path(kept).parent_path(); d.string().size() >= top; d = d.parent_path())
         ::chmod(d.c_str(), 0700);
       ::unlink(kept.c_str());  // the previous session's
     }
