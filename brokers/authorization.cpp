@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "brokers/families.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "http/message.hpp"
 
 namespace broker::brokers {
@@ -41,11 +41,11 @@ bool is_authorization(std::string_view header_name) {
 int swap_basic(std::string& value, const auth_value& auth, std::string_view from,
                std::string_view to, bool user, bool password) {
   if (!http::iequals(auth.scheme, "basic")) return 0;
-  auto decoded = base64_decode(auth.token);
+  auto decoded = base::base64_decode(auth.token);
   if (!decoded) return 0;
   const std::size_t colon = decoded->find(':');  // RFC 7617 §2: the user-id has no colon
   if (colon == std::string::npos) {
-    wipe(*decoded);
+    base::wipe(*decoded);
     return 0;
   }
   std::string_view u = std::string_view(*decoded).substr(0, colon);
@@ -53,25 +53,25 @@ int swap_basic(std::string& value, const auth_value& auth, std::string_view from
   const bool swap_user = user && u == from;
   const bool swap_password = password && p == from;
   if (!swap_user && !swap_password) {
-    wipe(*decoded);
+    base::wipe(*decoded);
     return 0;
   }
   std::string rebuilt;
   rebuilt.reserve(decoded->size() + 2 * to.size());
   rebuilt.append(swap_user ? to : u).append(1, ':').append(swap_password ? to : p);
-  std::string encoded = base64_encode(rebuilt);
+  std::string encoded = base::base64_encode(rebuilt);
   const std::size_t token_at = auth.token_at, token_size = auth.token.size();  // views into value
   value.replace(token_at, token_size, encoded);
-  wipe(encoded);
-  wipe(rebuilt);
-  wipe(*decoded);
+  base::wipe(encoded);
+  base::wipe(rebuilt);
+  base::wipe(*decoded);
   return (swap_user ? 1 : 0) + (swap_password ? 1 : 0);
 }
 
 std::optional<std::string> decode_basic(std::string_view value) {
   auto auth = parse_auth_value(value);
   if (!auth || !http::iequals(auth->scheme, "basic")) return std::nullopt;
-  return base64_decode(auth->token);
+  return base::base64_decode(auth->token);
 }
 
 }  // namespace broker::brokers

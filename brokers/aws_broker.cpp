@@ -111,8 +111,8 @@ aws_real_credentials issue(aws_credentials c) {
   return r;
 }
 
-secret copy(const secret& s) {
-  return secret(std::string(s.expose()));
+base::secret copy(const base::secret& s) {
+  return base::secret(std::string(s.expose()));
 }
 
 // What AWS's temporary credentials look like (an ASIA key id, a 40-character secret, a session
@@ -181,8 +181,8 @@ aws_broker::~aws_broker() = default;
 
 std::unique_ptr<request_broker> aws_broker::for_session(const dummy_seed& seed) const {
   const bool fetched = rotation_ != nullptr;  // by each replica for itself
-  auto shape = [&](const secret& real, const std::string& temporary) {
-    return fetched ? secret(std::string(temporary)) : copy(real);
+  auto shape = [&](const base::secret& real, const std::string& temporary) {
+    return fetched ? base::secret(std::string(temporary)) : copy(real);
   };
   session_dummies d;
   d.key_id = seed.dummy(shape(real_->access_key_id, shape_of_temporary_key_id()), name(), "key id");
@@ -258,14 +258,14 @@ std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             std::size_t min_size,
                                             const stable_dummies* stable) {
   // A session token has a variable only when the credential names three.
-  if (spec.env.size() < 3) real.session_token = secret();
+  if (spec.env.size() < 3) real.session_token = base::secret();
   if (real.access_key_id.size() < min_size || real.secret_access_key.size() < min_size ||
       (!real.session_token.empty() && real.session_token.size() < min_size))
     return nullptr;
   aws_broker::init init;
   // Long-term keys get the user's stable dummies (wrap); temporary ones, which a
   // credential_process renews, random ones.
-  const auto dummy_of = [&](const secret& value, std::string_view field) {
+  const auto dummy_of = [&](const base::secret& value, std::string_view field) {
     return stable && !real.expiration ? stable->dummy(value, spec.name, field) : make_dummy(value);
   };
   init.dummy_key_id = dummy_of(real.access_key_id, "key id");

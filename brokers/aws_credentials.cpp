@@ -2,7 +2,7 @@
 // command. Values only ever move from the source's buffer into `secret`s; messages name the
 // source, the profile and line numbers, never a value.
 #include "brokers/aws_credentials.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 #include <array>
 #include <cctype>
@@ -51,7 +51,7 @@ std::optional<aws_credentials> from_file(const std::string& source, std::string_
   const std::size_t hash = rest.rfind('#');
   if (hash != std::string_view::npos && rest.find('/', hash) == std::string_view::npos) {
     path = rest.substr(0, hash);
-    profile = std::string(trim(rest.substr(hash + 1)));
+    profile = std::string(base::trim(rest.substr(hash + 1)));
     if (profile.empty()) throw source_error(source + ": the profile after '#' is empty");
   }
   const std::string file_source = "file:" + std::string(path);
@@ -89,17 +89,17 @@ bool expect(std::string_view text, std::size_t& at, std::string_view one_of) {
 std::optional<system_clock::time_point> parse_rfc3339(std::string_view text) {
   using namespace std::chrono;
   std::size_t at = 0;
-  auto year = read_digits(text, at, 4);
+  auto year = base::read_digits(text, at, 4);
   if (!year || !expect(text, at, "-")) return std::nullopt;
-  auto month = read_digits(text, at, 2);
+  auto month = base::read_digits(text, at, 2);
   if (!month || !expect(text, at, "-")) return std::nullopt;
-  auto day = read_digits(text, at, 2);
+  auto day = base::read_digits(text, at, 2);
   if (!day || !expect(text, at, "Tt ")) return std::nullopt;
-  auto hour = read_digits(text, at, 2);
+  auto hour = base::read_digits(text, at, 2);
   if (!hour || !expect(text, at, ":")) return std::nullopt;
-  auto minute = read_digits(text, at, 2);
+  auto minute = base::read_digits(text, at, 2);
   if (!minute || !expect(text, at, ":")) return std::nullopt;
-  auto second = read_digits(text, at, 2);
+  auto second = base::read_digits(text, at, 2);
   if (!second) return std::nullopt;
   const year_month_day date{std::chrono::year(*year), std::chrono::month(*month),
                             std::chrono::day(*day)};
@@ -122,9 +122,9 @@ std::optional<system_clock::time_point> parse_rfc3339(std::string_view text) {
   if (expect(text, at, "Zz")) {
   } else if (at < text.size() && (text[at] == '+' || text[at] == '-')) {
     const bool east = text[at++] == '+';
-    auto off_hour = read_digits(text, at, 2);
+    auto off_hour = base::read_digits(text, at, 2);
     if (!off_hour || !expect(text, at, ":")) return std::nullopt;
-    auto off_minute = read_digits(text, at, 2);
+    auto off_minute = base::read_digits(text, at, 2);
     if (!off_minute || *off_hour > 23 || *off_minute > 59) return std::nullopt;
     offset = hours(*off_hour) + minutes(*off_minute);
     if (!east) offset = -offset;
@@ -178,7 +178,7 @@ std::optional<aws_credentials> parse_shared_credentials(std::string_view text,
   bool in_profile = false;
   bool found = false;
   bool nested = false;  // the last key had no value: indented lines below it are its settings
-  std::optional<secret> key_id, secret_key, token;
+  std::optional<base::secret> key_id, secret_key, token;
   for (std::size_t at = 0; at <= text.size();) {
     std::size_t end = text.find('\n', at);
     if (end == std::string_view::npos) end = text.size();
@@ -186,19 +186,19 @@ std::optional<aws_credentials> parse_shared_credentials(std::string_view text,
     at = end + 1;
     ++line_number;
 
-    const std::string_view line = trim(raw);
+    const std::string_view line = base::trim(raw);
     if (line.empty() || line.front() == '#' || line.front() == ';') continue;
 
     if (line.front() == '[') {
       const std::size_t close = line.find(']');
       if (close == std::string_view::npos) throw syntax_error("a section without \"]\"");
-      const std::string_view after = trim(line.substr(close + 1));
+      const std::string_view after = base::trim(line.substr(close + 1));
       if (!after.empty() && after.front() != '#' && after.front() != ';')
         throw syntax_error("text after a section's \"]\"");
-      std::string_view name = trim(line.substr(1, close - 1));
+      std::string_view name = base::trim(line.substr(1, close - 1));
       // The config file's spelling, "[profile NAME]", names the same profile.
-      if (name.starts_with("profile") && name.size() > 7 && is_space(name[7]))
-        name = trim(name.substr(7));
+      if (name.starts_with("profile") && name.size() > 7 && base::is_space(name[7]))
+        name = base::trim(name.substr(7));
       if (name.empty()) throw syntax_error("a section without a name");
       in_section = true;
       in_profile = name == profile;
@@ -207,24 +207,24 @@ std::optional<aws_credentials> parse_shared_credentials(std::string_view text,
       continue;
     }
 
-    if (nested && is_space(raw.front())) continue;
+    if (nested && base::is_space(raw.front())) continue;
     const std::size_t delimiter = line.find_first_of("=:");
     if (delimiter == std::string_view::npos)
       throw syntax_error("expected \"key = value\", \"[profile]\" or a comment");
-    const std::string key = lower(trim(line.substr(0, delimiter)));
-    const std::string_view value = trim(line.substr(delimiter + 1));
+    const std::string key = base::lower(base::trim(line.substr(0, delimiter)));
+    const std::string_view value = base::trim(line.substr(delimiter + 1));
     if (key.empty()) throw syntax_error("a value without a key");
     if (!in_section) throw syntax_error("a setting before the first [section]");
     nested = value.empty();
     if (!in_profile) continue;
 
-    std::optional<secret>* slot = key == "aws_access_key_id"       ? &key_id
+    std::optional<base::secret>* slot = key == "aws_access_key_id"       ? &key_id
                                   : key == "aws_secret_access_key" ? &secret_key
                                   : key == "aws_session_token"     ? &token
                                                                    : nullptr;
     if (slot == nullptr) continue;  // region, output, role_arn...: not ours
     if (slot->has_value()) throw syntax_error(key + " appears twice");
-    *slot = secret(std::string(value));
+    *slot = base::secret(std::string(value));
   }
 
   if (!found) return std::nullopt;

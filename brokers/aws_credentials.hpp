@@ -10,15 +10,15 @@
 #include <string_view>
 #include <vector>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "brokers/secret_source.hpp"
 
 namespace broker::brokers {
 
 struct aws_credentials {
-  secret access_key_id;
-  secret secret_access_key;
-  secret session_token;  // empty when there is none
+  base::secret access_key_id;
+  base::secret secret_access_key;
+  base::secret session_token;  // empty when there is none
   // When the issuer says they stop working; only process credentials carry one.
   std::optional<std::chrono::system_clock::time_point> expiration;
 };

@@ -2,12 +2,12 @@
 // client sent it (checked with the dummy secret) and once with the real key id and session token
 // in place (signed with the real secret). Everything else the client signed stays as it was.
 #include "brokers/aws_signing.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 
 #include "brokers/families.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -36,7 +36,7 @@ void set_query_value(std::string& target, std::string_view name, std::string_vie
     if (end == std::string::npos) end = target.size();
     const std::string_view param = std::string_view(target).substr(at, end - at);
     const std::size_t eq = param.find('=');
-    if (percent_decode(param.substr(0, eq)) == name) {
+    if (base::percent_decode(param.substr(0, eq)) == name) {
       const std::size_t value_at = eq == std::string_view::npos ? end : at + eq + 1;
       target.replace(value_at, end - value_at,
                      std::string(eq == std::string_view::npos ? "=" : "") + std::string(encoded));
@@ -50,7 +50,7 @@ void set_query_value(std::string& target, std::string_view name, std::string_vie
 std::string query_value(std::string_view target, std::string_view name) {
   const std::size_t question = target.find('?');
   return question == std::string_view::npos ? std::string()
-                                            : form_value(target.substr(question + 1), name);
+                                            : base::form_value(target.substr(question + 1), name);
 }
 
 std::string amz_date_of(const std::vector<http::header_field>& headers) {
@@ -77,7 +77,7 @@ aws_signed_request::aws_signed_request(const aws_identity& id, bool presigned,
     : id_(id), presigned_(presigned), scope_(std::move(scope)) {}
 
 aws_signed_request::~aws_signed_request() {
-  wipe(real_signature_);
+  base::wipe(real_signature_);
 }
 
 std::unique_ptr<aws_signed_request> find_aws_request(const std::vector<const aws_identity*>& ids,
@@ -143,7 +143,7 @@ std::unique_ptr<aws_signed_request> find_aws_request(const std::vector<const aws
 void aws_signed_request::take_payload_hash(std::optional<std::string> stated, bool has_body) {
   if (stated) {
     // A digest the client states is checked against what it sends.
-    needs_body_ = has_body && is_lower_hex(*stated, 64);
+    needs_body_ = has_body && base::is_lower_hex(*stated, 64);
     payload_hash_ = std::move(*stated);
   } else if (has_body) {
     needs_body_ = hash_from_body_ = true;
@@ -159,7 +159,7 @@ std::string aws_signed_request::action_refusal(std::string_view target,
   if (scope_.service != "sts") return {};
   // The query protocol: Action in the query, or in a form body.
   std::string action = query_value(target, "Action");
-  if (action.empty()) action = form_value(body, "Action");
+  if (action.empty()) action = base::form_value(body, "Action");
   static constexpr std::string_view vending[] = {
       "GetSessionToken",    "GetFederationToken",        "AssumeRole",
       "AssumeRoleWithSAML", "AssumeRoleWithWebIdentity", "AssumeRoot"};
@@ -182,7 +182,7 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
                                 std::vector<http::header_field>& headers, std::string_view body) {
   if (hash_from_body_) {
     payload_hash_ = sigv4::sha256_hex(body);
-  } else if (needs_body_ && is_lower_hex(payload_hash_, 64) &&
+  } else if (needs_body_ && base::is_lower_hex(payload_hash_, 64) &&
              sigv4::sha256_hex(body) != payload_hash_) {
     throw sigv4_error("the body does not match its x-amz-content-sha256");
   }
@@ -218,14 +218,14 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
   real_key_ = std::make_unique<sigv4::signing_key>(real.secret_key, scope_);
   if (presigned_) {
     set_query_value(target, "X-Amz-Credential",
-                    percent_encode(std::string(real.key_id) + "/" + scope_.text()));
+                    base::percent_encode(std::string(real.key_id) + "/" + scope_.text()));
     const std::string sent_token = query_value(target, "X-Amz-Security-Token");
     if (!sent_token.empty() && sent_token == id_.dummy_token)
-      set_query_value(target, "X-Amz-Security-Token", percent_encode(real.token));
+      set_query_value(target, "X-Amz-Security-Token", base::percent_encode(real.token));
     else if (sent_token.empty() && !real.token.empty() && id_.dummy_token.empty())
       // Temporary credentials the child was given no token for (they were long-term at first).
       target += (target.find('?') == std::string::npos ? "?" : "&") +
-                std::string("X-Amz-Security-Token=") + percent_encode(real.token);
+                std::string("X-Amz-Security-Token=") + base::percent_encode(real.token);
     const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
                                                            payload_hash_, scope_.service, true);
     real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));

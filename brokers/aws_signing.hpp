@@ -13,7 +13,7 @@
 
 #include "brokers/aws_credentials.hpp"
 #include "brokers/rotating.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "brokers/sigv4.hpp"
 #include "http/message.hpp"
 
@@ -23,7 +23,7 @@ namespace broker::brokers {
 // again before they expire. What a response echoing them shows is each session's to say (its
 // broker's dummy_masks).
 struct aws_real_credentials {
-  secret key_id, secret_key, token;
+  base::secret key_id, secret_key, token;
   std::chrono::system_clock::time_point expires;
 };
 

@@ -1,7 +1,7 @@
 // OAuth access tokens: JWT bearer assertions from a service-account key (RFC 7523, RS256 per
 // RFC 7518 §3.3) and the token responses and token-command outputs that carry the result.
 #include "brokers/cloud_tokens.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 #include <climits>
 #include <ctime>
@@ -26,25 +26,9 @@ constexpr std::chrono::seconds max_lifetime = std::chrono::hours(24 * 366);
 constexpr std::chrono::seconds default_oauth_lifetime{3600};  // RFC 6749 §5.1 leaves it optional
 constexpr std::chrono::seconds assertion_lifetime{3600};      // Google's maximum
 
-// ---- base64url (RFC 4648 §5), no padding, as JWS requires (RFC 7515 §2) ----
-
-std::string base64url(std::string_view data) {
-  static constexpr std::string_view alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  out.reserve((data.size() * 4 + 2) / 3);
-  unsigned acc = 0;
-  int bits = 0;
-  for (char c : data) {
-    acc = (acc << 8) | static_cast<unsigned char>(c);
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(alphabet[(acc >> bits) & 63]);
-    }
-  }
-  if (bits > 0) out.push_back(alphabet[(acc << (6 - bits)) & 63]);
-  return out;
+// A JWS part: base64url without padding (RFC 7515 §2).
+std::string jws_part(std::string_view data) {
+  return base::base64_encode(data, base::base64_alphabet::url, false);
 }
 
 // ---- RS256 ----
@@ -155,7 +139,7 @@ std::optional<system_clock::time_point> parse_local_time(std::string_view text) 
   std::size_t at = 0;
   std::tm fields{};
   auto field = [&](std::size_t count, char after) -> std::optional<int> {
-    auto v = read_digits(text, at, count);
+    auto v = base::read_digits(text, at, count);
     if (!v) return std::nullopt;
     if (after != '\0') {
       if (at >= text.size() || text[at] != after) return std::nullopt;
@@ -207,7 +191,7 @@ system_clock::time_point az_expiry(const secret_json& doc, system_clock::time_po
   return now + fallback;
 }
 
-secret required_token(secret_json& doc, std::string_view key) {
+base::secret required_token(secret_json& doc, std::string_view key) {
   auto token = doc.take_secret(key);
   if (!token || token->empty())
     throw source_error(doc.message("\"" + std::string(key) + "\" is missing"));
@@ -245,9 +229,9 @@ std::string jwt_bearer_assertion(const service_account& account, std::string_vie
                                          {"aud", account.token_uri},
                                          {"iat", issued},
                                          {"exp", issued + assertion_lifetime.count()}};
-  std::string signing_input = base64url(header.dump()) + "." + base64url(claims.dump());
+  std::string signing_input = jws_part(header.dump()) + "." + jws_part(claims.dump());
   const std::string signature = sign_rs256(account, signing_input);
-  return signing_input + "." + base64url(signature);
+  return signing_input + "." + jws_part(signature);
 }
 
 std::string jwt_bearer_form(std::string_view assertion) {
@@ -279,7 +263,7 @@ access_token parse_oauth_token_response(std::string_view json, system_clock::tim
 
 access_token parse_token_command_output(std::string_view text, system_clock::time_point now,
                                         std::chrono::seconds default_lifetime) {
-  const std::string_view output = trim(text);
+  const std::string_view output = base::trim(text);
   if (output.empty()) throw source_error("token command output: empty");
   access_token result;
   if (output.front() == '{') {
@@ -301,7 +285,7 @@ access_token parse_token_command_output(std::string_view text, system_clock::tim
   for (char c : output)
     if (c <= 0x20 || c >= 0x7f)
       throw source_error("token command output: neither JSON nor a single token on one line");
-  result.token = secret(std::string(output));
+  result.token = base::secret(std::string(output));
   result.expires = now + default_lifetime;
   return result;
 }

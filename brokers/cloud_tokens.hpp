@@ -8,13 +8,13 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "brokers/secret_source.hpp"
 
 namespace broker::brokers {
 
 struct access_token {
-  secret token;
+  base::secret token;
   std::chrono::system_clock::time_point expires;  // when the issuer says it stops working
 };
 
@@ -24,7 +24,7 @@ struct service_account {
   std::string client_email;
   std::string private_key_id;  // may be empty: the assertion then carries no "kid"
   std::string token_uri;       // "https://oauth2.googleapis.com/token" when the file has none
-  secret private_key_pem;
+  base::secret private_key_pem;
 };
 
 inline constexpr std::string_view google_token_uri = "https://oauth2.googleapis.com/token";

@@ -1,6 +1,6 @@
 #include "brokers/coded_body_scan.hpp"
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -10,8 +10,8 @@ coded_body_scan::coded_body_scan(const std::vector<http::content_coding>& applie
     : decoder_(applied, limits), scan_(scan), max_withheld_(max_withheld) {}
 
 coded_body_scan::~coded_body_scan() {
-  wipe(withheld_);
-  wipe(passed_);
+  base::wipe(withheld_);
+  base::wipe(passed_);
 }
 
 coded_body_scan::outcome coded_body_scan::failure(http::decode_status status) const {

@@ -71,7 +71,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
     if (!broker) why = too_short(spec.source);
     return broker;
   }
-  std::optional<secret> value = load_secret(spec.source);
+  std::optional<base::secret> value = load_secret(spec.source);
   if (!value) {
     why = "no value in " + spec.source;
     return nullptr;

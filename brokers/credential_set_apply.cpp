@@ -11,7 +11,7 @@
 #include "brokers/credential_set_catalog.hpp"
 #include "brokers/credential_set_request_text.hpp"
 #include "brokers/families.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -119,7 +119,7 @@ request_decision credential_set::apply(const request_context& where, std::string
     int swapped = 0;
     for (const request_broker* b : usable) {
       const int n = b->swap_header(h.name, h.value);
-      if (n > 0) note(*b, n, "header " + lower(h.name));
+      if (n > 0) note(*b, n, "header " + base::lower(h.name));
       swapped += n;
     }
     if (swapped > 0 && swaps) swaps->add(h.value, sent);

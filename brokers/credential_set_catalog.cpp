@@ -6,8 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "brokers/secret.hpp"
-#include "brokers/text.hpp"
+#include "base/secret.hpp"
+#include "base/text.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -46,7 +46,7 @@ value_catalog::value_catalog(const std::vector<entry>& entries) {
 }
 
 value_catalog::~value_catalog() {
-  wipe(arena_);
+  base::wipe(arena_);
 }
 
 // Each form is built in its own string (initialized, never assigned: a moved short string
@@ -56,10 +56,10 @@ void value_catalog::add_forms(std::string_view value, std::uint32_t index) {
   add_needle(plain, index, value_form::plain);
   plain_.push_back(needles_.back().text);
   for (std::size_t offset = 0; offset < 3; ++offset) {
-    for (base64_alphabet alphabet : {base64_alphabet::standard, base64_alphabet::url}) {
-      std::string fragment = base64_fragment(value, offset, alphabet);
+    for (base::base64_alphabet alphabet : {base::base64_alphabet::standard, base::base64_alphabet::url}) {
+      std::string fragment = base::base64_fragment(value, offset, alphabet);
       if (fragment.size() < min_fragment)
-        wipe(fragment);
+        base::wipe(fragment);
       else
         add_needle(fragment, index, value_form::base64);
     }
@@ -69,7 +69,7 @@ void value_catalog::add_forms(std::string_view value, std::uint32_t index) {
   // none to escape). Each in both hex cases.
   for (bool keep_unreserved : {false, true}) {
     for (bool lower_hex : {false, true}) {
-      std::string escaped = percent_escape(value, keep_unreserved, lower_hex);
+      std::string escaped = base::percent_escape(value, keep_unreserved, lower_hex);
       add_needle(escaped, index, value_form::percent);
     }
   }
@@ -81,17 +81,17 @@ void value_catalog::add_needle(std::string& form, std::uint32_t value, value_for
   // has no '+' or '/'; a value with nothing to escape) adds nothing.
   for (const needle& n : needles_) {
     if (n.value == value && n.text == form) {
-      wipe(form);
+      base::wipe(form);
       return;
     }
   }
   if (arena_.size() + form.size() > arena_.capacity()) {
-    wipe(form);
+    base::wipe(form);
     throw std::logic_error("value_catalog: forms exceed their reserved size");
   }
   const std::size_t at = arena_.size();
   arena_.append(form);
-  wipe(form);
+  base::wipe(form);
   needles_.push_back({std::string_view(arena_).substr(at, arena_.size() - at), value, how});
 }
 

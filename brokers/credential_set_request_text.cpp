@@ -6,8 +6,8 @@
 #include <stdexcept>
 
 #include "brokers/families.hpp"
-#include "brokers/secret.hpp"
-#include "brokers/text.hpp"
+#include "base/secret.hpp"
+#include "base/text.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -115,7 +115,7 @@ request_text::request_text(std::string_view target, const std::vector<http::head
       const std::size_t at = copies_.size();
       if (auto basic = decode_basic(t.bytes)) {
         copies_.append(*basic);
-        wipe(*basic);
+        base::wipe(*basic);
       }
       t.bytes = std::string_view(copies_).substr(at);
     }
@@ -127,14 +127,14 @@ request_text::request_text(std::string_view target, const std::vector<http::head
 }
 
 request_text::~request_text() {
-  wipe(copies_);
+  base::wipe(copies_);
 }
 
 std::string_view request_text::decode(std::string_view raw) {
   if (copies_.capacity() - copies_.size() < raw.size())
     throw std::logic_error("request_text: copies exceed their reserved size");
   const std::size_t at = copies_.size();
-  append_percent_decoded(copies_, raw);
+  base::append_percent_decoded(copies_, raw);
   return std::string_view(copies_).substr(at);
 }
 
@@ -159,7 +159,7 @@ std::string request_text::where(std::uint32_t place) const {
   if (place == 0) return "path";
   if (place == 1) return "query";
   if (place % 2 == 0) return "header name";
-  return "header " + lower(headers_[(place - 3) / 2].name);
+  return "header " + base::lower(headers_[(place - 3) / 2].name);
 }
 
 }  // namespace broker::brokers

@@ -128,7 +128,7 @@ std::string_view known_prefix(std::string_view token) {
 }
 
 // A dummy shaped like `real`, its random characters from `rng`.
-std::string shaped_dummy(const secret& real, random_source& rng) {
+std::string shaped_dummy(const base::secret& real, random_source& rng) {
   std::string_view value = real.expose();
   if (value.empty()) throw std::invalid_argument("cannot make a dummy for an empty value");
   // A JWT keeps its header and claims (expiry, account, plan: clients decode them) and gets a
@@ -152,12 +152,12 @@ std::string shaped_dummy(const secret& real, random_source& rng) {
   return dummy;
 }
 
-std::string make_dummy(const secret& real) {
+std::string make_dummy(const base::secret& real) {
   random_source rng;
   return shaped_dummy(real, rng);
 }
 
-std::string make_dummy(const secret& real, seeded_bytes& source) {
+std::string make_dummy(const base::secret& real, seeded_bytes& source) {
   random_source rng(&source);
   return shaped_dummy(real, rng);
 }
@@ -171,8 +171,8 @@ seeded_bytes::seeded_bytes(std::string_view seed, std::string_view label) : seed
 }
 
 seeded_bytes::~seeded_bytes() {
-  wipe(seed_);
-  wipe(label_);
+  base::wipe(seed_);
+  base::wipe(label_);
   OPENSSL_cleanse(block_.data(), block_.size());
 }
 
@@ -202,7 +202,7 @@ dummy_seed::dummy_seed(std::string_view seed) : seed_(std::string(seed)) {
                                 std::to_string(min_size) + " bytes");
 }
 
-std::string dummy_seed::dummy(const secret& shape, std::string_view credential,
+std::string dummy_seed::dummy(const base::secret& shape, std::string_view credential,
                               std::string_view field) const {
   std::string label = "broker session dummy v1";
   append_field(label, credential);
@@ -211,7 +211,7 @@ std::string dummy_seed::dummy(const secret& shape, std::string_view credential,
   return make_dummy(shape, source);
 }
 
-std::string keyed_dummy(const secret& key, const secret& real, std::string_view credential,
+std::string keyed_dummy(const base::secret& key, const base::secret& real, std::string_view credential,
                         std::string_view field) {
   if (key.size() < dummy_seed::min_size)
     throw std::invalid_argument("a dummy key must have at least " +
@@ -223,16 +223,16 @@ std::string keyed_dummy(const secret& key, const secret& real, std::string_view 
   append_field(label, field);
   append_field(label, real.expose());
   seeded_bytes source(key.expose(), label);
-  wipe(label);
+  base::wipe(label);
   return make_dummy(real, source);
 }
 
-secret new_dummy_seed() {
+base::secret new_dummy_seed() {
   std::string bytes(32, '\0');
   if (RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(bytes.size())) !=
       1)
     throw std::runtime_error("the system random number generator failed");
-  return secret(std::move(bytes));
+  return base::secret(std::move(bytes));
 }
 
 }  // namespace broker::brokers

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -59,26 +59,26 @@ class dummy_seed {
 
   // The dummy of credential `credential`'s value `field` ("value", "key id", "access token"...)
   // shaped like `shape`: the same for the same seed, credential, field and shape.
-  std::string dummy(const secret& shape, std::string_view credential, std::string_view field) const;
+  std::string dummy(const base::secret& shape, std::string_view credential, std::string_view field) const;
 
  private:
-  secret seed_;
+  base::secret seed_;
 };
 
 // The dummy of credential `credential`'s value `field` whose real value is `real`, under a
 // per-user `key` (at least dummy_seed::min_size bytes; throws std::invalid_argument otherwise):
 // the same for the same key, credential, field and real value; another real value gets another
 // dummy. Without the key the dummy tells nothing of the real value.
-std::string keyed_dummy(const secret& key, const secret& real, std::string_view credential,
+std::string keyed_dummy(const base::secret& key, const base::secret& real, std::string_view credential,
                         std::string_view field);
 
 // 32 bytes from the CSPRNG: a new session's seed.
-secret new_dummy_seed();
+base::secret new_dummy_seed();
 
 // A dummy shaped like `real`, random from the CSPRNG.
-std::string make_dummy(const secret& real);
+std::string make_dummy(const base::secret& real);
 // A dummy shaped like `real`, its random characters drawn from `source`: the same source stream
 // gives the same dummy.
-std::string make_dummy(const secret& real, seeded_bytes& source);
+std::string make_dummy(const base::secret& real, seeded_bytes& source);
 
 }  // namespace broker::brokers

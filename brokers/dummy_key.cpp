@@ -13,14 +13,13 @@
 #include <openssl/rand.h>
 
 #include "brokers/dummy.hpp"
-#include "brokers/text.hpp"
-#include "certs/atomic_file.hpp"
+#include "base/text.hpp"
+#include "base/atomic_file.hpp"
 
 namespace broker::brokers {
 namespace {
 
 constexpr std::size_t key_size = 32;
-constexpr std::string_view hex_digits = "0123456789abcdef";
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& why) {
   throw std::runtime_error(path.string() + ": " + why);
@@ -35,33 +34,23 @@ void create_key(const std::filesystem::path& path) {
     fail(path, "the system random number generator failed");
   std::string text;
   text.reserve(2 * key_size + 1);
-  for (unsigned char b : raw) {
-    text.push_back(hex_digits[b >> 4]);
-    text.push_back(hex_digits[b & 15]);
-  }
+  base::append_hex(text, std::string_view(reinterpret_cast<const char*>(raw.data()), raw.size()));
   text.push_back('\n');
-  const secret held(std::move(text));
+  const base::secret held(std::move(text));
   std::fill(raw.begin(), raw.end(), 0);
-  certs::create_file_once(path, held.expose(), 0600);
+  base::create_file_once(path, held.expose(), 0600);
 }
 
 // The key's bytes from the file's text: 64 hex digits (either case), a newline allowed.
-std::optional<secret> parse_key(std::string_view text) {
+std::optional<base::secret> parse_key(std::string_view text) {
   if (text.ends_with('\n')) text.remove_suffix(1);
   if (text.size() != 2 * key_size) return std::nullopt;
-  std::string bytes(key_size, '\0');
-  for (std::size_t i = 0; i < key_size; ++i) {
-    const int high = hex_value(text[2 * i]), low = hex_value(text[2 * i + 1]);
-    if (high < 0 || low < 0) {
-      wipe(bytes);
-      return std::nullopt;
-    }
-    bytes[i] = static_cast<char>(high * 16 + low);
-  }
-  return secret(std::move(bytes));
+  auto bytes = base::hex_decode(text);
+  if (!bytes) return std::nullopt;
+  return base::secret(std::move(*bytes));
 }
 
-secret read_key(const std::filesystem::path& path) {
+base::secret read_key(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) fail(path, std::strerror(errno));
   struct closer {
@@ -79,14 +68,14 @@ secret read_key(const std::filesystem::path& path) {
     const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      wipe(text);
+      base::wipe(text);
       fail(path, std::strerror(errno));
     }
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
-  std::optional<secret> key = parse_key(std::string_view(text).substr(0, got));
-  wipe(text);
+  std::optional<base::secret> key = parse_key(std::string_view(text).substr(0, got));
+  base::wipe(text);
   if (!key) fail(path, "not a broker dummy key (64 hex digits)");
   return std::move(*key);
 }
@@ -99,7 +88,7 @@ std::filesystem::path default_dummy_key_path() {
   return std::filesystem::path(home) / ".config" / "broker" / "dummy-key";
 }
 
-secret load_or_create_dummy_key(const std::filesystem::path& path) {
+base::secret load_or_create_dummy_key(const std::filesystem::path& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) < 0) {
     if (errno != ENOENT) fail(path, std::strerror(errno));
@@ -108,11 +97,11 @@ secret load_or_create_dummy_key(const std::filesystem::path& path) {
   return read_key(path);
 }
 
-stable_dummies::stable_dummies(secret key) : key_(std::move(key)) {}
+stable_dummies::stable_dummies(base::secret key) : key_(std::move(key)) {}
 
 stable_dummies::stable_dummies(std::filesystem::path file) : file_(std::move(file)) {}
 
-std::string stable_dummies::dummy(const secret& real, std::string_view credential,
+std::string stable_dummies::dummy(const base::secret& real, std::string_view credential,
                                   std::string_view field) const {
   std::lock_guard lock(mutex_);
   if (!key_) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -22,12 +22,12 @@ std::filesystem::path default_dummy_key_path();
 // Reads the key at `path`, first making it (0600, its directory 0700) when there is none; two
 // sessions starting at once end up with the same key. Throws std::runtime_error naming the file:
 // unreadable, not a dummy key, or not this user's own and private. Never a random stand-in.
-secret load_or_create_dummy_key(const std::filesystem::path& path);
+base::secret load_or_create_dummy_key(const std::filesystem::path& path);
 
 class stable_dummies {
  public:
   // Under `key` (at least dummy_seed::min_size bytes, or dummy() throws std::invalid_argument).
-  explicit stable_dummies(secret key);
+  explicit stable_dummies(base::secret key);
   // Under the key in `file`, read (or made) when the first dummy is asked for: a session with no
   // credential to broker needs no key. An empty path is an error then ("HOME is not set").
   explicit stable_dummies(std::filesystem::path file);
@@ -35,13 +35,13 @@ class stable_dummies {
   // The dummy of credential `credential`'s value `field` ("value", "key id", a login file's
   // member...) whose real value is `real` (brokers/dummy.hpp, keyed_dummy). Throws
   // std::runtime_error when the key cannot be had. Safe from several threads.
-  std::string dummy(const secret& real, std::string_view credential,
+  std::string dummy(const base::secret& real, std::string_view credential,
                     std::string_view field) const;
 
  private:
   std::filesystem::path file_;
   mutable std::mutex mutex_;
-  mutable std::optional<secret> key_;
+  mutable std::optional<base::secret> key_;
 };
 
 }  // namespace broker::brokers

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "brokers/value_broker.hpp"
 
 namespace broker::brokers {

@@ -16,7 +16,7 @@
 #include "brokers/login_file_format.hpp"
 #include "brokers/real_file.hpp"
 #include "brokers/secret_source.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "brokers/value_broker.hpp"
 
 namespace broker::brokers {
@@ -36,15 +36,15 @@ bool replace_in_body(std::string& body, std::string_view from, std::string_view 
     body.replace(at, from.size(), to);
     return true;
   }
-  std::string encoded_from = percent_encode(from);
+  std::string encoded_from = base::percent_encode(from);
   bool done = false;
   if (auto at = body.find(encoded_from); at != std::string::npos) {
-    std::string encoded_to = percent_encode(to);
+    std::string encoded_to = base::percent_encode(to);
     body.replace(at, encoded_from.size(), encoded_to);
-    wipe(encoded_to);
+    base::wipe(encoded_to);
     done = true;
   }
-  wipe(encoded_from);
+  base::wipe(encoded_from);
   return done;
 }
 
@@ -96,15 +96,15 @@ class login_file_broker final : public request_broker {
   // A YAML login file (gh's hosts.yml): every scalar of a listed key, at any depth, is a value
   // (gh keeps one oauth_token per host). The copy is the file's text with each one replaced by
   // its dummy (same length, same quoting), so nothing else of it changes.
-  bool take_yaml_values(const secret& text) {
+  bool take_yaml_values(const base::secret& text) {
     copy_ = std::string(text.expose());
     for (const yaml_value& v : yaml_values(copy_, spec().login_file->fields)) {
       if (v.size < min_value_size) continue;
-      issue(std::string(v.key), secret(copy_.substr(v.at, v.size)), false);
+      issue(std::string(v.key), base::secret(copy_.substr(v.at, v.size)), false);
       copy_.replace(v.at, v.size, issued_.back().carrier->dummy());  // same length: spans hold
     }
     initial_ = issued_.size();
-    if (issued_.empty()) wipe(copy_);
+    if (issued_.empty()) base::wipe(copy_);
     return !issued_.empty();
   }
 
@@ -166,7 +166,7 @@ class login_file_broker final : public request_broker {
     const std::string_view authority = url.substr(0, url.find('/'));
     const std::string_view host = authority.substr(0, authority.find(':'));
     const std::string_view path = url.substr(authority.size());
-    if (lower(host) != lower(where.host) || target.substr(0, target.find('?')) != path)
+    if (base::lower(host) != base::lower(where.host) || target.substr(0, target.find('?')) != path)
       return nullptr;
     return std::make_unique<refresh_step>(*this);
   }
@@ -207,7 +207,7 @@ class login_file_broker final : public request_broker {
     const json_wiper wipe_doc{doc};
     if (!doc.is_object()) return;
     const auto& refresh = *spec().login_file->refresh;
-    std::vector<std::pair<std::string, secret>> renewed;  // file member → new real value
+    std::vector<std::pair<std::string, base::secret>> renewed;  // file member → new real value
     std::unique_lock lock(mutex_);
     for (const auto& [member, field] : refresh.response) {
       auto it = doc.find(member);
@@ -215,8 +215,8 @@ class login_file_broker final : public request_broker {
         continue;
       std::string& text = it->get_ref<std::string&>();
       const bool is_refresh = field == refresh.token;
-      issue(field, secret(std::string(text)), is_refresh);
-      renewed.emplace_back(field, secret(std::string(text)));
+      issue(field, base::secret(std::string(text)), is_refresh);
+      renewed.emplace_back(field, base::secret(std::string(text)));
       text = issued_.back().carrier->dummy();
     }
     std::optional<std::int64_t> expires_at_ms;
@@ -226,7 +226,7 @@ class login_file_broker final : public request_broker {
       expires_at_ms = now.count() + static_cast<std::int64_t>(it->get<double>() * 1000);
     }
     lock.unlock();
-    wipe(body);
+    base::wipe(body);
     body = doc.dump();
     if (!renewed.empty()) write_back(redeemed, renewed, expires_at_ms);
   }
@@ -247,12 +247,12 @@ class login_file_broker final : public request_broker {
     if (!member || !member->is_string()) return;
     std::string& text = member->get_ref<std::string&>();
     if (text.size() < min_value_size) return;
-    issue(field, secret(std::string(text)), refresh);
-    wipe(text);
+    issue(field, base::secret(std::string(text)), refresh);
+    base::wipe(text);
     text = issued_.back().carrier->dummy();
   }
 
-  void issue(const std::string& field, secret real, bool refresh) const {
+  void issue(const std::string& field, base::secret real, bool refresh) const {
     std::string dummy = stable_ && !refresh && !renewed(field) ? stable_->dummy(real, name(), field)
                                                                : make_dummy(real);
     issued v;
@@ -301,7 +301,7 @@ class login_file_broker final : public request_broker {
   // (refreshed elsewhere meanwhile: its tokens are kept). In place: the child's view of the
   // file is a bind mount on it, which a rename(2) would detach.
   void write_back(std::string_view redeemed,
-                  const std::vector<std::pair<std::string, secret>>& renewed,
+                  const std::vector<std::pair<std::string, base::secret>>& renewed,
                   std::optional<std::int64_t> expires_at_ms) const {
     const auto& refresh = *spec().login_file->refresh;
     try {
@@ -320,7 +320,7 @@ class login_file_broker final : public request_broker {
         if (ordered_json* member = make_member_at(*doc, refresh.expires_at_ms))
           *member = *expires_at_ms;
       std::string text = doc->dump(2) + "\n";
-      const wipe_on_exit wipe_text([&text] { wipe(text); });
+      const base::wipe_on_exit wipe_text([&text] { base::wipe(text); });
       file_.write(text);
       spdlog::info("credential {}: the refreshed login was written back to {}", name(), path_);
     } catch (const std::exception& e) {
@@ -373,7 +373,7 @@ std::unique_ptr<request_broker> make_login_file_broker(const config::credential_
     why = "no file " + path;
     return nullptr;
   }
-  const secret text = file->read();
+  const base::secret text = file->read();
   auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), std::move(*file),
                                                     std::move(stable));
   if (path.ends_with(".yml") || path.ends_with(".yaml")) {

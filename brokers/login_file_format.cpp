@@ -33,7 +33,7 @@ ordered_json* make_member_at(ordered_json& doc, std::string_view path) {
   }
 }
 
-ordered_json parse_json_object(const secret& text, const std::string& path) {
+ordered_json parse_json_object(const base::secret& text, const std::string& path) {
   ordered_json doc;
   try {
     doc = ordered_json::parse(text.expose());

@@ -29,7 +29,7 @@ nlohmann::ordered_json* make_member_at(nlohmann::ordered_json& doc, std::string_
 // A file's text (`path` names it in errors) as one JSON object, its member order kept. Throws
 // source_error naming the file and, for a syntax error, only its byte offset. The caller wipes
 // the document (json_wiper).
-nlohmann::ordered_json parse_json_object(const secret& text, const std::string& path);
+nlohmann::ordered_json parse_json_object(const base::secret& text, const std::string& path);
 
 // Where `key: value` (or `- key: value`) lines of a YAML text hold a listed key's scalar, plain
 // or quoted (the quotes left out), at any depth.

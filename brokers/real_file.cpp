@@ -59,7 +59,7 @@ real_file::~real_file() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-secret real_file::read(std::size_t max_bytes) const {
+base::secret real_file::read(std::size_t max_bytes) const {
   std::string buffer(max_bytes + 1, '\0');
   std::size_t used = 0;
   while (used < buffer.size()) {
@@ -68,18 +68,18 @@ secret real_file::read(std::size_t max_bytes) const {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
-      wipe(buffer);
+      base::wipe(buffer);
       throw source_error(why(path_, "cannot read", err));
     }
     if (n == 0) break;
     used += static_cast<std::size_t>(n);
   }
   if (used > max_bytes) {
-    wipe(buffer);
+    base::wipe(buffer);
     throw source_error(path_ + ": larger than " + std::to_string(max_bytes) + " bytes");
   }
   buffer.resize(used);
-  return secret(std::move(buffer));
+  return base::secret(std::move(buffer));
 }
 
 void real_file::write(std::string_view text) const {

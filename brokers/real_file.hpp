@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -33,7 +33,7 @@ class real_file {
   const std::string& path() const { return path_; }
 
   // The whole file, up to `max_bytes` (more is a source_error).
-  secret read(std::size_t max_bytes = 64 * 1024) const;
+  base::secret read(std::size_t max_bytes = 64 * 1024) const;
   // Replaces the content in place (one write from the start, cut to its length, synced).
   // Throws source_error, also when the file was opened read-only.
   void write(std::string_view text) const;

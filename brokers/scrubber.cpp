@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -72,7 +72,7 @@ stream_scrubber::stream_scrubber(std::vector<scrub_pattern> patterns)
     : index_(index_of(std::move(patterns))) {}
 
 stream_scrubber::~stream_scrubber() {
-  wipe(held_);
+  base::wipe(held_);
 }
 
 std::optional<std::size_t> stream_scrubber::feed(std::string_view in, std::string& out) {

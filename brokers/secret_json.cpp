@@ -31,11 +31,11 @@ const nlohmann::json* secret_json::find(std::string_view key) const {
   return it == root_.end() ? nullptr : &*it;
 }
 
-std::optional<secret> secret_json::take_secret(std::string_view key) {
+std::optional<base::secret> secret_json::take_secret(std::string_view key) {
   auto it = root_.find(key);
   if (it == root_.end() || it->is_null()) return std::nullopt;
   if (!it->is_string()) throw source_error(message("\"" + std::string(key) + "\" is not a string"));
-  return secret(std::move(it->get_ref<std::string&>()));  // copies, then wipes the json's string
+  return base::secret(std::move(it->get_ref<std::string&>()));  // copies, then wipes the json's string
 }
 
 std::optional<std::string> secret_json::text(std::string_view key) const {
@@ -60,7 +60,7 @@ void wipe_every_string(Json& value) noexcept {
     Json* v = pending.back();
     pending.pop_back();
     if (v->is_string()) {
-      wipe(v->template get_ref<std::string&>());
+      base::wipe(v->template get_ref<std::string&>());
     } else if (v->is_structured()) {
       for (auto& child : *v) pending.push_back(&child);
     }

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -28,7 +28,7 @@ class secret_json {
 
   // The string member `key` moved into a secret (the document's copy is wiped); nullopt when
   // absent or null. Throws source_error naming `key` when it is not a string.
-  std::optional<secret> take_secret(std::string_view key);
+  std::optional<base::secret> take_secret(std::string_view key);
 
   // A string member that is not secret (an e-mail address, a URL, a date); nullopt when absent
   // or null. Throws source_error naming `key` when it is not a string.

@@ -17,6 +17,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/text.hpp"
+
 extern char** environ;
 
 namespace broker::brokers {
@@ -24,30 +26,26 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
 // Trims in place, so the bytes never move to a second buffer.
-void trim(std::string& s) {
+void trim_in_place(std::string& s) {
   std::size_t end = s.size();
-  while (end > 0 && is_space(s[end - 1])) --end;
+  while (end > 0 && base::is_space(s[end - 1])) --end;
   std::size_t begin = 0;
-  while (begin < end && is_space(s[begin])) ++begin;
+  while (begin < end && base::is_space(s[begin])) ++begin;
   s.resize(end);
   s.erase(0, begin);
 }
 
 // Takes the buffer's value (trimmed unless `untrimmed`; empty is absent unless `untrimmed`) and
 // wipes the buffer either way.
-std::optional<secret> take(std::string& buffer, bool untrimmed) {
-  if (untrimmed) return secret(std::move(buffer));
-  trim(buffer);
+std::optional<base::secret> take(std::string& buffer, bool untrimmed) {
+  if (untrimmed) return base::secret(std::move(buffer));
+  trim_in_place(buffer);
   if (buffer.empty()) {
-    wipe(buffer);
+    base::wipe(buffer);
     return std::nullopt;
   }
-  return secret(std::move(buffer));  // copies, then wipes `buffer`
+  return base::secret(std::move(buffer));  // copies, then wipes `buffer`
 }
 
 std::string errno_text(int err) {
@@ -71,14 +69,14 @@ class fd_guard {
   int fd_;
 };
 
-std::optional<secret> from_env(const std::string& name, bool untrimmed) {
+std::optional<base::secret> from_env(const std::string& name, bool untrimmed) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr || *value == '\0') return std::nullopt;
   std::string copy(value);
   return take(copy, untrimmed);
 }
 
-std::optional<secret> from_file(const std::string& source, std::string_view path_text,
+std::optional<base::secret> from_file(const std::string& source, std::string_view path_text,
                                 const source_limits& limits, bool untrimmed) {
   std::string path(path_text);
   if (path_text.starts_with("~/")) {
@@ -103,14 +101,14 @@ std::optional<secret> from_file(const std::string& source, std::string_view path
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       int err = errno;
-      wipe(buffer);
+      base::wipe(buffer);
       throw source_error(source + ": cannot read: " + errno_text(err));
     }
     if (n == 0) break;
     used += static_cast<std::size_t>(n);
   }
   if (used > limits.max_bytes) {
-    wipe(buffer);
+    base::wipe(buffer);
     throw source_error(source + ": larger than " + std::to_string(limits.max_bytes) + " bytes");
   }
   buffer.resize(used);
@@ -211,7 +209,7 @@ read_outcome read_bounded(int fd, std::string& buffer, std::size_t& used,
   }
 }
 
-std::optional<secret> from_command(const std::string& source, const std::string& command,
+std::optional<base::secret> from_command(const std::string& source, const std::string& command,
                                    const source_limits& limits, bool untrimmed) {
   std::string buffer(limits.max_bytes + 1, '\0');  // allocated before there is a child to reap
   std::size_t used = 0;
@@ -229,7 +227,7 @@ std::optional<secret> from_command(const std::string& source, const std::string&
   if (outcome == read_outcome::eof && !status) outcome = read_outcome::timed_out;
 
   if (outcome != read_outcome::eof) {
-    wipe(buffer);
+    base::wipe(buffer);
     if (outcome == read_outcome::timed_out)
       throw source_error(source + ": timed out after " + std::to_string(limits.timeout.count()) +
                          " ms");
@@ -239,11 +237,11 @@ std::optional<secret> from_command(const std::string& source, const std::string&
     throw source_error(source + ": cannot read its output");
   }
   if (WIFSIGNALED(*status)) {
-    wipe(buffer);
+    base::wipe(buffer);
     throw source_error(source + ": killed by signal " + std::to_string(WTERMSIG(*status)));
   }
   if (WIFEXITED(*status) && WEXITSTATUS(*status) != 0) {
-    wipe(buffer);
+    base::wipe(buffer);
     throw source_error(source + ": exited with status " + std::to_string(WEXITSTATUS(*status)));
   }
   buffer.resize(used);
@@ -252,7 +250,7 @@ std::optional<secret> from_command(const std::string& source, const std::string&
   return value;
 }
 
-std::optional<secret> load(const std::string& source, const source_limits& limits, bool untrimmed) {
+std::optional<base::secret> load(const std::string& source, const source_limits& limits, bool untrimmed) {
   std::string_view text = source;
   if (text.starts_with("env:")) return from_env(std::string(text.substr(4)), untrimmed);
   if (text.starts_with("file:")) return from_file(source, text.substr(5), limits, untrimmed);
@@ -263,11 +261,11 @@ std::optional<secret> load(const std::string& source, const source_limits& limit
 
 }  // namespace
 
-std::optional<secret> load_secret(const std::string& source, const source_limits& limits) {
+std::optional<base::secret> load_secret(const std::string& source, const source_limits& limits) {
   return load(source, limits, false);
 }
 
-std::optional<secret> load_secret_untrimmed(const std::string& source,
+std::optional<base::secret> load_secret_untrimmed(const std::string& source,
                                             const source_limits& limits) {
   return load(source, limits, true);
 }

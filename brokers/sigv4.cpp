@@ -3,7 +3,7 @@
 // Canonicalization follows what AWS verifies and botocore signs (the AWS SigV4 test suite is the
 // reference): a client's signature must verify here exactly as it would at AWS.
 #include "brokers/sigv4.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -39,16 +39,6 @@ void hmac_sha256(const unsigned char* key, std::size_t key_len, std::string_view
           nullptr ||
       len != out.size())
     throw std::runtime_error("HMAC-SHA256 failed");
-}
-
-std::string to_hex(const unsigned char* p, std::size_t n) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s(2 * n, '\0');
-  for (std::size_t i = 0; i < n; ++i) {
-    s[2 * i] = digits[p[i] >> 4];
-    s[2 * i + 1] = digits[p[i] & 0xf];
-  }
-  return s;
 }
 
 bool is_digits(std::string_view s) {
@@ -94,7 +84,7 @@ std::vector<std::pair<std::string, std::string>> decode_query(std::string_view q
     std::size_t eq = piece.find('=');
     std::string_view name = piece.substr(0, eq);
     std::string_view value = eq == std::string_view::npos ? "" : piece.substr(eq + 1);
-    params.emplace_back(percent_decode(name), percent_decode(value));
+    params.emplace_back(base::percent_decode(name), base::percent_decode(value));
   }
   return params;
 }
@@ -123,14 +113,14 @@ std::string normalize_path(std::string_view path) {
 std::string canonical_uri(std::string_view path, std::string_view service) {
   if (path.empty()) return "/";
   if (service == "s3") return std::string(path);
-  return percent_encode(normalize_path(path), true);
+  return base::percent_encode(normalize_path(path), true);
 }
 
 std::string canonical_query(std::string_view query, bool presigned) {
   std::vector<std::pair<std::string, std::string>> encoded;
   for (auto& [name, value] : decode_query(query)) {
     if (presigned && name == "X-Amz-Signature") continue;
-    encoded.emplace_back(percent_encode(name), percent_encode(value));
+    encoded.emplace_back(base::percent_encode(name), base::percent_encode(value));
   }
   std::sort(encoded.begin(), encoded.end());
   std::string out;
@@ -145,8 +135,8 @@ std::string canonical_query(std::string_view query, bool presigned) {
 std::string canonical_value(std::string_view value) {
   std::string out;
   bool gap = false;
-  for (char c : trim(value)) {
-    if (is_space(c)) {
+  for (char c : base::trim(value)) {
+    if (base::is_space(c)) {
       gap = true;
       continue;
     }
@@ -222,16 +212,16 @@ std::optional<credential_field> parse_credential(std::string_view text) {
 }
 
 std::optional<authorization> parse_authorization(std::string_view value) {
-  value = trim(value);
+  value = base::trim(value);
   if (!value.starts_with(algorithm)) return std::nullopt;
   value.remove_prefix(algorithm.size());
-  if (value.empty() || !is_space(value.front())) return std::nullopt;
+  if (value.empty() || !base::is_space(value.front())) return std::nullopt;
 
   std::optional<credential_field> credential;
   std::optional<std::vector<std::string>> signed_headers;
   std::optional<std::string> signature;
   for (std::string_view component : split(value, ',')) {
-    component = trim(component);
+    component = base::trim(component);
     std::size_t eq = component.find('=');
     if (eq == std::string_view::npos) return std::nullopt;
     std::string_view name = component.substr(0, eq);
@@ -244,7 +234,7 @@ std::optional<authorization> parse_authorization(std::string_view value) {
       signed_headers = parse_signed_headers(text);
       if (!signed_headers) return std::nullopt;
     } else if (name == "Signature" && !signature) {
-      if (!is_signature(text)) return std::nullopt;
+      if (!base::is_signature(text)) return std::nullopt;
       signature = std::string(text);
     } else {
       return std::nullopt;
@@ -292,7 +282,7 @@ std::optional<presigned_query> parse_presigned(std::string_view target) {
   if (!names) throw sigv4_error("presigned X-Amz-SignedHeaders is malformed");
   q.signed_headers = std::move(*names);
   q.signature = require("X-Amz-Signature");
-  if (!is_signature(q.signature)) throw sigv4_error("presigned X-Amz-Signature is malformed");
+  if (!base::is_signature(q.signature)) throw sigv4_error("presigned X-Amz-Signature is malformed");
   return q;
 }
 
@@ -344,7 +334,7 @@ signing_key::~signing_key() {
 std::string signing_key::sign(std::string_view text) const {
   digest mac{};
   hmac_sha256(key_.data(), key_.size(), text, mac);
-  return to_hex(mac.data(), mac.size());
+  return base::hex_encode(mac.data(), mac.size());
 }
 
 std::string sha256_hex(std::string_view data) {
@@ -353,7 +343,7 @@ std::string sha256_hex(std::string_view data) {
   if (EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_sha256(), nullptr) != 1 ||
       len != md.size())
     throw std::runtime_error("EVP_Digest(sha256) failed");
-  return to_hex(md.data(), md.size());
+  return base::hex_encode(md.data(), md.size());
 }
 
 sha256_stream::sha256_stream() : ctx_(EVP_MD_CTX_new()) {
@@ -382,7 +372,7 @@ std::string sha256_stream::hex_digest() {
   if (EVP_DigestFinal_ex(ctx, md.data(), &len) != 1 || len != md.size() ||
       EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("EVP_DigestFinal_ex(sha256) failed");
-  return to_hex(md.data(), md.size());
+  return base::hex_encode(md.data(), md.size());
 }
 
 bool signatures_equal(std::string_view a, std::string_view b) {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "brokers/sigv4.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 namespace broker::brokers::sigv4 {
 
@@ -96,14 +96,14 @@ void chunk_resigner::read_header(std::string_view& in, std::string& out) {
     throw sigv4_error("aws-chunked chunk header is malformed");
   std::uint64_t size = 0;
   for (char c : size_text) {
-    int v = hex_value(c);
+    int v = base::hex_value(c);
     if (v < 0) throw sigv4_error("aws-chunked chunk size is not hex");
     size = size * 16 + static_cast<std::uint64_t>(v);
     if (size > max_chunk_) throw sigv4_error("aws-chunked chunk exceeds the size limit");
   }
   std::string_view extension = line.substr(semicolon);
   if (!extension.starts_with(chunk_signature_key) ||
-      !is_signature(extension.substr(chunk_signature_key.size())))
+      !base::is_signature(extension.substr(chunk_signature_key.size())))
     throw sigv4_error("aws-chunked chunk header lacks a well-formed chunk-signature");
 
   chunk_size_ = static_cast<std::size_t>(size);
@@ -178,7 +178,7 @@ void chunk_resigner::read_trailer(std::string_view& in, std::string& out) {
       continue;
     }
     std::string_view sent = line.substr(trailer_signature_key.size());
-    if (!is_signature(sent)) throw sigv4_error("x-amz-trailer-signature is malformed");
+    if (!base::is_signature(sent)) throw sigv4_error("x-amz-trailer-signature is malformed");
     // The trailer string to sign hashes the trailer lines as "name:value\n" each.
     std::string canonical(pending_, 0, line_start_);
     std::erase(canonical, '\r');

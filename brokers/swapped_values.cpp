@@ -4,7 +4,7 @@ namespace broker::brokers {
 
 void swapped_values::add(std::string_view sent, std::string_view original) {
   if (sent.size() != original.size() || sent == original || sent.empty()) return;
-  values_.emplace_back(secret(std::string(sent)), std::string(original));
+  values_.emplace_back(base::secret(std::string(sent)), std::string(original));
 }
 
 void swapped_values::patterns(std::vector<scrub_pattern>& out) const {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "brokers/scrub_index.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -26,7 +26,7 @@ class swapped_values {
   bool empty() const { return values_.empty(); }
 
  private:
-  std::vector<std::pair<secret, std::string>> values_;
+  std::vector<std::pair<base::secret, std::string>> values_;
 };
 
 }  // namespace broker::brokers

@@ -23,7 +23,7 @@ constexpr std::string_view default_gcp_scope = "https://www.googleapis.com/auth/
 // the CSPRNG or, for a gateway's session, from its seed.
 std::string shaped_like(std::string example, const dummy_seed* seed = nullptr,
                         std::string_view credential = {}, std::string_view field = {}) {
-  const secret shape(std::move(example));
+  const base::secret shape(std::move(example));
   return seed ? seed->dummy(shape, credential, field) : make_dummy(shape);
 }
 
@@ -68,16 +68,16 @@ std::string scopes_of(const config::credential_spec& spec) {
 }
 
 // A string field of a key file, moved into a secret (the json's copy is left empty).
-secret take_field(nlohmann::json& doc, const char* key, const std::string& source) {
+base::secret take_field(nlohmann::json& doc, const char* key, const std::string& source) {
   auto it = doc.find(key);
   if (it == doc.end() || !it->is_string() || it->get_ref<std::string&>().empty())
     throw source_error(source + ": the key file has no \"" + key + "\"");
-  return secret(std::move(it->get_ref<std::string&>()));
+  return base::secret(std::move(it->get_ref<std::string&>()));
 }
 
 // A Google key file's token request: service_account → JWT bearer grant; authorized_user →
 // refresh-token grant. Returns the form and the token endpoint.
-std::pair<std::string, std::string> google_grant(const secret& key_file, const std::string& scope,
+std::pair<std::string, std::string> google_grant(const base::secret& key_file, const std::string& scope,
                                                  const std::string& source) {
   nlohmann::json doc = nlohmann::json::parse(key_file.expose(), nullptr, false);
   if (!doc.is_object()) throw source_error(source + ": the key file is not JSON");
@@ -86,17 +86,17 @@ std::pair<std::string, std::string> google_grant(const secret& key_file, const s
     const service_account account = parse_service_account(key_file.expose());
     std::string assertion = jwt_bearer_assertion(account, scope, system_clock::now());
     std::string form = jwt_bearer_form(assertion);
-    wipe(assertion);
+    base::wipe(assertion);
     return {std::move(form), account.token_uri};
   }
   if (type == "authorized_user") {
     std::string token_uri = doc.value("token_uri", std::string(google_token_uri));
-    const secret client_id = take_field(doc, "client_id", source);
-    const secret client_secret = take_field(doc, "client_secret", source);
-    const secret refresh_token = take_field(doc, "refresh_token", source);
-    std::string form = "grant_type=refresh_token&client_id=" + percent_encode(client_id.expose()) +
-                       "&client_secret=" + percent_encode(client_secret.expose()) +
-                       "&refresh_token=" + percent_encode(refresh_token.expose());
+    const base::secret client_id = take_field(doc, "client_id", source);
+    const base::secret client_secret = take_field(doc, "client_secret", source);
+    const base::secret refresh_token = take_field(doc, "refresh_token", source);
+    std::string form = "grant_type=refresh_token&client_id=" + base::percent_encode(client_id.expose()) +
+                       "&client_secret=" + base::percent_encode(client_secret.expose()) +
+                       "&refresh_token=" + base::percent_encode(refresh_token.expose());
     return {std::move(form), std::move(token_uri)};
   }
   throw source_error(source +
@@ -123,7 +123,7 @@ class gcp_token_step final : public request_step {
   request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
                             std::string& body) override {
     // The form's refresh_token parameter, decoded, is this session's dummy.
-    if (form_value(body, "refresh_token") != credential_.gcp_client().refresh_token) return {};
+    if (base::form_value(body, "refresh_token") != credential_.gcp_client().refresh_token) return {};
     answer_ = local_answer{credential_.name(), credential_.gcp_token_answer()};
     return {request_action::pass, credential_.name(), "body refresh_token", 0};
   }
@@ -244,7 +244,7 @@ std::optional<token_credential::fetcher> make_token_fetcher(const config::creden
     // A command is run once, by the first fetch; a file or variable is looked at first.
     if (!source.starts_with("cmd:") && !load_secret(source)) return std::nullopt;
     return [source]() {
-      std::optional<secret> output = load_secret(source);
+      std::optional<base::secret> output = load_secret(source);
       if (!output) throw source_error(source + ": no token");
       return parse_token_command_output(output->expose(), system_clock::now());
     };
@@ -252,7 +252,7 @@ std::optional<token_credential::fetcher> make_token_fetcher(const config::creden
   // gcp: a key file, named by the variable (env:) or given (file:).
   std::string key_source = source;
   if (source.starts_with("env:")) {
-    std::optional<secret> path = load_secret(source);
+    std::optional<base::secret> path = load_secret(source);
     if (!path) return std::nullopt;
     key_source = "file:" + std::string(path->expose());
   }
@@ -260,13 +260,13 @@ std::optional<token_credential::fetcher> make_token_fetcher(const config::creden
   if (!transport) throw source_error(source + ": no way to reach the token endpoint");
   const std::string scope = scopes_of(spec);
   return [key_source, scope, transport]() {
-    std::optional<secret> key_file = load_secret(key_source);
+    std::optional<base::secret> key_file = load_secret(key_source);
     if (!key_file) throw source_error(key_source + ": the key file is gone");
     auto [form, token_uri] = google_grant(*key_file, scope, key_source);
     std::string answer = transport(token_uri, form);
-    wipe(form);
+    base::wipe(form);
     access_token token = parse_oauth_token_response(answer, system_clock::now());
-    wipe(answer);
+    base::wipe(answer);
     return token;
   };
 }

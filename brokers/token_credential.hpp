@@ -20,7 +20,7 @@
 #include "brokers/cloud_tokens.hpp"
 #include "brokers/request_broker.hpp"
 #include "brokers/rotating.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "config/policy.hpp"
 
 namespace broker::brokers {
@@ -33,7 +33,7 @@ using token_transport = std::function<std::string(const std::string& url, const 
 // One access token as fetched. What a response echoing it shows is each session's to say (its
 // credential's dummy_masks).
 struct issued_token {
-  secret token;
+  base::secret token;
   std::chrono::system_clock::time_point expires;
 };
 

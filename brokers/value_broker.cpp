@@ -7,13 +7,13 @@
 
 #include "brokers/dummy.hpp"
 #include "brokers/families.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 
 namespace broker::brokers {
 
 value_broker::value_broker(init values)
     : request_broker(std::move(values.spec), std::move(values.other_layer_hosts)),
-      real_(std::make_shared<const secret>(std::move(values.real))),
+      real_(std::make_shared<const base::secret>(std::move(values.real))),
       dummy_(std::move(values.dummy)) {
   if (real_->empty()) throw std::invalid_argument("credential " + name() + ": empty value");
   if (dummy_.size() != real_->size())
@@ -58,15 +58,15 @@ int value_broker::swap_query(std::string& target) const {
     std::string_view param = std::string_view(target).substr(at, end - at);
     const std::size_t eq = param.find('=');
     if (eq != std::string_view::npos) {
-      std::string name = percent_decode(param.substr(0, eq));
+      std::string name = base::percent_decode(param.substr(0, eq));
       std::string_view value = param.substr(eq + 1);
       if (std::find(spec().query.begin(), spec().query.end(), name) != spec().query.end() &&
-          (value == dummy_ || percent_decode(value) == dummy_)) {
-        std::string encoded = percent_encode(real_->expose());
+          (value == dummy_ || base::percent_decode(value) == dummy_)) {
+        std::string encoded = base::percent_encode(real_->expose());
         const std::size_t value_at = at + eq + 1, value_size = value.size();
         target.replace(value_at, value_size, encoded);
         end = value_at + encoded.size();
-        wipe(encoded);
+        base::wipe(encoded);
         ++swapped;
       }
     }

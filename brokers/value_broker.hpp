@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "brokers/request_broker.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::brokers {
 
@@ -17,7 +17,7 @@ class value_broker : public request_broker {
  public:
   struct init {
     config::credential_spec spec;
-    secret real;
+    base::secret real;
     std::string dummy;  // same length as real
     layer_hosts other_layer_hosts;
   };
@@ -45,7 +45,7 @@ class value_broker : public request_broker {
   // own type).
   virtual std::unique_ptr<value_broker> with_dummy(std::string dummy) const = 0;
 
-  std::shared_ptr<const secret> real_;  // shared with the other sessions' brokers of it
+  std::shared_ptr<const base::secret> real_;  // shared with the other sessions' brokers of it
   std::string dummy_;
 };
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 namespace broker::certs {
 
@@ -24,12 +24,12 @@ fs::path system_roots_file() {
 }
 
 void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
-                        durability lasting) {
+                        base::durability lasting) {
   write_trust_bundle(file, ca, system_roots_file(), lasting);
 }
 
 void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
-                        const fs::path& roots, durability lasting) {
+                        const fs::path& roots, base::durability lasting) {
   std::string bundle;
   if (!roots.empty()) {
     std::ifstream in(roots, std::ios::binary);
@@ -39,7 +39,7 @@ void write_trust_bundle(const fs::path& file, const certificate_authority& ca,
     if (!bundle.empty() && bundle.back() != '\n') bundle += '\n';
   }
   bundle += ca.certificate_pem();
-  write_file_atomically(file, bundle, 0644, lasting);
+  base::write_file_atomically(file, bundle, 0644, lasting);
 }
 
 }  // namespace broker::certs

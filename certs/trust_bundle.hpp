@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "certs/ca.hpp"
 
 namespace broker::certs {
@@ -16,11 +16,11 @@ std::filesystem::path system_roots_file();
 // Writes the system roots followed by the CA certificate to `file` (0644, atomically). A missing
 // system bundle is not an error: the file then holds the CA alone. Throws ca_error.
 void write_trust_bundle(const std::filesystem::path& file, const certificate_authority& ca,
-                        durability lasting = durability::synced);
+                        base::durability lasting = base::durability::synced);
 // The same with the roots read from `roots` (the CA alone when `roots` is empty); throws ca_error
 // when `roots` names a file that cannot be read.
 void write_trust_bundle(const std::filesystem::path& file, const certificate_authority& ca,
                         const std::filesystem::path& roots,
-                        durability lasting = durability::synced);
+                        base::durability lasting = base::durability::synced);
 
 }  // namespace broker::certs

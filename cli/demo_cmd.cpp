@@ -188,7 +188,7 @@ int run_demo(const fs::path& dir, const std::string& curl) {
       std::cout << "\nbroker demo: wrap could not start the command (see above); once more with "
                    "--isolate env\n";
   }
-  brokers::wipe(token_var);
+  base::wipe(token_var);
 
   heading("broker log " + session + "   (the session's audit log)");
   run_self({"log", session, "--log-dir", log_dir.string()});

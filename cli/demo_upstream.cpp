@@ -2,6 +2,7 @@
 
 #include "cli/common.hpp"
 #include "http/message.hpp"
+#include "base/text.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,19 +29,13 @@ constexpr int io_timeout_seconds = 5;
 // How often the accept loop looks at the stop flag.
 constexpr int accept_poll_ms = 100;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 std::string response(int status, const char* reason, const std::string& body) {
   return "HTTP/1.1 " + std::to_string(status) + " " + reason +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
-brokers::secret random_github_token() {
+base::secret random_github_token() {
   static constexpr char alphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::string token = "ghp_";
@@ -49,7 +44,7 @@ brokers::secret random_github_token() {
     if (RAND_bytes(&byte, 1) != 1) throw std::runtime_error("RAND_bytes failed");
     if (byte < 248) token += alphabet[byte % 62];  // 248 = 4 * 62: no modulo bias
   }
-  return brokers::secret(std::move(token));
+  return base::secret(std::move(token));
 }
 
 }  // namespace
@@ -124,7 +119,7 @@ void demo_upstream::answer(int fd) {
     SSL_write(ssl, out.data(), static_cast<int>(out.size()));
     SSL_shutdown(ssl);
   }
-  brokers::wipe(head);
+  base::wipe(head);
   SSL_free(ssl);
 }
 
@@ -138,11 +133,11 @@ bool demo_upstream::carries_real_token(const std::string& head) const {
     const auto colon = line.find(':');
     if (colon == std::string_view::npos || !http::iequals(line.substr(0, colon), "authorization"))
       continue;
-    const std::string_view value = trim(line.substr(colon + 1));
+    const std::string_view value = base::trim(line.substr(colon + 1));
     const auto space = value.find(' ');
     if (space == std::string_view::npos) continue;
     const std::string_view scheme = value.substr(0, space);
-    const std::string_view token = trim(value.substr(space + 1));
+    const std::string_view token = base::trim(value.substr(space + 1));
     if ((http::iequals(scheme, "token") || http::iequals(scheme, "bearer")) &&
         token.size() == real.size() && CRYPTO_memcmp(token.data(), real.data(), real.size()) == 0)
       return true;

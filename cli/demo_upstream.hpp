@@ -12,7 +12,7 @@
 
 #include <openssl/ssl.h>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 
@@ -29,7 +29,7 @@ class demo_upstream {
 
   std::uint16_t port() const { return port_; }
   // The token this upstream accepts: real-shaped (ghp_ + 36 alphanumerics), made for this run.
-  const brokers::secret& real_token() const { return real_token_; }
+  const base::secret& real_token() const { return real_token_; }
   // The CA that signed the upstream's leaf, for `--upstream-ca`.
   std::string ca_pem() const { return ca_.certificate_pem(); }
   // Requests that arrived with the real token (answered 200).
@@ -46,7 +46,7 @@ class demo_upstream {
 
   certs::certificate_authority ca_;
   certs::leaf_cache leaves_;  // refers to ca_: declared after it
-  brokers::secret real_token_;
+  base::secret real_token_;
   std::unique_ptr<SSL_CTX, ssl_ctx_deleter> tls_;
   int listener_ = -1;
   std::uint16_t port_ = 0;

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "brokers/credential_set.hpp"
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
@@ -32,7 +32,7 @@
 #include "session/control_socket.hpp"
 #include "session/audit_files.hpp"
 #include "session/log.hpp"
-#include "wrap/child_env.hpp"
+#include "session/child_env.hpp"
 #include "wrap/session_dir.hpp"
 
 namespace broker::cli {
@@ -268,13 +268,13 @@ int run_serve(const serve_options& o) {
       for (const auto& f : credentials->dummy_files()) {
         // A gcp key file (a dummy OAuth client) beside the env file: FILE.gcp-NAME.json.
         const std::string file = o.env_file + "." + f.file_name;
-        certs::write_file_atomically(file, f.content, 0600);
+        base::write_file_atomically(file, f.content, 0600);
         dummies.emplace_back(f.variable, file);
       }
       // 0600: the file names the session's proxy and dummies, nothing for other users.
-      certs::write_file_atomically(
+      base::write_file_atomically(
           o.env_file,
-          wrap::render_env_lines(wrap::child_environment(url, bundle.string(), dummies)), 0600);
+          session::render_env_lines(session::child_environment(url, bundle.string(), dummies)), 0600);
     } catch (const std::exception& e) {
       std::cerr << "broker: --env-file: " << e.what() << "\n";
       return exit_failure;

@@ -10,12 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "config/units.hpp"
 #include "session/control_socket.hpp"
-#include "wrap/child_env.hpp"
+#include "session/child_env.hpp"
 
 namespace broker::cli {
 
@@ -86,22 +86,22 @@ int run_create(const session_options& o) {
     request["labels"][label.substr(0, eq)] = label.substr(eq + 1);
   }
   const auto answer = ask(o, "session-create " + request.dump());
-  std::vector<wrap::variable> env;
+  std::vector<session::variable> env;
   for (const auto& pair : answer["env"]) env.emplace_back(pair[0], pair[1]);
   const std::string id = answer["session"]["id"];
   if (o.env_file.empty()) {
     // The env lines on stdout (they hold the session's credential): `> FILE` or `eval`.
-    std::cout << wrap::render_env_lines(env);
+    std::cout << session::render_env_lines(env);
     std::cerr << "broker: session " << id << " created\n";
     return exit_ok;
   }
   for (const auto& f : answer["files"]) {
     // A gcp key file (a dummy OAuth client) beside the env file: FILE.NAME.
     const std::string file = o.env_file + "." + f["name"].get<std::string>();
-    certs::write_file_atomically(file, f["content"].get<std::string>(), 0600);
+    base::write_file_atomically(file, f["content"].get<std::string>(), 0600);
     env.emplace_back(f["variable"].get<std::string>(), file);
   }
-  certs::write_file_atomically(o.env_file, wrap::render_env_lines(env), 0600);
+  base::write_file_atomically(o.env_file, session::render_env_lines(env), 0600);
   std::cout << "broker: session " << id << " created; its clients use env $(cat " << o.env_file
             << ") CMD\n";
   return exit_ok;

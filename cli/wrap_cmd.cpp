@@ -14,7 +14,7 @@
 #include <optional>
 #include <thread>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
@@ -29,7 +29,7 @@
 #include "session/audit_record.hpp"
 #include "session/log.hpp"
 #include "wrap/capture_net.hpp"
-#include "wrap/child_env.hpp"
+#include "session/child_env.hpp"
 #include "wrap/directory_view.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
@@ -77,8 +77,8 @@ struct wrap_options {
   std::vector<std::string> command;
 };
 
-std::vector<wrap::variable> parent_environment() {
-  std::vector<wrap::variable> out;
+std::vector<session::variable> parent_environment() {
+  std::vector<session::variable> out;
   for (char** e = environ; *e; ++e) {
     const std::string_view entry(*e);
     const auto eq = entry.find('=');
@@ -218,7 +218,7 @@ int run_wrap(wrap_options& o) {
     tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
                                                 setup.options.upstream_cas);
     dir = std::make_unique<wrap::session_dir>(setup.options.session_id);
-    certs::write_trust_bundle(dir->bundle(), *ca, certs::durability::session);
+    certs::write_trust_bundle(dir->bundle(), *ca, base::durability::session);
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
     return exit_broker_failed;
@@ -266,7 +266,7 @@ int run_wrap(wrap_options& o) {
             copy_in));
         continue;
       }
-      certs::write_file_atomically(file, f.content, 0600, certs::durability::session);
+      base::write_file_atomically(file, f.content, 0600, base::durability::session);
       if (!f.target.empty()) {
         overlays.push_back({file.string(), f.target});
         continue;
@@ -274,7 +274,7 @@ int run_wrap(wrap_options& o) {
       dummies.push_back({f.variable, file.string(), f.credential});
       session_files.push_back(file.string());
     }
-    const auto session_vars = wrap::child_environment(url, dir->bundle().string(), {});
+    const auto session_vars = session::child_environment(url, dir->bundle().string(), {});
     auto rules = wrap::merge_env_rules(setup.policy->layers());
     for (auto& name : setup.credentials->displaced_variables()) rules.strip.push_back(name);
     const auto plan =
@@ -286,7 +286,7 @@ int run_wrap(wrap_options& o) {
                                       "that ignores the proxy variables is not captured)",
                                 login_files)
               << "\n";
-    if (!o.env_file.empty()) dir->write_env_file(o.env_file, wrap::render_env_lines(plan.env));
+    if (!o.env_file.empty()) dir->write_env_file(o.env_file, session::render_env_lines(plan.env));
 
     wrap::launch_options launch;
     launch.argv = o.command;
@@ -299,7 +299,7 @@ int run_wrap(wrap_options& o) {
       for (const auto& [file, text] : {std::pair<std::string, std::string>{"resolv.conf", capture_resolv_conf},
                                        {"hosts", capture_hosts_file()}}) {
         const auto copy = dir->path() / file;
-        certs::write_file_atomically(copy, text, 0644, certs::durability::session);
+        base::write_file_atomically(copy, text, 0644, base::durability::session);
         launch.etc_files.emplace_back(copy.string(), "/etc/" + file);
       }
     }

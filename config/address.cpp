@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/text.hpp"
+
 namespace broker::config {
 namespace {
 
@@ -64,7 +66,7 @@ std::optional<std::array<std::uint8_t, 16>> parse_v6(std::string_view text) {
     if (piece.empty() || piece.size() > 4) return std::nullopt;
     unsigned value = 0;
     for (char c : piece) {
-      int h = hex_value(c);
+      int h = base::hex_value(c);
       if (h < 0) return std::nullopt;
       value = value << 4 | static_cast<unsigned>(h);
     }

@@ -9,14 +9,6 @@
 
 namespace broker::config {
 
-// The value of one hexadecimal digit, -1 for anything else.
-constexpr int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 struct ip_address {
   // IPv4 addresses use bytes_[0..3]; IPv6 use all 16. A v4-mapped IPv6 address stays IPv6 here:
   // callers that care (the SSRF guard) unwrap it explicitly.

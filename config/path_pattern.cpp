@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "config/address.hpp"
+#include "base/text.hpp"
 
 namespace broker::config {
 namespace {
@@ -25,7 +26,7 @@ std::optional<std::string> normalize_percent(std::string_view in) {
       out += in[i];
       continue;
     }
-    int byte = escaped_byte(in, i);
+    int byte = base::escaped_byte(in, i);
     if (byte < 0) return std::nullopt;
     if (is_unreserved(static_cast<unsigned char>(byte))) {
       out += static_cast<char>(byte);
@@ -45,7 +46,7 @@ std::string decode_once(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
-    int byte = escaped_byte(in, i);
+    int byte = base::escaped_byte(in, i);
     if (byte < 0) {
       out += in[i];
       continue;
@@ -127,7 +128,7 @@ std::optional<std::string> ambiguous_bytes(std::string_view text, bool twice) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     // Windows and IIS-style servers (and some frameworks) treat '\' as '/'.
     if (text[i] == '\\' && !twice) return ambiguous("a '\\'");
-    int byte = escaped_byte(text, i);
+    int byte = base::escaped_byte(text, i);
     if (byte < 0) continue;
     if (byte == '/')
       return ambiguous(twice ? "a double-encoded '/' (%252F)" : "an encoded '/' (%2F)");
@@ -202,12 +203,6 @@ bool glob_match(std::string_view pattern, std::string_view text) {
 }
 
 }  // namespace
-
-int escaped_byte(std::string_view in, std::size_t i) {
-  if (in[i] != '%' || i + 2 >= in.size()) return -1;
-  int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-  return hi < 0 || lo < 0 ? -1 : hi << 4 | lo;
-}
 
 std::optional<std::string> normalize_path(std::string_view target, path_params params) {
   if (target.empty() || target.front() != '/') return std::nullopt;

@@ -7,10 +7,6 @@
 
 namespace broker::config {
 
-// The byte of the percent-escape at in[i] ('%' and two hex digits, RFC 3986 §2.1), or -1 when
-// there is no whole, valid escape there.
-int escaped_byte(std::string_view in, std::size_t i);
-
 // Whether ";parameters" are part of a path segment (RFC 3986 §3.3: to a generic URI they are)
 // or are dropped from each segment before the path is resolved, as Tomcat and Jetty do.
 enum class path_params { keep, strip };

@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "base/text.hpp"
+
 namespace broker::config {
 namespace {
 
@@ -11,16 +13,6 @@ constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
-}
-
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
-}
-
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = lower(c);
-  return out;
 }
 
 // Reads a run of decimal digits into `value`; false on an empty run or overflow.
@@ -62,7 +54,7 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
     ++i;
     if (i == text.size()) return std::nullopt;  // a space must be followed by a unit
   }
-  std::string unit = lowered(text.substr(i));
+  std::string unit = base::lower(text.substr(i));
   std::uint64_t multiplier;
   if (unit.empty() || unit == "b")
     multiplier = 1;
@@ -101,7 +93,7 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
     if (value > static_cast<std::uint64_t>(max_ms / 1000)) return std::nullopt;
     return std::chrono::milliseconds(static_cast<std::int64_t>(value) * 1000);
   }
-  std::string rest = lowered(text);
+  std::string rest = base::lower(text);
   std::int64_t total = 0;
   std::size_t next_unit = 0;  // index into duration_units: components must descend
   i = 0;

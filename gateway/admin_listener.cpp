@@ -13,20 +13,16 @@
 #include <utility>
 
 #include "http/parser.hpp"
-#include "proxy/asio.hpp"
-#include "proxy/deadline.hpp"
-#include "proxy/listener.hpp"
-#include "proxy/race.hpp"
+#include "base/asio.hpp"
+#include "base/deadline.hpp"
+#include "base/listener.hpp"
+#include "base/race.hpp"
 #include "session/log.hpp"
 
 namespace broker::gateway {
 
 namespace {
 
-namespace asio = proxy::asio;
-using proxy::error_code;
-using proxy::tcp;
-using proxy::use_tuple;
 
 constexpr std::string_view exposition_type = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -127,14 +123,14 @@ struct admin_listener::impl {
 
   // A connection: its requests in turn, raced with its watchdog.
   asio::awaitable<void> serve(tcp::socket socket) {
-    proxy::deadline watchdog(socket.get_executor());
-    co_await proxy::race(requests(socket, watchdog), watchdog.watch());
+    base::deadline<> watchdog(socket.get_executor());
+    co_await base::race(requests(socket, watchdog), watchdog.watch());
   }
 
-  asio::awaitable<void> requests(tcp::socket& socket, proxy::deadline& watchdog) {
+  asio::awaitable<void> requests(tcp::socket& socket, base::deadline<>& watchdog) {
     std::string buffered;  // read, not yet parsed: the start of a pipelined next request
     for (;;) {
-      watchdog.arm(limits.request_timeout, proxy::deadline::phase::client_head);
+      watchdog.arm(limits.request_timeout);
       auto got = co_await read_request(socket, buffered);
       std::string wire;
       if (got.refusal) {
@@ -146,7 +142,7 @@ struct admin_listener::impl {
       } else {
         co_return;  // closed (or failed) between or during requests: nothing to answer
       }
-      watchdog.arm(limits.request_timeout, proxy::deadline::phase::client_idle);
+      watchdog.arm(limits.request_timeout);
       auto [ec, n] = co_await asio::async_write(socket, asio::buffer(wire), use_tuple);
       if (ec) co_return;
       if (got.refusal) co_await linger(socket);
@@ -266,7 +262,7 @@ admin_listener::admin_listener(std::string host, std::uint16_t port, std::shared
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw std::runtime_error("admin listener " + address_text + ": not an IP address");
   auto& acceptor = impl_->acceptor;
-  ec = proxy::listen_on(acceptor, tcp::endpoint(address, port));
+  ec = base::listen_on(acceptor, tcp::endpoint(address, port));
   if (ec)
     throw std::runtime_error("admin listener: cannot listen on " + address_text + ": " +
                              ec.message());

@@ -8,7 +8,7 @@
 #include "config/policy.hpp"
 #include "session/budget.hpp"
 #include "session/log.hpp"
-#include "wrap/child_env.hpp"
+#include "session/child_env.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -182,7 +182,7 @@ nlohmann::ordered_json gateway::create(const nlohmann::json& request) {
   for (const auto& f : credentials->dummy_files())
     files.push_back({{"name", f.file_name}, {"variable", f.variable}, {"content", f.content}});
   auto env = nlohmann::ordered_json::array();
-  for (const auto& [k, v] : wrap::child_environment(url, setup_.trust_bundle, dummies))
+  for (const auto& [k, v] : session::child_environment(url, setup_.trust_bundle, dummies))
     env.push_back({k, v});
   answer["proxy_url"] = url;
   answer["env"] = env;

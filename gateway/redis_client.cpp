@@ -16,11 +16,10 @@
 
 #include "gateway/redis_connection.hpp"
 #include "gateway/redis_protocol.hpp"
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
 namespace broker::gateway {
 
-using proxy::use_tuple;
 using clock = std::chrono::steady_clock;
 
 namespace {

@@ -9,14 +9,13 @@
 
 #include <cerrno>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "gateway/redis_client.hpp"
-#include "proxy/asio.hpp"
-#include "proxy/race.hpp"
+#include "base/asio.hpp"
+#include "base/race.hpp"
 
 namespace broker::gateway {
 
-using proxy::use_tuple;
 
 namespace {
 
@@ -66,7 +65,7 @@ asio::awaitable<std::string> redis_connection::exchange(const std::vector<asio::
   const auto started = clock::now();
   stats_->wrote(commands);
   const std::size_t winner =
-      co_await proxy::race(transfer(out, commands, deliver, failure), sleep_for(timeout_));
+      co_await base::race(transfer(out, commands, deliver, failure), sleep_for(timeout_));
   if (winner == 1) co_return "no answer within " + in_ms(timeout_);
   if (failure.empty()) stats_->answered(clock::now() - started);
   co_return failure;
@@ -114,7 +113,7 @@ asio::awaitable<void> redis_connection::transfer(const std::vector<asio::const_b
 asio::awaitable<std::string> redis_connection::connect() {
   reader_ = std::make_unique<reply_reader>();
   std::string failure;
-  const std::size_t winner = co_await proxy::race(open(failure), sleep_for(timeout_));
+  const std::size_t winner = co_await base::race(open(failure), sleep_for(timeout_));
   if (winner == 1) co_return "no answer within " + in_ms(timeout_) + " while connecting";
   if (failure.empty()) stats_->connected();
   co_return failure;
@@ -163,13 +162,13 @@ asio::awaitable<void> redis_connection::open(std::string& failure) {
 asio::awaitable<void> redis_connection::log_in(std::string& failure) {
   std::vector<std::string> names;  // what each reply answers, for the message
   std::string bytes;
-  brokers::wipe_on_exit wipe_bytes([&] { brokers::wipe(bytes); });
+  base::wipe_on_exit wipe_bytes([&] { base::wipe(bytes); });
   if (endpoint_.password) {
     std::vector<std::string> auth;
     auth.emplace_back("AUTH");
     if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);
     auth.emplace_back(endpoint_.password->expose());
-    brokers::wipe_on_exit wipe_auth([&] { brokers::wipe(auth.back()); });
+    base::wipe_on_exit wipe_auth([&] { base::wipe(auth.back()); });
     append_command(bytes, auth);
     names.emplace_back("AUTH");
   }

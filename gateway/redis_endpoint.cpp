@@ -6,7 +6,7 @@
 #include <charconv>
 #include <stdexcept>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/path_pattern.hpp"
 
 namespace broker::gateway {
@@ -17,7 +17,7 @@ namespace {
 }
 
 // RFC 3986 §2.1. `what` names the part in an error ("the password"); its bytes are not quoted.
-std::string percent_decode(std::string_view in, const char* what) {
+std::string decode_part(std::string_view in, const char* what) {
   std::string out;
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -25,9 +25,9 @@ std::string percent_decode(std::string_view in, const char* what) {
       out += in[i];
       continue;
     }
-    const int byte = config::escaped_byte(in, i);
+    const int byte = base::escaped_byte(in, i);
     if (byte < 0) {
-      brokers::wipe(out);
+      base::wipe(out);
       bad(std::string("a bad percent-escape in ") + what);
     }
     out += static_cast<char>(byte);
@@ -51,10 +51,10 @@ void parse_userinfo(std::string_view info, redis_endpoint& out) {
   const std::size_t colon = info.find(':');
   if (colon == std::string_view::npos)
     bad("the part before '@' must be :password or user:password");
-  out.user = percent_decode(info.substr(0, colon), "the user");
-  std::string password = percent_decode(info.substr(colon + 1), "the password");
+  out.user = decode_part(info.substr(0, colon), "the user");
+  std::string password = decode_part(info.substr(colon + 1), "the password");
   if (password.empty()) bad("the password after ':' is empty");
-  out.password = std::make_shared<const brokers::secret>(std::move(password));
+  out.password = std::make_shared<const base::secret>(std::move(password));
 }
 
 void parse_tcp(std::string_view rest, redis_endpoint& out) {
@@ -107,7 +107,7 @@ void parse_unix(std::string_view rest, redis_endpoint& out) {
     rest = rest.substr(at + 1);
   }
   const std::size_t question = rest.find('?');
-  out.path = percent_decode(rest.substr(0, question), "the socket path");
+  out.path = decode_part(rest.substr(0, question), "the socket path");
   if (out.path.size() <= 1) bad("unix:// needs a socket path");
   if (question == std::string_view::npos) return;
   std::string_view query = rest.substr(question + 1);

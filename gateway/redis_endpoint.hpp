@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::gateway {
 
@@ -25,7 +25,7 @@ struct redis_endpoint {
   std::string user;  // empty: AUTH with the password alone (Redis's default user)
   // Null: no AUTH. Shared, so that an endpoint copies (one client per worker thread) while its
   // password exists once.
-  std::shared_ptr<const brokers::secret> password;
+  std::shared_ptr<const base::secret> password;
   unsigned db = 0;  // SELECTed on connect when not 0
 
   // Throws std::invalid_argument saying what is wrong with the URL.

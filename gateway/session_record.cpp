@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "session/audit_log.hpp"
 
 namespace broker::gateway {
@@ -78,25 +78,23 @@ nlohmann::ordered_json public_view(const session_record& r, std::int64_t now_ms)
 
 std::string new_gateway_session_id() {
   const auto bytes = random_bytes(6);
-  return "g-" + session::lower_hex(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return "g-" + base::hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
-brokers::secret new_proxy_token() {
+base::secret new_proxy_token() {
   auto bytes = random_bytes(32);
-  std::string text = brokers::base64_encode(bytes);
-  OPENSSL_cleanse(bytes.data(), bytes.size());
   // base64url without padding: the token sits in a URL's userinfo unescaped.
-  for (char& c : text) c = c == '+' ? '-' : c == '/' ? '_' : c;
-  while (!text.empty() && text.back() == '=') text.pop_back();
-  return brokers::secret(std::move(text));
+  std::string text = base::base64_encode(bytes, base::base64_alphabet::url, false);
+  OPENSSL_cleanse(bytes.data(), bytes.size());
+  return base::secret(std::move(text));
 }
 
 std::string new_dummy_seed() {
   const auto bytes = random_bytes(32);
-  return session::lower_hex(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return base::hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
-std::string token_sha256(const brokers::secret& token) { return session::sha256_hex(token.expose()); }
+std::string token_sha256(const base::secret& token) { return session::sha256_hex(token.expose()); }
 
 std::optional<proxy_credential> parse_proxy_authorization(std::string_view value) {
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
@@ -108,17 +106,17 @@ std::optional<proxy_credential> parse_proxy_authorization(std::string_view value
   value.remove_prefix(scheme.size() + 1);
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  auto decoded = brokers::base64_decode(value);
+  auto decoded = base::base64_decode(value);
   if (!decoded) return std::nullopt;
-  brokers::secret whole(std::move(*decoded));
+  base::secret whole(std::move(*decoded));
   const auto text = whole.expose();
   const auto colon = text.find(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
   return proxy_credential{std::string(text.substr(0, colon)),
-                          brokers::secret(std::string(text.substr(colon + 1)))};
+                          base::secret(std::string(text.substr(colon + 1)))};
 }
 
-bool token_matches(const session_record& r, const brokers::secret& token) {
+bool token_matches(const session_record& r, const base::secret& token) {
   const std::string given = token_sha256(token);
   return given.size() == r.token_sha256.size() &&
          CRYPTO_memcmp(given.data(), r.token_sha256.data(), given.size()) == 0;

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::gateway {
 
@@ -44,19 +44,19 @@ nlohmann::ordered_json public_view(const session_record& r, std::int64_t now_ms)
 // A fresh session's id ("g-" and 12 hex digits), proxy token (43 base64url characters) and
 // dummy seed; from the CSPRNG.
 std::string new_gateway_session_id();
-brokers::secret new_proxy_token();
+base::secret new_proxy_token();
 std::string new_dummy_seed();
-std::string token_sha256(const brokers::secret& token);
+std::string token_sha256(const base::secret& token);
 
 // The credential in a Proxy-Authorization value: "Basic base64(id:token)" (RFC 7617; the
 // scheme case-insensitive). nullopt for anything else.
 struct proxy_credential {
   std::string id;
-  brokers::secret token;
+  base::secret token;
 };
 std::optional<proxy_credential> parse_proxy_authorization(std::string_view value);
 
 // Whether `token` is the record's, compared in constant time.
-bool token_matches(const session_record& r, const brokers::secret& token);
+bool token_matches(const session_record& r, const base::secret& token);
 
 }  // namespace broker::gateway

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gateway/session_record.hpp"
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
 namespace broker::gateway {
 

@@ -12,6 +12,7 @@
 
 #include "session/audit_log.hpp"
 #include "session/log.hpp"
+#include "base/text.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -32,7 +33,7 @@ asio::awaitable<std::optional<redis_reply>> run_script(redis_client& client,
 std::string make_source(const std::string& replica) {
   unsigned char bytes[6];
   if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
-  return replica + ":" + session::lower_hex(bytes, sizeof bytes);
+  return replica + ":" + base::hex_encode(bytes, sizeof bytes);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
 namespace broker::proxy {
 

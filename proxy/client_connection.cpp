@@ -6,7 +6,7 @@
 #include "proxy/captured.hpp"
 #include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/race.hpp"
+#include "base/race.hpp"
 #include "proxy/session_resolver.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tunnel.hpp"
@@ -17,17 +17,17 @@ namespace broker::proxy {
 
 namespace {
 
-const char* phase_name(deadline::phase p) {
+const char* name_of(waiting_for p) {
   switch (p) {
-    case deadline::phase::client_head:
+    case waiting_for::client_head:
       return "request head";
-    case deadline::phase::client_idle:
+    case waiting_for::client_idle:
       return "next request";
-    case deadline::phase::request_body:
+    case waiting_for::request_body:
       return "request body";
-    case deadline::phase::upstream:
+    case waiting_for::upstream:
       return "upstream";
-    case deadline::phase::tunnel:
+    case waiting_for::tunnel:
       return "tunnel traffic";
   }
   return "?";
@@ -51,8 +51,8 @@ client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_c
 void client_connection::drain(bool now) {
   draining_ = true;
   cut_short_ = cut_short_ || now;
-  const auto p = deadline_.current_phase();
-  if (now || p == deadline::phase::client_idle || p == deadline::phase::client_head)
+  const auto p = deadline_.waiting();
+  if (now || p == waiting_for::client_idle || p == waiting_for::client_head)
     deadline_.arm(std::chrono::steady_clock::duration::zero(), p);
 }
 
@@ -82,23 +82,23 @@ asio::awaitable<void> client_connection::run() {
   attribute();
   std::string failure;
   try {
-    if (co_await race(serve(), deadline_.watch()) == 1) {
-      const auto p = deadline_.current_phase();
-      if (p != deadline::phase::client_idle)
-        session::log(spdlog::level::debug, tag_, "deadline passed waiting for {}", phase_name(p));
+    if (co_await base::race(serve(), deadline_.watch()) == 1) {
+      const auto p = deadline_.waiting();
+      if (p != waiting_for::client_idle)
+        session::log(spdlog::level::debug, tag_, "deadline passed waiting for {}", name_of(p));
       if (cut_short_) {
         if (exchange_ && exchange_->active())
           exchange_->finish(exchange_->entry().status, true, "shutdown");
       } else if (exchange_ && exchange_->active() && !exchange_->response_started() &&
-                 p == deadline::phase::upstream) {
+                 p == waiting_for::upstream) {
         exchange_->drop_upstream();
         const auto r = refusal::upstream_timeout(exchange_->entry().host);
         exchange_->finish(r.status, true, r.code);
         const auto text =
             render_refusal(r, ctx_->scrub(exchange_->entry().host), ctx_->session_id(), false);
         // The client gets a bounded time to take the answer.
-        deadline_.arm(timeouts().body, deadline::phase::request_body);
-        co_await race(write_all(client_, text), deadline_.watch());
+        deadline_.arm(timeouts().body, waiting_for::request_body);
+        co_await base::race(write_all(client_, text), deadline_.watch());
       } else if (exchange_ && exchange_->active()) {
         exchange_->finish(exchange_->entry().status, true, "timeout");
       }
@@ -114,8 +114,8 @@ asio::awaitable<void> client_connection::run() {
   if (client_.is_tls() && failure.empty()) {
     // close_notify, so a client reading until close sees a clean end (RFC 8446 §6.1); bounded,
     // as the client need not answer.
-    deadline_.arm(std::chrono::seconds(1), deadline::phase::client_idle);
-    co_await race(client_.shutdown(), deadline_.watch());
+    deadline_.arm(std::chrono::seconds(1), waiting_for::client_idle);
+    co_await base::race(client_.shutdown(), deadline_.watch());
   }
   client_.close();
 }
@@ -153,13 +153,13 @@ asio::awaitable<void> client_connection::serve() {
 asio::awaitable<client_connection::head_result> client_connection::read_request_head(
     http::parser& parser, bool first) {
   if (first)
-    deadline_.arm(timeouts().head, deadline::phase::client_head);
+    deadline_.arm(timeouts().head, waiting_for::client_head);
   else
-    deadline_.arm(timeouts().idle, deadline::phase::client_idle);
+    deadline_.arm(timeouts().idle, waiting_for::client_idle);
   bool started = false;
   for (;;) {
     if (!in_.empty()) {
-      if (!started && !first) deadline_.arm(timeouts().head, deadline::phase::client_head);
+      if (!started && !first) deadline_.arm(timeouts().head, waiting_for::client_head);
       started = true;
       const auto r = parser.feed(in_.view());
       in_.consume(r.consumed);
@@ -292,7 +292,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   if (ctx_->budget()) {
     // A tunnel's bytes count as they move; a spent byte budget closes it (DESIGN §4).
     const auto ended =
-        co_await race(relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_,
+        co_await base::race(relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_,
                                    timeouts().tunnel, entry.bytes_out, entry.bytes_in),
                       watch_tunnel_budget());
     ex.finish(200, true, ended == 1 ? "budget_exhausted" : "");

@@ -12,8 +12,9 @@
 #include <string>
 
 #include "http/parser.hpp"
-#include "proxy/asio.hpp"
-#include "proxy/deadline.hpp"
+#include "base/asio.hpp"
+#include "base/deadline.hpp"
+#include "proxy/timeouts.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
@@ -87,7 +88,7 @@ class client_connection {
   upstream_pool& pool_;
   session::log_tag tag_;
   read_buffer in_;
-  deadline deadline_;
+  connection_deadline deadline_;
   std::optional<interception> intercept_;
   // The exchange in flight, so a deadline that fires mid-exchange can still answer and audit it.
   std::optional<http_exchange> exchange_;

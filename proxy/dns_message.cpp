@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/text.hpp"
+
 namespace broker::proxy::dns {
 
 namespace {
@@ -137,13 +139,6 @@ std::uint16_t rcode_low(rcode code) {
 }
 std::uint32_t rcode_high(rcode code) {
   return static_cast<std::uint8_t>(code) >> 4;
-}
-
-int hex_value(unsigned char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  c = fold(c);
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
 }
 
 bool equal_folded(std::string_view a, std::string_view b) {
@@ -355,7 +350,7 @@ std::optional<std::array<std::uint8_t, 16>> reverse_name_address(std::string_vie
     // 32 one-nibble labels, the lowest nibble of the last byte first.
     if (name.size() != 63) return std::nullopt;
     for (std::size_t i = 0; i < 32; ++i) {
-      const int nibble = hex_value(static_cast<unsigned char>(name[2 * i]));
+      const int nibble = base::hex_value(static_cast<unsigned char>(name[2 * i]));
       if (nibble < 0 || (i < 31 && name[2 * i + 1] != '.')) return std::nullopt;
       auto& byte = address[15 - i / 2];
       byte = static_cast<std::uint8_t>(i % 2 == 0 ? nibble : byte | nibble << 4);

@@ -13,10 +13,10 @@
 #include <cstring>
 #include <vector>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/dns_message.hpp"
 #include "proxy/proxy_context.hpp"
-#include "proxy/race.hpp"
+#include "base/race.hpp"
 #include "session/log.hpp"
 
 #ifndef IPV6_FREEBIND
@@ -237,7 +237,7 @@ class responder : public std::enable_shared_from_this<responder> {
         auto [ec2, m] = co_await asio::async_read(socket, asio::buffer(message), use_tuple);
         if (ec2) message.clear();
       };
-      if (co_await race(read_one(), sleep(tcp_message_time)) != 0 || message.empty()) co_return;
+      if (co_await base::race(read_one(), sleep(tcp_message_time)) != 0 || message.empty()) co_return;
       auto response = self->answer(message, true);
       if (response.empty()) co_return;
       std::string framed;

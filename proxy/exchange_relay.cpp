@@ -12,7 +12,7 @@
 #include "proxy/body_search.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/race.hpp"
+#include "base/race.hpp"
 #include "proxy/relay_errors.hpp"
 #include "session/llm_usage.hpp"
 
@@ -30,10 +30,10 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
                                                             const brokers::request_context& where) {
   const bool client_keep_alive = request.keep_alive() && !io_.draining;
   // The head may carry a real value: wiped once sent, or however the exchange ends.
-  const brokers::wipe_on_exit wipe_head([&head] { brokers::wipe(head); });
-  io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+  const base::wipe_on_exit wipe_head([&head] { base::wipe(head); });
+  io_.timer.arm(timeouts().upstream, waiting_for::upstream);
   auto [ec, n] = co_await upstream_->io.write(head);
-  brokers::wipe(head);
+  base::wipe(head);
   if (ec) co_return co_await refuse_unsent(ec);
   entry_.bytes_out += n;
   const bool sent_whole = body_.has_value();
@@ -72,7 +72,7 @@ asio::awaitable<bool> http_exchange::send_whole_body(bool chunked) {
     if (ec) co_return co_await refuse_unsent(ec);
     entry_.bytes_out += sent;
   }
-  if (plan_->holds_real()) brokers::wipe(body_->bytes);  // a token request's real refresh token
+  if (plan_->holds_real()) base::wipe(body_->bytes);  // a token request's real refresh token
   body_.reset();
   co_return true;
 }
@@ -94,7 +94,7 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
-    co_await race(pump_request_body(request, search ? &*search : nullptr, body_done),
+    co_await base::race(pump_request_body(request, search ? &*search : nullptr, body_done),
                   relay_response(entry_.method, client_keep_alive, keep_alive));
     if (body_done) {
       release_upstream();
@@ -144,14 +144,14 @@ asio::awaitable<void> http_exchange::pump_request_body(http::parser& request, bo
                                : co_await pump_plain_bytes(request);
       if (last) break;
     }
-    io_.timer.arm(timeouts().body, deadline::phase::request_body);
+    io_.timer.arm(timeouts().body, waiting_for::request_body);
     auto [ec, n] = co_await io_.client.read_some(io_.in.space());
     if (ec) throw body_error("client closed the connection mid-body");
     io_.in.commit(n);
   }
   done = true;
-  io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
-  co_await hold_until_cancelled();
+  io_.timer.arm(timeouts().upstream, waiting_for::upstream);
+  co_await base::hold_until_cancelled();
 }
 
 asio::awaitable<bool> http_exchange::pump_plain_bytes(http::parser& request) {

@@ -109,7 +109,7 @@ asio::awaitable<bool> http_exchange::read_response_head(http::parser& response) 
       co_return false;
     }
     up.in.commit(n);
-    io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+    io_.timer.arm(timeouts().upstream, waiting_for::upstream);
   }
 }
 
@@ -117,7 +117,7 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
                                                          std::size_t limit, bool keep_client) {
   auto& up = *upstream_;
   std::string body;  // holds new real values until rewritten
-  const brokers::wipe_on_exit wipe_body([&body] { brokers::wipe(body); });
+  const base::wipe_on_exit wipe_body([&body] { base::wipe(body); });
   for (;;) {
     if (!up.in.empty()) {
       const auto r = response.feed(up.in.view(), &body);
@@ -136,7 +136,7 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
-    io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+    io_.timer.arm(timeouts().upstream, waiting_for::upstream);
   }
   http::message_head& head = response.head();
   plan_->rewrite_response(head.status, body);
@@ -146,7 +146,7 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
     brokers::stream_scrubber scrub(scrub_patterns_);
     scrub.feed(body, scrubbed);
     scrub.finish(scrubbed);
-    brokers::wipe(body);
+    base::wipe(body);
     body.swap(scrubbed);
   }
   std::erase_if(head.headers, [](const http::header_field& h) {
@@ -158,7 +158,7 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
   upstream_reusable_ = response.keep_alive() && up.in.empty();
   if (!finish(head.status, true)) throw upstream_error("audit log write failed");
   co_await write_client(out);
-  brokers::wipe(out);
+  base::wipe(out);
 }
 
 std::optional<refusal> http_exchange::coded_body_refusal(const http::message_head& head) const {
@@ -220,7 +220,7 @@ asio::awaitable<void> http_exchange::relay_body(http::parser& response,
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
-    io_.timer.arm(timeouts().upstream, deadline::phase::upstream);
+    io_.timer.arm(timeouts().upstream, waiting_for::upstream);
   }
 }
 

@@ -140,10 +140,10 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   // Once swapped, the head and target hold real values: they are wiped however this exchange
   // ends (a client reset, a cancelled coroutine), not only when it ends well.
   bool holds_real = false;
-  const brokers::wipe_on_exit wipe_swapped([&] {
+  const base::wipe_on_exit wipe_swapped([&] {
     if (!holds_real) return;
-    for (auto& h : head.headers) brokers::wipe(h.value);
-    brokers::wipe(target);
+    for (auto& h : head.headers) base::wipe(h.value);
+    base::wipe(target);
   });
   loopback_ = loopback_destination(io_.ctx, dest);
   const brokers::request_context where{dest.host, to.scheme == "http", loopback_};
@@ -254,7 +254,7 @@ void http_exchange::arm_for_dial() {
   // dial_upstream bounds each of its own steps; this only keeps an earlier phase's deadline
   // from cutting the dial short.
   io_.timer.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
-                deadline::phase::upstream);
+                waiting_for::upstream);
 }
 
 double http_exchange::elapsed_ms() const {

@@ -19,8 +19,9 @@
 #include "brokers/credential_set.hpp"
 #include "http/content_coding.hpp"
 #include "http/parser.hpp"
-#include "proxy/asio.hpp"
-#include "proxy/deadline.hpp"
+#include "base/asio.hpp"
+#include "base/deadline.hpp"
+#include "proxy/timeouts.hpp"
 #include "proxy/held_bytes.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
@@ -55,7 +56,7 @@ class http_exchange {
   struct connection {
     stream& client;
     read_buffer& in;
-    deadline& timer;
+    connection_deadline& timer;
     proxy_context& ctx;
     upstream_pool& pool;
     const session::log_tag& tag;

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <tuple>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/stream.hpp"
 

@@ -37,7 +37,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   intercept_.emplace(interception{dest, "http", std::move(refused)});
 
   // What comes next decides between TLS and plain HTTP; it may already be buffered.
-  deadline_.arm(timeouts().head, deadline::phase::client_head);
+  deadline_.arm(timeouts().head, waiting_for::client_head);
   if (in_.empty()) {
     auto [ec, n] = co_await read_idle(client_, in_);
     if (ec) co_return false;
@@ -48,7 +48,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   client_.start_tls(tls.server());
   SSL* ssl = client_.native_tls();
   tls.use_leaf(ssl, dest.host);
-  deadline_.arm(timeouts().tls, deadline::phase::client_head);
+  deadline_.arm(timeouts().tls, waiting_for::client_head);
   // The bytes already read are the start of the ClientHello.
   const std::string early(in_.view());
   in_.consume(in_.size());

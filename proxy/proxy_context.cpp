@@ -1,4 +1,6 @@
 #include "proxy/proxy_context.hpp"
+
+#include "base/text.hpp"
 #include "proxy/shared_admission.hpp"
 
 #include <cctype>
@@ -22,20 +24,15 @@ std::string proxy_context::scrub(std::string_view text) const {
   if (patterns.empty()) return out;  // no credentials: nothing to look for on every record
   brokers::scrub_value(out, patterns);
   // Host names arrive lower-cased: a real value in one is found case-insensitively.
-  auto lower = [](std::string_view s) {
-    std::string l(s);
-    for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return l;
-  };
-  std::string folded = lower(out);
+  std::string folded = base::lower(out);
   for (const auto& p : patterns) {
-    std::string needle = lower(p.find);
+    std::string needle = base::lower(p.find);
     for (auto at = folded.find(needle); at != std::string::npos;
          at = folded.find(needle, at + needle.size()))
       out.replace(at, p.replacement.size(), p.replacement);
-    brokers::wipe(needle);
+    base::wipe(needle);
   }
-  brokers::wipe(folded);
+  base::wipe(folded);
   return out;
 }
 

@@ -16,12 +16,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/buffer_pool.hpp"
 #include "proxy/client_connection.hpp"
 #include "proxy/dns_responder.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/listener.hpp"
+#include "base/listener.hpp"
 #include "proxy/refusal.hpp"
 #include "session/log.hpp"
 
@@ -231,7 +231,7 @@ server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std:
   error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw std::runtime_error("--listen " + host + ": not an IP address");
-  ec = listen_on(impl_->acceptor, tcp::endpoint(address, port));
+  ec = base::listen_on(impl_->acceptor, tcp::endpoint(address, port));
   if (ec)
     throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
                              ec.message());

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "http/message.hpp"
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/refusal.hpp"
 
 namespace broker::proxy {

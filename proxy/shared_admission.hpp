@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/refusal.hpp"
 #include "session/audit_record.hpp"
 

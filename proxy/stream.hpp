@@ -9,7 +9,7 @@
 #include <tuple>
 #include <variant>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/tls_socket.hpp"
 
 namespace broker::proxy {

@@ -6,6 +6,11 @@
 #include <string>
 #include <string_view>
 
+namespace broker::base {
+template <class Waiting>
+class deadline;
+}  // namespace broker::base
+
 namespace broker::proxy {
 
 struct timeouts {
@@ -24,5 +29,10 @@ struct timeouts {
 // Applies "NAME=DURATION" ("upstream=5s", "tunnel=1h"). Throws std::invalid_argument naming the
 // option and the accepted names when the spec is malformed or the duration is not positive.
 void set_timeout(timeouts& t, std::string_view spec);
+
+// What a connection waits for while its deadline runs: which of the timeouts applies, and what
+// the log says when it passes.
+enum class waiting_for { client_head, client_idle, request_body, upstream, tunnel };
+using connection_deadline = base::deadline<waiting_for>;
 
 }  // namespace broker::proxy

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <tuple>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
 namespace broker::proxy {
 

@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "brokers/secret_source.hpp"
 #include "http/parser.hpp"
 #include "proxy/tls.hpp"
@@ -53,7 +53,7 @@ class post_exchange {
  public:
   post_exchange(asio::io_context& io, ssl::context& tls, std::string request)
       : resolver_(io), stream_(io, tls), request_(std::move(request)) {}
-  ~post_exchange() { brokers::wipe(request_); }
+  ~post_exchange() { base::wipe(request_); }
 
   void start(const https_url& url, const std::string& dial_host, std::uint16_t dial_port) {
     if (!tls_contexts::expect_peer(stream_.native_handle(), url.host, false))

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/policy_set.hpp"
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/refusal.hpp"
 #include "proxy/upstream_pool.hpp"

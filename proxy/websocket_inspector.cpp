@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 namespace broker::proxy {
 
@@ -51,7 +51,7 @@ void websocket_inspector::from_client(std::string_view bytes, std::string& to_up
   client_.feed(bytes);
   while (auto m = client_.next()) {
     client_message(*m, to_upstream);
-    brokers::wipe(m->payload);  // it may have carried a real value, refused or not
+    base::wipe(m->payload);  // it may have carried a real value, refused or not
     if (ending_) return;
   }
   if (client_.failed()) end_for_protocol(client_);

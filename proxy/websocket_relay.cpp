@@ -14,7 +14,7 @@
 #include "proxy/http_exchange.hpp"
 #include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/race.hpp"
+#include "base/race.hpp"
 #include "proxy/relay_errors.hpp"
 #include "proxy/websocket_inspector.hpp"
 #include "session/llm_usage.hpp"
@@ -48,8 +48,8 @@ class mask_keys {
 struct websocket_pumps {
   websocket_inspector& inspect;
   audit_entry& entry;  // its message counts kept current: a deadline may end the relay
-  deadline& idle;
-  deadline::clock::duration idle_timeout;
+  connection_deadline& idle;
+  connection_deadline::clock::duration idle_timeout;
   bool writing_upstream = false;
   bool writing_client = false;
   // A message on its way in is held whole, against the process's allowance for bytes held.
@@ -88,11 +88,11 @@ asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, r
         written += n;
       }
       if (p.inspect.ending() || p.inspect.closed()) {
-        if (other_writing) co_await hold_until_cancelled();
+        if (other_writing) co_await base::hold_until_cancelled();
         co_return;
       }
     }
-    p.idle.arm(p.idle_timeout, deadline::phase::tunnel);
+    p.idle.arm(p.idle_timeout, waiting_for::tunnel);
     auto [ec, n] = co_await read_idle(from, in);
     if (ec) co_return;
   }
@@ -170,7 +170,7 @@ asio::awaitable<void> http_exchange::relay_websocket() {
 
   entry_.ws_messages_out = entry_.ws_messages_in = 0;
   websocket_pumps pumps{inspect, entry_, io_.timer, timeouts().tunnel};
-  co_await race(pump(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
+  co_await base::race(pump(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
                 pump(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
   const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
@@ -193,7 +193,7 @@ asio::awaitable<void> http_exchange::relay_websocket() {
   }
   finish(101, allowed, ending->error);
   // Each side is told, within a bounded time: neither has to read.
-  io_.timer.arm(timeouts().body, deadline::phase::tunnel);
+  io_.timer.arm(timeouts().body, waiting_for::tunnel);
   co_await up.io.write(ending->to_upstream);
   co_await write_client(ending->to_client);
 }

@@ -63,7 +63,7 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
         search.feed(decoded, last, body);
         if (last) break;
       }
-      io_.timer.arm(timeouts().body, deadline::phase::request_body);
+      io_.timer.arm(timeouts().body, waiting_for::request_body);
       auto [ec, n] = co_await io_.client.read_some(io_.in.space());
       if (ec) throw body_error("client closed the connection mid-body");
       io_.in.commit(n);

@@ -15,9 +15,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "certs/openssl_util.hpp"
 #include "session/audit_log.hpp"
+#include "base/text.hpp"
 
 namespace broker::session {
 
@@ -28,18 +29,8 @@ std::string signed_message(std::string_view head_hex) {
   return "broker audit chain head v1\n" + std::string(head_hex);
 }
 
-std::optional<std::vector<unsigned char>> from_hex(std::string_view hex) {
-  const auto value = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-  };
-  if (hex.size() % 2 != 0) return std::nullopt;
-  std::vector<unsigned char> out;
-  for (std::size_t i = 0; i < hex.size(); i += 2) {
-    const int high = value(hex[i]), low = value(hex[i + 1]);
-    if (high < 0 || low < 0) return std::nullopt;
-    out.push_back(static_cast<unsigned char>(high * 16 + low));
-  }
-  return out;
+const unsigned char* bytes_of(const std::string& s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
 }
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& why) {
@@ -61,7 +52,7 @@ certs::pkey_ptr read_key(const std::filesystem::path& path, bool private_only) {
   return key;
 }
 
-// A fresh key written to `path` unless one is there already (certs::create_file_once).
+// A fresh key written to `path` unless one is there already (base::create_file_once).
 void create_key(const std::filesystem::path& path) {
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
@@ -74,7 +65,7 @@ void create_key(const std::filesystem::path& path) {
     fail(path, "cannot write the new key");
   char* pem = nullptr;
   const long size = BIO_get_mem_data(out.get(), &pem);
-  certs::create_file_once(path, std::string_view(pem, static_cast<std::size_t>(size)), 0600);
+  base::create_file_once(path, std::string_view(pem, static_cast<std::size_t>(size)), 0600);
 }
 
 }  // namespace
@@ -109,7 +100,7 @@ std::string audit_key::public_key_hex() const {
     ERR_clear_error();
     return {};
   }
-  return lower_hex(raw, size);
+  return base::hex_encode(raw, size);
 }
 
 std::string audit_key::sign_head(std::string_view head_hex) const {
@@ -123,21 +114,21 @@ std::string audit_key::sign_head(std::string_view head_hex) const {
     ERR_clear_error();
     throw std::runtime_error("cannot sign the audit chain head");
   }
-  return lower_hex(signature, size);
+  return base::hex_encode(signature, size);
 }
 
 bool head_signature_valid(std::string_view public_key_hex, std::string_view head_hex,
                           std::string_view signature_hex) {
-  const auto raw = from_hex(public_key_hex);
-  const auto signature = from_hex(signature_hex);
+  const auto raw = base::hex_decode(public_key_hex);
+  const auto signature = base::hex_decode(signature_hex);
   if (!raw || raw->size() != 32 || !signature || signature->size() != 64) return false;
   certs::pkey_ptr key(
-      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, raw->data(), raw->size()));
+      EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, bytes_of(*raw), raw->size()));
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   const std::string message = signed_message(head_hex);
   const bool valid =
       key && ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&
-      EVP_DigestVerify(ctx.get(), signature->data(), signature->size(),
+      EVP_DigestVerify(ctx.get(), bytes_of(*signature), signature->size(),
                        reinterpret_cast<const unsigned char*>(message.data()),
                        message.size()) == 1;
   ERR_clear_error();

@@ -17,6 +17,7 @@
 
 #include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
+#include "base/text.hpp"
 
 namespace broker::session {
 namespace {
@@ -43,7 +44,7 @@ std::string sha256_of(std::string_view a, std::string_view b) {
   EVP_MD_CTX_free(ctx);
   // Only allocation failure gets here; an audit record without a real hash must not be written.
   if (!ok) throw std::runtime_error("SHA-256 failed");
-  return lower_hex(digest, size);
+  return base::hex_encode(digest, size);
 }
 
 bool is_hash_hex(const std::string& s) {
@@ -151,16 +152,6 @@ bool is_reserved_key(const std::string& key) {
 }
 
 }  // namespace
-
-std::string lower_hex(const unsigned char* data, std::size_t size) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out(size * 2, '\0');
-  for (std::size_t i = 0; i < size; ++i) {
-    out[2 * i] = digits[data[i] >> 4];
-    out[2 * i + 1] = digits[data[i] & 0xf];
-  }
-  return out;
-}
 
 std::string sha256_hex(std::string_view data) {
   return sha256_of(data, {});

@@ -114,9 +114,6 @@ class audit_log {
 inline constexpr std::string_view zero_hash =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
-// Lower-case hex of `size` bytes: how the log writes hashes, keys and signatures.
-std::string lower_hex(const unsigned char* data, std::size_t size);
-
 // SHA-256 hex of `data` (lower-case).
 std::string sha256_hex(std::string_view data);
 

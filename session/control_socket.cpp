@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 namespace broker::session {
 
@@ -70,8 +70,8 @@ control_socket::control_socket(std::filesystem::path path, status_fn status, kil
   const sockaddr_un a = address_of(path_);
   // Who listens here, for clients to check the socket's peer against (it is the pid
   // SO_PEERCRED reports: the process that called listen).
-  certs::write_file_atomically(pid_file_of(path_), std::to_string(::getpid()) + "\n", 0600,
-                               certs::durability::session);
+  base::write_file_atomically(pid_file_of(path_), std::to_string(::getpid()) + "\n", 0600,
+                               base::durability::session);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error("control socket: " + std::string(std::strerror(errno)));
   ::unlink(path_.c_str());

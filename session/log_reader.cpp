@@ -14,6 +14,7 @@
 #include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
 #include "session/audit_log.hpp"
+#include "base/text.hpp"
 
 namespace broker::session {
 namespace {
@@ -23,11 +24,6 @@ using nlohmann::json;
 
 constexpr std::string_view hash_key = ",\"hash\":\"";
 constexpr std::size_t hash_suffix_size = hash_key.size() + 64 + 2;  // ,"hash":"<64>"}
-
-bool is_lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
 
 // Field access that tolerates any JSON: a reader of a damaged or foreign log must not throw.
 const json* field(const json& record, const char* key) {
@@ -126,7 +122,7 @@ class chain_checker {
     if (line.size() <= hash_suffix_size ||
         line.compare(line.size() - hash_suffix_size, hash_key.size(), hash_key) != 0 ||
         line.compare(line.size() - 2, 2, "\"}") != 0 ||
-        !is_lower_hex(std::string_view(line).substr(line.size() - 66, 64))) {
+        !base::is_lower_hex(std::string_view(line).substr(line.size() - 66, 64), 64)) {
       return "record does not end with a \"hash\" field";
     }
     json record = json::parse(line, nullptr, false);

@@ -13,7 +13,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 #include "wrap/git_scan.hpp"
 #include "wrap/home_guard.hpp"
 #include "wrap/view_merge.hpp"
@@ -256,7 +256,7 @@ class returner {
       result = std::move(*kept_commands);
     }
     if (!there || result != *host)
-      certs::write_file_atomically(to, result, st.st_mode & 0777, certs::durability::synced);
+      base::write_file_atomically(to, result, st.st_mode & 0777, base::durability::synced);
     return went;
   }
 
@@ -353,8 +353,8 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
     // Sockets and fifos are left out: the view holds no live endpoint of the host's.
   }
   if (!v.login_name.empty())
-    certs::write_file_atomically(view_dir + "/" + v.login_name, plan.login_copy, 0600,
-                                 certs::durability::session);
+    base::write_file_atomically(view_dir + "/" + v.login_name, plan.login_copy, 0600,
+                                 base::durability::session);
   return v;
 }
 

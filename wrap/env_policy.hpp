@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "config/policy.hpp"
-#include "wrap/child_env.hpp"
+#include "session/child_env.hpp"
 
 namespace broker::wrap {
+
+using variable = session::variable;
 
 // The env sections of all policy layers, merged so that adding a layer can only narrow:
 // `pass` holds the names listed in the pass list of EVERY layer that has a non-empty one (a layer
@@ -53,7 +55,7 @@ struct env_plan {
 //  4. `rules.strip` names are removed, even harmless ones;
 //  5. `rules.pass` names are kept, even secret-looking ones;
 //  6. looks_secret() variables are removed; everything else is kept unchanged (LD_PRELOAD too).
-// `session_vars` are the proxy + trust variables (wrap::child_environment with no dummies).
+// `session_vars` are the proxy + trust variables (session::child_environment with no dummies).
 env_plan plan_child_environment(const std::vector<variable>& parent,
                                 const std::vector<brokered_var>& dummies,
                                 const std::vector<variable>& session_vars, const env_rules& rules);

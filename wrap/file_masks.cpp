@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "base/text.hpp"
+
 namespace broker::wrap {
 
 namespace {
@@ -58,12 +60,6 @@ std::string expand(const std::string& path, const std::string& home) {
   if (path == "~") return home;
   if (path.rfind("~/", 0) == 0) return home + path.substr(1);
   return path;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 // An absolute, lexically normal path (a relative one from the working directory).
@@ -204,7 +200,7 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
     for (const auto& [name, spec] : layer.credentials) {
       // A login file is shown to the child as its dummy copy instead (DESIGN §9).
       if (!spec.source.starts_with("file:") || spec.login_file) continue;
-      std::string path(trim(std::string_view(spec.source).substr(5)));
+      std::string path(base::trim(std::string_view(spec.source).substr(5)));
       // An AWS shared credentials file names its profile after the last '#'.
       const std::size_t hash = path.rfind('#');
       if (spec.type == "aws-sigv4" && hash != std::string::npos &&

@@ -11,6 +11,8 @@
 #include <iterator>
 #include <memory>
 
+#include "base/text.hpp"
+
 namespace broker::wrap {
 
 namespace {
@@ -21,11 +23,6 @@ bool at_or_after(const timespec& t, const timespec& since) {
 
 bool changed_since(const struct stat& st, const timespec& since) {
   return at_or_after(st.st_mtim, since) || at_or_after(st.st_ctim, since);
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
 }
 
 class walker {
@@ -99,7 +96,7 @@ bool git_config_runs_commands(const std::string& text) {
   while (begin < text.size()) {
     std::size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
-    std::string line = lower(text.substr(begin, end - begin));
+    std::string line = base::lower(text.substr(begin, end - begin));
     begin = end + 1;
     const std::size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos || line[first] == '#' || line[first] == ';') continue;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 namespace broker::wrap {
 
@@ -43,7 +43,7 @@ session_dir::~session_dir() {
 }
 
 void session_dir::write_env_file(const std::filesystem::path& file, const std::string& content) {
-  certs::write_file_atomically(file, content, 0600);
+  base::write_file_atomically(file, content, 0600);
   env_file_ = file;
 }
 

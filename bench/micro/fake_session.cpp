@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "config/policy.hpp"
 
 namespace broker::bench {
@@ -38,7 +38,7 @@ brokers::credential_set load(const std::string& policy_text, std::string_view na
 // N bearer credentials and the real values they were loaded from (kept as secrets, as the
 // session keeps them: texts that must carry one read it through expose()).
 struct bearer_session {
-  std::vector<brokers::secret> reals;
+  std::vector<base::secret> reals;
   brokers::credential_set set;
 };
 

@@ -13,7 +13,7 @@
 #include "bench/micro/fake_session.hpp"
 #include "brokers/aws_signing.hpp"
 #include "brokers/credential_set.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "brokers/sigv4.hpp"
 
 namespace {
@@ -111,8 +111,8 @@ void run_plan(benchmark::State& state, const aws_request& r) {
     benchmark::DoNotOptimize(headers.data());
     resigned = !plan.decision().refused() && !completed.refused() && plan.credential() == "aws" &&
                headers.back().value != r.headers.back().value;
-    for (auto& h : headers) brokers::wipe(h.value);
-    brokers::wipe(target);
+    for (auto& h : headers) base::wipe(h.value);
+    base::wipe(target);
     if (!resigned) break;
   }
   if (!resigned) state.SkipWithError("the request was not re-signed");
@@ -137,9 +137,9 @@ const client_credentials step_dummies{
 const brokers::aws_credentials& step_reals() {
   static const brokers::aws_credentials c = [] {
     brokers::aws_credentials r;
-    r.access_key_id = brokers::secret(std::string("ASIAIOSFODNN7EXAMPLE"));
-    r.secret_access_key = brokers::secret(std::string("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"));
-    r.session_token = brokers::secret(std::string(
+    r.access_key_id = base::secret(std::string("ASIAIOSFODNN7EXAMPLE"));
+    r.secret_access_key = base::secret(std::string("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"));
+    r.session_token = base::secret(std::string(
         "IQoJb3JpZ2luX2VjEReal00Session0Token0123456789abcdefghijklmnopqrstuvwxyz+/ABCDEFGHIJKLMNO"
         "PQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz=="));
     return r;
@@ -163,8 +163,8 @@ void run_resign(benchmark::State& state, const aws_request& r) {
     request->resign(r.method, target, headers, r.body);
     benchmark::DoNotOptimize(headers.data());
     resigned = headers.back().value != r.headers.back().value;
-    for (auto& h : headers) brokers::wipe(h.value);
-    brokers::wipe(target);
+    for (auto& h : headers) base::wipe(h.value);
+    base::wipe(target);
   }
   if (!resigned) state.SkipWithError("the request was not re-signed");
   state.SetItemsProcessed(state.iterations());

@@ -9,7 +9,7 @@
 
 #include "bench/micro/fake_session.hpp"
 #include "brokers/credential_set.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "http/parser.hpp"
 
 namespace {
@@ -41,8 +41,8 @@ void run_plan(benchmark::State& state, const brokers::credential_set& set,
     benchmark::DoNotOptimize(headers.data());
     swapped = plan.decision().swapped;
     if (plan.holds_real()) {
-      for (auto& h : headers) brokers::wipe(h.value);
-      brokers::wipe(target);
+      for (auto& h : headers) base::wipe(h.value);
+      base::wipe(target);
     }
   }
   if (swapped != swaps) state.SkipWithError("the dummies were not swapped as expected");

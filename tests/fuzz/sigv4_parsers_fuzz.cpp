@@ -1,4 +1,4 @@
-// SigV4's request-text parsers and canonical forms (brokers/sigv4.hpp, brokers/text.hpp). The
+// SigV4's request-text parsers and canonical forms (brokers/sigv4.hpp, base/text.hpp). The
 // whole input is tried as an Authorization value, a credential and a presigned target; read as
 // lines (method, target, SignedHeaders, payload hash, then "name:value" fields) it is also
 // canonicalized. sigv4_error is the documented refusal; any other exception is a finding.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "brokers/sigv4.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "fuzz_support.hpp"
 #include "http/message.hpp"
 
@@ -56,7 +56,7 @@ bool same_credential(const sigv4::credential_field& a, const sigv4::credential_f
 void check_authorization(std::string_view value) {
   const auto parsed = sigv4::parse_authorization(value);
   if (!parsed) return;
-  check(brokers::is_signature(parsed->signature), "accepted a malformed Signature");
+  check(base::is_signature(parsed->signature), "accepted a malformed Signature");
   check(std::is_sorted(parsed->signed_headers.begin(), parsed->signed_headers.end()),
         "accepted unsorted SignedHeaders");
   // The re-signed request carries format_authorization's text; it must mean the same.
@@ -72,7 +72,7 @@ void check_presigned(std::string_view target) {
   try {
     const auto q = sigv4::parse_presigned(target);
     if (!q) return;
-    check(brokers::is_signature(q->signature), "accepted a malformed X-Amz-Signature");
+    check(base::is_signature(q->signature), "accepted a malformed X-Amz-Signature");
     check(sigv4::is_amz_date(q->amz_date), "accepted a malformed X-Amz-Date");
   } catch (const sigv4::sigv4_error&) {
   }
@@ -145,8 +145,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_presigned(input);
   check_canonical_request(input);
 
-  const std::string encoded = brokers::percent_encode(input);
+  const std::string encoded = base::percent_encode(input);
   check(is_percent_encoded(encoded, false), "percent_encode left a reserved character");
-  check(brokers::percent_decode(encoded) == input, "percent_decode(percent_encode(x)) != x");
+  check(base::percent_decode(encoded) == input, "percent_decode(percent_encode(x)) != x");
   return 0;
 }

@@ -12,6 +12,8 @@
 #include "tests/unit/brokers/source_error_of.hpp"
 #include "tests/unit/temp_dir.hpp"
 
+namespace base = broker::base;
+
 using broker::brokers::aws_credentials;
 using broker::brokers::load_aws_credentials;
 using broker::brokers::parse_process_credentials;

@@ -14,13 +14,15 @@
 #include "config/host_pattern.hpp"
 #include "tests/unit/brokers/aws_signing_test_support.hpp"
 
+namespace base = broker::base;
+
 namespace sigv4 = broker::brokers::sigv4;
 using broker::brokers::aws_broker;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::request_decision;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::http::header_field;
 using namespace broker::brokers::aws_signing_test;
 
@@ -124,9 +126,9 @@ broker::brokers::aws_real_credentials issue(const std::string& key_id,
                                             const std::string& secret_key, const std::string& token,
                                             std::chrono::system_clock::time_point expires) {
   broker::brokers::aws_real_credentials c;
-  c.key_id = secret(std::string(key_id));
-  c.secret_key = secret(std::string(secret_key));
-  c.token = secret(std::string(token));
+  c.key_id = base::secret(std::string(key_id));
+  c.secret_key = base::secret(std::string(secret_key));
+  c.token = base::secret(std::string(token));
   c.expires = expires;
   return c;
 }

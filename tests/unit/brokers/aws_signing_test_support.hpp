@@ -44,9 +44,9 @@ inline const std::vector<std::string> any_list;  // an empty allowlist: any regi
 // The real credentials as a session holds them (in secrets), for the lifetime of the test.
 inline aws_credentials real_credentials(bool with_token, std::string key_id = real_key_id) {
   aws_credentials c;
-  c.access_key_id = secret(std::move(key_id));
-  c.secret_access_key = secret(std::string(real_secret));
-  if (with_token) c.session_token = secret(std::string(real_token));
+  c.access_key_id = base::secret(std::move(key_id));
+  c.secret_access_key = base::secret(std::string(real_secret));
+  if (with_token) c.session_token = base::secret(std::string(real_token));
   return c;
 }
 inline const aws_credentials real_with_token = real_credentials(true);
@@ -223,12 +223,12 @@ inline aws_broker::init aws_init(const std::vector<std::string>& regions, bool w
   init.spec.env = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
   init.spec.source = "env:AWS_ACCESS_KEY_ID";
   init.spec.regions = regions;
-  init.real.access_key_id = secret(std::string(real_key_id));
-  init.real.secret_access_key = secret(std::string(real_secret));
+  init.real.access_key_id = base::secret(std::string(real_key_id));
+  init.real.secret_access_key = base::secret(std::string(real_secret));
   init.dummy_key_id = dummy_key_id;
   init.dummy_secret = dummy_secret;
   if (with_token) {
-    init.real.session_token = secret(std::string(real_token));
+    init.real.session_token = base::secret(std::string(real_token));
     init.dummy_token = dummy_token;
   }
   return init;

@@ -2,11 +2,13 @@
 
 #include <string>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
-using broker::brokers::base64_encode;
+namespace base = broker::base;
+
+using broker::base::base64_encode;
 
 namespace {
 
@@ -30,7 +32,7 @@ struct basic_family {
 };
 
 std::string basic(const std::string& user_pass, std::string scheme = "Basic ") {
-  return scheme + base64_encode(user_pass);
+  return scheme + base::base64_encode(user_pass);
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 
 #include <string>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
-using broker::brokers::base64_encode;
+namespace base = broker::base;
+
+using broker::base::base64_encode;
 
 namespace {
 
@@ -42,7 +44,7 @@ TEST_CASE("bearer: Authorization: Bearer, any case and spacing", "[brokers][bear
 TEST_CASE("bearer: other schemes and longer values are not swapped", "[brokers][bearer]") {
   bearer t;
   for (const std::string& value :
-       {"token " + dummy, "Basic " + base64_encode("user:" + dummy), "Bearer xx" + dummy,
+       {"token " + dummy, "Basic " + base::base64_encode("user:" + dummy), "Bearer xx" + dummy,
         "Bearer " + dummy + "=", "Bearer " + dummy + ", Bearer " + dummy, dummy})
     CHECK(t.swap("Authorization", value) == std::pair{value, 0});
   CHECK(t.swap("x-api-key", dummy) == std::pair{dummy, 0});

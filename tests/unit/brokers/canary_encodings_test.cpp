@@ -12,22 +12,24 @@
 #include <vector>
 
 #include "brokers/credential_set.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
-using broker::brokers::base64_alphabet;
-using broker::brokers::base64_fragment;
+namespace base = broker::base;
+
+using broker::base::base64_alphabet;
+using broker::base::base64_fragment;
 using broker::brokers::body_scan;
 using broker::brokers::value_broker;
 using broker::brokers::testing::brokers_of;
 using broker::brokers::testing::value_init;
 using broker::brokers::credential_set;
-using broker::brokers::percent_escape;
+using broker::base::percent_escape;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::request_decision;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::brokers::stream_scrubber;
 using broker::http::header_field;
 
@@ -160,8 +162,8 @@ TEST_CASE("base64_fragment is in every base64 text carrying the value at that al
       for (std::size_t trail = rng() % 4; trail > 0; --trail)
         data.push_back(static_cast<char>(rng()));
       for (bool url : {false, true}) {
-        const std::string fragment = base64_fragment(
-            value, lead % 3, url ? base64_alphabet::url : base64_alphabet::standard);
+        const std::string fragment = base::base64_fragment(
+            value, lead % 3, url ? base::base64_alphabet::url : base::base64_alphabet::standard);
         INFO("round " << round << " lead " << lead << " url " << url);
         CHECK(fragment.size() >= (8 * value.size() - 16) / 6);
         CHECK(b64(data, url, true).find(fragment) != std::string::npos);
@@ -169,17 +171,17 @@ TEST_CASE("base64_fragment is in every base64 text carrying the value at that al
       }
     }
   }
-  CHECK(base64_fragment("a", 1, base64_alphabet::standard).empty());  // decides no character
+  CHECK(base::base64_fragment("a", 1, base::base64_alphabet::standard).empty());  // decides no character
   // Aligned and whole groups: the fragment is the plain encoding.
-  CHECK(base64_fragment("abcdef", 0, base64_alphabet::standard) == b64("abcdef"));
+  CHECK(base::base64_fragment("abcdef", 0, base::base64_alphabet::standard) == b64("abcdef"));
 }
 
 TEST_CASE("percent_escape escapes every byte or all but unreserved ones, in either case",
           "[brokers][text][canary]") {
-  CHECK(percent_escape("a/b~", false, false) == "%61%2F%62%7E");
-  CHECK(percent_escape("a/b~", false, true) == "%61%2f%62%7e");
-  CHECK(percent_escape("a/b~+", true, false) == "a%2Fb~%2B");
-  CHECK(percent_escape("a/b~+", true, true) == "a%2fb~%2b");
+  CHECK(base::percent_escape("a/b~", false, false) == "%61%2F%62%7E");
+  CHECK(base::percent_escape("a/b~", false, true) == "%61%2f%62%7e");
+  CHECK(base::percent_escape("a/b~+", true, false) == "a%2Fb~%2B");
+  CHECK(base::percent_escape("a/b~+", true, true) == "a%2fb~%2b");
 }
 
 // ---- request heads ----------------------------------------------------------------------------
@@ -462,7 +464,7 @@ TEST_CASE("body scan: encoded dummies and real values are refused at every split
           {"percent upper", pct_all(*value, false), 0, "body, percent-encoded"},
           {"percent lower", pct_all(*value, true), 0, "body, percent-encoded"},
           {"form-encoded", pct_form(*value), 0, "body, percent-encoded"},
-          {"form-encoded lower", percent_escape(*value, true, true), 0, "body, percent-encoded"}};
+          {"form-encoded lower", base::percent_escape(*value, true, true), 0, "body, percent-encoded"}};
       for (std::size_t lead = 0; lead < 3; ++lead) {
         const std::string data = std::string("tok=").substr(0, lead) + *value + "&";
         for (bool url : {false, true})
@@ -520,7 +522,7 @@ TEST_CASE("body scan: patterns are the forms of what may not go, decisions fixed
   CHECK(has(gh_real));
   CHECK(has(ai_dummy));
   CHECK(has(pct_all(ai_dummy, true)));
-  CHECK(has(base64_fragment(gh_real, 1, base64_alphabet::url)));
+  CHECK(has(base::base64_fragment(gh_real, 1, base::base64_alphabet::url)));
   CHECK_FALSE(has(gh_dummy));  // bound here
   CHECK_FALSE(has(pct_all(gh_dummy, false)));
   for (const auto& p : scan.patterns()) CHECK(p.find == p.replacement);

@@ -4,18 +4,20 @@
 #include <vector>
 
 #include "brokers/credential_set.hpp"
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
-using broker::brokers::base64_encode;
+namespace base = broker::base;
+
+using broker::base::base64_encode;
 using broker::brokers::value_broker;
 using broker::brokers::testing::brokers_of;
 using broker::brokers::testing::value_init;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::brokers::stream_scrubber;
 using broker::http::header_field;
 
@@ -52,7 +54,7 @@ request_context to(std::string_view host) {
 }
 
 std::string basic(const std::string& user_pass) {
-  return "Basic " + base64_encode(user_pass);
+  return "Basic " + base::base64_encode(user_pass);
 }
 
 }  // namespace

@@ -23,6 +23,8 @@
 #include "config/host_pattern.hpp"
 #include "tests/unit/brokers/aws_signing_test_support.hpp"
 
+namespace base = broker::base;
+
 namespace sigv4 = broker::brokers::sigv4;
 using broker::brokers::access_token;
 using broker::brokers::aws_broker;
@@ -35,7 +37,7 @@ using broker::brokers::request_context;
 using broker::brokers::rotating;
 using broker::brokers::scrub_pattern;
 using broker::brokers::scrub_value;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::brokers::token_credential;
 using broker::config::parse_policy;
 using broker::http::header_field;
@@ -361,7 +363,7 @@ credential_set token_replica(const std::string& type, const std::string& token,
   brokers.push_back(std::make_unique<token_credential>(
       token_spec(type), request_broker::layer_hosts{}, [token, &calls] {
         ++calls;
-        return access_token{secret(std::string(token)),
+        return access_token{base::secret(std::string(token)),
                             system_clock::now() + std::chrono::hours(1)};
       }));
   return credential_set(std::move(brokers));
@@ -451,9 +453,9 @@ const std::string next_token = "IQoJb3JpZ2luX2VjENEXTnextNEXTtoken+/token";
 
 aws_real_credentials issue(const std::string& key_id, const std::string& token) {
   aws_real_credentials c;
-  c.key_id = secret(std::string(key_id));
-  c.secret_key = secret(std::string(next_secret));
-  c.token = secret(std::string(token));
+  c.key_id = base::secret(std::string(key_id));
+  c.secret_key = base::secret(std::string(next_secret));
+  c.token = base::secret(std::string(token));
   c.expires = system_clock::now() + std::chrono::hours(1);
   return c;
 }
@@ -463,12 +465,12 @@ aws_real_credentials issue(const std::string& key_id, const std::string& token) 
 credential_set temporary_aws_replica(const std::string& key_id, const std::string& token,
                                      std::atomic<int>& calls) {
   aws_broker::init init = aws_init({});
-  init.real.access_key_id = secret(std::string(key_id));
-  init.real.secret_access_key = secret(std::string(next_secret));
-  init.real.session_token = secret(std::string(token));
-  init.dummy_key_id = make_dummy(secret(std::string(key_id)));
+  init.real.access_key_id = base::secret(std::string(key_id));
+  init.real.secret_access_key = base::secret(std::string(next_secret));
+  init.real.session_token = base::secret(std::string(token));
+  init.dummy_key_id = make_dummy(base::secret(std::string(key_id)));
   init.dummy_secret = dummy_secret;
-  init.dummy_token = make_dummy(secret(std::string(token)));
+  init.dummy_token = make_dummy(base::secret(std::string(token)));
   init.rotation = std::make_shared<const rotating<aws_real_credentials>>(
       "test", issue(key_id, token), system_clock::now(), [key_id, token, &calls] {
         ++calls;

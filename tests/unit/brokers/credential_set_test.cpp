@@ -12,6 +12,8 @@
 #include "brokers/secret_source.hpp"
 #include "tests/unit/temp_dir.hpp"
 
+namespace base = broker::base;
+
 using broker::brokers::request_broker;
 using broker::brokers::credential_set;
 using broker::brokers::source_error;
@@ -243,9 +245,9 @@ TEST_CASE("load with the user's stable dummies: the same dummies in every sessio
       "aws": { "type": "aws-sigv4", "env": ["BROKER_TEST_AKID", "BROKER_TEST_SECRET"],
                "hosts": ["*.amazonaws.com"] } } })";
   const auto stable = std::make_shared<const broker::brokers::stable_dummies>(
-      broker::brokers::secret(std::string(32, 'u')));
+      broker::base::secret(std::string(32, 'u')));
   const auto other_user = std::make_shared<const broker::brokers::stable_dummies>(
-      broker::brokers::secret(std::string(32, 'o')));
+      broker::base::secret(std::string(32, 'o')));
   const auto session = [&](const std::string& github, const auto& key) {
     // (Each load wipes nothing here: env sources are forgotten by the CLI, not by load.)
     env_var gh("BROKER_TEST_GH_TOKEN", github);

@@ -14,9 +14,11 @@
 #include "brokers/dummy.hpp"
 #include "tests/unit/temp_dir.hpp"
 
+namespace base = broker::base;
+
 using broker::brokers::keyed_dummy;
 using broker::brokers::load_or_create_dummy_key;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::brokers::stable_dummies;
 namespace fs = std::filesystem;
 
@@ -40,7 +42,7 @@ TEST_CASE("dummy key: made once, private, 32 bytes, the same key for every later
           "[dummy_key]") {
   broker::test::temp_dir t;
   const auto path = t.path / "config" / "broker" / "dummy-key";
-  const secret first = load_or_create_dummy_key(path);
+  const base::secret first = load_or_create_dummy_key(path);
   CHECK(first.size() == 32);
   struct stat st {};
   REQUIRE(::stat(path.c_str(), &st) == 0);
@@ -106,7 +108,7 @@ TEST_CASE("stable dummies: read the key on first use, derive the user's dummies 
   const auto path = t.path / "dummy-key";
   const stable_dummies from_file(path);
   CHECK_FALSE(fs::exists(path));  // nothing asked for yet: no key made
-  const secret real{std::string(real_token)};
+  const base::secret real{std::string(real_token)};
   const std::string dummy = from_file.dummy(real, "github", "value");
   REQUIRE(fs::exists(path));
   CHECK(dummy == keyed_dummy(load_or_create_dummy_key(path), real, "github", "value"));

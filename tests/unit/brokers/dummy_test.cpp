@@ -7,12 +7,14 @@
 #include <stdexcept>
 #include <string>
 
+namespace base = broker::base;
+
 using broker::brokers::dummy_seed;
 using broker::brokers::keyed_dummy;
 using broker::brokers::known_prefix;
 using broker::brokers::make_dummy;
 using broker::brokers::new_dummy_seed;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::brokers::seeded_bytes;
 
 namespace {
@@ -80,7 +82,7 @@ TEST_CASE("dummies keep prefix, length and character classes", "[brokers][dummy]
     INFO("prefix " << prefix);  // the prefix is public; the fake token is not printed
     const std::string real_text = fake_token(prefix);
     CHECK(known_prefix(real_text) == prefix);
-    secret real{std::string(real_text)};
+    base::secret real{std::string(real_text)};
     std::string a = make_dummy(real);
     std::string b = make_dummy(real);
     CHECK(a.size() == real_text.size());
@@ -95,7 +97,7 @@ TEST_CASE("dummies keep prefix, length and character classes", "[brokers][dummy]
 }
 
 TEST_CASE("AWS key ids stay upper-case and digits", "[brokers][dummy]") {
-  secret real{std::string("AKIAIOSFODNN7EXAMPLE")};
+  base::secret real{std::string("AKIAIOSFODNN7EXAMPLE")};
   std::string d = make_dummy(real);
   CHECK(d.starts_with("AKIA"));
   CHECK(d.size() == 20);
@@ -104,7 +106,7 @@ TEST_CASE("AWS key ids stay upper-case and digits", "[brokers][dummy]") {
 
 TEST_CASE("dummies are spread over their alphabet", "[brokers][dummy]") {
   // Every position of a 64-character lower-case body over 40 dummies: all 26 letters appear.
-  secret real{std::string("tok-" + std::string(64, 'q'))};
+  base::secret real{std::string("tok-" + std::string(64, 'q'))};
   std::set<char> seen;
   for (int i = 0; i < 40; ++i)
     for (char c : make_dummy(real).substr(4)) seen.insert(c);
@@ -112,12 +114,12 @@ TEST_CASE("dummies are spread over their alphabet", "[brokers][dummy]") {
 }
 
 TEST_CASE("dummies of degenerate values still differ", "[brokers][dummy]") {
-  secret dashes{std::string("--------")};
+  base::secret dashes{std::string("--------")};
   std::string d = make_dummy(dashes);
   CHECK(d.size() == 8);
   CHECK(d != "--------");
 
-  secret one_digit{std::string("7")};
+  base::secret one_digit{std::string("7")};
   for (int i = 0; i < 50; ++i) {
     std::string x = make_dummy(one_digit);
     CHECK(x.size() == 1);
@@ -125,7 +127,7 @@ TEST_CASE("dummies of degenerate values still differ", "[brokers][dummy]") {
     CHECK((x[0] >= '0' && x[0] <= '9'));
   }
 
-  CHECK_THROWS_AS(make_dummy(secret{}), std::invalid_argument);
+  CHECK_THROWS_AS(make_dummy(base::secret{}), std::invalid_argument);
 }
 
 TEST_CASE("a JWT's dummy keeps its header and claims and changes only the signature") {
@@ -134,7 +136,7 @@ TEST_CASE("a JWT's dummy keeps its header and claims and changes only the signat
   const std::string claims = "eyJleHAiOjE5MDAwMDAwMDAsImNoYXRncHRfcGxhbl90eXBlIjoicGx1cyJ9";
   const std::string signature = "Qm9ndXNTaWduYXR1cmUtX0FCQ0RFRkdISUpLTE1OT1BRUlNUVVZXWFla";
   const std::string jwt = head + "." + claims + "." + signature;
-  const std::string dummy = make_dummy(secret(std::string(jwt)));
+  const std::string dummy = make_dummy(base::secret(std::string(jwt)));
   REQUIRE(dummy.size() == jwt.size());
   CHECK(dummy.starts_with(head + "." + claims + "."));
   CHECK(dummy.substr(head.size() + claims.size() + 2) != signature);
@@ -143,7 +145,7 @@ TEST_CASE("a JWT's dummy keeps its header and claims and changes only the signat
 
 TEST_CASE("a dotted token that is no JWT is shaped as a whole") {
   const std::string token = "abcDEF123.ghiJKL456.mnoPQR789";  // no JSON header
-  const std::string dummy = make_dummy(secret(std::string(token)));
+  const std::string dummy = make_dummy(base::secret(std::string(token)));
   CHECK(dummy.substr(0, 9) != token.substr(0, 9));
   CHECK(shape(dummy) == shape(token));
 }
@@ -190,7 +192,7 @@ TEST_CASE("a seeded dummy keeps the shape and is the same for the same stream",
   for (const char* prefix : {"ghp_", "github_pat_", "sk-proj-", "sk-ant-api03-", "AKIA", "xoxb-"}) {
     INFO("prefix " << prefix);
     const std::string real_text = fake_token(prefix);
-    const secret real{std::string(real_text)};
+    const base::secret real{std::string(real_text)};
     seeded_bytes one(seed_a, "label"), again(seed_a, "label"), other(seed_b, "label");
     const std::string a = make_dummy(real, one);
     CHECK(a == make_dummy(real, again));
@@ -204,7 +206,7 @@ TEST_CASE("a seeded dummy keeps the shape and is the same for the same stream",
       "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
       "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
   seeded_bytes source(seed_a, "jwt");
-  const std::string dummy = make_dummy(secret(std::string(jwt)), source);
+  const std::string dummy = make_dummy(base::secret(std::string(jwt)), source);
   const std::size_t signature_at = jwt.rfind('.') + 1;
   CHECK(dummy.substr(0, signature_at) == jwt.substr(0, signature_at));
   CHECK(dummy.substr(signature_at) != jwt.substr(signature_at));
@@ -212,7 +214,7 @@ TEST_CASE("a seeded dummy keeps the shape and is the same for the same stream",
 }
 
 TEST_CASE("a dummy seed derives one dummy per credential and field", "[brokers][dummies]") {
-  const secret real{fake_token("ghp_")};
+  const base::secret real{fake_token("ghp_")};
   const dummy_seed a(seed_a), a_again(seed_a), b(seed_b);
   const std::string github = a.dummy(real, "github", "value");
   CHECK(github == a_again.dummy(real, "github", "value"));
@@ -229,7 +231,7 @@ TEST_CASE("a dummy seed derives one dummy per credential and field", "[brokers][
 }
 
 TEST_CASE("a new dummy seed is 32 bytes from the CSPRNG", "[brokers][dummies]") {
-  const secret one = new_dummy_seed(), two = new_dummy_seed();
+  const base::secret one = new_dummy_seed(), two = new_dummy_seed();
   CHECK(one.size() == 32);
   CHECK(two.size() == 32);
   CHECK(one.expose() != two.expose());
@@ -237,24 +239,24 @@ TEST_CASE("a new dummy seed is 32 bytes from the CSPRNG", "[brokers][dummies]") 
 
 TEST_CASE("a keyed dummy is one user's, stable for one real value, new for another",
           "[brokers][dummies]") {
-  const secret key_a{std::string(seed_a)}, key_b{std::string(seed_b)};
+  const base::secret key_a{std::string(seed_a)}, key_b{std::string(seed_b)};
   const std::string token = fake_token("sk-ant-api03-");
-  const secret real{std::string(token)};
+  const base::secret real{std::string(token)};
   const std::string dummy = keyed_dummy(key_a, real, "anthropic", "value");
   CHECK(dummy != token);
   CHECK(shape(dummy) == shape(token));
   CHECK(dummy.starts_with("sk-ant-api03-"));
   // The same user, credential and real value: the same dummy, session after session.
-  CHECK(dummy == keyed_dummy(key_a, secret(std::string(token)), "anthropic", "value"));
+  CHECK(dummy == keyed_dummy(key_a, base::secret(std::string(token)), "anthropic", "value"));
   // A rotated real key, another user, another credential or field: another dummy.
   std::string rotated = token;
   rotated.back() = rotated.back() == 'A' ? 'B' : 'A';
-  CHECK(dummy != keyed_dummy(key_a, secret(std::move(rotated)), "anthropic", "value"));
+  CHECK(dummy != keyed_dummy(key_a, base::secret(std::move(rotated)), "anthropic", "value"));
   CHECK(dummy != keyed_dummy(key_b, real, "anthropic", "value"));
   CHECK(dummy != keyed_dummy(key_a, real, "anthropic2", "value"));
   CHECK(dummy != keyed_dummy(key_a, real, "anthropic", "key id"));
   // A session's seed with the same bytes derives other dummies than the user's key.
   CHECK(dummy != dummy_seed(seed_a).dummy(real, "anthropic", "value"));
-  CHECK_THROWS_AS(keyed_dummy(secret(std::string(dummy_seed::min_size - 1, 'k')), real, "a", "v"),
+  CHECK_THROWS_AS(keyed_dummy(base::secret(std::string(dummy_seed::min_size - 1, 'k')), real, "a", "v"),
                   std::invalid_argument);
 }

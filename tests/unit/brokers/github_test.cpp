@@ -2,12 +2,14 @@
 
 #include <string>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
-using broker::brokers::base64_decode;
-using broker::brokers::base64_encode;
+namespace base = broker::base;
+
+using broker::base::base64_decode;
+using broker::base::base64_encode;
 
 namespace {
 
@@ -31,7 +33,7 @@ struct github {
 };
 
 std::string basic(const std::string& user_pass) {
-  return "Basic " + base64_encode(user_pass);
+  return "Basic " + base::base64_encode(user_pass);
 }
 
 }  // namespace
@@ -56,10 +58,10 @@ TEST_CASE("github: Basic with the dummy as either half or both", "[brokers][gith
   CHECK(user == basic(real + ":x-oauth-basic"));
   auto [bare, n3] = g.swap("authorization", basic(dummy + ":"));
   CHECK(n3 == 1);
-  CHECK(base64_decode(bare.substr(6)) == real + ":");
-  auto [both, n4] = g.swap("authorization", "basic  " + base64_encode(dummy + ":" + dummy));
+  CHECK(base::base64_decode(bare.substr(6)) == real + ":");
+  auto [both, n4] = g.swap("authorization", "basic  " + base::base64_encode(dummy + ":" + dummy));
   CHECK(n4 == 2);
-  CHECK(both == "basic  " + base64_encode(real + ":" + real));
+  CHECK(both == "basic  " + base::base64_encode(real + ":" + real));
 }
 
 TEST_CASE("github: dummies not in the family's form are left alone", "[brokers][github]") {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 

@@ -13,6 +13,8 @@
 #include "brokers/dummy_key.hpp"
 #include "tests/unit/temp_dir.hpp"
 
+namespace base = broker::base;
+
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
@@ -325,7 +327,7 @@ TEST_CASE("with the user's stable dummies, a login file's API key keeps its dumm
                  "response": { "access_token": "tokens.access_token",
                                "refresh_token": "tokens.refresh_token" } } } } })";
   const auto stable = std::make_shared<const broker::brokers::stable_dummies>(
-      broker::brokers::secret(std::string(32, 'k')));
+      broker::base::secret(std::string(32, 'k')));
   const auto session = [&] {
     std::vector<broker::config::policy> layers{parse_policy(codex_policy, "p.json")};
     return child_copy(credential_set::load(layers, nullptr, {}, true, stable));

@@ -17,13 +17,15 @@
 #include "brokers/credential_set.hpp"
 #include "config/host_pattern.hpp"
 
+namespace base = broker::base;
+
 using broker::brokers::access_token;
 using broker::brokers::credential_set;
 using broker::brokers::issued_token;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::scrub_pattern;
-using broker::brokers::secret;
+using broker::base::secret;
 using broker::brokers::source_error;
 using broker::brokers::token_credential;
 using broker::http::header_field;
@@ -64,7 +66,7 @@ token_credential::fetcher fixed_fetcher(std::string token, std::atomic<int>* cal
                                         system_clock::duration lifetime = 1h) {
   return [token = std::move(token), calls, lifetime]() {
     if (calls) ++*calls;
-    return access_token{secret(std::string(token)), system_clock::now() + lifetime};
+    return access_token{base::secret(std::string(token)), system_clock::now() + lifetime};
   };
 }
 
@@ -448,8 +450,8 @@ TEST_CASE("token credential set: a rotated token is swapped in, the old one stil
   // The first token expires in 4 s, so the refresher fetches the next one after 2 s (half-life).
   auto fetch = [&calls]() {
     const int n = ++calls;
-    if (n == 1) return access_token{secret(std::string(real_token)), system_clock::now() + 4s};
-    return access_token{secret(std::string(rotated_token)), system_clock::now() + 1h};
+    if (n == 1) return access_token{base::secret(std::string(real_token)), system_clock::now() + 4s};
+    return access_token{base::secret(std::string(rotated_token)), system_clock::now() + 1h};
   };
   std::vector<std::unique_ptr<broker::brokers::request_broker>> tokens;
   auto owned = std::make_unique<token_credential>(

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "brokers/request_broker.hpp"
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 #include "brokers/value_broker.hpp"
 #include "config/host_pattern.hpp"
 
@@ -15,7 +15,7 @@ namespace broker::brokers::testing {
 
 inline std::unique_ptr<value_broker> make_broker(const config::credential_spec& spec,
                                                  std::string_view dummy, std::string_view real) {
-  return make_value_broker({spec, secret(std::string(real)), std::string(dummy), {}});
+  return make_value_broker({spec, base::secret(std::string(real)), std::string(dummy), {}});
 }
 
 // A static-value credential over fake values, bound to `hosts`; its source is never read.
@@ -27,7 +27,7 @@ inline value_broker::init value_init(std::string name, std::string type,
   c.spec.type = std::move(type);
   for (const auto& h : hosts) c.spec.hosts.push_back(*config::host_pattern::parse(h));
   c.spec.source = "env:UNUSED";
-  c.real = secret(std::string(real));
+  c.real = base::secret(std::string(real));
   c.dummy = dummy;
   return c;
 }

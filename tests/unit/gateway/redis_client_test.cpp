@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <optional>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 #include "tests/unit/gateway/redis_server.hpp"
 #include "tests/unit/gateway/run_coroutine.hpp"
 
@@ -396,7 +396,7 @@ TEST_CASE("redis_client: a peer that does not speak RESP is a lost connection", 
       std::array<char, 256> buffer;
       co_await socket.async_read_some(asio::buffer(buffer), asio::use_awaitable);
       co_await asio::async_write(socket, asio::buffer(answer), asio::use_awaitable);
-      co_await socket.async_read_some(asio::buffer(buffer), broker::proxy::use_tuple);
+      co_await socket.async_read_some(asio::buffer(buffer), broker::use_tuple);
     }
   };
   asio::co_spawn(io, peer, asio::detached);

@@ -9,7 +9,7 @@
 #include <exception>
 #include <optional>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
 namespace broker::test {
 

@@ -1,41 +1,43 @@
 #include <catch2/catch.hpp>
 
-#include "brokers/text.hpp"
+#include "base/text.hpp"
 #include "gateway/session_record.hpp"
 
+namespace base = broker::base;
+
 using namespace broker::gateway;
-using broker::brokers::secret;
+using broker::base::secret;
 
 TEST_CASE("a Basic proxy credential gives the session id and token", "[gateway]") {
-  const auto value = "Basic " + broker::brokers::base64_encode("g-0a1b2c3d4e5f:tok-en_123");
+  const auto value = "Basic " + broker::base::base64_encode("g-0a1b2c3d4e5f:tok-en_123");
   auto c = parse_proxy_authorization(value);
   REQUIRE(c);
   CHECK(c->id == "g-0a1b2c3d4e5f");
   CHECK(c->token.expose() == "tok-en_123");
   // The scheme is case-insensitive; surrounding blanks are not part of the credential.
-  CHECK(parse_proxy_authorization("  bAsIc   " + broker::brokers::base64_encode("a:b") + " "));
+  CHECK(parse_proxy_authorization("  bAsIc   " + broker::base::base64_encode("a:b") + " "));
 }
 
 TEST_CASE("anything but a Basic credential with an id and a token is none", "[gateway]") {
-  using broker::brokers::base64_encode;
+  using broker::base::base64_encode;
   for (const std::string bad :
-       {std::string(""), std::string("Basic"), std::string("Basic "), "Bearer " + base64_encode("a:b"),
-        std::string("Basic !!!notbase64"), "Basic " + base64_encode("no-colon"),
-        "Basic " + base64_encode(":token"), "Basic " + base64_encode("id:"),
-        "Basicx " + base64_encode("a:b")})
+       {std::string(""), std::string("Basic"), std::string("Basic "), "Bearer " + base::base64_encode("a:b"),
+        std::string("Basic !!!notbase64"), "Basic " + base::base64_encode("no-colon"),
+        "Basic " + base::base64_encode(":token"), "Basic " + base::base64_encode("id:"),
+        "Basicx " + base::base64_encode("a:b")})
     CHECK_FALSE(parse_proxy_authorization(bad));
 }
 
 TEST_CASE("a record keeps only its token's hash and matches that token alone", "[gateway]") {
   session_record r;
   r.id = new_gateway_session_id();
-  const secret token = new_proxy_token();
+  const base::secret token = new_proxy_token();
   r.token_sha256 = token_sha256(token);
   CHECK(r.id.size() == 14);
   CHECK(r.id.starts_with("g-"));
   CHECK(token.size() == 43);
   CHECK(token_matches(r, token));
-  CHECK_FALSE(token_matches(r, secret(std::string(token.expose()) + "x")));
+  CHECK_FALSE(token_matches(r, base::secret(std::string(token.expose()) + "x")));
   CHECK_FALSE(token_matches(r, new_proxy_token()));
   CHECK(r.token_sha256.find(token.expose()) == std::string::npos);
   CHECK(new_dummy_seed() != new_dummy_seed());

@@ -11,7 +11,7 @@
 namespace asio = boost::asio;
 using broker::proxy::read_buffer;
 using broker::proxy::read_idle;
-using broker::proxy::tcp;
+using broker::tcp;
 namespace buffer_pool = broker::proxy::buffer_pool;
 
 TEST_CASE("a read buffer takes its block on the first read and gives it back when emptied",

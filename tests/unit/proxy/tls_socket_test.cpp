@@ -16,8 +16,8 @@
 #include "tests/unit/temp_dir.hpp"
 
 namespace asio = boost::asio;
-using broker::proxy::error_code;
-using broker::proxy::tcp;
+using broker::error_code;
+using broker::tcp;
 using broker::proxy::tls_contexts;
 using broker::proxy::tls_socket;
 

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 using broker::proxy::stream;
-using broker::proxy::tcp;
+using broker::tcp;
 using broker::proxy::upstream_connection;
 using broker::proxy::upstream_pool;
 namespace asio = boost::asio;

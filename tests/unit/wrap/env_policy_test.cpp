@@ -15,7 +15,7 @@ using broker::wrap::env_rules;
 using broker::wrap::looks_secret;
 using broker::wrap::merge_env_rules;
 using broker::wrap::plan_child_environment;
-using broker::wrap::variable;
+using broker::session::variable;
 
 namespace {
 

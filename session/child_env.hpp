@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace broker::wrap {
+namespace broker::session {
 
 using variable = std::pair<std::string, std::string>;
 
@@ -20,4 +20,4 @@ std::vector<variable> child_environment(const std::string& proxy_url,
 // KEY=VALUE lines.
 std::string render_env_lines(const std::vector<variable>& vars);
 
-}  // namespace broker::wrap
+}  // namespace broker::session

@@ -1,12 +1,12 @@
 // secret: a real credential's bytes in one heap block that is zeroed before it is released.
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 #include <cstring>
 #include <utility>
 
 #include <openssl/crypto.h>
 
-namespace broker::brokers {
+namespace broker::base {
 
 secret::secret(std::string&& value) {
   if (!value.empty()) {
@@ -14,7 +14,7 @@ secret::secret(std::string&& value) {
     std::memcpy(data_.get(), value.data(), value.size());
     size_ = value.size();
   }
-  brokers::wipe(value);
+  base::wipe(value);
 }
 
 secret::~secret() {
@@ -47,4 +47,4 @@ void wipe(std::string& s) noexcept {
   s.clear();
 }
 
-}  // namespace broker::brokers
+}  // namespace broker::base

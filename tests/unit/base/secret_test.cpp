@@ -1,4 +1,4 @@
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -12,7 +12,9 @@
 #include <type_traits>
 #include <utility>
 
-using broker::brokers::secret;
+namespace base = broker::base;
+
+using broker::base::secret;
 
 // "Logged a token" is a compile error, not a review note (STYLE §9): none of the ways a value
 // reaches a log line (spdlog formats with fmt), a stream or a string compiles for a secret.
@@ -22,13 +24,13 @@ concept streamable = requires(std::ostream& os, const T& t) {
 };
 template <class T>
 concept formattable_by_fmt = fmt::is_formattable<T>::value;
-static_assert(!streamable<secret>);
-static_assert(!formattable_by_fmt<secret>);
+static_assert(!streamable<base::secret>);
+static_assert(!formattable_by_fmt<base::secret>);
 static_assert(!std::is_convertible_v<secret, std::string>);
 static_assert(!std::is_convertible_v<secret, std::string_view>);
 static_assert(!std::is_convertible_v<secret, const char*>);
 static_assert(!std::is_convertible_v<secret, bool>);
-static_assert(!std::is_copy_constructible_v<secret>);
+static_assert(!std::is_copy_constructible_v<base::secret>);
 // The checks can fail: the same concepts hold for a type that is printable.
 static_assert(streamable<std::string> && formattable_by_fmt<std::string>);
 
@@ -45,7 +47,7 @@ TEST_CASE("secret takes the value and wipes the source buffer", "[brokers][secre
     const std::string expected = value;
     const char* buffer = value.data();
     const std::size_t capacity = value.capacity();
-    secret s(std::move(value));
+    base::secret s(std::move(value));
     CHECK(s.expose() == expected);
     CHECK(s.size() == expected.size());
     CHECK_FALSE(s.empty());
@@ -56,18 +58,18 @@ TEST_CASE("secret takes the value and wipes the source buffer", "[brokers][secre
 }
 
 TEST_CASE("a moved-from secret is empty", "[brokers][secret]") {
-  secret a(std::string("sk-proj-0123456789abcdef"));
-  secret b(std::move(a));
+  base::secret a(std::string("sk-proj-0123456789abcdef"));
+  base::secret b(std::move(a));
   CHECK(a.empty());
   CHECK(a.expose().empty());
   CHECK(b.expose() == "sk-proj-0123456789abcdef");
 
-  secret c(std::string("other-value-xyz"));
+  base::secret c(std::string("other-value-xyz"));
   c = std::move(b);
   CHECK(b.empty());
   CHECK(c.expose() == "sk-proj-0123456789abcdef");
 
-  secret none;
+  base::secret none;
   CHECK(none.empty());
   CHECK(none.size() == 0);
 }
@@ -77,7 +79,7 @@ TEST_CASE("wipe zeroes the whole allocation of a string", "[brokers][secret]") {
   s.resize(10);  // bytes 10..99 still hold 'x' past the end
   const char* buffer = s.data();
   const std::size_t capacity = s.capacity();
-  broker::brokers::wipe(s);
+  broker::base::wipe(s);
   CHECK(s.empty());
   CHECK(all_zero(buffer, capacity));
 }

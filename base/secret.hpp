@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-namespace broker::brokers {
+namespace broker::base {
 
 class secret {
  public:
@@ -53,4 +53,4 @@ class wipe_on_exit {
   F wipe_them_;
 };
 
-}  // namespace broker::brokers
+}  // namespace broker::base

@@ -1,4 +1,4 @@
-#include "certs/atomic_file.hpp"
+#include "base/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -12,9 +12,7 @@
 
 #include <openssl/rand.h>
 
-#include "certs/ca.hpp"
-
-namespace broker::certs {
+namespace broker::base {
 
 namespace {
 
@@ -28,7 +26,7 @@ std::string errno_text() {
 std::string random_suffix() {
   std::array<unsigned char, 8> bytes{};
   if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1)
-    throw ca_error("cannot draw a random temp file name");
+    throw file_error("cannot draw a random temp file name");
   std::string hex;
   for (unsigned char b : bytes) {
     std::array<char, 3> two{};
@@ -58,7 +56,7 @@ void write_all(int fd, std::string_view bytes, const fs::path& file) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw ca_error("cannot write " + file.string() + ": " + errno_text());
+    if (n <= 0) throw file_error("cannot write " + file.string() + ": " + errno_text());
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
 }
@@ -83,17 +81,17 @@ temp_file written_temp(const fs::path& file, std::string_view bytes, mode_t mode
     const bool retry = errno == EEXIST && attempt < 8;
     const std::string reason = errno_text();
     temp.path.clear();  // not ours: never unlink it
-    if (!retry) throw ca_error("cannot create a temp file for " + file.string() + ": " + reason);
+    if (!retry) throw file_error("cannot create a temp file for " + file.string() + ": " + reason);
   }
   // open(2) applies the umask; the mode is part of the contract (0600 key, 0644 public files).
   if (::fchmod(temp.fd, mode) != 0)
-    throw ca_error("cannot set the mode of " + file.string() + ": " + errno_text());
+    throw file_error("cannot set the mode of " + file.string() + ": " + errno_text());
   write_all(temp.fd, bytes, file);
   if (lasting == durability::synced && ::fsync(temp.fd) != 0)
-    throw ca_error("cannot sync " + file.string() + ": " + errno_text());
+    throw file_error("cannot sync " + file.string() + ": " + errno_text());
   const int fd = temp.fd;
   temp.fd = -1;
-  if (::close(fd) != 0) throw ca_error("cannot write " + file.string() + ": " + errno_text());
+  if (::close(fd) != 0) throw file_error("cannot write " + file.string() + ": " + errno_text());
   return temp;
 }
 
@@ -107,7 +105,7 @@ void write_file_atomically(const fs::path& file, std::string_view bytes, mode_t 
                            durability lasting) {
   temp_file temp = written_temp(file, bytes, mode, lasting);
   if (::rename(temp.path.c_str(), file.c_str()) != 0)
-    throw ca_error("cannot replace " + file.string() + ": " + errno_text());
+    throw file_error("cannot replace " + file.string() + ": " + errno_text());
   temp.renamed = true;
   if (lasting == durability::synced) sync_directory(directory_of(file));
 }
@@ -117,10 +115,10 @@ bool create_file_once(const fs::path& file, std::string_view bytes, mode_t mode)
   // link(2) never replaces a file: of two processes making `file` at once, one wins.
   if (::link(temp.path.c_str(), file.c_str()) != 0) {
     if (errno == EEXIST) return false;
-    throw ca_error("cannot create " + file.string() + ": " + errno_text());
+    throw file_error("cannot create " + file.string() + ": " + errno_text());
   }
   sync_directory(directory_of(file));
   return true;
 }
 
-}  // namespace broker::certs
+}  // namespace broker::base

@@ -2,9 +2,9 @@
 // reuse, the system's longest backlog. Include only where Asio is already needed.
 #pragma once
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
-namespace broker::proxy {
+namespace broker::base {
 
 inline error_code listen_on(tcp::acceptor& acceptor, const tcp::endpoint& endpoint) {
   error_code ec;
@@ -15,4 +15,4 @@ inline error_code listen_on(tcp::acceptor& acceptor, const tcp::endpoint& endpoi
   return ec;
 }
 
-}  // namespace broker::proxy
+}  // namespace broker::base

@@ -1,31 +1,33 @@
 // A connection's watchdog: one timer per connection, re-armed by storing a new expiry (cheap on
 // the hot path); `watch()` returns when the expiry passes, and is raced with the connection's
-// work via `||` so that the expiry cancels whatever the connection is waiting for.
+// work so that the expiry cancels whatever the connection is waiting for. `Waiting` names what
+// the connection waits for (an enum of the room that uses it), for it to say when time ran out.
 #pragma once
 
 #include <chrono>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
-namespace broker::proxy {
+namespace broker::base {
 
+enum class waiting_unnamed { something };
+
+template <class Waiting = waiting_unnamed>
 class deadline {
  public:
   using clock = std::chrono::steady_clock;
-  // What the connection was waiting for when the deadline passed.
-  enum class phase { client_head, client_idle, request_body, upstream, tunnel };
 
   explicit deadline(const asio::any_io_executor& ex) : timer_(ex) {}
 
-  void arm(clock::duration d, phase p) {
+  void arm(clock::duration d, Waiting what = Waiting{}) {
     const auto next = clock::now() + d;
-    phase_ = p;
+    waiting_ = what;
     // The watch loop sleeps until the old expiry; only an earlier one needs to wake it.
     const bool earlier = next < expiry_;
     expiry_ = next;
     if (earlier) timer_.cancel();
   }
-  phase current_phase() const { return phase_; }
+  Waiting waiting() const { return waiting_; }
 
   asio::awaitable<void> watch() {
     for (;;) {
@@ -44,7 +46,7 @@ class deadline {
  private:
   asio::steady_timer timer_;
   clock::time_point expiry_ = clock::time_point::max();
-  phase phase_ = phase::client_head;
+  Waiting waiting_{};
 };
 
-}  // namespace broker::proxy
+}  // namespace broker::base

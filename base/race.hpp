@@ -9,9 +9,9 @@
 #include <chrono>
 #include <exception>
 
-#include "proxy/asio.hpp"
+#include "base/asio.hpp"
 
-namespace broker::proxy {
+namespace broker::base {
 
 // Returns 0 when `a` finished first, 1 when `b` did; rethrows the winner's exception.
 inline asio::awaitable<std::size_t> race(asio::awaitable<void> a, asio::awaitable<void> b) {
@@ -33,4 +33,4 @@ inline asio::awaitable<void> hold_until_cancelled() {
   co_await forever.async_wait(use_tuple);
 }
 
-}  // namespace broker::proxy
+}  // namespace broker::base

@@ -1,13 +1,58 @@
-// Percent-encoding and form parameters, for queries, form bodies and SigV4's canonical forms;
-// base64 (Basic credentials) and base64 fragments, for finding a value hidden in base64 text.
-#include "brokers/text.hpp"
+// Hex; percent-encoding and form parameters, for queries, form bodies and SigV4's canonical
+// forms; base64 (Basic credentials, JWS) and base64 fragments, for finding a value hidden in
+// base64 text.
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <array>
 
-#include "brokers/secret.hpp"
+#include "base/secret.hpp"
 
-namespace broker::brokers {
+namespace broker::base {
+
+namespace {
+constexpr std::string_view lower_hex_digits = "0123456789abcdef";
+// The two base64 alphabets (RFC 4648 §4 and §5).
+constexpr std::string_view standard_digits =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr std::string_view url_digits =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+}  // namespace
+
+std::string hex_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(2 * bytes.size());
+  append_hex(out, bytes);
+  return out;
+}
+
+void append_hex(std::string& out, std::string_view bytes) {
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    out.push_back(lower_hex_digits[b >> 4]);
+    out.push_back(lower_hex_digits[b & 15]);
+  }
+}
+
+std::optional<std::string> hex_decode(std::string_view text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  std::string out(text.size() / 2, '\0');
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int high = hex_value(text[2 * i]), low = hex_value(text[2 * i + 1]);
+    if (high < 0 || low < 0) {
+      wipe(out);
+      return std::nullopt;
+    }
+    out[i] = static_cast<char>(high << 4 | low);
+  }
+  return out;
+}
+
+int escaped_byte(std::string_view text, std::size_t at) {
+  if (text[at] != '%' || at + 2 >= text.size()) return -1;
+  const int high = hex_value(text[at + 1]), low = hex_value(text[at + 2]);
+  return high < 0 || low < 0 ? -1 : high << 4 | low;
+}
 
 std::string percent_decode(std::string_view text) {
   std::string out;
@@ -67,9 +112,7 @@ std::string percent_escape(std::string_view text, bool keep_unreserved, bool low
 }
 
 std::string base64_fragment(std::string_view value, std::size_t offset, base64_alphabet alphabet) {
-  const char* digits = alphabet == base64_alphabet::standard
-                           ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-                           : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const std::string_view digits = alphabet == base64_alphabet::standard ? standard_digits : url_digits;
   // Bit positions in the encoded data: the value occupies [8 * offset, 8 * (offset + size)),
   // character i covers [6 * i, 6 * i + 6). Only characters inside the value's bits are kept.
   offset %= 3;
@@ -106,42 +149,33 @@ std::string form_value(std::string_view params, std::string_view name) {
 
 namespace {
 
-constexpr std::string_view alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 constexpr std::array<signed char, 256> make_reverse() {
   std::array<signed char, 256> r{};
   for (auto& v : r) v = -1;
-  for (std::size_t i = 0; i < alphabet.size(); ++i)
-    r[static_cast<unsigned char>(alphabet[i])] = static_cast<signed char>(i);
+  for (std::size_t i = 0; i < standard_digits.size(); ++i)
+    r[static_cast<unsigned char>(standard_digits[i])] = static_cast<signed char>(i);
   return r;
 }
 constexpr std::array<signed char, 256> reverse = make_reverse();
 
 }  // namespace
 
-std::string base64_encode(std::string_view data) {
+std::string base64_encode(std::string_view data, base64_alphabet alphabet, bool pad) {
+  const std::string_view digits = alphabet == base64_alphabet::standard ? standard_digits : url_digits;
   std::string out;
   out.reserve((data.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= data.size(); i += 3) {
-    unsigned v = static_cast<unsigned char>(data[i]) << 16 |
-                 static_cast<unsigned char>(data[i + 1]) << 8 |
-                 static_cast<unsigned char>(data[i + 2]);
-    out.push_back(alphabet[v >> 18 & 63]);
-    out.push_back(alphabet[v >> 12 & 63]);
-    out.push_back(alphabet[v >> 6 & 63]);
-    out.push_back(alphabet[v & 63]);
+  unsigned bits = 0;
+  int held = 0;  // bits of `bits` not yet written
+  for (char c : data) {
+    bits = (bits << 8 | static_cast<unsigned char>(c)) & 0xFFFF;
+    held += 8;
+    while (held >= 6) {
+      held -= 6;
+      out.push_back(digits[bits >> held & 63]);
+    }
   }
-  const std::size_t rest = data.size() - i;
-  if (rest > 0) {
-    unsigned v = static_cast<unsigned char>(data[i]) << 16;
-    if (rest == 2) v |= static_cast<unsigned char>(data[i + 1]) << 8;
-    out.push_back(alphabet[v >> 18 & 63]);
-    out.push_back(alphabet[v >> 12 & 63]);
-    out.push_back(rest == 2 ? alphabet[v >> 6 & 63] : '=');
-    out.push_back('=');
-  }
+  if (held > 0) out.push_back(digits[bits << (6 - held) & 63]);
+  while (pad && out.size() % 4 != 0) out.push_back('=');
   return out;
 }
 
@@ -174,4 +208,4 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-}  // namespace broker::brokers
+}  // namespace broker::base

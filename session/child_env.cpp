@@ -1,6 +1,6 @@
-#include "wrap/child_env.hpp"
+#include "session/child_env.hpp"
 
-namespace broker::wrap {
+namespace broker::session {
 
 std::vector<variable> child_environment(const std::string& proxy_url,
                                         const std::string& trust_bundle,
@@ -30,4 +30,4 @@ std::string render_env_lines(const std::vector<variable>& vars) {
   return out;
 }
 
-}  // namespace broker::wrap
+}  // namespace broker::session

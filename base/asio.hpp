@@ -1,5 +1,6 @@
-// The Asio names the proxy uses. Included only by proxy/ translation units that run coroutines;
-// keep it out of headers that many files include (it is slow to compile).
+// The Asio names every room that runs coroutines uses (proxy, gateway), in the project's own
+// namespace so that each room writes `asio::`, `tcp` and `use_tuple` alike. Keep it out of
+// headers that many files include (it is slow to compile).
 #pragma once
 
 #include <boost/asio/as_tuple.hpp>
@@ -14,7 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-namespace broker::proxy {
+namespace broker {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -22,4 +23,4 @@ using error_code = boost::system::error_code;
 // Expected outcomes (EOF, aborted) come back as values, not exceptions (STYLE §5).
 inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
-}  // namespace broker::proxy
+}  // namespace broker

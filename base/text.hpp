@@ -1,6 +1,6 @@
-// Small text helpers the brokers share: ASCII whitespace, trimming and lower-casing (header
-// names, INI keys, command output), percent-encoding and the base64 fragments that find an
-// encoded value. Locale-independent.
+// The text helpers every room shares: ASCII whitespace, trimming and lower-casing (header
+// names, INI keys, command output), hex, percent-encoding, base64 and the base64 fragments that
+// find an encoded value. Locale-independent; one copy of each.
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace broker::brokers {
+namespace broker::base {
 
 inline bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
@@ -28,7 +28,7 @@ inline std::string lower(std::string_view s) {
 }
 
 // A hex digit's value (either case), or -1.
-inline int hex_value(char c) {
+constexpr int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -60,6 +60,19 @@ inline std::optional<int> read_digits(std::string_view text, std::size_t& at, st
   return value;
 }
 
+// Lower-case hex of `bytes` (digests, keys, ids). The result is allocated once.
+std::string hex_encode(std::string_view bytes);
+inline std::string hex_encode(const unsigned char* data, std::size_t size) {
+  return hex_encode(std::string_view(reinterpret_cast<const char*>(data), size));
+}
+// The same, appended to `out` (sized beforehand by the caller when the bytes are a secret's).
+void append_hex(std::string& out, std::string_view bytes);
+// The bytes of even-length hex text (either case); nullopt otherwise, with nothing of the
+// partly decoded bytes left behind.
+std::optional<std::string> hex_decode(std::string_view text);
+
+// The byte that the escape "%XX" at `at` of `text` encodes, or -1 when there is none there.
+int escaped_byte(std::string_view text, std::size_t at);
 // %XX decoding (no '+' to space: a token's '+' is literal, and SigV4 clients send a space as
 // %20); a '%' not followed by two hex digits is kept as it is.
 std::string percent_decode(std::string_view text);
@@ -83,12 +96,14 @@ enum class base64_alphabet { standard, url };
 // the value decides no whole character.
 std::string base64_fragment(std::string_view value, std::size_t offset, base64_alphabet alphabet);
 
-// base64 (RFC 4648 §4, with padding) for Basic credentials. decode returns nullopt on bad input.
-std::string base64_encode(std::string_view data);
+// base64 (RFC 4648 §4, with padding) for Basic credentials; the URL alphabet without padding is
+// what JWS (RFC 7515 §2) and tokens in a URL's userinfo use. decode returns nullopt on bad input.
+std::string base64_encode(std::string_view data,
+                          base64_alphabet alphabet = base64_alphabet::standard, bool pad = true);
 std::optional<std::string> base64_decode(std::string_view text);
 
 // The decoded value of parameter `name` in "a=1&b=2" (a query without its '?', or a form body);
 // "" when absent or without a value.
 std::string form_value(std::string_view params, std::string_view name);
 
-}  // namespace broker::brokers
+}  // namespace broker::base
