@@ -4,7 +4,7 @@
 # --sanitize: the same suite on an ASan+UBSan build (build-asan/), without the fuzz smoke.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-"$PWD/scripts/build.sh" "$@"
+"$PWD/scripts/build.sh" --tests "$@"
 dir=build
 [[ ${1:-} == --sanitize ]] && dir=build-asan
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
