@@ -58,7 +58,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
       why = "no value in " + spec.source;
       return nullptr;
     }
-    return std::make_unique<token_credential>(spec, std::move(s.other_hosts), std::move(*fetch));
+    return std::make_unique<token_broker>(spec, std::move(s.other_hosts), std::move(*fetch));
   }
   if (spec.type == "aws-sigv4") {
     std::optional<aws_credentials> creds = load_aws_credentials(spec.source, spec.env);

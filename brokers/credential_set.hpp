@@ -16,7 +16,7 @@
 #include "brokers/request_decision.hpp"
 #include "brokers/request_plan.hpp"
 #include "brokers/scrubber.hpp"
-#include "brokers/token_credential.hpp"
+#include "brokers/token_broker.hpp"
 #include "config/policy.hpp"
 #include "http/message.hpp"
 

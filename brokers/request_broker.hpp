@@ -2,7 +2,7 @@
 // family, and its part in every stage of a request. credential_set keeps one list of them and
 // asks each in turn; the proxy sees only the set's request_plan. One family per file:
 // value_broker.hpp (github, bearer, header and basic: one static value swapped where the family
-// carries it; a file each), aws_broker.cpp (aws-sigv4: verify and re-sign), token_credential.cpp
+// carries it; a file each), aws_broker.cpp (aws-sigv4: verify and re-sign), token_broker.cpp
 // (gcp, azure: access tokens that rotate; a gcp child's token requests answered locally).
 //
 // The stages of one request:

@@ -36,7 +36,7 @@
 #include "wrap/git_dirs.hpp"
 #include "wrap/home_guard.hpp"
 #include "wrap/private_dirs.hpp"
-#include "wrap/launcher.hpp"
+#include "wrap/child_session.hpp"
 #include "wrap/sandbox_init.hpp"
 #include "wrap/session_views.hpp"
 #include "wrap/session_dir.hpp"
@@ -118,14 +118,15 @@ int supervise(wrap::child_session& child, const sigset_t& signals, proxy::proxy_
     auto ended = ctx.session_ender();
     if (!ended) {
       if (auto spent = ctx.budget()->spent(std::chrono::steady_clock::now()); spent && spent->kill)
-        ended = spent;
+        ended = proxy::session_end{proxy::session_end::cause::budget, *spent};
     }
     if (ended) {
-      if (ended->budget == "broker kill")
+      const session::exhausted& spent = ended->spent;
+      if (ended->why == proxy::session_end::cause::kill)
         std::cerr << "broker: session " << ctx.session_id() << " ended by broker kill\n";
       else
-        std::cerr << "broker: session " << ctx.session_id() << " ended: the " << ended->budget
-                  << " budget is spent (limit " << ended->limit << ", used " << ended->used
+        std::cerr << "broker: session " << ctx.session_id() << " ended: the " << spent.budget
+                  << " budget is spent (limit " << spent.limit << ", used " << spent.used
                   << ")\n";
       child.kill_all();
       killed = true;
@@ -375,7 +376,7 @@ int run_wrap(wrap_options& o) {
     control = std::make_unique<session::control_socket>(
         dir->control_socket(), [&] { return session_status(*ctx, "wrap", child->pid()); },
         [&] {
-          ctx->end_session({"broker kill", "", "", true, {}});
+          ctx->end_session({proxy::session_end::cause::kill, {}});
         });
   } catch (const std::exception& e) {
     session::log(spdlog::level::warn, session::log_tag(session_id), "no control socket: {}",

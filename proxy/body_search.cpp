@@ -15,7 +15,7 @@ void throw_unless_passed(const brokers::coded_body_scan::outcome& o) {
     case verdict::pass:
       return;
     case verdict::match:
-      throw body_refused(o.pattern);
+      throw value_in_body(o.pattern);
     case verdict::too_large:
       throw body_unreadable(refusal::body_too_large("the request body is coded, and " + o.why));
     case verdict::corrupt:
@@ -60,9 +60,9 @@ void body_search::feed(std::string_view piece, bool last, std::string& out) {
     if (last) throw_unless_passed(coded_->finish(out));
     return;
   }
-  if (auto match = scan_.feed(piece, out)) throw body_refused(*match);
+  if (auto match = scan_.feed(piece, out)) throw value_in_body(*match);
   if (last)
-    if (auto match = scan_.finish(out)) throw body_refused(*match);
+    if (auto match = scan_.finish(out)) throw value_in_body(*match);
 }
 
 std::size_t body_search::held() const {

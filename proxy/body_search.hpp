@@ -31,7 +31,7 @@ class body_search {
   body_search(brokers::stream_scrubber& scan, const std::vector<http::content_coding>& applied);
 
   // The next piece (`last`: the body's end) searched; what may go on now appended to `out`.
-  // Throws body_refused before a value's bytes would go, body_unreadable when a coded body
+  // Throws value_in_body before a value's bytes would go, body_unreadable when a coded body
   // cannot be searched through.
   void feed(std::string_view piece, bool last, std::string& out);
   // Bytes taken and not yet appended to `out`.

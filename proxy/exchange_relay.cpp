@@ -104,7 +104,7 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
     // resynchronized, so both connections end here.
     upstream_.reset();
     co_return false;
-  } catch (const body_refused& e) {
+  } catch (const value_in_body& e) {
     // None of the value's bytes went up; the upstream saw a request that never ends.
     upstream_.reset();
     if (response_started_) throw upstream_error("request body refused mid-response");

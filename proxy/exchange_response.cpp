@@ -53,7 +53,7 @@ asio::awaitable<void> http_exchange::relay_response(const std::string& method,
 
   if (response->message_done()) {
     upstream_reusable_ = true;
-    if (!finish(head.status, true)) throw upstream_error("audit log write failed");
+    if (!finish(head.status, true)) throw audit_failed();
     co_await write_client(out);
   } else {
     auto meter = usage_meter(head);
@@ -75,7 +75,7 @@ asio::awaitable<bool> http_exchange::read_final_head(const std::string& method,
     // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
     // exchange open forever with them.
     if (++interim > limits::max_interim_responses) {
-      co_await refuse(refusal::upstream_unreachable(entry_.host, "too many interim responses"),
+      co_await refuse(refusal::upstream_protocol_error(entry_.host, "too many interim responses"),
                       false);
       co_return false;
     }
@@ -95,7 +95,7 @@ asio::awaitable<bool> http_exchange::read_response_head(http::parser& response) 
           r.status == http::parse_status::message_complete)
         co_return true;
       if (r.status == http::parse_status::error) {
-        co_await refuse(refusal::upstream_unreachable(
+        co_await refuse(refusal::upstream_protocol_error(
                             entry_.host, "malformed response: " + response.error_reason()),
                         false);
         co_return false;
@@ -156,7 +156,7 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
   std::string out = client_head(head, keep_client) + body;
   response_started_ = true;
   upstream_reusable_ = response.keep_alive() && up.in.empty();
-  if (!finish(head.status, true)) throw upstream_error("audit log write failed");
+  if (!finish(head.status, true)) throw audit_failed();
   co_await write_client(out);
   base::wipe(out);
 }
@@ -166,7 +166,7 @@ std::optional<refusal> http_exchange::coded_body_refusal(const http::message_hea
   const std::string coding = http::coded_body(head);
   if (coding.empty()) return std::nullopt;
   // It was asked for identity; a coded body could carry a real value past the scrubber.
-  return refusal::upstream_unreachable(
+  return refusal::upstream_protocol_error(
       entry_.host, "compressed or coded response (" + coding +
                        ") to a request that asked for identity; the broker scrubs "
                        "real values from responses and cannot read through a coding");
@@ -239,7 +239,7 @@ asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
     if (last) account_llm_usage(*b.meter);
   }
   // The record is written before the response completes (DESIGN §7).
-  if (last && !finish(b.head.status, true)) throw upstream_error("audit log write failed");
+  if (last && !finish(b.head.status, true)) throw audit_failed();
   if (!b.scrub) {
     co_await write_client_after(b.wire, raw);
     up.in.consume(r.consumed);
@@ -281,7 +281,7 @@ asio::awaitable<void> http_exchange::end_body_at_close(body_relay& b) {
   if (b.response.finish().status != http::parse_status::message_complete)
     throw upstream_error("upstream closed mid-response");
   if (b.meter) account_llm_usage(*b.meter);
-  if (!finish(b.head.status, true)) throw upstream_error("audit log write failed");
+  if (!finish(b.head.status, true)) throw audit_failed();
   if (b.scrub) {
     b.scrub->finish(b.released);
     if (!b.released.empty()) co_await write_client(b.released);

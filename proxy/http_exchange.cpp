@@ -244,7 +244,7 @@ std::optional<refusal> http_exchange::admit_by_session(const std::string& host) 
   if (!budget) return std::nullopt;
   auto spent = budget->admit(host, std::chrono::steady_clock::now());
   if (!spent) return std::nullopt;
-  if (spent->kill) io_.ctx.end_session(*spent);
+  if (spent->kill) io_.ctx.end_session({session_end::cause::budget, *spent});
   const auto retry_ms = spent->retry_after.count();
   return refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
                                    retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);

@@ -38,6 +38,13 @@ struct proxy_options {
 
 using session::audit_entry;
 
+// Why a running session is ended from inside: a budget whose on_exhaust kills, or `broker kill`.
+struct session_end {
+  enum class cause { budget, kill };
+  cause why = cause::kill;
+  session::exhausted spent;  // the budget, when `why` is budget
+};
+
 class proxy_context {
  public:
   proxy_context(proxy_options options, std::shared_ptr<const config::policy_set> policy,
@@ -57,12 +64,13 @@ class proxy_context {
   // The session's budgets; null when no layer sets any.
   session::session_budget* budget() const { return budget_.get(); }
   void set_budget(std::shared_ptr<session::session_budget> b) { budget_ = std::move(b); }
-  // A refused request whose budget says "kill" asks for the session's end; wrap polls this.
-  void end_session(const session::exhausted& why) {
+  // A refused request whose budget says "kill", or `broker kill`, asks for the session's end;
+  // wrap polls this. The first reason stays.
+  void end_session(const session_end& why) {
     std::lock_guard lock(end_mutex_);
     if (!ender_) ender_ = why;
   }
-  std::optional<session::exhausted> session_ender() const {
+  std::optional<session_end> session_ender() const {
     std::lock_guard lock(end_mutex_);
     return ender_;
   }
@@ -149,7 +157,7 @@ class proxy_context {
   std::shared_ptr<sock_diag> client_sock_diag_;
   recent_owners client_owners_;
   mutable std::mutex end_mutex_;
-  std::optional<session::exhausted> ender_;
+  std::optional<session_end> ender_;
   std::atomic<std::uint64_t> connection_ids_{0};
   std::atomic<int> client_netns_pid_{0};
   std::atomic<int> client_root_pid_{0};

@@ -46,6 +46,13 @@ refusal refusal::upstream_unreachable(std::string_view host, std::string_view re
           {}};
 }
 
+refusal refusal::upstream_protocol_error(std::string_view host, std::string_view reason) {
+  return {"upstream_protocol_error", 502,
+          std::string(host) + " answered outside what the broker can relay: " +
+              std::string(reason),
+          {}};
+}
+
 refusal refusal::upstream_timeout(std::string_view host) {
   return {"upstream_timeout", 504, std::string(host) + " did not answer in time", {}};
 }

@@ -26,6 +26,9 @@ struct refusal {
   static refusal host_mismatch(std::string message);
   static refusal dns_failed(std::string_view host, std::string_view reason);
   static refusal upstream_unreachable(std::string_view host, std::string_view reason);
+  // The upstream answered outside what the broker relays safely: a malformed response, a coded
+  // one while it scrubs, too many interim responses, an upgrade that was not asked for (502).
+  static refusal upstream_protocol_error(std::string_view host, std::string_view reason);
   static refusal upstream_timeout(std::string_view host);
   static refusal upstream_tls_failed(std::string_view host, std::string_view reason);
   // `where` says where it was found ("header authorization", "query", "body"); never the value.

@@ -17,9 +17,14 @@ struct body_error : std::runtime_error {
 struct upstream_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The record of an exchange could not be written (DESIGN §7: no unaudited request completes):
+// the client connection is cut before the response ends.
+struct audit_failed : std::runtime_error {
+  audit_failed() : std::runtime_error("audit log write failed") {}
+};
 // A request body carried a value that must not leave; `pattern` indexes the body patterns.
-struct body_refused : std::runtime_error {
-  explicit body_refused(std::size_t p) : std::runtime_error("refused body"), pattern(p) {}
+struct value_in_body : std::runtime_error {
+  explicit value_in_body(std::size_t p) : std::runtime_error("refused body"), pattern(p) {}
   std::size_t pattern;
 };
 // A coded request body that cannot be searched through (DESIGN §5.1): past a decode limit,

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "brokers/token_credential.hpp"
+#include "brokers/token_broker.hpp"
 #include "proxy/connect_to.hpp"
 
 namespace broker::proxy {

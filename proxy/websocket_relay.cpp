@@ -103,14 +103,14 @@ asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, r
 asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
   if (!websocket_) {
     co_await refuse(
-        refusal::upstream_unreachable(entry_.host, "protocol upgrade is not supported here"),
+        refusal::upstream_protocol_error(entry_.host, "an upgrade that was not asked for"),
         false);
     co_return;
   }
   // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
   // value past the checks.
   if (head.find("sec-websocket-extensions")) {
-    co_await refuse(refusal::upstream_unreachable(
+    co_await refuse(refusal::upstream_protocol_error(
                         entry_.host,
                         "the upstream agreed to a WebSocket extension (compression) "
                         "that was not offered; the broker inspects frames uncompressed"),

@@ -68,7 +68,7 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
       if (ec) throw body_error("client closed the connection mid-body");
       io_.in.commit(n);
     }
-  } catch (const body_refused& e) {
+  } catch (const value_in_body& e) {
     body_.reset();
     const auto decision = checks.decision(e.pattern);
     entry_.credential = decision.credential;

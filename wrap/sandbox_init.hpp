@@ -5,7 +5,7 @@
 
 #include <signal.h>
 
-#include "wrap/launcher.hpp"
+#include "wrap/child_session.hpp"
 
 namespace broker::wrap {
 

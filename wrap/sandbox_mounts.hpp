@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "wrap/launcher.hpp"
+#include "wrap/child_session.hpp"
 
 namespace broker::wrap {
 

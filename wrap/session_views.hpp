@@ -12,7 +12,7 @@
 #include "wrap/bounded_copy.hpp"
 #include "wrap/directory_view.hpp"
 #include "wrap/home_guard.hpp"
-#include "wrap/launcher.hpp"
+#include "wrap/child_session.hpp"
 
 namespace broker::wrap {
 

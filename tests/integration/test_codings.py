@@ -138,7 +138,7 @@ def _session(broker_factory, port, pki, credential=True):
 def test_coded_responses_cannot_pass_the_scrubber(broker_factory, raw_tls_upstream, pki, path):
     b = _session(broker_factory, raw_tls_upstream.port, pki)
     r = curl(f"https://{GITHUB}:{raw_tls_upstream.port}{path}", proxy=b.proxy, cacert=b.ca_cert)
-    doc = assert_refusal(r.status, r.headers, r.body, "upstream_unreachable", 502)
+    doc = assert_refusal(r.status, r.headers, r.body, "upstream_protocol_error", 502)
     assert "coding" in doc["message"] or "compressed" in doc["message"]
     assert gzip.compress(REAL.encode())[10:20] not in r.body
 

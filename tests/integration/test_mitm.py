@@ -423,7 +423,7 @@ def test_echoed_basic_credentials_come_back_in_the_clients_form(session, tls_ups
 def test_compressed_response_cannot_pass_the_scrubber(session, tls_upstream):
     r = curl(url(GITHUB, tls_upstream.port, "/gzip"), proxy=session.proxy,
              cacert=session.ca_cert)
-    doc = assert_refusal(r.status, r.headers, r.body, "upstream_unreachable", 502)
+    doc = assert_refusal(r.status, r.headers, r.body, "upstream_protocol_error", 502)
     assert "compressed" in doc["message"]
 
 

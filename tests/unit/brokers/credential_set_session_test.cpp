@@ -19,7 +19,7 @@
 #include "brokers/aws_broker.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/scrubber.hpp"
-#include "brokers/token_credential.hpp"
+#include "brokers/token_broker.hpp"
 #include "config/host_pattern.hpp"
 #include "tests/unit/brokers/aws_signing_test_support.hpp"
 
@@ -38,7 +38,7 @@ using broker::brokers::rotating;
 using broker::brokers::scrub_pattern;
 using broker::brokers::scrub_value;
 using broker::base::secret;
-using broker::brokers::token_credential;
+using broker::brokers::token_broker;
 using broker::config::parse_policy;
 using broker::http::header_field;
 using namespace broker::brokers::aws_signing_test;
@@ -360,7 +360,7 @@ broker::config::credential_spec token_spec(std::string type) {
 credential_set token_replica(const std::string& type, const std::string& token,
                              std::atomic<int>& calls) {
   std::vector<std::unique_ptr<request_broker>> brokers;
-  brokers.push_back(std::make_unique<token_credential>(
+  brokers.push_back(std::make_unique<token_broker>(
       token_spec(type), request_broker::layer_hosts{}, [token, &calls] {
         ++calls;
         return access_token{base::secret(std::string(token)),
@@ -369,8 +369,8 @@ credential_set token_replica(const std::string& type, const std::string& token,
   return credential_set(std::move(brokers));
 }
 
-const token_credential& token_of(const credential_set& set) {
-  return dynamic_cast<const token_credential&>(set[0]);
+const token_broker& token_of(const credential_set& set) {
+  return dynamic_cast<const token_broker&>(set[0]);
 }
 
 const std::string gcp_token_1 = "ya29.a0AfB_firstREPLICAtoken0123456789abcdefghijklmnopqrstu";
@@ -379,7 +379,7 @@ const std::string gcp_token_2 = "ya29.a0AfB_secondReplicaFetchedAnotherToken_of-
 }  // namespace
 
 TEST_CASE("for_session: token credentials share one refresher and agree across replicas",
-          "[brokers][credential_set][dummies][token_credential]") {
+          "[brokers][credential_set][dummies][token_broker]") {
   for (const std::string type : {"gcp", "azure"}) {
     INFO(type);
     std::atomic<int> calls_1{0}, calls_2{0};
@@ -393,7 +393,7 @@ TEST_CASE("for_session: token credentials share one refresher and agree across r
     CHECK(calls_1 == 1);  // N sessions, still the one token fetched
     CHECK(calls_2 == 1);
 
-    const token_credential& a = token_of(sessions[0]);
+    const token_broker& a = token_of(sessions[0]);
     CHECK(&a.current() == &token_of(replica_1).current());  // the same issue, not a copy
     CHECK(a.dummy() == token_of(a2).dummy());
     CHECK(a.dummy() == token_of(sessions[4]).dummy());
@@ -435,7 +435,7 @@ TEST_CASE("for_session: token credentials share one refresher and agree across r
 }
 
 TEST_CASE("for_session: a session's set outlives the gateway's and keeps the shared token",
-          "[brokers][credential_set][dummies][token_credential]") {
+          "[brokers][credential_set][dummies][token_broker]") {
   std::atomic<int> calls{0};
   std::optional<credential_set> gateway = token_replica("gcp", gcp_token_1, calls);
   const credential_set a = gateway->for_session(seed_a);

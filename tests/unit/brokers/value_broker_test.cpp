@@ -73,7 +73,7 @@ TEST_CASE("make_value_broker knows the static-value families", "[brokers][factor
   auto header = spec_of("header");
   header.header = "x-api-key";
   CHECK(make_broker(header, dummy, real));
-  // The other families are not one static value (aws_broker, token_credential).
+  // The other families are not one static value (aws_broker, token_broker).
   for (const char* type : {"aws-sigv4", "gcp", "azure", "nope"})
     CHECK_THROWS_AS(make_broker(spec_of(type), dummy, real), std::invalid_argument);
   CHECK_THROWS_AS(make_broker(spec_of("bearer"), dummy, "short"), std::invalid_argument);

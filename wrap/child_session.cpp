@@ -1,4 +1,4 @@
-#include "wrap/launcher.hpp"
+#include "wrap/child_session.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -44,13 +44,13 @@ struct gcp_dummy_client {
   std::string refresh_token;
 };
 
-class token_credential final : public request_broker {
+class token_broker final : public request_broker {
  public:
   using fetcher = std::function<access_token()>;  // throws source_error
 
   // Fetches the first token now (throws source_error) and starts the refresher.
-  token_credential(config::credential_spec spec, layer_hosts other_layer_hosts, fetcher fetch);
-  ~token_credential() override = default;
+  token_broker(config::credential_spec spec, layer_hosts other_layer_hosts, fetcher fetch);
+  ~token_broker() override = default;
 
   // Shares this credential's tokens and their refresher (N sessions, one refresh). The dummy
   // access token is shaped like the family's tokens, not like the first one fetched (each
@@ -96,7 +96,7 @@ class token_credential final : public request_broker {
                                       bool has_body, request_decision& refused) const override;
 
  private:
-  token_credential(const token_credential& base, std::string dummy, gcp_dummy_client client);
+  token_broker(const token_broker& base, std::string dummy, gcp_dummy_client client);
 
   std::string dummy_;
   gcp_dummy_client gcp_client_;
@@ -112,7 +112,7 @@ class token_credential final : public request_broker {
 //    signs; authorized_user: a refresh-token grant), exchanged at its token_uri through
 //    `transport`; "env:NAME": NAME holds the key file's path (GOOGLE_APPLICATION_CREDENTIALS).
 // nullopt when the source has no value (unset variable, missing file).
-std::optional<token_credential::fetcher> make_token_fetcher(const config::credential_spec& spec,
+std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
                                                             const token_transport& transport);
 
 }  // namespace broker::brokers

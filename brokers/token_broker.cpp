@@ -1,7 +1,7 @@
 // Access tokens that expire: the first fetched at session start, the next ones by a refresher
 // thread ahead of expiry. Every token issued stays in memory until the session ends (a few an
 // hour), so the views the scrubbers hold never dangle.
-#include "brokers/token_credential.hpp"
+#include "brokers/token_broker.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -114,7 +114,7 @@ bool is_google_token_host(std::string_view host) {
 // file's refresh token, the broker answers it with the dummy access token.
 class gcp_token_step final : public request_step {
  public:
-  explicit gcp_token_step(const token_credential& credential) : credential_(credential) {}
+  explicit gcp_token_step(const token_broker& credential) : credential_(credential) {}
 
   bool holds_real() const override { return false; }
   std::optional<whole_body_need> whole_body() const override {
@@ -130,7 +130,7 @@ class gcp_token_step final : public request_step {
   std::optional<local_answer> answer() const override { return answer_; }
 
  private:
-  const token_credential& credential_;
+  const token_broker& credential_;
   std::optional<local_answer> answer_;
 };
 
@@ -141,7 +141,7 @@ issued_token issue(access_token token) {
 
 }  // namespace
 
-token_credential::token_credential(config::credential_spec spec, layer_hosts other_layer_hosts,
+token_broker::token_broker(config::credential_spec spec, layer_hosts other_layer_hosts,
                                    fetcher fetch)
     : request_broker(std::move(spec), std::move(other_layer_hosts)) {
   const auto issued = system_clock::now();
@@ -154,7 +154,7 @@ token_credential::token_credential(config::credential_spec spec, layer_hosts oth
       [fetch = std::move(fetch)] { return issue(fetch()); });
 }
 
-token_credential::token_credential(const token_credential& base, std::string dummy,
+token_broker::token_broker(const token_broker& base, std::string dummy,
                                    gcp_dummy_client client)
     : request_broker(base.spec(), base.other_layer_hosts()),
       dummy_(std::move(dummy)),
@@ -162,15 +162,15 @@ token_credential::token_credential(const token_credential& base, std::string dum
       masks_(std::make_unique<const dummy_masks>(dummy_)),
       tokens_(base.tokens_) {}
 
-std::unique_ptr<request_broker> token_credential::for_session(const dummy_seed& seed) const {
+std::unique_ptr<request_broker> token_broker::for_session(const dummy_seed& seed) const {
   std::string dummy = shaped_like(access_token_shape(spec().type), &seed, name(), "access token");
   gcp_dummy_client client;
   if (spec().type == "gcp") client = gcp_client_like_googles(&seed, name());
-  return std::unique_ptr<token_credential>(
-      new token_credential(*this, std::move(dummy), std::move(client)));
+  return std::unique_ptr<token_broker>(
+      new token_broker(*this, std::move(dummy), std::move(client)));
 }
 
-std::string token_credential::gcp_key_file() const {
+std::string token_broker::gcp_key_file() const {
   nlohmann::ordered_json key;
   key["type"] = "authorized_user";
   key["client_id"] = gcp_client_.client_id;
@@ -180,7 +180,7 @@ std::string token_credential::gcp_key_file() const {
   return key.dump(2) + "\n";
 }
 
-std::string token_credential::gcp_token_answer() const {
+std::string token_broker::gcp_token_answer() const {
   // Telling the real token's remaining life would only make clients ask again and again.
   nlohmann::ordered_json answer;
   answer["access_token"] = dummy_;
@@ -190,7 +190,7 @@ std::string token_credential::gcp_token_answer() const {
   return answer.dump();
 }
 
-credential_values token_credential::values() const {
+credential_values token_broker::values() const {
   credential_values v;
   v.dummies.push_back(dummy_);
   if (spec().type == "gcp") {
@@ -200,13 +200,13 @@ credential_values token_credential::values() const {
   return v;
 }
 
-void token_credential::rotated_values(system_clock::time_point now,
+void token_broker::rotated_values(system_clock::time_point now,
                                       std::vector<scrub_pattern>& out) const {
   for (const issued_token* issued : live(now))
     out.push_back({issued->token.expose(), mask(issued->token.size())});
 }
 
-void token_credential::dummy_variables(std::vector<dummy_variable>& out) const {
+void token_broker::dummy_variables(std::vector<dummy_variable>& out) const {
   if (spec().type == "gcp") {
     out.push_back({"CLOUDSDK_AUTH_ACCESS_TOKEN", dummy_, name()});
     return;
@@ -214,12 +214,12 @@ void token_credential::dummy_variables(std::vector<dummy_variable>& out) const {
   for (const std::string& variable : spec().env) out.push_back({variable, dummy_, name()});
 }
 
-void token_credential::dummy_files(std::vector<dummy_file>& out) const {
+void token_broker::dummy_files(std::vector<dummy_file>& out) const {
   if (spec().type == "gcp" && !spec().env.empty())
     out.push_back({spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name(), {}, false});
 }
 
-int token_credential::swap_header(std::string_view name, std::string& value) const {
+int token_broker::swap_header(std::string_view name, std::string& value) const {
   if (!is_authorization(name)) return 0;
   auto auth = parse_auth_value(value);
   if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy_) return 0;
@@ -227,7 +227,7 @@ int token_credential::swap_header(std::string_view name, std::string& value) con
   return 1;
 }
 
-std::unique_ptr<request_step> token_credential::claim(const request_context& where,
+std::unique_ptr<request_step> token_broker::claim(const request_context& where,
                                                       std::string_view method, std::string_view,
                                                       const std::vector<http::header_field>&,
                                                       bool has_body, request_decision&) const {
@@ -236,7 +236,7 @@ std::unique_ptr<request_step> token_credential::claim(const request_context& whe
   return std::make_unique<gcp_token_step>(*this);
 }
 
-std::optional<token_credential::fetcher> make_token_fetcher(const config::credential_spec& spec,
+std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
                                                             const token_transport& transport) {
   const std::string source = spec.source;
   if (spec.type == "azure" || source.starts_with("cmd:")) {

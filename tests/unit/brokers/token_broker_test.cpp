@@ -1,4 +1,4 @@
-#include "brokers/token_credential.hpp"
+#include "brokers/token_broker.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -27,7 +27,7 @@ using broker::brokers::request_context;
 using broker::brokers::scrub_pattern;
 using broker::base::secret;
 using broker::brokers::source_error;
-using broker::brokers::token_credential;
+using broker::brokers::token_broker;
 using broker::http::header_field;
 using std::chrono::system_clock;
 using namespace std::chrono_literals;
@@ -62,7 +62,7 @@ broker::config::credential_spec token_spec(std::string type, std::vector<std::st
 }
 
 // A fetcher that always answers `token`, valid for an hour from each call; counts its calls.
-token_credential::fetcher fixed_fetcher(std::string token, std::atomic<int>* calls = nullptr,
+token_broker::fetcher fixed_fetcher(std::string token, std::atomic<int>* calls = nullptr,
                                         system_clock::duration lifetime = 1h) {
   return [token = std::move(token), calls, lifetime]() {
     if (calls) ++*calls;
@@ -70,9 +70,9 @@ token_credential::fetcher fixed_fetcher(std::string token, std::atomic<int>* cal
   };
 }
 
-std::unique_ptr<token_credential> make_token(const std::string& type,
+std::unique_ptr<token_broker> make_token(const std::string& type,
                                              std::vector<std::string> env = {}) {
-  return std::make_unique<token_credential>(
+  return std::make_unique<token_broker>(
       token_spec(type, std::move(env)), std::vector<std::vector<broker::config::host_pattern>>{},
       fixed_fetcher(real_token));
 }
@@ -135,14 +135,14 @@ std::string pct(std::string_view text) {
 
 }  // namespace
 
-// ---- token_credential -------------------------------------------------------------------------
+// ---- token_broker -------------------------------------------------------------------------
 
 TEST_CASE("token credential: the first token is fetched and a dummy shaped like it made",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   REQUIRE(real_token.size() == 110);
   std::atomic<int> calls{0};
   const auto before = system_clock::now();
-  token_credential t(token_spec("gcp"), {}, fixed_fetcher(real_token, &calls));
+  token_broker t(token_spec("gcp"), {}, fixed_fetcher(real_token, &calls));
   const auto after = system_clock::now();
 
   CHECK(calls == 1);
@@ -168,18 +168,18 @@ TEST_CASE("token credential: the first token is fetched and a dummy shaped like 
   CHECK(live[0] == &t.current());
 
   // Two credentials of the same token get different dummies (per session, random).
-  token_credential other(token_spec("gcp"), {}, fixed_fetcher(real_token));
+  token_broker other(token_spec("gcp"), {}, fixed_fetcher(real_token));
   CHECK(other.dummy() != t.dummy());
 }
 
 TEST_CASE("token credential: a fetcher that fails at the start is the constructor's error",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   auto failing = []() -> access_token { throw source_error("cmd:false: no token"); };
-  CHECK_THROWS_AS(token_credential(token_spec("azure"), {}, failing), source_error);
+  CHECK_THROWS_AS(token_broker(token_spec("azure"), {}, failing), source_error);
 }
 
 TEST_CASE("token credential: refresh_time is 5 minutes before expiry, not before half-life",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   const system_clock::time_point t0 = system_clock::now();
   auto at = [&](system_clock::duration life) {
     return broker::brokers::refresh_time(t0, t0 + life);
@@ -194,8 +194,8 @@ TEST_CASE("token credential: refresh_time is 5 minutes before expiry, not before
 }
 
 TEST_CASE("token credential: the gcp key file is an authorized_user key of the dummy client",
-          "[brokers][token_credential]") {
-  token_credential t(token_spec("gcp"), {}, fixed_fetcher(real_token));
+          "[brokers][token_broker]") {
+  token_broker t(token_spec("gcp"), {}, fixed_fetcher(real_token));
   const auto& client = t.gcp_client();
   CHECK(client.client_id.ends_with(".apps.googleusercontent.com"));
   CHECK(client.client_id.size() > std::string(".apps.googleusercontent.com").size());
@@ -212,15 +212,15 @@ TEST_CASE("token credential: the gcp key file is an authorized_user key of the d
   CHECK(key.at("token_uri") == "https://oauth2.googleapis.com/token");
 
   // Another session's client is another client.
-  token_credential other(token_spec("gcp"), {}, fixed_fetcher(real_token));
+  token_broker other(token_spec("gcp"), {}, fixed_fetcher(real_token));
   CHECK(other.gcp_client().client_id != client.client_id);
   CHECK(other.gcp_client().refresh_token != client.refresh_token);
 }
 
 TEST_CASE("token credential: the gcp token answer carries the dummy",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   auto spec = token_spec("gcp");
-  token_credential t(spec, {}, fixed_fetcher(real_token));
+  token_broker t(spec, {}, fixed_fetcher(real_token));
   const auto answer = nlohmann::json::parse(t.gcp_token_answer());
   CHECK(answer.at("access_token") == t.dummy());
   CHECK(answer.at("token_type") == "Bearer");
@@ -232,15 +232,15 @@ TEST_CASE("token credential: the gcp token answer carries the dummy",
 
   spec.scopes = {"https://www.googleapis.com/auth/devstorage.read_only",
                  "https://www.googleapis.com/auth/userinfo.email"};
-  token_credential scoped(spec, {}, fixed_fetcher(real_token));
+  token_broker scoped(spec, {}, fixed_fetcher(real_token));
   CHECK(nlohmann::json::parse(scoped.gcp_token_answer()).at("scope") ==
         "https://www.googleapis.com/auth/devstorage.read_only "
         "https://www.googleapis.com/auth/userinfo.email");
 }
 
 TEST_CASE("token credential: azure has a dummy token and no OAuth client",
-          "[brokers][token_credential]") {
-  token_credential t(token_spec("azure"), {}, fixed_fetcher(real_token));
+          "[brokers][token_broker]") {
+  token_broker t(token_spec("azure"), {}, fixed_fetcher(real_token));
   CHECK(t.dummy().size() == real_token.size());
   CHECK(t.dummy() != real_token);
   CHECK(t.gcp_client().client_id.empty());
@@ -250,7 +250,7 @@ TEST_CASE("token credential: azure has a dummy token and no OAuth client",
 // ---- in a credential set ----------------------------------------------------------------------
 
 TEST_CASE("token credential set: a bound bearer dummy becomes the real token",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   for (std::string type : {"gcp", "azure"}) {
     INFO(type);
     const credential_set set = token_set(type);
@@ -285,7 +285,7 @@ TEST_CASE("token credential set: a bound bearer dummy becomes the real token",
 }
 
 TEST_CASE("token credential set: dummies to unbound hosts and real tokens anywhere are refused",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   const credential_set set = token_set("gcp");
   const std::string dummy = set.dummy_variables().front().value;
   SECTION("the dummy to an unbound host") {
@@ -347,7 +347,7 @@ TEST_CASE("token credential set: dummies to unbound hosts and real tokens anywhe
 }
 
 TEST_CASE("token credential set: responses mask the real token with one of its length",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   const credential_set set = token_set("azure");
   const auto patterns = set.response_patterns();
   const scrub_pattern* p = pattern_for(patterns, real_token);
@@ -358,7 +358,7 @@ TEST_CASE("token credential set: responses mask the real token with one of its l
 }
 
 TEST_CASE("token credential set: the gcp child's token request is answered with the dummy",
-          "[brokers][token_credential]") {
+          "[brokers][token_broker]") {
   const credential_set set = token_set("gcp");
   const auto files = set.dummy_files();
   REQUIRE(files.size() == 1);
@@ -405,7 +405,7 @@ TEST_CASE("token credential set: the gcp child's token request is answered with 
   CHECK_FALSE(whole);
 }
 
-TEST_CASE("token credential set: the child's variables and files", "[brokers][token_credential]") {
+TEST_CASE("token credential set: the child's variables and files", "[brokers][token_broker]") {
   SECTION("gcp: a token variable for gcloud and a key file for the libraries") {
     const credential_set set = token_set("gcp");
     const auto vars = set.dummy_variables();
@@ -444,7 +444,7 @@ TEST_CASE("token credential set: the child's variables and files", "[brokers][to
 }
 
 TEST_CASE("token credential set: a rotated token is swapped in, the old one still blocked",
-          "[brokers][token_credential][slow]") {
+          "[brokers][token_broker][slow]") {
   REQUIRE(rotated_token.size() != real_token.size());
   std::atomic<int> calls{0};
   // The first token expires in 4 s, so the refresher fetches the next one after 2 s (half-life).
@@ -454,9 +454,9 @@ TEST_CASE("token credential set: a rotated token is swapped in, the old one stil
     return access_token{base::secret(std::string(rotated_token)), system_clock::now() + 1h};
   };
   std::vector<std::unique_ptr<broker::brokers::request_broker>> tokens;
-  auto owned = std::make_unique<token_credential>(
+  auto owned = std::make_unique<token_broker>(
       token_spec("gcp"), std::vector<std::vector<broker::config::host_pattern>>{}, fetch);
-  const token_credential& t = *owned;
+  const token_broker& t = *owned;
   tokens.push_back(std::move(owned));
   const credential_set set(std::move(tokens));
   const std::string dummy = t.dummy();
