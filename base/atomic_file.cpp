@@ -43,7 +43,8 @@ struct temp_file {
   bool renamed = false;
   temp_file() = default;
   temp_file(temp_file&& other) noexcept
-      : path(std::exchange(other.path, {})), fd(std::exchange(other.fd, -1)),
+      : path(std::exchange(other.path, {})),
+        fd(std::exchange(other.fd, -1)),
         renamed(other.renamed) {}
   temp_file& operator=(temp_file&&) = delete;
   ~temp_file() {

@@ -112,7 +112,8 @@ std::string percent_escape(std::string_view text, bool keep_unreserved, bool low
 }
 
 std::string base64_fragment(std::string_view value, std::size_t offset, base64_alphabet alphabet) {
-  const std::string_view digits = alphabet == base64_alphabet::standard ? standard_digits : url_digits;
+  const std::string_view digits =
+      alphabet == base64_alphabet::standard ? standard_digits : url_digits;
   // Bit positions in the encoded data: the value occupies [8 * offset, 8 * (offset + size)),
   // character i covers [6 * i, 6 * i + 6). Only characters inside the value's bits are kept.
   offset %= 3;
@@ -161,7 +162,8 @@ constexpr std::array<signed char, 256> reverse = make_reverse();
 }  // namespace
 
 std::string base64_encode(std::string_view data, base64_alphabet alphabet, bool pad) {
-  const std::string_view digits = alphabet == base64_alphabet::standard ? standard_digits : url_digits;
+  const std::string_view digits =
+      alphabet == base64_alphabet::standard ? standard_digits : url_digits;
   std::string out;
   out.reserve((data.size() + 2) / 3 * 4);
   unsigned bits = 0;

@@ -2,8 +2,8 @@
 // credential families read and rewrite them; percent-encoding for query parameters.
 #include <cstring>
 
-#include "brokers/families.hpp"
 #include "base/secret.hpp"
+#include "brokers/families.hpp"
 #include "http/message.hpp"
 
 namespace broker::brokers {

@@ -66,8 +66,7 @@ class aws_step final : public request_step {
   }
 
   request_decision complete(std::string_view method, std::string& target,
-                            std::vector<http::header_field>& headers,
-                            std::string& body) override {
+                            std::vector<http::header_field>& headers, std::string& body) override {
     const std::string credential(request_->credential());
     if (std::string why = request_->action_refusal(target, body); !why.empty())
       return {request_action::action_denied, credential, std::move(why), 0};
@@ -93,9 +92,7 @@ class aws_step final : public request_step {
                                                 std::string(request_->credential()));
   }
 
-  void response_patterns(std::vector<scrub_pattern>& out) const override {
-    swapped_.patterns(out);
-  }
+  void response_patterns(std::vector<scrub_pattern>& out) const override { swapped_.patterns(out); }
 
  private:
   std::unique_ptr<aws_signed_request> request_;
@@ -255,8 +252,7 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
                                             request_broker::layer_hosts other_layer_hosts,
-                                            std::size_t min_size,
-                                            const stable_dummies* stable) {
+                                            std::size_t min_size, const stable_dummies* stable) {
   // A session token has a variable only when the credential names three.
   if (spec.env.size() < 3) real.session_token = base::secret();
   if (real.access_key_id.size() < min_size || real.secret_access_key.size() < min_size ||

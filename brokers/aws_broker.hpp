@@ -41,8 +41,8 @@ class aws_broker final : public request_broker {
   void displaced_variables(std::vector<std::string>& out) const override;
   std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
                                       std::string_view target,
-                                      const std::vector<http::header_field>& headers,
-                                      bool has_body, request_decision& refused) const override;
+                                      const std::vector<http::header_field>& headers, bool has_body,
+                                      request_decision& refused) const override;
 
  private:
   struct session_dummies {

@@ -219,9 +219,9 @@ std::optional<aws_credentials> parse_shared_credentials(std::string_view text,
     if (!in_profile) continue;
 
     std::optional<base::secret>* slot = key == "aws_access_key_id"       ? &key_id
-                                  : key == "aws_secret_access_key" ? &secret_key
-                                  : key == "aws_session_token"     ? &token
-                                                                   : nullptr;
+                                        : key == "aws_secret_access_key" ? &secret_key
+                                        : key == "aws_session_token"     ? &token
+                                                                         : nullptr;
     if (slot == nullptr) continue;  // region, output, role_arn...: not ours
     if (slot->has_value()) throw syntax_error(key + " appears twice");
     *slot = base::secret(std::string(value));

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "brokers/families.hpp"
 #include "base/secret.hpp"
+#include "brokers/families.hpp"
 
 namespace broker::brokers {
 namespace {

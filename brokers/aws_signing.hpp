@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/secret.hpp"
 #include "brokers/aws_credentials.hpp"
 #include "brokers/rotating.hpp"
-#include "base/secret.hpp"
 #include "brokers/sigv4.hpp"
 #include "http/message.hpp"
 

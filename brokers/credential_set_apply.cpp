@@ -7,11 +7,11 @@
 #include <mutex>
 #include <optional>
 
+#include "base/text.hpp"
 #include "brokers/credential_set.hpp"
 #include "brokers/credential_set_catalog.hpp"
 #include "brokers/credential_set_request_text.hpp"
 #include "brokers/families.hpp"
-#include "base/text.hpp"
 
 namespace broker::brokers {
 namespace {
@@ -88,14 +88,12 @@ request_decision credential_set::apply(const request_context& where, std::string
     const request_text text(target, headers);
     finder find(text);
     find.scan(*catalog_, [&](const value_catalog::value_info& v) {
-      return v.action == request_action::real_secret_blocked ||
-             !brokers_[v.owner]->usable(where);
+      return v.action == request_action::real_secret_blocked || !brokers_[v.owner]->usable(where);
     });
     std::shared_ptr<const value_catalog> rotated;  // held while its findings are
     if (!find.real_found() && (rotated = rotated_catalog()))
       find.scan(*rotated, [&](const value_catalog::value_info& v) {
-        return v.action == request_action::real_secret_blocked ||
-               !brokers_[v.owner]->usable(where);
+        return v.action == request_action::real_secret_blocked || !brokers_[v.owner]->usable(where);
       });
     if (auto refused = find.decision()) return *refused;
   }

@@ -56,7 +56,8 @@ void value_catalog::add_forms(std::string_view value, std::uint32_t index) {
   add_needle(plain, index, value_form::plain);
   plain_.push_back(needles_.back().text);
   for (std::size_t offset = 0; offset < 3; ++offset) {
-    for (base::base64_alphabet alphabet : {base::base64_alphabet::standard, base::base64_alphabet::url}) {
+    for (base::base64_alphabet alphabet :
+         {base::base64_alphabet::standard, base::base64_alphabet::url}) {
       std::string fragment = base::base64_fragment(value, offset, alphabet);
       if (fragment.size() < min_fragment)
         base::wipe(fragment);

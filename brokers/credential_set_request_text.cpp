@@ -5,9 +5,9 @@
 #include <array>
 #include <stdexcept>
 
-#include "brokers/families.hpp"
 #include "base/secret.hpp"
 #include "base/text.hpp"
+#include "brokers/families.hpp"
 
 namespace broker::brokers {
 namespace {

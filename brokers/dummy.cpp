@@ -211,8 +211,8 @@ std::string dummy_seed::dummy(const base::secret& shape, std::string_view creden
   return make_dummy(shape, source);
 }
 
-std::string keyed_dummy(const base::secret& key, const base::secret& real, std::string_view credential,
-                        std::string_view field) {
+std::string keyed_dummy(const base::secret& key, const base::secret& real,
+                        std::string_view credential, std::string_view field) {
   if (key.size() < dummy_seed::min_size)
     throw std::invalid_argument("a dummy key must have at least " +
                                 std::to_string(dummy_seed::min_size) + " bytes");

@@ -59,7 +59,8 @@ class dummy_seed {
 
   // The dummy of credential `credential`'s value `field` ("value", "key id", "access token"...)
   // shaped like `shape`: the same for the same seed, credential, field and shape.
-  std::string dummy(const base::secret& shape, std::string_view credential, std::string_view field) const;
+  std::string dummy(const base::secret& shape, std::string_view credential,
+                    std::string_view field) const;
 
  private:
   base::secret seed_;
@@ -69,8 +70,8 @@ class dummy_seed {
 // per-user `key` (at least dummy_seed::min_size bytes; throws std::invalid_argument otherwise):
 // the same for the same key, credential, field and real value; another real value gets another
 // dummy. Without the key the dummy tells nothing of the real value.
-std::string keyed_dummy(const base::secret& key, const base::secret& real, std::string_view credential,
-                        std::string_view field);
+std::string keyed_dummy(const base::secret& key, const base::secret& real,
+                        std::string_view credential, std::string_view field);
 
 // 32 bytes from the CSPRNG: a new session's seed.
 base::secret new_dummy_seed();

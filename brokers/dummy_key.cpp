@@ -12,9 +12,9 @@
 
 #include <openssl/rand.h>
 
-#include "brokers/dummy.hpp"
-#include "base/text.hpp"
 #include "base/atomic_file.hpp"
+#include "base/text.hpp"
+#include "brokers/dummy.hpp"
 
 namespace broker::brokers {
 namespace {

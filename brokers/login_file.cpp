@@ -11,12 +11,12 @@
 #include <shared_mutex>
 #include <stdexcept>
 
+#include "base/text.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/dummy_key.hpp"
 #include "brokers/login_file_format.hpp"
 #include "brokers/real_file.hpp"
 #include "brokers/secret_source.hpp"
-#include "base/text.hpp"
 #include "brokers/value_broker.hpp"
 
 namespace broker::brokers {
@@ -134,8 +134,8 @@ class login_file_broker final : public request_broker {
   bool rotates() const override { return true; }
   void dummy_variables(std::vector<dummy_variable>&) const override {}
   void dummy_files(std::vector<dummy_file>& out) const override {
-    out.push_back({"", "login-" + name() + ".json", copy_, name(), path_,
-                   spec().login_file->directory_view});
+    out.push_back(
+        {"", "login-" + name() + ".json", copy_, name(), path_, spec().login_file->directory_view});
   }
 
   // The family's places (Authorization: Bearer, its header, opted-in query parameters), for
@@ -178,9 +178,10 @@ class login_file_broker final : public request_broker {
       // Renamed away, replaced or removed since the session began (DESIGN §8.1): whatever the
       // path names now is not the user's login, and a refresh would spend its token for a file
       // nobody reads.
-      spdlog::warn("credential {}: {} is no longer the file the session began with; its refresh "
-                   "token is not redeemed",
-                   name(), path_);
+      spdlog::warn(
+          "credential {}: {} is no longer the file the session began with; its refresh "
+          "token is not redeemed",
+          name(), path_);
       return {};
     }
     adopt_newer_file();
@@ -189,8 +190,7 @@ class login_file_broker final : public request_broker {
     const auto& current = issued_[static_cast<std::size_t>(current_refresh_)];
     for (const auto& v : issued_) {
       if (!v.refresh) continue;
-      if (replace_in_body(body, v.carrier->dummy(), real_of(current)))
-        return real_of(current);
+      if (replace_in_body(body, v.carrier->dummy(), real_of(current))) return real_of(current);
     }
     return {};
   }
@@ -211,7 +211,8 @@ class login_file_broker final : public request_broker {
     std::unique_lock lock(mutex_);
     for (const auto& [member, field] : refresh.response) {
       auto it = doc.find(member);
-      if (it == doc.end() || !it->is_string() || it->get_ref<std::string&>().size() < min_value_size)
+      if (it == doc.end() || !it->is_string() ||
+          it->get_ref<std::string&>().size() < min_value_size)
         continue;
       std::string& text = it->get_ref<std::string&>();
       const bool is_refresh = field == refresh.token;
@@ -238,7 +239,9 @@ class login_file_broker final : public request_broker {
     bool refresh = false;                   // the refresh token: for its token endpoint only
   };
 
-  static std::string_view real_of(const issued& v) { return v.carrier->values().reals.front().find; }
+  static std::string_view real_of(const issued& v) {
+    return v.carrier->values().reals.front().find;
+  }
 
   // One value from the file into the issued list (called before any request, or under the
   // unique lock), its dummy left in `doc`.
@@ -290,8 +293,7 @@ class login_file_broker final : public request_broker {
     std::unique_lock lock(mutex_);
     for (const auto& v : issued_)
       if (v.refresh && real_of(v) == token->get_ref<const std::string&>()) return;
-    spdlog::info("credential {}: the login file was refreshed elsewhere; using its tokens",
-                 name());
+    spdlog::info("credential {}: the login file was refreshed elsewhere; using its tokens", name());
     for (const std::string& field : spec().login_file->fields) take(*doc, field, false);
     take(*doc, refresh->token, true);
   }
@@ -308,8 +310,7 @@ class login_file_broker final : public request_broker {
       std::optional<ordered_json> doc = parse_json_object(file_.read(), path_);
       const json_wiper wipe_doc{*doc};
       ordered_json* token = member_at(*doc, refresh.token);
-      if (token && token->is_string() &&
-          token->get_ref<const std::string&>() != redeemed) {
+      if (token && token->is_string() && token->get_ref<const std::string&>() != redeemed) {
         spdlog::warn("credential {}: {} was refreshed elsewhere meanwhile; kept as it is", name(),
                      path_);
         return;
@@ -324,16 +325,17 @@ class login_file_broker final : public request_broker {
       file_.write(text);
       spdlog::info("credential {}: the refreshed login was written back to {}", name(), path_);
     } catch (const std::exception& e) {
-      spdlog::error("credential {}: writing the refreshed login back to {} failed ({}); the user "
-                    "may have to log in again",
-                    name(), path_, e.what());
+      spdlog::error(
+          "credential {}: writing the refreshed login back to {} failed ({}); the user "
+          "may have to log in again",
+          name(), path_, e.what());
     }
   }
 
   std::string path_;  // the real file, "~/" expanded
   real_file file_;    // opened before the child started: every read and write goes through it
   std::shared_ptr<const stable_dummies> stable_;  // null: every dummy random
-  std::string copy_;  // the child's copy, dummies only
+  std::string copy_;                              // the child's copy, dummies only
   // What refreshes change, from any thread: under mutex_.
   mutable std::shared_mutex mutex_;
   mutable std::deque<issued> issued_;  // never shrinks: views into it stay valid
@@ -354,11 +356,9 @@ void refresh_step::rewrite_response(int, std::string& body) {
 
 }  // namespace
 
-std::unique_ptr<request_broker> make_login_file_broker(const config::credential_spec& spec,
-                                                       request_broker::layer_hosts other_hosts,
-                                                       const std::string& home,
-                                                       std::string& why,
-                                                       std::shared_ptr<const stable_dummies> stable) {
+std::unique_ptr<request_broker> make_login_file_broker(
+    const config::credential_spec& spec, request_broker::layer_hosts other_hosts,
+    const std::string& home, std::string& why, std::shared_ptr<const stable_dummies> stable) {
   std::string path = spec.login_file->path;
   if (path.starts_with("~/")) {
     if (home.empty()) {

@@ -34,8 +34,9 @@ std::optional<real_file> real_file::open(const std::string& path) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) return std::nullopt;
     if (err == ELOOP)
-      throw source_error(path + ": a symbolic link; a login file is read only as a regular file "
-                                "(replace the link with the file it names)");
+      throw source_error(path +
+                         ": a symbolic link; a login file is read only as a regular file "
+                         "(replace the link with the file it names)");
     throw source_error(why(path, "cannot open", err));
   }
   struct stat st {};
@@ -63,8 +64,8 @@ base::secret real_file::read(std::size_t max_bytes) const {
   std::string buffer(max_bytes + 1, '\0');
   std::size_t used = 0;
   while (used < buffer.size()) {
-    const ssize_t n = ::pread(fd_, buffer.data() + used, buffer.size() - used,
-                              static_cast<off_t>(used));
+    const ssize_t n =
+        ::pread(fd_, buffer.data() + used, buffer.size() - used, static_cast<off_t>(used));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;

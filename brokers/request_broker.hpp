@@ -38,7 +38,7 @@ struct dummy_variable {
 // login file shown at `target` (then `variable` is empty). The content holds dummies only.
 struct dummy_file {
   std::string variable, file_name, content, credential;
-  std::string target;  // absolute: the login file's path, where the child finds the copy
+  std::string target;           // absolute: the login file's path, where the child finds the copy
   bool directory_view = false;  // shown in a view of target's directory (login_file_spec)
 };
 
@@ -172,8 +172,8 @@ class request_broker {
   // A request this family must follow past its head (asked of every broker after the swaps,
   // whether usable at the destination or not; the family decides): its step, or null. A refusal
   // sets `refused` and returns null.
-  virtual std::unique_ptr<request_step> claim(const request_context& where,
-                                              std::string_view method, std::string_view target,
+  virtual std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
+                                              std::string_view target,
                                               const std::vector<http::header_field>& headers,
                                               bool has_body, request_decision& refused) const;
 

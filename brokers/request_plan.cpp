@@ -30,8 +30,8 @@ request_decision request_plan::complete(std::string_view method, std::string& ta
 }
 
 std::vector<scrub_pattern> request_plan::response_patterns() const {
-  std::vector<scrub_pattern> patterns = set_ ? set_->response_patterns()
-                                             : std::vector<scrub_pattern>();
+  std::vector<scrub_pattern> patterns =
+      set_ ? set_->response_patterns() : std::vector<scrub_pattern>();
   swapped_.patterns(patterns);
   for (const auto& step : steps_) step->response_patterns(patterns);
   return patterns;

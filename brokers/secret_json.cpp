@@ -35,7 +35,8 @@ std::optional<base::secret> secret_json::take_secret(std::string_view key) {
   auto it = root_.find(key);
   if (it == root_.end() || it->is_null()) return std::nullopt;
   if (!it->is_string()) throw source_error(message("\"" + std::string(key) + "\" is not a string"));
-  return base::secret(std::move(it->get_ref<std::string&>()));  // copies, then wipes the json's string
+  return base::secret(
+      std::move(it->get_ref<std::string&>()));  // copies, then wipes the json's string
 }
 
 std::optional<std::string> secret_json::text(std::string_view key) const {

@@ -77,7 +77,7 @@ std::optional<base::secret> from_env(const std::string& name, bool untrimmed) {
 }
 
 std::optional<base::secret> from_file(const std::string& source, std::string_view path_text,
-                                const source_limits& limits, bool untrimmed) {
+                                      const source_limits& limits, bool untrimmed) {
   std::string path(path_text);
   if (path_text.starts_with("~/")) {
     const char* home = std::getenv("HOME");
@@ -210,7 +210,7 @@ read_outcome read_bounded(int fd, std::string& buffer, std::size_t& used,
 }
 
 std::optional<base::secret> from_command(const std::string& source, const std::string& command,
-                                   const source_limits& limits, bool untrimmed) {
+                                         const source_limits& limits, bool untrimmed) {
   std::string buffer(limits.max_bytes + 1, '\0');  // allocated before there is a child to reap
   std::size_t used = 0;
   const auto deadline = clock::now() + limits.timeout;
@@ -250,7 +250,8 @@ std::optional<base::secret> from_command(const std::string& source, const std::s
   return value;
 }
 
-std::optional<base::secret> load(const std::string& source, const source_limits& limits, bool untrimmed) {
+std::optional<base::secret> load(const std::string& source, const source_limits& limits,
+                                 bool untrimmed) {
   std::string_view text = source;
   if (text.starts_with("env:")) return from_env(std::string(text.substr(4)), untrimmed);
   if (text.starts_with("file:")) return from_file(source, text.substr(5), limits, untrimmed);
@@ -266,7 +267,7 @@ std::optional<base::secret> load_secret(const std::string& source, const source_
 }
 
 std::optional<base::secret> load_secret_untrimmed(const std::string& source,
-                                            const source_limits& limits) {
+                                                  const source_limits& limits) {
   return load(source, limits, true);
 }
 

@@ -26,12 +26,13 @@ struct source_limits {
 
 // The value, or nullopt when the source is simply absent (an unset or empty variable, a missing
 // file): the credential is then not brokered. Throws source_error otherwise.
-std::optional<base::secret> load_secret(const std::string& source, const source_limits& limits = {});
+std::optional<base::secret> load_secret(const std::string& source,
+                                        const source_limits& limits = {});
 
 // load_secret without the trimming, for multi-line formats whose errors cite line numbers (an
 // AWS credentials file): the bytes as read, and an existing empty file is an empty value.
 std::optional<base::secret> load_secret_untrimmed(const std::string& source,
-                                            const source_limits& limits = {});
+                                                  const source_limits& limits = {});
 
 // After loading: an "env:NAME" source's value is wiped from this process's environment block
 // and the variable removed (other sources: nothing to do).

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "brokers/sigv4.hpp"
 #include "base/text.hpp"
+#include "brokers/sigv4.hpp"
 
 namespace broker::brokers::sigv4 {
 

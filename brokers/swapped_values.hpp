@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "brokers/scrub_index.hpp"
 #include "base/secret.hpp"
+#include "brokers/scrub_index.hpp"
 
 namespace broker::brokers {
 

@@ -77,7 +77,8 @@ base::secret take_field(nlohmann::json& doc, const char* key, const std::string&
 
 // A Google key file's token request: service_account → JWT bearer grant; authorized_user →
 // refresh-token grant. Returns the form and the token endpoint.
-std::pair<std::string, std::string> google_grant(const base::secret& key_file, const std::string& scope,
+std::pair<std::string, std::string> google_grant(const base::secret& key_file,
+                                                 const std::string& scope,
                                                  const std::string& source) {
   nlohmann::json doc = nlohmann::json::parse(key_file.expose(), nullptr, false);
   if (!doc.is_object()) throw source_error(source + ": the key file is not JSON");
@@ -94,9 +95,10 @@ std::pair<std::string, std::string> google_grant(const base::secret& key_file, c
     const base::secret client_id = take_field(doc, "client_id", source);
     const base::secret client_secret = take_field(doc, "client_secret", source);
     const base::secret refresh_token = take_field(doc, "refresh_token", source);
-    std::string form = "grant_type=refresh_token&client_id=" + base::percent_encode(client_id.expose()) +
-                       "&client_secret=" + base::percent_encode(client_secret.expose()) +
-                       "&refresh_token=" + base::percent_encode(refresh_token.expose());
+    std::string form =
+        "grant_type=refresh_token&client_id=" + base::percent_encode(client_id.expose()) +
+        "&client_secret=" + base::percent_encode(client_secret.expose()) +
+        "&refresh_token=" + base::percent_encode(refresh_token.expose());
     return {std::move(form), std::move(token_uri)};
   }
   throw source_error(source +
@@ -123,7 +125,8 @@ class gcp_token_step final : public request_step {
   request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
                             std::string& body) override {
     // The form's refresh_token parameter, decoded, is this session's dummy.
-    if (base::form_value(body, "refresh_token") != credential_.gcp_client().refresh_token) return {};
+    if (base::form_value(body, "refresh_token") != credential_.gcp_client().refresh_token)
+      return {};
     answer_ = local_answer{credential_.name(), credential_.gcp_token_answer()};
     return {request_action::pass, credential_.name(), "body refresh_token", 0};
   }
@@ -142,7 +145,7 @@ issued_token issue(access_token token) {
 }  // namespace
 
 token_broker::token_broker(config::credential_spec spec, layer_hosts other_layer_hosts,
-                                   fetcher fetch)
+                           fetcher fetch)
     : request_broker(std::move(spec), std::move(other_layer_hosts)) {
   const auto issued = system_clock::now();
   access_token first = fetch();
@@ -154,8 +157,7 @@ token_broker::token_broker(config::credential_spec spec, layer_hosts other_layer
       [fetch = std::move(fetch)] { return issue(fetch()); });
 }
 
-token_broker::token_broker(const token_broker& base, std::string dummy,
-                                   gcp_dummy_client client)
+token_broker::token_broker(const token_broker& base, std::string dummy, gcp_dummy_client client)
     : request_broker(base.spec(), base.other_layer_hosts()),
       dummy_(std::move(dummy)),
       gcp_client_(std::move(client)),
@@ -201,7 +203,7 @@ credential_values token_broker::values() const {
 }
 
 void token_broker::rotated_values(system_clock::time_point now,
-                                      std::vector<scrub_pattern>& out) const {
+                                  std::vector<scrub_pattern>& out) const {
   for (const issued_token* issued : live(now))
     out.push_back({issued->token.expose(), mask(issued->token.size())});
 }
@@ -216,7 +218,8 @@ void token_broker::dummy_variables(std::vector<dummy_variable>& out) const {
 
 void token_broker::dummy_files(std::vector<dummy_file>& out) const {
   if (spec().type == "gcp" && !spec().env.empty())
-    out.push_back({spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name(), {}, false});
+    out.push_back(
+        {spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name(), {}, false});
 }
 
 int token_broker::swap_header(std::string_view name, std::string& value) const {
@@ -228,16 +231,16 @@ int token_broker::swap_header(std::string_view name, std::string& value) const {
 }
 
 std::unique_ptr<request_step> token_broker::claim(const request_context& where,
-                                                      std::string_view method, std::string_view,
-                                                      const std::vector<http::header_field>&,
-                                                      bool has_body, request_decision&) const {
+                                                  std::string_view method, std::string_view,
+                                                  const std::vector<http::header_field>&,
+                                                  bool has_body, request_decision&) const {
   if (spec().type != "gcp" || !has_body || method != "POST" || !is_google_token_host(where.host))
     return nullptr;
   return std::make_unique<gcp_token_step>(*this);
 }
 
 std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
-                                                            const token_transport& transport) {
+                                                        const token_transport& transport) {
   const std::string source = spec.source;
   if (spec.type == "azure" || source.starts_with("cmd:")) {
     // A token command (or, for azure, a token kept in a file or variable) read again each time.

@@ -17,10 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/secret.hpp"
 #include "brokers/cloud_tokens.hpp"
 #include "brokers/request_broker.hpp"
 #include "brokers/rotating.hpp"
-#include "base/secret.hpp"
 #include "config/policy.hpp"
 
 namespace broker::brokers {
@@ -92,8 +92,8 @@ class token_broker final : public request_broker {
   // token (the body tells): answered locally with the dummy access token.
   std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
                                       std::string_view target,
-                                      const std::vector<http::header_field>& headers,
-                                      bool has_body, request_decision& refused) const override;
+                                      const std::vector<http::header_field>& headers, bool has_body,
+                                      request_decision& refused) const override;
 
  private:
   token_broker(const token_broker& base, std::string dummy, gcp_dummy_client client);
@@ -113,6 +113,6 @@ class token_broker final : public request_broker {
 //    `transport`; "env:NAME": NAME holds the key file's path (GOOGLE_APPLICATION_CREDENTIALS).
 // nullopt when the source has no value (unset variable, missing file).
 std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
-                                                            const token_transport& transport);
+                                                        const token_transport& transport);
 
 }  // namespace broker::brokers

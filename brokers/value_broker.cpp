@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "base/text.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/families.hpp"
-#include "base/text.hpp"
 
 namespace broker::brokers {
 

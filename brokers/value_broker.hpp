@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "brokers/request_broker.hpp"
 #include "base/secret.hpp"
+#include "brokers/request_broker.hpp"
 
 namespace broker::brokers {
 

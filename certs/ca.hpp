@@ -53,7 +53,7 @@ class certificate_authority {
   std::string certificate_pem() const;
   // "SHA256 AB:CD:..." of the DER certificate, for `broker ca show`.
   std::string fingerprint() const;
-  std::string subject() const;  // one line, e.g. "CN=broker session CA s-7f3a"
+  std::string subject() const;    // one line, e.g. "CN=broker session CA s-7f3a"
   std::string not_after() const;  // "2036-11-27 20:15:06 UTC"
 
  private:

@@ -138,7 +138,8 @@ void certificate_authority::save(const fs::path& dir) const {
   char* data = nullptr;
   const long size = BIO_get_mem_data(bio.get(), &data);
   if (size <= 0) throw ca_error("cannot encode the CA key");
-  base::write_file_atomically(key_file, std::string_view(data, static_cast<std::size_t>(size)), 0600);
+  base::write_file_atomically(key_file, std::string_view(data, static_cast<std::size_t>(size)),
+                              0600);
   base::write_file_atomically(cert_path(dir), certificate_pem(), 0644);
 }
 

@@ -1,8 +1,8 @@
 #include "cli/demo_upstream.hpp"
 
+#include "base/text.hpp"
 #include "cli/common.hpp"
 #include "http/message.hpp"
-#include "base/text.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -94,8 +94,8 @@ int report(const std::string& name, const session::verify_result& result,
     return exit_failure;
   }
   if (trusted != result.signer) {
-    std::cout << name << "tampered at seq " << result.records
-              << ": signed with a key that is not " << key_path.string() << "\n";
+    std::cout << name << "tampered at seq " << result.records << ": signed with a key that is not "
+              << key_path.string() << "\n";
     return exit_failure;
   }
   std::cout << name << "ok, " << verified << ", hash chain intact, signed with "

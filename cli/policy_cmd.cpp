@@ -24,7 +24,8 @@ int run_check(const std::vector<std::string>& files) {
     const char* home_variable = std::getenv("HOME");
     const std::string home = home_variable ? home_variable : "";
     for (auto& p : wrap::persistence_paths(layers, home)) {
-      if (!home.empty() && p.path.starts_with(home + "/")) p.path = "~" + p.path.substr(home.size());
+      if (!home.empty() && p.path.starts_with(home + "/"))
+        p.path = "~" + p.path.substr(home.size());
       kept.push_back({{"path", p.path}, {"reason", p.reason}});
     }
     std::cout << out.dump(2) << "\n";

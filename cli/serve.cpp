@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <limits>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <thread>
 
-#include "brokers/credential_set.hpp"
 #include "base/atomic_file.hpp"
+#include "brokers/credential_set.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
@@ -29,10 +29,10 @@
 #include "proxy/server.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
-#include "session/control_socket.hpp"
 #include "session/audit_files.hpp"
-#include "session/log.hpp"
 #include "session/child_env.hpp"
+#include "session/control_socket.hpp"
+#include "session/log.hpp"
 #include "wrap/session_dir.hpp"
 
 namespace broker::cli {
@@ -181,16 +181,16 @@ int run_serve(const serve_options& o) {
     const auto common = o.common;
     const std::string replica = o.replica.empty() ? options.session_id : o.replica;
     if (!session::valid_replica_name(replica)) {
-      std::cerr << "broker: --replica " << replica << ": use 1-64 letters, digits, '.', '_' or '-'\n";
+      std::cerr << "broker: --replica " << replica
+                << ": use 1-64 letters, digits, '.', '_' or '-'\n";
       return exit_usage;
     }
     // Each replica writes its own files of a session: <log-dir>/<session>/<replica>.<n>.jsonl.
     g.open_audit = [common, replica](const std::string& id) {
       return open_audit(common, id, replica);
     };
-    g.proxy_authority = o.proxy_authority.empty()
-                            ? url.substr(std::string_view("http://").size())
-                            : o.proxy_authority;
+    g.proxy_authority = o.proxy_authority.empty() ? url.substr(std::string_view("http://").size())
+                                                  : o.proxy_authority;
     g.listen = url;
     g.trust_bundle = bundle.string();
     g.replica = replica;
@@ -204,9 +204,9 @@ int run_serve(const serve_options& o) {
       try {
         auto stats = std::make_shared<gateway::redis_stats>();
         auto background = std::make_shared<gateway::redis_stats>();
-        g.redis = std::make_shared<gateway::redis_store>(gateway::redis_endpoint::parse(o.redis),
-                                                         stats, background,
-                                                         std::chrono::milliseconds(1000));
+        g.redis =
+            std::make_shared<gateway::redis_store>(gateway::redis_endpoint::parse(o.redis), stats,
+                                                   background, std::chrono::milliseconds(1000));
         gateway::attach_redis_metrics(*metrics, stats, background);
         if (!o.audit_sink.empty()) {
           const auto colon = o.audit_sink.find(':');
@@ -274,7 +274,8 @@ int run_serve(const serve_options& o) {
       // 0600: the file names the session's proxy and dummies, nothing for other users.
       base::write_file_atomically(
           o.env_file,
-          session::render_env_lines(session::child_environment(url, bundle.string(), dummies)), 0600);
+          session::render_env_lines(session::child_environment(url, bundle.string(), dummies)),
+          0600);
     } catch (const std::exception& e) {
       std::cerr << "broker: --env-file: " << e.what() << "\n";
       return exit_failure;

@@ -14,8 +14,8 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "config/units.hpp"
-#include "session/control_socket.hpp"
 #include "session/child_env.hpp"
+#include "session/control_socket.hpp"
 
 namespace broker::cli {
 
@@ -46,7 +46,8 @@ std::filesystem::path gateway_socket(const std::string& name) {
   }
   if (gateways.size() == 1) return gateways.front();
   if (gateways.empty())
-    throw std::runtime_error("no gateway is running here (start one with `broker serve --gateway`)");
+    throw std::runtime_error(
+        "no gateway is running here (start one with `broker serve --gateway`)");
   std::string names;
   for (const auto& g : gateways) names += " " + g.parent_path().filename().string();
   throw std::runtime_error("several gateways run here; name one with --gateway:" + names);
@@ -120,7 +121,8 @@ void print_session(const nlohmann::json& s) {
             << (s.value("user", "").empty() ? "-" : s.value("user", "")) << "  expires "
             << when(s.value("expires_ms", std::int64_t{0}));
   if (s.contains("labels"))
-    for (const auto& [k, v] : s["labels"].items()) std::cout << "  " << k << "=" << v.get<std::string>();
+    for (const auto& [k, v] : s["labels"].items())
+      std::cout << "  " << k << "=" << v.get<std::string>();
   std::cout << "\n";
 }
 
@@ -171,7 +173,8 @@ void register_session(CLI::App& root, int& exit_status) {
 
   auto* list = app->add_subcommand("list", "Every session the gateway knows");
   list->add_flag("--json", o->json, "JSON");
-  list->callback([o, &exit_status] { exit_status = guarded([o] { return run_admin(*o, "list"); }); });
+  list->callback(
+      [o, &exit_status] { exit_status = guarded([o] { return run_admin(*o, "list"); }); });
   for (const char* verb : {"show", "revoke"}) {
     auto* sub = app->add_subcommand(verb, std::string(verb) == "show"
                                               ? "One session, with its usage on this gateway"
@@ -179,7 +182,8 @@ void register_session(CLI::App& root, int& exit_status) {
     sub->add_option("id", o->id, "Session id")->required();
     sub->add_flag("--json", o->json, "JSON");
     const std::string v = verb;
-    sub->callback([o, v, &exit_status] { exit_status = guarded([o, v] { return run_admin(*o, v); }); });
+    sub->callback(
+        [o, v, &exit_status] { exit_status = guarded([o, v] { return run_admin(*o, v); }); });
   }
 }
 

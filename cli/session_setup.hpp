@@ -35,7 +35,8 @@ session_setup load_options_and_policy(const common_options& common,
 // random ones.
 void load_credentials(session_setup& setup, bool login_files = false, bool user_dummies = false);
 
-// The audit log for the session, a gateway replica's own files with `replica` (failing closed, with an error line, when it cannot be opened).
+// The audit log for the session, a gateway replica's own files with `replica` (failing closed, with
+// an error line, when it cannot be opened).
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id,
                                                const std::string& replica = {});

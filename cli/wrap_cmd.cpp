@@ -1,13 +1,13 @@
 // `broker wrap -- CMD`: one session around one command (DESIGN §3, §8). The command gets dummy
 // credentials and the session's proxy and trust variables; with netns isolation its only way
 // out is the proxy, served here from a listener made inside its network namespace.
-#include <algorithm>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <iostream>
@@ -25,21 +25,21 @@
 #include "proxy/sock_diag.hpp"
 #include "proxy/synthetic_addresses.hpp"
 #include "proxy/tls.hpp"
-#include "session/control_socket.hpp"
 #include "session/audit_record.hpp"
+#include "session/child_env.hpp"
+#include "session/control_socket.hpp"
 #include "session/log.hpp"
 #include "wrap/capture_net.hpp"
-#include "session/child_env.hpp"
+#include "wrap/child_session.hpp"
 #include "wrap/directory_view.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/file_masks.hpp"
 #include "wrap/git_dirs.hpp"
 #include "wrap/home_guard.hpp"
 #include "wrap/private_dirs.hpp"
-#include "wrap/child_session.hpp"
 #include "wrap/sandbox_init.hpp"
-#include "wrap/session_views.hpp"
 #include "wrap/session_dir.hpp"
+#include "wrap/session_views.hpp"
 
 extern char** environ;
 
@@ -64,7 +64,8 @@ std::string capture_hosts_file() {
   std::string text =
       "# broker: loopback names only; every other name is the broker's DNS to answer\n"
       "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
-  if (name[0] && std::string_view(name) != "localhost") text += "127.0.1.1\t" + std::string(name) + "\n";
+  if (name[0] && std::string_view(name) != "localhost")
+    text += "127.0.1.1\t" + std::string(name) + "\n";
   return text;
 }
 
@@ -126,8 +127,7 @@ int supervise(wrap::child_session& child, const sigset_t& signals, proxy::proxy_
         std::cerr << "broker: session " << ctx.session_id() << " ended by broker kill\n";
       else
         std::cerr << "broker: session " << ctx.session_id() << " ended: the " << spent.budget
-                  << " budget is spent (limit " << spent.limit << ", used " << spent.used
-                  << ")\n";
+                  << " budget is spent (limit " << spent.limit << ", used " << spent.used << ")\n";
       child.kill_all();
       killed = true;
     }
@@ -137,8 +137,8 @@ int supervise(wrap::child_session& child, const sigset_t& signals, proxy::proxy_
 // The child's private /tmp, /run and the like (DESIGN §8.1), with what the command needs from
 // under them kept: its working directory, $HOME, its executable, the session files it reads and
 // files.pass.
-std::vector<wrap::view_step> private_view(const wrap::env_plan& plan,
-                                          const std::string& cwd, const std::string& home,
+std::vector<wrap::view_step> private_view(const wrap::env_plan& plan, const std::string& cwd,
+                                          const std::string& home,
                                           const std::vector<config::policy>& layers,
                                           std::vector<std::string> kept,
                                           const std::string& command) {
@@ -178,8 +178,7 @@ void report_kept_out(const std::vector<wrap::kept_out>& kept, const std::string&
     std::cerr << "broker: removed what the command made for later outside the session (an "
                  "agent's own programs and their state, made again next session): "
               << removed << "\n";
-  if (set_aside)
-    std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
+  if (set_aside) std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
 }
 
 std::string env_value(const wrap::env_plan& plan, std::string_view name) {
@@ -231,7 +230,7 @@ int run_wrap(wrap_options& o) {
   std::unique_ptr<wrap::child_session> child;
   std::unique_ptr<session::audit_log> audit;
   std::vector<wrap::directory_view> views;  // copied back at the end, parents first
-  std::optional<wrap::home_guard> guard;     // what may not go back from them
+  std::optional<wrap::home_guard> guard;    // what may not go back from them
   wrap::child_session::capture_sockets capture;
   // Login files' directory views live beside the session's log (on disk, hidden from the
   // child with the log directory, usually on the home's file system so that what goes back is
@@ -261,10 +260,13 @@ int run_wrap(wrap_options& o) {
       if (f.directory_view) {
         std::filesystem::create_directories(views_dir);
         const std::filesystem::path target(f.target);
-        views.push_back(wrap::make_directory_view(
-            {target.parent_path().string(), (views_dir / f.credential).string(),
-             target.filename().string(), f.content, {}, false},
-            copy_in));
+        views.push_back(wrap::make_directory_view({target.parent_path().string(),
+                                                   (views_dir / f.credential).string(),
+                                                   target.filename().string(),
+                                                   f.content,
+                                                   {},
+                                                   false},
+                                                  copy_in));
         continue;
       }
       base::write_file_atomically(file, f.content, 0600, base::durability::session);
@@ -297,8 +299,9 @@ int run_wrap(wrap_options& o) {
     if (mode == wrap::isolation::netns) {
       launch.capture = true;
       launch.capture_port = netns_capture_port;
-      for (const auto& [file, text] : {std::pair<std::string, std::string>{"resolv.conf", capture_resolv_conf},
-                                       {"hosts", capture_hosts_file()}}) {
+      for (const auto& [file, text] :
+           {std::pair<std::string, std::string>{"resolv.conf", capture_resolv_conf},
+            {"hosts", capture_hosts_file()}}) {
         const auto copy = dir->path() / file;
         base::write_file_atomically(copy, text, 0644, base::durability::session);
         launch.etc_files.emplace_back(copy.string(), "/etc/" + file);
@@ -308,8 +311,8 @@ int run_wrap(wrap_options& o) {
     home = home_variable ? home_variable : "";
     std::error_code ec;
     cwd = std::filesystem::current_path(ec).string();
-    launch.private_view = private_view(plan, cwd, home, setup.policy->layers(), session_files,
-                                       o.command.front());
+    launch.private_view =
+        private_view(plan, cwd, home, setup.policy->layers(), session_files, o.command.front());
     launch.overlays = overlays;
     launch.masks = wrap::credential_file_masks(setup.policy->layers(), home);
     launch.read_only = wrap::read_only_files(setup.policy->layers(), home);
@@ -344,8 +347,7 @@ int run_wrap(wrap_options& o) {
       listener = child->take_listener();
       capture = child->take_capture();
       if (capture.listener < 0)
-        std::cerr << "broker: warning: transparent capture is unavailable ("
-                  << capture.unavailable
+        std::cerr << "broker: warning: transparent capture is unavailable (" << capture.unavailable
                   << "): a program that ignores the proxy variables cannot connect\n";
     }
   } catch (const std::exception& e) {
@@ -354,8 +356,8 @@ int run_wrap(wrap_options& o) {
     return exit_broker_failed;
   }
 
-  auto ctx = std::make_shared<proxy::proxy_context>(
-      setup.options, setup.policy, std::move(audit), setup.credentials, tls);
+  auto ctx = std::make_shared<proxy::proxy_context>(setup.options, setup.policy, std::move(audit),
+                                                    setup.credentials, tls);
   ctx->set_client_process(mode == wrap::isolation::netns ? child->pid() : 0, child->pid());
   // The connection's socket is looked up in the namespace the client lives in: the child's
   // (a socket made there by its init) or, in env mode, this one.
@@ -386,8 +388,8 @@ int run_wrap(wrap_options& o) {
   if (capture.listener >= 0) {
     config::ip_address v6_base;
     v6_base.v4 = false;
-    std::copy(std::begin(wrap::synthetic_ipv6_net.s6_addr), std::end(wrap::synthetic_ipv6_net.s6_addr),
-              v6_base.bytes.begin());
+    std::copy(std::begin(wrap::synthetic_ipv6_net.s6_addr),
+              std::end(wrap::synthetic_ipv6_net.s6_addr), v6_base.bytes.begin());
     ctx->set_synthetic_names(std::make_shared<proxy::synthetic_addresses>(
         config::ip_address::from_v4(wrap::synthetic_ipv4_net), v6_base));
     server->add_capture(capture.listener, capture.dns_udp, capture.dns_tcp);

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "config/address.hpp"
 #include "base/text.hpp"
+#include "config/address.hpp"
 
 namespace broker::config {
 namespace {

@@ -81,9 +81,9 @@ struct credential_spec {
   std::vector<std::string> env;     // variable names the child sees (dummies); aws-sigv4
                                     // defaults to the three AWS_* names
   std::vector<host_pattern> hosts;  // bound hosts; never empty
-  std::string source;  // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
-  std::string header;  // type "header": the header name (lower-case)
-  std::string prefix;  // type "header": optional value prefix ("Bearer ")
+  std::string source;        // "env:NAME" | "file:PATH" | "cmd:COMMAND"; defaults to env:<env[0]>
+  std::string header;        // type "header": the header name (lower-case)
+  std::string prefix;        // type "header": optional value prefix ("Bearer ")
   bool also_bearer = false;  // type "header": `Authorization: Bearer X` is swapped too
   std::vector<std::string> query;  // query parameter names where the credential may appear
   bool allow_plaintext = false;

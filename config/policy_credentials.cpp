@@ -98,7 +98,8 @@ login_file_spec::refresh_spec parse_refresh(const json_node& node) {
   auto url = node.find("url");
   if (!url) node.fail("missing \"url\" (the token endpoint)");
   r.url = url->as_string();
-  const std::string_view rest = std::string_view(r.url).substr(std::min<std::size_t>(8, r.url.size()));
+  const std::string_view rest =
+      std::string_view(r.url).substr(std::min<std::size_t>(8, r.url.size()));
   if (!r.url.starts_with("https://") || rest.empty() || rest.front() == '/' ||
       rest.find('/') == std::string_view::npos)
     url->fail("expected \"https://HOST/PATH\"");
@@ -167,7 +168,8 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
     c.login_file = parse_login_file(node, *file, c.type);
   } else {
     for (const char* key : {"fields", "refresh", "directory_view"})
-      if (auto n = node.find(key)) n->fail("\"" + std::string(key) + "\" applies only with \"file\"");
+      if (auto n = node.find(key))
+        n->fail("\"" + std::string(key) + "\" applies only with \"file\"");
   }
   if (c.login_file)
     c.source = "file:" + c.login_file->path;

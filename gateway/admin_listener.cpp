@@ -12,17 +12,16 @@
 #include <tuple>
 #include <utility>
 
-#include "http/parser.hpp"
 #include "base/asio.hpp"
 #include "base/deadline.hpp"
 #include "base/listener.hpp"
 #include "base/race.hpp"
+#include "http/parser.hpp"
 #include "session/log.hpp"
 
 namespace broker::gateway {
 
 namespace {
-
 
 constexpr std::string_view exposition_type = "text/plain; version=0.0.4; charset=utf-8";
 

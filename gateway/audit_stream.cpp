@@ -11,8 +11,7 @@
 
 namespace broker::gateway {
 
-audit_stream::audit_stream(std::shared_ptr<redis_store> store, std::string key,
-                           std::string replica)
+audit_stream::audit_stream(std::shared_ptr<redis_store> store, std::string key, std::string replica)
     : store_(std::move(store)), key_(std::move(key)), replica_(std::move(replica)) {}
 
 std::vector<std::string> audit_stream::xadd(const entry& e) const {
@@ -32,8 +31,7 @@ void audit_stream::ship(std::string_view session, std::string_view line) {
     start = !draining_;
     draining_ = true;
   }
-  if (start)
-    store_->run([self = shared_from_this()](redis_client& c) { return self->drain(c); });
+  if (start) store_->run([self = shared_from_this()](redis_client& c) { return self->drain(c); });
 }
 
 asio::awaitable<void> audit_stream::drain(redis_client& client) {

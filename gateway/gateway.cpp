@@ -7,8 +7,8 @@
 
 #include "config/policy.hpp"
 #include "session/budget.hpp"
-#include "session/log.hpp"
 #include "session/child_env.hpp"
+#include "session/log.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -38,7 +38,9 @@ std::vector<config::policy> parse_layers(const session_record& r) {
   return layers;
 }
 
-nlohmann::ordered_json error(const std::string& why) { return {{"error", why}}; }
+nlohmann::ordered_json error(const std::string& why) {
+  return {{"error", why}};
+}
 
 }  // namespace
 
@@ -51,8 +53,8 @@ gateway::gateway(gateway_setup setup) : setup_(std::move(setup)) {
 
 gateway::~gateway() = default;
 
-std::shared_ptr<const config::policy_set> gateway::policy_of(
-    const session_record& r, const config::policy_set& team) const {
+std::shared_ptr<const config::policy_set> gateway::policy_of(const session_record& r,
+                                                             const config::policy_set& team) const {
   std::vector<config::policy> layers = team.layers();
   for (auto& layer : parse_layers(r)) layers.push_back(std::move(layer));
   return std::make_shared<const config::policy_set>(std::move(layers));
@@ -72,9 +74,8 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   options.session_id = r.id;
   auto audit = setup_.open_audit(r.id);
   if (setup_.audit_sink)
-    audit->set_sink([sink = setup_.audit_sink, id = r.id](std::string_view line) {
-      sink->ship(id, line);
-    });
+    audit->set_sink(
+        [sink = setup_.audit_sink, id = r.id](std::string_view line) { sink->ship(id, line); });
   auto ctx = std::make_shared<proxy::proxy_context>(options, policy, std::move(audit),
                                                     credentials_of(r), setup_.tls);
   auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
@@ -162,7 +163,8 @@ nlohmann::ordered_json gateway::create(const nlohmann::json& request) {
       r.labels.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
   if (request.contains("policies"))
     for (const auto& p : request["policies"])
-      r.policies.push_back({p.value("source", std::string("<session>")), p.value("text", std::string())});
+      r.policies.push_back(
+          {p.value("source", std::string("<session>")), p.value("text", std::string())});
   // Every layer must parse and narrow the team's as it will on each replica.
   const auto team = [this] {
     std::lock_guard lock(mutex_);

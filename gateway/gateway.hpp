@@ -92,7 +92,7 @@ class gateway final : public proxy::session_resolver {
   // The session's context on this replica, made on its first request here (under mutex_).
   std::shared_ptr<proxy::proxy_context> open_session(const session_record& r);
   std::shared_ptr<const config::policy_set> policy_of(const session_record& r,
-                                                     const config::policy_set& team) const;
+                                                      const config::policy_set& team) const;
   std::shared_ptr<const brokers::credential_set> credentials_of(const session_record& r) const;
 
   gateway_setup setup_;

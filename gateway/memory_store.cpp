@@ -43,6 +43,8 @@ class memory_store final : public session_store {
 
 }  // namespace
 
-std::unique_ptr<session_store> make_memory_store() { return std::make_unique<memory_store>(); }
+std::unique_ptr<session_store> make_memory_store() {
+  return std::make_unique<memory_store>();
+}
 
 }  // namespace broker::gateway

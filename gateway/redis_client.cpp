@@ -14,9 +14,9 @@
 #include <optional>
 #include <stdexcept>
 
+#include "base/asio.hpp"
 #include "gateway/redis_connection.hpp"
 #include "gateway/redis_protocol.hpp"
-#include "base/asio.hpp"
 
 namespace broker::gateway {
 

@@ -9,13 +9,12 @@
 
 #include <cerrno>
 
-#include "base/secret.hpp"
-#include "gateway/redis_client.hpp"
 #include "base/asio.hpp"
 #include "base/race.hpp"
+#include "base/secret.hpp"
+#include "gateway/redis_client.hpp"
 
 namespace broker::gateway {
-
 
 namespace {
 

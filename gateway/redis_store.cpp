@@ -51,7 +51,8 @@ struct redis_store::background {
 };
 
 redis_store::redis_store(redis_endpoint endpoint, std::shared_ptr<redis_stats> stats,
-                         std::shared_ptr<redis_stats> background_stats, std::chrono::milliseconds timeout)
+                         std::shared_ptr<redis_stats> background_stats,
+                         std::chrono::milliseconds timeout)
     : endpoint_(std::move(endpoint)),
       stats_(std::move(stats)),
       timeout_(timeout),
@@ -61,7 +62,9 @@ redis_store::redis_store(redis_endpoint endpoint, std::shared_ptr<redis_stats> s
   background_->thread = std::thread([this] { background_->io.run(); });
 }
 
-redis_store::~redis_store() { close(); }
+redis_store::~redis_store() {
+  close();
+}
 
 void redis_store::close() {
   if (background_->thread.joinable()) {

@@ -42,8 +42,8 @@ void attach_redis_metrics(metrics& m, std::shared_ptr<redis_stats> requests,
     out.family("broker_redis_round_trip_seconds", "Redis round-trip latency", kind::histogram);
     // The stats' last bucket is +Inf: the bounds say so too.
     std::array<double, redis_stats::bucket_count> bounds{};
-    std::copy(redis_stats::latency_bounds.begin(),
-              redis_stats::latency_bounds.end(), bounds.begin());
+    std::copy(redis_stats::latency_bounds.begin(), redis_stats::latency_bounds.end(),
+              bounds.begin());
     bounds.back() = std::numeric_limits<double>::infinity();
     out.histogram("broker_redis_round_trip_seconds", {}, bounds, s.latency_buckets,
                   s.latency_sum_seconds, s.latency_count);

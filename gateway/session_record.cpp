@@ -20,7 +20,8 @@ std::string random_bytes(std::size_t n) {
 
 template <class T>
 T field(const nlohmann::json& j, const char* name) {
-  if (!j.contains(name)) throw std::invalid_argument(std::string("session record: no \"") + name + "\"");
+  if (!j.contains(name))
+    throw std::invalid_argument(std::string("session record: no \"") + name + "\"");
   try {
     return j.at(name).get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -35,9 +36,15 @@ nlohmann::ordered_json to_json(const session_record& r) {
   for (const auto& [k, v] : r.labels) labels[k] = v;
   auto policies = nlohmann::ordered_json::array();
   for (const auto& p : r.policies) policies.push_back({{"source", p.source}, {"text", p.text}});
-  return {{"id", r.id},           {"token_sha256", r.token_sha256}, {"created_ms", r.created_ms},
-          {"expires_ms", r.expires_ms}, {"user", r.user},           {"labels", labels},
-          {"policies", policies}, {"dummy_seed", r.dummy_seed},    {"revoked", r.revoked}};
+  return {{"id", r.id},
+          {"token_sha256", r.token_sha256},
+          {"created_ms", r.created_ms},
+          {"expires_ms", r.expires_ms},
+          {"user", r.user},
+          {"labels", labels},
+          {"policies", policies},
+          {"dummy_seed", r.dummy_seed},
+          {"revoked", r.revoked}};
 }
 
 session_record record_from_json(const nlohmann::json& j) {
@@ -49,13 +56,16 @@ session_record record_from_json(const nlohmann::json& j) {
   r.expires_ms = field<std::int64_t>(j, "expires_ms");
   r.user = field<std::string>(j, "user");
   const auto labels = field<nlohmann::json>(j, "labels");
-  if (!labels.is_object()) throw std::invalid_argument("session record: \"labels\" is not an object");
+  if (!labels.is_object())
+    throw std::invalid_argument("session record: \"labels\" is not an object");
   for (const auto& [k, v] : labels.items()) {
-    if (!v.is_string()) throw std::invalid_argument("session record: label " + k + " is not a string");
+    if (!v.is_string())
+      throw std::invalid_argument("session record: label " + k + " is not a string");
     r.labels.emplace_back(k, v.get<std::string>());
   }
   const auto policies = field<nlohmann::json>(j, "policies");
-  if (!policies.is_array()) throw std::invalid_argument("session record: \"policies\" is not a list");
+  if (!policies.is_array())
+    throw std::invalid_argument("session record: \"policies\" is not a list");
   for (const auto& p : policies)
     r.policies.push_back({field<std::string>(p, "source"), field<std::string>(p, "text")});
   r.dummy_seed = field<std::string>(j, "dummy_seed");
@@ -68,17 +78,22 @@ nlohmann::ordered_json public_view(const session_record& r, std::int64_t now_ms)
   for (const auto& [k, v] : r.labels) labels[k] = v;
   auto sources = nlohmann::ordered_json::array();
   for (const auto& p : r.policies) sources.push_back(p.source);
-  const char* state = r.revoked                                     ? "revoked"
-                      : (r.expires_ms && now_ms >= r.expires_ms)    ? "expired"
-                                                                    : "active";
-  return {{"id", r.id},         {"state", state},          {"user", r.user},
-          {"labels", labels},   {"created_ms", r.created_ms}, {"expires_ms", r.expires_ms},
+  const char* state = r.revoked                                  ? "revoked"
+                      : (r.expires_ms && now_ms >= r.expires_ms) ? "expired"
+                                                                 : "active";
+  return {{"id", r.id},
+          {"state", state},
+          {"user", r.user},
+          {"labels", labels},
+          {"created_ms", r.created_ms},
+          {"expires_ms", r.expires_ms},
           {"policies", sources}};
 }
 
 std::string new_gateway_session_id() {
   const auto bytes = random_bytes(6);
-  return "g-" + base::hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return "g-" +
+         base::hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
 base::secret new_proxy_token() {
@@ -94,7 +109,9 @@ std::string new_dummy_seed() {
   return base::hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
-std::string token_sha256(const base::secret& token) { return session::sha256_hex(token.expose()); }
+std::string token_sha256(const base::secret& token) {
+  return session::sha256_hex(token.expose());
+}
 
 std::optional<proxy_credential> parse_proxy_authorization(std::string_view value) {
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
@@ -111,7 +128,8 @@ std::optional<proxy_credential> parse_proxy_authorization(std::string_view value
   base::secret whole(std::move(*decoded));
   const auto text = whole.expose();
   const auto colon = text.find(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size())
+    return std::nullopt;
   return proxy_credential{std::string(text.substr(0, colon)),
                           base::secret(std::string(text.substr(colon + 1)))};
 }

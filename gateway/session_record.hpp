@@ -24,7 +24,7 @@ struct session_layer {
 
 struct session_record {
   std::string id;
-  std::string token_sha256;  // lower-case hex
+  std::string token_sha256;     // lower-case hex
   std::int64_t created_ms = 0;  // Unix time
   std::int64_t expires_ms = 0;  // 0: never
   std::string user;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "gateway/session_record.hpp"
 #include "base/asio.hpp"
+#include "gateway/session_record.hpp"
 
 namespace broker::gateway {
 

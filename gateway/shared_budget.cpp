@@ -10,9 +10,9 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "base/text.hpp"
 #include "session/audit_log.hpp"
 #include "session/log.hpp"
-#include "base/text.hpp"
 
 namespace broker::gateway {
 namespace {

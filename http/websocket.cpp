@@ -6,9 +6,13 @@ namespace {
 
 constexpr std::size_t max_control_payload = 125;
 
-bool is_control(std::uint8_t op) { return op >= 0x8; }
+bool is_control(std::uint8_t op) {
+  return op >= 0x8;
+}
 
-bool known(std::uint8_t op) { return op <= 0x2 || (op >= 0x8 && op <= 0xA); }
+bool known(std::uint8_t op) {
+  return op <= 0x2 || (op >= 0x8 && op <= 0xA);
+}
 
 void apply_mask(char* data, std::size_t size, const unsigned char key[4]) {
   for (std::size_t i = 0; i < size; ++i) data[i] = static_cast<char>(data[i] ^ key[i % 4]);
@@ -71,8 +75,8 @@ std::optional<message> reader::next() {
       return fail(close_protocol_error, "a fragmented or oversized control frame");
     const std::size_t so_far = is_control(op) ? 0 : partial_.size();
     if (length > limits_.max_message || so_far + length > limits_.max_message)
-      return fail(close_too_big, "a message over " + std::to_string(limits_.max_message) +
-                                     " bytes");
+      return fail(close_too_big,
+                  "a message over " + std::to_string(limits_.max_message) + " bytes");
     if (!is_control(op) && (op == 0) != partial_type_.has_value())
       return fail(close_protocol_error, op == 0 ? "a continuation frame with no message to continue"
                                                 : "a new message before the last one ended");

@@ -17,7 +17,9 @@ constexpr std::size_t reserve_per_thread = 16;
 
 std::atomic<std::size_t> taken{0};
 
-void unmap(char* block) noexcept { ::munmap(block, limits::relay_buffer_bytes); }
+void unmap(char* block) noexcept {
+  ::munmap(block, limits::relay_buffer_bytes);
+}
 
 struct reserve {
   std::vector<char*> blocks;
@@ -34,7 +36,9 @@ reserve& here() {
 
 }  // namespace
 
-std::size_t block_bytes() { return limits::relay_buffer_bytes; }
+std::size_t block_bytes() {
+  return limits::relay_buffer_bytes;
+}
 
 char* take() {
   auto& r = here();
@@ -69,8 +73,12 @@ void release_reserve() noexcept {
   r.blocks.clear();
 }
 
-std::size_t reserved_here() { return here().blocks.size(); }
+std::size_t reserved_here() {
+  return here().blocks.size();
+}
 
-std::size_t outstanding() { return taken.load(std::memory_order_relaxed); }
+std::size_t outstanding() {
+  return taken.load(std::memory_order_relaxed);
+}
 
 }  // namespace broker::proxy::buffer_pool

@@ -2,11 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/race.hpp"
 #include "proxy/attribution.hpp"
 #include "proxy/captured.hpp"
 #include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
-#include "base/race.hpp"
 #include "proxy/session_resolver.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tunnel.hpp"
@@ -293,8 +293,8 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     // A tunnel's bytes count as they move; a spent byte budget closes it (DESIGN §4).
     const auto ended =
         co_await base::race(relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_,
-                                   timeouts().tunnel, entry.bytes_out, entry.bytes_in),
-                      watch_tunnel_budget());
+                                         timeouts().tunnel, entry.bytes_out, entry.bytes_in),
+                            watch_tunnel_budget());
     ex.finish(200, true, ended == 1 ? "budget_exhausted" : "");
   } else {
     co_await relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_, timeouts().tunnel,

@@ -11,15 +11,15 @@
 #include <optional>
 #include <string>
 
-#include "http/parser.hpp"
 #include "base/asio.hpp"
 #include "base/deadline.hpp"
-#include "proxy/timeouts.hpp"
+#include "http/parser.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/refusal.hpp"
 #include "proxy/stream.hpp"
+#include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "session/log.hpp"
 

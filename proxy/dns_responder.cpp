@@ -1,9 +1,9 @@
 #include "proxy/dns_responder.hpp"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/read.hpp>
-#include <spdlog/spdlog.h>
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "base/asio.hpp"
+#include "base/race.hpp"
 #include "proxy/dns_message.hpp"
 #include "proxy/proxy_context.hpp"
-#include "base/race.hpp"
 #include "session/log.hpp"
 
 #ifndef IPV6_FREEBIND
@@ -60,9 +60,9 @@ dns_outcome answer_dns(std::string_view wire, bool over_tcp, const config::polic
   if (auto* failed = std::get_if<dns::parse_failure>(&parsed)) {
     // A response is never answered: two responders would answer each other for ever.
     if (failed->header_read && failed->id && !failed->is_response)
-      out.response = dns::build_header_only(
-          *failed->id, failed->opcode,
-          failed->opcode != 0 ? dns::rcode::notimp : dns::rcode::formerr);
+      out.response =
+          dns::build_header_only(*failed->id, failed->opcode,
+                                 failed->opcode != 0 ? dns::rcode::notimp : dns::rcode::formerr);
     return out;
   }
   const auto& query = std::get<dns::query>(parsed);
@@ -80,8 +80,7 @@ dns_outcome answer_dns(std::string_view wire, bool over_tcp, const config::polic
   if (is_localhost(q.name)) {
     std::vector<dns::record> answers;
     if (want_a) answers.push_back({dns::type::a, answer_ttl, std::string("\x7f\0\0\x01", 4)});
-    if (want_aaaa)
-      answers.push_back({dns::type::aaaa, answer_ttl, std::string(15, '\0') + '\x01'});
+    if (want_aaaa) answers.push_back({dns::type::aaaa, answer_ttl, std::string(15, '\0') + '\x01'});
     return reply(dns::rcode::noerror, answers);
   }
   if (q.qtype == dns::type::ptr) {
@@ -237,7 +236,8 @@ class responder : public std::enable_shared_from_this<responder> {
         auto [ec2, m] = co_await asio::async_read(socket, asio::buffer(message), use_tuple);
         if (ec2) message.clear();
       };
-      if (co_await base::race(read_one(), sleep(tcp_message_time)) != 0 || message.empty()) co_return;
+      if (co_await base::race(read_one(), sleep(tcp_message_time)) != 0 || message.empty())
+        co_return;
       auto response = self->answer(message, true);
       if (response.empty()) co_return;
       std::string framed;

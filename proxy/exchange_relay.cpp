@@ -8,11 +8,11 @@
 
 #include <array>
 
+#include "base/race.hpp"
 #include "brokers/scrubber.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
-#include "base/race.hpp"
 #include "proxy/relay_errors.hpp"
 #include "session/llm_usage.hpp"
 
@@ -95,7 +95,7 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
     co_await base::race(pump_request_body(request, search ? &*search : nullptr, body_done),
-                  relay_response(entry_.method, client_keep_alive, keep_alive));
+                        relay_response(entry_.method, client_keep_alive, keep_alive));
     if (body_done) {
       release_upstream();
       co_return keep_alive;

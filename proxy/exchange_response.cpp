@@ -113,8 +113,8 @@ asio::awaitable<bool> http_exchange::read_response_head(http::parser& response) 
   }
 }
 
-asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response,
-                                                         std::size_t limit, bool keep_client) {
+asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response, std::size_t limit,
+                                                          bool keep_client) {
   auto& up = *upstream_;
   std::string body;  // holds new real values until rewritten
   const base::wipe_on_exit wipe_body([&body] { base::wipe(body); });

@@ -16,17 +16,17 @@
 #include <utility>
 #include <vector>
 
+#include "base/asio.hpp"
+#include "base/deadline.hpp"
 #include "brokers/credential_set.hpp"
 #include "http/content_coding.hpp"
 #include "http/parser.hpp"
-#include "base/asio.hpp"
-#include "base/deadline.hpp"
-#include "proxy/timeouts.hpp"
 #include "proxy/held_bytes.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/refusal.hpp"
 #include "proxy/stream.hpp"
+#include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "session/log.hpp"
 

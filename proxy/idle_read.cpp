@@ -19,7 +19,8 @@ asio::awaitable<std::tuple<error_code, std::size_t>> read_idle(tcp::socket& from
                                                                read_buffer& into) {
   if (!into.empty()) {
     const auto space = into.space();
-    auto [ec, n] = co_await from.async_read_some(asio::buffer(space.data(), space.size()), use_tuple);
+    auto [ec, n] =
+        co_await from.async_read_some(asio::buffer(space.data(), space.size()), use_tuple);
     into.commit(n);
     co_return std::tuple{ec, n};
   }

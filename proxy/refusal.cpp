@@ -47,9 +47,9 @@ refusal refusal::upstream_unreachable(std::string_view host, std::string_view re
 }
 
 refusal refusal::upstream_protocol_error(std::string_view host, std::string_view reason) {
-  return {"upstream_protocol_error", 502,
-          std::string(host) + " answered outside what the broker can relay: " +
-              std::string(reason),
+  return {"upstream_protocol_error",
+          502,
+          std::string(host) + " answered outside what the broker can relay: " + std::string(reason),
           {}};
 }
 

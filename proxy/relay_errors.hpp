@@ -1,4 +1,5 @@
-// Internal to the relay (exchange_relay.cpp, exchange_response.cpp, whole_body.cpp): why an exchange stops part-way.
+// Internal to the relay (exchange_relay.cpp, exchange_response.cpp, whole_body.cpp): why an
+// exchange stops part-way.
 #pragma once
 
 #include <cstddef>

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "base/asio.hpp"
+#include "base/listener.hpp"
 #include "proxy/buffer_pool.hpp"
 #include "proxy/client_connection.hpp"
 #include "proxy/dns_responder.hpp"
 #include "proxy/limits.hpp"
-#include "base/listener.hpp"
 #include "proxy/refusal.hpp"
 #include "session/log.hpp"
 
@@ -83,9 +83,9 @@ struct server::impl {
 
   // After a burst, the heap pages its connections used (coroutine frames, sockets, TLS objects)
   // are free but stay in the process: glibc returns only the top of a fragmented heap. Once a
-  // burst has drained to a quarter of its peak (and at least 64 have gone), malloc_trim gives every free page back
-  // (a few milliseconds for a heap of tens of MiB, once per burst). True when it is time; called
-  // with `mutex` held, the trim itself runs after it is released.
+  // burst has drained to a quarter of its peak (and at least 64 have gone), malloc_trim gives every
+  // free page back (a few milliseconds for a heap of tens of MiB, once per burst). True when it is
+  // time; called with `mutex` held, the trim itself runs after it is released.
   bool burst_drained(std::size_t open) {
     peak = std::max(peak, open);
     if (peak < open + burst_connections || open > peak / 4) return false;

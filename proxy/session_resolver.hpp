@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 
-#include "http/message.hpp"
 #include "base/asio.hpp"
+#include "http/message.hpp"
 #include "proxy/refusal.hpp"
 
 namespace broker::proxy {

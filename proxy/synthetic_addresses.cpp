@@ -33,8 +33,7 @@ std::optional<synthetic_addresses::pair> synthetic_addresses::assign(const std::
   }
   const std::uint32_t offset = static_cast<std::uint32_t>(index + first_handed_out);
   pair out{config::ip_address::from_v4(v4_base_.v4_value() + offset), v6_base_};
-  for (int i = 0; i < 4; ++i)
-    out.v6.bytes[15 - i] = static_cast<std::uint8_t>(offset >> (8 * i));
+  for (int i = 0; i < 4; ++i) out.v6.bytes[15 - i] = static_cast<std::uint8_t>(offset >> (8 * i));
   return out;
 }
 

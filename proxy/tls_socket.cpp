@@ -74,7 +74,9 @@ int bio_create(BIO* bio) {
   return 1;
 }
 
-int bio_destroy(BIO*) { return 1; }
+int bio_destroy(BIO*) {
+  return 1;
+}
 
 BIO_METHOD* socket_method() {
   static BIO_METHOD* method = [] {

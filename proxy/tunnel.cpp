@@ -106,8 +106,9 @@ asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pip
 // One direction of the tunnel. It copies through `buffer` until reads show a bulk transfer
 // (limits::splice_after_large_reads large reads in a row); the rest then moves by splice(2).
 // Short exchanges (a TLS handshake, API calls) thus never pay for a pipe.
-asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer, connection_deadline& idle,
-                           idle_duration idle_timeout, std::uint64_t& counter) {
+asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
+                           connection_deadline& idle, idle_duration idle_timeout,
+                           std::uint64_t& counter) {
   std::optional<kernel_pipe> pipe;
   int large_reads = 0;
   for (;;) {
@@ -134,8 +135,8 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
 }
 
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
-                            connection_deadline& idle, idle_duration idle_timeout, std::uint64_t& bytes_out,
-                            std::uint64_t& bytes_in) {
+                            connection_deadline& idle, idle_duration idle_timeout,
+                            std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
   read_buffer back;
   co_await (pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
             pump(upstream, client, back, idle, idle_timeout, bytes_in));

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "config/policy_set.hpp"
 #include "base/asio.hpp"
+#include "config/policy_set.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/refusal.hpp"
 #include "proxy/upstream_pool.hpp"

@@ -46,8 +46,8 @@ std::size_t upstream_pool::evict_stale(std::chrono::steady_clock::time_point now
   for (auto it = idle_.begin(); it != idle_.end();) {
     auto& list = it->second;
     const auto before = list.size();
-    std::erase_if(list,
-                  [&](const std::unique_ptr<upstream_connection>& c) { return !reusable(*c, now); });
+    std::erase_if(
+        list, [&](const std::unique_ptr<upstream_connection>& c) { return !reusable(*c, now); });
     total_ -= before - list.size();
     it = list.empty() ? idle_.erase(it) : std::next(it);
   }

@@ -10,11 +10,11 @@
 #include <array>
 #include <cstring>
 
+#include "base/race.hpp"
 #include "proxy/held_bytes.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
-#include "base/race.hpp"
 #include "proxy/relay_errors.hpp"
 #include "proxy/websocket_inspector.hpp"
 #include "session/llm_usage.hpp"
@@ -103,8 +103,7 @@ asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, r
 asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
   if (!websocket_) {
     co_await refuse(
-        refusal::upstream_protocol_error(entry_.host, "an upgrade that was not asked for"),
-        false);
+        refusal::upstream_protocol_error(entry_.host, "an upgrade that was not asked for"), false);
     co_return;
   }
   // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
@@ -171,7 +170,7 @@ asio::awaitable<void> http_exchange::relay_websocket() {
   entry_.ws_messages_out = entry_.ws_messages_in = 0;
   websocket_pumps pumps{inspect, entry_, io_.timer, timeouts().tunnel};
   co_await base::race(pump(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
-                pump(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
+                      pump(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
   const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
   if (cancelled != asio::cancellation_type::none) co_return;

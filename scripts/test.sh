@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds broker, runs a short smoke of each fuzz target (scripts/fuzz.sh) and the whole test
-# suite (unit + integration) with ctest.
+# Builds broker and its tests, checks the layout (scripts/format.sh --check), runs a short smoke
+# of each fuzz target (scripts/fuzz.sh) and the whole test suite (unit + integration) with ctest.
 # --sanitize: the same suite on an ASan+UBSan build (build-asan/), without the fuzz smoke.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$PWD/scripts/build.sh" --tests "$@"
+"$PWD/scripts/format.sh" --check
 dir=build
 [[ ${1:-} == --sanitize ]] && dir=build-asan
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "base/atomic_file.hpp"
+#include "base/text.hpp"
 #include "certs/openssl_util.hpp"
 #include "session/audit_log.hpp"
-#include "base/text.hpp"
 
 namespace broker::session {
 
@@ -60,8 +60,8 @@ void create_key(const std::filesystem::path& path) {
   certs::pkey_ptr key(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (!key) fail(path, "cannot make an Ed25519 key");
   certs::bio_ptr out(BIO_new(BIO_s_secmem()));
-  if (!out || PEM_write_bio_PrivateKey(out.get(), key.get(), nullptr, nullptr, 0, nullptr,
-                                       nullptr) != 1)
+  if (!out ||
+      PEM_write_bio_PrivateKey(out.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1)
     fail(path, "cannot write the new key");
   char* pem = nullptr;
   const long size = BIO_get_mem_data(out.get(), &pem);
@@ -129,8 +129,7 @@ bool head_signature_valid(std::string_view public_key_hex, std::string_view head
   const bool valid =
       key && ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) == 1 &&
       EVP_DigestVerify(ctx.get(), bytes_of(*signature), signature->size(),
-                       reinterpret_cast<const unsigned char*>(message.data()),
-                       message.size()) == 1;
+                       reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
   ERR_clear_error();
   return valid;
 }

@@ -15,9 +15,9 @@
 
 #include <openssl/evp.h>
 
+#include "base/text.hpp"
 #include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
-#include "base/text.hpp"
 
 namespace broker::session {
 namespace {
@@ -301,9 +301,13 @@ bool audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_cloc
   return true;
 }
 
-bool audit_log::write(const nlohmann::ordered_json& fields) { return append(fields, false); }
+bool audit_log::write(const nlohmann::ordered_json& fields) {
+  return append(fields, false);
+}
 
-bool audit_log::end(const nlohmann::ordered_json& fields) { return append(fields, true); }
+bool audit_log::end(const nlohmann::ordered_json& fields) {
+  return append(fields, true);
+}
 
 void audit_log::sign_with(std::shared_ptr<const audit_key> key) {
   std::lock_guard lock(mutex_);
@@ -322,7 +326,8 @@ std::filesystem::path audit_log::path() const {
 
 bool audit_log::replaced() const {
   std::lock_guard lock(mutex_);
-  struct stat mine {}, named {};
+  struct stat mine {
+  }, named{};
   if (fd_ < 0 || ::fstat(fd_, &mine) != 0) return false;
   return ::stat(path_.c_str(), &named) != 0 || named.st_ino != mine.st_ino ||
          named.st_dev != mine.st_dev;

@@ -60,10 +60,10 @@ class audit_log {
   audit_log& operator=(const audit_log&) = delete;
 
   // Adds "ts", "session", "seq" (in that order, first), then the caller's fields in their order,
-  // then "prev" and "hash"; writes one line (reserved: those and "signature"). `fields` must be an object and must not contain those
-  // keys (any that it does contain are dropped; a non-object adds nothing). Strings that are not
-  // valid UTF-8 are written with U+FFFD in place of the bad bytes. Returns false (and the log is
-  // failed from then on) if the line could not be written.
+  // then "prev" and "hash"; writes one line (reserved: those and "signature"). `fields` must be an
+  // object and must not contain those keys (any that it does contain are dropped; a non-object adds
+  // nothing). Strings that are not valid UTF-8 are written with U+FFFD in place of the bad bytes.
+  // Returns false (and the log is failed from then on) if the line could not be written.
   bool write(const nlohmann::ordered_json& fields);
 
   // The session's last record (session_end): written as write() does, plus a "signature" field

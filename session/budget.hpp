@@ -5,9 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,7 +67,7 @@ class session_budget {
   // (exact model name, else the longest matching prefix pattern; case-insensitive). A model
   // without a price (or "") costs 0 and its tokens are reported as unpriced. Returns the cost.
   double add_llm_usage(std::string_view host, std::string_view model, std::uint64_t input_tokens,
-                     std::uint64_t output_tokens);
+                       std::uint64_t output_tokens);
 
   // Whether a byte, token, cost or duration budget is spent (used >= limit): the session's, or
   // with a host also those of the per_host patterns matching it. Requests and rate are not

@@ -71,7 +71,7 @@ control_socket::control_socket(std::filesystem::path path, status_fn status, kil
   // Who listens here, for clients to check the socket's peer against (it is the pid
   // SO_PEERCRED reports: the process that called listen).
   base::write_file_atomically(pid_file_of(path_), std::to_string(::getpid()) + "\n", 0600,
-                               base::durability::session);
+                              base::durability::session);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error("control socket: " + std::string(std::strerror(errno)));
   ::unlink(path_.c_str());
@@ -150,11 +150,11 @@ std::string control_request(const std::filesystem::path& socket, const std::stri
   recorded >> broker;
   if (!known || broker <= 0 || peer.pid != broker) {
     ::close(fd);
-    throw std::runtime_error(
-        socket.string() + ": answered by pid " + (known ? std::to_string(peer.pid) : "?") +
-        ", not the session's broker (" +
-        (broker > 0 ? "pid " + std::to_string(broker) : "no pid recorded") +
-        "); the socket was replaced, nothing was sent");
+    throw std::runtime_error(socket.string() + ": answered by pid " +
+                             (known ? std::to_string(peer.pid) : "?") +
+                             ", not the session's broker (" +
+                             (broker > 0 ? "pid " + std::to_string(broker) : "no pid recorded") +
+                             "); the socket was replaced, nothing was sent");
   }
   write_all(fd, command + "\n");
   std::string answer = read_line(fd, 5000);

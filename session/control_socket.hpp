@@ -5,8 +5,8 @@
 #pragma once
 
 #include <atomic>
-#include <filesystem>
 #include <cstddef>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,8 +26,7 @@ class control_socket {
   using command_fn = std::function<std::optional<nlohmann::ordered_json>(const std::string& line)>;
 
   // Listens at `path` (replacing a stale socket) on its own thread. Throws std::runtime_error.
-  control_socket(std::filesystem::path path, status_fn status, kill_fn kill,
-                 command_fn other = {});
+  control_socket(std::filesystem::path path, status_fn status, kill_fn kill, command_fn other = {});
   ~control_socket();
   control_socket(const control_socket&) = delete;
   control_socket& operator=(const control_socket&) = delete;

@@ -55,8 +55,9 @@ struct llm_usage {
 // in the last chunk), Responses' `response.usage` (response.completed / incomplete / failed),
 // Anthropic's message_start input and message_delta cumulative output (cache tokens count as
 // input), Gemini's `usageMetadata` (in every chunk of a stream, cumulative; thinking tokens count
-// as output, tool-use prompt tokens as input; a non-SSE stream is a JSON array of chunks). What is not reported is estimated at 4 bytes a token: output from the generated text
-// seen (content, tool-call arguments, reasoning deltas), input from set_request_bytes.
+// as output, tool-use prompt tokens as input; a non-SSE stream is a JSON array of chunks). What is
+// not reported is estimated at 4 bytes a token: output from the generated text seen (content,
+// tool-call arguments, reasoning deltas), input from set_request_bytes.
 //
 // Callers should meter successful (2xx) responses only: an error body has no usage, and the
 // estimate would count a request the API rejected.

@@ -95,7 +95,8 @@ void take_usage(llm_api api, const json& usage, llm_usage_tally& t) {
       break;
     case llm_api::gemini_generate:
       input = count_of(usage, "promptTokenCount");
-      if (input) input = saturating_add(*input, count_of(usage, "toolUsePromptTokenCount").value_or(0));
+      if (input)
+        input = saturating_add(*input, count_of(usage, "toolUsePromptTokenCount").value_or(0));
       output = count_of(usage, "candidatesTokenCount");
       // A reply of thoughts alone may leave candidatesTokenCount out.
       if (auto thoughts = count_of(usage, "thoughtsTokenCount"))
@@ -211,7 +212,8 @@ void take_gemini_chunk(const json& j, llm_usage_tally& t) {
   const json* version = member(j, "modelVersion");
   if (t.model.empty() && version != nullptr && version->is_string())
     t.model = model_name(version->get_ref<const std::string&>());
-  if (const json* usage = member(j, "usageMetadata")) take_usage(llm_api::gemini_generate, *usage, t);
+  if (const json* usage = member(j, "usageMetadata"))
+    take_usage(llm_api::gemini_generate, *usage, t);
   const json* candidates = member(j, "candidates");
   if (candidates == nullptr || !candidates->is_array()) return;
   for (const json& candidate : *candidates) {

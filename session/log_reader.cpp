@@ -11,10 +11,10 @@
 
 #include <openssl/rand.h>
 
+#include "base/text.hpp"
 #include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
 #include "session/audit_log.hpp"
-#include "base/text.hpp"
 
 namespace broker::session {
 namespace {
@@ -101,8 +101,7 @@ bool signature_holds(const json& record, std::string_view without_hash,
   if (signature == nullptr || !signature->is_object() || at == std::string_view::npos ||
       string_field(*signature, "alg") != "ed25519")
     return false;
-  const std::string head =
-      chain_hash(previous_hash, std::string(without_hash.substr(0, at)) + "}");
+  const std::string head = chain_hash(previous_hash, std::string(without_hash.substr(0, at)) + "}");
   *signer = string_field(*signature, "key");
   return head_signature_valid(*signer, head, string_field(*signature, "sig"));
 }

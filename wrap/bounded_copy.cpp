@@ -23,7 +23,9 @@ struct fd_closer {
   }
 };
 
-std::string mib(std::uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
 
 // A regular file opened for reading without following a link or blocking on a FIFO, or -1.
 int open_regular(const std::string& path, struct stat& st, copy_result& why) {
@@ -72,7 +74,8 @@ copy_result copy_data(int in, int out, off_t size, copy_budget& budget) {
     }
     off_t hole = ::lseek(in, data, SEEK_HOLE);
     if (hole < 0) hole = size;
-    if (const copy_result r = copy_extent(in, out, data, std::min(hole, size), budget, buffer.get());
+    if (const copy_result r =
+            copy_extent(in, out, data, std::min(hole, size), budget, buffer.get());
         r != copy_result::done)
       return r;
     at = hole;
@@ -92,8 +95,8 @@ copy_result copy_new(const std::string& from, const std::string& to, copy_budget
   const auto size = static_cast<std::uint64_t>(source.st_size);
   if (size > budget.file_bytes) return copy_result::too_large;
   if (std::chrono::steady_clock::now() > budget.deadline) return copy_result::too_slow;
-  const fd_closer out{::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                             0600)};
+  const fd_closer out{
+      ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
   if (out.fd < 0) return copy_result::failed;
   copy_result r = copy_result::done;
   if (size <= keep_up_to) {
@@ -111,8 +114,10 @@ copy_result copy_new(const std::string& from, const std::string& to, copy_budget
     for (std::size_t done = 0; done < got && r == copy_result::done;) {
       const ssize_t w = ::write(out.fd, kept.data() + done, got - done);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) r = copy_result::failed;
-      else done += static_cast<std::size_t>(w);
+      if (w <= 0)
+        r = copy_result::failed;
+      else
+        done += static_cast<std::size_t>(w);
     }
     if (r == copy_result::done) budget.total_bytes -= got;
   } else {
@@ -143,12 +148,16 @@ copy_budget copy_budget::starting_now(std::chrono::milliseconds time) {
 
 std::string describe(copy_result r, const copy_budget& budget) {
   switch (r) {
-    case copy_result::done: return "copied";
-    case copy_result::not_regular: return "not a regular file";
+    case copy_result::done:
+      return "copied";
+    case copy_result::not_regular:
+      return "not a regular file";
     case copy_result::too_large:
       return "larger than " + mib(budget.file_bytes) + " or past the session's copy allowance";
-    case copy_result::too_slow: return "the session's time for copies ran out";
-    case copy_result::failed: break;
+    case copy_result::too_slow:
+      return "the session's time for copies ran out";
+    case copy_result::failed:
+      break;
   }
   return "could not be copied";
 }
@@ -156,7 +165,8 @@ std::string describe(copy_result r, const copy_budget& budget) {
 copy_result copy_file(const std::string& from, const std::string& to, copy_budget& budget) {
   const std::string temp = temp_beside(to);
   std::string unused;
-  struct stat source {}, made {};
+  struct stat source {
+  }, made{};
   copy_result r = copy_new(from, temp, budget, 0, unused, source, made);
   if (r != copy_result::done) return r;
   const timespec times[2] = {source.st_atim, source.st_mtim};

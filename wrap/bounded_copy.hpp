@@ -17,8 +17,8 @@ namespace broker::wrap {
 
 // What one session may copy between its views and the host, each way.
 struct copy_budget {
-  std::uint64_t file_bytes = 256ull << 20;   // one file's size (its apparent size, holes too)
-  std::uint64_t total_bytes = 1ull << 30;    // the data copied in all
+  std::uint64_t file_bytes = 256ull << 20;  // one file's size (its apparent size, holes too)
+  std::uint64_t total_bytes = 1ull << 30;   // the data copied in all
   std::chrono::steady_clock::time_point deadline;
 
   // The default bounds, with `time` from now.

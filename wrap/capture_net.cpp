@@ -2,8 +2,8 @@
 
 // <netinet/in.h> (from the header) comes before the kernel's headers, which then leave out
 // their own copies of its definitions.
-#include <fcntl.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <libmnl/libmnl.h>
 #include <libnftnl/chain.h>
 #include <libnftnl/common.h>

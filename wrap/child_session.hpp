@@ -1,9 +1,9 @@
 // Starting and ending the wrapped command (DESIGN §3, §8).
 //
 // netns: the child is cloned into fresh network, PID, mount, IPC and UTS namespaces (and a user
-// namespace when the broker is not root). Its first process is a small init that brings up loopback,
-// creates the proxy's listening socket there and hands it to the broker, mounts a fresh /proc,
-// gives the child private /tmp, /run and the like, masks credential files and makes startup
+// namespace when the broker is not root). Its first process is a small init that brings up
+// loopback, creates the proxy's listening socket there and hands it to the broker, mounts a fresh
+// /proc, gives the child private /tmp, /run and the like, masks credential files and makes startup
 // files read-only, then runs the command as its own process group and forwards signals to it.
 // When the command exits, init ends what it left behind, and the kernel ends the rest of the
 // namespace with init.
@@ -36,8 +36,8 @@ struct launch_options {
   std::vector<std::string> argv;  // the command; argv[0] is looked up in PATH
   std::vector<std::string> envp;  // "NAME=VALUE", the whole child environment
   isolation mode = isolation::netns;
-  std::uint16_t proxy_port = 0;           // netns: the listener's port inside the namespace
-  std::vector<view_step> private_view;    // netns: host IPC directories emptied, paths kept
+  std::uint16_t proxy_port = 0;         // netns: the listener's port inside the namespace
+  std::vector<view_step> private_view;  // netns: host IPC directories emptied, paths kept
   // netns: a file the child sees in place of another (a login file's dummy copy, DESIGN §9);
   // what it writes there stays in the copy.
   struct overlay {
@@ -46,9 +46,9 @@ struct launch_options {
   std::vector<overlay> overlays;
   // netns: a login file's directory shown as the session's view of it (directory_view.hpp).
   std::vector<directory_view> views;
-  std::vector<std::string> masks;         // netns: absolute paths hidden from the child
-  std::vector<std::string> read_only;     // netns: absolute paths the child cannot change
-  std::vector<std::string> scratch;  // netns: directories shown empty and private (a tmpfs)
+  std::vector<std::string> masks;      // netns: absolute paths hidden from the child
+  std::vector<std::string> read_only;  // netns: absolute paths the child cannot change
+  std::vector<std::string> scratch;    // netns: directories shown empty and private (a tmpfs)
   // netns: transparent capture (DESIGN §11): every TCP connection the command dials to a
   // non-loopback address lands on a listener at `capture_port`, and its DNS is the broker's, on
   // port 53 inside the namespace.

@@ -93,7 +93,8 @@ std::optional<std::string> read_small(const std::string& path) {
     std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
     std::size_t got = 0;
     while (got < bytes.size()) {
-      const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+      const ssize_t n =
+          ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
     }
@@ -233,7 +234,8 @@ class returner {
       // Made on both sides (two sessions' first runs): JSON objects merge, anything else
       // differing is the host's.
       const bool objects = child->starts_with('{') && host->starts_with('{');
-      if (auto m = objects ? merge_three("{}", *host, *child) : std::nullopt) result = std::move(*m);
+      if (auto m = objects ? merge_three("{}", *host, *child) : std::nullopt)
+        result = std::move(*m);
     } else if (before && changed_since(to, *before) && before->base && there) {
       if (auto m = merge_three(*before->base, *host, *child)) result = std::move(*m);
     }
@@ -261,8 +263,7 @@ class returner {
   }
 
   // A directory the command made: its regular files and directories go, the rest is kept out.
-  void tree(const std::string& from, const std::string& to, const struct stat& dir_st,
-            int depth) {
+  void tree(const std::string& from, const std::string& to, const struct stat& dir_st, int depth) {
     if (std::string why = judged(to, dir_st); !why.empty()) {
       keep_out(from, to, std::move(why));
       return;
@@ -279,8 +280,9 @@ class returner {
       struct stat st {};
       if (::lstat(a.c_str(), &st) < 0) continue;
       if (++walked_ > max_tree_entries || depth >= max_tree_depth) {
-        keep_out(a, b, "past the " + std::to_string(max_tree_entries) + " entries or " +
-                           std::to_string(max_tree_depth) + " levels a new directory may have");
+        keep_out(a, b,
+                 "past the " + std::to_string(max_tree_entries) + " entries or " +
+                     std::to_string(max_tree_depth) + " levels a new directory may have");
       } else if (S_ISDIR(st.st_mode)) {
         tree(a, b, st, depth + 1);
       } else {
@@ -354,7 +356,7 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
   }
   if (!v.login_name.empty())
     base::write_file_atomically(view_dir + "/" + v.login_name, plan.login_copy, 0600,
-                                 base::durability::session);
+                                base::durability::session);
   return v;
 }
 
@@ -388,8 +390,8 @@ copy_back_result copy_back(const directory_view& v, const std::string& kept_root
       std::error_code ec;
       if (fs::read_symlink(from, ec) == fs::read_symlink(to, ec)) continue;  // as copied in
     }
-    auto before = std::find_if(v.files.begin(), v.files.end(),
-                               [&](const auto& f) { return f.name == name; });
+    auto before =
+        std::find_if(v.files.begin(), v.files.end(), [&](const auto& f) { return f.name == name; });
     if (S_ISREG(st.st_mode) && before != v.files.end() && before->size == st.st_size &&
         before->mtime.tv_sec == st.st_mtim.tv_sec && before->mtime.tv_nsec == st.st_mtim.tv_nsec)
       continue;  // as it was copied in

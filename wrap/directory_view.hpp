@@ -20,13 +20,14 @@
 namespace broker::wrap {
 
 struct directory_view {
-  std::string view;        // the session's directory the child sees at `target`
-  std::string target;      // the real directory
-  std::string login_name;  // the login file's name in it ("" for none): never copied back
-  std::vector<std::string> hidden;  // never copied either way (masked files: empty here)
-  bool links_go_back = false;       // new links go back like files (a PATH directory)
+  std::string view;                  // the session's directory the child sees at `target`
+  std::string target;                // the real directory
+  std::string login_name;            // the login file's name in it ("" for none): never copied back
+  std::vector<std::string> hidden;   // never copied either way (masked files: empty here)
+  bool links_go_back = false;        // new links go back like files (a PATH directory)
   std::vector<std::string> subdirs;  // bound from target into the view (empty directories here)
-  std::vector<std::string> live_files;  // too large to copy in: bound from target (empty files here)
+  std::vector<std::string>
+      live_files;  // too large to copy in: bound from target (empty files here)
   struct copied {
     std::string name;
     long long size = 0;  // the copy's, as made
@@ -39,7 +40,7 @@ struct directory_view {
     } real;                                   // the real file's then: has it changed since?
     std::shared_ptr<const std::string> base;  // its bytes then, when small: to merge with
   };
-  std::vector<copied> files;  // as copied in: what "changed" is measured against
+  std::vector<copied> files;       // as copied in: what "changed" is measured against
   std::vector<std::string> links;  // links copied in as links (names)
 };
 

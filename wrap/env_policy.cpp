@@ -247,8 +247,7 @@ env_plan plan_child_environment(const std::vector<variable>& parent,
   return plan;
 }
 
-std::string describe(const std::string& session, const env_plan& plan,
-                     const std::string& isolation,
+std::string describe(const std::string& session, const env_plan& plan, const std::string& isolation,
                      const std::vector<std::pair<std::string, std::string>>& files) {
   std::string line = "broker: session " + printable(session) + ": brokered ";
   if (plan.brokered.empty() && files.empty()) line += "none";

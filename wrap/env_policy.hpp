@@ -64,8 +64,7 @@ env_plan plan_child_environment(const std::vector<variable>& parent,
 // "broker: session s-1a2b: brokered GITHUB_TOKEN (github), OPENAI_API_KEY (openai); removed
 // AWS_SECRET_ACCESS_KEY, SSH_AUTH_SOCK; isolation: netns". Control characters become '?'.
 // Login files shown as dummy copies follow the variables: "/home/u/.codex/auth.json (codex_login)".
-std::string describe(const std::string& session, const env_plan& plan,
-                     const std::string& isolation,
+std::string describe(const std::string& session, const env_plan& plan, const std::string& isolation,
                      const std::vector<std::pair<std::string, std::string>>& files = {});
 
 // Is this variable secret-looking? By name, compared case-insensitively:

@@ -10,9 +10,17 @@ namespace broker::wrap {
 namespace {
 
 constexpr const char* well_known[] = {
-    "~/.aws",    "~/.config/gh",       "~/.config/gcloud",      "~/.azure",
-    "~/.netrc",  "~/.git-credentials", "~/.docker/config.json", "~/.npmrc",
-    "~/.pypirc", "~/.kube/config",     "~/.config/broker/ca",
+    "~/.aws",
+    "~/.config/gh",
+    "~/.config/gcloud",
+    "~/.azure",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.docker/config.json",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.kube/config",
+    "~/.config/broker/ca",
     // Gemini CLI's key store where there is no system keychain: encrypted with a key anyone can
     // derive (the host and user names), so as good as the key itself.
     "~/.gemini/gemini-credentials.json",
@@ -20,13 +28,20 @@ constexpr const char* well_known[] = {
 
 // What a program outside the session later runs, or fetches code from (DESIGN §8.1), and why.
 constexpr std::pair<const char*, const char*> persistence[] = {
-    {"~/.bashrc", "a shell startup file"},     {"~/.bash_profile", "a shell startup file"},
-    {"~/.bash_login", "a shell startup file"}, {"~/.bash_logout", "a shell startup file"},
-    {"~/.profile", "a shell startup file"},    {"~/.zshrc", "a shell startup file"},
-    {"~/.zprofile", "a shell startup file"},   {"~/.zshenv", "a shell startup file"},
-    {"~/.zlogin", "a shell startup file"},     {"~/.config/fish", "a shell startup file"},
-    {"~/.gitconfig", "git configuration"},     {"~/.config/git", "git configuration"},
-    {"~/.ssh/config", "ssh configuration"},    {"~/.ssh/authorized_keys", "ssh configuration"},
+    {"~/.bashrc", "a shell startup file"},
+    {"~/.bash_profile", "a shell startup file"},
+    {"~/.bash_login", "a shell startup file"},
+    {"~/.bash_logout", "a shell startup file"},
+    {"~/.profile", "a shell startup file"},
+    {"~/.zshrc", "a shell startup file"},
+    {"~/.zprofile", "a shell startup file"},
+    {"~/.zshenv", "a shell startup file"},
+    {"~/.zlogin", "a shell startup file"},
+    {"~/.config/fish", "a shell startup file"},
+    {"~/.gitconfig", "git configuration"},
+    {"~/.config/git", "git configuration"},
+    {"~/.ssh/config", "ssh configuration"},
+    {"~/.ssh/authorized_keys", "ssh configuration"},
     {"~/.config/systemd", "systemd user units"},
     {"~/.config/autostart", "autostart entries"},
     {"~/.config/pip", "a package manager's sources"},
@@ -134,10 +149,12 @@ std::vector<protected_path> persistence_paths(const std::vector<config::policy>&
     if (layer.files.writable.empty()) continue;
     std::vector<std::string> mine;
     for (const auto& p : layer.files.writable) add_unique(mine, absolute(expand(p, home)));
-    if (first) writable = std::move(mine);
-    else std::erase_if(writable, [&](const std::string& w) {
-      return std::find(mine.begin(), mine.end(), w) == mine.end();
-    });
+    if (first)
+      writable = std::move(mine);
+    else
+      std::erase_if(writable, [&](const std::string& w) {
+        return std::find(mine.begin(), mine.end(), w) == mine.end();
+      });
     first = false;
   }
   if (!home.empty())
@@ -167,8 +184,8 @@ std::vector<std::string> existing_protected(const std::vector<config::policy>& l
   for (auto& p : persistence_paths(layers, home)) {
     std::error_code ec;
     if (p.discard != discarded || !std::filesystem::exists(p.path, ec)) continue;  // not dangling
-    if (discarded && (!std::filesystem::is_directory(p.path, ec) ||
-                      std::filesystem::is_symlink(p.path, ec)))
+    if (discarded &&
+        (!std::filesystem::is_directory(p.path, ec) || std::filesystem::is_symlink(p.path, ec)))
       continue;
     out.push_back(std::move(p.path));
   }

@@ -45,9 +45,9 @@ struct protected_path {
 std::vector<protected_path> persistence_paths(const std::vector<config::policy>& layers,
                                               const std::string& home);
 
-// Those that exist (but the discarded ones, scratch_directories): read-only inside. A missing one is kept out of the host when the child makes
-// it (home_guard.hpp); creating an empty one on the user's behalf would change their shells (an
-// empty ~/.bash_profile hides ~/.profile).
+// Those that exist (but the discarded ones, scratch_directories): read-only inside. A missing one
+// is kept out of the host when the child makes it (home_guard.hpp); creating an empty one on the
+// user's behalf would change their shells (an empty ~/.bash_profile hides ~/.profile).
 std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
                                          const std::string& home);
 

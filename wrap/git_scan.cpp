@@ -28,7 +28,9 @@ bool changed_since(const struct stat& st, const timespec& since) {
 class walker {
  public:
   walker(const timespec& since, const std::vector<std::string>& skip, const git_scan_limits& l)
-      : since_(since), skip_(skip), limits_(l),
+      : since_(since),
+        skip_(skip),
+        limits_(l),
         deadline_(std::chrono::steady_clock::now() + l.time) {}
 
   void walk(const std::string& dir, int depth) {
@@ -122,7 +124,8 @@ bool git_config_runs_commands(const std::string& text) {
     if (section == "filter" || section == "credential" || section == "include" ||
         section == "includeif" || section == "sequence" || section == "gpg")
       return true;
-    if ((section == "diff" || section == "merge") && (key == "textconv" || key == "command" || key == "driver"))
+    if ((section == "diff" || section == "merge") &&
+        (key == "textconv" || key == "command" || key == "driver"))
       return true;
     if (section == "alias" && value.starts_with("!")) return true;
     if (key == "sshcommand" || key == "uploadpack" || key == "receivepack" || key == "proxy")

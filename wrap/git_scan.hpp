@@ -27,7 +27,8 @@ struct git_scan_limits {
 };
 
 // Walks `root` (not following links; not into the `skip` directories: the broker's own log
-// directory, where kept-out repositories are set aside) for such leftovers. `complete` is false when a limit cut the walk.
+// directory, where kept-out repositories are set aside) for such leftovers. `complete` is false
+// when a limit cut the walk.
 std::vector<git_leftover> git_leftovers(const std::string& root, const timespec& since,
                                         const std::vector<std::string>& skip, bool& complete,
                                         const git_scan_limits& limits = {});

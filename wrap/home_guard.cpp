@@ -13,7 +13,8 @@ namespace {
 namespace fs = std::filesystem;
 
 bool within(const std::string& path, const std::string& dir) {
-  return path == dir || (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
+  return path == dir ||
+         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
 }
 
 bool exists(const std::string& path) {
@@ -30,7 +31,9 @@ void add_unique(std::vector<std::string>& list, const std::string& item) {
   if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
 }
 
-std::size_t depth(const std::string& p) { return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
+std::size_t depth(const std::string& p) {
+  return static_cast<std::size_t>(std::count(p.begin(), p.end(), '/'));
+}
 
 using format = settings_file::format;
 
@@ -40,21 +43,25 @@ using format = settings_file::format;
 // MCP servers and tool commands.
 const std::pair<const char*, settings_file> agent_settings[] = {
     {"/.claude/settings.json",
-     {format::json, {"hooks", "statusLine", "mcpServers", "apiKeyHelper", "env",
-                     "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper"}}},
+     {format::json,
+      {"hooks", "statusLine", "mcpServers", "apiKeyHelper", "env", "awsAuthRefresh",
+       "awsCredentialExport", "otelHeadersHelper"}}},
     {"/.claude/settings.local.json",
-     {format::json, {"hooks", "statusLine", "mcpServers", "apiKeyHelper", "env",
-                     "awsAuthRefresh", "awsCredentialExport", "otelHeadersHelper"}}},
+     {format::json,
+      {"hooks", "statusLine", "mcpServers", "apiKeyHelper", "env", "awsAuthRefresh",
+       "awsCredentialExport", "otelHeadersHelper"}}},
     {"/.claude.json",
      {format::json, {"mcpServers", "hooks", "projects.*.mcpServers", "projects.*.hooks"}}},
     {"/.codex/config.toml", {format::toml, {"notify", "mcp_servers"}}},
     {"/.gemini/settings.json",
-     {format::json, {"hooks", "mcpServers", "toolDiscoveryCommand", "toolCallCommand",
-                     "tools.discoveryCommand", "tools.callCommand", "tools.sandbox"}}},
+     {format::json,
+      {"hooks", "mcpServers", "toolDiscoveryCommand", "toolCallCommand", "tools.discoveryCommand",
+       "tools.callCommand", "tools.sandbox"}}},
 };
 
 // Where agents store a key they are given (home_guard::agent_store), under the home.
-constexpr const char* agent_key_stores[] = {"/.codex/auth.json", "/.gemini/gemini-credentials.json"};
+constexpr const char* agent_key_stores[] = {"/.codex/auth.json",
+                                            "/.gemini/gemini-credentials.json"};
 constexpr const char* agent_files = "/.config/broker/agent-files";
 
 }  // namespace
@@ -91,7 +98,8 @@ home_guard::home_guard(std::vector<protected_path> protected_paths, std::string 
   while (home_.size() > 1 && home_.back() == '/') home_.pop_back();
   if (!home_.empty() && home_ != "/")
     for (const auto& [path, file] : agent_settings) settings_.emplace_back(home_ + path, file);
-  std::string path = path_variable + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  std::string path =
+      path_variable + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   for (std::size_t start = 0; start <= path.size();) {
     std::size_t colon = path.find(':', start);
     if (colon == std::string::npos) colon = path.size();

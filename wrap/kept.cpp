@@ -33,8 +33,9 @@ void take_kept(const fs::path& kept_root, const fs::path& path) {
            fs::copy_options::recursive | fs::copy_options::overwrite_existing |
                fs::copy_options::copy_symlinks,
            ec);
-  if (ec) throw std::runtime_error("cannot copy " + from.string() + " to " + path.string() + ": " +
-                                   ec.message());
+  if (ec)
+    throw std::runtime_error("cannot copy " + from.string() + " to " + path.string() + ": " +
+                             ec.message());
   fs::remove_all(from, ec);
 }
 

@@ -64,7 +64,8 @@ std::vector<view_step> private_view(const std::vector<view_step>& dirs,
     if (auto c = canonical(dir.path); c && *c != "/" && !seen(*c, view_step::empty))
       steps.push_back({view_step::empty, *c, dir.mode});
   for (const auto& path : kept)
-    if (auto c = canonical(path); c && !seen(*c, view_step::bind)) steps.push_back({view_step::bind, *c});
+    if (auto c = canonical(path); c && !seen(*c, view_step::bind))
+      steps.push_back({view_step::bind, *c});
   // A kept path that is itself one of the directories is not made private at all: binding it
   // back would bring along the tmpfs mounted on that very directory.
   std::erase_if(steps, [&](const view_step& s) {

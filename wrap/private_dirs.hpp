@@ -19,9 +19,9 @@ struct view_step {
 };
 
 // The steps for `dirs` (empty steps) made private and `kept` seen through them. Paths become
-// canonical (links resolved; missing ones dropped, so /var/run is /run). A kept path under no private directory, or
-// already visible through another kept path, needs no step. Parents come before children, so
-// $XDG_RUNTIME_DIR under a kept working directory is still made empty.
+// canonical (links resolved; missing ones dropped, so /var/run is /run). A kept path under no
+// private directory, or already visible through another kept path, needs no step. Parents come
+// before children, so $XDG_RUNTIME_DIR under a kept working directory is still made empty.
 std::vector<view_step> private_view(const std::vector<view_step>& dirs,
                                     const std::vector<std::string>& kept);
 

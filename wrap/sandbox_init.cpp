@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +19,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include <algorithm>
 
 #include "wrap/capture_net.hpp"
 #include "wrap/sandbox_mounts.hpp"
@@ -34,7 +34,9 @@ void sandbox_fail(int control, const std::string& what) {
 
 namespace {
 
-[[noreturn]] void fail(int control, const std::string& what) { sandbox_fail(control, what); }
+[[noreturn]] void fail(int control, const std::string& what) {
+  sandbox_fail(control, what);
+}
 
 void bring_up_loopback(int control) {
   const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -76,7 +78,8 @@ int make_any_address_socket(int control, int type, std::uint16_t port, const cha
   address.sin6_addr = in6addr_any;
   if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0)
     fail(control, std::string("binding ") + what);
-  if (type == SOCK_STREAM && ::listen(s, SOMAXCONN) < 0) fail(control, std::string("listen for ") + what);
+  if (type == SOCK_STREAM && ::listen(s, SOMAXCONN) < 0)
+    fail(control, std::string("listen for ") + what);
   return s;
 }
 
@@ -139,13 +142,20 @@ void ignore_handler(int) {}
 // audit and accounting subsystems, immutable flags and file capabilities on the user's files.
 // Dropped from the bounding set, they cannot come back through exec.
 void drop_escape_capabilities() {
-  for (int cap : {CAP_SYS_ADMIN, CAP_SYS_PTRACE, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_MKNOD,
-                  CAP_DAC_READ_SEARCH, CAP_NET_ADMIN, CAP_SYS_BOOT, CAP_SYSLOG, CAP_BPF,
-                  CAP_PERFMON, CAP_SETPCAP, CAP_SYS_RESOURCE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE,
-                  CAP_SYS_TIME, CAP_SYS_PACCT, CAP_SYS_TTY_CONFIG, CAP_LINUX_IMMUTABLE,
-                  CAP_AUDIT_CONTROL, CAP_AUDIT_READ, CAP_AUDIT_WRITE, CAP_WAKE_ALARM,
-                  CAP_BLOCK_SUSPEND, CAP_SETFCAP, CAP_CHECKPOINT_RESTORE, CAP_IPC_OWNER,
-                  CAP_LEASE})
+  for (int cap : {CAP_SYS_ADMIN,       CAP_SYS_PTRACE,
+                  CAP_SYS_MODULE,      CAP_SYS_RAWIO,
+                  CAP_MKNOD,           CAP_DAC_READ_SEARCH,
+                  CAP_NET_ADMIN,       CAP_SYS_BOOT,
+                  CAP_SYSLOG,          CAP_BPF,
+                  CAP_PERFMON,         CAP_SETPCAP,
+                  CAP_SYS_RESOURCE,    CAP_MAC_ADMIN,
+                  CAP_MAC_OVERRIDE,    CAP_SYS_TIME,
+                  CAP_SYS_PACCT,       CAP_SYS_TTY_CONFIG,
+                  CAP_LINUX_IMMUTABLE, CAP_AUDIT_CONTROL,
+                  CAP_AUDIT_READ,      CAP_AUDIT_WRITE,
+                  CAP_WAKE_ALARM,      CAP_BLOCK_SUSPEND,
+                  CAP_SETFCAP,         CAP_CHECKPOINT_RESTORE,
+                  CAP_IPC_OWNER,       CAP_LEASE})
     ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 }

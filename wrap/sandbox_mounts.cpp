@@ -16,7 +16,9 @@ namespace broker::wrap {
 
 namespace {
 
-[[noreturn]] void fail(int control, const std::string& what) { sandbox_fail(control, what); }
+[[noreturn]] void fail(int control, const std::string& what) {
+  sandbox_fail(control, what);
+}
 
 void add_ancestors(std::vector<std::string>& out, const std::string& path) {
   for (std::size_t slash = path.find('/', 1); slash != std::string::npos && slash + 1 < path.size();
@@ -37,10 +39,10 @@ void make_read_only(int control, const char* path) {
   struct statvfs vfs {};
   if (::statvfs(path, &vfs) < 0) fail(control, std::string("reading the flags of ") + path);
   unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
-  for (auto [have, set] : {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV},
-                           std::pair{ST_NOEXEC, MS_NOEXEC}, std::pair{ST_NOATIME, MS_NOATIME},
-                           std::pair{ST_NODIRATIME, MS_NODIRATIME},
-                           std::pair{ST_RELATIME, MS_RELATIME}})
+  for (auto [have, set] :
+       {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV},
+        std::pair{ST_NOEXEC, MS_NOEXEC}, std::pair{ST_NOATIME, MS_NOATIME},
+        std::pair{ST_NODIRATIME, MS_NODIRATIME}, std::pair{ST_RELATIME, MS_RELATIME}})
     if (vfs.f_flag & have) flags |= set;
   if (::mount(nullptr, path, nullptr, flags, nullptr) < 0)
     fail(control, std::string("making ") + path + " read-only");
@@ -180,10 +182,10 @@ void set_up_dev(int control) {
   if (::mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=0620") < 0)
     fail(control, "mounting /dev/pts");
-  for (auto [link, to] : {std::pair{"/dev/ptmx", "pts/ptmx"}, std::pair{"/dev/fd", "/proc/self/fd"},
-                          std::pair{"/dev/stdin", "/proc/self/fd/0"},
-                          std::pair{"/dev/stdout", "/proc/self/fd/1"},
-                          std::pair{"/dev/stderr", "/proc/self/fd/2"}})
+  for (auto [link, to] :
+       {std::pair{"/dev/ptmx", "pts/ptmx"}, std::pair{"/dev/fd", "/proc/self/fd"},
+        std::pair{"/dev/stdin", "/proc/self/fd/0"}, std::pair{"/dev/stdout", "/proc/self/fd/1"},
+        std::pair{"/dev/stderr", "/proc/self/fd/2"}})
     if (::symlink(to, link) < 0) fail(control, std::string("making ") + link);
   if (::mount(nullptr, "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
               nullptr) < 0)
@@ -215,7 +217,8 @@ void set_up_mounts(int control, const launch_options& options) {
     fail(control, "mounting a fresh /proc");
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
-  for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"}) make_read_only(control, path);
+  for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"})
+    make_read_only(control, path);
   // The copies are in the session directory, which the private view covers: opened first.
   std::vector<int> copies;
   for (const auto& o : options.overlays) {

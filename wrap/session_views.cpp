@@ -128,8 +128,9 @@ void keep_out_git_leftovers(const std::string& cwd, const std::string& home, con
     out.kept.push_back({left.path, left.reason, where});
   }
   if (!complete)
-    out.warnings.push_back("the working directory is too large to search whole for git hooks "
-                           "the command may have left; the search stopped early");
+    out.warnings.push_back(
+        "the working directory is too large to search whole for git hooks "
+        "the command may have left; the search stopped early");
 }
 
 }  // namespace broker::wrap

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "wrap/bounded_copy.hpp"
+#include "wrap/child_session.hpp"
 #include "wrap/directory_view.hpp"
 #include "wrap/home_guard.hpp"
-#include "wrap/child_session.hpp"
 
 namespace broker::wrap {
 

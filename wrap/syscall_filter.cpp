@@ -1,10 +1,10 @@
 #include "wrap/syscall_filter.hpp"
 
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -17,14 +17,44 @@ namespace {
 
 // Host-global kernel state, and ways around the sandbox.
 constexpr const char* denied[] = {
-    "init_module",   "finit_module",   "delete_module", "kexec_load",   "kexec_file_load",
-    "bpf",           "perf_event_open", "userfaultfd",  "keyctl",       "add_key",
-    "request_key",   "mount",          "umount2",       "pivot_root",   "move_mount",
-    "open_tree",     "fsopen",         "fsmount",       "fsconfig",     "fspick",
-    "mount_setattr", "swapon",         "swapoff",       "reboot",       "settimeofday",
-    "clock_settime", "clock_adjtime",  "adjtimex",      "unshare",      "setns",
-    "acct",          "iopl",           "ioperm",        "quotactl",     "lookup_dcookie",
-    "syslog",        "vhangup",        "nfsservctl",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "fspick",
+    "mount_setattr",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "unshare",
+    "setns",
+    "acct",
+    "iopl",
+    "ioperm",
+    "quotactl",
+    "lookup_dcookie",
+    "syslog",
+    "vhangup",
+    "nfsservctl",
 };
 
 // Calls whose arguments a filter cannot read (clone3's flags, openat2's mode: both in a struct)
@@ -33,8 +63,8 @@ constexpr const char* denied[] = {
 constexpr const char* unfilterable[] = {"clone3", "openat2", "io_uring_setup", "io_uring_enter",
                                         "io_uring_register"};
 
-constexpr unsigned long namespace_flags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,
-                                             CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+constexpr unsigned long namespace_flags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                             CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
                                              CLONE_NEWCGROUP};
 
 // The terminal requests that inject input (TIOCSTI) or act on the console (TIOCLINUX).
@@ -67,8 +97,8 @@ struct mode_call {
   int flags_arg = -1;
 };
 constexpr mode_call mode_calls[] = {
-    {"chmod", 1},       {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}, {"creat", 1},
-    {"mknod", 1},       {"mknodat", 2}, {"open", 2, 1}, {"openat", 3, 2},
+    {"chmod", 1}, {"fchmod", 1},  {"fchmodat", 2}, {"fchmodat2", 2}, {"creat", 1},
+    {"mknod", 1}, {"mknodat", 2}, {"open", 2, 1},  {"openat", 3, 2},
 };
 
 // No call makes a file set-user-ID or set-group-ID.

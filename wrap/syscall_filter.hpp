@@ -14,8 +14,8 @@ namespace broker::wrap {
 // Sets no_new_privs and loads the filter into the calling thread (inherited by what it execs).
 // `root`: the command runs as real root, and may not make a file set-user-ID or set-group-ID
 // either (chmod, fchmod, fchmodat, fchmodat2, and open, openat, creat, mknod, mknodat with those
-// mode bits): one left in the user's files would give root to whoever runs it later, outside. Returns "" or what failed; async-signal-safe enough for a freshly
-// forked child (it allocates).
+// mode bits): one left in the user's files would give root to whoever runs it later, outside.
+// Returns "" or what failed; async-signal-safe enough for a freshly forked child (it allocates).
 std::string install_syscall_filter(bool root);
 
 }  // namespace broker::wrap

@@ -17,8 +17,8 @@ std::optional<ordered_json> object_of(std::string_view text) {
 
 // A JSON text laid out as the child's file was: indented when it was.
 std::string dump_like(const ordered_json& doc, std::string_view like) {
-  const bool indented = like.find('\n') != std::string_view::npos &&
-                        like.find('\n') + 1 < like.size();
+  const bool indented =
+      like.find('\n') != std::string_view::npos && like.find('\n') + 1 < like.size();
   std::string out = indented ? doc.dump(2) : doc.dump();
   if (!like.empty() && like.back() == '\n') out += '\n';
   return out;
@@ -102,13 +102,14 @@ std::optional<std::string> json_commands(const settings_file& file, std::string_
       } else {
         // Not in the host's: removed from the child's (its parent holds it by name).
         const std::size_t dot = where.rfind('.');
-        ordered_json* parent = dot == std::string::npos ? &*child : at(*child, where.substr(0, dot), false);
+        ordered_json* parent =
+            dot == std::string::npos ? &*child : at(*child, where.substr(0, dot), false);
         if (parent) parent->erase(dot == std::string::npos ? where : where.substr(dot + 1));
       }
     }
     for (auto& [where, value] : in_host) {
       if (at(*child, where, false)) continue;  // compared above
-      changed.push_back(where);  // the child removed one: put back
+      changed.push_back(where);                // the child removed one: put back
       touched = true;
       if (ordered_json* c = at(*child, where, true)) *c = *value;
     }
@@ -138,9 +139,10 @@ std::string toml_section(std::string_view text, const std::string& key) {
       if (in_table) out.append(line).append("\n");
       continue;
     }
-    const bool starts = top && open == 0 && trimmed.starts_with(key) &&
-                        trimmed.substr(key.size()).find_first_not_of(" \t") != std::string_view::npos &&
-                        trimmed.substr(key.size())[trimmed.substr(key.size()).find_first_not_of(" \t")] == '=';
+    const bool starts =
+        top && open == 0 && trimmed.starts_with(key) &&
+        trimmed.substr(key.size()).find_first_not_of(" \t") != std::string_view::npos &&
+        trimmed.substr(key.size())[trimmed.substr(key.size()).find_first_not_of(" \t")] == '=';
     if (in_table || starts || open > 0) {
       out.append(line).append("\n");
       if (!in_table)
@@ -166,8 +168,7 @@ std::optional<std::string> merge_three(std::string_view base, std::string_view h
 std::optional<std::string> keep_host_commands(const settings_file& file, std::string_view host,
                                               std::string_view child,
                                               std::vector<std::string>& changed) {
-  if (file.kind == settings_file::format::json)
-    return json_commands(file, host, child, changed);
+  if (file.kind == settings_file::format::json) return json_commands(file, host, child, changed);
   for (const std::string& key : file.keys)
     if (toml_section(host, key) != toml_section(child, key)) changed.push_back(key);
   return std::string(changed.empty() ? child : host);

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "base/secret.hpp"
 #include "bench/micro/fake_session.hpp"
 #include "brokers/aws_signing.hpp"
 #include "brokers/credential_set.hpp"
-#include "base/secret.hpp"
 #include "brokers/sigv4.hpp"
 
 namespace {

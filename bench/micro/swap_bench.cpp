@@ -7,9 +7,9 @@
 
 #include <string>
 
+#include "base/secret.hpp"
 #include "bench/micro/fake_session.hpp"
 #include "brokers/credential_set.hpp"
-#include "base/secret.hpp"
 #include "http/parser.hpp"
 
 namespace {

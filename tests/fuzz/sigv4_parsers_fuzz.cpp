@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "brokers/sigv4.hpp"
 #include "base/text.hpp"
+#include "brokers/sigv4.hpp"
 #include "fuzz_support.hpp"
 #include "http/message.hpp"
 

@@ -50,9 +50,9 @@ void check_same(const run& a, const run& b) {
   check(a.code == b.code, "the failure depends on how the bytes were split");
   check(a.messages.size() == b.messages.size(), "the messages depend on the split");
   for (std::size_t i = 0; i < a.messages.size(); ++i)
-    check(a.messages[i].type == b.messages[i].type &&
-              a.messages[i].payload == b.messages[i].payload,
-          "a message depends on the split");
+    check(
+        a.messages[i].type == b.messages[i].type && a.messages[i].payload == b.messages[i].payload,
+        "a message depends on the split");
 }
 
 void check_direction(bool from_client, std::string_view bytes) {
@@ -62,9 +62,8 @@ void check_direction(bool from_client, std::string_view bytes) {
   // What came out goes back in as the broker sends it, and reads the same.
   std::string again;
   for (const auto& m : whole.messages)
-    again += ws::encode_frame(m.type, m.payload,
-                              from_client ? std::optional<std::uint32_t>(0x1234abcdu)
-                                          : std::nullopt);
+    again += ws::encode_frame(
+        m.type, m.payload, from_client ? std::optional<std::uint32_t>(0x1234abcdu) : std::nullopt);
   const run reread = read(from_client, {again});
   check(reread.code == 0, "a re-encoded message does not read back");
   check_same(run{whole.messages, 0}, reread);

@@ -7,10 +7,10 @@
 namespace base = broker::base;
 
 using broker::base::base64_encode;
-using broker::brokers::decode_basic;
-using broker::brokers::parse_auth_value;
 using broker::base::percent_decode;
 using broker::base::percent_encode;
+using broker::brokers::decode_basic;
+using broker::brokers::parse_auth_value;
 using broker::brokers::swap_basic;
 
 TEST_CASE("parse_auth_value splits scheme and token", "[brokers][authorization]") {

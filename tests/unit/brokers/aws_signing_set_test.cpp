@@ -17,12 +17,12 @@
 namespace base = broker::base;
 
 namespace sigv4 = broker::brokers::sigv4;
+using broker::base::secret;
 using broker::brokers::aws_broker;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::request_decision;
-using broker::base::secret;
 using broker::http::header_field;
 using namespace broker::brokers::aws_signing_test;
 
@@ -49,8 +49,7 @@ TEST_CASE("aws signing: the credential set finds, binds and re-signs", "[brokers
   CHECK(same(r, before));
 
   // The plan follows it: the aws-sigv4 family claims it, and re-signs it once complete.
-  auto plan = set.plan(to("example-bucket.s3.amazonaws.com"), r.method, r.target, r.headers,
-                       false);
+  auto plan = set.plan(to("example-bucket.s3.amazonaws.com"), r.method, r.target, r.headers, false);
   CHECK(plan.decision().action == request_action::pass);
   CHECK(plan.credential() == "aws");
   CHECK(plan.holds_real());
@@ -139,18 +138,19 @@ credential_set rotating_set() {
   using clock = std::chrono::system_clock;
   aws_broker::init init = aws_init({}, false);
   const auto now = clock::now();
-  init.rotation = std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
-      "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
-        return issue(next_key_id, next_secret, next_token, clock::now() + std::chrono::hours(1));
-      });
+  init.rotation =
+      std::make_unique<broker::brokers::rotating<broker::brokers::aws_real_credentials>>(
+          "test", issue(real_key_id, real_secret, "", now + std::chrono::seconds(2)), now, [] {
+            return issue(next_key_id, next_secret, next_token,
+                         clock::now() + std::chrono::hours(1));
+          });
   std::vector<std::unique_ptr<broker::brokers::request_broker>> brokers;
   brokers.push_back(std::make_unique<aws_broker>(std::move(init)));
   return credential_set(std::move(brokers));
 }
 
 std::string signing_key_id(const credential_set& set, aws_request& r) {
-  auto plan = set.plan(to("example-bucket.s3.amazonaws.com"), r.method, r.target, r.headers,
-                       false);
+  auto plan = set.plan(to("example-bucket.s3.amazonaws.com"), r.method, r.target, r.headers, false);
   REQUIRE(plan.credential() == "aws");
   REQUIRE_FALSE(plan.complete(r.method, r.target, r.headers, r.body).refused());
   const std::string& auth = header(r, "authorization")->value;

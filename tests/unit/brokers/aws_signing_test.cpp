@@ -117,7 +117,8 @@ TEST_CASE("aws signing: the identity whose dummy key id is named is the one used
   aws_identity first = identity(false);
   first.name = "first";
   first.dummy_key_id = other_key_id;  // another session credential's dummy
-  const broker::brokers::aws_credentials first_real = real_credentials(false, "AKIAFIRSTREALKEYID00");
+  const broker::brokers::aws_credentials first_real =
+      real_credentials(false, "AKIAFIRSTREALKEYID00");
   first.fixed = &first_real;
   const aws_identity second = identity(true);
   aws_request r = s3_get(true);

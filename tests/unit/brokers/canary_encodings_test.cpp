@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "brokers/credential_set.hpp"
 #include "base/text.hpp"
+#include "brokers/credential_set.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
@@ -20,17 +20,17 @@ namespace base = broker::base;
 
 using broker::base::base64_alphabet;
 using broker::base::base64_fragment;
-using broker::brokers::body_scan;
-using broker::brokers::value_broker;
-using broker::brokers::testing::brokers_of;
-using broker::brokers::testing::value_init;
-using broker::brokers::credential_set;
 using broker::base::percent_escape;
+using broker::base::secret;
+using broker::brokers::body_scan;
+using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::request_decision;
-using broker::base::secret;
 using broker::brokers::stream_scrubber;
+using broker::brokers::value_broker;
+using broker::brokers::testing::brokers_of;
+using broker::brokers::testing::value_init;
 using broker::http::header_field;
 
 namespace {
@@ -171,7 +171,8 @@ TEST_CASE("base64_fragment is in every base64 text carrying the value at that al
       }
     }
   }
-  CHECK(base::base64_fragment("a", 1, base::base64_alphabet::standard).empty());  // decides no character
+  CHECK(base::base64_fragment("a", 1, base::base64_alphabet::standard)
+            .empty());  // decides no character
   // Aligned and whole groups: the fragment is the plain encoding.
   CHECK(base::base64_fragment("abcdef", 0, base::base64_alphabet::standard) == b64("abcdef"));
 }
@@ -459,12 +460,12 @@ TEST_CASE("body scan: encoded dummies and real values are refused at every split
     };
     for (const std::string* value : {&aws_dummy, &aws_real}) {
       const bool real = value == &aws_real;
-      std::vector<form> forms{
-          {"plain", *value, 0, "body"},
-          {"percent upper", pct_all(*value, false), 0, "body, percent-encoded"},
-          {"percent lower", pct_all(*value, true), 0, "body, percent-encoded"},
-          {"form-encoded", pct_form(*value), 0, "body, percent-encoded"},
-          {"form-encoded lower", base::percent_escape(*value, true, true), 0, "body, percent-encoded"}};
+      std::vector<form> forms{{"plain", *value, 0, "body"},
+                              {"percent upper", pct_all(*value, false), 0, "body, percent-encoded"},
+                              {"percent lower", pct_all(*value, true), 0, "body, percent-encoded"},
+                              {"form-encoded", pct_form(*value), 0, "body, percent-encoded"},
+                              {"form-encoded lower", base::percent_escape(*value, true, true), 0,
+                               "body, percent-encoded"}};
       for (std::size_t lead = 0; lead < 3; ++lead) {
         const std::string data = std::string("tok=").substr(0, lead) + *value + "&";
         for (bool url : {false, true})

@@ -3,22 +3,22 @@
 #include <string>
 #include <vector>
 
-#include "brokers/credential_set.hpp"
 #include "base/text.hpp"
+#include "brokers/credential_set.hpp"
 #include "config/host_pattern.hpp"
 #include "value_broker_test_support.hpp"
 
 namespace base = broker::base;
 
 using broker::base::base64_encode;
-using broker::brokers::value_broker;
-using broker::brokers::testing::brokers_of;
-using broker::brokers::testing::value_init;
+using broker::base::secret;
 using broker::brokers::credential_set;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
-using broker::base::secret;
 using broker::brokers::stream_scrubber;
+using broker::brokers::value_broker;
+using broker::brokers::testing::brokers_of;
+using broker::brokers::testing::value_init;
 using broker::http::header_field;
 
 namespace {
@@ -72,8 +72,7 @@ TEST_CASE("apply swaps a bound dummy", "[brokers][apply]") {
   CHECK(r.headers[0].value == "api.github.com");
 }
 
-TEST_CASE("plan: an echo of the swapped head comes back in the client's form",
-          "[brokers][apply]") {
+TEST_CASE("plan: an echo of the swapped head comes back in the client's form", "[brokers][apply]") {
   // The response stage knows each value the swaps rewrote: a Basic credential (whose base64
   // no real-value pattern matches) and the query are shown to the client as it sent them.
   auto set = make_set();

@@ -26,6 +26,7 @@
 namespace base = broker::base;
 
 namespace sigv4 = broker::brokers::sigv4;
+using broker::base::secret;
 using broker::brokers::access_token;
 using broker::brokers::aws_broker;
 using broker::brokers::aws_real_credentials;
@@ -37,7 +38,6 @@ using broker::brokers::request_context;
 using broker::brokers::rotating;
 using broker::brokers::scrub_pattern;
 using broker::brokers::scrub_value;
-using broker::base::secret;
 using broker::brokers::token_broker;
 using broker::config::parse_policy;
 using broker::http::header_field;

@@ -14,8 +14,8 @@
 
 namespace base = broker::base;
 
-using broker::brokers::request_broker;
 using broker::brokers::credential_set;
+using broker::brokers::request_broker;
 using broker::brokers::source_error;
 using broker::config::parse_policy;
 using broker::test::temp_dir;
@@ -237,9 +237,10 @@ TEST_CASE("load: an aws-sigv4 credential without a session token leaves its vari
                      [](const auto& e) { return e.first == "BROKER_TEST_TOKEN"; }));
 }
 
-TEST_CASE("load with the user's stable dummies: the same dummies in every session, new ones for "
-          "a rotated value",
-          "[brokers][credential_set][dummy_key]") {
+TEST_CASE(
+    "load with the user's stable dummies: the same dummies in every session, new ones for "
+    "a rotated value",
+    "[brokers][credential_set][dummy_key]") {
   const std::string text = R"({ "version": 1, "credentials": {
       "github": { "type": "github", "env": ["BROKER_TEST_GH_TOKEN"], "hosts": ["api.github.com"] },
       "aws": { "type": "aws-sigv4", "env": ["BROKER_TEST_AKID", "BROKER_TEST_SECRET"],

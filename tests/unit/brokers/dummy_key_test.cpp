@@ -16,15 +16,17 @@
 
 namespace base = broker::base;
 
+using broker::base::secret;
 using broker::brokers::keyed_dummy;
 using broker::brokers::load_or_create_dummy_key;
-using broker::base::secret;
 using broker::brokers::stable_dummies;
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string real_token = "ghp_" "St4bleDummyRealT0kenAbCdEf0123456789xY";
+const std::string real_token =
+    "ghp_"
+    "St4bleDummyRealT0kenAbCdEf0123456789xY";
 
 std::string read(const fs::path& path) {
   std::ifstream in(path);
@@ -62,9 +64,8 @@ TEST_CASE("dummy key: sessions starting at once end up with one key", "[dummy_ke
   const auto path = t.path / "dummy-key";
   std::vector<std::future<std::string>> made;
   for (int i = 0; i < 8; ++i)
-    made.push_back(std::async(std::launch::async, [&] {
-      return std::string(load_or_create_dummy_key(path).expose());
-    }));
+    made.push_back(std::async(
+        std::launch::async, [&] { return std::string(load_or_create_dummy_key(path).expose()); }));
   const std::string first = made[0].get();
   for (std::size_t i = 1; i < made.size(); ++i) CHECK(made[i].get() == first);
   CHECK(std::distance(fs::directory_iterator(t.path), fs::directory_iterator()) == 1);
@@ -97,8 +98,7 @@ TEST_CASE("dummy key: a key others can read, a link, or not a key is an error na
   if (::geteuid() != 0) {
     fs::create_directory(t.path / "ro");
     ::chmod((t.path / "ro").c_str(), 0500);
-    CHECK_THROWS_WITH(load_or_create_dummy_key(t.path / "ro" / "dummy-key"),
-                      Catch::Contains("ro"));
+    CHECK_THROWS_WITH(load_or_create_dummy_key(t.path / "ro" / "dummy-key"), Catch::Contains("ro"));
   }
 }
 

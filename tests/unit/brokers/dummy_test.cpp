@@ -9,12 +9,12 @@
 
 namespace base = broker::base;
 
+using broker::base::secret;
 using broker::brokers::dummy_seed;
 using broker::brokers::keyed_dummy;
 using broker::brokers::known_prefix;
 using broker::brokers::make_dummy;
 using broker::brokers::new_dummy_seed;
-using broker::base::secret;
 using broker::brokers::seeded_bytes;
 
 namespace {
@@ -257,6 +257,7 @@ TEST_CASE("a keyed dummy is one user's, stable for one real value, new for anoth
   CHECK(dummy != keyed_dummy(key_a, real, "anthropic", "key id"));
   // A session's seed with the same bytes derives other dummies than the user's key.
   CHECK(dummy != dummy_seed(seed_a).dummy(real, "anthropic", "value"));
-  CHECK_THROWS_AS(keyed_dummy(base::secret(std::string(dummy_seed::min_size - 1, 'k')), real, "a", "v"),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      keyed_dummy(base::secret(std::string(dummy_seed::min_size - 1, 'k')), real, "a", "v"),
+      std::invalid_argument);
 }

@@ -61,7 +61,8 @@ TEST_CASE("header: a family may name Authorization with its own prefix", "[broke
   CHECK(t.swap("Authorization", "bearer " + dummy) == std::pair{"bearer " + dummy, 0});
 }
 
-TEST_CASE("header: also_bearer swaps the key sent as Authorization: Bearer too", "[brokers][header]") {
+TEST_CASE("header: also_bearer swaps the key sent as Authorization: Bearer too",
+          "[brokers][header]") {
   // @anthropic-ai/sdk 1.x sends ANTHROPIC_API_KEY this way, older clients as x-api-key.
   header_family t("x-api-key", "", true);
   CHECK(t.swap("x-api-key", dummy) == std::pair{real, 1});

@@ -150,9 +150,10 @@ TEST_CASE("the refresh token's dummy is never swapped in a header", "[brokers][l
   CHECK(headers[0].value == "Bearer " + dummy);
 }
 
-TEST_CASE("an OAuth refresh swaps the refresh token, hands out fresh dummies and writes the "
-          "rotated login back",
-          "[brokers][login_file]") {
+TEST_CASE(
+    "an OAuth refresh swaps the refresh token, hands out fresh dummies and writes the "
+    "rotated login back",
+    "[brokers][login_file]") {
   login_home home(claude_file(access_real, refresh_real));
   auto set = load(claude_policy);
   const json copy = child_copy(set);
@@ -282,9 +283,9 @@ TEST_CASE("gh's hosts.yml is a dummy copy with only its tokens changed", "[broke
   ::setenv("HOME", dir.path.c_str(), 1);
   std::filesystem::create_directories(dir.path / ".config/gh");
   const std::string token = "gho_REALgithubOAuth0123456789abcdefABCD";
-  const std::string yaml = "github.com:\n    users:\n        octo:\n            oauth_token: " +
-                           token + "\n    git_protocol: https\n    oauth_token: \"" + token +
-                           "\"\n    user: octo\n";
+  const std::string yaml =
+      "github.com:\n    users:\n        octo:\n            oauth_token: " + token +
+      "\n    git_protocol: https\n    oauth_token: \"" + token + "\"\n    user: octo\n";
   std::ofstream(dir.path / ".config/gh/hosts.yml") << yaml;
   auto set = load(R"({ "credentials": { "gh_login": { "type": "github",
     "hosts": ["github.com", "api.github.com"], "file": "~/.config/gh/hosts.yml",
@@ -305,11 +306,13 @@ TEST_CASE("gh's hosts.yml is a dummy copy with only its tokens changed", "[broke
   CHECK(headers[0].value == "token " + token);
 }
 
-TEST_CASE("with the user's stable dummies, a login file's API key keeps its dummy across "
-          "sessions and its OAuth tokens do not",
-          "[brokers][login_file][dummy_key]") {
+TEST_CASE(
+    "with the user's stable dummies, a login file's API key keeps its dummy across "
+    "sessions and its OAuth tokens do not",
+    "[brokers][login_file][dummy_key]") {
   const std::string key_real = "sk-proj-REALcodexApiKey0123456789abcdefREALkey";
-  const std::string access = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALaccessSignature0123456789";
+  const std::string access =
+      "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyIn0.REALaccessSignature0123456789";
   const std::string refresh = "rt_REALrefresh0123456789abcdefREALrefresh";
   temp_dir dir;
   const char* h = std::getenv("HOME");

@@ -21,7 +21,6 @@ std::string& no_body() {
   return none;
 }
 
-
 const request_context s3{"example-bucket.s3.amazonaws.com", false, false};
 const request_context sts{"sts.amazonaws.com", false, false};
 

@@ -19,13 +19,13 @@
 
 namespace base = broker::base;
 
+using broker::base::secret;
 using broker::brokers::access_token;
 using broker::brokers::credential_set;
 using broker::brokers::issued_token;
 using broker::brokers::request_action;
 using broker::brokers::request_context;
 using broker::brokers::scrub_pattern;
-using broker::base::secret;
 using broker::brokers::source_error;
 using broker::brokers::token_broker;
 using broker::http::header_field;
@@ -63,7 +63,7 @@ broker::config::credential_spec token_spec(std::string type, std::vector<std::st
 
 // A fetcher that always answers `token`, valid for an hour from each call; counts its calls.
 token_broker::fetcher fixed_fetcher(std::string token, std::atomic<int>* calls = nullptr,
-                                        system_clock::duration lifetime = 1h) {
+                                    system_clock::duration lifetime = 1h) {
   return [token = std::move(token), calls, lifetime]() {
     if (calls) ++*calls;
     return access_token{base::secret(std::string(token)), system_clock::now() + lifetime};
@@ -71,10 +71,10 @@ token_broker::fetcher fixed_fetcher(std::string token, std::atomic<int>* calls =
 }
 
 std::unique_ptr<token_broker> make_token(const std::string& type,
-                                             std::vector<std::string> env = {}) {
-  return std::make_unique<token_broker>(
-      token_spec(type, std::move(env)), std::vector<std::vector<broker::config::host_pattern>>{},
-      fixed_fetcher(real_token));
+                                         std::vector<std::string> env = {}) {
+  return std::make_unique<token_broker>(token_spec(type, std::move(env)),
+                                        std::vector<std::vector<broker::config::host_pattern>>{},
+                                        fixed_fetcher(real_token));
 }
 
 credential_set token_set(const std::string& type, std::vector<std::string> env = {}) {
@@ -217,8 +217,7 @@ TEST_CASE("token credential: the gcp key file is an authorized_user key of the d
   CHECK(other.gcp_client().refresh_token != client.refresh_token);
 }
 
-TEST_CASE("token credential: the gcp token answer carries the dummy",
-          "[brokers][token_broker]") {
+TEST_CASE("token credential: the gcp token answer carries the dummy", "[brokers][token_broker]") {
   auto spec = token_spec("gcp");
   token_broker t(spec, {}, fixed_fetcher(real_token));
   const auto answer = nlohmann::json::parse(t.gcp_token_answer());
@@ -391,9 +390,9 @@ TEST_CASE("token credential set: the gcp child's token request is answered with 
                            "grant_type=refresh_token&refresh_token=" + pct(wrong)));
   CHECK_FALSE(token_answer(set, "oauth2.googleapis.com", "POST", "grant_type=refresh_token"));
   // Elsewhere, or not a POST: the body is not even read whole.
-  for (const auto& [host, method] : {std::pair{"oauth2.evil.example", "POST"},
-                                     std::pair{"storage.googleapis.com", "POST"},
-                                     std::pair{"oauth2.googleapis.com", "GET"}}) {
+  for (const auto& [host, method] :
+       {std::pair{"oauth2.evil.example", "POST"}, std::pair{"storage.googleapis.com", "POST"},
+        std::pair{"oauth2.googleapis.com", "GET"}}) {
     INFO(host << " " << method);
     CHECK_FALSE(token_answer(set, host, method, form, &whole));
     CHECK_FALSE(whole);
@@ -450,7 +449,8 @@ TEST_CASE("token credential set: a rotated token is swapped in, the old one stil
   // The first token expires in 4 s, so the refresher fetches the next one after 2 s (half-life).
   auto fetch = [&calls]() {
     const int n = ++calls;
-    if (n == 1) return access_token{base::secret(std::string(real_token)), system_clock::now() + 4s};
+    if (n == 1)
+      return access_token{base::secret(std::string(real_token)), system_clock::now() + 4s};
     return access_token{base::secret(std::string(rotated_token)), system_clock::now() + 1h};
   };
   std::vector<std::unique_ptr<broker::brokers::request_broker>> tokens;

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "brokers/request_broker.hpp"
 #include "base/secret.hpp"
+#include "brokers/request_broker.hpp"
 #include "brokers/value_broker.hpp"
 #include "config/host_pattern.hpp"
 
@@ -20,8 +20,8 @@ inline std::unique_ptr<value_broker> make_broker(const config::credential_spec& 
 
 // A static-value credential over fake values, bound to `hosts`; its source is never read.
 inline value_broker::init value_init(std::string name, std::string type,
-                                     const std::vector<std::string>& hosts,
-                                     const std::string& real, const std::string& dummy) {
+                                     const std::vector<std::string>& hosts, const std::string& real,
+                                     const std::string& dummy) {
   value_broker::init c;
   c.spec.name = std::move(name);
   c.spec.type = std::move(type);

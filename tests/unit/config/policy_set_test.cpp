@@ -461,9 +461,11 @@ TEST_CASE("check_name: a DNS name is allowed when some port of it is", "[config]
 TEST_CASE("check_name: every layer must allow the name on a common port", "[config][policy_set]") {
   std::vector<policy> layers;
   layers.push_back(layer(R"({"allow": [{"host": "a.example", "ports": [443]},
-                                       {"host": "b.example", "ports": [443]}]})", "team.json"));
+                                       {"host": "b.example", "ports": [443]}]})",
+                         "team.json"));
   layers.push_back(layer(R"({"allow": [{"host": "a.example", "ports": [8080]},
-                                       {"host": "b.example", "ports": [443]}]})", "mine.json"));
+                                       {"host": "b.example", "ports": [443]}]})",
+                         "mine.json"));
   policy_set set(std::move(layers));
   CHECK_FALSE(set.check_name("a.example").allowed);
   CHECK(set.check_name("b.example").allowed);

@@ -20,8 +20,8 @@ using broker::gateway::redis_script;
 using broker::gateway::redis_stats;
 using broker::gateway::redis_unavailable;
 using broker::test::redis_server;
-using broker::test::run;
 using broker::test::redis_server_options;
+using broker::test::run;
 namespace asio = boost::asio;
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -343,9 +343,8 @@ TEST_CASE("redis_client: close() fails what is outstanding and everything after"
 TEST_CASE("redis_client: a client destroyed mid-round-trip fails its callers", "[redis]") {
   redis_server server;
   asio::io_context io;
-  auto client = std::make_unique<redis_client>(io.get_executor(),
-                                               redis_endpoint::parse(server.url()),
-                                               std::make_shared<redis_stats>(), 2s);
+  auto client = std::make_unique<redis_client>(
+      io.get_executor(), redis_endpoint::parse(server.url()), std::make_shared<redis_stats>(), 2s);
   run(io, client->command("PING"));
   asio::steady_timer destroyer(io, 50ms);
   destroyer.async_wait([&](auto) { client.reset(); });

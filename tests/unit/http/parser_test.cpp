@@ -81,8 +81,9 @@ TEST_CASE("trailer fields are not added to the head", "[http_parser]") {
   CHECK(p.head().chunked);
   // A malformed trailer field is still refused.
   http::parser q(http::parser::kind::request);
-  REQUIRE(q.feed("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n")
-              .status == http::parse_status::head_complete);
+  REQUIRE(
+      q.feed("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n")
+          .status == http::parse_status::head_complete);
   CHECK(q.feed("0\r\nBad Name: 1\r\n\r\n").status == http::parse_status::error);
 }
 

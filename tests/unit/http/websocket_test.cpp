@@ -13,8 +13,9 @@ namespace {
 // Any frame, FIN or not, as a peer would write it (encode_frame writes only whole ones).
 std::string raw_frame(bool fin, std::uint8_t op, std::string_view payload, bool masked,
                       std::uint8_t rsv = 0) {
-  std::string f = ws::encode_frame(static_cast<opcode>(op), payload,
-                                   masked ? std::optional<std::uint32_t>(0x37fa213d) : std::nullopt);
+  std::string f =
+      ws::encode_frame(static_cast<opcode>(op), payload,
+                       masked ? std::optional<std::uint32_t>(0x37fa213d) : std::nullopt);
   f[0] = static_cast<char>((fin ? 0x80 : 0) | rsv | op);
   return f;
 }

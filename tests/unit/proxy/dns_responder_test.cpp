@@ -23,8 +23,10 @@ synthetic_addresses ranges() {
 
 // A query as a stub resolver sends it: id 0x1234, RD, one question of class IN.
 std::string query(const std::string& name, std::uint16_t type, std::uint8_t opcode = 0) {
-  std::string wire{'\x12', '\x34', static_cast<char>(0x01 | (opcode << 3)), '\x00', '\x00',
-                   '\x01', '\x00', '\x00', '\x00', '\x00', '\x00', '\x00'};
+  std::string wire{'\x12', '\x34', static_cast<char>(0x01 | (opcode << 3)),
+                   '\x00', '\x00', '\x01',
+                   '\x00', '\x00', '\x00',
+                   '\x00', '\x00', '\x00'};
   wire += *dns::encode_name(name);
   wire.push_back(static_cast<char>(type >> 8));
   wire.push_back(static_cast<char>(type & 0xff));
@@ -77,8 +79,8 @@ TEST_CASE("an allowed name answers with its synthetic addresses", "[dns]") {
 TEST_CASE("a refused name gets NXDOMAIN and is reported for the audit log", "[dns]") {
   auto set = policy(team_policy);
   auto names = ranges();
-  auto r = answer_dns(query("c2VjcmV0LWRhdGE.exfil.attacker.test", dns::type::txt), false, set,
-                      names);
+  auto r =
+      answer_dns(query("c2VjcmV0LWRhdGE.exfil.attacker.test", dns::type::txt), false, set, names);
   CHECK(rcode_of(r.response) == 3);
   CHECK(answer_count(r.response) == 0);
   REQUIRE(r.refused);
@@ -102,11 +104,13 @@ TEST_CASE("localhost, reverse names, malformed and unsupported queries", "[dns]"
   CHECK(rcode_of(ptr.response) == 0);
   REQUIRE(answer_count(ptr.response) == 1);
   CHECK(last_rdata(ptr.response, 16) == *dns::encode_name("api.github.com"));
-  auto unknown_ptr = answer_dns(query("9.0.18.198.in-addr.arpa", dns::type::ptr), false, set, names);
+  auto unknown_ptr =
+      answer_dns(query("9.0.18.198.in-addr.arpa", dns::type::ptr), false, set, names);
   CHECK(rcode_of(unknown_ptr.response) == 3);
 
-  CHECK(rcode_of(answer_dns(query("api.github.com", dns::type::a, 2), false, set, names)
-                     .response) == 4);  // STATUS: NOTIMP
+  CHECK(
+      rcode_of(answer_dns(query("api.github.com", dns::type::a, 2), false, set, names).response) ==
+      4);  // STATUS: NOTIMP
   auto garbage = answer_dns(std::string("\xab\xcd\x01\x00\x00\x05", 6), false, set, names);
   CHECK(garbage.response.empty());  // not even a header: nothing to answer
   auto response = query("a.example.com", dns::type::a);

@@ -9,9 +9,9 @@
 #include "proxy/buffer_pool.hpp"
 
 namespace asio = boost::asio;
+using broker::tcp;
 using broker::proxy::read_buffer;
 using broker::proxy::read_idle;
-using broker::tcp;
 namespace buffer_pool = broker::proxy::buffer_pool;
 
 TEST_CASE("a read buffer takes its block on the first read and gives it back when emptied",
@@ -52,8 +52,7 @@ TEST_CASE("the pool keeps a bounded reserve and unmaps the rest", "[buffers]") {
   CHECK(buffer_pool::reserved_here() == 0);
 }
 
-TEST_CASE("an idle connection holds no block while it waits, and reads what arrives",
-          "[buffers]") {
+TEST_CASE("an idle connection holds no block while it waits, and reads what arrives", "[buffers]") {
   asio::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   tcp::socket client(io), server(io);

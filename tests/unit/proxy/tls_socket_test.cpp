@@ -88,9 +88,7 @@ TEST_CASE("tls_socket: a handshake with early bytes, both ways at once, close_no
     server_hs = co_await server.handshake_server(early);
     if (server_hs) co_return;
     // Reads and writes in flight together, as a WebSocket relays.
-    run(s.io, [&]() -> asio::awaitable<void> {
-      co_await server.write(std::string(200'000, 's'));
-    });
+    run(s.io, [&]() -> asio::awaitable<void> { co_await server.write(std::string(200'000, 's')); });
     for (;;) {
       char buffer[4096];
       auto [ec, n] = co_await server.read_some(buffer);

@@ -4,8 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-using broker::proxy::stream;
 using broker::tcp;
+using broker::proxy::stream;
 using broker::proxy::upstream_connection;
 using broker::proxy::upstream_pool;
 namespace asio = boost::asio;

@@ -383,9 +383,11 @@ TEST_CASE("concurrent admits never exceed the request limit", "[session][budget]
   CHECK(r["usage"]["bytes_in"] == 500);
 }
 
-TEST_CASE("the agents' models have list prices unless the policy prices them", "[session][budget]") {
-  auto b = budget_of(R"({"prices": {"claude-sonnet-4*": {"input_per_mtok": 1, "output_per_mtok": 1}}})");
-  b.add_llm_usage("api.openai.com", "gpt-5-codex", 1'000'000, 100'000);  // 1.25 + 1.00
+TEST_CASE("the agents' models have list prices unless the policy prices them",
+          "[session][budget]") {
+  auto b =
+      budget_of(R"({"prices": {"claude-sonnet-4*": {"input_per_mtok": 1, "output_per_mtok": 1}}})");
+  b.add_llm_usage("api.openai.com", "gpt-5-codex", 1'000'000, 100'000);              // 1.25 + 1.00
   b.add_llm_usage("api.anthropic.com", "claude-sonnet-4-5-20250929", 1'000'000, 0);  // policy: 1
   b.add_llm_usage("generativelanguage.googleapis.com", "gemini-2.5-flash", 0, 1'000'000);  // 2.5
   b.add_llm_usage("api.example", "llama-3", 1000, 1000);

@@ -232,8 +232,7 @@ TEST_CASE("Gemini SSE: the last chunk's usage, tool-use prompt tokens as input",
              usage(80, 1, true, "gemini-2.5-flash")));
 }
 
-TEST_CASE("Gemini streamGenerateContent without alt=sse is a JSON array of chunks",
-          "[llm_usage]") {
+TEST_CASE("Gemini streamGenerateContent without alt=sse is a JSON array of chunks", "[llm_usage]") {
   const std::string array = "[" + std::string(gemini_json) + "," +
                             replace_all(std::string(gemini_json), "\"candidatesTokenCount\":30",
                                         "\"candidatesTokenCount\":45") +
@@ -249,9 +248,10 @@ TEST_CASE("Gemini JSON over the buffered size is scanned for its usageMetadata",
              usage(120, 80, false, "gemini-2.5-pro")));
 }
 
-TEST_CASE("the agents' other model endpoints are classified: ChatGPT Codex, Code Assist, Vertex, "
-          "Bedrock",
-          "[llm_usage]") {
+TEST_CASE(
+    "the agents' other model endpoints are classified: ChatGPT Codex, Code Assist, Vertex, "
+    "Bedrock",
+    "[llm_usage]") {
   CHECK(classify_llm_request("chatgpt.com", "POST", "/backend-api/codex/responses") ==
         llm_api::openai_responses);
   CHECK(classify_llm_request("chatgpt.com", "POST", "/backend-api/conversation") == llm_api::none);
@@ -300,9 +300,10 @@ TEST_CASE("a WebSocket to the Responses API is an LLM API; nothing else is", "[l
         llm_api::openai_responses);
 }
 
-TEST_CASE("a response.create message is a request; its nested types are not looked at, and "
-          "what does not parse counts as one",
-          "[llm_usage]") {
+TEST_CASE(
+    "a response.create message is a request; its nested types are not looked at, and "
+    "what does not parse counts as one",
+    "[llm_usage]") {
   const auto responses = llm_api::openai_responses;
   CHECK(is_llm_request_message(responses, R"({"type":"response.create","model":"gpt-5"})"));
   CHECK(is_llm_request_message(responses,

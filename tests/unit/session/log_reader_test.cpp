@@ -17,8 +17,8 @@ using broker::session::audit_log;
 using broker::session::audit_log_options;
 using broker::session::format_record;
 using broker::session::session_files;
-using broker::session::verify_replica;
 using broker::session::verify_log;
+using broker::session::verify_replica;
 using nlohmann::json;
 using nlohmann::ordered_json;
 

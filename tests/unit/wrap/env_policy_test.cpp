@@ -8,6 +8,7 @@
 #include "config/policy.hpp"
 #include "wrap/env_policy.hpp"
 
+using broker::session::variable;
 using broker::wrap::brokered_var;
 using broker::wrap::describe;
 using broker::wrap::env_plan;
@@ -15,7 +16,6 @@ using broker::wrap::env_rules;
 using broker::wrap::looks_secret;
 using broker::wrap::merge_env_rules;
 using broker::wrap::plan_child_environment;
-using broker::session::variable;
 
 namespace {
 

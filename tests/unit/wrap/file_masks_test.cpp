@@ -41,7 +41,7 @@ TEST_CASE("broker_state_masks: the config dir, the log dir, the policy and file:
   CHECK(has(masks, "/home/u/.acme/token"));
   CHECK(has(masks, "/etc/b-token"));
   CHECK(has(masks, "/home/u/.aws/credentials"));  // the profile is no part of the path
-  CHECK(masks.size() == 6);                        // cmd: and env: sources read no file here
+  CHECK(masks.size() == 6);                       // cmd: and env: sources read no file here
   CHECK(unhidden.empty());
 }
 
@@ -62,22 +62,25 @@ TEST_CASE("read_only_files: the startup files and files.readonly of every layer,
     std::filesystem::create_directories((t.path / f).parent_path());
     std::ofstream(t.path / f) << "x";
   }
-  const auto a = parse_policy(R"({ "files": { "readonly": ["~/notes/todo.txt", "~/missing"] } })",
-                              "a.json");
-  const auto b = parse_policy(R"({ "files": { "readonly": [")" + home + R"(/tools"] } })",
-                              "b.json");
+  const auto a =
+      parse_policy(R"({ "files": { "readonly": ["~/notes/todo.txt", "~/missing"] } })", "a.json");
+  const auto b =
+      parse_policy(R"({ "files": { "readonly": [")" + home + R"(/tools"] } })", "b.json");
   const auto out = read_only_files({a, b}, home);
   CHECK(out == std::vector<std::string>{home + "/.bashrc", home + "/.gitconfig",
                                         home + "/notes/todo.txt", home + "/tools"});
   CHECK(read_only_files({}, "").empty());
 }
 
-TEST_CASE("persistence_paths: the floor, files.readonly added, files.writable opened where every "
-          "layer agrees", "[wrap][masks]") {
+TEST_CASE(
+    "persistence_paths: the floor, files.readonly added, files.writable opened where every "
+    "layer agrees",
+    "[wrap][masks]") {
   const auto a = parse_policy(R"({ "version": 1, "files": { "writable": ["~/.gemrc", "~/.npmrc"],
-      "readonly": ["~/.local/bin"] } })", "a.json");
-  const auto b = parse_policy(R"({ "version": 1, "files": { "writable": ["~/.npmrc"] } })",
-                              "b.json");
+      "readonly": ["~/.local/bin"] } })",
+                              "a.json");
+  const auto b =
+      parse_policy(R"({ "version": 1, "files": { "writable": ["~/.npmrc"] } })", "b.json");
   const auto paths = [](const std::vector<broker::config::policy>& layers) {
     std::vector<std::string> out;
     for (const auto& p : broker::wrap::persistence_paths(layers, "/home/u")) out.push_back(p.path);
@@ -85,12 +88,13 @@ TEST_CASE("persistence_paths: the floor, files.readonly added, files.writable op
   };
   const auto both = paths({a, b});
   CHECK(has(both, "/home/u/.bashrc"));
-  CHECK(has(both, "/home/u/.gemrc"));   // b does not open it
+  CHECK(has(both, "/home/u/.gemrc"));        // b does not open it
   CHECK_FALSE(has(both, "/home/u/.npmrc"));  // both do
   CHECK(has(both, "/home/u/.local/bin"));
   CHECK_FALSE(has(paths({a}), "/home/u/.gemrc"));
   const auto c = parse_policy(R"({ "version": 1, "files": { "writable": ["~/.bashrc"],
-      "readonly": ["~/.bashrc"] } })", "c.json");
+      "readonly": ["~/.bashrc"] } })",
+                              "c.json");
   CHECK(has(paths({c}), "/home/u/.bashrc"));  // a layer's readonly is never opened
 }
 
@@ -102,8 +106,8 @@ TEST_CASE("scratch_directories: an agent's own programs that exist, never read-o
   std::filesystem::create_directories(t.path / ".codex/app-server-daemon");
   std::ofstream(t.path / ".bashrc") << "x";
   const auto scratch = broker::wrap::scratch_directories({}, home);
-  CHECK(scratch == std::vector<std::string>{home + "/.codex/packages",
-                                            home + "/.codex/app-server-daemon"});
+  CHECK(scratch ==
+        std::vector<std::string>{home + "/.codex/packages", home + "/.codex/app-server-daemon"});
   // Shown empty inside, so never read-only as well.
   const auto read_only = read_only_files({}, home);
   CHECK(read_only == std::vector<std::string>{home + "/.bashrc"});

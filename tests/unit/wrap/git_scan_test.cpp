@@ -14,9 +14,10 @@ using broker::wrap::git_leftovers;
 namespace fs = std::filesystem;
 
 TEST_CASE("git_config_runs_commands: the keys that run something", "[wrap][git]") {
-  CHECK_FALSE(git_config_runs_commands("[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
-                                       "[remote \"origin\"]\n\turl = ../o.git\n"
-                                       "[alias]\n\tst = status\n"));
+  CHECK_FALSE(
+      git_config_runs_commands("[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+                               "[remote \"origin\"]\n\turl = ../o.git\n"
+                               "[alias]\n\tst = status\n"));
   CHECK(git_config_runs_commands("[core]\n\tfsmonitor = touch x\n"));
   CHECK(git_config_runs_commands("[Core]\n\tHooksPath = /tmp/h\n"));
   CHECK(git_config_runs_commands("[core] sshCommand = ssh -oProxyCommand=x\n"));

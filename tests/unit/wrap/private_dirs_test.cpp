@@ -50,13 +50,13 @@ TEST_CASE("private_view: directories emptied, kept paths under them bound back, 
        empty(d / "tmp/work/run", 0700), empty(d / "missing")},
       {(d / "tmp/work").string(), (d / "tmp/work/sub/../run/broker/s1/ca-bundle.pem").string(),
        (d / "tmp/work/run/broker").string() + "/../broker/s1/ca-bundle.pem",
-       (d / "elsewhere").string(), (d / "tmp/work/run/broker/s1").string(),
-       (d / "home").string(), (d / "no-such").string(), ""});
+       (d / "elsewhere").string(), (d / "tmp/work/run/broker/s1").string(), (d / "home").string(),
+       (d / "no-such").string(), ""});
   // /var-run is /run; the missing directory and the path under no private one need no step;
   // the working directory is bound back, its runtime dir emptied again, and of that only the
   // kept session directory comes back (the bundle is visible through it: no step of its own).
-  CHECK(shown(steps, d) == std::vector<std::string>{"empty T/run", "empty T/tmp",
-                                                    "bind T/tmp/work", "empty T/tmp/work/run",
+  CHECK(shown(steps, d) == std::vector<std::string>{"empty T/run", "empty T/tmp", "bind T/tmp/work",
+                                                    "empty T/tmp/work/run",
                                                     "bind T/tmp/work/run/broker/s1"});
   CHECK(steps[0].mode == 0755);
   CHECK(steps[3].mode == 0700);

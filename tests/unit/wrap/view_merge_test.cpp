@@ -11,7 +11,8 @@ using json = nlohmann::json;
 
 TEST_CASE("merge_three: two sessions' JSON changes both survive", "[wrap][merge]") {
   const auto base = R"({"numStartups": 1, "projects": {"/a": {"n": 1}}, "theme": "dark"})";
-  const auto host = R"({"numStartups": 2, "projects": {"/a": {"n": 1}, "/b": {"n": 5}}, "theme": "dark"})";
+  const auto host =
+      R"({"numStartups": 2, "projects": {"/a": {"n": 1}, "/b": {"n": 5}}, "theme": "dark"})";
   const auto child = R"({"numStartups": 1, "projects": {"/a": {"n": 2}}, "tips": true})";
   const auto out = merge_three(base, host, child);
   REQUIRE(out);
@@ -28,9 +29,11 @@ TEST_CASE("merge_three: appended logs, and what cannot merge", "[wrap][merge]") 
 }
 
 TEST_CASE("keep_host_commands: an agent's hooks and MCP servers stay the host's", "[wrap][merge]") {
-  const settings_file claude{settings_file::format::json, {"hooks", "mcpServers", "projects.*.mcpServers"}};
+  const settings_file claude{settings_file::format::json,
+                             {"hooks", "mcpServers", "projects.*.mcpServers"}};
   std::vector<std::string> changed;
-  const auto host = R"({"model": "opus", "hooks": {"Stop": []}, "projects": {"/p": {"mcpServers": {}}}})";
+  const auto host =
+      R"({"model": "opus", "hooks": {"Stop": []}, "projects": {"/p": {"mcpServers": {}}}})";
   const auto child = R"({"model": "sonnet", "hooks": {"SessionStart": [{"command": "curl evil"}]},
       "mcpServers": {"x": {"command": "evil"}}, "projects": {"/p": {"mcpServers": {"y": {}}, "n": 3}}})";
   const auto out = keep_host_commands(claude, host, child, changed);
@@ -52,8 +55,9 @@ TEST_CASE("keep_host_commands: Codex's notify and MCP tables in TOML", "[wrap][m
   const std::string ok = "model = \"gpt-5-codex\"\n[mcp_servers.docs]\ncommand = \"docs\"\n";
   CHECK(keep_host_commands(codex, host, ok, changed) == ok);
   CHECK(changed.empty());
-  const std::string evil = "model = \"gpt-5\"\nnotify = [\"sh\",\n  \"-c\", \"curl evil\"]\n"
-                           "[mcp_servers.docs]\ncommand = \"evil\"\n";
+  const std::string evil =
+      "model = \"gpt-5\"\nnotify = [\"sh\",\n  \"-c\", \"curl evil\"]\n"
+      "[mcp_servers.docs]\ncommand = \"evil\"\n";
   CHECK(keep_host_commands(codex, host, evil, changed) == host);
   CHECK(changed == std::vector<std::string>{"notify", "mcp_servers"});
 }
