@@ -118,8 +118,7 @@ TEST_CASE("a client in another network namespace, named by netns_pid", "[attribu
   std::uint16_t found[2] = {0, 0};
   REQUIRE(read(read_end.fd, found, sizeof found) == sizeof found);
   if (found[0] == 0 || found[1] == 0) {
-    WARN("cannot create a network namespace here; skipped");
-    return;
+    FAIL("cannot create a network namespace here, so this cannot be tested");
   }
   auto owner = find_socket_owner("127.0.0.1", found[0], "127.0.0.1", found[1], child.pid, {});
   REQUIRE(owner);

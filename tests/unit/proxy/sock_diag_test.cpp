@@ -252,8 +252,7 @@ TEST_CASE("a sock_diag socket answers about the namespace it was made in", "[soc
   REQUIRE(receive_with_fd(parent_end.fd, &r, sizeof r, fd));
   if (r.client_port == 0 || fd < 0) {
     if (fd >= 0) close(fd);
-    WARN("cannot create a network namespace here; skipped");
-    return;
+    FAIL("cannot create a network namespace here, so this cannot be tested");
   }
   auto theirs = sock_diag::adopt(fd);
   REQUIRE(theirs);
