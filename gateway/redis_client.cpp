@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "base/asio.hpp"
+#include "base/text.hpp"
 #include "gateway/redis_connection.hpp"
 #include "gateway/redis_protocol.hpp"
 
@@ -51,12 +52,13 @@ std::vector<std::string> evalsha_command(const redis_script& script, std::vector
 
 struct redis_client::state {
   state(asio::any_io_executor ex, redis_endpoint ep, std::shared_ptr<redis_stats> st,
-        std::chrono::milliseconds timeout)
+        std::chrono::milliseconds timeout, clock_fn clock_now)
       : executor(std::move(ex)),
         endpoint(std::move(ep)),
         name(endpoint.display()),
         stats(std::move(st)),
-        connection(executor, endpoint, stats, timeout) {}
+        connection(executor, endpoint, stats, timeout),
+        now(std::move(clock_now)) {}
 
   asio::any_io_executor executor;
   redis_endpoint endpoint;
@@ -68,6 +70,7 @@ struct redis_client::state {
   std::size_t queued_commands = 0;
   bool driving = false;  // a driver coroutine is running
   bool closed = false;
+  clock_fn now;
   std::optional<clock::time_point> last_attempt;  // the last connect attempt began
   std::string last_failure;                       // why the connection last failed
 
@@ -100,7 +103,7 @@ struct redis_client::state {
 
   clock::duration backoff_left() const {
     if (!last_attempt) return clock::duration::zero();
-    return std::max(clock::duration::zero(), *last_attempt + reconnect_backoff - clock::now());
+    return std::max(clock::duration::zero(), *last_attempt + reconnect_backoff - now());
   }
 
   // Queues `p` and starts the driver if none runs; throws when `p` cannot be sent now.
@@ -154,7 +157,7 @@ struct redis_client::state {
                          in_ms(left));
             break;
           }
-          s.last_attempt = clock::now();
+          s.last_attempt = s.now();
           if (auto why = co_await s.connection.connect(); !why.empty()) {
             s.drop_connection();
             s.last_failure = why;
@@ -219,18 +222,16 @@ redis_script::redis_script(std::string lua) : text(std::move(lua)) {
   unsigned int length = 0;
   if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha1(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(sha1) failed");
-  static constexpr char hex[] = "0123456789abcdef";
-  for (unsigned int i = 0; i < length; ++i) {
-    sha1 += hex[digest[i] >> 4];
-    sha1 += hex[digest[i] & 15];
-  }
+  sha1 = base::hex_encode(digest.data(), length);
 }
 
 redis_client::redis_client(asio::any_io_executor executor, redis_endpoint endpoint,
-                           std::shared_ptr<redis_stats> stats, std::chrono::milliseconds timeout)
+                           std::shared_ptr<redis_stats> stats, std::chrono::milliseconds timeout,
+                           clock_fn now)
     : state_(std::make_shared<state>(std::move(executor), std::move(endpoint), std::move(stats),
-                                     timeout)) {
+                                     timeout, std::move(now))) {
   if (!state_->stats) throw std::invalid_argument("redis_client: no stats");
+  if (!state_->now) throw std::invalid_argument("redis_client: no clock");
   if (timeout <= std::chrono::milliseconds::zero())
     throw std::invalid_argument("redis_client: the timeout must be positive");
 }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -59,10 +60,14 @@ class redis_client {
   // Bytes of replies buffered before they are complete; past it the connection is dropped.
   static constexpr std::size_t max_reply_bytes = 16 * 1024 * 1024;
 
+  // What the backoff measures time with (a test passes a clock it moves itself).
+  using clock_fn = std::function<std::chrono::steady_clock::time_point()>;
+
   // Connects lazily, on the first command. `timeout` bounds connecting (with AUTH and SELECT)
   // and each round trip.
   redis_client(asio::any_io_executor executor, redis_endpoint endpoint,
-               std::shared_ptr<redis_stats> stats, std::chrono::milliseconds timeout);
+               std::shared_ptr<redis_stats> stats, std::chrono::milliseconds timeout,
+               clock_fn now = std::chrono::steady_clock::now);
   // Closes (see close()).
   ~redis_client();
   redis_client(const redis_client&) = delete;

@@ -39,16 +39,22 @@ std::string unavailable(asio::io_context& io, asio::awaitable<redis_reply> work)
   return {};
 }
 
-void sleep_for(clock_type::duration d) {
-  std::this_thread::sleep_for(d);
-}
+// The client's backoff clock, which only the test moves.
+struct fake_clock {
+  clock_type::time_point now = clock_type::now();
+  redis_client::clock_fn fn() {
+    return [this] { return now; };
+  }
+  void wait_out_backoff() { now += redis_client::reconnect_backoff; }
+};
 
 struct client_setup {
   asio::io_context io;
   std::shared_ptr<redis_stats> stats = std::make_shared<redis_stats>();
+  fake_clock clock;
   redis_client client;
   client_setup(const std::string& url, std::chrono::milliseconds timeout = 2s)
-      : client(io.get_executor(), redis_endpoint::parse(url), stats, timeout) {}
+      : client(io.get_executor(), redis_endpoint::parse(url), stats, timeout, clock.fn()) {}
   redis_reply call(std::vector<std::string> args) {
     return run(io, client.command(std::move(args)));
   }
@@ -264,7 +270,10 @@ TEST_CASE(
   CHECK(clock_type::now() - started < 1s);
   CHECK_FALSE(c.client.connected());
 
-  sleep_for(redis_client::reconnect_backoff + 50ms);
+  // Until the backoff has passed, no connect attempt: an answer at once.
+  c.clock.now += redis_client::reconnect_backoff - 1ms;
+  CHECK_THAT(unavailable(c.io, c.client.command("PING")), Catch::Contains("next attempt in 1 ms"));
+  c.clock.now += 1ms;
   CHECK_THAT(unavailable(c.io, c.client.command("PING")),
              Catch::Contains("cannot connect") && Catch::Contains("refused"));
   // Inside the backoff: no connect attempt, an answer at once.
@@ -273,7 +282,7 @@ TEST_CASE(
              Catch::Contains("not connected") && Catch::Contains("next attempt"));
   CHECK(clock_type::now() - started < 200ms);
   CHECK(c.stats->read().connects == 1);
-  CHECK(c.stats->read().errors == 3);
+  CHECK(c.stats->read().errors == 4);
 }
 
 TEST_CASE("redis_client: after Redis restarts, the next command reconnects", "[redis]") {
@@ -281,7 +290,7 @@ TEST_CASE("redis_client: after Redis restarts, the next command reconnects", "[r
   client_setup c(server.url());
   c.call({"SET", "k", "before"});
   server.restart();  // the idle connection is closed by the old server; nothing was saved
-  sleep_for(redis_client::reconnect_backoff + 50ms);
+  c.clock.wait_out_backoff();
   CHECK(c.call({"GET", "k"}).is_nil());
   CHECK(c.call({"SET", "k", "after"}).text == "OK");
   CHECK(c.stats->read().connects == 2);
@@ -306,7 +315,7 @@ TEST_CASE(
   CHECK_FALSE(c.client.connected());
 
   server.resume();
-  sleep_for(redis_client::reconnect_backoff + 50ms);
+  c.clock.wait_out_backoff();
   CHECK(c.call({"PING"}).text == "PONG");
   CHECK(c.stats->read().connects == 2);
 }
@@ -377,7 +386,7 @@ TEST_CASE("redis_client: the queue and the reply size are bounded", "[redis]") {
 
   c.call({"SET", "big", std::string(redis_client::max_reply_bytes + 1, 'x')});
   CHECK_THAT(unavailable(c.io, c.client.command("GET", "big")), Catch::Contains("larger than"));
-  sleep_for(redis_client::reconnect_backoff + 50ms);
+  c.clock.wait_out_backoff();
   CHECK(c.call({"STRLEN", "big"}).integer ==
         static_cast<long long>(redis_client::max_reply_bytes + 1));
 }
@@ -400,12 +409,13 @@ TEST_CASE("redis_client: a peer that does not speak RESP is a lost connection", 
   };
   asio::co_spawn(io, peer, asio::detached);
   const std::string url = "redis://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port());
+  fake_clock clock;
   redis_client client(io.get_executor(), redis_endpoint::parse(url),
-                      std::make_shared<redis_stats>(), 500ms);
+                      std::make_shared<redis_stats>(), 500ms, clock.fn());
   CHECK_THAT(unavailable(io, client.command("PING")), Catch::Contains("not RESP"));
   CHECK_FALSE(client.connected());
 
-  sleep_for(redis_client::reconnect_backoff + 50ms);
+  clock.wait_out_backoff();
   // The first reply is this command's; the extra one cannot be matched, so the connection goes.
   CHECK(run(io, client.command("PING")).text == "ONE");
   CHECK_FALSE(client.connected());
