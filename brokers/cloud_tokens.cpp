@@ -236,20 +236,8 @@ std::string jwt_bearer_assertion(const service_account& account, std::string_vie
 
 std::string jwt_bearer_form(std::string_view assertion) {
   // Assertions are base64url and dots, all unreserved; anything else is escaped all the same.
-  std::string body = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=";
-  static constexpr char hex[] = "0123456789ABCDEF";
-  for (char c : assertion) {
-    const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'A' && u <= 'Z') || (u >= 'a' && u <= 'z') || (u >= '0' && u <= '9') || u == '-' ||
-        u == '.' || u == '_' || u == '~') {
-      body.push_back(c);
-    } else {
-      body.push_back('%');
-      body.push_back(hex[u >> 4]);
-      body.push_back(hex[u & 15]);
-    }
-  }
-  return body;
+  return "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" +
+         base::percent_encode(assertion);
 }
 
 access_token parse_oauth_token_response(std::string_view json, system_clock::time_point now) {

@@ -8,6 +8,7 @@
 
 #include <openssl/evp.h>
 
+#include "base/text.hpp"
 #include "config/located_json.hpp"
 #include "config/policy_sections.hpp"
 
@@ -32,13 +33,7 @@ std::string sha256_hex(std::string_view bytes) {
   unsigned int length = 0;
   if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1)
     throw std::runtime_error("EVP_Digest(sha256) failed");
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < length; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 0xf];
-  }
-  return out;
+  return base::hex_encode(digest.data(), length);
 }
 
 }  // namespace

@@ -2,12 +2,10 @@
 // hold the password.
 #include "gateway/redis_endpoint.hpp"
 
-#include <cctype>
 #include <charconv>
 #include <stdexcept>
 
 #include "base/text.hpp"
-#include "config/path_pattern.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -121,21 +119,6 @@ void parse_unix(std::string_view rest, redis_endpoint& out) {
   }
 }
 
-std::string percent_encode_user(const std::string& user) {
-  std::string out;
-  for (const unsigned char c : user) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      static constexpr char digits[] = "0123456789ABCDEF";
-      out += '%';
-      out += digits[c >> 4];
-      out += digits[c & 15];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 redis_endpoint redis_endpoint::parse(std::string_view url) {
@@ -155,7 +138,7 @@ redis_endpoint redis_endpoint::parse(std::string_view url) {
 }
 
 std::string redis_endpoint::display() const {
-  const std::string user_part = user.empty() ? "" : percent_encode_user(user) + "@";
+  const std::string user_part = user.empty() ? "" : base::percent_encode(user) + "@";
   if (kind == transport::unix_socket)
     return "unix://" + user_part + path + (db != 0 ? "?db=" + std::to_string(db) : "");
   const bool v6 = host.find(':') != std::string::npos;
