@@ -14,6 +14,11 @@ inline bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
 }
 
+// HTTP's optional whitespace between a field's parts (RFC 9110 §5.6.3).
+inline bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
 inline std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);

@@ -9,10 +9,6 @@
 namespace broker::brokers {
 namespace {
 
-bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
 bool is_tchar(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
          std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
@@ -22,14 +18,14 @@ bool is_tchar(char c) {
 
 std::optional<auth_value> parse_auth_value(std::string_view value) {
   std::size_t i = 0;
-  while (i < value.size() && is_ows(value[i])) ++i;
+  while (i < value.size() && base::is_ows(value[i])) ++i;
   const std::size_t scheme_at = i;
   while (i < value.size() && is_tchar(value[i])) ++i;
   const std::size_t scheme_end = i;
-  if (scheme_end == scheme_at || i == value.size() || !is_ows(value[i])) return std::nullopt;
-  while (i < value.size() && is_ows(value[i])) ++i;
+  if (scheme_end == scheme_at || i == value.size() || !base::is_ows(value[i])) return std::nullopt;
+  while (i < value.size() && base::is_ows(value[i])) ++i;
   std::size_t end = value.size();
-  while (end > i && is_ows(value[end - 1])) --end;
+  while (end > i && base::is_ows(value[end - 1])) --end;
   if (end == i) return std::nullopt;
   return auth_value{value.substr(scheme_at, scheme_end - scheme_at), i, value.substr(i, end - i)};
 }

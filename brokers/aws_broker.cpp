@@ -99,7 +99,7 @@ class aws_step final : public request_step {
   swapped_values swapped_;
 };
 
-aws_real_credentials issue(aws_credentials c) {
+aws_real_credentials issue_credentials(aws_credentials c) {
   aws_real_credentials r;
   r.key_id = std::move(c.access_key_id);
   r.secret_key = std::move(c.secret_access_key);
@@ -276,11 +276,11 @@ std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
     first.session_token = copy(real.session_token);
     first.expiration = real.expiration;
     init.rotation = std::make_shared<const rotating<aws_real_credentials>>(
-        "credential " + spec.name + ": its temporary AWS credentials", issue(std::move(first)),
-        std::chrono::system_clock::now(), [spec] {
+        "credential " + spec.name + ": its temporary AWS credentials",
+        issue_credentials(std::move(first)), std::chrono::system_clock::now(), [spec] {
           std::optional<aws_credentials> next = load_aws_credentials(spec.source, spec.env);
           if (!next) throw source_error(spec.source + ": no credentials");
-          return issue(std::move(*next));
+          return issue_credentials(std::move(*next));
         });
   }
   init.spec = spec;

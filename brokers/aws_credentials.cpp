@@ -43,8 +43,9 @@ std::optional<aws_credentials> from_environment(const std::string& source,
 
 // ---- file: ----
 
-std::optional<aws_credentials> from_file(const std::string& source, std::string_view rest,
-                                         const source_limits& limits) {
+std::optional<aws_credentials> credentials_from_file(const std::string& source,
+                                                     std::string_view rest,
+                                                     const source_limits& limits) {
   // "PATH#PROFILE": the last '#' starts the profile, unless what follows it is a path.
   std::string_view path = rest;
   std::string profile = "default";
@@ -65,8 +66,8 @@ std::optional<aws_credentials> from_file(const std::string& source, std::string_
 
 // ---- cmd: ----
 
-std::optional<aws_credentials> from_command(const std::string& source,
-                                            const source_limits& limits) {
+std::optional<aws_credentials> credentials_from_command(const std::string& source,
+                                                        const source_limits& limits) {
   auto output = load_secret(source, limits);  // a command that prints nothing throws
   if (!output) throw source_error(source + ": printed nothing");
   try {
@@ -242,8 +243,8 @@ std::optional<aws_credentials> load_aws_credentials(const std::string& source,
                                                     const source_limits& limits) {
   std::string_view text = source;
   if (text.starts_with("env:")) return from_environment(source, env_names, limits);
-  if (text.starts_with("file:")) return from_file(source, text.substr(5), limits);
-  if (text.starts_with("cmd:")) return from_command(source, limits);
+  if (text.starts_with("file:")) return credentials_from_file(source, text.substr(5), limits);
+  if (text.starts_with("cmd:")) return credentials_from_command(source, limits);
   throw source_error(source + ": unknown source (expected env:, file: or cmd:)");
 }
 

@@ -9,10 +9,6 @@
 namespace broker::brokers {
 namespace {
 
-bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
 class header_broker final : public value_broker {
  public:
   using value_broker::value_broker;
@@ -32,8 +28,8 @@ class header_broker final : public value_broker {
     // Surrounding whitespace is not part of a field value (RFC 9110 §5.5); the prefix is compared
     // exactly as the policy spells it.
     std::size_t begin = 0, end = value.size();
-    while (begin < end && is_ows(value[begin])) ++begin;
-    while (end > begin && is_ows(value[end - 1])) --end;
+    while (begin < end && base::is_ows(value[begin])) ++begin;
+    while (end > begin && base::is_ows(value[end - 1])) --end;
     std::string_view field = std::string_view(value).substr(begin, end - begin);
     const std::string& prefix = spec().prefix;
     if (!field.starts_with(prefix) || field.substr(prefix.size()) != dummy()) return 0;

@@ -12,7 +12,7 @@
 namespace broker::brokers {
 namespace {
 
-constexpr std::size_t npos = std::string_view::npos;
+constexpr std::size_t not_found = std::string_view::npos;
 // Pattern and slot numbers are 32-bit.
 constexpr std::size_t max_count = std::numeric_limits<std::uint32_t>::max();
 // The hashed window: one unaligned 32-bit load.
@@ -46,9 +46,9 @@ std::size_t skip_to_hit(const char* data, std::size_t p, std::size_t last, std::
 }
 
 std::size_t find_from(std::string_view text, std::string_view needle, std::size_t from) {
-  if (from >= text.size() || text.size() - from < needle.size()) return npos;
+  if (from >= text.size() || text.size() - from < needle.size()) return not_found;
   const void* hit = ::memmem(text.data() + from, text.size() - from, needle.data(), needle.size());
-  return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - text.data()) : npos;
+  return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - text.data()) : not_found;
 }
 
 template <class T>
@@ -142,7 +142,7 @@ std::optional<scrub_match> scrub_index::find(std::string_view text, std::size_t 
     std::size_t& next = at.next_[k];
     if (next == cursor::unknown || next < from)
       next = find_from(text, patterns_[direct_[k]].find, from);
-    if (next != npos) consider(next, direct_[k]);
+    if (next != not_found) consider(next, direct_[k]);
   }
   if (slots_.empty() || text.size() < gram) return best;
 
@@ -177,7 +177,8 @@ void scrub_index::each_occurrence(std::string_view text, void (*report)(void*, s
                                   void* found) const {
   for (std::uint32_t i : direct_) {
     const std::string_view find = patterns_[i].find;
-    for (std::size_t at = find_from(text, find, 0); at != npos; at = find_from(text, find, at + 1))
+    for (std::size_t at = find_from(text, find, 0); at != not_found;
+         at = find_from(text, find, at + 1))
       report(found, i);
   }
   if (slots_.empty() || text.size() < gram) return;

@@ -138,7 +138,7 @@ class gcp_token_step final : public request_step {
 };
 
 // The token as issued: nothing of any session's dummy is in it.
-issued_token issue(access_token token) {
+issued_token issue_token(access_token token) {
   return {std::move(token.token), token.expires};
 }
 
@@ -153,8 +153,8 @@ token_broker::token_broker(config::credential_spec spec, layer_hosts other_layer
   masks_ = std::make_unique<const dummy_masks>(dummy_);
   if (request_broker::spec().type == "gcp") gcp_client_ = gcp_client_like_googles(nullptr, {});
   tokens_ = std::make_shared<const rotating<issued_token>>(
-      "credential " + name() + ": its access token", issue(std::move(first)), issued,
-      [fetch = std::move(fetch)] { return issue(fetch()); });
+      "credential " + name() + ": its access token", issue_token(std::move(first)), issued,
+      [fetch = std::move(fetch)] { return issue_token(fetch()); });
 }
 
 token_broker::token_broker(const token_broker& base, std::string dummy, gcp_dummy_client client)

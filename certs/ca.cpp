@@ -13,13 +13,6 @@
 
 namespace broker::certs {
 
-namespace {
-
-// X.520 upper bound for a commonName (RFC 5280 Appendix A: ub-common-name).
-constexpr std::size_t max_common_name = 64;
-
-}  // namespace
-
 pkey_ptr generate_ec_key() {
   pkey_ptr key(EVP_EC_gen("P-256"));
   if (!key) throw_openssl("cannot generate an ECDSA P-256 key");

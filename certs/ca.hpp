@@ -14,6 +14,9 @@
 namespace broker::certs {
 
 // Every failure: a bad or unsafe CA directory, an OpenSSL error. what() names the file.
+// X.520's upper bound for a commonName (RFC 5280 Appendix A: ub-common-name).
+inline constexpr std::size_t max_common_name = 64;
+
 class ca_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

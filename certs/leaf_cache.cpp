@@ -13,8 +13,6 @@ namespace broker::certs {
 
 namespace {
 
-// X.520 upper bound for a commonName; the SAN carries the full name, which is what clients check.
-constexpr std::size_t max_common_name = 64;
 constexpr int leaf_valid_days = 30;
 
 struct general_names_deleter {

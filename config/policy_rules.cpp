@@ -64,7 +64,7 @@ std::vector<std::string> parse_methods(const json_node& node) {
   return methods;
 }
 
-std::vector<path_pattern> parse_paths(const json_node& node) {
+std::vector<path_pattern> parse_path_patterns(const json_node& node) {
   std::vector<path_pattern> paths;
   for (auto& [text, item] : node.string_elements()) {
     if (text.empty() || text.front() != '/') item.fail("path pattern must start with \"/\"");
@@ -100,7 +100,7 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     if (allow_list) r.ports = {80, 443};
     if (auto ports = item.find("ports")) r.ports = parse_ports(*ports);
     if (auto methods = item.find("methods")) r.methods = parse_methods(*methods);
-    if (auto paths = item.find("paths")) r.paths = parse_paths(*paths);
+    if (auto paths = item.find("paths")) r.paths = parse_path_patterns(*paths);
     if (auto tunnel = item.find("tunnel")) {
       r.tunnel = tunnel->as_bool();
       // A tunnel is never parsed, so a method or path condition could never be enforced.

@@ -96,11 +96,6 @@ namespace {
 
 using detail::ip_bytes;
 
-bool is_v4_mapped(const ip_bytes& ip) {
-  static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(ip.data(), prefix, sizeof prefix) == 0;
-}
-
 // The inode of the socket whose local end is `client` and remote end `server`, streaming the
 // table line by line so a large table costs no large buffer and a hit stops the read; 0 if none.
 std::uint64_t find_inode_in(const std::string& path, bool v6, const ip_bytes& client,

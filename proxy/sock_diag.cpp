@@ -18,11 +18,6 @@ namespace broker::proxy {
 
 namespace {
 
-bool is_v4_mapped(const ip_bytes& ip) {
-  static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  return std::memcmp(ip.data(), prefix, sizeof prefix) == 0;
-}
-
 struct diag_request {
   nlmsghdr header;
   inet_diag_req_v2 body;
@@ -57,31 +52,32 @@ bool send_request(int fd, std::uint32_t seq, int family, const ip_bytes& local,
   return sent == static_cast<ssize_t>(sizeof request);
 }
 
-enum class verdict { pending, missing, found };
+enum class answer_state { pending, missing, found };
 
 // One datagram of answers: ours (by sequence number) decides; others (an earlier request's, come
 // after its wait ended) are skipped.
-verdict read_answer(const char* data, std::size_t size, std::uint32_t seq, std::uint16_t local_port,
-                    std::uint16_t remote_port, tcp_socket_entry& out) {
+answer_state read_answer(const char* data, std::size_t size, std::uint32_t seq,
+                         std::uint16_t local_port, std::uint16_t remote_port,
+                         tcp_socket_entry& out) {
   auto length = static_cast<unsigned int>(size);
   for (auto* header = reinterpret_cast<const nlmsghdr*>(data); NLMSG_OK(header, length);
        header = NLMSG_NEXT(header, length)) {
     if (header->nlmsg_seq != seq) continue;
     if (header->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
         header->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
-      return verdict::missing;  // NLMSG_ERROR: ENOENT for no such socket
+      return answer_state::missing;  // NLMSG_ERROR: ENOENT for no such socket
     const auto* message = static_cast<const inet_diag_msg*>(NLMSG_DATA(header));
     // The kernel's lookup falls back to a listener on the local port (it looks the tuple up as
     // an arriving packet would): that is not the client's socket.
     if (message->idiag_state == TCP_LISTEN || ntohs(message->id.idiag_sport) != local_port ||
         ntohs(message->id.idiag_dport) != remote_port)
-      return verdict::missing;
+      return answer_state::missing;
     out.inode = message->idiag_inode;
     out.uid = message->idiag_uid;
     out.state = message->idiag_state;
-    return verdict::found;
+    return answer_state::found;
   }
-  return verdict::pending;
+  return answer_state::pending;
 }
 
 std::optional<tcp_socket_entry> ask(int fd, std::uint32_t seq, int family, const ip_bytes& local,
@@ -96,11 +92,11 @@ std::optional<tcp_socket_entry> ask(int fd, std::uint32_t seq, int family, const
       tcp_socket_entry entry;
       switch (
           read_answer(buffer, static_cast<std::size_t>(n), seq, local_port, remote_port, entry)) {
-        case verdict::found:
+        case answer_state::found:
           return entry;
-        case verdict::missing:
+        case answer_state::missing:
           return std::nullopt;
-        case verdict::pending:  // another question's answer: read on, within the deadline
+        case answer_state::pending:  // another question's answer: read on, within the deadline
           if (std::chrono::steady_clock::now() >= until) return std::nullopt;
           continue;
       }

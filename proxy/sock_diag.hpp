@@ -5,6 +5,7 @@
 // namespace and hands it over with the listeners).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,12 @@
 namespace broker::proxy {
 
 using ip_bytes = std::array<std::uint8_t, 16>;  // network order; IPv4 as ::ffff:a.b.c.d
+
+// Whether `ip` is an IPv4 address in its IPv6 form (::ffff:a.b.c.d).
+inline bool is_v4_mapped(const ip_bytes& ip) {
+  return std::all_of(ip.begin(), ip.begin() + 10, [](std::uint8_t b) { return b == 0; }) &&
+         ip[10] == 0xff && ip[11] == 0xff;
+}
 
 // What the kernel says about one TCP socket.
 struct tcp_socket_entry {

@@ -1,6 +1,6 @@
 // An upgraded connection (DESIGN §10): the 101 checked and passed on, then the WebSocket relayed
-// message by message through a websocket_inspector, one pump per direction, until either side
-// ends it, the idle deadline passes, or the inspector ends it (a value that must not leave, a
+// message by message through a websocket_inspector, one pump_frames per direction, until either
+// side ends it, the idle deadline passes, or the inspector ends it (a value that must not leave, a
 // spent budget, a protocol error), when each side is sent its close. What the client pipelined
 // behind its upgrade request waited in its buffer until the 101 and is read as frames like the
 // rest. One record per connection (messages and bytes each way), one more per metered LLM
@@ -42,9 +42,9 @@ class mask_keys {
   std::size_t used_ = keys_.size();
 };
 
-// What the two directions share. Each pump writes only toward its own destination, so no stream
-// has two writes outstanding; a pump that finds the connection ending while the other is
-// mid-write waits for that write rather than cut it short (race() would cancel it half sent).
+// What the two directions share. Each pump_frames writes only toward its own destination, so no
+// stream has two writes outstanding; a pump_frames that finds the connection ending while the other
+// is mid-write waits for that write rather than cut it short (race() would cancel it half sent).
 struct websocket_pumps {
   websocket_inspector& inspect;
   audit_entry& entry;  // its message counts kept current: a deadline may end the relay
@@ -58,8 +58,8 @@ struct websocket_pumps {
 
 // One direction: bytes read from `from`, inspected, written to `to` as frames; returns when
 // `from` ends, a write fails, or the inspector ends the connection.
-asio::awaitable<void> pump(websocket_pumps& p, bool from_client, stream& from, read_buffer& in,
-                           stream& to, std::uint64_t& written) {
+asio::awaitable<void> pump_frames(websocket_pumps& p, bool from_client, stream& from,
+                                  read_buffer& in, stream& to, std::uint64_t& written) {
   bool& writing = from_client ? p.writing_upstream : p.writing_client;
   const bool& other_writing = from_client ? p.writing_client : p.writing_upstream;
   held_bytes& hold = from_client ? p.held_from_client : p.held_from_server;
@@ -169,8 +169,8 @@ asio::awaitable<void> http_exchange::relay_websocket() {
 
   entry_.ws_messages_out = entry_.ws_messages_in = 0;
   websocket_pumps pumps{inspect, entry_, io_.timer, timeouts().tunnel};
-  co_await base::race(pump(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
-                      pump(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
+  co_await base::race(pump_frames(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
+                      pump_frames(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
   const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
   if (cancelled != asio::cancellation_type::none) co_return;

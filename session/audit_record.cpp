@@ -7,25 +7,25 @@
 namespace broker::session {
 namespace {
 
-using json = nlohmann::ordered_json;
+using record_json = nlohmann::ordered_json;
 
-json text_or_null(const std::string& s) {
-  return s.empty() ? json() : json(s);
+record_json text_or_null(const std::string& s) {
+  return s.empty() ? record_json() : record_json(s);
 }
 
 }  // namespace
 
-json exchange_record(const audit_entry& e, const scrub_text& scrub) {
-  json j;
+record_json exchange_record(const audit_entry& e, const scrub_text& scrub) {
+  record_json j;
   j["event"] = e.event;
-  j["pid"] = e.pid > 0 ? json(e.pid) : json();
-  j["exe"] = e.pid > 0 ? text_or_null(e.exe) : json();
+  j["pid"] = e.pid > 0 ? record_json(e.pid) : record_json();
+  j["exe"] = e.pid > 0 ? text_or_null(e.exe) : record_json();
   j["method"] = text_or_null(e.method);
   j["scheme"] = text_or_null(e.scheme);
   j["host"] = scrub(e.host);
   j["port"] = e.port;
-  j["path"] = e.target.empty() ? json() : json(redact_target(scrub(e.target)));
-  j["status"] = e.status ? json(e.status) : json();
+  j["path"] = e.target.empty() ? record_json() : record_json(redact_target(scrub(e.target)));
+  j["status"] = e.status ? record_json(e.status) : record_json();
   j["bytes_out"] = e.bytes_out;
   j["bytes_in"] = e.bytes_in;
   if (e.ws_messages_out) j["ws_messages_out"] = *e.ws_messages_out;
@@ -34,15 +34,15 @@ json exchange_record(const audit_entry& e, const scrub_text& scrub) {
   j["decision"] = e.allowed ? "allow" : "deny";
   j["rule"] = text_or_null(e.rule);
   j["credential"] = text_or_null(e.credential);
-  j["llm_tokens"] = e.llm_tokens ? json(*e.llm_tokens) : json();
+  j["llm_tokens"] = e.llm_tokens ? record_json(*e.llm_tokens) : record_json();
   if (e.llm_estimated) j["estimated"] = true;
   if (e.captured) j["captured"] = true;
   if (!e.error.empty()) j["error"] = e.error;
   return j;
 }
 
-json start_record(const session_start& s) {
-  json j;
+record_json start_record(const session_start& s) {
+  record_json j;
   j["event"] = "session_start";
   j["version"] = BROKER_VERSION;
   j["mode"] = s.mode;
@@ -56,15 +56,16 @@ json start_record(const session_start& s) {
   return j;
 }
 
-json policy_reload_record(json policy) {
-  json j;
+record_json policy_reload_record(record_json policy) {
+  record_json j;
   j["event"] = "policy_reload";
   j["policy"] = std::move(policy);
   return j;
 }
 
-json kept_out_record(const std::string& path, const std::string& reason, const std::string& kept) {
-  json j;
+record_json kept_out_record(const std::string& path, const std::string& reason,
+                            const std::string& kept) {
+  record_json j;
   j["event"] = "kept_out";
   j["path"] = path;
   j["reason"] = reason;
@@ -72,13 +73,13 @@ json kept_out_record(const std::string& path, const std::string& reason, const s
   return j;
 }
 
-json end_record(const session_end& s) {
-  json j;
+record_json end_record(const session_end& s) {
+  record_json j;
   j["event"] = "session_end";
   j["requests"] = s.requests;
   j["denied"] = s.denied;
   j["usage"] = s.usage;
-  j["exit"] = s.exit ? json(*s.exit) : json();
+  j["exit"] = s.exit ? record_json(*s.exit) : record_json();
   return j;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/saturating.hpp"
 #include "session/budget_text.hpp"
 
 namespace broker::session {
@@ -13,15 +14,9 @@ using config::budget_amounts;
 
 // Unpriced model names kept for `broker status`: a hint, not an inventory.
 constexpr std::size_t max_unpriced_models = 16;
-constexpr std::size_t max_model_name = 100;
+constexpr std::size_t max_budget_model_name = 100;
 // A bucket refilled to 0.999999999 of a token by floating-point steps holds a whole one.
 constexpr double token_epsilon = 1e-9;
-
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
-  return a > std::numeric_limits<std::uint64_t>::max() - b
-             ? std::numeric_limits<std::uint64_t>::max()
-             : a + b;
-}
 
 // One count, size or cost budget with its usage, formatted only when someone reads it.
 struct amount {
@@ -147,7 +142,7 @@ std::optional<exhausted> session_budget::admit(std::string_view host, clock::tim
     if (auto e = empty_bucket(limits_.per_host[i], hosts_[i], host_prefix(i))) return e;
 
   auto charge = [&](const budget_amounts& limits, counters& used) {
-    used.requests = saturating_add(used.requests, 1);
+    used.requests = base::saturating_add(used.requests, 1);
     if (!limits.request_rate) return;
     used.rate.tokens = std::max(0.0, used.rate.level(*limits.request_rate, now) - 1);
     used.rate.last = std::max(used.rate.last, now);
@@ -161,8 +156,8 @@ void session_budget::add_bytes(std::string_view host, std::uint64_t out, std::ui
   auto hosts = matching_hosts(host);
   std::lock_guard lock(mutex_);
   auto add = [&](counters& c) {
-    c.bytes_out = saturating_add(c.bytes_out, out);
-    c.bytes_in = saturating_add(c.bytes_in, in);
+    c.bytes_out = base::saturating_add(c.bytes_out, out);
+    c.bytes_in = base::saturating_add(c.bytes_in, in);
   };
   add(session_);
   for (std::size_t i : hosts) add(hosts_[i]);
@@ -208,18 +203,18 @@ double session_budget::add_llm_usage(std::string_view host, std::string_view mod
                                      std::uint64_t input_tokens, std::uint64_t output_tokens) {
   bool priced = false;
   double cost = price_of(model, input_tokens, output_tokens, priced);
-  std::uint64_t tokens = saturating_add(input_tokens, output_tokens);
+  std::uint64_t tokens = base::saturating_add(input_tokens, output_tokens);
   auto hosts = matching_hosts(host);
   std::lock_guard lock(mutex_);
   auto add = [&](counters& c) {
-    c.llm_tokens = saturating_add(c.llm_tokens, tokens);
+    c.llm_tokens = base::saturating_add(c.llm_tokens, tokens);
     c.cost_usd += cost;
   };
   add(session_);
   for (std::size_t i : hosts) add(hosts_[i]);
   if (priced || tokens == 0) return cost;
-  unpriced_tokens_ = saturating_add(unpriced_tokens_, tokens);
-  std::string name(model.substr(0, max_model_name));
+  unpriced_tokens_ = base::saturating_add(unpriced_tokens_, tokens);
+  std::string name(model.substr(0, max_budget_model_name));
   if (name.empty()) name = "(none)";
   if (unpriced_models_.size() < max_unpriced_models &&
       std::find(unpriced_models_.begin(), unpriced_models_.end(), name) == unpriced_models_.end())

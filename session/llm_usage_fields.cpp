@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/saturating.hpp"
+
 namespace broker::session {
 namespace {
 
@@ -20,12 +22,6 @@ std::string model_name(const std::string& name) {
   std::size_t cut = max_model_name;
   while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
   return name.substr(0, cut);
-}
-
-std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) {
-  return b > std::numeric_limits<std::uint64_t>::max() - a
-             ? std::numeric_limits<std::uint64_t>::max()
-             : a + b;
 }
 
 // The estimate's rule of thumb: a token is about 4 bytes of English text or code.
@@ -70,9 +66,9 @@ void note_model(const json& j, llm_usage_tally& t) {
 std::optional<std::uint64_t> anthropic_input(const json& usage) {
   const auto input = count_of(usage, "input_tokens");
   if (!input) return std::nullopt;
-  return saturating_add(*input,
-                        saturating_add(count_of(usage, "cache_creation_input_tokens").value_or(0),
-                                       count_of(usage, "cache_read_input_tokens").value_or(0)));
+  return base::saturating_add(
+      *input, base::saturating_add(count_of(usage, "cache_creation_input_tokens").value_or(0),
+                                   count_of(usage, "cache_read_input_tokens").value_or(0)));
 }
 
 // A complete usage object, as a JSON body or a final stream event carries it.
@@ -96,11 +92,12 @@ void take_usage(llm_api api, const json& usage, llm_usage_tally& t) {
     case llm_api::gemini_generate:
       input = count_of(usage, "promptTokenCount");
       if (input)
-        input = saturating_add(*input, count_of(usage, "toolUsePromptTokenCount").value_or(0));
+        input =
+            base::saturating_add(*input, count_of(usage, "toolUsePromptTokenCount").value_or(0));
       output = count_of(usage, "candidatesTokenCount");
       // A reply of thoughts alone may leave candidatesTokenCount out.
       if (auto thoughts = count_of(usage, "thoughtsTokenCount"))
-        output = saturating_add(output.value_or(0), *thoughts);
+        output = base::saturating_add(output.value_or(0), *thoughts);
       break;
     case llm_api::none:
       break;
@@ -399,7 +396,7 @@ void tally_model(std::string_view raw, llm_usage_tally& t) {
 }
 
 void tally_text_bytes(std::uint64_t bytes, llm_usage_tally& t) {
-  t.text_bytes = saturating_add(t.text_bytes, bytes);
+  t.text_bytes = base::saturating_add(t.text_bytes, bytes);
 }
 
 }  // namespace broker::session

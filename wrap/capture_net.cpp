@@ -44,7 +44,7 @@ constexpr int reply_deadline_seconds = 5;
 // (NETLINK_CAP_ACK).
 constexpr std::size_t buffer_size = 16384;
 
-std::string failed(const std::string& step, int error) {
+std::string netlink_failed(const std::string& step, int error) {
   return "could not " + step + ": " + std::strerror(error);
 }
 
@@ -69,7 +69,7 @@ netlink_socket open_netlink(int bus) {
 
 struct ack_outcome {
   int error = 0;          // 0, or the errno of the first failure
-  std::uint32_t seq = 0;  // the message it was about; 0 when sending or reading failed
+  std::uint32_t seq = 0;  // the message it was about; 0 when sending or reading netlink_failed
 };
 
 // Sends `length` bytes of requests and reads replies until each of the messages numbered
@@ -132,7 +132,7 @@ std::string add_address(mnl_socket* s, std::uint32_t seq, unsigned lo, int famil
   mnl_attr_put(r.header, IFA_ADDRESS, length, address);
   if (flags != 0) mnl_attr_put_u32(r.header, IFA_FLAGS, flags);
   const ack_outcome o = exchange(s, r.buffer, r.header->nlmsg_len, seq, seq);
-  return o.error == 0 ? "" : failed("add the address " + shown + " to lo", o.error);
+  return o.error == 0 ? "" : netlink_failed("add the address " + shown + " to lo", o.error);
 }
 
 // Every destination of `family` local: the local table's routes are looked up before the main
@@ -150,15 +150,16 @@ std::string add_local_default_route(mnl_socket* s, std::uint32_t seq, unsigned l
   mnl_attr_put_u32(r.header, RTA_OIF, lo);
   const ack_outcome o = exchange(s, r.buffer, r.header->nlmsg_len, seq, seq);
   const char* shown = family == AF_INET ? "0.0.0.0/0" : "::/0";
-  return o.error == 0 ? ""
-                      : failed(std::string("add the local route ") + shown + " on lo", o.error);
+  return o.error == 0
+             ? ""
+             : netlink_failed(std::string("add the local route ") + shown + " on lo", o.error);
 }
 
 std::string set_up_addresses_and_routes() {
   const unsigned lo = ::if_nametoindex("lo");
-  if (lo == 0) return failed("find lo", errno);
+  if (lo == 0) return netlink_failed("find lo", errno);
   netlink_socket s = open_netlink(NETLINK_ROUTE);
-  if (!s) return failed("open an rtnetlink socket", errno);
+  if (!s) return netlink_failed("open an rtnetlink socket", errno);
   const in_addr v4{htonl(namespace_ipv4)};
   // No duplicate address detection: nothing else is on lo, and a tentative address (while DAD
   // runs) can be neither bound nor chosen as a source. (Kernels skip DAD on loopback devices
@@ -281,7 +282,8 @@ class nft_batch {
         exchange(s, mnl_nlmsg_batch_head(batch_), mnl_nlmsg_batch_size(batch_), first_, last);
     if (o.error == 0) return "";
     const bool one_of_ours = o.seq >= first_ && o.seq <= last;
-    return failed(one_of_ours ? steps_[o.seq - first_] : "commit the nftables batch", o.error);
+    return netlink_failed(one_of_ours ? steps_[o.seq - first_] : "commit the nftables batch",
+                          o.error);
   }
 
  private:
@@ -374,7 +376,7 @@ std::string set_up_redirect(std::uint16_t redirect_port, int* netfilter_socket) 
       "meta l4proto tcp redirect to :" + std::to_string(redirect_port));
 
   netlink_socket s = open_netlink(NETLINK_NETFILTER);
-  if (!s) return failed("open an nfnetlink socket", errno);
+  if (!s) return netlink_failed("open an nfnetlink socket", errno);
   std::string error = batch.commit(s.get());
   // A second descriptor keeps the socket alive past `s`: see set_up_capture.
   if (error.empty() && netfilter_socket)

@@ -81,12 +81,6 @@ std::vector<int> receive_sockets(int control, bool& sock_diag, std::string& capt
   return fds;
 }
 
-int exit_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 125;
-}
-
 }  // namespace
 
 std::string netns_unavailable_reason() {
@@ -222,6 +216,12 @@ void child_session::end_leftovers() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ::kill(-pid_, SIGKILL);
+}
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 125;
 }
 
 }  // namespace broker::wrap

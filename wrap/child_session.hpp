@@ -113,4 +113,7 @@ class child_session {
 // why not (for `--isolate auto`'s warning and `--isolate netns`'s error).
 std::string netns_unavailable_reason();
 
+// A wait status as a shell reports it: the exit code, 128+N for signal N, else 125.
+int exit_code(int status);
+
 }  // namespace broker::wrap

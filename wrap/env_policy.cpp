@@ -6,6 +6,8 @@
 #include <iterator>
 #include <set>
 
+#include "wrap/path_lists.hpp"
+
 namespace broker::wrap {
 
 namespace {
@@ -65,7 +67,7 @@ constexpr std::string_view secret_names[] = {
 constexpr std::string_view secret_name_prefixes[] = {"OP_SESSION_"};  // 1Password CLI
 
 template <class List>
-bool listed(const List& list, std::string_view name) {
+bool in_list(const List& list, std::string_view name) {
   return std::find(std::begin(list), std::end(list), name) != std::end(list);
 }
 
@@ -73,7 +75,7 @@ bool has_secret_word(std::string_view name) {
   std::size_t start = 0;
   while (start <= name.size()) {
     std::size_t end = std::min(name.find('_', start), name.size());
-    if (listed(secret_words, name.substr(start, end - start))) return true;
+    if (in_list(secret_words, name.substr(start, end - start))) return true;
     start = end + 1;
   }
   return false;
@@ -81,10 +83,10 @@ bool has_secret_word(std::string_view name) {
 
 bool secret_name(std::string_view raw) {
   const std::string name = upper(raw);
-  if (listed(secret_names, name)) return true;
+  if (in_list(secret_names, name)) return true;
   for (auto prefix : secret_name_prefixes)
     if (name.starts_with(prefix)) return true;
-  if (listed(harmless_names, name)) return false;
+  if (in_list(harmless_names, name)) return false;
   for (auto fragment : secret_fragments)
     if (contains(name, fragment)) return true;
   return has_secret_word(name);
@@ -173,10 +175,6 @@ bool is_proxy_setting(std::string_view name) {
 
 bool has(const std::vector<std::string>& list, const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
-}
-
-void add_unique(std::vector<std::string>& list, const std::string& name) {
-  if (!has(list, name)) list.push_back(name);
 }
 
 std::string printable(std::string_view text) {

@@ -84,7 +84,7 @@ std::string absolute(const std::string& path) {
   return (ec ? std::filesystem::path(path) : p).lexically_normal().string();
 }
 
-void add_unique(std::vector<std::string>& list, std::string path) {
+void add_path(std::vector<std::string>& list, std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (std::find(list.begin(), list.end(), path) == list.end()) list.push_back(std::move(path));
 }
@@ -99,7 +99,7 @@ std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,
   for (const auto& layer : layers) {
     if (layer.files.pass.empty()) continue;
     std::vector<std::string> mine;
-    for (const auto& p : layer.files.pass) add_unique(mine, expand(p, home));
+    for (const auto& p : layer.files.pass) add_path(mine, expand(p, home));
     if (first) {
       passed = mine;
       first = false;
@@ -116,16 +116,16 @@ std::vector<std::string> credential_file_masks(const std::vector<config::policy>
                                                const std::string& home) {
   std::vector<std::string> masks;
   if (!home.empty()) {
-    for (const char* p : well_known) add_unique(masks, expand(p, home));
+    for (const char* p : well_known) add_path(masks, expand(p, home));
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(home + "/.ssh", ec)) {
       const std::string name = entry.path().filename().string();
       if (name.rfind("id_", 0) == 0 && !name.ends_with(".pub"))
-        add_unique(masks, entry.path().string());
+        add_path(masks, entry.path().string());
     }
   }
   for (const auto& layer : layers)
-    for (const auto& m : layer.files.mask) add_unique(masks, expand(m, home));
+    for (const auto& m : layer.files.mask) add_path(masks, expand(m, home));
   const auto passed = passed_paths(layers, home);
   std::erase_if(masks, [&](const std::string& m) {
     return std::find(passed.begin(), passed.end(), m) != passed.end();
@@ -148,7 +148,7 @@ std::vector<protected_path> persistence_paths(const std::vector<config::policy>&
   for (const auto& layer : layers) {
     if (layer.files.writable.empty()) continue;
     std::vector<std::string> mine;
-    for (const auto& p : layer.files.writable) add_unique(mine, absolute(expand(p, home)));
+    for (const auto& p : layer.files.writable) add_path(mine, absolute(expand(p, home)));
     if (first)
       writable = std::move(mine);
     else
@@ -209,11 +209,11 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
                                             const std::string& cwd,
                                             std::vector<std::string>* unhidden) {
   std::vector<std::string> wanted;
-  if (!home.empty()) add_unique(wanted, home + "/.config/broker");
-  if (!log_dir.empty()) add_unique(wanted, absolute(expand(log_dir, home)));
+  if (!home.empty()) add_path(wanted, home + "/.config/broker");
+  if (!log_dir.empty()) add_path(wanted, absolute(expand(log_dir, home)));
   for (const auto& layer : layers) {
     if (!layer.source.empty() && layer.source.front() != '<')
-      add_unique(wanted, absolute(layer.source));
+      add_path(wanted, absolute(layer.source));
     for (const auto& [name, spec] : layer.credentials) {
       // A login file is shown to the child as its dummy copy instead (DESIGN §9).
       if (!spec.source.starts_with("file:") || spec.login_file) continue;
@@ -223,7 +223,7 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
       if (spec.type == "aws-sigv4" && hash != std::string::npos &&
           path.find('/', hash) == std::string::npos)
         path.resize(hash);
-      add_unique(wanted, absolute(expand(path, home)));
+      add_path(wanted, absolute(expand(path, home)));
     }
   }
   std::vector<std::string> masks;

@@ -6,16 +6,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "wrap/path_lists.hpp"
+
 namespace broker::wrap {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-bool within(const std::string& path, const std::string& dir) {
-  return path == dir ||
-         (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
-}
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -25,10 +22,6 @@ bool exists(const std::string& path) {
 bool is_directory(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-void add_unique(std::vector<std::string>& list, const std::string& item) {
-  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
 }
 
 std::size_t depth(const std::string& p) {

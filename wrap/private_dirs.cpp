@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "wrap/path_lists.hpp"
+
 namespace broker::wrap {
 
 namespace {
@@ -19,10 +21,6 @@ std::optional<std::string> canonical(const std::string& path) {
   auto p = fs::canonical(path, ec);
   if (ec) return std::nullopt;
   return p.string();
-}
-
-bool within(const std::string& path, const std::string& dir) {
-  return path == dir || dir == "/" || (path.starts_with(dir) && path[dir.size()] == '/');
 }
 
 // Parents before children, a directory's own tmpfs before what is bound back onto it.

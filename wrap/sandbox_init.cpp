@@ -34,24 +34,20 @@ void sandbox_fail(int control, const std::string& what) {
 
 namespace {
 
-[[noreturn]] void fail(int control, const std::string& what) {
-  sandbox_fail(control, what);
-}
-
 void bring_up_loopback(int control) {
   const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) fail(control, "socket");
+  if (s < 0) sandbox_fail(control, "socket");
   ifreq request{};
   std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(s, SIOCGIFFLAGS, &request) < 0) fail(control, "reading the loopback's flags");
+  if (::ioctl(s, SIOCGIFFLAGS, &request) < 0) sandbox_fail(control, "reading the loopback's flags");
   request.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (::ioctl(s, SIOCSIFFLAGS, &request) < 0) fail(control, "bringing up loopback");
+  if (::ioctl(s, SIOCSIFFLAGS, &request) < 0) sandbox_fail(control, "bringing up loopback");
   ::close(s);
 }
 
 int make_listener(int control, std::uint16_t port) {
   const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) fail(control, "socket");
+  if (s < 0) sandbox_fail(control, "socket");
   const int one = 1;
   ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in address{};
@@ -59,8 +55,8 @@ int make_listener(int control, std::uint16_t port) {
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0)
-    fail(control, "binding the proxy listener");
-  if (::listen(s, SOMAXCONN) < 0) fail(control, "listen");
+    sandbox_fail(control, "binding the proxy listener");
+  if (::listen(s, SOMAXCONN) < 0) sandbox_fail(control, "listen");
   return s;
 }
 
@@ -68,7 +64,7 @@ int make_listener(int control, std::uint16_t port) {
 // and the DNS server's UDP and TCP sockets.
 int make_any_address_socket(int control, int type, std::uint16_t port, const char* what) {
   const int s = ::socket(AF_INET6, type | SOCK_CLOEXEC, 0);
-  if (s < 0) fail(control, std::string("socket for ") + what);
+  if (s < 0) sandbox_fail(control, std::string("socket for ") + what);
   const int zero = 0, one = 1;
   ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
   if (type == SOCK_STREAM) ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -77,9 +73,9 @@ int make_any_address_socket(int control, int type, std::uint16_t port, const cha
   address.sin6_port = htons(port);
   address.sin6_addr = in6addr_any;
   if (::bind(s, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0)
-    fail(control, std::string("binding ") + what);
+    sandbox_fail(control, std::string("binding ") + what);
   if (type == SOCK_STREAM && ::listen(s, SOMAXCONN) < 0)
-    fail(control, std::string("listen for ") + what);
+    sandbox_fail(control, std::string("listen for ") + what);
   return s;
 }
 
@@ -102,7 +98,7 @@ void send_sockets(int control, const std::vector<int>& fds, bool sock_diag,
   header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
   std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
   if (::sendmsg(control, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(text.size()))
-    fail(control, "handing over the listener");
+    sandbox_fail(control, "handing over the listener");
   for (int fd : fds) ::close(fd);
 }
 
@@ -158,12 +154,6 @@ void drop_escape_capabilities() {
                   CAP_IPC_OWNER,       CAP_LEASE})
     ::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-}
-
-int exit_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 125;
 }
 
 // After the command: TERM to everything else in the namespace, reap for up to the grace period;
@@ -251,7 +241,7 @@ int sandbox_init(void* arg) {
   ::sigprocmask(SIG_BLOCK, &waited, nullptr);
 
   const pid_t command = ::fork();
-  if (command < 0) fail(a.control, "fork");
+  if (command < 0) sandbox_fail(a.control, "fork");
   if (command == 0) {
     ::close(a.control);
     const bool root = ::geteuid() == 0;

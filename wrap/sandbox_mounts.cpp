@@ -16,10 +16,6 @@ namespace broker::wrap {
 
 namespace {
 
-[[noreturn]] void fail(int control, const std::string& what) {
-  sandbox_fail(control, what);
-}
-
 void add_ancestors(std::vector<std::string>& out, const std::string& path) {
   for (std::size_t slash = path.find('/', 1); slash != std::string::npos && slash + 1 < path.size();
        slash = path.find('/', slash + 1)) {
@@ -35,9 +31,9 @@ void make_read_only(int control, const char* path) {
   struct stat st {};
   if (::stat(path, &st) < 0) return;
   if (::mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) < 0)
-    fail(control, std::string("binding ") + path);
+    sandbox_fail(control, std::string("binding ") + path);
   struct statvfs vfs {};
-  if (::statvfs(path, &vfs) < 0) fail(control, std::string("reading the flags of ") + path);
+  if (::statvfs(path, &vfs) < 0) sandbox_fail(control, std::string("reading the flags of ") + path);
   unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
   for (auto [have, set] :
        {std::pair{ST_NOSUID, MS_NOSUID}, std::pair{ST_NODEV, MS_NODEV},
@@ -45,7 +41,7 @@ void make_read_only(int control, const char* path) {
         std::pair{ST_NODIRATIME, MS_NODIRATIME}, std::pair{ST_RELATIME, MS_RELATIME}})
     if (vfs.f_flag & have) flags |= set;
   if (::mount(nullptr, path, nullptr, flags, nullptr) < 0)
-    fail(control, std::string("making ") + path + " read-only");
+    sandbox_fail(control, std::string("making ") + path + " read-only");
 }
 
 // `path` and its missing parents (0755) made, the last as a directory or an empty file: a place
@@ -54,13 +50,13 @@ void make_mount_point(int control, const std::string& path, bool directory) {
   for (std::size_t slash = path.find('/', 1); slash != std::string::npos;
        slash = path.find('/', slash + 1))
     if (::mkdir(path.substr(0, slash).c_str(), 0755) < 0 && errno != EEXIST)
-      fail(control, "making " + path.substr(0, slash));
+      sandbox_fail(control, "making " + path.substr(0, slash));
   if (directory) {
-    if (::mkdir(path.c_str(), 0755) < 0 && errno != EEXIST) fail(control, "making " + path);
+    if (::mkdir(path.c_str(), 0755) < 0 && errno != EEXIST) sandbox_fail(control, "making " + path);
     return;
   }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) fail(control, "making " + path);
+  if (fd < 0) sandbox_fail(control, "making " + path);
   ::close(fd);
 }
 
@@ -72,7 +68,7 @@ void set_up_private_view(int control, const std::vector<view_step>& steps) {
   for (std::size_t i = 0; i < steps.size(); ++i)
     if (steps[i].what == view_step::bind &&
         (kept[i] = ::open(steps[i].path.c_str(), O_PATH | O_CLOEXEC)) < 0)
-      fail(control, "opening " + steps[i].path);
+      sandbox_fail(control, "opening " + steps[i].path);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const view_step& step = steps[i];
     if (step.what == view_step::empty) {
@@ -80,15 +76,15 @@ void set_up_private_view(int control, const std::vector<view_step>& steps) {
       char options[32];
       std::snprintf(options, sizeof options, "mode=%o", step.mode);
       if (::mount("tmpfs", step.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
-        fail(control, "making " + step.path + " private");
+        sandbox_fail(control, "making " + step.path + " private");
       continue;
     }
     struct stat st {};
-    if (::fstat(kept[i], &st) < 0) fail(control, "reading " + step.path);
+    if (::fstat(kept[i], &st) < 0) sandbox_fail(control, "reading " + step.path);
     make_mount_point(control, step.path, S_ISDIR(st.st_mode));
     const std::string source = "/proc/self/fd/" + std::to_string(kept[i]);
     if (::mount(source.c_str(), step.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
-      fail(control, "binding " + step.path + " through");
+      sandbox_fail(control, "binding " + step.path + " through");
     ::close(kept[i]);
   }
 }
@@ -121,7 +117,7 @@ void show_session_file(int control, int copy, const std::string& target,
   }
   const std::string source = "/proc/self/fd/" + std::to_string(copy);
   if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND, nullptr) < 0)
-    fail(control, "showing the session's " + target);
+    sandbox_fail(control, "showing the session's " + target);
   ::close(copy);
 }
 
@@ -140,7 +136,7 @@ void pin(int control, const std::vector<std::string>& directories,
         (st.stx_attributes & STATX_ATTR_MOUNT_ROOT))
       continue;
     if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
-      fail(control, "pinning " + dir);
+      sandbox_fail(control, "pinning " + dir);
   }
 }
 
@@ -169,27 +165,27 @@ void set_up_dev(int control) {
     break;
   }
   if (::mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
-    fail(control, "making a private /dev");
+    sandbox_fail(control, "making a private /dev");
   for (const auto& [fd, path] : nodes) {
     make_mount_point(control, path, false);
     const std::string source = "/proc/self/fd/" + std::to_string(fd);
     if (::mount(source.c_str(), path.c_str(), nullptr, MS_BIND, nullptr) < 0)
-      fail(control, "binding " + path);
+      sandbox_fail(control, "binding " + path);
     ::close(fd);
   }
   make_mount_point(control, "/dev/shm", true);  // the private view's tmpfs goes there
   make_mount_point(control, "/dev/pts", true);
   if (::mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=0620") < 0)
-    fail(control, "mounting /dev/pts");
+    sandbox_fail(control, "mounting /dev/pts");
   for (auto [link, to] :
        {std::pair{"/dev/ptmx", "pts/ptmx"}, std::pair{"/dev/fd", "/proc/self/fd"},
         std::pair{"/dev/stdin", "/proc/self/fd/0"}, std::pair{"/dev/stdout", "/proc/self/fd/1"},
         std::pair{"/dev/stderr", "/proc/self/fd/2"}})
-    if (::symlink(to, link) < 0) fail(control, std::string("making ") + link);
+    if (::symlink(to, link) < 0) sandbox_fail(control, std::string("making ") + link);
   if (::mount(nullptr, "/dev", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
               nullptr) < 0)
-    fail(control, "making /dev read-only");
+    sandbox_fail(control, "making /dev read-only");
 }
 
 }  // namespace
@@ -212,9 +208,9 @@ std::vector<std::string> pinned_directories(const launch_options& options) {
 // credential files are hidden: an empty read-only tmpfs over a directory, /dev/null over a file.
 void set_up_mounts(int control, const launch_options& options) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
-    fail(control, "making mounts private");
+    sandbox_fail(control, "making mounts private");
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
-    fail(control, "mounting a fresh /proc");
+    sandbox_fail(control, "mounting a fresh /proc");
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"})
@@ -223,7 +219,7 @@ void set_up_mounts(int control, const launch_options& options) {
   std::vector<int> copies;
   for (const auto& o : options.overlays) {
     copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
-    if (copies.back() < 0) fail(control, "opening " + o.copy);
+    if (copies.back() < 0) sandbox_fail(control, "opening " + o.copy);
   }
   // A view's subdirectories (and files too large to copy) are the real ones: opened before the
   // view covers them.
@@ -232,22 +228,22 @@ void set_up_mounts(int control, const launch_options& options) {
   for (std::size_t i = 0; i < options.views.size(); ++i) {
     const directory_view& v = options.views[i];
     views.push_back(::open(v.view.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (views.back() < 0) fail(control, "opening " + v.view);
+    if (views.back() < 0) sandbox_fail(control, "opening " + v.view);
     for (const std::string& name : v.subdirs) {
       const std::string real = v.target + "/" + name;
       subdirs[i].push_back(::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (subdirs[i].back() < 0) fail(control, "opening " + real);
+      if (subdirs[i].back() < 0) sandbox_fail(control, "opening " + real);
     }
     for (const std::string& name : v.live_files) {
       const std::string real = v.target + "/" + name;
       subdirs[i].push_back(::open(real.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-      if (subdirs[i].back() < 0) fail(control, "opening " + real);
+      if (subdirs[i].back() < 0) sandbox_fail(control, "opening " + real);
     }
   }
   std::vector<std::pair<int, std::string>> etc_files;
   for (const auto& [copy, target] : options.etc_files) {
     etc_files.emplace_back(::open(copy.c_str(), O_PATH | O_CLOEXEC), target);
-    if (etc_files.back().first < 0) fail(control, "opening " + copy);
+    if (etc_files.back().first < 0) sandbox_fail(control, "opening " + copy);
   }
   // The private /dev after everything is open: a view may live in the host's /dev/shm.
   set_up_dev(control);
@@ -258,7 +254,7 @@ void set_up_mounts(int control, const launch_options& options) {
   auto bind = [&](int fd, const std::string& onto, const std::string& what) {
     const std::string source = "/proc/self/fd/" + std::to_string(fd);
     if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)
-      fail(control, what + onto);
+      sandbox_fail(control, what + onto);
     ::close(fd);
   };
   // Views first, parents before children, then everything that lands on a path within them
@@ -279,22 +275,22 @@ void set_up_mounts(int control, const launch_options& options) {
     if (S_ISDIR(st.st_mode)) {
       if (::mount("tmpfs", path.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "size=4k,mode=0500") < 0)
-        fail(control, "masking " + path);
+        sandbox_fail(control, "masking " + path);
     } else {
       if (::mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) < 0)
-        fail(control, "masking " + path);
+        sandbox_fail(control, "masking " + path);
     }
   }
   for (const std::string& path : options.scratch)
     if (::mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") < 0)
-      fail(control, "a private directory at " + path);
+      sandbox_fail(control, "a private directory at " + path);
   for (const std::string& path : options.read_only) make_read_only(control, path.c_str());
   // The working directory again, by its path: the one inherited is the directory under every
   // mount made above, and relative paths from it would pass beneath them all (a log directory
   // under it seen unmasked, a read-only path under it writable).
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd) == nullptr || ::chdir(cwd) < 0)
-    fail(control, "entering the working directory");
+    sandbox_fail(control, "entering the working directory");
 }
 
 }  // namespace broker::wrap

@@ -63,9 +63,9 @@ constexpr const char* denied[] = {
 constexpr const char* unfilterable[] = {"clone3", "openat2", "io_uring_setup", "io_uring_enter",
                                         "io_uring_register"};
 
-constexpr unsigned long namespace_flags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
-                                             CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
-                                             CLONE_NEWCGROUP};
+constexpr unsigned long unshare_flags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                           CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
+                                           CLONE_NEWCGROUP};
 
 // The terminal requests that inject input (TIOCSTI) or act on the console (TIOCLINUX).
 constexpr unsigned long terminal_requests[] = {TIOCSTI, TIOCLINUX};
@@ -138,7 +138,7 @@ std::string install_syscall_filter(bool root) {
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
     if (int rc = seccomp_rule_add(f.get(), deny, nr, 0); rc < 0) return failed(name, rc);
   }
-  for (unsigned long flag : namespace_flags) {
+  for (unsigned long flag : unshare_flags) {
     if (int rc = seccomp_rule_add(f.get(), deny, SCMP_SYS(clone), 1,
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
         rc < 0)
