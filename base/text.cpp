@@ -135,13 +135,14 @@ std::string base64_fragment(std::string_view value, std::size_t offset, base64_a
 }
 
 std::string form_value(std::string_view params, std::string_view name) {
-  while (!params.empty()) {
-    const std::size_t end = std::min(params.find('&'), params.size());
-    const std::string_view param = params.substr(0, end);
+  for (std::size_t at = 0; at < params.size();) {
+    const std::size_t amp = params.find('&', at);
+    const std::size_t end = amp == std::string_view::npos ? params.size() : amp;
+    const std::string_view param = params.substr(at, end - at);
     const std::size_t eq = param.find('=');
     if (percent_decode(param.substr(0, eq)) == name)
       return eq == std::string_view::npos ? std::string() : percent_decode(param.substr(eq + 1));
-    params.remove_prefix(std::min(end + 1, params.size()));
+    at = end + 1;
   }
   return {};
 }
