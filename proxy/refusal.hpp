@@ -15,7 +15,9 @@ struct refusal {
   std::string rule;     // the deciding policy rule, "" when none
   // budget_exhausted: which budget, its limit and what was used (rendered into the body), and
   // for a rate, when to come back (Retry-After, seconds).
-  std::string budget, limit, used;
+  std::string budget{};
+  std::string limit{};
+  std::string used{};
   long retry_after_s = 0;
 
   static refusal policy_denied(std::string rule, std::string_view host);

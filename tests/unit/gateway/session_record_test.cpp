@@ -20,7 +20,7 @@ TEST_CASE("a Basic proxy credential gives the session id and token", "[gateway]"
 
 TEST_CASE("anything but a Basic credential with an id and a token is none", "[gateway]") {
   using broker::base::base64_encode;
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(""), std::string("Basic"), std::string("Basic "),
         "Bearer " + base::base64_encode("a:b"), std::string("Basic !!!notbase64"),
         "Basic " + base::base64_encode("no-colon"), "Basic " + base::base64_encode(":token"),
