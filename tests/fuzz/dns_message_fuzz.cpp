@@ -144,7 +144,7 @@ void check_text(std::string_view text) {
           "a parsed name encodes to another length");
     for (std::size_t i = 0; i < again->size(); ++i) {
       const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c; };
-      check((*again)[i] == base::lower((*wire_name)[i]), "a parsed name encodes to other bytes");
+      check((*again)[i] == lower((*wire_name)[i]), "a parsed name encodes to other bytes");
     }
   }
   if (const auto address = dns::reverse_name_address(text))
