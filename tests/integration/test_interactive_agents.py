@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 import agent_run  # noqa: E402
 import fake_apis  # noqa: E402
 import fake_oauth  # noqa: E402
-from agent_terminal import Terminal  # noqa: E402
+from agent_terminal import Terminal, wait_until  # noqa: E402
 from test_real_agents import (ANTHROPIC, ANTHROPIC_KEY, GEMINI_KEY, OPENAI, OPENAI_KEY,  # noqa: F401,E402
                               _agents_installed, agents_pki, answered, assert_no_leaks,
                               claude_login, codex_chatgpt_login, make_fake, sessions)
@@ -61,10 +61,19 @@ def as_run(s, name, t):
 
 
 def ask(t, prompt=PROMPT, pause=0.5):
-    """Types the prompt as a person does, then Enter on its own (an Enter in the same burst as
-    the text is taken for a pasted newline by Codex and Gemini CLI)."""
+    """Types the prompt as a person does, waits until the input box shows it, then Enter on its
+    own (an Enter in the same burst as the text is taken for a pasted newline by Codex and
+    Gemini CLI). On a loaded machine the keys can still reach the agent in one burst and the
+    Enter is lost while the prompt stays in the box; a person presses Enter again, and so does
+    this, only while the box still holds the prompt and no answer has come."""
     t.type(prompt)
-    t.keys("Enter", pause=pause)
+    t.wait_for(prompt, timeout=20)
+    for _ in range(3):
+        t.keys("Enter", pause=pause)
+        if wait_until(lambda: ANSWER in t.screen(), 20):
+            return t.wait_for(ANSWER)
+        if "› " + prompt not in t.screen() and "> " + prompt not in t.screen():
+            break  # taken: the agent is still at work
     return t.wait_for(ANSWER, timeout=60)
 
 
