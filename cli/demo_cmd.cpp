@@ -150,15 +150,51 @@ void heading(const std::string& title) {
   std::cout << "\n== " << title << " ==\n";
 }
 
+// The session: wrap with three curls inside, once more with --isolate env when wrap cannot
+// start the command in a namespace (125). Returns wrap's status and the session's name.
+std::pair<int, std::string> run_session(const fs::path& dir, const std::string& port,
+                                        const std::string& curl, std::string& token_var) {
+  std::string session;
+  int status = 0;
+  for (const char* isolate : {"auto", "env"}) {
+    session = "demo-" + session::new_session_id().substr(2);
+    heading("broker wrap --session " + session + " -- sh   (three curls inside the session)");
+    status = run_self(
+        {"wrap", "--policy", (dir / "policy.json").string(), "--log-dir", (dir / "logs").string(),
+         "--connect-to", "api.github.com:443:127.0.0.1:" + port, "--connect-to",
+         "uploads.example.net:443:127.0.0.1:" + port, "--upstream-ca",
+         (dir / "upstream-ca.pem").string(),
+         // A single-valued option last: `--` right after a repeatable one is not taken as the end.
+         "--isolate", isolate, "--session", session, "--", "/bin/sh", "-c", demo_script, "demo",
+         curl},
+        &token_var);
+    if (status != 125) break;
+    if (std::string_view(isolate) == "auto")
+      std::cout << "\nbroker demo: wrap could not start the command (see above); once more with "
+                   "--isolate env\n";
+  }
+  return {status, session};
+}
+
+// What the demo must have shown and did not ("" when it showed everything).
+std::string missing_outcomes(const outcomes& seen, int wrap_status, int verify_status,
+                             const demo_upstream& upstream) {
+  std::string missing;
+  if (wrap_status != 0) missing += "; wrap exited " + std::to_string(wrap_status);
+  if (!seen.swapped || upstream.answered_real() == 0) missing += "; no swapped request with 200";
+  if (!seen.denied) missing += "; no policy_denied refusal";
+  if (!seen.blocked) missing += "; no exfiltration_blocked record";
+  if (verify_status != 0) missing += "; the hash chain did not verify";
+  return missing;
+}
+
 int run_demo(const fs::path& dir, const std::string& curl) {
   demo_upstream upstream("api.github.com");
   std::string token_var = "GITHUB_TOKEN=" + std::string(upstream.real_token().expose());
-
   const auto policy = dir / "policy.json";
-  const auto upstream_ca = dir / "upstream-ca.pem";
   const auto log_dir = dir / "logs";
   write_file(policy, demo_policy);
-  write_file(upstream_ca, upstream.ca_pem());
+  write_file(dir / "upstream-ca.pem", upstream.ca_pem());
   const std::string port = std::to_string(upstream.port());
   std::cout << "broker demo: offline, on loopback, in " << dir.string()
             << " (removed at the end unless --keep)\n\n"
@@ -169,25 +205,7 @@ int run_demo(const fs::path& dir, const std::string& curl) {
             << "  policy    " << policy.string() << ":\n"
             << demo_policy;
 
-  std::string session;
-  int wrap_status = 0;
-  for (const char* isolate : {"auto", "env"}) {
-    session = "demo-" + session::new_session_id().substr(2);
-    heading("broker wrap --session " + session + " -- sh   (three curls inside the session)");
-    wrap_status = run_self(
-        {"wrap", "--policy", policy.string(), "--log-dir", log_dir.string(), "--connect-to",
-         "api.github.com:443:127.0.0.1:" + port, "--connect-to",
-         "uploads.example.net:443:127.0.0.1:" + port, "--upstream-ca", upstream_ca.string(),
-         // A single-valued option last: `--` right after a repeatable one is not taken as the end.
-         "--isolate", isolate, "--session", session, "--", "/bin/sh", "-c", demo_script, "demo",
-         curl},
-        &token_var);
-    // 125: wrap failed before the command started, e.g. a user namespace it could not set up.
-    if (wrap_status != 125) break;
-    if (std::string_view(isolate) == "auto")
-      std::cout << "\nbroker demo: wrap could not start the command (see above); once more with "
-                   "--isolate env\n";
-  }
+  const auto [wrap_status, session] = run_session(dir, port, curl, token_var);
   base::wipe(token_var);
 
   heading("broker log " + session + "   (the session's audit log)");
@@ -195,13 +213,8 @@ int run_demo(const fs::path& dir, const std::string& curl) {
   heading("broker log " + session + " --verify");
   const int verify_status = run_self({"log", session, "--log-dir", log_dir.string(), "--verify"});
 
-  const auto seen = read_outcomes(log_dir / (session + ".jsonl"));
-  std::string missing;
-  if (wrap_status != 0) missing += "; wrap exited " + std::to_string(wrap_status);
-  if (!seen.swapped || upstream.answered_real() == 0) missing += "; no swapped request with 200";
-  if (!seen.denied) missing += "; no policy_denied refusal";
-  if (!seen.blocked) missing += "; no exfiltration_blocked record";
-  if (verify_status != 0) missing += "; the hash chain did not verify";
+  const auto missing = missing_outcomes(read_outcomes(log_dir / (session + ".jsonl")), wrap_status,
+                                        verify_status, upstream);
   std::cout << "\n";
   if (!missing.empty()) {
     std::cout.flush();
