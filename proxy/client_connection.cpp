@@ -285,6 +285,11 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   if (spdlog::should_log(spdlog::level::debug))
     session::log(spdlog::level::debug, tag_, "tunnel to {} via {}", to_string(dest),
                  dialed.address);
+  co_await relay_to(ex, *dialed.socket);
+}
+
+asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket& upstream) {
+  auto& entry = ex.entry();
   // A captured client dialed the upstream itself: there is no CONNECT to answer.
   if (!captured_) co_await ex.write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
   ex.response_started(true);
@@ -292,12 +297,12 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   if (ctx_->budget()) {
     // A tunnel's bytes count as they move; a spent byte budget closes it (DESIGN §4).
     const auto ended =
-        co_await base::race(relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_,
+        co_await base::race(relay_tunnel(client_.socket(), upstream, in_, deadline_,
                                          timeouts().tunnel, entry.bytes_out, entry.bytes_in),
                             watch_tunnel_budget());
     ex.finish(200, true, ended == 1 ? "budget_exhausted" : "");
   } else {
-    co_await relay_tunnel(client_.socket(), *dialed.socket, in_, deadline_, timeouts().tunnel,
+    co_await relay_tunnel(client_.socket(), upstream, in_, deadline_, timeouts().tunnel,
                           entry.bytes_out, entry.bytes_in);
     ex.finish(200, true);
   }

@@ -68,6 +68,9 @@ class client_connection {
   // The target of a captured connection; nullopt when it dialed a synthetic address that was
   // never handed out (`address` then holds it as text).
   std::optional<config::destination> captured_target(std::string& address) const;
+  // The CONNECT answered (unless captured) and the bytes relayed both ways until either side
+  // ends, a byte budget closing it when spent; then the tunnel's record.
+  asio::awaitable<void> relay_to(http_exchange& ex, tcp::socket& upstream);
   // Charges a tunnel's bytes to the budget as they move; returns when a byte budget is spent.
   asio::awaitable<void> watch_tunnel_budget();
   // Answers a CONNECT with 200 and sets up what is inside it (TLS or plain HTTP); false when the
