@@ -98,6 +98,27 @@ asio::awaitable<void> pump_frames(websocket_pumps& p, bool from_client, stream& 
   }
 }
 
+// An LLM answer that came over the WebSocket: metered as an HTTP response is
+// (account_llm_usage) and recorded on its own, since the connection's record comes when it ends,
+// maybe hours later. False when the record could not be written.
+bool record_llm_answer(proxy_context& ctx, const audit_entry& connection,
+                       const session::llm_usage& usage,
+                       std::chrono::steady_clock::time_point started) {
+  if (auto* budget = ctx.budget())
+    budget->add_llm_usage(connection.host, usage.model, usage.input_tokens, usage.output_tokens);
+  audit_entry response = connection;
+  response.method = "WS";
+  response.status = 0;
+  response.bytes_out = response.bytes_in = 0;  // counted in the connection's record
+  response.ws_messages_out.reset();
+  response.ws_messages_in.reset();
+  response.llm_tokens = usage.total();
+  response.llm_estimated = usage.estimated;
+  response.ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return ctx.record(response);
+}
+
 }  // namespace
 
 asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
@@ -145,22 +166,7 @@ asio::awaitable<void> http_exchange::relay_websocket() {
     return admit_by_session(entry_.host);
   };
   hooks.llm_usage = [&](const session::llm_usage& usage) {
-    // Metered as an HTTP response is (account_llm_usage), recorded on its own: the connection's
-    // record comes when it ends, and may be hours away.
-    if (auto* budget = io_.ctx.budget())
-      budget->add_llm_usage(entry_.host, usage.model, usage.input_tokens, usage.output_tokens);
-    audit_entry response = entry_;
-    response.method = "WS";
-    response.status = 0;
-    response.bytes_out = response.bytes_in = 0;  // counted in the connection's record
-    response.ws_messages_out.reset();
-    response.ws_messages_in.reset();
-    response.llm_tokens = usage.total();
-    response.llm_estimated = usage.estimated;
-    response.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                            response_started)
-                      .count();
-    return io_.ctx.record(response);
+    return record_llm_answer(io_.ctx, entry_, usage, response_started);
   };
   websocket_inspector inspect(
       websocket_checks{credentials.empty() ? nullptr : &outbound, entry_.host, plaintext,
