@@ -130,8 +130,11 @@ asio::awaitable<void> client_connection::serve() {
     http::parser parser(http::parser::kind::request);
     if (co_await read_request_head(parser, first) != head_result::ok) co_return;
     first = false;
+    h1_.start(parser);
     if (intercept_) {
-      if (!co_await handle_intercepted(parser)) co_return;
+      const auto next = co_await handle_intercepted(parser);
+      h1_.end();
+      if (next != next_step::keep_alive) co_return;
       continue;
     }
     if (listener_ctx_->resolver()) {
@@ -146,7 +149,9 @@ asio::awaitable<void> client_connection::serve() {
       first = true;
       continue;
     }
-    if (!co_await handle_forward(parser)) co_return;
+    const auto next = co_await handle_forward(parser);
+    h1_.end();
+    if (next != next_step::keep_alive) co_return;
   }
 }
 
@@ -291,7 +296,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
 asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket& upstream) {
   auto& entry = ex.entry();
   // A captured client dialed the upstream itself: there is no CONNECT to answer.
-  if (!captured_) co_await ex.write_client("HTTP/1.1 200 Connection Established\r\n\r\n");
+  if (!captured_) co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
   ex.response_started(true);
   entry.status = 200;
   if (ctx_->budget()) {
@@ -323,9 +328,8 @@ asio::awaitable<void> client_connection::watch_tunnel_budget() {
 
 http_exchange& client_connection::begin_exchange(std::string method) {
   exchange_.reset();
-  auto& ex = exchange_.emplace(
-      http_exchange::connection{client_, in_, deadline_, *ctx_, pool_, tag_, draining_},
-      std::move(method), owner_pid_, owner_exe_);
+  auto& ex = exchange_.emplace(http_exchange::connection{h1_, deadline_, *ctx_, pool_, tag_},
+                               std::move(method), owner_pid_, owner_exe_);
   ex.entry().captured = captured_;
   return ex;
 }

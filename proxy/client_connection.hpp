@@ -14,6 +14,7 @@
 #include "base/asio.hpp"
 #include "base/deadline.hpp"
 #include "http/parser.hpp"
+#include "proxy/h1_client_side.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
@@ -77,8 +78,8 @@ class client_connection {
   // connection cannot go on (the client left, its TLS handshake failed).
   asio::awaitable<bool> start_interception(const config::destination& dest,
                                            std::optional<refusal> refused);
-  asio::awaitable<bool> handle_intercepted(http::parser& request);
-  asio::awaitable<bool> handle_forward(http::parser& request);
+  asio::awaitable<next_step> handle_intercepted(http::parser& request);
+  asio::awaitable<next_step> handle_forward(http::parser& request);
   // The exchange for the request (or CONNECT) whose head was just read; the one before it ends.
   http_exchange& begin_exchange(std::string method);
   const proxy::timeouts& timeouts() const { return ctx_->options().timeouts; }
@@ -92,10 +93,12 @@ class client_connection {
   session::log_tag tag_;
   read_buffer in_;
   connection_deadline deadline_;
+  bool draining_ = false;
+  // What an exchange reads its request body from and answers through.
+  h1_client_side h1_{client_, in_, deadline_, ctx_, draining_};
   std::optional<interception> intercept_;
   // The exchange in flight, so a deadline that fires mid-exchange can still answer and audit it.
   std::optional<http_exchange> exchange_;
-  bool draining_ = false;
   bool cut_short_ = false;
   const bool captured_;
   std::optional<tcp::endpoint> dialed_;  // captured: the address and port the client dialed

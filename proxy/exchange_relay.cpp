@@ -26,9 +26,9 @@ void http_exchange::release_upstream() {
     upstream_.reset();
 }
 
-asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& request, std::string head,
-                                                            const brokers::request_context& where) {
-  const bool client_keep_alive = request.keep_alive() && !io_.draining;
+asio::awaitable<next_step> http_exchange::exchange_with_upstream(
+    const http::message_head& request, std::string head, const brokers::request_context& where) {
+  const bool client_keep_alive = io_.client.keep_alive();
   // The head may carry a real value: wiped once sent, or however the exchange ends.
   const base::wipe_on_exit wipe_head([&head] { base::wipe(head); });
   io_.timer.arm(timeouts().upstream, waiting_for::upstream);
@@ -37,17 +37,16 @@ asio::awaitable<bool> http_exchange::exchange_with_upstream(http::parser& reques
   if (ec) co_return co_await refuse_unsent(ec);
   entry_.bytes_out += n;
   const bool sent_whole = body_.has_value();
-  if (sent_whole && !co_await send_whole_body(request.head().chunked)) co_return false;
-  if (!request.head().has_body || sent_whole) {
-    bool keep_alive = false;
-    co_await relay_response(entry_.method, client_keep_alive, keep_alive);
+  if (sent_whole && !co_await send_whole_body(request.chunked)) co_return next_step::close;
+  if (!request.has_body || sent_whole) {
+    const auto next = co_await relay_response(entry_.method, client_keep_alive);
     release_upstream();
-    co_return keep_alive;
+    co_return next;
   }
   co_return co_await relay_while_pumping(request, where, client_keep_alive);
 }
 
-asio::awaitable<bool> http_exchange::refuse_unsent(const error_code& ec) {
+asio::awaitable<next_step> http_exchange::refuse_unsent(const error_code& ec) {
   upstream_.reset();
   co_return co_await refuse(refusal::upstream_unreachable(entry_.host, ec.message()), false);
 }
@@ -69,7 +68,10 @@ asio::awaitable<bool> http_exchange::send_whole_body(bool chunked) {
   for (std::string_view piece : pieces) {
     if (piece.empty()) continue;
     auto [ec, sent] = co_await upstream_->io.write(piece);
-    if (ec) co_return co_await refuse_unsent(ec);
+    if (ec) {
+      co_await refuse_unsent(ec);
+      co_return false;
+    }
     entry_.bytes_out += sent;
   }
   if (plan_->holds_real()) base::wipe(body_->bytes);  // a token request's real refresh token
@@ -77,9 +79,9 @@ asio::awaitable<bool> http_exchange::send_whole_body(bool chunked) {
   co_return true;
 }
 
-asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
-                                                         const brokers::request_context& where,
-                                                         bool client_keep_alive) {
+asio::awaitable<next_step> http_exchange::relay_while_pumping(const http::message_head& request,
+                                                              const brokers::request_context& where,
+                                                              bool client_keep_alive) {
   const auto& credentials = io_.ctx.credentials();
   brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
   std::optional<brokers::stream_scrubber> scan;
@@ -89,21 +91,21 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
     search.emplace(*scan, body_codings_);
   }
   bool body_done = false;
-  bool keep_alive = false;
   std::optional<refusal> refused;
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
-    co_await base::race(pump_request_body(request, search ? &*search : nullptr, body_done),
-                        relay_response(entry_.method, client_keep_alive, keep_alive));
+    next_step next = next_step::close;
+    co_await base::race(pump_request_body(request.chunked, search ? &*search : nullptr, body_done),
+                        relay_response_into(client_keep_alive, next));
     if (body_done) {
       release_upstream();
-      co_return keep_alive;
+      co_return next;
     }
     // The upstream answered before the body was through; the client's stream cannot be
     // resynchronized, so both connections end here.
     upstream_.reset();
-    co_return false;
+    co_return next_step::close;
   } catch (const value_in_body& e) {
     // None of the value's bytes went up; the upstream saw a request that never ends.
     upstream_.reset();
@@ -130,59 +132,52 @@ asio::awaitable<bool> http_exchange::relay_while_pumping(http::parser& request,
   co_return co_await refuse(*refused, false);
 }
 
-// What a scanned request body reuses from one read to the next.
+asio::awaitable<void> http_exchange::relay_response_into(bool client_keep_alive, next_step& next) {
+  next = co_await relay_response(entry_.method, client_keep_alive);
+}
+
+// What a scanned request body reuses from one piece to the next.
 struct http_exchange::scan_buffers {
-  std::string decoded, released, rewritten, wire;
+  std::string released, rewritten, wire;
 };
 
-asio::awaitable<void> http_exchange::pump_request_body(http::parser& request, body_search* search,
+asio::awaitable<void> http_exchange::pump_request_body(bool chunked, body_search* search,
                                                        bool& done) {
+  // Unsearched, the body goes up as the client framed it (the head went up with its framing).
+  const bool as_framed = !search && io_.client.carries_wire();
   scan_buffers buffers;
   for (;;) {
-    if (!io_.in.empty()) {
-      const bool last = search ? co_await pump_scanned_bytes(request, *search, buffers)
-                               : co_await pump_plain_bytes(request);
-      if (last) break;
+    const auto piece = co_await io_.client.read_body(!as_framed);
+    if (as_framed) {
+      if (!piece.wire.empty()) co_await write_request_body(piece.wire);
+    } else if (search) {
+      co_await pump_scanned_piece(piece, chunked, *search, buffers);
+    } else {
+      buffers.wire.clear();
+      http::frame_body(buffers.wire, piece.data, chunked, piece.last);
+      if (!buffers.wire.empty()) co_await write_request_body(buffers.wire);
     }
-    io_.timer.arm(timeouts().body, waiting_for::request_body);
-    auto [ec, n] = co_await io_.client.read_some(io_.in.space());
-    if (ec) throw body_error("client closed the connection mid-body");
-    io_.in.commit(n);
+    if (piece.last) break;
   }
   done = true;
   io_.timer.arm(timeouts().upstream, waiting_for::upstream);
   co_await base::hold_until_cancelled();
 }
 
-asio::awaitable<bool> http_exchange::pump_plain_bytes(http::parser& request) {
-  const auto r = request.feed(io_.in.view());
-  if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-  if (r.consumed > 0) {
-    co_await write_request_body(io_.in.view().substr(0, r.consumed));
-    io_.in.consume(r.consumed);
-  }
-  co_return r.status == http::parse_status::message_complete;
-}
-
-asio::awaitable<bool> http_exchange::pump_scanned_bytes(http::parser& request, body_search& search,
+asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_piece& piece,
+                                                        bool chunked, body_search& search,
                                                         scan_buffers& b) {
-  b.decoded.clear();
   b.released.clear();
   b.wire.clear();
-  const auto r = request.feed(io_.in.view(), &b.decoded);
-  if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-  io_.in.consume(r.consumed);
-  const bool last = r.status == http::parse_status::message_complete;
-  search.feed(b.decoded, last, b.released);
+  search.feed(piece.data, piece.last, b.released);
   if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
     b.rewritten.clear();
     rewriter->feed(b.released, b.rewritten);
-    if (last) rewriter->finish();
+    if (piece.last) rewriter->finish();
     b.released.swap(b.rewritten);
   }
-  http::frame_body(b.wire, b.released, request.head().chunked, last);
+  http::frame_body(b.wire, b.released, chunked, piece.last);
   if (!b.wire.empty()) co_await write_request_body(b.wire);
-  co_return last;
 }
 
 asio::awaitable<void> http_exchange::write_request_body(std::string_view data) {

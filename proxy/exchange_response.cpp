@@ -13,54 +13,36 @@
 
 namespace broker::proxy {
 
-namespace {
-
-// The final response's head as the client gets it, told when its connection ends after it.
-std::string client_head(const http::message_head& head, bool keep_client) {
-  std::string out = http::serialize_response_head(head);
-  if (!keep_client) out.insert(out.size() - 2, "Connection: close\r\n");
-  return out;
-}
-
-}  // namespace
-
-asio::awaitable<void> http_exchange::relay_response(const std::string& method,
-                                                    bool client_keep_alive, bool& keep_alive) {
-  keep_alive = false;
+asio::awaitable<next_step> http_exchange::relay_response(const std::string& method,
+                                                         bool client_keep_alive) {
   std::optional<http::parser> response;
-  if (!co_await read_final_head(method, response)) co_return;
+  if (!co_await read_final_head(method, response)) co_return next_step::close;
   const http::message_head& head = response->head();
-  if (head.status == 101) {
-    co_await relay_upgrade(head);
-    co_return;
-  }
-  if (auto refused = coded_body_refusal(head)) {
-    co_await refuse(*refused, false);
-    co_return;
-  }
+  if (head.status == 101) co_return co_await relay_upgrade(head);
+  if (auto refused = coded_body_refusal(head)) co_return co_await refuse(*refused, false);
   // A body delimited by the upstream's close is delimited the same way for the client.
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
-  const bool keep_client = client_keep_alive && !until_close && !io_.draining;
+  const bool keep_client = client_keep_alive && !until_close && io_.client.keep_alive();
+  const auto next = keep_client ? next_step::keep_alive : next_step::close;
   if (const std::size_t limit = plan_ ? plan_->response_whole_body(head.status) : 0;
       limit > 0 && !response->message_done()) {
     co_await relay_rewritten_body(*response, limit, keep_client);
-    keep_alive = keep_client;
-    co_return;
+    co_return next;
   }
-  std::string out = client_head(head, keep_client);
   response_started_ = true;
   entry_.status = head.status;
 
   if (response->message_done()) {
     upstream_reusable_ = true;
     if (!finish(head.status, true)) throw audit_failed();
-    co_await write_client(out);
+    co_await io_.client.send_head(head, keep_client, true);
   } else {
+    co_await io_.client.send_head(head, keep_client, false);
     auto meter = usage_meter(head);
-    co_await relay_body(*response, head, std::move(out), meter ? &*meter : nullptr);
+    co_await relay_body(*response, head, meter ? &*meter : nullptr);
   }
   upstream_reusable_ = upstream_reusable_ && response->keep_alive() && upstream_->in.empty();
-  keep_alive = keep_client;
+  co_return next;
 }
 
 asio::awaitable<bool> http_exchange::read_final_head(const std::string& method,
@@ -80,7 +62,7 @@ asio::awaitable<bool> http_exchange::read_final_head(const std::string& method,
       co_return false;
     }
     if (head.status == 101) co_return true;  // nothing HTTP follows it
-    co_await write_client(http::serialize_response_head(head));
+    co_await io_.client.send_interim(head);
   }
 }
 
@@ -153,12 +135,13 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
     return http::iequals(h.name, "content-length") || http::iequals(h.name, "transfer-encoding");
   });
   head.headers.push_back({"Content-Length", std::to_string(body.size())});
-  std::string out = client_head(head, keep_client) + body;
+  head.chunked = false;
+  head.content_length = body.size();
   response_started_ = true;
   upstream_reusable_ = response.keep_alive() && up.in.empty();
   if (!finish(head.status, true)) throw audit_failed();
-  co_await write_client(out);
-  base::wipe(out);
+  co_await io_.client.send_head(head, keep_client, false);
+  co_await io_.client.send_body(body, true);
 }
 
 std::optional<refusal> http_exchange::coded_body_refusal(const http::message_head& head) const {
@@ -189,29 +172,25 @@ struct http_exchange::body_relay {
   const http::message_head& head;
   session::llm_usage_meter* meter;                // null when the body is not metered
   std::optional<brokers::stream_scrubber> scrub;  // empty when there is nothing to scrub
-  std::string wire;  // the head while it waits for body bytes to go with, then framed bytes
+  bool as_framed;  // the upstream's bytes go to the client as they came, framing and all
   std::string decoded, released;
 };
 
 asio::awaitable<void> http_exchange::relay_body(http::parser& response,
                                                 const http::message_head& head,
-                                                std::string pending_head,
                                                 session::llm_usage_meter* meter) {
   auto& up = *upstream_;
-  // The head goes out with the first body bytes when they are already here: one write, one TLS
-  // record and one wake-up of the client instead of two.
-  body_relay body{response, head, meter, std::nullopt, std::move(pending_head), {}, {}};
+  body_relay body{response, head, meter, std::nullopt, false, {}, {}};
   if (!scrub_patterns_.empty()) body.scrub.emplace(scrub_patterns_);
+  body.as_framed = !body.scrub && io_.client.carries_wire();
   for (;;) {
     if (!up.in.empty() && co_await relay_body_bytes(body)) {
       upstream_reusable_ = true;
       co_return;
     }
-    // Nothing to send with it: the head goes alone rather than wait for the body.
-    if (!body.wire.empty()) {
-      co_await write_client(body.wire);
-      body.wire.clear();
-    }
+    // The head goes out with the first body bytes when they are already here (one write, one
+    // TLS record, one wake-up of the client); with nothing to go with, alone rather than wait.
+    co_await io_.client.flush();
     auto [ec, n] = co_await up.io.read_some(up.in.space());
     if (ec == asio::error::eof ||
         (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
@@ -227,7 +206,7 @@ asio::awaitable<void> http_exchange::relay_body(http::parser& response,
 asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
   auto& up = *upstream_;
   // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
-  const bool decode = (b.scrub || b.meter) && b.head.chunked;
+  const bool decode = (b.scrub || b.meter || !b.as_framed) && b.head.chunked;
   const auto r = b.response.feed(up.in.view(), decode ? &b.decoded : nullptr);
   if (r.status == http::parse_status::error)
     throw upstream_error("malformed response body: " + b.response.error_reason());
@@ -240,39 +219,20 @@ asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
   }
   // The record is written before the response completes (DESIGN §7).
   if (last && !finish(b.head.status, true)) throw audit_failed();
-  if (!b.scrub) {
-    co_await write_client_after(b.wire, raw);
-    up.in.consume(r.consumed);
-    b.decoded.clear();  // metered above
+  const std::string_view data = decode ? std::string_view(b.decoded) : raw;
+  if (b.as_framed) {
+    co_await io_.client.send_wire(raw);
+  } else if (!b.scrub) {
+    co_await io_.client.send_body(data, last);
   } else {
-    b.scrub->feed(decode ? std::string_view(b.decoded) : raw, b.released);
-    up.in.consume(r.consumed);
+    b.scrub->feed(data, b.released);
     if (last) b.scrub->finish(b.released);
-    co_await write_scrubbed(b, last);
+    co_await io_.client.send_body(b.released, last);
   }
-  co_return last;
-}
-
-asio::awaitable<void> http_exchange::write_client_after(std::string& wire, std::string_view raw) {
-  if (wire.empty()) {
-    co_await write_client(raw);
-  } else {
-    wire.append(raw);
-    co_await write_client(wire);
-    wire.clear();
-  }
-}
-
-asio::awaitable<void> http_exchange::write_scrubbed(body_relay& b, bool last) {
-  if (!b.head.chunked && b.wire.empty()) {
-    if (!b.released.empty()) co_await write_client(b.released);
-  } else {
-    http::frame_body(b.wire, b.released, b.head.chunked, last);
-    if (!b.wire.empty()) co_await write_client(b.wire);
-  }
+  up.in.consume(r.consumed);
   b.decoded.clear();
   b.released.clear();
-  b.wire.clear();
+  co_return last;
 }
 
 asio::awaitable<void> http_exchange::end_body_at_close(body_relay& b) {
@@ -282,10 +242,8 @@ asio::awaitable<void> http_exchange::end_body_at_close(body_relay& b) {
     throw upstream_error("upstream closed mid-response");
   if (b.meter) account_llm_usage(*b.meter);
   if (!finish(b.head.status, true)) throw audit_failed();
-  if (b.scrub) {
-    b.scrub->finish(b.released);
-    if (!b.released.empty()) co_await write_client(b.released);
-  }
+  if (b.scrub) b.scrub->finish(b.released);
+  co_await io_.client.send_body(b.released, true);
 }
 
 void http_exchange::account_llm_usage(session::llm_usage_meter& meter) {

@@ -118,8 +118,8 @@ std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
   return admit_by_session(to.dest.host);
 }
 
-asio::awaitable<bool> http_exchange::forward(http::parser& request, const request_target& to) {
-  http::message_head& head = request.head();
+asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
+                                                  const request_target& to) {
   const auto& dest = to.dest;
   if (!io_.ctx.audit_ok())
     co_return co_await refuse(refusal::audit_unavailable(), to.keep_after_refusal);
@@ -159,7 +159,7 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
     if (auto refused = read_body_codings(head, plan.whole_body(), body_codings_))
       co_return co_await refuse(*refused, false);
   if (const auto& need = plan.whole_body()) {
-    if (auto refused = co_await read_whole_body(request, where, *need))
+    if (auto refused = co_await read_whole_body(head, where, *need))
       co_return co_await refuse(*refused, false);
   }
   std::string no_body;
@@ -174,8 +174,7 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
                                   "a body the broker rewrites as it streams cannot be coded too"),
                               false);
   if (const auto& answer = plan.answer())
-    co_return co_await answer_locally(answer->credential, answer->json,
-                                      request.keep_alive() && !io_.draining);
+    co_return co_await answer_locally(answer->credential, answer->json, io_.client.keep_alive());
   // Real values, and what the brokers rewrote, back to the client's form.
   scrub_patterns_ = plan.response_patterns();
   if (!credentials.empty()) ask_for_identity(head);
@@ -191,24 +190,28 @@ asio::awaitable<bool> http_exchange::forward(http::parser& request, const reques
   }
 
   std::string out = upstream_head(head, target, dest, to.scheme == "https", websocket_);
-  co_return co_await exchange_with_upstream(request, std::move(out), where);
+  co_return co_await exchange_with_upstream(head, std::move(out), where);
 }
 
-asio::awaitable<bool> http_exchange::answer_locally(const std::string& credential,
-                                                    const std::string& json, bool keep_alive) {
+asio::awaitable<next_step> http_exchange::answer_locally(const std::string& credential,
+                                                         const std::string& json, bool keep_alive) {
   entry_.credential = credential;
-  std::string response =
-      "HTTP/1.1 200 OK\r\nContent-Type: application/json; charset=utf-8\r\n"
-      "Cache-Control: no-store\r\nContent-Length: " +
-      std::to_string(json.size()) + "\r\n" + (keep_alive ? "" : "Connection: close\r\n") + "\r\n" +
-      json;
-  entry_.bytes_in += response.size();
+  http::message_head head;
+  head.status = 200;
+  head.reason = "OK";
+  head.headers = {{"Content-Type", "application/json; charset=utf-8"},
+                  {"Cache-Control", "no-store"},
+                  {"Content-Length", std::to_string(json.size())}};
+  head.has_body = true;
+  head.content_length = json.size();
+  entry_.bytes_in += json.size();
   finish(200, true);
-  co_await write_client(response);
-  co_return keep_alive;
+  co_await io_.client.send_head(head, keep_alive, false);
+  co_await io_.client.send_body(json, true);
+  co_return keep_alive ? next_step::keep_alive : next_step::close;
 }
 
-asio::awaitable<bool> http_exchange::refuse(const refusal& r, bool keep_alive) {
+asio::awaitable<next_step> http_exchange::refuse(const refusal& r, bool keep_alive) {
   const bool policy_refusal = is_policy_refusal(r);
   // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
   if (policy_refusal)
@@ -223,12 +226,8 @@ asio::awaitable<bool> http_exchange::refuse(const refusal& r, bool keep_alive) {
   const std::string host = io_.ctx.scrub(entry_.host);
   session::log(spdlog::level::debug, io_.tag, "{} {} {}: {}", entry_.method, host, shown.code,
                shown.message);
-  co_await write_client(render_refusal(shown, host, io_.ctx.session_id(), keep_alive));
-  co_return keep_alive;
-}
-
-asio::awaitable<void> http_exchange::write_client(std::string_view data) {
-  co_await write_all(io_.client, data);
+  co_await io_.client.send_refusal(shown, host, io_.ctx.session_id(), keep_alive);
+  co_return keep_alive ? next_step::keep_alive : next_step::close;
 }
 
 asio::awaitable<std::optional<refusal>> http_exchange::admit_shared(const std::string& host) {

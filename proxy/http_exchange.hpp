@@ -3,7 +3,8 @@
 // the plan asks → an upstream from the pool → the request body up while the response comes down,
 // scrubbed and metered → the record, written before the response completes), or a tunnel, or a
 // refusal. The connection reads heads and routes (client_connection.cpp, interception.cpp,
-// http_forward.cpp); an exchange does the rest, using the connection's streams while it lives.
+// http_forward.cpp); an exchange does the rest, reading the request body from and answering
+// through its client_side (an HTTP/1.1 connection's, h1_client_side.hpp; an HTTP/2 stream's).
 // The parts: http_exchange.cpp (admit, plan, upstream, record), exchange_relay.cpp (the request
 // head and body up), exchange_response.cpp (the response down), websocket_relay.cpp (after a
 // 101); whole_body.cpp reads a body whole.
@@ -21,11 +22,10 @@
 #include "brokers/credential_set.hpp"
 #include "http/content_coding.hpp"
 #include "http/parser.hpp"
+#include "proxy/client_side.hpp"
 #include "proxy/held_bytes.hpp"
 #include "proxy/proxy_context.hpp"
-#include "proxy/read_buffer.hpp"
 #include "proxy/refusal.hpp"
-#include "proxy/stream.hpp"
 #include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "session/log.hpp"
@@ -54,13 +54,11 @@ class http_exchange {
  public:
   // What of its client connection an exchange uses; all of it outlives the exchange.
   struct connection {
-    stream& client;
-    read_buffer& in;
+    client_side& client;  // where the request comes from and the response goes
     connection_deadline& timer;
     proxy_context& ctx;
     upstream_pool& pool;
     const session::log_tag& tag;
-    bool& draining;  // the connection ends after this exchange (set by a WebSocket upgrade)
   };
 
   // Starts the exchange's clock; `pid`/`exe` own the client socket (0/"" when unknown).
@@ -69,11 +67,11 @@ class http_exchange {
   http_exchange(const http_exchange&) = delete;
   http_exchange& operator=(const http_exchange&) = delete;
 
-  // Forwards the request (its head parsed, its body still to read) to `to`, answering the
-  // client; false when the connection cannot carry another request.
-  asio::awaitable<bool> forward(http::parser& request, const request_target& to);
-  // Answers with the refusal and records it; returns `keep_alive`.
-  asio::awaitable<bool> refuse(const refusal& r, bool keep_alive);
+  // Forwards the request (its head read, its body still to read from the client side) to `to`,
+  // answering the client.
+  asio::awaitable<next_step> forward(http::message_head& head, const request_target& to);
+  // Answers with the refusal and records it; keep_alive when `keep_alive`, else close.
+  asio::awaitable<next_step> refuse(const refusal& r, bool keep_alive);
   // Writes the record once (later calls do nothing); false when the audit log failed.
   bool finish(int status, bool allowed, const std::string& error = {});
   // Whether the session takes one more request: 407 when it was revoked or has expired (a
@@ -83,7 +81,6 @@ class http_exchange {
   asio::awaitable<std::optional<refusal>> admit_shared(const std::string& host);
   // Keeps an earlier phase's deadline from cutting a dial short (dials bound their own steps).
   void arm_for_dial();
-  asio::awaitable<void> write_client(std::string_view data);
 
   audit_entry& entry() { return entry_; }
   bool active() const { return active_; }
@@ -106,39 +103,43 @@ class http_exchange {
   std::optional<refusal> admit(const config::policy_set& policy, const http::message_head& head,
                                const request_target& to);
   // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
-  asio::awaitable<bool> answer_locally(const std::string& credential, const std::string& json,
-                                       bool keep_alive);
+  asio::awaitable<next_step> answer_locally(const std::string& credential, const std::string& json,
+                                            bool keep_alive);
   // Reads the whole request body into body_ (scanned like a streamed one), as the plan asks
   // (at most need.limit decoded bytes). Returns the refusal when it cannot.
-  asio::awaitable<std::optional<refusal>> read_whole_body(http::parser& request,
+  asio::awaitable<std::optional<refusal>> read_whole_body(http::message_head& head,
                                                           const brokers::request_context& where,
                                                           const brokers::whole_body_need& need);
-  asio::awaitable<bool> exchange_with_upstream(http::parser& request, std::string head,
-                                               const brokers::request_context& where);
+  struct body_reading;
+  // Its pieces into body_, the allowance taken as it grows (whole_body.cpp).
+  asio::awaitable<std::optional<refusal>> read_body_into(body_reading& r);
+  static std::string whole_body_too_large(const body_reading& r);
+  asio::awaitable<next_step> exchange_with_upstream(const http::message_head& request,
+                                                    std::string head,
+                                                    const brokers::request_context& where);
   // A write up failed before any of the response: the upstream is let go of, the client gets 502.
-  asio::awaitable<bool> refuse_unsent(const error_code& ec);
+  asio::awaitable<next_step> refuse_unsent(const error_code& ec);
   // The body read whole (body_) up after the head, then let go of; false when a write failed.
   asio::awaitable<bool> send_whole_body(bool chunked);
-  // The request body pumped up while the response comes down; false when the client ends.
-  asio::awaitable<bool> relay_while_pumping(http::parser& request,
-                                            const brokers::request_context& where,
-                                            bool client_keep_alive);
+  // The request body pumped up while the response comes down.
+  asio::awaitable<next_step> relay_while_pumping(const http::message_head& request,
+                                                 const brokers::request_context& where,
+                                                 bool client_keep_alive);
   void release_upstream();
   // Real values (and this exchange's rewritten header values) back to what the client knows.
   void scrub_head(http::message_head& head) const;
   // The request body up, searched when `search` is set (the session brokers credentials).
-  asio::awaitable<void> pump_request_body(http::parser& request, body_search* search, bool& done);
-  // What a scanned request body reuses from one read to the next (exchange_relay.cpp).
+  asio::awaitable<void> pump_request_body(bool chunked, body_search* search, bool& done);
+  // What a scanned request body reuses from one piece to the next (exchange_relay.cpp).
   struct scan_buffers;
-  // The body bytes in the client's buffer up as they are; true at the body's end.
-  asio::awaitable<bool> pump_plain_bytes(http::parser& request);
-  // The same decoded, searched, rewritten and framed again; throws before a value goes up.
-  asio::awaitable<bool> pump_scanned_bytes(http::parser& request, body_search& search,
-                                           scan_buffers& b);
+  // A piece decoded, searched, rewritten and framed again; throws before a value goes up.
+  asio::awaitable<void> pump_scanned_piece(const client_side::body_piece& piece, bool chunked,
+                                           body_search& search, scan_buffers& b);
   // Request body bytes to the upstream, counted; a failed write ends the exchange.
   asio::awaitable<void> write_request_body(std::string_view data);
-  asio::awaitable<void> relay_response(const std::string& method, bool client_keep_alive,
-                                       bool& keep_alive);
+  asio::awaitable<next_step> relay_response(const std::string& method, bool client_keep_alive);
+  // The same, its result stored, to race the request body's pump (race() takes void coroutines).
+  asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
   // Up to the final response's head (or a 101's) in `response`, interim (1xx) responses passed
   // on; false when the exchange ended first (answered with a refusal, or abandoned).
   asio::awaitable<bool> read_final_head(const std::string& method,
@@ -147,7 +148,7 @@ class http_exchange {
   asio::awaitable<bool> read_response_head(http::parser& response);
   // The WebSocket the request asked for, inspected and relayed to its end (websocket_relay.cpp);
   // any other upgrade, or a 101 agreeing to an extension, is refused.
-  asio::awaitable<void> relay_upgrade(const http::message_head& head);
+  asio::awaitable<next_step> relay_upgrade(const http::message_head& head);
   // A body a credential step rewrites whole (an OAuth token response's new tokens become
   // dummies): read decoded, at most `limit` bytes, and sent with its new length.
   asio::awaitable<void> relay_rewritten_body(http::parser& response, std::size_t limit,
@@ -157,20 +158,17 @@ class http_exchange {
   // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
-                                   std::string pending_head, session::llm_usage_meter* meter);
+                                   session::llm_usage_meter* meter);
   // A response body on its way down, and its buffers (exchange_response.cpp).
   struct body_relay;
   // The body bytes in the upstream's buffer to the client; true at the body's end.
   asio::awaitable<bool> relay_body_bytes(body_relay& b);
-  // `raw` to the client, sent with the head when it still waits in `wire`.
-  asio::awaitable<void> write_client_after(std::string& wire, std::string_view raw);
-  // What the scrubber released to the client, framed again as the body is.
-  asio::awaitable<void> write_scrubbed(body_relay& b, bool last);
+
   // A body delimited by the upstream's close, ended and recorded; anything else is an error.
   asio::awaitable<void> end_body_at_close(body_relay& b);
   // The finished meter's tokens into the record and the budget.
   void account_llm_usage(session::llm_usage_meter& meter);
-  asio::awaitable<void> relay_websocket();
+  asio::awaitable<void> relay_websocket(client_side::raw_connection client);
   double elapsed_ms() const;
   const proxy::timeouts& timeouts() const { return io_.ctx.options().timeouts; }
 

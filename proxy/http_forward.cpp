@@ -5,7 +5,7 @@
 
 namespace broker::proxy {
 
-asio::awaitable<bool> client_connection::handle_forward(http::parser& request) {
+asio::awaitable<next_step> client_connection::handle_forward(http::parser& request) {
   const http::message_head& head = request.head();
   auto& ex = begin_exchange(head.method);
   auto& entry = ex.entry();
@@ -38,7 +38,7 @@ asio::awaitable<bool> client_connection::handle_forward(http::parser& request) {
         keep_after_refusal);
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
   const request_target to{uri->where.dest, "http", uri->path_and_query, keep_after_refusal};
-  co_return co_await ex.forward(request, to);
+  co_return co_await ex.forward(request.head(), to);
 }
 
 }  // namespace broker::proxy

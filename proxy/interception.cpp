@@ -66,7 +66,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   co_return true;
 }
 
-asio::awaitable<bool> client_connection::handle_intercepted(http::parser& request) {
+asio::awaitable<next_step> client_connection::handle_intercepted(http::parser& request) {
   const http::message_head& head = request.head();
   const auto& dest = intercept_->dest;
   auto& ex = begin_exchange(head.method);
@@ -107,7 +107,7 @@ asio::awaitable<bool> client_connection::handle_intercepted(http::parser& reques
         refusal::host_mismatch(host_header ? "the Host header is not the CONNECT host"
                                            : "the request has no Host header"),
         to.keep_after_refusal);
-  co_return co_await ex.forward(request, to);
+  co_return co_await ex.forward(request.head(), to);
 }
 
 }  // namespace broker::proxy

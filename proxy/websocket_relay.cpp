@@ -121,33 +121,34 @@ bool record_llm_answer(proxy_context& ctx, const audit_entry& connection,
 
 }  // namespace
 
-asio::awaitable<void> http_exchange::relay_upgrade(const http::message_head& head) {
-  if (!websocket_) {
-    co_await refuse(
+asio::awaitable<next_step> http_exchange::relay_upgrade(const http::message_head& head) {
+  if (!websocket_)
+    co_return co_await refuse(
         refusal::upstream_protocol_error(entry_.host, "an upgrade that was not asked for"), false);
-    co_return;
-  }
   // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
   // value past the checks.
-  if (head.find("sec-websocket-extensions")) {
-    co_await refuse(refusal::upstream_protocol_error(
-                        entry_.host,
-                        "the upstream agreed to a WebSocket extension (compression) "
-                        "that was not offered; the broker inspects frames uncompressed"),
-                    false);
-    co_return;
-  }
-  std::string out = http::serialize_response_head(head);
-  out.insert(out.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
+  if (head.find("sec-websocket-extensions"))
+    co_return co_await refuse(refusal::upstream_protocol_error(
+                                  entry_.host,
+                                  "the upstream agreed to a WebSocket extension (compression) "
+                                  "that was not offered; the broker inspects frames uncompressed"),
+                              false);
   response_started_ = true;
   entry_.status = 101;
-  co_await write_client(out);
-  co_await relay_websocket();
+  auto client = co_await io_.client.accept_websocket(head);
+  if (!client) {
+    response_started_ = false;
+    co_return co_await refuse(
+        refusal::upstream_protocol_error(entry_.host, "a WebSocket this connection cannot carry"),
+        false);
+  }
+  // Nothing HTTP follows a 101: the connection ends with the WebSocket.
+  co_await relay_websocket(*client);
+  co_return next_step::handed_over;
 }
 
-asio::awaitable<void> http_exchange::relay_websocket() {
+asio::awaitable<void> http_exchange::relay_websocket(client_side::raw_connection client) {
   auto& up = *upstream_;
-  io_.draining = true;  // the connection was handed over; nothing HTTP follows
   const auto& credentials = io_.ctx.credentials();
   const bool plaintext = entry_.scheme == "http";
   brokers::body_scan outbound;  // the inspector's patterns view into it: declared first
@@ -175,8 +176,8 @@ asio::awaitable<void> http_exchange::relay_websocket() {
 
   entry_.ws_messages_out = entry_.ws_messages_in = 0;
   websocket_pumps pumps{inspect, entry_, io_.timer, timeouts().tunnel};
-  co_await base::race(pump_frames(pumps, true, io_.client, io_.in, up.io, entry_.bytes_out),
-                      pump_frames(pumps, false, up.io, up.in, io_.client, entry_.bytes_in));
+  co_await base::race(pump_frames(pumps, true, client.io, client.in, up.io, entry_.bytes_out),
+                      pump_frames(pumps, false, up.io, up.in, client.io, entry_.bytes_in));
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
   const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
   if (cancelled != asio::cancellation_type::none) co_return;
@@ -200,7 +201,7 @@ asio::awaitable<void> http_exchange::relay_websocket() {
   // Each side is told, within a bounded time: neither has to read.
   io_.timer.arm(timeouts().body, waiting_for::tunnel);
   co_await up.io.write(ending->to_upstream);
-  co_await write_client(ending->to_client);
+  co_await write_all(client.io, ending->to_client);
 }
 
 }  // namespace broker::proxy

@@ -11,80 +11,77 @@
 
 namespace broker::proxy {
 
+// The body as it grows: what it may reach, what it holds of the allowance, and its search.
+struct http_exchange::body_reading {
+  std::size_t limit;
+  std::string_view why;
+  std::size_t reserved;
+  body_search& search;
+};
+
 asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
-    http::parser& request, const brokers::request_context& where,
+    http::message_head& head, const brokers::request_context& where,
     const brokers::whole_body_need& need) {
-  const std::size_t limit = need.limit;
   const auto& credentials = io_.ctx.credentials();
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   body_search search(scan, body_codings_);           // a coded body (an AWS payload) as it was sent
-  auto& head = request.head();
-  const std::string too_large = "this request's body must be read whole (" + std::string(need.why) +
-                                "), and such bodies are limited to " + std::to_string(limit) +
-                                " bytes";
-  if (head.content_length > limit) co_return refusal::bad_request(too_large);
+  body_reading reading{need.limit, need.why,
+                       head.content_length.value_or(limits::relay_buffer_bytes), search};
+  if (head.content_length > need.limit)
+    co_return refusal::bad_request(whole_body_too_large(reading));
   // Every byte held is counted against the process-wide allowance before it is taken.
-  std::size_t reserved = head.content_length.value_or(limits::relay_buffer_bytes);
   held_bytes hold;
-  if (!hold.hold(reserved)) co_return refusal::bodies_held_exhausted(need.why);
+  if (!hold.hold(reading.reserved)) co_return refusal::bodies_held_exhausted(need.why);
   if (head.has_token("expect", "100-continue")) {
     // The client waits for a go-ahead before it sends the body; the upstream cannot give it
     // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
-    co_await write_client("HTTP/1.1 100 Continue\r\n\r\n");
+    http::message_head go_ahead;
+    go_ahead.status = 100;
+    go_ahead.reason = "Continue";
+    co_await io_.client.send_interim(go_ahead);
     std::erase_if(head.headers,
                   [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
-  auto& whole = body_.emplace(std::string(), std::move(hold));
-  std::string& body = whole.bytes;
-  body.reserve(reserved);
-  std::string decoded;
-  bool exhausted = false;
+  body_.emplace(std::string(), std::move(hold)).bytes.reserve(reading.reserved);
+  std::optional<refusal> refused;
   try {
-    for (;;) {
-      if (!io_.in.empty()) {
-        decoded.clear();
-        const auto r = request.feed(io_.in.view(), &decoded);
-        if (r.status == http::parse_status::error) throw body_error(request.error_reason());
-        io_.in.consume(r.consumed);
-        // What the body holds once this piece is through the scan (it holds back at most
-        // the rest of what it was fed).
-        const std::size_t total = body.size() + search.held() + decoded.size();
-        if (total > limit) throw body_error(too_large);
-        if (total > reserved) {
-          reserved = std::min(limit, std::max(total, 2 * reserved));
-          if (!whole.hold.hold(reserved)) {
-            exhausted = true;
-            break;
-          }
-          body.reserve(reserved);
-        }
-        const bool last = r.status == http::parse_status::message_complete;
-        search.feed(decoded, last, body);
-        if (last) break;
-      }
-      io_.timer.arm(timeouts().body, waiting_for::request_body);
-      auto [ec, n] = co_await io_.client.read_some(io_.in.space());
-      if (ec) throw body_error("client closed the connection mid-body");
-      io_.in.commit(n);
-    }
+    refused = co_await read_body_into(reading);
   } catch (const value_in_body& e) {
-    body_.reset();
     const auto decision = checks.decision(e.pattern);
     entry_.credential = decision.credential;
-    co_return refusal::of(decision, entry_.host, where.plaintext);
+    refused = refusal::of(decision, entry_.host, where.plaintext);
   } catch (const body_error& e) {
-    body_.reset();
-    co_return refusal::bad_request(std::string("malformed request body: ") + e.what());
+    refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
   } catch (const body_unreadable& e) {
-    body_.reset();
-    co_return e.answer;
+    refused = e.answer;
   }
-  if (exhausted) {
-    body_.reset();
-    co_return refusal::bodies_held_exhausted(need.why);
+  if (refused) body_.reset();
+  co_return refused;
+}
+
+asio::awaitable<std::optional<refusal>> http_exchange::read_body_into(body_reading& r) {
+  std::string& body = body_->bytes;
+  for (;;) {
+    const auto piece = co_await io_.client.read_body(true);
+    // What the body holds once this piece is through the search (it holds back at most the
+    // rest of what it was fed).
+    const std::size_t total = body.size() + r.search.held() + piece.data.size();
+    if (total > r.limit)
+      co_return refusal::bad_request("malformed request body: " + whole_body_too_large(r));
+    if (total > r.reserved) {
+      r.reserved = std::min(r.limit, std::max(total, 2 * r.reserved));
+      if (!body_->hold.hold(r.reserved)) co_return refusal::bodies_held_exhausted(r.why);
+      body.reserve(r.reserved);
+    }
+    r.search.feed(piece.data, piece.last, body);
+    if (piece.last) co_return std::nullopt;
   }
-  co_return std::nullopt;
+}
+
+std::string http_exchange::whole_body_too_large(const body_reading& r) {
+  return "this request's body must be read whole (" + std::string(r.why) +
+         "), and such bodies are limited to " + std::to_string(r.limit) + " bytes";
 }
 
 }  // namespace broker::proxy
