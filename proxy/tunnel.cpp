@@ -149,7 +149,13 @@ asio::awaitable<void> relay_tunnel(tcp::socket& client, tcp::socket& upstream, r
                                    std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
   idle.arm(idle_timeout, waiting_for::tunnel);
   try {
-    co_await relay(client, upstream, early, idle, idle_timeout, bytes_out, bytes_in);
+    try {
+      co_await relay(client, upstream, early, idle, idle_timeout, bytes_out, bytes_in);
+    } catch (const asio::multiple_exceptions& e) {
+      // Both directions failed (each side reset, or one reset broke the other's write): the
+      // first failure says how the tunnel ended.
+      std::rethrow_exception(e.first_exception());
+    }
   } catch (const boost::system::system_error& e) {
     // A reset or broken pipe on either side ends the tunnel; that is its normal way to end too.
     const auto ec = e.code();
