@@ -154,14 +154,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   if (plan.decision().refused())
     co_return co_await refuse(refusal::of(plan.decision(), entry_.host, where.plaintext),
                               to.keep_after_refusal);
-  // A coded body is searched through its decoding, or refused before any of it is read.
-  if (head.has_body && !credentials.empty())
-    if (auto refused = read_body_codings(head, plan.whole_body(), body_codings_))
-      co_return co_await refuse(*refused, false);
-  if (const auto& need = plan.whole_body()) {
-    if (auto refused = co_await read_whole_body(head, where, *need))
-      co_return co_await refuse(*refused, false);
-  }
+  if (auto refused = co_await prepare_body(head, where)) co_return co_await refuse(*refused, false);
   std::string no_body;
   const auto completed =
       plan.complete(head.method, target, head.headers, body_ ? body_->bytes : no_body);
@@ -179,17 +172,35 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   scrub_patterns_ = plan.response_patterns();
   if (!credentials.empty()) ask_for_identity(head);
   if (websocket_) drop_extension_offers(head);
+  co_return co_await send_upstream(head, target, to, where, *policy);
+}
 
-  const std::string key = to.scheme + "://" + to_string(dest);
+asio::awaitable<std::optional<refusal>> http_exchange::prepare_body(
+    http::message_head& head, const brokers::request_context& where) {
+  // A coded body is searched through its decoding, or refused before any of it is read.
+  if (head.has_body && !io_.ctx.credentials().empty())
+    if (auto refused = read_body_codings(head, plan_->whole_body(), body_codings_))
+      co_return refused;
+  if (const auto& need = plan_->whole_body())
+    co_return co_await read_whole_body(head, where, *need);
+  co_return std::nullopt;
+}
+
+asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head& head,
+                                                        const std::string& target,
+                                                        const request_target& to,
+                                                        const brokers::request_context& where,
+                                                        const config::policy_set& policy) {
+  const bool https = to.scheme == "https";
+  const std::string key = to.scheme + "://" + to_string(to.dest);
   upstream_ = io_.pool.take(key);
   if (!upstream_) {
     arm_for_dial();
-    auto opened = co_await open_upstream(io_.ctx, *policy, dest, to.scheme == "https", key);
+    auto opened = co_await open_upstream(io_.ctx, policy, to.dest, https, key);
     if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
     upstream_ = std::move(opened.conn);
   }
-
-  std::string out = upstream_head(head, target, dest, to.scheme == "https", websocket_);
+  std::string out = upstream_head(head, target, to.dest, https, websocket_);
   co_return co_await exchange_with_upstream(head, std::move(out), where);
 }
 

@@ -102,6 +102,15 @@ class http_exchange {
   // Policy on host, port, method and path, then the budget: the refusal, if any.
   std::optional<refusal> admit(const config::policy_set& policy, const http::message_head& head,
                                const request_target& to);
+  // The body's codings checked (DESIGN §5.1) and, when the plan asks, the body read whole
+  // before anything goes up: the refusal when either fails.
+  asio::awaitable<std::optional<refusal>> prepare_body(http::message_head& head,
+                                                       const brokers::request_context& where);
+  // The request, as the brokers left it (`target` too), to an upstream from the pool or a new one.
+  asio::awaitable<next_step> send_upstream(const http::message_head& head,
+                                           const std::string& target, const request_target& to,
+                                           const brokers::request_context& where,
+                                           const config::policy_set& policy);
   // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
   asio::awaitable<next_step> answer_locally(const std::string& credential, const std::string& json,
                                             bool keep_alive);

@@ -16,10 +16,10 @@
 
 #include "brokers/credential_set.hpp"
 #include "config/policy_set.hpp"
-#include "tests/unit/proxy/faults.hpp"
 #include "proxy/refusal.hpp"
 #include "proxy/relay_errors.hpp"
 #include "session/audit_log.hpp"
+#include "tests/unit/proxy/faults.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace broker::proxy {
@@ -167,9 +167,8 @@ outcome run_exchange(scripted_client& client, const std::string& body, const std
       session::audit_log::open(dir.path, "s-test"), std::make_shared<brokers::credential_set>(),
       nullptr);
   outcome out;
-  ctx->set_record_observer([&](const std::string&, const audit_entry& e) {
-    out.records.push_back(e);
-  });
+  ctx->set_record_observer(
+      [&](const std::string&, const audit_entry& e) { out.records.push_back(e); });
   upstream_pool pool;
   connection_deadline timer(io.get_executor());
   const session::log_tag tag("s-test", 1);

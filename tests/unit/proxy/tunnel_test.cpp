@@ -98,7 +98,8 @@ TEST_CASE("a tunnel ends when either side resets, having counted what it passed"
           "[proxy][tunnel][faults]") {
   const int fail_write = GENERATE(1, 2, 5, 10);
   const bool client_resets = GENERATE(true, false);
-  INFO("reset in place of write " << fail_write << (client_resets ? " by the client" : " upstream"));
+  INFO("reset in place of write " << fail_write
+                                  << (client_resets ? " by the client" : " upstream"));
   const auto up = bytes(100, 'a'), down = bytes(100, 'A');
   const faults resetting{10, 0, fail_write}, steady{10, 0, 0};
   const auto out = client_resets ? run_tunnel(up, resetting, down, steady)
