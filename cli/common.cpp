@@ -8,12 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <stdexcept>
 
 #include "config/units.hpp"
 #include "session/log_reader.hpp"
-#include "wrap/session_dir.hpp"
+#include "session/session_dir.hpp"
 
 namespace broker::cli {
 
@@ -69,37 +68,6 @@ void setup_logging(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
-std::vector<config::policy> load_layers(const std::vector<std::string>& files) {
-  std::vector<config::policy> layers;
-  std::error_code ec;
-  if (std::filesystem::exists(team_policy_path, ec))
-    layers.push_back(config::load_policy_file(team_policy_path));
-  for (const auto& f : files) layers.push_back(config::load_policy_file(f));
-  if (layers.empty())
-    layers.push_back(config::parse_policy(config::default_policy_text(), "<default>"));
-  return layers;
-}
-
-std::filesystem::path log_dir_or_default(const std::string& log_dir) {
-  return log_dir.empty() ? session::default_log_dir() : std::filesystem::path(log_dir);
-}
-
-std::vector<proxy::connect_to_rule> parse_connect_to_rules(const std::vector<std::string>& specs) {
-  std::vector<proxy::connect_to_rule> rules;
-  for (const auto& s : specs) rules.push_back(proxy::parse_connect_to(s));
-  return rules;
-}
-
-void check_upstream_cas(const std::vector<std::string>& files) {
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    if (!in) throw std::invalid_argument("--upstream-ca " + f + ": cannot read the file");
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-      throw std::invalid_argument("--upstream-ca " + f + ": no PEM certificate in the file");
-  }
-}
-
 int loopback_listener(std::uint16_t& port) {
   const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
@@ -116,20 +84,10 @@ int loopback_listener(std::uint16_t& port) {
   return s;
 }
 
-bool valid_session_name(const std::string& name) {
-  if (name.empty() || name.size() > 64 || name.front() == '.') return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::vector<std::filesystem::path> running_control_sockets() {
   std::vector<std::filesystem::path> out;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(wrap::runtime_base(), ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(session::runtime_base(), ec)) {
     const auto socket = entry.path() / "control.sock";
     if (std::filesystem::exists(socket, ec)) out.push_back(socket);
   }
@@ -138,7 +96,7 @@ std::vector<std::filesystem::path> running_control_sockets() {
 
 std::filesystem::path control_socket_of(const std::string& session) {
   if (!valid_session_name(session)) throw std::runtime_error(session + ": not a session name");
-  return wrap::runtime_base() / session / "control.sock";
+  return session::runtime_base() / session / "control.sock";
 }
 
 }  // namespace broker::cli

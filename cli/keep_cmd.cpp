@@ -11,7 +11,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "cli/session_setup.hpp"
+#include "proxy/session_setup.hpp"
 #include "session/audit_log.hpp"
 #include "wrap/kept.hpp"
 

@@ -20,20 +20,20 @@
 #include "certs/trust_bundle.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "cli/session_setup.hpp"
 #include "config/policy_set.hpp"
 #include "gateway/admin_listener.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/serve_metrics.hpp"
 #include "proxy/server.hpp"
+#include "proxy/session_setup.hpp"
 #include "proxy/target.hpp"
 #include "proxy/tls.hpp"
 #include "session/audit_files.hpp"
 #include "session/child_env.hpp"
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
-#include "wrap/session_dir.hpp"
+#include "session/session_dir.hpp"
 
 namespace broker::cli {
 
@@ -282,10 +282,10 @@ int run_serve(const serve_options& o) {
     }
   }
   // `broker status` / `broker kill` reach the session here; kill is a SIGTERM (drain, then end).
-  std::unique_ptr<wrap::session_dir> dir;
+  std::unique_ptr<session::session_dir> dir;
   std::unique_ptr<session::control_socket> control;
   try {
-    dir = std::make_unique<wrap::session_dir>(options.session_id);
+    dir = std::make_unique<session::session_dir>(options.session_id);
     session::control_socket::command_fn sessions;
     if (team_gateway)
       sessions = [team_gateway](const std::string& line) { return team_gateway->command(line); };

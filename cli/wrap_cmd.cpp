@@ -20,8 +20,8 @@
 #include "certs/trust_bundle.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "cli/session_setup.hpp"
 #include "proxy/server.hpp"
+#include "proxy/session_setup.hpp"
 #include "proxy/sock_diag.hpp"
 #include "proxy/synthetic_addresses.hpp"
 #include "proxy/tls.hpp"
@@ -29,6 +29,7 @@
 #include "session/child_env.hpp"
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
+#include "session/session_dir.hpp"
 #include "wrap/capture_net.hpp"
 #include "wrap/child_session.hpp"
 #include "wrap/directory_view.hpp"
@@ -38,7 +39,6 @@
 #include "wrap/home_guard.hpp"
 #include "wrap/private_dirs.hpp"
 #include "wrap/sandbox_init.hpp"
-#include "wrap/session_dir.hpp"
 #include "wrap/session_views.hpp"
 
 extern char** environ;
@@ -153,7 +153,7 @@ std::vector<wrap::view_step> private_view(const wrap::env_plan& plan, const std:
   auto dirs = wrap::host_ipc_dirs(runtime ? runtime : "");
   // Where sessions' control sockets live is the broker's own state: empty even under a /tmp the
   // working directory keeps.
-  dirs.push_back({wrap::view_step::empty, wrap::runtime_base().string(), 0700});
+  dirs.push_back({wrap::view_step::empty, session::runtime_base().string(), 0700});
   return wrap::private_view(dirs, kept);
 }
 
@@ -205,7 +205,7 @@ int run_wrap(wrap_options& o) {
   wrap::isolation mode;
   std::shared_ptr<certs::certificate_authority> ca;
   std::shared_ptr<proxy::tls_contexts> tls;
-  std::unique_ptr<wrap::session_dir> dir;
+  std::unique_ptr<session::session_dir> dir;
   try {
     setup = load_options_and_policy(o.common, o.timeouts, o.session);
     mode = choose_isolation(o.isolate);
@@ -217,7 +217,7 @@ int run_wrap(wrap_options& o) {
         "broker session CA " + setup.options.session_id, 30));
     tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*ca),
                                                 setup.options.upstream_cas);
-    dir = std::make_unique<wrap::session_dir>(setup.options.session_id);
+    dir = std::make_unique<session::session_dir>(setup.options.session_id);
     certs::write_trust_bundle(dir->bundle(), *ca, base::durability::session);
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";

@@ -28,6 +28,10 @@ bool valid_replica_name(std::string_view name) {
   });
 }
 
+bool valid_session_name(std::string_view name) {
+  return valid_replica_name(name) && name.front() != '.';
+}
+
 fs::path single_log_path(const fs::path& dir, std::string_view session) {
   return dir / (std::string(session) + std::string(log_extension));
 }

@@ -26,6 +26,8 @@ inline constexpr std::string_view local_replica = "local";
 
 // A replica name becomes part of a file name: 1..64 of [A-Za-z0-9._-].
 bool valid_replica_name(std::string_view name);
+// Session names become file and directory names too: the same, and no leading dot.
+bool valid_session_name(std::string_view name);
 
 // <dir>/<session>.jsonl
 std::filesystem::path single_log_path(const std::filesystem::path& dir, std::string_view session);

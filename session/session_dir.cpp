@@ -1,4 +1,4 @@
-#include "wrap/session_dir.hpp"
+#include "session/session_dir.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include "base/atomic_file.hpp"
 
-namespace broker::wrap {
+namespace broker::session {
 
 namespace {
 
@@ -47,4 +47,4 @@ void session_dir::write_env_file(const std::filesystem::path& file, const std::s
   env_file_ = file;
 }
 
-}  // namespace broker::wrap
+}  // namespace broker::session

@@ -1,29 +1,63 @@
-#include "cli/session_setup.hpp"
+#include "proxy/session_setup.hpp"
 
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
+
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "brokers/dummy_key.hpp"
 #include "brokers/secret_source.hpp"
 #include "proxy/token_client.hpp"
+#include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
 #include "session/log.hpp"
 #include "session/log_reader.hpp"
 
-namespace broker::cli {
+namespace broker::proxy {
+
+std::vector<config::policy> load_layers(const std::vector<std::string>& files) {
+  std::vector<config::policy> layers;
+  std::error_code ec;
+  if (std::filesystem::exists(team_policy_path, ec))
+    layers.push_back(config::load_policy_file(team_policy_path));
+  for (const auto& f : files) layers.push_back(config::load_policy_file(f));
+  if (layers.empty())
+    layers.push_back(config::parse_policy(config::default_policy_text(), "<default>"));
+  return layers;
+}
+
+std::filesystem::path log_dir_or_default(const std::string& log_dir) {
+  return log_dir.empty() ? session::default_log_dir() : std::filesystem::path(log_dir);
+}
+
+std::vector<connect_to_rule> parse_connect_to_rules(const std::vector<std::string>& specs) {
+  std::vector<connect_to_rule> rules;
+  for (const auto& s : specs) rules.push_back(parse_connect_to(s));
+  return rules;
+}
+
+void check_upstream_cas(const std::vector<std::string>& files) {
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    if (!in) throw std::invalid_argument("--upstream-ca " + f + ": cannot read the file");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+      throw std::invalid_argument("--upstream-ca " + f + ": no PEM certificate in the file");
+  }
+}
 
 session_setup load_options_and_policy(const common_options& common,
                                       const std::vector<std::string>& timeouts,
                                       const std::string& session_name) {
   session_setup s;
-  if (!session_name.empty() && !valid_session_name(session_name))
+  if (!session_name.empty() && !session::valid_session_name(session_name))
     throw std::invalid_argument("--session " + session_name +
                                 ": use 1-64 letters, digits, '.', '_' or '-'");
   s.options.connect_to = parse_connect_to_rules(common.connect_to);
   check_upstream_cas(common.upstream_cas);
-  for (const auto& spec : timeouts) proxy::set_timeout(s.options.timeouts, spec);
+  for (const auto& spec : timeouts) set_timeout(s.options.timeouts, spec);
   for (const auto& f : common.upstream_cas) s.options.upstream_cas.emplace_back(f);
   s.policy = std::make_shared<config::policy_set>(load_layers(common.policies));
   s.options.session_id = session_name.empty() ? session::new_session_id() : session_name;
@@ -39,8 +73,7 @@ void load_credentials(session_setup& setup, bool login_files, bool user_dummies)
   std::vector<std::string> skipped;
   setup.credentials = std::make_shared<brokers::credential_set>(brokers::credential_set::load(
       setup.policy->layers(), &skipped,
-      proxy::make_token_transport(setup.options.connect_to, setup.options.upstream_cas),
-      login_files,
+      make_token_transport(setup.options.connect_to, setup.options.upstream_cas), login_files,
       user_dummies
           ? std::make_shared<const brokers::stable_dummies>(brokers::default_dummy_key_path())
           : nullptr));
@@ -83,4 +116,4 @@ std::unique_ptr<session::audit_log> open_audit(const common_options& common,
   return audit;
 }
 
-}  // namespace broker::cli
+}  // namespace broker::proxy

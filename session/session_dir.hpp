@@ -1,4 +1,4 @@
-// A wrap session's private directory (0700, removed when the session ends): the trust bundle the
+// A session's private directory (0700, removed when the session ends): the trust bundle the
 // child's clients read, and later the session's control socket. Under $XDG_RUNTIME_DIR/broker
 // when set, else /tmp/broker-<uid>.
 #pragma once
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-namespace broker::wrap {
+namespace broker::session {
 
 // Where sessions' directories live: $XDG_RUNTIME_DIR/broker when set, else /tmp/broker-<uid>.
 std::filesystem::path runtime_base();
@@ -30,4 +30,4 @@ class session_dir {
   std::filesystem::path env_file_;
 };
 
-}  // namespace broker::wrap
+}  // namespace broker::session

@@ -1,0 +1,79 @@
+// What a session (serve's, a gateway's, wrap's) loads before it runs: the options every
+// session-running command shares (DESIGN §3 "common"), the layered policy, the brokered credentials
+// (their `env:` sources then wiped from this process), and the audit log.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "brokers/credential_set.hpp"
+#include "config/policy_set.hpp"
+#include "proxy/connect_to.hpp"
+#include "proxy/proxy_context.hpp"
+#include "session/audit_log.hpp"
+
+namespace broker::proxy {
+
+// The team-wide layer, applied whenever it exists.
+inline constexpr const char* team_policy_path = "/etc/broker/policy.json";
+
+// What the session-running commands share (their --policy, --log-dir, --connect-to, ...).
+struct common_options {
+  std::vector<std::string> policies;
+  std::string log_dir;
+  std::vector<std::string> connect_to;
+  std::vector<std::string> upstream_cas;
+  std::string log_level = "info";
+  // --audit-rotate-size SIZE, --audit-rotate-age DURATION (0: never; both unset: one file).
+  session::audit_rotation audit_rotation;
+};
+
+// A session that cannot start: the message for the user, and whether the command line was at
+// fault (a usage error) rather than the machine.
+struct start_error : std::runtime_error {
+  start_error(const std::string& message, bool usage)
+      : std::runtime_error(message), usage_error(usage) {}
+  bool usage_error;
+};
+
+// The policy layers: the team file when present, then each --policy file; the embedded default
+// when neither exists. Throws config::policy_error.
+std::vector<config::policy> load_layers(const std::vector<std::string>& files);
+
+std::filesystem::path log_dir_or_default(const std::string& log_dir);
+
+// Throws std::invalid_argument naming the bad value.
+std::vector<connect_to_rule> parse_connect_to_rules(const std::vector<std::string>& specs);
+void check_upstream_cas(const std::vector<std::string>& files);
+
+struct session_setup {
+  proxy_options options;
+  std::shared_ptr<const config::policy_set> policy;
+  std::shared_ptr<const brokers::credential_set> credentials;
+  std::shared_ptr<session::session_budget> budget;  // the tightest of every layer's budgets
+};
+
+// Options and policy. Throws std::exception whose what() is the user-facing message (a usage or
+// policy error).
+session_setup load_options_and_policy(const common_options& common,
+                                      const std::vector<std::string>& timeouts,
+                                      const std::string& session_name);
+
+// Makes the process non-dumpable, reads the real values and wipes `env:` sources from this
+// process's environment; warns (names only) about credentials not brokered. Throws on a failing
+// source. `user_dummies` (wrap): dummies stable for this user and each real value, derived with
+// the key at ~/.config/broker/dummy-key (made on first use; an unusable key throws); otherwise
+// random ones.
+void load_credentials(session_setup& setup, bool login_files = false, bool user_dummies = false);
+
+// The audit log for the session, a gateway replica's own files with `replica` (failing closed, with
+// an error line, when it cannot be opened).
+std::unique_ptr<session::audit_log> open_audit(const common_options& common,
+                                               const std::string& session_id,
+                                               const std::string& replica = {});
+
+}  // namespace broker::proxy
