@@ -299,18 +299,22 @@ asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket
   if (!captured_) co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
   ex.response_started(true);
   entry.status = 200;
+  std::string error;
   if (ctx_->budget()) {
     // A tunnel's bytes count as they move; a spent byte budget closes it (DESIGN §4).
     const auto ended =
         co_await base::race(relay_tunnel(client_.socket(), upstream, in_, deadline_,
                                          timeouts().tunnel, entry.bytes_out, entry.bytes_in),
                             watch_tunnel_budget());
-    ex.finish(200, true, ended == 1 ? "budget_exhausted" : "");
+    if (ended == 1) error = "budget_exhausted";
   } else {
     co_await relay_tunnel(client_.socket(), upstream, in_, deadline_, timeouts().tunnel,
                           entry.bytes_out, entry.bytes_in);
-    ex.finish(200, true);
   }
+  // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
+  const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
+  if (cancelled != asio::cancellation_type::none) co_return;
+  ex.finish(200, true, error);
 }
 
 asio::awaitable<void> client_connection::watch_tunnel_budget() {
