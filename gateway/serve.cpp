@@ -1,0 +1,319 @@
+// `broker serve` assembled and run (serve.hpp): each step below is one part of the session, in
+// the order they start.
+#include "gateway/serve.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "base/atomic_file.hpp"
+#include "certs/ca.hpp"
+#include "certs/leaf_cache.hpp"
+#include "certs/trust_bundle.hpp"
+#include "gateway/admin_listener.hpp"
+#include "gateway/gateway.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/serve_metrics.hpp"
+#include "proxy/server.hpp"
+#include "proxy/tls.hpp"
+#include "session/audit_files.hpp"
+#include "session/child_env.hpp"
+#include "session/control_socket.hpp"
+#include "session/log.hpp"
+#include "session/session_dir.hpp"
+
+namespace broker::gateway {
+
+namespace {
+
+using proxy::start_error;
+
+// serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
+// once: `broker ca path` names the file.
+certs::certificate_authority load_or_create_ca(const std::filesystem::path& dir) {
+  if (std::filesystem::exists(certs::certificate_authority::key_path(dir)))
+    return certs::certificate_authority::load(dir);
+  auto ca = certs::certificate_authority::generate("broker serve CA");
+  ca.save(dir);
+  spdlog::info("created a CA in {}; clients must trust {}", dir.string(),
+               certs::certificate_authority::cert_path(dir).string());
+  return ca;
+}
+
+// What the credentials of a policy say, to see whether a reload would change them.
+std::string credential_specs(const config::policy_set& set) {
+  std::string out;
+  for (const auto& layer : set.layers()) out += config::to_json(layer)["credentials"].dump();
+  return out;
+}
+
+// The parts of a running serve, each made by one step below.
+struct serving {
+  proxy::session_setup setup;
+  std::filesystem::path bundle;  // the trust bundle beside the CA
+  std::shared_ptr<certs::certificate_authority> ca;
+  std::shared_ptr<proxy::tls_contexts> tls;
+  std::shared_ptr<proxy::proxy_context> ctx;
+  std::shared_ptr<broker::gateway::metrics> counters;
+  proxy::proxy_context::record_observer observe;
+  std::shared_ptr<broker::gateway::gateway> team;  // outlives the server, as the server's context holds it
+  std::unique_ptr<proxy::server> server;
+  std::unique_ptr<admin_listener> admin;
+  std::string url;  // http://HOST:PORT of the listener
+  std::unique_ptr<session::session_dir> dir;
+  std::unique_ptr<session::control_socket> control;
+};
+
+// The options, policy and credentials, the CA and TLS contexts, the context and its metrics.
+void load_session(const serve_config& c, serving& s) {
+  try {
+    s.setup = proxy::load_options_and_policy(c.common, c.timeouts, c.session);
+  } catch (const std::exception& e) {
+    throw start_error(e.what(), true);
+  }
+  const std::filesystem::path ca_dir =
+      c.ca_dir.empty() ? certs::default_ca_dir() : std::filesystem::path(c.ca_dir);
+  s.bundle = ca_dir / "bundle.pem";
+  try {
+    proxy::load_credentials(s.setup);
+    s.ca = std::make_shared<certs::certificate_authority>(load_or_create_ca(ca_dir));
+    s.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*s.ca),
+                                                  s.setup.options.upstream_cas);
+  } catch (const std::exception& e) {
+    throw start_error(e.what(), false);
+  }
+  const auto& options = s.setup.options;
+  s.ctx = std::make_shared<proxy::proxy_context>(
+      options, s.setup.policy, proxy::open_audit(c.common, options.session_id),
+      s.setup.credentials, s.tls);
+  // A gateway's own context holds no budget: its sessions have theirs.
+  if (!c.gateway) s.ctx->set_budget(s.setup.budget);
+  s.counters = std::make_shared<metrics>();
+  s.observe = [m = s.counters](const std::string& session, const proxy::audit_entry& e) {
+    m->exchange(session, e);
+    if (e.llm_cost_usd > 0) m->llm_cost(session, e.credential, "", e.llm_cost_usd);
+  };
+  s.ctx->set_record_observer(s.observe);
+  attach_serve_metrics(*s.counters, *s.ctx, *s.tls);
+}
+
+// The proxy's listener and the admin listener.
+void start_listeners(const serve_config& c, serving& s) {
+  try {
+    if (c.gateway && !c.env_file.empty())
+      throw std::runtime_error(
+          "--env-file: a gateway's clients each get their session's env file from `broker "
+          "session create --env-file`");
+    s.server = std::make_unique<proxy::server>(s.ctx, c.host, c.port,
+                                               std::max(2u, std::thread::hardware_concurrency()));
+  } catch (const std::exception& e) {
+    // No session ran: its log, still empty, goes too (a failed start leaves nothing behind).
+    std::error_code ec;
+    const auto& log = s.ctx->audit_log().path();
+    if (std::filesystem::is_regular_file(log, ec) && std::filesystem::file_size(log, ec) == 0)
+      std::filesystem::remove(log, ec);
+    throw start_error(e.what(), false);
+  }
+  if (!c.admin_host.empty()) {
+    try {
+      s.admin = std::make_unique<admin_listener>(c.admin_host, c.admin_port, s.counters);
+    } catch (const std::exception& e) {
+      throw start_error(std::string("--admin: ") + e.what(), false);
+    }
+    session::log(spdlog::level::info, session::log_tag(s.setup.options.session_id),
+                 "admin listener on http://{}:{}/metrics", c.admin_host, s.admin->port());
+  }
+  const bool v6 = s.server->host().find(':') != std::string::npos;
+  s.url = "http://" + (v6 ? "[" + s.server->host() + "]" : s.server->host()) + ":" +
+          std::to_string(s.server->port());
+}
+
+// --audit-sink: every record of the gateway's own log also goes to a Redis Stream.
+void attach_audit_sink(const serve_config& c, serving& s, gateway_setup& g) {
+  const auto colon = c.audit_sink.find(':');
+  if (c.audit_sink.substr(0, colon) != "redis")
+    throw std::invalid_argument("--audit-sink: expected redis or redis:STREAM-KEY");
+  const std::string key =
+      colon == std::string::npos ? "broker:audit" : c.audit_sink.substr(colon + 1);
+  g.audit_sink = std::make_shared<audit_stream>(g.redis, key, g.replica);
+  s.ctx->audit_log().set_sink([sink = g.audit_sink, id = s.setup.options.session_id](
+                                  std::string_view line) { sink->ship(id, line); });
+  s.counters->add_collector([sink = g.audit_sink](exposition& out) {
+    using kind = exposition::kind;
+    out.family("broker_audit_stream_records_total", "Audit records shipped to the stream",
+               kind::counter);
+    out.sample("broker_audit_stream_records_total", {}, sink->shipped());
+    out.family("broker_audit_stream_dropped_total",
+               "Audit records not shipped (the queue was full while Redis was away)",
+               kind::counter);
+    out.sample("broker_audit_stream_dropped_total", {}, sink->dropped());
+  });
+}
+
+// --redis: the store replicas share, its metrics, and the audit sink when asked for.
+void attach_redis(const serve_config& c, serving& s, gateway_setup& g) {
+  if (!c.audit_sink.empty() && c.redis.empty())
+    throw start_error("--audit-sink redis needs --redis URL", true);
+  if (c.redis.empty()) return;
+  try {
+    auto stats = std::make_shared<redis_stats>();
+    auto background = std::make_shared<redis_stats>();
+    g.redis = std::make_shared<redis_store>(redis_endpoint::parse(c.redis), stats, background,
+                                            std::chrono::milliseconds(1000));
+    attach_redis_metrics(*s.counters, stats, background);
+    if (!c.audit_sink.empty()) attach_audit_sink(c, s, g);
+  } catch (const std::exception& e) {
+    throw start_error(std::string("--redis: ") + e.what(), true);
+  }
+}
+
+// The team gateway (DESIGN §12): the sessions' resolver, on Redis when replicas share.
+void start_gateway(const serve_config& c, serving& s) {
+  const auto& options = s.setup.options;
+  gateway_setup g;
+  g.options = options;
+  g.team_policy = s.setup.policy;
+  g.credentials = s.setup.credentials;
+  g.tls = s.tls;
+  g.replica = c.replica.empty() ? options.session_id : c.replica;
+  if (!session::valid_replica_name(g.replica))
+    throw start_error("--replica " + g.replica + ": use 1-64 letters, digits, '.', '_' or '-'",
+                      true);
+  // Each replica writes its own files of a session: <log-dir>/<session>/<replica>.<n>.jsonl.
+  g.open_audit = [common = c.common, replica = g.replica](const std::string& id) {
+    return proxy::open_audit(common, id, replica);
+  };
+  g.proxy_authority = c.proxy_authority.empty()
+                          ? s.url.substr(std::string_view("http://").size())
+                          : c.proxy_authority;
+  g.listen = s.url;
+  g.trust_bundle = s.bundle.string();
+  g.observer = s.observe;
+  g.on_revoked = [m = s.counters](const std::string& id) { m->forget_session(id); };
+  attach_redis(c, s, g);
+  try {
+    certs::write_trust_bundle(s.bundle, *s.ca);
+  } catch (const std::exception& e) {
+    throw start_error(s.bundle.string() + ": " + e.what(), false);
+  }
+  auto redis = g.redis;
+  s.team = std::make_shared<gateway>(std::move(g));
+  s.counters->add_gauge("broker_gateway_sessions", "Gateway sessions served by this replica",
+                       [gw = std::weak_ptr<gateway>(s.team)] {
+                         auto g = gw.lock();
+                         return g ? static_cast<double>(g->sessions_served()) : 0.0;
+                       });
+  s.ctx->set_resolver(s.team);
+  if (redis)
+    redis->watch_revocations([weak = std::weak_ptr<gateway>(s.team)](const std::string& id) {
+      if (auto gw = weak.lock()) gw->revoked_elsewhere(id);
+    });
+}
+
+// --env-file: what a client needs to use this session (the proxy, the trust bundle, dummies).
+void write_env_file(const serve_config& c, serving& s) {
+  try {
+    // The bundle sits beside the CA: every serve session with this CA writes the same bytes.
+    certs::write_trust_bundle(s.bundle, *s.ca);
+    const auto& credentials = *s.setup.credentials;
+    auto dummies = credentials.dummy_environment();
+    for (const auto& f : credentials.dummy_files()) {
+      // A gcp key file (a dummy OAuth client) beside the env file: FILE.gcp-NAME.json.
+      const std::string file = c.env_file + "." + f.file_name;
+      base::write_file_atomically(file, f.content, 0600);
+      dummies.emplace_back(f.variable, file);
+    }
+    // 0600: the file names the session's proxy and dummies, nothing for other users.
+    base::write_file_atomically(
+        c.env_file,
+        session::render_env_lines(session::child_environment(s.url, s.bundle.string(), dummies)),
+        0600);
+  } catch (const std::exception& e) {
+    throw start_error(std::string("--env-file: ") + e.what(), false);
+  }
+}
+
+// `broker status` / `broker kill` reach the session here; kill is a SIGTERM (drain, then end).
+void open_control(const serve_config& c, serving& s) {
+  try {
+    s.dir = std::make_unique<session::session_dir>(s.setup.options.session_id);
+    session::control_socket::command_fn sessions;
+    if (s.team)
+      sessions = [team = s.team](const std::string& line) { return team->command(line); };
+    s.control = std::make_unique<session::control_socket>(
+        s.dir->control_socket(),
+        [&s, gateway_mode = c.gateway] {
+          auto status = proxy::session_status(*s.ctx, gateway_mode ? "gateway" : "serve", ::getpid());
+          if (s.team) {
+            status["sessions_served"] = s.team->sessions_served();
+            status["session_requests"] = s.team->requests();
+            status["session_denied"] = s.team->denied();
+          }
+          return status;
+        },
+        [] { ::kill(::getpid(), SIGTERM); }, std::move(sessions));
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::warn, session::log_tag(s.setup.options.session_id),
+                 "no control socket: {}", e.what());
+  }
+}
+
+// SIGHUP: the policy files read again; a broken file never replaces a working policy.
+void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& files,
+                   const std::string& loaded_credentials, gateway* team) {
+  try {
+    auto fresh = std::make_shared<config::policy_set>(proxy::load_layers(files));
+    // The real values were read at start and their sources wiped; a binding that changed could
+    // not be honoured half-way, so it takes a restart.
+    if (credential_specs(*fresh) != loaded_credentials)
+      throw std::runtime_error(
+          "the credentials section changed; credentials are fixed for a session, restart "
+          "serve to change them");
+    std::string digests;
+    for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
+    ctx.audit_log().write(session::policy_reload_record(session::policy_sources(*fresh)));
+    if (team) team->replace_team_policy(fresh);
+    ctx.replace_policy(std::move(fresh));
+    session::log(spdlog::level::info, session::log_tag(ctx.session_id()), "policy reloaded:{}",
+                 digests);
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::err, session::log_tag(ctx.session_id()),
+                 "policy reload refused, keeping the current policy: {}", e.what());
+  }
+}
+
+}  // namespace
+
+void serve(const serve_config& c) {
+  serving s;
+  load_session(c, s);
+  start_listeners(c, s);
+  if (c.gateway) start_gateway(c, s);
+  auto& ctx = *s.ctx;
+  session::session_start start;
+  start.mode = "serve";
+  start.listen = s.url;
+  start.policy = session::policy_sources(*s.setup.policy);
+  start.credentials = s.setup.credentials->names();
+  ctx.audit_log().write(session::start_record(start));
+  if (!c.env_file.empty()) write_env_file(c, s);
+  open_control(c, s);
+  std::cout << "broker: listening on " << s.url << " session=" << ctx.session_id() << std::endl;
+
+  const std::string loaded_credentials = credential_specs(*s.setup.policy);
+  s.server->run([ctx = s.ctx, files = c.common.policies, loaded_credentials, team = s.team] {
+    reload_policy(*ctx, files, loaded_credentials, team.get());
+  });
+  if (s.team) s.team->end_sessions();
+  ctx.audit_log().end(session::end_record(proxy::session_end_of(ctx, std::nullopt)));
+  session::log(spdlog::level::info, session::log_tag(ctx.session_id()),
+               "stopped after {} request(s), {} denied", ctx.requests(), ctx.denied());
+}
+
+}  // namespace broker::gateway
