@@ -32,10 +32,6 @@ void add_log_dir_option(CLI::App& app, std::string& log_dir);
 // Sets up the operational log on stderr at the given level.
 void setup_logging(const std::string& level);
 
-// A listening TCP socket on 127.0.0.1, any free port (written to `port`). Throws
-// std::runtime_error.
-int loopback_listener(std::uint16_t& port);
-
 // Running sessions' control sockets (under session::runtime_base()), and one session's. The latter
 // throws std::runtime_error for a name that is not a session name.
 std::vector<std::filesystem::path> running_control_sockets();

@@ -1,5 +1,6 @@
 #include "cli/demo_upstream.hpp"
 
+#include "base/loopback_socket.hpp"
 #include "base/text.hpp"
 #include "cli/common.hpp"
 #include "http/message.hpp"
@@ -59,7 +60,7 @@ demo_upstream::demo_upstream(const std::string& host)
       SSL_CTX_use_certificate(tls_.get(), leaf.get()) != 1 ||
       SSL_CTX_use_PrivateKey(tls_.get(), leaves_.key()) != 1)
     throw std::runtime_error("demo upstream: cannot set up TLS");
-  listener_ = loopback_listener(port_);
+  listener_ = base::loopback_listener(port_);
   thread_ = std::thread([this] { serve(); });
 }
 

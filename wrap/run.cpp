@@ -1,0 +1,456 @@
+// `broker wrap -- CMD` assembled and run (run.hpp): the session started, the command's files,
+// environment and view prepared, the command launched, the proxy served, and what the session
+// changed taken back at the end; each a step below, in that order.
+#include "wrap/run.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "base/atomic_file.hpp"
+#include "base/loopback_socket.hpp"
+#include "certs/ca.hpp"
+#include "certs/leaf_cache.hpp"
+#include "certs/trust_bundle.hpp"
+#include "proxy/server.hpp"
+#include "proxy/sock_diag.hpp"
+#include "proxy/synthetic_addresses.hpp"
+#include "proxy/tls.hpp"
+#include "session/audit_record.hpp"
+#include "session/child_env.hpp"
+#include "session/control_socket.hpp"
+#include "session/log.hpp"
+#include "session/session_dir.hpp"
+#include "wrap/capture_net.hpp"
+#include "wrap/child_session.hpp"
+#include "wrap/directory_view.hpp"
+#include "wrap/env_policy.hpp"
+#include "wrap/file_masks.hpp"
+#include "wrap/git_dirs.hpp"
+#include "wrap/home_guard.hpp"
+#include "wrap/private_dirs.hpp"
+#include "wrap/sandbox_init.hpp"
+#include "wrap/session_views.hpp"
+
+extern char** environ;
+
+namespace broker::wrap {
+
+namespace {
+
+// Inside the child's fresh network namespace every port is free; the proxy takes this one, and
+// the transparent capture's listener the next (DESIGN §11).
+constexpr std::uint16_t netns_proxy_port = 3128;
+constexpr std::uint16_t netns_capture_port = 3129;
+// The child's resolver with capture: the broker's DNS on its own loopback; and a hosts file
+// with loopback names only, so that every other name is the broker's to answer (the host's
+// entries would name addresses the child cannot reach, or go around the policy's names).
+constexpr const char* capture_resolv_conf =
+    "# broker: the session's DNS, answered by the broker itself\nnameserver 127.0.0.1\n";
+std::string capture_hosts_file() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string text =
+      "# broker: loopback names only; every other name is the broker's DNS to answer\n"
+      "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  if (name[0] && std::string_view(name) != "localhost")
+    text += "127.0.1.1\t" + std::string(name) + "\n";
+  return text;
+}
+
+std::vector<session::variable> parent_environment() {
+  std::vector<session::variable> out;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    out.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  return out;
+}
+
+// Which isolation this run gets; throws for an explicit netns that cannot be had.
+isolation choose_isolation(const std::string& requested) {
+  if (requested == "env") return isolation::env;
+  const std::string why = netns_unavailable_reason();
+  if (why.empty()) return isolation::netns;
+  if (requested == "netns") throw std::runtime_error("--isolate netns: " + why);
+  std::cerr << "broker: WARNING: network isolation is unavailable (" << why
+            << "); running with --isolate env: only the proxy variables keep the command "
+               "inside the session, a program that ignores them is not stopped\n";
+  return isolation::env;
+}
+
+// Runs until the command ends, passing signals on; returns its exit status. A spent budget that
+// ends the session (on_exhaust kill, or duration) kills the command's whole tree, and says so.
+int supervise(child_session& child, const sigset_t& signals, proxy::proxy_context& ctx) {
+  bool killed = false;
+  for (;;) {
+    siginfo_t info{};
+    const timespec tick{0, 200 * 1000 * 1000};
+    const int signo = ::sigtimedwait(&signals, &info, &tick);
+    if (signo == SIGCHLD || (killed && signo < 0)) {
+      const int code = child.poll();
+      if (code >= 0) return code;
+    } else if (signo > 0) {
+      child.forward(signo);
+    }
+    if (killed) continue;
+    auto ended = ctx.session_ender();
+    if (!ended) {
+      if (auto spent = ctx.budget()->spent(std::chrono::steady_clock::now()); spent && spent->kill)
+        ended = proxy::session_end{proxy::session_end::cause::budget, *spent};
+    }
+    if (ended) {
+      const session::exhausted& spent = ended->spent;
+      if (ended->why == proxy::session_end::cause::kill)
+        std::cerr << "broker: session " << ctx.session_id() << " ended by broker kill\n";
+      else
+        std::cerr << "broker: session " << ctx.session_id() << " ended: the " << spent.budget
+                  << " budget is spent (limit " << spent.limit << ", used " << spent.used << ")\n";
+      child.kill_all();
+      killed = true;
+    }
+  }
+}
+
+// The child's private /tmp, /run and the like (DESIGN §8.1), with what the command needs from
+// under them kept: its working directory, $HOME, its executable, the session files it reads and
+// files.pass.
+std::vector<view_step> private_view(const env_plan& plan, const std::string& cwd,
+                                          const std::string& home,
+                                          const std::vector<config::policy>& layers,
+                                          std::vector<std::string> kept,
+                                          const std::string& command) {
+  std::string path_variable;
+  for (const auto& [name, value] : plan.env)
+    if (name == "PATH") path_variable = value;
+  kept.push_back(cwd);
+  kept.push_back(home);
+  kept.push_back(find_command(command, path_variable, cwd));
+  for (auto& path : passed_paths(layers, home)) kept.push_back(std::move(path));
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  auto dirs = host_ipc_dirs(runtime ? runtime : "");
+  // Where sessions' control sockets live is the broker's own state: empty even under a /tmp the
+  // working directory keeps.
+  dirs.push_back({view_step::empty, session::runtime_base().string(), 0700});
+  return private_view(dirs, kept);
+}
+
+// One stderr block naming each path kept out of the host, and one audit record each (DESIGN
+// §8.1); nothing when nothing was. What an agent makes again every session (its programs,
+// removed) is named on one line, and its key store only when it changed.
+void report_kept_out(const std::vector<kept_out>& kept, const std::string& session_id,
+                     session::audit_log& audit) {
+  bool set_aside = false;
+  std::string removed;
+  for (const auto& k : kept) {
+    audit.write(session::kept_out_record(k.path, k.reason, k.kept));
+    if (k.kept.empty()) {
+      removed += (removed.empty() ? "" : ", ") + k.path;
+    } else if (!k.stored || k.store_changed) {
+      std::cerr << "broker: kept out of your home: " << k.path << " (" << k.reason << ") -> "
+                << k.kept << "\n";
+      set_aside |= !k.stored;
+    }
+  }
+  if (!removed.empty())
+    std::cerr << "broker: removed what the command made for later outside the session (an "
+                 "agent's own programs and their state, made again next session): "
+              << removed << "\n";
+  if (set_aside) std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
+}
+
+std::string env_value(const env_plan& plan, std::string_view name) {
+  for (const auto& [n, value] : plan.env)
+    if (n == name) return value;
+  return {};
+}
+
+void take_back_terminal() {
+  if (!::isatty(STDIN_FILENO) || ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) return;
+  ::signal(SIGTTOU, SIG_IGN);
+  ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  ::signal(SIGTTOU, SIG_DFL);
+}
+
+// The parts of a running wrap session, each made by one step below. Declared in the order they
+// are made, so they end in the reverse order.
+struct wrapping {
+  explicit wrapping(const wrap_config& config) : c(config) {}
+  const wrap_config& c;
+  sigset_t signals{};
+  proxy::session_setup setup;
+  isolation mode = isolation::env;
+  std::shared_ptr<certs::certificate_authority> ca;
+  std::shared_ptr<proxy::tls_contexts> tls;
+  std::unique_ptr<session::session_dir> dir;
+  std::filesystem::path log_dir, views_dir;
+  std::uint16_t port = netns_proxy_port;
+  int listener = -1;
+  std::unique_ptr<child_session> child;
+  std::unique_ptr<session::audit_log> audit;
+  std::vector<directory_view> views;  // copied back at the end, parents first
+  std::optional<home_guard> guard;    // what may not go back from them
+  child_session::capture_sockets capture;
+  copy_budget copy_in = copy_budget::starting_now();
+  std::string home, cwd;
+  timespec child_started{};  // what the session changed is what changed after this
+  std::shared_ptr<proxy::proxy_context> ctx;
+  std::unique_ptr<session::control_socket> control;
+  std::unique_ptr<proxy::server> server;
+  bool netns() const { return mode == isolation::netns; }
+  const std::string& session_id() const { return setup.options.session_id; }
+};
+
+// What the command reads of the session: dummies as variables, files in the session directory,
+// login files' dummy copies (an overlay, or a directory view), and what it must be able to read.
+struct child_files {
+  std::vector<brokered_var> dummies;
+  std::vector<std::string> session_files;
+  std::vector<launch_options::overlay> overlays;
+  std::vector<std::pair<std::string, std::string>> login_files;  // path, credential
+};
+
+// The options, policy and credentials, the isolation, the session CA and directory.
+void start_session(wrapping& w) {
+  w.setup = proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session);
+  w.mode = choose_isolation(w.c.isolate);
+  // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
+  // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
+  proxy::load_credentials(w.setup, w.netns(), true);
+  // The session CA lives in this process's memory only (DESIGN §8).
+  w.ca = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
+      "broker session CA " + w.session_id(), 30));
+  w.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*w.ca),
+                                                w.setup.options.upstream_cas);
+  w.dir = std::make_unique<session::session_dir>(w.session_id());
+  certs::write_trust_bundle(w.dir->bundle(), *w.ca, base::durability::session);
+  // Login files' directory views live beside the session's log (on disk, hidden from the
+  // child with the log directory, usually on the home's file system so that what goes back is
+  // a rename); what is kept out of the host is set aside there too.
+  w.log_dir = proxy::log_dir_or_default(w.c.common.log_dir);
+  w.views_dir = views_place(w.log_dir, w.session_id());
+}
+
+child_files write_child_files(wrapping& w) {
+  child_files out;
+  for (auto& v : w.setup.credentials->dummy_variables())
+    out.dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
+  // What the child reads from the session directory, which is itself hidden from it.
+  out.session_files.push_back(w.dir->bundle().string());
+  for (const auto& f : w.setup.credentials->dummy_files()) {
+    // A gcp child's key file (a dummy OAuth client), or a login file's dummy copy shown at the
+    // file's own path: in the session directory.
+    const auto file = w.dir->path() / f.file_name;
+    if (!f.target.empty()) out.login_files.emplace_back(f.target, f.credential);
+    if (f.directory_view) {
+      std::filesystem::create_directories(w.views_dir);
+      const std::filesystem::path target(f.target);
+      w.views.push_back(make_directory_view(
+          {target.parent_path().string(), (w.views_dir / f.credential).string(),
+           target.filename().string(), f.content, {}, false},
+          w.copy_in));
+      continue;
+    }
+    base::write_file_atomically(file, f.content, 0600, base::durability::session);
+    if (!f.target.empty()) {
+      out.overlays.push_back({file.string(), f.target});
+      continue;
+    }
+    out.dummies.push_back({f.variable, file.string(), f.credential});
+    out.session_files.push_back(file.string());
+  }
+  return out;
+}
+
+// The command's environment: the parent's, less what the policy strips, with the dummies and
+// the session's proxy variables; told on stderr, and written to --env-file.
+env_plan plan_environment(wrapping& w, const child_files& files) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(w.port);
+  const auto session_vars = session::child_environment(url, w.dir->bundle().string(), {});
+  auto rules = merge_env_rules(w.setup.policy->layers());
+  for (auto& name : w.setup.credentials->displaced_variables()) rules.strip.push_back(name);
+  auto plan = plan_child_environment(parent_environment(), files.dummies, session_vars, rules);
+  std::cerr << describe(w.session_id(), plan,
+                        w.netns() ? "netns, transparent capture"
+                                  : "env (no isolation; no transparent capture: a program "
+                                    "that ignores the proxy variables is not captured)",
+                        files.login_files)
+            << "\n";
+  if (!w.c.env_file.empty())
+    w.dir->write_env_file(w.c.env_file, session::render_env_lines(plan.env));
+  return plan;
+}
+
+// With capture, the child's resolver and hosts file, from the session directory.
+void add_capture_files(wrapping& w, launch_options& launch) {
+  launch.capture = true;
+  launch.capture_port = netns_capture_port;
+  for (const auto& [file, text] :
+       {std::pair<std::string, std::string>{"resolv.conf", capture_resolv_conf},
+        {"hosts", capture_hosts_file()}}) {
+    const auto copy = w.dir->path() / file;
+    base::write_file_atomically(copy, text, 0644, base::durability::session);
+    launch.etc_files.emplace_back(copy.string(), "/etc/" + file);
+  }
+}
+
+// What the command sees of the file system: its private view, the masks over credential files
+// and the broker's state, what is read-only, scratch, and the guarded views of the home.
+void add_file_system(wrapping& w, const env_plan& plan, const child_files& files,
+                     launch_options& launch) {
+  const auto& layers = w.setup.policy->layers();
+  launch.private_view =
+      private_view(plan, w.cwd, w.home, layers, files.session_files, w.c.command.front());
+  launch.overlays = files.overlays;
+  launch.masks = credential_file_masks(layers, w.home);
+  launch.read_only = read_only_files(layers, w.home);
+  launch.scratch = scratch_directories(layers, w.home);
+  for (auto& path : protected_git_paths(w.cwd)) launch.read_only.push_back(std::move(path));
+  std::vector<std::string> unhidden;
+  for (auto& m : broker_state_masks(layers, w.log_dir.string(), w.home, w.cwd, &unhidden))
+    launch.masks.push_back(std::move(m));
+  // A login file's copy is what the child sees there: no mask covers it (gh's hosts.yml is
+  // under a masked ~/.config/gh).
+  std::erase_if(launch.masks, [&](const std::string& mask) {
+    return std::any_of(files.login_files.begin(), files.login_files.end(), [&](const auto& f) {
+      return f.first == mask || f.first.starts_with(mask + "/");
+    });
+  });
+  if (w.netns()) {
+    w.guard.emplace(persistence_paths(layers, w.home), w.home, env_value(plan, "PATH"));
+    for (const auto& warning : add_guard_views(*w.guard, w.cwd, launch, w.views, w.views_dir,
+                                               w.copy_in))
+      std::cerr << "broker: warning: " << warning << "\n";
+  }
+  launch.views = w.views;
+  if (w.netns())
+    for (const auto& path : unhidden)
+      std::cerr << "broker: warning: " << path
+                << " holds the working directory, so the command can read and change it\n";
+}
+
+// The command started in its sandbox, with the proxy's listener (and capture's) made inside it.
+void launch_child(wrapping& w) {
+  // The audit log's directory exists before the child does, so that it can be hidden.
+  w.audit = proxy::open_audit(w.c.common, w.session_id());
+  if (!w.netns()) w.listener = base::loopback_listener(w.port);
+  const auto files = write_child_files(w);
+  const auto plan = plan_environment(w, files);
+  launch_options launch;
+  launch.argv = w.c.command;
+  for (const auto& [name, value] : plan.env) launch.envp.push_back(name + "=" + value);
+  launch.mode = w.mode;
+  launch.proxy_port = w.port;
+  if (w.netns()) add_capture_files(w, launch);
+  const char* home_variable = std::getenv("HOME");
+  w.home = home_variable ? home_variable : "";
+  std::error_code ec;
+  w.cwd = std::filesystem::current_path(ec).string();
+  add_file_system(w, plan, files, launch);
+  ::clock_gettime(CLOCK_REALTIME, &w.child_started);
+  w.child = std::make_unique<child_session>(launch);
+  if (w.netns()) {
+    w.listener = w.child->take_listener();
+    w.capture = w.child->take_capture();
+    if (w.capture.listener < 0)
+      std::cerr << "broker: warning: transparent capture is unavailable ("
+                << w.capture.unavailable
+                << "): a program that ignores the proxy variables cannot connect\n";
+  }
+}
+
+// The proxy's context for the command's process tree, the session's first record, the control
+// socket, and the server (with capture's listeners and DNS).
+void start_proxy(wrapping& w) {
+  auto& child = *w.child;
+  w.ctx = std::make_shared<proxy::proxy_context>(w.setup.options, w.setup.policy,
+                                                 std::move(w.audit), w.setup.credentials, w.tls);
+  auto& ctx = *w.ctx;
+  ctx.set_client_process(w.netns() ? child.pid() : 0, child.pid());
+  // The connection's socket is looked up in the namespace the client lives in: the child's (a
+  // socket made there by its init) or, in env mode, this one.
+  ctx.set_client_sock_diag(w.netns() ? proxy::sock_diag::adopt(child.take_sock_diag())
+                                     : proxy::sock_diag::open());
+  ctx.set_budget(w.setup.budget);
+  session::session_start start;
+  start.mode = "wrap";
+  start.isolation = w.netns() ? "netns" : "env";
+  start.capture = w.capture.listener >= 0;
+  start.command = w.c.command.front();
+  start.pid = child.pid();
+  start.credentials = w.setup.credentials->names();
+  ctx.audit_log().write(session::start_record(start));
+  try {
+    w.control = std::make_unique<session::control_socket>(
+        w.dir->control_socket(), [&] { return proxy::session_status(ctx, "wrap", child.pid()); },
+        [&] { ctx.end_session({proxy::session_end::cause::kill, {}}); });
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::warn, session::log_tag(w.session_id()), "no control socket: {}",
+                 e.what());
+  }
+  w.server = std::make_unique<proxy::server>(w.ctx, w.listener, 2);
+  if (w.capture.listener >= 0) {
+    config::ip_address v6_base;
+    v6_base.v4 = false;
+    std::copy(std::begin(synthetic_ipv6_net.s6_addr), std::end(synthetic_ipv6_net.s6_addr),
+              v6_base.bytes.begin());
+    ctx.set_synthetic_names(std::make_shared<proxy::synthetic_addresses>(
+        config::ip_address::from_v4(synthetic_ipv4_net), v6_base));
+    w.server->add_capture(w.capture.listener, w.capture.dns_udp, w.capture.dns_tcp);
+  }
+}
+
+// After the command: its leftovers ended, the views copied back (less what is kept out), the
+// proxy stopped, and the session's last records.
+void end_session(wrapping& w, std::thread& serving, int code) {
+  w.child->end_leftovers();
+  take_back_terminal();
+  const auto kept_root = w.log_dir / (w.session_id() + ".kept");
+  auto back = return_views(w.views, w.views_dir, kept_root, w.guard ? &*w.guard : nullptr);
+  for (const auto& path : back.copied)
+    session::log(spdlog::level::info, session::log_tag(w.session_id()), "{} copied back", path);
+  if (w.netns()) keep_out_git_leftovers(w.cwd, w.home, w.child_started, w.log_dir, kept_root, back);
+  for (const auto& warning : back.warnings) std::cerr << "broker: warning: " << warning << "\n";
+  w.server->stop();
+  serving.join();
+  auto& audit = w.ctx->audit_log();
+  report_kept_out(back.kept, w.session_id(), audit);
+  audit.end(session::end_record(proxy::session_end_of(*w.ctx, code)));
+  if (audit.replaced())
+    std::cerr << "broker: warning: " << audit.path().string()
+              << " was replaced or removed during the session; the file there now is not the "
+                 "session's log\n";
+}
+
+}  // namespace
+
+int run(const wrap_config& c) {
+  wrapping w(c);
+  // The signals the command gets are blocked from here on in every thread; this one takes them.
+  w.signals = forwarded_signals();
+  sigaddset(&w.signals, SIGCHLD);
+  ::pthread_sigmask(SIG_BLOCK, &w.signals, nullptr);
+  try {
+    start_session(w);
+    launch_child(w);
+  } catch (const std::exception& e) {
+    std::cerr << "broker: " << e.what() << "\n";
+    if (w.listener >= 0) ::close(w.listener);
+    return exit_broker_failed;
+  }
+  start_proxy(w);
+  std::thread serving([&w] { w.server->run(nullptr); });
+  const int code = supervise(*w.child, w.signals, *w.ctx);
+  end_session(w, serving, code);
+  return code;
+}
+
+}  // namespace broker::wrap

@@ -1,0 +1,30 @@
+// `broker wrap -- CMD` assembled and run (DESIGN §3, §8): one session around one command. The
+// command gets dummy credentials and the session's proxy and trust variables; with netns
+// isolation its only way out is the proxy, served here from a listener made inside its network
+// namespace.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "proxy/session_setup.hpp"
+
+namespace broker::wrap {
+
+struct wrap_config {
+  proxy::common_options common;
+  std::string session;
+  std::string isolate = "auto";  // auto, netns or env
+  std::string env_file;
+  std::vector<std::string> timeouts;
+  std::vector<std::string> command;
+};
+
+// `wrap` exits with the command's status; this is its own (DESIGN §3).
+inline constexpr int exit_broker_failed = 125;
+
+// Runs the command in its session to its end; returns its exit status, or exit_broker_failed
+// (with the reason on stderr) when the session could not start.
+int run(const wrap_config& config);
+
+}  // namespace broker::wrap
