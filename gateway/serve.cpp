@@ -62,7 +62,8 @@ struct serving {
   std::shared_ptr<proxy::proxy_context> ctx;
   std::shared_ptr<broker::gateway::metrics> counters;
   proxy::proxy_context::record_observer observe;
-  std::shared_ptr<broker::gateway::gateway> team;  // outlives the server, as the server's context holds it
+  // Made before the server and ended after it: the server's context resolves sessions with it.
+  std::shared_ptr<broker::gateway::gateway> team;
   std::unique_ptr<proxy::server> server;
   std::unique_ptr<admin_listener> admin;
   std::string url;  // http://HOST:PORT of the listener
@@ -89,9 +90,9 @@ void load_session(const serve_config& c, serving& s) {
     throw start_error(e.what(), false);
   }
   const auto& options = s.setup.options;
-  s.ctx = std::make_shared<proxy::proxy_context>(
-      options, s.setup.policy, proxy::open_audit(c.common, options.session_id),
-      s.setup.credentials, s.tls);
+  s.ctx = std::make_shared<proxy::proxy_context>(options, s.setup.policy,
+                                                 proxy::open_audit(c.common, options.session_id),
+                                                 s.setup.credentials, s.tls);
   // A gateway's own context holds no budget: its sessions have theirs.
   if (!c.gateway) s.ctx->set_budget(s.setup.budget);
   s.counters = std::make_shared<metrics>();
@@ -189,9 +190,8 @@ void start_gateway(const serve_config& c, serving& s) {
   g.open_audit = [common = c.common, replica = g.replica](const std::string& id) {
     return proxy::open_audit(common, id, replica);
   };
-  g.proxy_authority = c.proxy_authority.empty()
-                          ? s.url.substr(std::string_view("http://").size())
-                          : c.proxy_authority;
+  g.proxy_authority = c.proxy_authority.empty() ? s.url.substr(std::string_view("http://").size())
+                                                : c.proxy_authority;
   g.listen = s.url;
   g.trust_bundle = s.bundle.string();
   g.observer = s.observe;
@@ -205,10 +205,10 @@ void start_gateway(const serve_config& c, serving& s) {
   auto redis = g.redis;
   s.team = std::make_shared<gateway>(std::move(g));
   s.counters->add_gauge("broker_gateway_sessions", "Gateway sessions served by this replica",
-                       [gw = std::weak_ptr<gateway>(s.team)] {
-                         auto g = gw.lock();
-                         return g ? static_cast<double>(g->sessions_served()) : 0.0;
-                       });
+                        [gw = std::weak_ptr<gateway>(s.team)] {
+                          auto g = gw.lock();
+                          return g ? static_cast<double>(g->sessions_served()) : 0.0;
+                        });
   s.ctx->set_resolver(s.team);
   if (redis)
     redis->watch_revocations([weak = std::weak_ptr<gateway>(s.team)](const std::string& id) {
@@ -244,12 +244,12 @@ void open_control(const serve_config& c, serving& s) {
   try {
     s.dir = std::make_unique<session::session_dir>(s.setup.options.session_id);
     session::control_socket::command_fn sessions;
-    if (s.team)
-      sessions = [team = s.team](const std::string& line) { return team->command(line); };
+    if (s.team) sessions = [team = s.team](const std::string& line) { return team->command(line); };
     s.control = std::make_unique<session::control_socket>(
         s.dir->control_socket(),
         [&s, gateway_mode = c.gateway] {
-          auto status = proxy::session_status(*s.ctx, gateway_mode ? "gateway" : "serve", ::getpid());
+          auto status =
+              proxy::session_status(*s.ctx, gateway_mode ? "gateway" : "serve", ::getpid());
           if (s.team) {
             status["sessions_served"] = s.team->sessions_served();
             status["session_requests"] = s.team->requests();

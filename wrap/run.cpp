@@ -124,10 +124,9 @@ int supervise(child_session& child, const sigset_t& signals, proxy::proxy_contex
 // under them kept: its working directory, $HOME, its executable, the session files it reads and
 // files.pass.
 std::vector<view_step> private_view(const env_plan& plan, const std::string& cwd,
-                                          const std::string& home,
-                                          const std::vector<config::policy>& layers,
-                                          std::vector<std::string> kept,
-                                          const std::string& command) {
+                                    const std::string& home,
+                                    const std::vector<config::policy>& layers,
+                                    std::vector<std::string> kept, const std::string& command) {
   std::string path_variable;
   for (const auto& [name, value] : plan.env)
     if (name == "PATH") path_variable = value;
@@ -226,8 +225,8 @@ void start_session(wrapping& w) {
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
   proxy::load_credentials(w.setup, w.netns(), true);
   // The session CA lives in this process's memory only (DESIGN §8).
-  w.ca = std::make_shared<certs::certificate_authority>(certs::certificate_authority::generate(
-      "broker session CA " + w.session_id(), 30));
+  w.ca = std::make_shared<certs::certificate_authority>(
+      certs::certificate_authority::generate("broker session CA " + w.session_id(), 30));
   w.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*w.ca),
                                                 w.setup.options.upstream_cas);
   w.dir = std::make_unique<session::session_dir>(w.session_id());
@@ -253,10 +252,13 @@ child_files write_child_files(wrapping& w) {
     if (f.directory_view) {
       std::filesystem::create_directories(w.views_dir);
       const std::filesystem::path target(f.target);
-      w.views.push_back(make_directory_view(
-          {target.parent_path().string(), (w.views_dir / f.credential).string(),
-           target.filename().string(), f.content, {}, false},
-          w.copy_in));
+      w.views.push_back(make_directory_view({target.parent_path().string(),
+                                             (w.views_dir / f.credential).string(),
+                                             target.filename().string(),
+                                             f.content,
+                                             {},
+                                             false},
+                                            w.copy_in));
       continue;
     }
     base::write_file_atomically(file, f.content, 0600, base::durability::session);
@@ -326,8 +328,8 @@ void add_file_system(wrapping& w, const env_plan& plan, const child_files& files
   });
   if (w.netns()) {
     w.guard.emplace(persistence_paths(layers, w.home), w.home, env_value(plan, "PATH"));
-    for (const auto& warning : add_guard_views(*w.guard, w.cwd, launch, w.views, w.views_dir,
-                                               w.copy_in))
+    for (const auto& warning :
+         add_guard_views(*w.guard, w.cwd, launch, w.views, w.views_dir, w.copy_in))
       std::cerr << "broker: warning: " << warning << "\n";
   }
   launch.views = w.views;
@@ -361,8 +363,7 @@ void launch_child(wrapping& w) {
     w.listener = w.child->take_listener();
     w.capture = w.child->take_capture();
     if (w.capture.listener < 0)
-      std::cerr << "broker: warning: transparent capture is unavailable ("
-                << w.capture.unavailable
+      std::cerr << "broker: warning: transparent capture is unavailable (" << w.capture.unavailable
                 << "): a program that ignores the proxy variables cannot connect\n";
   }
 }
@@ -391,7 +392,9 @@ void start_proxy(wrapping& w) {
   try {
     w.control = std::make_unique<session::control_socket>(
         w.dir->control_socket(), [&] { return proxy::session_status(ctx, "wrap", child.pid()); },
-        [&] { ctx.end_session({proxy::session_end::cause::kill, {}}); });
+        [&] {
+          ctx.end_session({proxy::session_end::cause::kill, {}});
+        });
   } catch (const std::exception& e) {
     session::log(spdlog::level::warn, session::log_tag(w.session_id()), "no control socket: {}",
                  e.what());
