@@ -76,20 +76,22 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   if (setup_.audit_sink)
     audit->set_sink(
         [sink = setup_.audit_sink, id = r.id](std::string_view line) { sink->ship(id, line); });
-  auto ctx = std::make_shared<proxy::proxy_context>(options, policy, std::move(audit),
-                                                    credentials_of(r), setup_.tls);
   auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
                                                           std::chrono::steady_clock::now());
-  ctx->set_budget(budget);
+  proxy::context_attachments attached;
+  attached.budget = budget;
   std::shared_ptr<shared_budget> shared;
   if (setup_.redis && shares_budgets(budget->limits())) {
     shared = std::make_shared<shared_budget>(setup_.redis, r.id, setup_.replica, budget);
-    ctx->set_shared_admission(shared);
+    attached.shared = shared;
   }
   if (r.expires_ms > 0)
-    ctx->set_expiry(std::chrono::system_clock::time_point(std::chrono::milliseconds(r.expires_ms)));
+    attached.expires =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(r.expires_ms));
+  attached.observer = setup_.observer;
+  auto ctx = std::make_shared<proxy::proxy_context>(
+      options, policy, std::move(audit), credentials_of(r), setup_.tls, std::move(attached));
   if (r.revoked) ctx->revoke();
-  if (setup_.observer) ctx->set_record_observer(setup_.observer);
   session::session_start start;
   start.mode = "serve";
   start.listen = setup_.listen;

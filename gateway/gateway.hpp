@@ -40,7 +40,7 @@ struct gateway_setup {
   // --audit-sink redis: every session's records also go to a Redis Stream; may be null.
   std::shared_ptr<audit_stream> audit_sink;
   // Told of every session's records (metrics); may be empty.
-  proxy::proxy_context::record_observer observer;
+  proxy::record_observer observer;
   // A session revoked here or elsewhere: its series go (metrics); may be empty.
   std::function<void(const std::string& session_id)> on_revoked;
 };

@@ -61,7 +61,7 @@ struct serving {
   std::shared_ptr<proxy::tls_contexts> tls;
   std::shared_ptr<proxy::proxy_context> ctx;
   std::shared_ptr<broker::gateway::metrics> counters;
-  proxy::proxy_context::record_observer observe;
+  proxy::record_observer observe;
   // Made before the server and ended after it: the server's context resolves sessions with it.
   std::shared_ptr<broker::gateway::gateway> team;
   std::unique_ptr<proxy::server> server;
@@ -89,18 +89,19 @@ void load_session(const serve_config& c, serving& s) {
   } catch (const std::exception& e) {
     throw start_error(e.what(), false);
   }
-  const auto& options = s.setup.options;
-  s.ctx = std::make_shared<proxy::proxy_context>(options, s.setup.policy,
-                                                 proxy::open_audit(c.common, options.session_id),
-                                                 s.setup.credentials, s.tls);
-  // A gateway's own context holds no budget: its sessions have theirs.
-  if (!c.gateway) s.ctx->set_budget(s.setup.budget);
   s.counters = std::make_shared<metrics>();
   s.observe = [m = s.counters](const std::string& session, const proxy::audit_entry& e) {
     m->exchange(session, e);
     if (e.llm_cost_usd > 0) m->llm_cost(session, e.credential, "", e.llm_cost_usd);
   };
-  s.ctx->set_record_observer(s.observe);
+  proxy::context_attachments attached;
+  // A gateway's own context holds no budget: its sessions have theirs.
+  if (!c.gateway) attached.budget = s.setup.budget;
+  attached.observer = s.observe;
+  const auto& options = s.setup.options;
+  s.ctx = std::make_shared<proxy::proxy_context>(options, s.setup.policy,
+                                                 proxy::open_audit(c.common, options.session_id),
+                                                 s.setup.credentials, s.tls, std::move(attached));
   attach_serve_metrics(*s.counters, *s.ctx, *s.tls);
 }
 

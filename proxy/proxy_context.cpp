@@ -11,12 +11,13 @@ proxy_context::proxy_context(proxy_options options,
                              std::shared_ptr<const config::policy_set> policy,
                              std::unique_ptr<session::audit_log> audit,
                              std::shared_ptr<const brokers::credential_set> credentials,
-                             std::shared_ptr<tls_contexts> tls)
+                             std::shared_ptr<tls_contexts> tls, context_attachments attached)
     : options_(std::move(options)),
       policy_(std::move(policy)),
       audit_(std::move(audit)),
       credentials_(std::move(credentials)),
-      tls_(std::move(tls)) {}
+      tls_(std::move(tls)),
+      attached_(std::move(attached)) {}
 
 std::string proxy_context::scrub(std::string_view text) const {
   std::string out(text);
@@ -37,8 +38,9 @@ std::string proxy_context::scrub(std::string_view text) const {
 }
 
 void proxy_context::charge(audit_entry& e) {
-  if (!budget_) return;
-  budget_->add_bytes(e.host, e.bytes_out - e.bytes_charged_out, e.bytes_in - e.bytes_charged_in);
+  auto* budget = attached_.budget.get();
+  if (!budget) return;
+  budget->add_bytes(e.host, e.bytes_out - e.bytes_charged_out, e.bytes_in - e.bytes_charged_in);
   e.bytes_charged_out = e.bytes_out;
   e.bytes_charged_in = e.bytes_in;
 }
@@ -48,8 +50,8 @@ bool proxy_context::record(const audit_entry& e) {
   if (!e.allowed) ++denied_;
   const bool written = audit_->write(
       session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
-  if (shared_) shared_->recorded(e);
-  if (observer_) observer_(session_id(), e);
+  if (attached_.shared) attached_.shared->recorded(e);
+  if (attached_.observer) attached_.observer(session_id(), e);
   return written;
 }
 

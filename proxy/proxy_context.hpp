@@ -45,12 +45,37 @@ struct session_end {
   session::exhausted spent;  // the budget, when `why` is budget
 };
 
+// Told of every exchange record written (metrics).
+using record_observer = std::function<void(const std::string& session, const audit_entry&)>;
+
+// What a context carries beyond its session's core (options, policy, audit log, credentials,
+// TLS): what wrap, a gateway and transparent capture attach, each given at construction. An
+// empty member: the session has none.
+struct context_attachments {
+  // The session's budgets (the tightest of every layer's).
+  std::shared_ptr<session::session_budget> budget;
+  record_observer observer;
+  // A gateway session: its budgets shared with the other replicas, and its expiry.
+  std::shared_ptr<shared_admission> shared;
+  std::optional<std::chrono::system_clock::time_point> expires;
+  // wrap: where the session's clients live, for attributing connections to processes: a pid
+  // inside their network namespace (0: this one), the root of their process tree, and a
+  // NETLINK_SOCK_DIAG socket of their namespace (shared by the proxy's threads; it locks per
+  // lookup) to find a connection's socket inode.
+  int client_netns_pid = 0;
+  int client_root_pid = 0;
+  std::shared_ptr<sock_diag> client_sock_diag;
+  // wrap with transparent capture: the names the child resolved through the broker's DNS and
+  // their synthetic addresses (DESIGN §11).
+  std::shared_ptr<synthetic_addresses> synthetic_names;
+};
+
 class proxy_context {
  public:
   proxy_context(proxy_options options, std::shared_ptr<const config::policy_set> policy,
                 std::unique_ptr<session::audit_log> audit,
                 std::shared_ptr<const brokers::credential_set> credentials,
-                std::shared_ptr<tls_contexts> tls);
+                std::shared_ptr<tls_contexts> tls, context_attachments attached = {});
 
   const proxy_options& options() const { return options_; }
   const std::string& session_id() const { return options_.session_id; }
@@ -62,8 +87,7 @@ class proxy_context {
   const brokers::credential_set& credentials() const { return *credentials_; }
   tls_contexts& tls() { return *tls_; }
   // The session's budgets; null when no layer sets any.
-  session::session_budget* budget() const { return budget_.get(); }
-  void set_budget(std::shared_ptr<session::session_budget> b) { budget_ = std::move(b); }
+  session::session_budget* budget() const { return attached_.budget.get(); }
   // A refused request whose budget says "kill", or `broker kill`, asks for the session's end;
   // wrap polls this. The first reason stays.
   void end_session(const session_end& why) {
@@ -74,25 +98,22 @@ class proxy_context {
     std::lock_guard lock(end_mutex_);
     return ender_;
   }
-  // Told of every exchange record written (metrics); set before the proxy runs.
-  using record_observer = std::function<void(const std::string& session, const audit_entry&)>;
-  void set_record_observer(record_observer o) { observer_ = std::move(o); }
 
   // A gateway session's budgets shared with the other replicas; null when not shared.
-  void set_shared_admission(std::shared_ptr<shared_admission> s) { shared_ = std::move(s); }
-  shared_admission* shared() const { return shared_.get(); }
+  shared_admission* shared() const { return attached_.shared.get(); }
 
   // A team gateway's own context (DESIGN §12): it resolves every client connection to the
-  // session its proxy credential names; null for any other context.
+  // session its proxy credential names; null for any other context. Set once, before the first
+  // connection: the gateway is made after the listener it names is bound.
   void set_resolver(std::shared_ptr<session_resolver> r) { resolver_ = std::move(r); }
   session_resolver* resolver() const { return resolver_.get(); }
   // A gateway session ends for its clients when revoked or past its expiry: every request on
   // it, even on a connection bound before, is then refused 407 (why() says which).
   void revoke() { revoked_ = true; }
-  void set_expiry(std::chrono::system_clock::time_point at) { expires_ = at; }
   std::optional<std::string> ended_why(std::chrono::system_clock::time_point now) const {
     if (revoked_.load()) return "the session " + session_id() + " was revoked";
-    if (expires_ && now >= *expires_) return "the session " + session_id() + " has expired";
+    if (attached_.expires && now >= *attached_.expires)
+      return "the session " + session_id() + " has expired";
     return std::nullopt;
   }
 
@@ -108,30 +129,14 @@ class proxy_context {
   bool record(const audit_entry& entry);
   session::audit_log& audit_log() { return *audit_; }
 
-  // wrap: where the session's clients live, for attributing connections to processes: a pid
-  // inside their network namespace (0: this one) and the root of their process tree.
-  void set_client_process(int netns_pid, int root_pid) {
-    client_netns_pid_ = netns_pid;
-    client_root_pid_ = root_pid;
-  }
-  int client_netns_pid() const { return client_netns_pid_.load(); }
-  int client_root_pid() const { return client_root_pid_.load(); }
-  // wrap: a NETLINK_SOCK_DIAG socket of the clients' network namespace, for finding a
-  // connection's socket inode (shared by the proxy's threads; it locks per lookup); null when
-  // there is none. Set before the proxy runs.
-  void set_client_sock_diag(std::shared_ptr<sock_diag> diag) {
-    client_sock_diag_ = std::move(diag);
-  }
-  sock_diag* client_sock_diag() const { return client_sock_diag_.get(); }
+  // wrap: where the session's clients live (context_attachments).
+  int client_netns_pid() const { return attached_.client_netns_pid; }
+  int client_root_pid() const { return attached_.client_root_pid; }
+  sock_diag* client_sock_diag() const { return attached_.client_sock_diag.get(); }
   // The processes that owned the latest connections, probed first for the next one.
   recent_owners& client_owners() { return client_owners_; }
-
-  // wrap with transparent capture: the names the child resolved through the broker's DNS and
-  // their synthetic addresses (DESIGN §11); null otherwise.
-  void set_synthetic_names(std::shared_ptr<synthetic_addresses> names) {
-    synthetic_names_ = std::move(names);
-  }
-  synthetic_addresses* synthetic_names() const { return synthetic_names_.get(); }
+  // wrap with transparent capture: the synthetic names (context_attachments); null otherwise.
+  synthetic_addresses* synthetic_names() const { return attached_.synthetic_names.get(); }
   // Writes a `dns` record (a name the policy refused); not counted as a request.
   bool record_dns(const audit_entry& entry);
 
@@ -147,20 +152,13 @@ class proxy_context {
   std::unique_ptr<session::audit_log> audit_;
   std::shared_ptr<const brokers::credential_set> credentials_;
   std::shared_ptr<tls_contexts> tls_;
-  std::shared_ptr<session::session_budget> budget_;
-  std::shared_ptr<synthetic_addresses> synthetic_names_;
+  const context_attachments attached_;
   std::shared_ptr<session_resolver> resolver_;
-  std::shared_ptr<shared_admission> shared_;
-  record_observer observer_;
   std::atomic<bool> revoked_{false};
-  std::optional<std::chrono::system_clock::time_point> expires_;  // set before use
-  std::shared_ptr<sock_diag> client_sock_diag_;
   recent_owners client_owners_;
   mutable std::mutex end_mutex_;
   std::optional<session_end> ender_;
   std::atomic<std::uint64_t> connection_ids_{0};
-  std::atomic<int> client_netns_pid_{0};
-  std::atomic<int> client_root_pid_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};
 };

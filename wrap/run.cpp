@@ -372,15 +372,26 @@ void launch_child(wrapping& w) {
 // socket, and the server (with capture's listeners and DNS).
 void start_proxy(wrapping& w) {
   auto& child = *w.child;
-  w.ctx = std::make_shared<proxy::proxy_context>(w.setup.options, w.setup.policy,
-                                                 std::move(w.audit), w.setup.credentials, w.tls);
-  auto& ctx = *w.ctx;
-  ctx.set_client_process(w.netns() ? child.pid() : 0, child.pid());
+  proxy::context_attachments attached;
+  attached.budget = w.setup.budget;
+  attached.client_netns_pid = w.netns() ? child.pid() : 0;
+  attached.client_root_pid = child.pid();
   // The connection's socket is looked up in the namespace the client lives in: the child's (a
   // socket made there by its init) or, in env mode, this one.
-  ctx.set_client_sock_diag(w.netns() ? proxy::sock_diag::adopt(child.take_sock_diag())
-                                     : proxy::sock_diag::open());
-  ctx.set_budget(w.setup.budget);
+  attached.client_sock_diag =
+      w.netns() ? proxy::sock_diag::adopt(child.take_sock_diag()) : proxy::sock_diag::open();
+  if (w.capture.listener >= 0) {
+    config::ip_address v6_base;
+    v6_base.v4 = false;
+    std::copy(std::begin(synthetic_ipv6_net.s6_addr), std::end(synthetic_ipv6_net.s6_addr),
+              v6_base.bytes.begin());
+    attached.synthetic_names = std::make_shared<proxy::synthetic_addresses>(
+        config::ip_address::from_v4(synthetic_ipv4_net), v6_base);
+  }
+  w.ctx =
+      std::make_shared<proxy::proxy_context>(w.setup.options, w.setup.policy, std::move(w.audit),
+                                             w.setup.credentials, w.tls, std::move(attached));
+  auto& ctx = *w.ctx;
   session::session_start start;
   start.mode = "wrap";
   start.isolation = w.netns() ? "netns" : "env";
@@ -400,15 +411,8 @@ void start_proxy(wrapping& w) {
                  e.what());
   }
   w.server = std::make_unique<proxy::server>(w.ctx, w.listener, 2);
-  if (w.capture.listener >= 0) {
-    config::ip_address v6_base;
-    v6_base.v4 = false;
-    std::copy(std::begin(synthetic_ipv6_net.s6_addr), std::end(synthetic_ipv6_net.s6_addr),
-              v6_base.bytes.begin());
-    ctx.set_synthetic_names(std::make_shared<proxy::synthetic_addresses>(
-        config::ip_address::from_v4(synthetic_ipv4_net), v6_base));
+  if (w.capture.listener >= 0)
     w.server->add_capture(w.capture.listener, w.capture.dns_udp, w.capture.dns_tcp);
-  }
 }
 
 // After the command: its leftovers ended, the views copied back (less what is kept out), the

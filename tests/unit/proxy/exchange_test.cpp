@@ -162,13 +162,13 @@ outcome run_exchange(scripted_client& client, const std::string& body, const std
   options.connect_to.push_back({"api.test", 80, "127.0.0.1", up.port()});
   std::vector<config::policy> layers;
   layers.push_back(config::parse_policy(R"({"allow": [{"host": "api.test"}]})", "p.json"));
+  outcome out;
+  context_attachments attached;
+  attached.observer = [&](const std::string&, const audit_entry& e) { out.records.push_back(e); };
   auto ctx = std::make_shared<proxy_context>(
       options, std::make_shared<const config::policy_set>(std::move(layers)),
       session::audit_log::open(dir.path, "s-test"), std::make_shared<brokers::credential_set>(),
-      nullptr);
-  outcome out;
-  ctx->set_record_observer(
-      [&](const std::string&, const audit_entry& e) { out.records.push_back(e); });
+      nullptr, std::move(attached));
   upstream_pool pool;
   connection_deadline timer(io.get_executor());
   const session::log_tag tag("s-test", 1);
