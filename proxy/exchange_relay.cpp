@@ -14,6 +14,7 @@
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
+#include "proxy/response_relay.hpp"
 #include "session/llm_usage.hpp"
 
 namespace broker::proxy {
@@ -39,7 +40,7 @@ asio::awaitable<next_step> http_exchange::exchange_with_upstream(
   const bool sent_whole = body_.has_value();
   if (sent_whole && !co_await send_whole_body(request.chunked)) co_return next_step::close;
   if (!request.has_body || sent_whole) {
-    const auto next = co_await relay_response(entry_.method, client_keep_alive);
+    const auto next = co_await relay_response(client_keep_alive);
     release_upstream();
     co_return next;
   }
@@ -132,8 +133,12 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const http::messag
   co_return co_await refuse(*refused, false);
 }
 
+asio::awaitable<next_step> http_exchange::relay_response(bool client_keep_alive) {
+  co_return co_await response_relay(*this).run(entry_.method, client_keep_alive);
+}
+
 asio::awaitable<void> http_exchange::relay_response_into(bool client_keep_alive, next_step& next) {
-  next = co_await relay_response(entry_.method, client_keep_alive);
+  next = co_await relay_response(client_keep_alive);
 }
 
 // What a scanned request body reuses from one piece to the next.

@@ -6,8 +6,8 @@
 // http_forward.cpp); an exchange does the rest, reading the request body from and answering
 // through its client_side (an HTTP/1.1 connection's, h1_client_side.hpp; an HTTP/2 stream's).
 // The parts: http_exchange.cpp (admit, plan, upstream, record), exchange_relay.cpp (the request
-// head and body up), exchange_response.cpp (the response down), websocket_relay.cpp (after a
-// 101); whole_body.cpp reads a body whole.
+// head and body up), whole_body.cpp (a body read whole); the response down is a response_relay,
+// and after a 101 a websocket_relay.
 #pragma once
 
 #include <chrono>
@@ -135,8 +135,6 @@ class http_exchange {
                                                  const brokers::request_context& where,
                                                  bool client_keep_alive);
   void release_upstream();
-  // Real values (and this exchange's rewritten header values) back to what the client knows.
-  void scrub_head(http::message_head& head) const;
   // The request body up, searched when `search` is set (the session brokers credentials).
   asio::awaitable<void> pump_request_body(bool chunked, body_search* search, bool& done);
   // What a scanned request body reuses from one piece to the next (exchange_relay.cpp).
@@ -146,40 +144,17 @@ class http_exchange {
                                            body_search& search, scan_buffers& b);
   // Request body bytes to the upstream, counted; a failed write ends the exchange.
   asio::awaitable<void> write_request_body(std::string_view data);
-  asio::awaitable<next_step> relay_response(const std::string& method, bool client_keep_alive);
+  // The response down (response_relay.hpp); what the client's connection does next.
+  asio::awaitable<next_step> relay_response(bool client_keep_alive);
   // The same, its result stored, to race the request body's pump (race() takes void coroutines).
   asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
-  // Up to the final response's head (or a 101's) in `response`, interim (1xx) responses passed
-  // on; false when the exchange ended first (answered with a refusal, or abandoned).
-  asio::awaitable<bool> read_final_head(const std::string& method,
-                                        std::optional<http::parser>& response);
-  // One head into `response`; false when there is none (refused, or the request body failed).
-  asio::awaitable<bool> read_response_head(http::parser& response);
-  // The WebSocket the request asked for, inspected and relayed to its end (websocket_relay.cpp);
-  // any other upgrade, or a 101 agreeing to an extension, is refused.
-  asio::awaitable<next_step> relay_upgrade(const http::message_head& head);
-  // A body a credential step rewrites whole (an OAuth token response's new tokens become
-  // dummies): read decoded, at most `limit` bytes, and sent with its new length.
-  asio::awaitable<void> relay_rewritten_body(http::parser& response, std::size_t limit,
-                                             bool keep_client);
-  // A coded body cannot be scrubbed: the refusal when the response has one and must be.
-  std::optional<refusal> coded_body_refusal(const http::message_head& head) const;
-  // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
-  std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
-  asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
-                                   session::llm_usage_meter* meter);
-  // A response body on its way down, and its buffers (exchange_response.cpp).
-  struct body_relay;
-  // The body bytes in the upstream's buffer to the client; true at the body's end.
-  asio::awaitable<bool> relay_body_bytes(body_relay& b);
-
-  // A body delimited by the upstream's close, ended and recorded; anything else is an error.
-  asio::awaitable<void> end_body_at_close(body_relay& b);
-  // The finished meter's tokens into the record and the budget.
-  void account_llm_usage(session::llm_usage_meter& meter);
-  asio::awaitable<void> relay_websocket(client_side::raw_connection client);
   double elapsed_ms() const;
   const proxy::timeouts& timeouts() const { return io_.ctx.options().timeouts; }
+
+  // The exchange's response half and its WebSocket relay: types of their own that carry the
+  // exchange's state (below) from the upstream's response to its record; nothing else touches it.
+  friend class response_relay;
+  friend class websocket_relay;
 
   connection io_;
   audit_entry entry_;

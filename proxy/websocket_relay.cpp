@@ -1,10 +1,6 @@
-// An upgraded connection (DESIGN §10): the 101 checked and passed on, then the WebSocket relayed
-// message by message through a websocket_inspector, one pump_frames per direction, until either
-// side ends it, the idle deadline passes, or the inspector ends it (a value that must not leave, a
-// spent budget, a protocol error), when each side is sent its close. What the client pipelined
-// behind its upgrade request waited in its buffer until the 101 and is read as frames like the
-// rest. One record per connection (messages and bytes each way), one more per metered LLM
-// response.
+// The WebSocket relay (websocket_relay.hpp).
+#include "proxy/websocket_relay.hpp"
+
 #include <openssl/rand.h>
 
 #include <array>
@@ -121,85 +117,88 @@ bool record_llm_answer(proxy_context& ctx, const audit_entry& connection,
 
 }  // namespace
 
-asio::awaitable<next_step> http_exchange::relay_upgrade(const http::message_head& head) {
-  if (!websocket_)
-    co_return co_await refuse(
-        refusal::upstream_protocol_error(entry_.host, "an upgrade that was not asked for"), false);
+asio::awaitable<next_step> websocket_relay::run(const http::message_head& head) {
+  if (!ex_.websocket_)
+    co_return co_await ex_.refuse(
+        refusal::upstream_protocol_error(ex_.entry_.host, "an upgrade that was not asked for"),
+        false);
   // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
   // value past the checks.
   if (head.find("sec-websocket-extensions"))
-    co_return co_await refuse(refusal::upstream_protocol_error(
-                                  entry_.host,
-                                  "the upstream agreed to a WebSocket extension (compression) "
-                                  "that was not offered; the broker inspects frames uncompressed"),
-                              false);
-  response_started_ = true;
-  entry_.status = 101;
-  auto client = co_await io_.client.accept_websocket(head);
-  if (!client) {
-    response_started_ = false;
-    co_return co_await refuse(
-        refusal::upstream_protocol_error(entry_.host, "a WebSocket this connection cannot carry"),
+    co_return co_await ex_.refuse(
+        refusal::upstream_protocol_error(
+            ex_.entry_.host,
+            "the upstream agreed to a WebSocket extension (compression) "
+            "that was not offered; the broker inspects frames uncompressed"),
         false);
+  ex_.response_started_ = true;
+  ex_.entry_.status = 101;
+  auto client = co_await ex_.io_.client.accept_websocket(head);
+  if (!client) {
+    ex_.response_started_ = false;
+    co_return co_await ex_.refuse(refusal::upstream_protocol_error(
+                                      ex_.entry_.host, "a WebSocket this connection cannot carry"),
+                                  false);
   }
   // Nothing HTTP follows a 101: the connection ends with the WebSocket.
-  co_await relay_websocket(*client);
+  co_await relay(*client);
   co_return next_step::handed_over;
 }
 
-asio::awaitable<void> http_exchange::relay_websocket(client_side::raw_connection client) {
-  auto& up = *upstream_;
-  const auto& credentials = io_.ctx.credentials();
-  const bool plaintext = entry_.scheme == "http";
+asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client) {
+  auto& up = *ex_.upstream_;
+  auto& entry = ex_.entry_;
+  const auto& credentials = ex_.io_.ctx.credentials();
+  const bool plaintext = entry.scheme == "http";
   brokers::body_scan outbound;  // the inspector's patterns view into it: declared first
   if (!credentials.empty())
-    outbound =
-        credentials.request_body_scan(brokers::request_context{entry_.host, plaintext, loopback_});
-  const auto llm = session::classify_llm_websocket(entry_.host, entry_.target);
+    outbound = credentials.request_body_scan(
+        brokers::request_context{entry.host, plaintext, ex_.loopback_});
+  const auto llm = session::classify_llm_websocket(entry.host, entry.target);
 
   mask_keys keys;
   auto response_started = std::chrono::steady_clock::now();
   websocket_hooks hooks;
   hooks.mask_key = [&keys] { return keys.next(); };
   hooks.admit_llm_request = [&]() -> std::optional<refusal> {
-    io_.ctx.charge(entry_);  // the bytes so far count toward the budget's verdict
+    ex_.io_.ctx.charge(entry);  // the bytes so far count toward the budget's verdict
     response_started = std::chrono::steady_clock::now();
-    return admit_by_session(entry_.host);
+    return ex_.admit_by_session(entry.host);
   };
   hooks.llm_usage = [&](const session::llm_usage& usage) {
-    return record_llm_answer(io_.ctx, entry_, usage, response_started);
+    return record_llm_answer(ex_.io_.ctx, entry, usage, response_started);
   };
   websocket_inspector inspect(
-      websocket_checks{credentials.empty() ? nullptr : &outbound, entry_.host, plaintext,
-                       scrub_patterns_, llm, limits::max_websocket_message},
+      websocket_checks{credentials.empty() ? nullptr : &outbound, entry.host, plaintext,
+                       ex_.scrub_patterns_, llm, limits::max_websocket_message},
       std::move(hooks));
 
-  entry_.ws_messages_out = entry_.ws_messages_in = 0;
-  websocket_pumps pumps{inspect, entry_, io_.timer, timeouts().tunnel};
-  co_await base::race(pump_frames(pumps, true, client.io, client.in, up.io, entry_.bytes_out),
-                      pump_frames(pumps, false, up.io, up.in, client.io, entry_.bytes_in));
+  entry.ws_messages_out = entry.ws_messages_in = 0;
+  websocket_pumps pumps{inspect, entry, ex_.io_.timer, ex_.timeouts().tunnel};
+  co_await base::race(pump_frames(pumps, true, client.io, client.in, up.io, entry.bytes_out),
+                      pump_frames(pumps, false, up.io, up.in, client.io, entry.bytes_in));
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
   const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
   if (cancelled != asio::cancellation_type::none) co_return;
 
   const auto& ending = inspect.ending();
   if (!ending) {
-    finish(101, true);
+    ex_.finish(101, true);
     co_return;
   }
   bool allowed = true;
   if (const auto& r = ending->refused) {
-    // As its HTTP counterpart is recorded (refuse()): a dummy on its way to the wrong host is
+    // As its HTTP counterpart is recorded (ex_.refuse()): a dummy on its way to the wrong host is
     // the canary DESIGN §5 asks to record as such.
-    entry_.event = r->code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
-    if (!ending->credential.empty()) entry_.credential = ending->credential;
+    entry.event = r->code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
+    if (!ending->credential.empty()) entry.credential = ending->credential;
     allowed = false;
-    session::log(spdlog::level::debug, io_.tag, "WebSocket {} {}: {}", io_.ctx.scrub(entry_.host),
-                 r->code, io_.ctx.scrub(r->message));
+    session::log(spdlog::level::debug, ex_.io_.tag, "WebSocket {} {}: {}",
+                 ex_.io_.ctx.scrub(entry.host), r->code, ex_.io_.ctx.scrub(r->message));
   }
-  finish(101, allowed, ending->error);
+  ex_.finish(101, allowed, ending->error);
   // Each side is told, within a bounded time: neither has to read.
-  io_.timer.arm(timeouts().body, waiting_for::tunnel);
+  ex_.io_.timer.arm(ex_.timeouts().body, waiting_for::tunnel);
   co_await up.io.write(ending->to_upstream);
   co_await write_all(client.io, ending->to_client);
 }

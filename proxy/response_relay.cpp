@@ -1,52 +1,51 @@
-// An exchange with its upstream, the response's half: interim heads, the final head, then the
-// body down to the client as it arrives (a 101 goes on in websocket_relay.cpp). With brokered
-// credentials in the session the body is decoded on the way and has real values replaced by
-// their dummies across chunk and read boundaries, then framed again (same length, same coding);
-// LLM usage is metered from it.
+// The response's half of an exchange (response_relay.hpp).
+#include "proxy/response_relay.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include "brokers/scrubber.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
+#include "proxy/websocket_relay.hpp"
 #include "session/llm_usage.hpp"
 
 namespace broker::proxy {
 
-asio::awaitable<next_step> http_exchange::relay_response(const std::string& method,
-                                                         bool client_keep_alive) {
+asio::awaitable<next_step> response_relay::run(const std::string& method, bool client_keep_alive) {
   std::optional<http::parser> response;
   if (!co_await read_final_head(method, response)) co_return next_step::close;
   const http::message_head& head = response->head();
-  if (head.status == 101) co_return co_await relay_upgrade(head);
-  if (auto refused = coded_body_refusal(head)) co_return co_await refuse(*refused, false);
+  if (head.status == 101) co_return co_await websocket_relay(ex_).run(head);
+  if (auto refused = coded_body_refusal(head)) co_return co_await ex_.refuse(*refused, false);
   // A body delimited by the upstream's close is delimited the same way for the client.
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
-  const bool keep_client = client_keep_alive && !until_close && io_.client.keep_alive();
+  const bool keep_client = client_keep_alive && !until_close && ex_.io_.client.keep_alive();
   const auto next = keep_client ? next_step::keep_alive : next_step::close;
-  if (const std::size_t limit = plan_ ? plan_->response_whole_body(head.status) : 0;
+  if (const std::size_t limit = ex_.plan_ ? ex_.plan_->response_whole_body(head.status) : 0;
       limit > 0 && !response->message_done()) {
     co_await relay_rewritten_body(*response, limit, keep_client);
     co_return next;
   }
-  response_started_ = true;
-  entry_.status = head.status;
+  ex_.response_started_ = true;
+  ex_.entry_.status = head.status;
 
   if (response->message_done()) {
-    upstream_reusable_ = true;
-    if (!finish(head.status, true)) throw audit_failed();
-    co_await io_.client.send_head(head, keep_client, true);
+    ex_.upstream_reusable_ = true;
+    if (!ex_.finish(head.status, true)) throw audit_failed();
+    co_await ex_.io_.client.send_head(head, keep_client, true);
   } else {
-    co_await io_.client.send_head(head, keep_client, false);
+    co_await ex_.io_.client.send_head(head, keep_client, false);
     auto meter = usage_meter(head);
     co_await relay_body(*response, head, meter ? &*meter : nullptr);
   }
-  upstream_reusable_ = upstream_reusable_ && response->keep_alive() && upstream_->in.empty();
+  ex_.upstream_reusable_ =
+      ex_.upstream_reusable_ && response->keep_alive() && ex_.upstream_->in.empty();
   co_return next;
 }
 
-asio::awaitable<bool> http_exchange::read_final_head(const std::string& method,
-                                                     std::optional<http::parser>& response) {
+asio::awaitable<bool> response_relay::read_final_head(const std::string& method,
+                                                      std::optional<http::parser>& response) {
   int interim = 0;
   for (;;) {
     response.emplace(http::parser::kind::response, method);
@@ -57,47 +56,48 @@ asio::awaitable<bool> http_exchange::read_final_head(const std::string& method,
     // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
     // exchange open forever with them.
     if (++interim > limits::max_interim_responses) {
-      co_await refuse(refusal::upstream_protocol_error(entry_.host, "too many interim responses"),
-                      false);
+      co_await ex_.refuse(
+          refusal::upstream_protocol_error(ex_.entry_.host, "too many interim responses"), false);
       co_return false;
     }
     if (head.status == 101) co_return true;  // nothing HTTP follows it
-    co_await io_.client.send_interim(head);
+    co_await ex_.io_.client.send_interim(head);
   }
 }
 
-asio::awaitable<bool> http_exchange::read_response_head(http::parser& response) {
-  auto& up = *upstream_;
+asio::awaitable<bool> response_relay::read_response_head(http::parser& response) {
+  auto& up = *ex_.upstream_;
   for (;;) {
     if (!up.in.empty()) {
       const auto r = response.feed(up.in.view());
       up.in.consume(r.consumed);
-      entry_.bytes_in += r.consumed;
+      ex_.entry_.bytes_in += r.consumed;
       if (r.status == http::parse_status::head_complete ||
           r.status == http::parse_status::message_complete)
         co_return true;
       if (r.status == http::parse_status::error) {
-        co_await refuse(refusal::upstream_protocol_error(
-                            entry_.host, "malformed response: " + response.error_reason()),
-                        false);
+        co_await ex_.refuse(refusal::upstream_protocol_error(
+                                ex_.entry_.host, "malformed response: " + response.error_reason()),
+                            false);
         co_return false;
       }
     }
     auto [ec, n] = co_await up.io.read_some(up.in.space());
     if (ec == asio::error::operation_aborted) co_return false;  // the request body failed first
     if (ec) {
-      co_await refuse(
-          refusal::upstream_unreachable(entry_.host, "connection closed before a response"), false);
+      co_await ex_.refuse(
+          refusal::upstream_unreachable(ex_.entry_.host, "connection closed before a response"),
+          false);
       co_return false;
     }
     up.in.commit(n);
-    io_.timer.arm(timeouts().upstream, waiting_for::upstream);
+    ex_.io_.timer.arm(ex_.timeouts().upstream, waiting_for::upstream);
   }
 }
 
-asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response, std::size_t limit,
-                                                          bool keep_client) {
-  auto& up = *upstream_;
+asio::awaitable<void> response_relay::relay_rewritten_body(http::parser& response,
+                                                           std::size_t limit, bool keep_client) {
+  auto& up = *ex_.upstream_;
   std::string body;  // holds new real values until rewritten
   const base::wipe_on_exit wipe_body([&body] { base::wipe(body); });
   for (;;) {
@@ -105,7 +105,7 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
       const auto r = response.feed(up.in.view(), &body);
       if (r.status == http::parse_status::error)
         throw upstream_error("malformed response body: " + response.error_reason());
-      entry_.bytes_in += r.consumed;
+      ex_.entry_.bytes_in += r.consumed;
       up.in.consume(r.consumed);
       if (body.size() > limit) throw upstream_error("token response larger than the broker reads");
       if (r.status == http::parse_status::message_complete) break;
@@ -118,14 +118,14 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
-    io_.timer.arm(timeouts().upstream, waiting_for::upstream);
+    ex_.io_.timer.arm(ex_.timeouts().upstream, waiting_for::upstream);
   }
   http::message_head& head = response.head();
-  plan_->rewrite_response(head.status, body);
+  ex_.plan_->rewrite_response(head.status, body);
   // Real values the rewrite did not know of are still scrubbed.
   std::string scrubbed;
-  if (!scrub_patterns_.empty()) {
-    brokers::stream_scrubber scrub(scrub_patterns_);
+  if (!ex_.scrub_patterns_.empty()) {
+    brokers::stream_scrubber scrub(ex_.scrub_patterns_);
     scrub.feed(body, scrubbed);
     scrub.finish(scrubbed);
     base::wipe(body);
@@ -137,37 +137,37 @@ asio::awaitable<void> http_exchange::relay_rewritten_body(http::parser& response
   head.headers.push_back({"Content-Length", std::to_string(body.size())});
   head.chunked = false;
   head.content_length = body.size();
-  response_started_ = true;
-  upstream_reusable_ = response.keep_alive() && up.in.empty();
-  if (!finish(head.status, true)) throw audit_failed();
-  co_await io_.client.send_head(head, keep_client, false);
-  co_await io_.client.send_body(body, true);
+  ex_.response_started_ = true;
+  ex_.upstream_reusable_ = response.keep_alive() && up.in.empty();
+  if (!ex_.finish(head.status, true)) throw audit_failed();
+  co_await ex_.io_.client.send_head(head, keep_client, false);
+  co_await ex_.io_.client.send_body(body, true);
 }
 
-std::optional<refusal> http_exchange::coded_body_refusal(const http::message_head& head) const {
-  if (!head.has_body || scrub_patterns_.empty()) return std::nullopt;
+std::optional<refusal> response_relay::coded_body_refusal(const http::message_head& head) const {
+  if (!head.has_body || ex_.scrub_patterns_.empty()) return std::nullopt;
   const std::string coding = http::coded_body(head);
   if (coding.empty()) return std::nullopt;
   // It was asked for identity; a coded body could carry a real value past the scrubber.
   return refusal::upstream_protocol_error(
-      entry_.host, "compressed or coded response (" + coding +
-                       ") to a request that asked for identity; the broker scrubs "
-                       "real values from responses and cannot read through a coding");
+      ex_.entry_.host, "compressed or coded response (" + coding +
+                           ") to a request that asked for identity; the broker scrubs "
+                           "real values from responses and cannot read through a coding");
 }
 
-std::optional<session::llm_usage_meter> http_exchange::usage_meter(
+std::optional<session::llm_usage_meter> response_relay::usage_meter(
     const http::message_head& head) const {
   std::optional<session::llm_usage_meter> meter;
-  if (llm_ == session::llm_api::none || head.status < 200 || head.status >= 300) return meter;
+  if (ex_.llm_ == session::llm_api::none || head.status < 200 || head.status >= 300) return meter;
   const std::string* type = head.find("content-type");
-  meter.emplace(llm_, type ? std::string_view(*type) : std::string_view());
-  meter->set_request_bytes(entry_.bytes_out);
+  meter.emplace(ex_.llm_, type ? std::string_view(*type) : std::string_view());
+  meter->set_request_bytes(ex_.entry_.bytes_out);
   return meter;
 }
 
 // A response body on its way down: what it passes through, and the buffers it reuses from one
 // read to the next.
-struct http_exchange::body_relay {
+struct response_relay::body_relay {
   http::parser& response;
   const http::message_head& head;
   session::llm_usage_meter* meter;                // null when the body is not metered
@@ -176,21 +176,21 @@ struct http_exchange::body_relay {
   std::string decoded, released;
 };
 
-asio::awaitable<void> http_exchange::relay_body(http::parser& response,
-                                                const http::message_head& head,
-                                                session::llm_usage_meter* meter) {
-  auto& up = *upstream_;
+asio::awaitable<void> response_relay::relay_body(http::parser& response,
+                                                 const http::message_head& head,
+                                                 session::llm_usage_meter* meter) {
+  auto& up = *ex_.upstream_;
   body_relay body{response, head, meter, std::nullopt, false, {}, {}};
-  if (!scrub_patterns_.empty()) body.scrub.emplace(scrub_patterns_);
-  body.as_framed = !body.scrub && io_.client.carries_wire();
+  if (!ex_.scrub_patterns_.empty()) body.scrub.emplace(ex_.scrub_patterns_);
+  body.as_framed = !body.scrub && ex_.io_.client.carries_wire();
   for (;;) {
     if (!up.in.empty() && co_await relay_body_bytes(body)) {
-      upstream_reusable_ = true;
+      ex_.upstream_reusable_ = true;
       co_return;
     }
     // The head goes out with the first body bytes when they are already here (one write, one
     // TLS record, one wake-up of the client); with nothing to go with, alone rather than wait.
-    co_await io_.client.flush();
+    co_await ex_.io_.client.flush();
     auto [ec, n] = co_await up.io.read_some(up.in.space());
     if (ec == asio::error::eof ||
         (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
@@ -199,18 +199,18 @@ asio::awaitable<void> http_exchange::relay_body(http::parser& response,
     }
     if (ec) throw upstream_error("upstream read failed: " + ec.message());
     up.in.commit(n);
-    io_.timer.arm(timeouts().upstream, waiting_for::upstream);
+    ex_.io_.timer.arm(ex_.timeouts().upstream, waiting_for::upstream);
   }
 }
 
-asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
-  auto& up = *upstream_;
+asio::awaitable<bool> response_relay::relay_body_bytes(body_relay& b) {
+  auto& up = *ex_.upstream_;
   // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
   const bool decode = (b.scrub || b.meter || !b.as_framed) && b.head.chunked;
   const auto r = b.response.feed(up.in.view(), decode ? &b.decoded : nullptr);
   if (r.status == http::parse_status::error)
     throw upstream_error("malformed response body: " + b.response.error_reason());
-  entry_.bytes_in += r.consumed;
+  ex_.entry_.bytes_in += r.consumed;
   const bool last = r.status == http::parse_status::message_complete;
   const auto raw = up.in.view().substr(0, r.consumed);
   if (b.meter) {
@@ -218,16 +218,16 @@ asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
     if (last) account_llm_usage(*b.meter);
   }
   // The record is written before the response completes (DESIGN §7).
-  if (last && !finish(b.head.status, true)) throw audit_failed();
+  if (last && !ex_.finish(b.head.status, true)) throw audit_failed();
   const std::string_view data = decode ? std::string_view(b.decoded) : raw;
   if (b.as_framed) {
-    co_await io_.client.send_wire(raw);
+    co_await ex_.io_.client.send_wire(raw);
   } else if (!b.scrub) {
-    co_await io_.client.send_body(data, last);
+    co_await ex_.io_.client.send_body(data, last);
   } else {
     b.scrub->feed(data, b.released);
     if (last) b.scrub->finish(b.released);
-    co_await io_.client.send_body(b.released, last);
+    co_await ex_.io_.client.send_body(b.released, last);
   }
   up.in.consume(r.consumed);
   b.decoded.clear();
@@ -235,32 +235,32 @@ asio::awaitable<bool> http_exchange::relay_body_bytes(body_relay& b) {
   co_return last;
 }
 
-asio::awaitable<void> http_exchange::end_body_at_close(body_relay& b) {
+asio::awaitable<void> response_relay::end_body_at_close(body_relay& b) {
   // Read-until-close ends here (a missing close_notify is tolerated only there, where the
   // length is unknown anyway, as browsers and curl do).
   if (b.response.finish().status != http::parse_status::message_complete)
     throw upstream_error("upstream closed mid-response");
   if (b.meter) account_llm_usage(*b.meter);
-  if (!finish(b.head.status, true)) throw audit_failed();
+  if (!ex_.finish(b.head.status, true)) throw audit_failed();
   if (b.scrub) b.scrub->finish(b.released);
-  co_await io_.client.send_body(b.released, true);
+  co_await ex_.io_.client.send_body(b.released, true);
 }
 
-void http_exchange::account_llm_usage(session::llm_usage_meter& meter) {
+void response_relay::account_llm_usage(session::llm_usage_meter& meter) {
   const auto usage = meter.finish();
-  entry_.llm_tokens = usage.total();
-  entry_.llm_estimated = usage.estimated;
-  if (auto* budget = io_.ctx.budget())
-    entry_.llm_cost_usd =
-        budget->add_llm_usage(entry_.host, usage.model, usage.input_tokens, usage.output_tokens);
+  ex_.entry_.llm_tokens = usage.total();
+  ex_.entry_.llm_estimated = usage.estimated;
+  if (auto* budget = ex_.io_.ctx.budget())
+    ex_.entry_.llm_cost_usd = budget->add_llm_usage(ex_.entry_.host, usage.model,
+                                                    usage.input_tokens, usage.output_tokens);
 }
 
-void http_exchange::scrub_head(http::message_head& head) const {
-  if (scrub_patterns_.empty()) return;
-  brokers::scrub_value(head.reason, scrub_patterns_);
+void response_relay::scrub_head(http::message_head& head) const {
+  if (ex_.scrub_patterns_.empty()) return;
+  brokers::scrub_value(head.reason, ex_.scrub_patterns_);
   for (auto& h : head.headers) {
-    brokers::scrub_value(h.name, scrub_patterns_);
-    brokers::scrub_value(h.value, scrub_patterns_);
+    brokers::scrub_value(h.name, ex_.scrub_patterns_);
+    brokers::scrub_value(h.value, ex_.scrub_patterns_);
   }
 }
 

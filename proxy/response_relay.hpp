@@ -1,0 +1,64 @@
+// An exchange's response half: interim heads passed on, the final head, then the body down to
+// the client as it arrives (a 101 goes on to a websocket_relay). With brokered credentials in the
+// session the body is decoded on the way and has real values replaced by their dummies across
+// chunk and read boundaries, then framed again (same length, same coding); LLM usage is metered
+// from it. It carries its exchange's state (the upstream, the plan, the record) and writes the
+// record before the response completes (DESIGN §7).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "base/asio.hpp"
+#include "http/parser.hpp"
+#include "proxy/client_side.hpp"
+#include "proxy/refusal.hpp"
+
+namespace broker::session {
+class llm_usage_meter;
+}
+
+namespace broker::proxy {
+
+class http_exchange;
+
+class response_relay {
+ public:
+  explicit response_relay(http_exchange& ex) : ex_(ex) {}
+
+  // The response to the request (its `method`) relayed; what the client's connection does next.
+  asio::awaitable<next_step> run(const std::string& method, bool client_keep_alive);
+
+ private:
+  // Up to the final response's head (or a 101's) in `response`, interim (1xx) responses passed
+  // on; false when the exchange ended first (answered with a refusal, or abandoned).
+  asio::awaitable<bool> read_final_head(const std::string& method,
+                                        std::optional<http::parser>& response);
+  // One head into `response`; false when there is none (refused, or the request body failed).
+  asio::awaitable<bool> read_response_head(http::parser& response);
+  // A body a credential step rewrites whole (an OAuth token response's new tokens become
+  // dummies): read decoded, at most `limit` bytes, and sent with its new length.
+  asio::awaitable<void> relay_rewritten_body(http::parser& response, std::size_t limit,
+                                             bool keep_client);
+  // A coded body cannot be scrubbed: the refusal when the response has one and must be.
+  std::optional<refusal> coded_body_refusal(const http::message_head& head) const;
+  // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
+  std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
+  asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
+                                   session::llm_usage_meter* meter);
+  // A response body on its way down, and its buffers.
+  struct body_relay;
+  // The body bytes in the upstream's buffer to the client; true at the body's end.
+  asio::awaitable<bool> relay_body_bytes(body_relay& b);
+  // A body delimited by the upstream's close, ended and recorded; anything else is an error.
+  asio::awaitable<void> end_body_at_close(body_relay& b);
+  // The finished meter's tokens into the record and the budget.
+  void account_llm_usage(session::llm_usage_meter& meter);
+  // Real values (and the exchange's rewritten header values) back to what the client knows.
+  void scrub_head(http::message_head& head) const;
+
+  http_exchange& ex_;
+};
+
+}  // namespace broker::proxy
