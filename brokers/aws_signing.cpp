@@ -186,8 +186,19 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
              sigv4::sha256_hex(body) != payload_hash_) {
     throw sigv4_error("the body does not match its x-amz-content-sha256");
   }
+  auto signed_headers = check_as_sent(method, target, headers);
+  // The same request with the real key id and session token, signed with the real secret.
+  const aws_values real = id_.real();
+  real_key_ = std::make_unique<sigv4::signing_key>(real.secret_key, scope_);
+  if (presigned_)
+    sign_query(method, target, headers, signed_headers, real);
+  else
+    sign_headers(method, target, headers, std::move(signed_headers), real);
+}
 
-  // The request as the client signed it, checked with the dummy secret.
+std::vector<std::string> aws_signed_request::check_as_sent(
+    std::string_view method, const std::string& target,
+    const std::vector<http::header_field>& headers) {
   std::vector<std::string> signed_headers;
   std::string signature;
   if (presigned_) {
@@ -212,26 +223,32 @@ void aws_signed_request::resign(std::string_view method, std::string& target,
         "the signature does not match the request (it was altered, or not signed "
         "with this session's credentials)");
   dummy_signature_ = std::move(signature);
+  return signed_headers;
+}
 
-  // The same request with the real key id and session token, signed with the real secret.
-  const aws_values real = id_.real();
-  real_key_ = std::make_unique<sigv4::signing_key>(real.secret_key, scope_);
-  if (presigned_) {
-    set_query_value(target, "X-Amz-Credential",
-                    base::percent_encode(std::string(real.key_id) + "/" + scope_.text()));
-    const std::string sent_token = query_value(target, "X-Amz-Security-Token");
-    if (!sent_token.empty() && sent_token == id_.dummy_token)
-      set_query_value(target, "X-Amz-Security-Token", base::percent_encode(real.token));
-    else if (sent_token.empty() && !real.token.empty() && id_.dummy_token.empty())
-      // Temporary credentials the child was given no token for (they were long-term at first).
-      target += (target.find('?') == std::string::npos ? "?" : "&") +
-                std::string("X-Amz-Security-Token=") + base::percent_encode(real.token);
-    const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
-                                                           payload_hash_, scope_.service, true);
-    real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));
-    set_query_value(target, "X-Amz-Signature", real_signature_);
-    return;
-  }
+void aws_signed_request::sign_query(std::string_view method, std::string& target,
+                                    const std::vector<http::header_field>& headers,
+                                    const std::vector<std::string>& signed_headers,
+                                    const aws_values& real) {
+  set_query_value(target, "X-Amz-Credential",
+                  base::percent_encode(std::string(real.key_id) + "/" + scope_.text()));
+  const std::string sent_token = query_value(target, "X-Amz-Security-Token");
+  if (!sent_token.empty() && sent_token == id_.dummy_token)
+    set_query_value(target, "X-Amz-Security-Token", base::percent_encode(real.token));
+  else if (sent_token.empty() && !real.token.empty() && id_.dummy_token.empty())
+    // Temporary credentials the child was given no token for (they were long-term at first).
+    target += (target.find('?') == std::string::npos ? "?" : "&") +
+              std::string("X-Amz-Security-Token=") + base::percent_encode(real.token);
+  const std::string canonical = sigv4::canonical_request(method, target, headers, signed_headers,
+                                                         payload_hash_, scope_.service, true);
+  real_signature_ = real_key_->sign(sigv4::string_to_sign(amz_date_, scope_, canonical));
+  set_query_value(target, "X-Amz-Signature", real_signature_);
+}
+
+void aws_signed_request::sign_headers(std::string_view method, const std::string& target,
+                                      std::vector<http::header_field>& headers,
+                                      std::vector<std::string> signed_headers,
+                                      const aws_values& real) {
   if (auto* token = find_header(headers, "x-amz-security-token")) {
     if (!id_.dummy_token.empty() && token->value == id_.dummy_token) token->value = real.token;
   } else if (!real.token.empty() && id_.dummy_token.empty()) {

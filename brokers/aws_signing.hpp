@@ -88,6 +88,18 @@ class aws_signed_request {
   // The payload hash the signature covers: `stated` by the client (x-amz-content-sha256, or
   // UNSIGNED-PAYLOAD for S3 presigned URLs), else the body's, else the empty body's.
   void take_payload_hash(std::optional<std::string> stated, bool has_body);
+  // resign()'s steps. The request as the client signed it, checked with the dummy secret: the
+  // names of the headers it signed.
+  std::vector<std::string> check_as_sent(std::string_view method, const std::string& target,
+                                         const std::vector<http::header_field>& headers);
+  // Signed again with the real values: in the query string (a presigned URL), or in its
+  // Authorization header (the session token added to the signed headers when it must go along).
+  void sign_query(std::string_view method, std::string& target,
+                  const std::vector<http::header_field>& headers,
+                  const std::vector<std::string>& signed_headers, const aws_values& real);
+  void sign_headers(std::string_view method, const std::string& target,
+                    std::vector<http::header_field>& headers,
+                    std::vector<std::string> signed_headers, const aws_values& real);
 
   const aws_identity& id_;
   bool presigned_;

@@ -59,6 +59,26 @@ std::vector<std::vector<std::size_t>> repeated_fields(
   return groups;
 }
 
+// What joining each group of repeated fields copies, with every separator (twice when a value
+// is percent-encoded: joined, then decoded).
+std::size_t joined_size(const std::vector<http::header_field>& headers,
+                        const std::vector<std::vector<std::size_t>>& groups) {
+  std::size_t copies = 0;
+  for (const auto& group : groups) {
+    std::size_t values = 0;
+    bool percent = false;
+    for (std::size_t i : group) {
+      values += headers[i].value.size();
+      percent = percent || has_percent(headers[i].value);
+    }
+    for (std::string_view separator : separators) {
+      const std::size_t joined = values + (group.size() - 1) * separator.size();
+      copies += percent ? 2 * joined : joined;
+    }
+  }
+  return copies;
+}
+
 }  // namespace
 
 request_text::request_text(std::string_view target, const std::vector<http::header_field>& headers)
@@ -93,21 +113,16 @@ request_text::request_text(std::string_view target, const std::vector<http::head
     }
   }
   const auto groups = repeated_fields(headers);
-  for (const auto& group : groups) {
-    std::size_t values = 0;
-    bool percent = false;
-    for (std::size_t i : group) {
-      values += headers[i].value.size();
-      percent = percent || has_percent(headers[i].value);
-    }
-    for (std::string_view separator : separators) {
-      const std::size_t joined = values + (group.size() - 1) * separator.size();
-      copies += percent ? 2 * joined : joined;
-    }
-  }
+  copies += joined_size(headers, groups);
   if (copies == 0) return;
-
   copies_.reserve(copies);
+  make_copies();
+  for (const auto& group : groups)
+    for (std::string_view separator : separators)
+      add_joined(group, separator, value_place(group.front()));
+}
+
+void request_text::make_copies() {
   for (text& t : texts_) {
     if (t.source == pending::percent) {
       t.bytes = decode(t.bytes);
@@ -121,9 +136,6 @@ request_text::request_text(std::string_view target, const std::vector<http::head
     }
     t.source = pending::none;
   }
-  for (const auto& group : groups)
-    for (std::string_view separator : separators)
-      add_joined(group, separator, value_place(group.front()));
 }
 
 request_text::~request_text() {

@@ -52,6 +52,8 @@ class request_text {
 
  private:
   std::string_view decode(std::string_view raw);  // percent-decoded into copies_
+  // The pending texts (percent-encoded, Basic credentials) decoded into copies_.
+  void make_copies();
   void add_joined(const std::vector<std::size_t>& fields, std::string_view separator,
                   std::uint32_t place);
 

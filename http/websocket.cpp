@@ -42,36 +42,49 @@ std::optional<message> reader::fail(std::uint16_t code, std::string why) {
   return std::nullopt;
 }
 
+bool reader::read_header(std::string_view in, frame_header& h) {
+  const auto b0 = static_cast<std::uint8_t>(in[0]), b1 = static_cast<std::uint8_t>(in[1]);
+  h.fin = b0 & 0x80;
+  h.rsv1 = b0 & 0x40;
+  h.op = b0 & 0x0F;
+  h.masked = b1 & 0x80;
+  if ((b0 & 0x30) != 0 || (h.rsv1 && (!compressed_ || is_control(h.op) || h.op == 0)))
+    return fail(close_protocol_error, "a reserved bit is set"), false;
+  if (!known(h.op))
+    return fail(close_protocol_error, "unknown opcode " + std::to_string(h.op)), false;
+  if (h.masked != from_client_)
+    return fail(close_protocol_error, from_client_ ? "an unmasked frame from the client"
+                                                   : "a masked frame from the server"),
+           false;
+  h.size = 2;
+  h.length = b1 & 0x7F;
+  if (h.length == 126) {
+    if (in.size() < 4) return false;
+    h.length = (std::uint64_t(std::uint8_t(in[2])) << 8) | std::uint8_t(in[3]);
+    h.size = 4;
+    if (h.length < 126)
+      return fail(close_protocol_error, "a length not in its shortest form"), false;
+  } else if (h.length == 127) {
+    if (in.size() < 10) return false;
+    h.length = 0;
+    for (int i = 2; i < 10; ++i) h.length = (h.length << 8) | std::uint8_t(in[i]);
+    h.size = 10;
+    if (h.length >> 63) return fail(close_protocol_error, "a length over 2^63"), false;
+    if (h.length < 65536)
+      return fail(close_protocol_error, "a length not in its shortest form"), false;
+  }
+  return true;
+}
+
 std::optional<message> reader::next() {
   while (!failed()) {
     const std::string_view in = std::string_view(buffer_).substr(offset_);
     if (in.size() < 2) return std::nullopt;
-    const auto b0 = static_cast<std::uint8_t>(in[0]), b1 = static_cast<std::uint8_t>(in[1]);
-    const bool fin = b0 & 0x80, rsv1 = b0 & 0x40;
-    const std::uint8_t op = b0 & 0x0F;
-    const bool masked = b1 & 0x80;
-    if ((b0 & 0x30) != 0 || (rsv1 && (!compressed_ || is_control(op) || op == 0)))
-      return fail(close_protocol_error, "a reserved bit is set");
-    if (!known(op)) return fail(close_protocol_error, "unknown opcode " + std::to_string(op));
-    if (masked != from_client_)
-      return fail(close_protocol_error, from_client_ ? "an unmasked frame from the client"
-                                                     : "a masked frame from the server");
-    std::size_t header = 2;
-    std::uint64_t length = b1 & 0x7F;
-    if (length == 126) {
-      if (in.size() < 4) return std::nullopt;
-      length = (std::uint64_t(std::uint8_t(in[2])) << 8) | std::uint8_t(in[3]);
-      header = 4;
-      if (length < 126) return fail(close_protocol_error, "a length not in its shortest form");
-    } else if (length == 127) {
-      if (in.size() < 10) return std::nullopt;
-      length = 0;
-      for (int i = 2; i < 10; ++i) length = (length << 8) | std::uint8_t(in[i]);
-      header = 10;
-      if (length >> 63) return fail(close_protocol_error, "a length over 2^63");
-      if (length < 65536) return fail(close_protocol_error, "a length not in its shortest form");
-    }
-    if (is_control(op) && (!fin || length > max_control_payload))
+    frame_header h;
+    if (!read_header(in, h)) return std::nullopt;  // more bytes needed, or failed
+    const std::uint8_t op = h.op;
+    const std::uint64_t length = h.length;
+    if (is_control(op) && (!h.fin || length > max_control_payload))
       return fail(close_protocol_error, "a fragmented or oversized control frame");
     const std::size_t so_far = is_control(op) ? 0 : partial_.size();
     if (length > limits_.max_message || so_far + length > limits_.max_message)
@@ -80,13 +93,13 @@ std::optional<message> reader::next() {
     if (!is_control(op) && (op == 0) != partial_type_.has_value())
       return fail(close_protocol_error, op == 0 ? "a continuation frame with no message to continue"
                                                 : "a new message before the last one ended");
-    const std::size_t total = header + (masked ? 4 : 0) + static_cast<std::size_t>(length);
+    const std::size_t total = h.size + (h.masked ? 4 : 0) + static_cast<std::size_t>(length);
     if (in.size() < total) return std::nullopt;
 
     std::string payload(in.substr(total - length, length));
-    if (masked) {
+    if (h.masked) {
       unsigned char key[4];
-      for (int i = 0; i < 4; ++i) key[i] = static_cast<unsigned char>(in[header + i]);
+      for (int i = 0; i < 4; ++i) key[i] = static_cast<unsigned char>(in[h.size + i]);
       apply_mask(payload.data(), payload.size(), key);
     }
     offset_ += total;
@@ -96,10 +109,10 @@ std::optional<message> reader::next() {
     }
     if (op != 0) {
       partial_type_ = static_cast<opcode>(op);
-      partial_compressed_ = rsv1;
+      partial_compressed_ = h.rsv1;
     }
     partial_ += payload;
-    if (!fin) continue;
+    if (!h.fin) continue;
     message done{*partial_type_, std::move(partial_)};
     last_compressed_ = partial_compressed_;
     partial_.clear();

@@ -62,6 +62,15 @@ class reader {
 
  private:
   std::optional<message> fail(std::uint16_t code, std::string why);
+  // A frame's first bytes (RFC 6455 §5.2): its flags, opcode and payload length, and how many
+  // bytes they take. False when more bytes are needed, or when the frame is refused (failed()).
+  struct frame_header {
+    bool fin = false, rsv1 = false, masked = false;
+    std::uint8_t op = 0;
+    std::size_t size = 2;
+    std::uint64_t length = 0;
+  };
+  bool read_header(std::string_view in, frame_header& h);
 
   bool from_client_;
   limits limits_;

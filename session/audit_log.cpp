@@ -336,55 +336,15 @@ bool audit_log::replaced() const {
 bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
   std::lock_guard lock(mutex_);
   if (!failure_.empty()) return false;
-
   const auto now = options_.clock();
   std::string line;
   try {
-    ordered_json record;
-    record["ts"] = utc_timestamp(now);
-    record["session"] = session_id_;
-    record["seq"] = seq_ + 1;
-    if (fields.is_object()) {
-      // Reserved keys from a caller would duplicate ours and break every reader's view of the
-      // chain; they are dropped rather than trusted.
-      for (const auto& [key, value] : fields.items()) {
-        if (!is_reserved_key(key)) record[key] = value;
-      }
-    }
-    record["prev"] = prev_;
-    // replace: hosts, paths and exe names come from the child and may be invalid UTF-8; the
-    // record must still be written (with U+FFFD), never dropped by an exception.
-    line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    if (sign && key_) {
-      // The signature covers the head this record would have had unsigned (DESIGN §8.2), and is
-      // then chained like any field.
-      const std::string head = chain_hash(prev_, line);
-      line.pop_back();
-      line += ",\"signature\":{\"alg\":\"ed25519\",\"key\":\"" + key_->public_key_hex() +
-              "\",\"sig\":\"" + key_->sign_head(head) + "\"}}";
-    }
-    std::string hash = chain_hash(prev_, line);
-    line.pop_back();  // the closing '}'
-    line += ",\"hash\":\"";
-    line += hash;
-    line += "\"}\n";
-    prev_ = std::move(hash);
+    line = chained_line(fields, sign, now);
   } catch (const std::exception& e) {
     failure_ = path_.string() + ": cannot build record: " + e.what();
     return false;
   }
-  if (!rotate_if_due(line.size(), now)) return false;
-
-  std::size_t done = 0;
-  while (done < line.size()) {
-    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      failure_ = n < 0 ? errno_reason(path_, errno) : path_.string() + ": write made no progress";
-      return false;
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  if (!rotate_if_due(line.size(), now) || !write_line(line)) return false;
   ++seq_;
   file_bytes_ += line.size();
   if (!file_started_) file_started_ = now;
@@ -394,6 +354,55 @@ bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
     } catch (...) {
       // The record is on disk; a pipeline that cannot take it must not fail the session.
     }
+  }
+  return true;
+}
+
+std::string audit_log::chained_line(const nlohmann::ordered_json& fields, bool sign,
+                                    std::chrono::system_clock::time_point now) {
+  std::string line;
+  ordered_json record;
+  record["ts"] = utc_timestamp(now);
+  record["session"] = session_id_;
+  record["seq"] = seq_ + 1;
+  if (fields.is_object()) {
+    // Reserved keys from a caller would duplicate ours and break every reader's view of the
+    // chain; they are dropped rather than trusted.
+    for (const auto& [key, value] : fields.items()) {
+      if (!is_reserved_key(key)) record[key] = value;
+    }
+  }
+  record["prev"] = prev_;
+  // replace: hosts, paths and exe names come from the child and may be invalid UTF-8; the
+  // record must still be written (with U+FFFD), never dropped by an exception.
+  line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (sign && key_) {
+    // The signature covers the head this record would have had unsigned (DESIGN §8.2), and is
+    // then chained like any field.
+    const std::string head = chain_hash(prev_, line);
+    line.pop_back();
+    line += ",\"signature\":{\"alg\":\"ed25519\",\"key\":\"" + key_->public_key_hex() +
+            "\",\"sig\":\"" + key_->sign_head(head) + "\"}}";
+  }
+  std::string hash = chain_hash(prev_, line);
+  line.pop_back();  // the closing '}'
+  line += ",\"hash\":\"";
+  line += hash;
+  line += "\"}\n";
+  prev_ = std::move(hash);
+  return line;
+}
+
+bool audit_log::write_line(const std::string& line) {
+  std::size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      failure_ = n < 0 ? errno_reason(path_, errno) : path_.string() + ": write made no progress";
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
   }
   return true;
 }

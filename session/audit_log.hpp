@@ -88,6 +88,12 @@ class audit_log {
  private:
   audit_log(std::filesystem::path dir, std::string session_id, audit_log_options options);
   bool append(const nlohmann::ordered_json& fields, bool sign);
+  // The record as its line: stamped, numbered, chained to the last (and signed with `sign`);
+  // the chain moves on to it. Throws when the fields cannot be serialized.
+  std::string chained_line(const nlohmann::ordered_json& fields, bool sign,
+                           std::chrono::system_clock::time_point now);
+  // The whole line to the file; false (the log failed) when it could not be written.
+  bool write_line(const std::string& line);
   void open_files();
   bool resume_chain(const std::filesystem::path& file, std::uint64_t size);
   bool rotate_if_due(std::size_t next_record, std::chrono::system_clock::time_point now);

@@ -306,57 +306,63 @@ response_progress tally_message_event(llm_api api, std::string_view data, llm_us
   return response_progress::going_on;
 }
 
+namespace {
+
+// A request carries the whole conversation; only its top level's "type" keys are looked at,
+// without building the document.
+struct top_level_types : nlohmann::json_sax<json> {
+  bool object = false;   // the text is one JSON object
+  bool creates = false;  // one of its top-level "type"s is response.create
+  int depth = 0;
+  bool at_type = false;  // the next value is a top-level "type"'s
+
+  bool scalar() {
+    at_type = false;
+    return true;
+  }
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t) override { return scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return scalar(); }
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
+  bool string(string_t& s) override {
+    if (at_type && s == "response.create") creates = true;
+    return scalar();
+  }
+  bool start_object(std::size_t) override {
+    if (depth == 0) object = true;
+    at_type = false;
+    ++depth;
+    return true;
+  }
+  bool key(string_t& k) override {
+    at_type = depth == 1 && k == "type";
+    return true;
+  }
+  bool end_object() override {
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    at_type = false;
+    ++depth;
+    return true;
+  }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+
+}  // namespace
+
 bool is_request_event(llm_api api, std::string_view data) {
   if (api != llm_api::openai_responses) return false;
-  // A request carries the whole conversation; only its top level's "type" keys are looked at,
-  // without building the document.
-  struct top_level_types : nlohmann::json_sax<json> {
-    bool object = false;   // the text is one JSON object
-    bool creates = false;  // one of its top-level "type"s is response.create
-    int depth = 0;
-    bool at_type = false;  // the next value is a top-level "type"'s
-
-    bool scalar() {
-      at_type = false;
-      return true;
-    }
-    bool null() override { return scalar(); }
-    bool boolean(bool) override { return scalar(); }
-    bool number_integer(number_integer_t) override { return scalar(); }
-    bool number_unsigned(number_unsigned_t) override { return scalar(); }
-    bool number_float(number_float_t, const string_t&) override { return scalar(); }
-    bool binary(binary_t&) override { return scalar(); }
-    bool string(string_t& s) override {
-      if (at_type && s == "response.create") creates = true;
-      return scalar();
-    }
-    bool start_object(std::size_t) override {
-      if (depth == 0) object = true;
-      at_type = false;
-      ++depth;
-      return true;
-    }
-    bool key(string_t& k) override {
-      at_type = depth == 1 && k == "type";
-      return true;
-    }
-    bool end_object() override {
-      --depth;
-      return true;
-    }
-    bool start_array(std::size_t) override {
-      at_type = false;
-      ++depth;
-      return true;
-    }
-    bool end_array() override {
-      --depth;
-      return true;
-    }
-    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-      return false;
-    }
-  } types;
+  top_level_types types;
   try {
     const bool parsed = json::sax_parse(data, &types);
     // Anything the API might still read as a request counts as one: a text that does not

@@ -19,21 +19,9 @@ void usage_scanner::step(char c) {
   }
 
   if (in_string_) {
-    if (escaped_) {
-      escaped_ = false;
-    } else if (c == '\\') {
-      escaped_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-      end_string();
-      return;
-    }
-    ++string_len_;
-    if (head_.size() < 14) head_.push_back(c);
-    if (capturing_model_ && model_.size() < max_model_name) model_.push_back(c);
+    string_step(c);
     return;
   }
-
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return;
   if (string_pending_) {
     string_pending_ = false;
@@ -43,7 +31,25 @@ void usage_scanner::step(char c) {
     }
     value_bytes_ += string_len_;
   }
+  structure_step(c);
+}
 
+void usage_scanner::string_step(char c) {
+  if (escaped_) {
+    escaped_ = false;
+  } else if (c == '\\') {
+    escaped_ = true;
+  } else if (c == '"') {
+    in_string_ = false;
+    end_string();
+    return;
+  }
+  ++string_len_;
+  if (head_.size() < 14) head_.push_back(c);
+  if (capturing_model_ && model_.size() < max_model_name) model_.push_back(c);
+}
+
+void usage_scanner::structure_step(char c) {
   const key expected = std::exchange(expected_, key::other);
   switch (c) {
     case '"':

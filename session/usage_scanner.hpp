@@ -34,6 +34,9 @@ class usage_scanner {
   enum class key { other, usage, model };
 
   void step(char c);
+  // One byte inside a string; one outside (a bracket, a brace, a quote opening a string).
+  void string_step(char c);
+  void structure_step(char c);
   void end_string();
 
   std::string last_usage_;
