@@ -9,23 +9,23 @@ namespace {
 constexpr http::decode_limits coded_body_limits{
     limits::max_decoded_body_bytes, limits::decoding_ratio_free_bytes, limits::max_decoding_ratio};
 
-void throw_unless_passed(const brokers::coded_body_scan::outcome& o) {
+std::optional<search_stop> stop_of(const brokers::coded_body_scan::outcome& o) {
   using verdict = brokers::coded_body_scan::verdict;
   switch (o.what) {
     case verdict::pass:
-      return;
+      return std::nullopt;
     case verdict::match:
-      throw value_in_body(o.pattern);
+      return o.pattern;
     case verdict::too_large:
-      throw body_unreadable(refusal::body_too_large("the request body is coded, and " + o.why));
+      return refusal::body_too_large("the request body is coded, and " + o.why);
     case verdict::corrupt:
       // A coding the broker reads, with bytes that are not that coding: malformed, like a
       // broken chunked frame.
-      throw body_unreadable(refusal::bad_request("malformed request body: " + o.why));
+      return refusal::bad_request("malformed request body: " + o.why);
     case verdict::withholding:
-      throw body_unreadable(
-          refusal::unsupported_encoding("the request body is coded, and " + o.why));
+      return refusal::unsupported_encoding("the request body is coded, and " + o.why);
   }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -54,15 +54,21 @@ body_search::body_search(brokers::stream_scrubber& scan,
     coded_.emplace(applied, coded_body_limits, limits::max_withheld_coded_bytes, scan);
 }
 
-void body_search::feed(std::string_view piece, bool last, std::string& out) {
+std::optional<search_stop> body_search::feed(std::string_view piece, bool last, std::string& out) {
   if (coded_) {
-    throw_unless_passed(coded_->feed(piece, out));
-    if (last) throw_unless_passed(coded_->finish(out));
-    return;
+    if (auto stop = stop_of(coded_->feed(piece, out))) return stop;
+    if (last) return stop_of(coded_->finish(out));
+    return std::nullopt;
   }
-  if (auto match = scan_.feed(piece, out)) throw value_in_body(*match);
+  if (auto match = scan_.feed(piece, out)) return *match;
   if (last)
-    if (auto match = scan_.finish(out)) throw value_in_body(*match);
+    if (auto match = scan_.finish(out)) return *match;
+  return std::nullopt;
+}
+
+void throw_stop(search_stop stop) {
+  if (auto* pattern = std::get_if<std::size_t>(&stop)) throw value_in_body(*pattern);
+  throw body_unreadable(std::get<refusal>(std::move(stop)));
 }
 
 std::size_t body_search::held() const {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "brokers/coded_body_scan.hpp"
@@ -25,15 +26,18 @@ std::optional<refusal> read_body_codings(const http::message_head& head,
                                          const std::optional<brokers::whole_body_need>& whole,
                                          std::vector<http::content_coding>& applied);
 
+// Why a body's search stops it: a value that must not leave (the index of the body pattern it
+// matched), or the refusal for a coded body that cannot be searched through.
+using search_stop = std::variant<std::size_t, refusal>;
+
 class body_search {
  public:
   // `scan` outlives this; `applied` empty: the body is searched as it is.
   body_search(brokers::stream_scrubber& scan, const std::vector<http::content_coding>& applied);
 
-  // The next piece (`last`: the body's end) searched; what may go on now appended to `out`.
-  // Throws value_in_body before a value's bytes would go, body_unreadable when a coded body
-  // cannot be searched through.
-  void feed(std::string_view piece, bool last, std::string& out);
+  // The next piece (`last`: the body's end) searched; what may go on now appended to `out`, or
+  // why the body stops here (none of a value's bytes was appended).
+  std::optional<search_stop> feed(std::string_view piece, bool last, std::string& out);
   // Bytes taken and not yet appended to `out`.
   std::size_t held() const;
 
@@ -41,5 +45,9 @@ class body_search {
   brokers::stream_scrubber& scan_;
   std::optional<brokers::coded_body_scan> coded_;
 };
+
+// The stop as the exception a streamed relay ends with (value_in_body, body_unreadable): it
+// cuts the race between the request's pump and the response.
+[[noreturn]] void throw_stop(search_stop stop);
 
 }  // namespace broker::proxy

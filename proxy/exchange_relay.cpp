@@ -174,7 +174,7 @@ asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_
                                                         scan_buffers& b) {
   b.released.clear();
   b.wire.clear();
-  search.feed(piece.data, piece.last, b.released);
+  if (auto stop = search.feed(piece.data, piece.last, b.released)) throw_stop(std::move(*stop));
   if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
     b.rewritten.clear();
     rewriter->feed(b.released, b.rewritten);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "base/asio.hpp"
@@ -41,6 +42,7 @@ enum class llm_api;
 namespace broker::proxy {
 
 class body_search;
+using search_stop = std::variant<std::size_t, refusal>;
 
 // Where one request goes, once its target is known.
 struct request_target {
@@ -123,6 +125,8 @@ class http_exchange {
   // Its pieces into body_, the allowance taken as it grows (whole_body.cpp).
   asio::awaitable<std::optional<refusal>> read_body_into(body_reading& r);
   static std::string whole_body_too_large(const body_reading& r);
+  // A search's stop as the refusal (a value's credential named in the record).
+  refusal stopped(const body_reading& r, const search_stop& stop);
   asio::awaitable<next_step> exchange_with_upstream(const http::message_head& request,
                                                     std::string head,
                                                     const brokers::request_context& where);

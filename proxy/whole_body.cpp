@@ -17,6 +17,8 @@ struct http_exchange::body_reading {
   std::string_view why;
   std::size_t reserved;
   body_search& search;
+  const brokers::body_scan& checks;  // what a stop's pattern names
+  const brokers::request_context& where;
 };
 
 asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
@@ -26,8 +28,9 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   body_search search(scan, body_codings_);           // a coded body (an AWS payload) as it was sent
-  body_reading reading{need.limit, need.why,
-                       head.content_length.value_or(limits::relay_buffer_bytes), search};
+  body_reading reading{
+      need.limit, need.why, head.content_length.value_or(limits::relay_buffer_bytes),
+      search,     checks,   where};
   if (head.content_length > need.limit)
     co_return refusal::bad_request(whole_body_too_large(reading));
   // Every byte held is counted against the process-wide allowance before it is taken.
@@ -47,14 +50,8 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
   std::optional<refusal> refused;
   try {
     refused = co_await read_body_into(reading);
-  } catch (const value_in_body& e) {
-    const auto decision = checks.decision(e.pattern);
-    entry_.credential = decision.credential;
-    refused = refusal::of(decision, entry_.host, where.plaintext);
-  } catch (const body_error& e) {
+  } catch (const body_error& e) {  // the client's stream: malformed, or ended mid-body
     refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
-  } catch (const body_unreadable& e) {
-    refused = e.answer;
   }
   if (refused) body_.reset();
   co_return refused;
@@ -74,9 +71,16 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_body_into(body_readi
       if (!body_->hold.hold(r.reserved)) co_return refusal::bodies_held_exhausted(r.why);
       body.reserve(r.reserved);
     }
-    r.search.feed(piece.data, piece.last, body);
+    if (auto stop = r.search.feed(piece.data, piece.last, body)) co_return stopped(r, *stop);
     if (piece.last) co_return std::nullopt;
   }
+}
+
+refusal http_exchange::stopped(const body_reading& r, const search_stop& stop) {
+  if (const auto* answer = std::get_if<refusal>(&stop)) return *answer;
+  const auto decision = r.checks.decision(std::get<std::size_t>(stop));
+  entry_.credential = decision.credential;
+  return refusal::of(decision, entry_.host, r.where.plaintext);
 }
 
 std::string http_exchange::whole_body_too_large(const body_reading& r) {
