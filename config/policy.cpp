@@ -49,7 +49,8 @@ policy parse_policy(std::string_view text, const std::string& source) {
   located_json doc = parse_located_json(text, source);
   json_node root(doc);
   root.expect_object("a policy is a JSON object");
-  root.reject_unknown_keys({"version", "allow", "deny", "credentials", "budgets", "env", "files"});
+  root.reject_unknown_keys(
+      {"version", "enforcement", "allow", "deny", "credentials", "budgets", "env", "files"});
 
   if (auto version = root.find("version")) {
     const auto& v = version->value();
@@ -60,6 +61,13 @@ policy parse_policy(std::string_view text, const std::string& source) {
   policy p;
   p.source = source;
   p.sha256 = sha256_hex(text);
+  if (auto mode = root.find("enforcement")) {
+    const std::string value = mode->as_string();
+    if (value == "audit")
+      p.enforcement = enforcement::audit;
+    else if (value != "enforce")
+      mode->fail("expected \"enforce\" or \"audit\", not \"" + value + "\"");
+  }
   if (auto allow = root.find("allow")) p.allow = parse_rules(*allow, /*allow_list=*/true);
   if (auto deny = root.find("deny")) p.deny = parse_rules(*deny, /*allow_list=*/false);
   if (auto credentials = root.find("credentials"))

@@ -152,9 +152,14 @@ struct files_spec {
   std::vector<std::string> writable;
 };
 
+// Whether a layer's host/port/method/path rules refuse (enforce), or only record what they
+// would refuse and let the enforcing layers decide (audit; DESIGN §13).
+enum class enforcement { enforce, audit };
+
 struct policy {
   std::string source;  // file path as given, or "<default>"
   std::string sha256;  // hex digest of the file's bytes
+  config::enforcement enforcement = config::enforcement::enforce;
   std::vector<rule> allow;
   std::vector<rule> deny;
   std::map<std::string, credential_spec> credentials;

@@ -112,6 +112,7 @@ nlohmann::ordered_json to_json(const policy& layer) {
   ordered_json j;
   j["source"] = layer.source;
   j["sha256"] = layer.sha256;
+  j["enforcement"] = layer.enforcement == enforcement::audit ? "audit" : "enforce";
   j["allow"] = rules_json(layer.allow, true);
   j["deny"] = rules_json(layer.deny, false);
   ordered_json credentials = ordered_json::object();

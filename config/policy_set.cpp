@@ -140,6 +140,7 @@ std::string rule_name(const std::vector<policy>& layers, const policy& layer,
 std::optional<std::string> first_path_rule(const std::vector<policy>& layers,
                                            const destination& d) {
   for (const policy& layer : layers) {
+    if (layer.enforcement == enforcement::audit) continue;
     for (const rule& r : layer.deny)
       if (!r.paths.empty() && target_matches(r, d, /*deny=*/true))
         return rule_name(layers, layer, r.name);
@@ -154,6 +155,20 @@ verdict refused(std::string rule) {
   verdict v;
   v.rule = std::move(rule);
   return v;
+}
+
+// What the audit-only layers would refuse, as decide() names a refusal; empty when none would.
+std::string audit_refusal(const std::vector<policy>& layers, const destination& d,
+                          const request_line* req) {
+  std::string first_deny, first_default_deny;
+  for (const policy& layer : layers) {
+    if (!layer.has_egress_rules() || layer.enforcement != enforcement::audit) continue;
+    const layer_result r = evaluate(layer, d, req);
+    if (!r.refused) continue;
+    std::string& slot = r.rule == default_deny ? first_default_deny : first_deny;
+    if (slot.empty()) slot = rule_name(layers, layer, r.rule);
+  }
+  return first_deny.empty() ? first_default_deny : first_deny;
 }
 
 verdict decide(const std::vector<policy>& layers, const destination& raw, const request_line* req) {
@@ -179,7 +194,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   bool any_allow = false;
   bool tunnel = true;
   for (const policy& layer : layers) {
-    if (!layer.has_egress_rules()) continue;
+    if (!layer.has_egress_rules() || layer.enforcement == enforcement::audit) continue;
     layer_result r = evaluate(layer, *d, req);
     if (r.refused) {
       // Report an explicit deny rule in preference to a layer that merely had no allow rule.
@@ -204,6 +219,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   v.allowed = true;
   v.rule = std::move(first_allow);
   v.tunnel = tunnel;
+  v.would_deny = audit_refusal(layers, *d, req);
   return v;
 }
 

@@ -39,6 +39,10 @@ struct verdict {
   // rule; it is a malformed request (400 bad_request, DESIGN §6), not a policy refusal. When the
   // host and port alone are refused, that refusal is reported instead and this stays empty.
   std::optional<std::string> ambiguous_path;
+  // An allowed verdict that an audit-only layer ("enforcement": "audit") would have refused:
+  // that layer's rule, named as `rule` is (its explicit deny rule before its default_deny).
+  // Audit layers never refuse, never allow and never keep a connection out of a tunnel.
+  std::string would_deny;
 };
 
 // Within a layer: a matching deny rule refuses; otherwise, if the layer has allow rules, one must

@@ -256,6 +256,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   const auto policy = ctx_->policy();
   const auto verdict = policy->check_connect(dest);
   entry.rule = verdict.rule;
+  entry.would_deny = verdict.would_deny;
   if (!verdict.allowed) {
     // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
     // audited as refused and nothing is dialed.

@@ -113,6 +113,7 @@ std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
                                             const request_target& to) {
   const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query);
   entry_.rule = verdict.rule;
+  entry_.would_deny = verdict.would_deny;
   if (verdict.ambiguous_path) return refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry_.host);
   return admit_by_session(to.dest.host);

@@ -31,8 +31,15 @@ record_json exchange_record(const audit_entry& e, const scrub_text& scrub) {
   if (e.ws_messages_out) j["ws_messages_out"] = *e.ws_messages_out;
   if (e.ws_messages_in) j["ws_messages_in"] = *e.ws_messages_in;
   j["ms"] = std::round(e.ms * 10.0) / 10.0;
-  j["decision"] = e.allowed ? "allow" : "deny";
-  j["rule"] = text_or_null(e.rule);
+  if (e.allowed && !e.would_deny.empty()) {
+    // An audit-only layer's refusal: its rule, and the enforcing rule that let it go.
+    j["decision"] = "would_deny";
+    j["rule"] = e.would_deny;
+    j["allowed_by"] = text_or_null(e.rule);
+  } else {
+    j["decision"] = e.allowed ? "allow" : "deny";
+    j["rule"] = text_or_null(e.rule);
+  }
   j["credential"] = text_or_null(e.credential);
   j["llm_tokens"] = e.llm_tokens ? record_json(*e.llm_tokens) : record_json();
   if (e.llm_estimated) j["estimated"] = true;

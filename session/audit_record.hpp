@@ -33,6 +33,8 @@ struct audit_entry {
   double ms = 0;
   bool allowed = true;
   std::string rule;
+  // Allowed, but an audit-only layer would have refused it: that layer's rule (DESIGN §13).
+  std::string would_deny;
   std::string error;                    // refusal code, when any
   std::string credential;               // the credential swapped in (or found, for a refusal)
   std::uint64_t bytes_charged_out = 0;  // already charged to the budget (tunnels)

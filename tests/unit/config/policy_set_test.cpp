@@ -470,3 +470,40 @@ TEST_CASE("check_name: every layer must allow the name on a common port", "[conf
   CHECK_FALSE(set.check_name("a.example").allowed);
   CHECK(set.check_name("b.example").allowed);
 }
+
+TEST_CASE("an audit-only layer records what it would refuse and refuses nothing",
+          "[config][policy_set]") {
+  std::vector<policy> layers;
+  layers.push_back(
+      layer(R"({"allow": [{"host": "*.example.com"}, {"host": "api.github.com"}]})", "team.json"));
+  layers.push_back(layer(R"({"enforcement": "audit",
+                             "allow": [{"host": "api.github.com"}, {"host": "docs.example.com"}],
+                             "deny": [{"host": "docs.example.com", "paths": ["/private/*"]}]})",
+                         "next.json"));
+  const policy_set set(std::move(layers));
+
+  // Both agree: no would-deny.
+  auto v = set.check_request(host("api.github.com"), "GET", "/repos");
+  CHECK(v.allowed);
+  CHECK(v.would_deny.empty());
+  // The enforcing layer allows, the audit layer has no allow rule for it.
+  v = set.check_request(host("cdn.example.com"), "GET", "/x");
+  CHECK(v.allowed);
+  CHECK(v.rule == "team.json#allow[0]");
+  CHECK(v.would_deny == "next.json#default_deny");
+  // An explicit deny rule of the audit layer is named before a default_deny.
+  v = set.check_request(host("docs.example.com"), "GET", "/private/a");
+  CHECK(v.allowed);
+  CHECK(v.would_deny == "next.json#deny[0]");
+  // Connection level: the path rule cannot decide yet, and audit layers never keep a tunnel out.
+  CHECK(set.check_connect(host("docs.example.com")).would_deny.empty());
+  // What the enforcing layers refuse stays refused, whatever the audit layer says.
+  v = set.check_request(host("evil.test"), "GET", "/");
+  CHECK_FALSE(v.allowed);
+  CHECK(v.would_deny.empty());
+
+  // Audit layers' allow rules allow nothing on their own.
+  std::vector<policy> only_audit;
+  only_audit.push_back(layer(R"({"enforcement": "audit", "allow": [{"host": "a.test"}]})"));
+  CHECK_FALSE(policy_set(std::move(only_audit)).check_connect(host("a.test")).allowed);
+}

@@ -194,8 +194,9 @@ TEST_CASE("load_policy_file reads a file and reports unreadable ones", "[config]
     FAIL("expected a policy_error");
   } catch (const policy_error& e) {
     CHECK(std::string(e.what()) == path +
-                                       ":3: bogus: unknown key (expected one of: version, allow, "
-                                       "deny, credentials, budgets, env, files)");
+                                       ":3: bogus: unknown key (expected one of: version, "
+                                       "enforcement, allow, deny, credentials, budgets, env, "
+                                       "files)");
   }
   {
     std::ofstream out(path);
@@ -212,5 +213,21 @@ TEST_CASE("load_policy_file reads a file and reports unreadable ones", "[config]
   } catch (const policy_error& e) {
     CHECK(e.line() == 0);
     CHECK(std::string(e.what()).find("/nonexistent/dir/policy.json: cannot open") == 0);
+  }
+}
+
+TEST_CASE("a layer is enforcing unless it says audit, and a typo is an error at its line",
+          "[config][policy]") {
+  CHECK(parse_policy(R"({"allow": []})", "p.json").enforcement ==
+        broker::config::enforcement::enforce);
+  CHECK(parse_policy(R"({"enforcement": "audit"})", "p.json").enforcement ==
+        broker::config::enforcement::audit);
+  try {
+    parse_policy("{\n  \"enforcement\": \"audt\"\n}", "p.json");
+    FAIL("expected a policy_error");
+  } catch (const policy_error& e) {
+    CHECK(e.line() == 2);
+    CHECK(std::string(e.what()).find("enforcement") != std::string::npos);
+    CHECK(std::string(e.what()).find("audt") != std::string::npos);
   }
 }
