@@ -13,18 +13,19 @@ namespace {
 
 int run_sessions(const std::string& log_dir) {
   const auto sessions = session::list_sessions(log_dir_or_default(log_dir));
-  std::printf("%-24s %-24s %-24s %9s %7s %5s %12s %10s %9s\n", "SESSION", "START", "END",
-              "REQUESTS", "DENIED", "EXIT", "BYTES", "TOKENS", "COST");
+  std::printf("%-24s %-24s %-24s %9s %7s %10s %5s %12s %10s %9s\n", "SESSION", "START", "END",
+              "REQUESTS", "DENIED", "WOULD-DENY", "EXIT", "BYTES", "TOKENS", "COST");
   for (const auto& s : sessions) {
     const std::string exit = s.exit_code ? std::to_string(*s.exit_code) : "-";
     char cost[32] = "-";
     if (s.cost_usd) std::snprintf(cost, sizeof cost, "$%.2f", *s.cost_usd);
     std::printf(
-        "%-24s %-24s %-24s %9llu %7llu %5s %12llu %10llu %9s\n", s.id.c_str(),
+        "%-24s %-24s %-24s %9llu %7llu %10llu %5s %12llu %10llu %9s\n", s.id.c_str(),
         s.start.empty() ? "-" : s.start.c_str(), s.end.empty() ? "(running)" : s.end.c_str(),
         static_cast<unsigned long long>(s.requests), static_cast<unsigned long long>(s.denied),
-        exit.c_str(), static_cast<unsigned long long>(s.bytes),
-        static_cast<unsigned long long>(s.llm_tokens), cost);
+        static_cast<unsigned long long>(s.would_deny), exit.c_str(),
+        static_cast<unsigned long long>(s.bytes), static_cast<unsigned long long>(s.llm_tokens),
+        cost);
   }
   return exit_ok;
 }

@@ -48,6 +48,7 @@ void proxy_context::charge(audit_entry& e) {
 bool proxy_context::record(const audit_entry& e) {
   ++requests_;
   if (!e.allowed) ++denied_;
+  if (e.allowed && !e.would_deny.empty()) ++would_deny_;
   const bool written = audit_->write(
       session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
   if (attached_.shared) attached_.shared->recorded(e);
@@ -68,6 +69,7 @@ nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std
   j["pid"] = pid;
   j["requests"] = ctx.requests();
   j["denied"] = ctx.denied();
+  j["would_deny"] = ctx.would_deny();
   if (auto* budget = ctx.budget()) j["budgets"] = budget->report(std::chrono::steady_clock::now());
   return j;
 }
@@ -76,6 +78,7 @@ session::session_end session_end_of(const proxy::proxy_context& ctx, std::option
   session::session_end end;
   end.requests = ctx.requests();
   end.denied = ctx.denied();
+  end.would_deny = ctx.would_deny();
   if (auto* budget = ctx.budget())
     end.usage = budget->report(std::chrono::steady_clock::now())["usage"];
   end.exit = exit;

@@ -143,6 +143,8 @@ class proxy_context {
   std::uint64_t next_connection_id() { return ++connection_ids_; }
   std::uint64_t requests() const { return requests_.load(); }
   std::uint64_t denied() const { return denied_.load(); }
+  // Allowed, and an audit-only layer would have refused (DESIGN §13).
+  std::uint64_t would_deny() const { return would_deny_.load(); }
 
   std::atomic<std::size_t> active_connections{0};
 
@@ -161,6 +163,7 @@ class proxy_context {
   std::atomic<std::uint64_t> connection_ids_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};
+  std::atomic<std::uint64_t> would_deny_{0};
 };
 
 // What `broker status` shows of a running session: identity, counters and every budget.

@@ -85,6 +85,7 @@ record_json end_record(const session_end& s) {
   j["event"] = "session_end";
   j["requests"] = s.requests;
   j["denied"] = s.denied;
+  j["would_deny"] = s.would_deny;
   j["usage"] = s.usage;
   j["exit"] = s.exit ? record_json(*s.exit) : record_json();
   return j;

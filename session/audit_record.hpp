@@ -83,6 +83,7 @@ nlohmann::ordered_json policy_sources(const config::policy_set& set);
 struct session_end {
   std::uint64_t requests = 0;
   std::uint64_t denied = 0;
+  std::uint64_t would_deny = 0;  // allowed, and an audit-only layer would have refused
   nlohmann::ordered_json usage;
   std::optional<int> exit;
 };

@@ -272,7 +272,7 @@ std::string format_record(const nlohmann::json& record) {
     return out;
   }
   if (event == "session_end") {
-    for (const char* key : {"requests", "denied"}) {
+    for (const char* key : {"requests", "denied", "would_deny"}) {
       if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
     }
     const json* exit = field(record, "exit");
@@ -297,7 +297,7 @@ std::string format_record(const nlohmann::json& record) {
     std::snprintf(buf, sizeof buf, "%.1fms", ms->get<double>());
     append(out, buf);
   }
-  for (const char* key : {"rule", "credential", "error"}) {
+  for (const char* key : {"rule", "allowed_by", "credential", "error"}) {
     if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
   }
   return out;
@@ -331,7 +331,11 @@ void add_records(session_summary& summary, std::istream& in) {
       }
     } else if (event == "request" || event == "tunnel" || event == "refused") {
       ++summary.requests;
-      if (string_field(record, "decision") != "allow") ++summary.denied;
+      const std::string decision = string_field(record, "decision");
+      if (decision == "would_deny")
+        ++summary.would_deny;
+      else if (decision != "allow")
+        ++summary.denied;
       for (const char* key : {"bytes_out", "bytes_in"})
         if (auto n = integer_field(record, key); n && *n > 0) summary.bytes += *n;
       if (auto n = integer_field(record, "llm_tokens"); n && *n > 0) summary.llm_tokens += *n;
@@ -368,6 +372,7 @@ session_summary summarize_session(const std::filesystem::path& dir, const std::s
     }
     summary.requests += one.requests;
     summary.denied += one.denied;
+    summary.would_deny += one.would_deny;
     summary.bytes += one.bytes;
     summary.llm_tokens += one.llm_tokens;
     if (one.cost_usd) summary.cost_usd = summary.cost_usd.value_or(0) + *one.cost_usd;

@@ -53,7 +53,8 @@ struct session_summary {
   std::string start;             // ts of session_start, "" when missing
   std::string end;               // ts of session_end, "" while running / cut
   std::uint64_t requests = 0;    // request/tunnel/refusal records
-  std::uint64_t denied = 0;      // of those, decision != "allow"
+  std::uint64_t denied = 0;      // of those, decision "deny"
+  std::uint64_t would_deny = 0;  // of those, allowed but an audit-only layer would have refused
   std::optional<int> exit_code;  // from session_end's "exit", when present
   // Spend: bytes and LLM tokens summed over the records (so a running session shows them too),
   // cost from session_end's usage (it needs the policy's prices).

@@ -3,7 +3,7 @@ request the enforcing layers allow goes through even when the audit layer would 
 its record says so (decision "would_deny", the audit layer's rule, and the rule that allowed it);
 what the enforcing layers refuse stays refused."""
 
-from conftest import allow_policy, assert_refusal, connect_to_arg, curl
+from conftest import allow_policy, assert_refusal, connect_to_arg, curl, run_broker_cli
 
 HOST = "api.example.test"
 OTHER = "other.example.test"
@@ -39,6 +39,20 @@ def test_an_audit_layer_records_what_it_would_refuse_and_lets_it_go(broker_facto
     other = by_path[(OTHER, "/x")]
     assert other["decision"] == "would_deny"
     assert other["rule"].endswith("policy1.json#default_deny"), other
+
+    # The counts: in the session's last record, `broker log` and `broker sessions`.
+    assert b.stop() == 0
+    end = [x for x in b.records() if x["event"] == "session_end"][0]
+    assert (end["requests"], end["denied"], end["would_deny"]) == (3, 0, 2), end
+    log = run_broker_cli("log", "--log-dir", b.log_dir, b.session)
+    assert log.returncode == 0, log.stderr
+    assert sum(" would_deny " in line for line in log.stdout.splitlines()) == 2, log.stdout
+    assert "would_deny=2" in log.stdout, log.stdout
+    listed = run_broker_cli("sessions", "--log-dir", b.log_dir)
+    header = listed.stdout.splitlines()[0].split()
+    row = dict(zip(header, next(line.split() for line in listed.stdout.splitlines()
+                                if b.session in line)))
+    assert (row["REQUESTS"], row["DENIED"], row["WOULD-DENY"]) == ("3", "0", "2"), listed.stdout
 
 
 def test_what_the_enforcing_layers_refuse_stays_refused(broker_factory, upstream):

@@ -92,7 +92,7 @@ TEST_CASE("session records name what serve and wrap each have", "[audit_record]"
   end.exit = 0;
   CHECK(end_record(end)["exit"] == 0);
   CHECK(keys(end_record(end)) ==
-        std::vector<std::string>{"event", "requests", "denied", "usage", "exit"});
+        std::vector<std::string>{"event", "requests", "denied", "would_deny", "usage", "exit"});
   CHECK(policy_reload_record(nlohmann::ordered_json::array())["event"] == "policy_reload");
 }
 
