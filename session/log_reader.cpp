@@ -273,7 +273,10 @@ std::string format_record(const nlohmann::json& record) {
   }
   if (event == "session_end") {
     for (const char* key : {"requests", "denied", "would_deny"}) {
-      if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
+      const json* v = field(record, key);
+      // Only a session with an audit-only layer has would-deny records: shown when there were.
+      const bool shown = v && (std::string_view(key) != "would_deny" || scalar_text(*v) != "0");
+      if (shown) append(out, std::string(key) + "=" + scalar_text(*v));
     }
     const json* exit = field(record, "exit");
     append(out, "exit=" + (exit != nullptr ? scalar_text(*exit) : std::string("-")));
