@@ -272,12 +272,12 @@ std::string format_record(const nlohmann::json& record) {
     return out;
   }
   if (event == "session_end") {
-    for (const char* key : {"requests", "denied", "would_deny"}) {
-      const json* v = field(record, key);
-      // Only a session with an audit-only layer has would-deny records: shown when there were.
-      const bool shown = v && (std::string_view(key) != "would_deny" || scalar_text(*v) != "0");
-      if (shown) append(out, std::string(key) + "=" + scalar_text(*v));
+    for (const char* key : {"requests", "denied"}) {
+      if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
     }
+    // Only a session with an audit-only layer has would-deny records: shown when there were.
+    if (auto n = integer_field(record, "would_deny"); n && *n > 0)
+      append(out, "would_deny=" + std::to_string(*n));
     const json* exit = field(record, "exit");
     append(out, "exit=" + (exit != nullptr ? scalar_text(*exit) : std::string("-")));
     return out;
