@@ -49,8 +49,8 @@ policy parse_policy(std::string_view text, const std::string& source) {
   located_json doc = parse_located_json(text, source);
   json_node root(doc);
   root.expect_object("a policy is a JSON object");
-  root.reject_unknown_keys(
-      {"version", "enforcement", "allow", "deny", "credentials", "budgets", "env", "files"});
+  root.reject_unknown_keys({"version", "enforcement", "on_deny", "approvals", "allow", "deny",
+                            "credentials", "budgets", "env", "files"});
 
   if (auto version = root.find("version")) {
     const auto& v = version->value();
@@ -68,6 +68,16 @@ policy parse_policy(std::string_view text, const std::string& source) {
     else if (value != "enforce")
       mode->fail("expected \"enforce\" or \"audit\", not \"" + value + "\"");
   }
+  if (auto mode = root.find("on_deny")) {
+    const std::string value = mode->as_string();
+    if (value == "ask")
+      p.on_deny = on_deny::ask;
+    else if (value == "deny")
+      p.on_deny = on_deny::deny;
+    else
+      mode->fail("expected \"deny\" or \"ask\", not \"" + value + "\"");
+  }
+  if (auto approvals = root.find("approvals")) p.never_approve = parse_approvals(*approvals);
   if (auto allow = root.find("allow")) p.allow = parse_rules(*allow, /*allow_list=*/true);
   if (auto deny = root.find("deny")) p.deny = parse_rules(*deny, /*allow_list=*/false);
   if (auto credentials = root.find("credentials"))

@@ -48,6 +48,9 @@ struct rule {
   std::vector<std::string> methods;  // upper-case tokens; empty = any method
   std::vector<path_pattern> paths;   // empty = any path
   bool tunnel = false;               // allow rules only; with tunnel, methods/paths are an error
+  // An allow rule a person approved (DESIGN §13): for the running session, or read from
+  // approved.json. It never admits a host a layer lists under "approvals": {"never": [...]}.
+  bool approved = false;
 
   bool has_l7_conditions() const { return !methods.empty() || !paths.empty(); }
 };
@@ -156,10 +159,18 @@ struct files_spec {
 // would refuse and let the enforcing layers decide (audit; DESIGN §13).
 enum class enforcement { enforce, audit };
 
+// What a layer's refusal by host/port/method/path rules leads to (DESIGN §13): "ask" lets a
+// person approve it while the request is held; "deny" (a team's hard ceiling) is never asked
+// about, not even under `wrap --ask`; unset is "deny" unless `wrap --ask` makes it "ask".
+enum class on_deny { unset, deny, ask };
+
 struct policy {
   std::string source;  // file path as given, or "<default>"
   std::string sha256;  // hex digest of the file's bytes
   config::enforcement enforcement = config::enforcement::enforce;
+  config::on_deny on_deny = config::on_deny::unset;
+  // "approvals": {"never": [...]}: hosts no approval may open, whichever layer approves.
+  std::vector<host_pattern> never_approve;
   std::vector<rule> allow;
   std::vector<rule> deny;
   std::map<std::string, credential_spec> credentials;
@@ -168,6 +179,7 @@ struct policy {
   files_spec files;
 
   bool has_egress_rules() const { return !allow.empty() || !deny.empty(); }
+  bool asks() const { return on_deny == config::on_deny::ask; }
 };
 
 // Parses one layer. `source` names it in errors (a path or "<default>"). Throws policy_error.

@@ -25,6 +25,7 @@ ordered_json rule_json(const rule& r, bool allow_list) {
     j["paths"] = std::move(paths);
   }
   if (allow_list) j["tunnel"] = r.tunnel;
+  if (r.approved) j["approved"] = true;
   return j;
 }
 
@@ -113,6 +114,12 @@ nlohmann::ordered_json to_json(const policy& layer) {
   j["source"] = layer.source;
   j["sha256"] = layer.sha256;
   j["enforcement"] = layer.enforcement == enforcement::audit ? "audit" : "enforce";
+  j["on_deny"] = layer.asks() ? "ask" : "deny";
+  if (!layer.never_approve.empty()) {
+    ordered_json never = ordered_json::array();
+    for (const auto& h : layer.never_approve) never.push_back(h.text());
+    j["approvals"] = {{"never", std::move(never)}};
+  }
   j["allow"] = rules_json(layer.allow, true);
   j["deny"] = rules_json(layer.deny, false);
   ordered_json credentials = ordered_json::object();

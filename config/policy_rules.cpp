@@ -114,4 +114,20 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
   return rules;
 }
 
+std::vector<host_pattern> parse_approvals(const json_node& section) {
+  section.expect_object("expected an object: {\"never\": [host patterns]}");
+  section.reject_unknown_keys({"never"});
+  std::vector<host_pattern> never;
+  auto list = section.find("never");
+  if (!list) return never;
+  for (auto& [text, item] : list->string_elements()) {
+    auto pattern = host_pattern::parse(text);
+    if (!pattern)
+      item.fail("invalid host pattern \"" + text +
+                "\" (a host name, \"*.\" + a host name, or \"*\")");
+    never.push_back(std::move(*pattern));
+  }
+  return never;
+}
+
 }  // namespace broker::config

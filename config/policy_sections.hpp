@@ -17,6 +17,9 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list);
 std::map<std::string, credential_spec> parse_credentials(const json_node& section,
                                                          const std::vector<rule>& allow);
 
+// "approvals": {"never": [host patterns]}.
+std::vector<host_pattern> parse_approvals(const json_node& section);
+
 budget_spec parse_budgets(const json_node& section);
 env_spec parse_env(const json_node& section);
 files_spec parse_files(const json_node& section);

@@ -62,7 +62,9 @@ struct layer_result {
   bool tunnel = false;  // this layer agrees to tunnelling the connection
 };
 
-layer_result evaluate(const policy& layer, const destination& d, const request_line* req) {
+// `never_approved`: the destination is one no approval may open, so approved rules do not match.
+layer_result evaluate(const policy& layer, const destination& d, const request_line* req,
+                      bool never_approved) {
   layer_result out;
   // A deny rule with methods/paths cannot be enforced inside a tunnel, so when one matches the
   // connection the layer insists on interception.
@@ -84,6 +86,7 @@ layer_result evaluate(const policy& layer, const destination& d, const request_l
   const rule* first = nullptr;
   const rule* tunnel_rule = nullptr;
   for (const rule& r : layer.allow) {
+    if (r.approved && never_approved) continue;
     if (!target_matches(r, d, /*deny=*/false)) continue;
     if (r.tunnel && !tunnel_rule) tunnel_rule = &r;
     if (!first && (!req || l7_matches(r, *req, /*deny=*/false))) first = &r;
@@ -113,6 +116,21 @@ std::optional<destination> normalized(const destination& d) {
   if (!host) return std::nullopt;
   out.host = std::move(*host);
   return out;
+}
+
+// A host name some layer lists under "approvals": {"never": [...]}.
+bool never_approvable(const std::vector<policy>& layers, const destination& d) {
+  if (d.ip) return true;  // approvals name host names only
+  for (const policy& layer : layers)
+    for (const host_pattern& h : layer.never_approve)
+      if (h.matches(d.host)) return true;
+  return false;
+}
+
+// Layers an approval extends: enforcing, asking, and with allow rules (only they refuse for
+// want of one; an allow rule added to a layer without any would narrow it to that rule).
+bool takes_approvals(const policy& layer) {
+  return layer.asks() && layer.enforcement == enforcement::enforce && !layer.allow.empty();
 }
 
 bool credential_bound(const std::vector<policy>& layers, const destination& d) {
@@ -163,7 +181,7 @@ std::string audit_refusal(const std::vector<policy>& layers, const destination& 
   std::string first_deny, first_default_deny;
   for (const policy& layer : layers) {
     if (!layer.has_egress_rules() || layer.enforcement != enforcement::audit) continue;
-    const layer_result r = evaluate(layer, d, req);
+    const layer_result r = evaluate(layer, d, req, false);
     if (!r.refused) continue;
     std::string& slot = r.rule == default_deny ? first_default_deny : first_deny;
     if (slot.empty()) slot = rule_name(layers, layer, r.rule);
@@ -193,13 +211,16 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   std::string first_allow, first_deny, first_default_deny;
   bool any_allow = false;
   bool tunnel = true;
+  const bool never = never_approvable(layers, *d);
+  bool askable = !never;
   for (const policy& layer : layers) {
     if (!layer.has_egress_rules() || layer.enforcement == enforcement::audit) continue;
-    layer_result r = evaluate(layer, *d, req);
+    layer_result r = evaluate(layer, *d, req, never);
     if (r.refused) {
       // Report an explicit deny rule in preference to a layer that merely had no allow rule.
       std::string& slot = r.rule == default_deny ? first_default_deny : first_deny;
       if (slot.empty()) slot = name(layer, r.rule);
+      askable = askable && r.rule == default_deny && takes_approvals(layer);
       continue;
     }
     tunnel = tunnel && r.tunnel;
@@ -209,7 +230,11 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
     }
   }
   if (!first_deny.empty()) return refused(first_deny);
-  if (!first_default_deny.empty()) return refused(first_default_deny);
+  if (!first_default_deny.empty()) {
+    verdict v = refused(first_default_deny);
+    v.askable = askable;
+    return v;
+  }
   // Egress needs at least one allow rule somewhere: deny-only layers only ever narrow.
   if (!any_allow) return refused(std::string(default_deny));
   // A credential can never be swapped inside a tunnel (DESIGN §1); the parser refuses that
@@ -224,6 +249,30 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
 }
 
 }  // namespace
+
+policy_set policy_set::with_approval(rule approved) const {
+  approved.approved = true;
+  std::vector<policy> layers = layers_;
+  for (policy& layer : layers)
+    if (takes_approvals(layer)) layer.allow.push_back(approved);
+  return policy_set(std::move(layers));
+}
+
+void ask_on_every_layer(std::vector<policy>& layers) {
+  for (policy& layer : layers)
+    if (layer.on_deny == on_deny::unset) layer.on_deny = on_deny::ask;
+}
+
+void add_approved_rules(std::vector<policy>& layers, const policy& approvals) {
+  for (policy& layer : layers) {
+    if (!takes_approvals(layer)) continue;
+    for (rule r : approvals.allow) {
+      r.approved = true;
+      r.name = "approved.json:" + r.name;
+      layer.allow.push_back(std::move(r));
+    }
+  }
+}
 
 verdict policy_set::check_connect(const destination& dest) const {
   return decide(layers_, dest, nullptr);

@@ -43,6 +43,11 @@ struct verdict {
   // that layer's rule, named as `rule` is (its explicit deny rule before its default_deny).
   // Audit layers never refuse, never allow and never keep a connection out of a tunnel.
   std::string would_deny;
+  // A refusal a person may approve (DESIGN §13): every enforcing layer that refused is one that
+  // asks ("on_deny": "ask") and refused for want of an allow rule, not by a deny rule; the
+  // destination is a host name no layer lists under "approvals": {"never": [...]}; the path is
+  // not ambiguous. Approving it adds an allow rule to those layers (with_approval).
+  bool askable = false;
 };
 
 // Within a layer: a matching deny rule refuses; otherwise, if the layer has allow rules, one must
@@ -87,10 +92,21 @@ class policy_set {
   // when no allow rule names the host). Not for IP literals.
   verdict check_name(const std::string& host) const;
 
+  // This set with `approved` (an allow rule for a host name, marked approved) added to every
+  // enforcing layer that asks and has allow rules: the layers whose refusals can be asked about.
+  policy_set with_approval(rule approved) const;
+
   const std::vector<policy>& layers() const { return layers_; }
 
  private:
   std::vector<policy> layers_;
 };
+
+// `wrap --ask`: every layer that does not say "on_deny" asks.
+void ask_on_every_layer(std::vector<policy>& layers);
+
+// The rules of approved.json (`approvals`: a layer of allow rules) added to every enforcing
+// layer that asks and has allow rules, each marked approved and named "approved.json:allow[N]".
+void add_approved_rules(std::vector<policy>& layers, const policy& approvals);
 
 }  // namespace broker::config

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "config/approved_file.hpp"
 #include "config/policy_set.hpp"
 
 using broker::config::destination;
@@ -506,4 +507,98 @@ TEST_CASE("an audit-only layer records what it would refuse and refuses nothing"
   std::vector<policy> only_audit;
   only_audit.push_back(layer(R"({"enforcement": "audit", "allow": [{"host": "a.test"}]})"));
   CHECK_FALSE(policy_set(std::move(only_audit)).check_connect(host("a.test")).allowed);
+}
+
+TEST_CASE("ask: a refusal only asking layers made for want of an allow rule can be approved",
+          "[config][policy_set][ask]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"on_deny": "ask",
+    "allow": [{"host": "api.github.com"}, {"host": "*.example.com"}],
+    "deny": [{"host": "evil.example.com"}, {"host": "x.example.com", "paths": ["/admin/*"]}],
+    "approvals": {"never": ["*.internal.test"]}})",
+                         "user.json"));
+  policy_set set(std::move(layers));
+  auto v = set.check_connect(host("docs.test"));
+  CHECK_FALSE(v.allowed);
+  CHECK(v.askable);
+  CHECK(v.rule == "default_deny");
+  // An explicit deny rule is never asked about, nor what "never" lists, nor an IP literal.
+  CHECK_FALSE(set.check_connect(host("evil.example.com")).askable);
+  CHECK_FALSE(set.check_request(host("x.example.com"), "GET", "/admin/x").askable);
+  CHECK_FALSE(set.check_connect(host("db.internal.test")).askable);
+  CHECK_FALSE(set.check_connect(ip("192.0.2.1")).askable);
+  // Allowed requests are not asked about; an ambiguous path is a bad request, not an ask.
+  CHECK_FALSE(set.check_connect(host("api.github.com")).askable);
+
+  // An approval is an allow rule for that host and port: every method and path, nothing else.
+  auto approved =
+      set.with_approval(broker::config::make_approval_rule({"docs.test", 443, ""}, "approved[0]"));
+  auto now = approved.check_request(host("docs.test"), "POST", "/any/thing");
+  CHECK(now.allowed);
+  CHECK(now.rule == "approved[0]");
+  CHECK_FALSE(approved.check_connect(host("docs.test", 8443)).allowed);
+  CHECK_FALSE(approved.check_connect(host("other.test")).allowed);
+  CHECK_FALSE(set.check_connect(host("docs.test")).allowed);  // the set itself is unchanged
+
+  // With a path prefix: that path and what is under it, not a longer name beside it.
+  auto docs = set.with_approval(
+      broker::config::make_approval_rule({"docs.test", 443, "/guide"}, "approved[1]"));
+  CHECK(docs.check_request(host("docs.test"), "GET", "/guide").allowed);
+  CHECK(docs.check_request(host("docs.test"), "GET", "/guide/a/b?x=1").allowed);
+  CHECK_FALSE(docs.check_request(host("docs.test"), "GET", "/guidebook").allowed);
+  CHECK(docs.check_request(host("docs.test"), "GET", "/guidebook").askable);
+}
+
+TEST_CASE("ask: a layer that does not ask, or only denies, keeps its refusals",
+          "[config][policy_set][ask]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"on_deny": "deny", "allow": [{"host": "*.test"}]})", "team.json"));
+  layers.push_back(layer(R"({"allow": [{"host": "a.test"}]})", "user.json"));
+  layers.push_back(layer(R"({"deny": [{"host": "bad.test"}]})", "deny-only.json"));
+  // wrap --ask: the user's layer (no "on_deny") asks, the team's ceiling does not.
+  broker::config::ask_on_every_layer(layers);
+  CHECK(layers[1].asks());
+  CHECK_FALSE(layers[0].asks());
+  policy_set set(std::move(layers));
+  auto inside = set.check_connect(host("b.test"));
+  CHECK_FALSE(inside.allowed);
+  CHECK(inside.askable);  // only the asking layer refused
+  CHECK(inside.rule == "user.json#default_deny");
+  auto outside = set.check_connect(host("b.example"));
+  CHECK_FALSE(outside.askable);  // the team's ceiling refused too
+  CHECK_FALSE(set.check_connect(host("bad.test")).askable);
+  // The approval goes to the asking layer only: the deny-only layer is not narrowed by it.
+  auto approved =
+      set.with_approval(broker::config::make_approval_rule({"b.test", 443, ""}, "approved[0]"));
+  CHECK(approved.check_connect(host("b.test")).allowed);
+  CHECK(approved.check_connect(host("a.test")).allowed);
+  CHECK(approved.layers()[2].allow.empty());
+  CHECK(approved.layers()[0].allow.size() == 1);
+}
+
+TEST_CASE("ask: approved.json's rules extend asking layers, never a host a layer keeps out",
+          "[config][policy_set][ask]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"on_deny": "ask", "allow": [{"host": "a.test"}],
+    "approvals": {"never": ["secret.test"]}})"));
+  layers.push_back(
+      layer(R"({"allow": [{"host": "*"}], "approvals": {"never": ["*.corp.test"]}})", "team.json"));
+  auto approvals =
+      layer(R"({"allow": [{"host": "*.test"}, {"host": "docs.test", "ports": [8443]}]})",
+            "approved.json");
+  broker::config::add_approved_rules(layers, approvals);
+  REQUIRE(layers[0].allow.size() == 3);
+  CHECK(layers[0].allow[1].approved);
+  CHECK(layers[0].allow[1].name == "approved.json:allow[0]");
+  CHECK(layers[1].allow.size() == 1);  // the team layer does not ask
+  policy_set set(std::move(layers));
+  auto v = set.check_connect(host("docs.test"));
+  CHECK(v.allowed);
+  CHECK(v.rule == "p.json#approved.json:allow[0]");
+  // Every layer still decides: the team's layer allows no port 8443.
+  CHECK_FALSE(set.check_connect(host("docs.test", 8443)).allowed);
+  // "never" in any layer holds against an approved wildcard, and stays unaskable.
+  CHECK_FALSE(set.check_connect(host("secret.test")).allowed);
+  CHECK_FALSE(set.check_connect(host("secret.test")).askable);
+  CHECK_FALSE(set.check_connect(host("git.corp.test")).allowed);
 }

@@ -195,8 +195,8 @@ TEST_CASE("load_policy_file reads a file and reports unreadable ones", "[config]
   } catch (const policy_error& e) {
     CHECK(std::string(e.what()) == path +
                                        ":3: bogus: unknown key (expected one of: version, "
-                                       "enforcement, allow, deny, credentials, budgets, env, "
-                                       "files)");
+                                       "enforcement, on_deny, approvals, allow, deny, "
+                                       "credentials, budgets, env, files)");
   }
   {
     std::ofstream out(path);
@@ -230,4 +230,30 @@ TEST_CASE("a layer is enforcing unless it says audit, and a typo is an error at 
     CHECK(std::string(e.what()).find("enforcement") != std::string::npos);
     CHECK(std::string(e.what()).find("audt") != std::string::npos);
   }
+}
+
+TEST_CASE("on_deny and approvals.never parse, and a bad value names its key",
+          "[config][policy][ask]") {
+  auto p = broker::config::parse_policy(
+      R"({"on_deny": "ask", "approvals": {"never": ["*.Corp.Test"]}, "allow": [{"host": "a.test"}]})",
+      "p.json");
+  CHECK(p.asks());
+  REQUIRE(p.never_approve.size() == 1);
+  CHECK(p.never_approve[0].text() == "*.corp.test");
+  CHECK(broker::config::to_json(p)["on_deny"] == "ask");
+  CHECK(broker::config::to_json(p)["approvals"]["never"][0] == "*.corp.test");
+  CHECK(broker::config::parse_policy("{}", "p.json").on_deny == broker::config::on_deny::unset);
+  auto fails = [](const char* text) {
+    try {
+      broker::config::parse_policy(text, "p.json");
+    } catch (const broker::config::policy_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(fails("{\n\"on_deny\": \"maybe\"}") ==
+        "p.json:2: on_deny: expected \"deny\" or \"ask\", not \"maybe\"");
+  CHECK(fails("{\"approvals\": {\"never\": [\"a b\"]}}").find("approvals.never[0]: invalid host") !=
+        std::string::npos);
+  CHECK(fails("{\"approvals\": {\"always\": []}}").find("approvals") != std::string::npos);
 }
