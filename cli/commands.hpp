@@ -15,5 +15,6 @@ void register_wrap(CLI::App& root, int& exit_status);
 void register_control(CLI::App& root, int& exit_status);
 void register_demo(CLI::App& root, int& exit_status);
 void register_keep(CLI::App& root, int& exit_status);
+void register_approvals(CLI::App& root, int& exit_status);
 
 }  // namespace broker::cli

@@ -20,6 +20,12 @@ void register_wrap(CLI::App& root, int& exit_status) {
                   "Also write the child environment (KEY=VALUE lines) to this file");
   app->add_option("--timeout", options->timeouts, "NAME=DURATION, as for serve")
       ->allow_extra_args(false);
+  app->add_flag("--ask", options->ask,
+                "Hold what the policy refuses and ask (broker pending, approve, deny); a layer "
+                "that says \"on_deny\": \"deny\" is never asked about");
+  app->add_option("--ask-notify", options->ask_notify,
+                  "Run this shell command per ask (BROKER_ASK_TEXT, BROKER_ASK_ID, "
+                  "BROKER_ASK_URL in its environment)");
   app->add_option("command", options->command, "The command and its arguments, after --")
       ->required();
   app->callback([options, &exit_status] {

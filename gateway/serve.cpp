@@ -20,6 +20,7 @@
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/serve_metrics.hpp"
+#include "proxy/ask_desk.hpp"
 #include "proxy/server.hpp"
 #include "proxy/tls.hpp"
 #include "session/audit_files.hpp"
@@ -98,6 +99,18 @@ void load_session(const serve_config& c, serving& s) {
   // A gateway's own context holds no budget: its sessions have theirs.
   if (!c.gateway) attached.budget = s.setup.budget;
   attached.observer = s.observe;
+  if (s.setup.asks && !c.gateway) {
+    // serve's asks are decided with broker approve/deny; each is one line of its log.
+    auto asks = std::make_shared<proxy::ask_options>();
+    asks->approved_file = s.setup.approved_file;
+    asks->on_ask = [session = s.setup.options.session_id](const nlohmann::ordered_json& ask) {
+      session::log(spdlog::level::warn, session::log_tag(session),
+                   "ask {}: {} {} is not in the policy: broker approve {} | broker deny {}",
+                   ask.value("id", ""), ask.value("method", ""), ask.value("url", ""),
+                   ask.value("id", ""), ask.value("id", ""));
+    };
+    attached.asks = std::move(asks);
+  }
   const auto& options = s.setup.options;
   s.ctx = std::make_shared<proxy::proxy_context>(options, s.setup.policy,
                                                  proxy::open_audit(c.common, options.session_id),
@@ -244,8 +257,11 @@ void write_env_file(const serve_config& c, serving& s) {
 void open_control(const serve_config& c, serving& s) {
   try {
     s.dir = std::make_unique<session::session_dir>(s.setup.options.session_id);
-    session::control_socket::command_fn sessions;
-    if (s.team) sessions = [team = s.team](const std::string& line) { return team->command(line); };
+    session::control_socket::command_fn sessions =
+        [team = s.team, ctx = s.ctx](const std::string& line, const std::string& who) {
+          if (auto asked = proxy::answer_ask_command(ctx->asks(), line, who)) return asked;
+          return team ? team->command(line) : std::nullopt;
+        };
     s.control = std::make_unique<session::control_socket>(
         s.dir->control_socket(),
         [&s, gateway_mode = c.gateway] {
@@ -269,7 +285,11 @@ void open_control(const serve_config& c, serving& s) {
 void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& files,
                    const std::string& loaded_credentials, gateway* team) {
   try {
-    auto fresh = std::make_shared<config::policy_set>(proxy::load_layers(files));
+    auto layers = proxy::load_layers(files);
+    // approved.json as it is now; what was approved for the session alone is not kept.
+    std::filesystem::path approved_file;
+    proxy::prepare_asking(layers, false, approved_file);
+    auto fresh = std::make_shared<config::policy_set>(std::move(layers));
     // The real values were read at start and their sources wiped; a binding that changed could
     // not be honoured half-way, so it takes a restart.
     if (credential_specs(*fresh) != loaded_credentials)

@@ -29,6 +29,8 @@ const char* name_of(waiting_for p) {
       return "upstream";
     case waiting_for::tunnel:
       return "tunnel traffic";
+    case waiting_for::approval:
+      return "a person's approval";
   }
   return "?";
 }
@@ -257,6 +259,13 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   const auto verdict = policy->check_connect(dest);
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
+  if (!verdict.allowed && verdict.askable && ctx_->asks()) {
+    // A person may approve it (DESIGN §13): each request inside is held and asked about, with
+    // its method and path, once the client has sent it (its timeouts run from there).
+    ex.dismiss();
+    if (!co_await start_interception(dest, std::nullopt)) draining_ = true;
+    co_return;
+  }
   if (!verdict.allowed) {
     // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
     // audited as refused and nothing is dialed.

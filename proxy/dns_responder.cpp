@@ -54,7 +54,7 @@ config::ip_address from_reverse(const std::array<std::uint8_t, 16>& bytes) {
 }  // namespace
 
 dns_outcome answer_dns(std::string_view wire, bool over_tcp, const config::policy_set& policy,
-                       synthetic_addresses& names) {
+                       synthetic_addresses& names, bool asks) {
   dns_outcome out;
   auto parsed = dns::parse_query(wire);
   if (auto* failed = std::get_if<dns::parse_failure>(&parsed)) {
@@ -92,7 +92,8 @@ dns_outcome answer_dns(std::string_view wire, bool over_tcp, const config::polic
     }
   }
   const auto verdict = q.name.empty() ? config::verdict{} : policy.check_name(q.name);
-  if (!verdict.allowed) {
+  // A name a person may approve resolves, so that its connection arrives and is asked about.
+  if (!verdict.allowed && !(asks && verdict.askable)) {
     out.refused = refused_name{q.name, dns::type_name(q.qtype),
                                verdict.rule.empty() ? "default_deny" : verdict.rule};
     return reply(dns::rcode::nxdomain);
@@ -129,7 +130,8 @@ class responder : public std::enable_shared_from_this<responder> {
 
  private:
   std::string answer(std::string_view wire, bool over_tcp) {
-    auto outcome = answer_dns(wire, over_tcp, *ctx_->policy(), *ctx_->synthetic_names());
+    auto outcome = answer_dns(wire, over_tcp, *ctx_->policy(), *ctx_->synthetic_names(),
+                              ctx_->asks() != nullptr);
     if (outcome.refused) audit(*outcome.refused);
     return std::move(outcome.response);
   }

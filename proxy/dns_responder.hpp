@@ -37,14 +37,15 @@ struct dns_outcome {
 
 // The answer to one DNS message, as large as its transport allows (UDP: 512 bytes or what EDNS
 // advertises, then truncated with TC set; TCP: 65535):
-//  - A / AAAA / ANY for a name check_name allows: its synthetic address(es), TTL 60 s; other
+//  - A / AAAA / ANY for a name check_name allows (or, when the session `asks`, one a person may
+//    approve): its synthetic address(es), TTL 60 s; other
 //    types for it: no records (NOERROR); SERVFAIL once the ranges are used up;
 //  - PTR for a synthetic address: the name it was given to;
 //  - "localhost" and names under it: loopback (RFC 6761 §6.3);
 //  - any other name: NXDOMAIN, reported in `refused`; malformed: FORMERR; opcode other than
 //    QUERY: NOTIMP; class other than IN: REFUSED.
 dns_outcome answer_dns(std::string_view query, bool over_tcp, const config::policy_set& policy,
-                       synthetic_addresses& names);
+                       synthetic_addresses& names, bool asks = false);
 
 // Serves answer_dns on `udp_fd` (a bound datagram socket) and `tcp_fd` (a listening socket,
 // length-prefixed messages, RFC 7766), both taking ownership, on `io` until it stops. Refused

@@ -7,6 +7,7 @@
 
 #include "brokers/scrubber.hpp"
 #include "proxy/address_guard.hpp"
+#include "proxy/ask_desk.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/shared_admission.hpp"
@@ -108,15 +109,38 @@ http_exchange::http_exchange(connection io, std::string method, int pid, std::st
 
 http_exchange::~http_exchange() = default;
 
-std::optional<refusal> http_exchange::admit(const config::policy_set& policy,
-                                            const http::message_head& head,
-                                            const request_target& to) {
+asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::policy_set& policy,
+                                                             const http::message_head& head,
+                                                             const request_target& to) {
   const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query);
   entry_.rule = verdict.rule;
   entry_.would_deny = verdict.would_deny;
-  if (verdict.ambiguous_path) return refusal::bad_request(*verdict.ambiguous_path);
-  if (!verdict.allowed) return refusal::policy_denied(verdict.rule, entry_.host);
-  return admit_by_session(to.dest.host);
+  if (verdict.ambiguous_path) co_return refusal::bad_request(*verdict.ambiguous_path);
+  if (!verdict.allowed) {
+    if (!verdict.askable || !io_.ctx.asks())
+      co_return refusal::policy_denied(verdict.rule, entry_.host);
+    if (auto refused = co_await ask_person(to.dest)) co_return refused;
+  }
+  co_return admit_by_session(to.dest.host);
+}
+
+asio::awaitable<std::optional<refusal>> http_exchange::ask_person(const config::destination& dest) {
+  // The connection's watchdog outlasts the ask's own timeout, which answers first.
+  io_.timer.arm(timeouts().ask + std::chrono::seconds(5), waiting_for::approval);
+  const auto outcome = co_await io_.ctx.asks()->hold(entry_, dest);
+  using kind = ask_outcome::kind;
+  switch (outcome.what) {
+    case kind::approved:
+      entry_.rule = outcome.rule;
+      co_return std::nullopt;
+    case kind::full:
+      co_return refusal::policy_denied(entry_.rule, entry_.host);
+    case kind::denied:
+    case kind::timed_out:
+    case kind::cut_short:
+      break;
+  }
+  co_return refusal::approval_denied(entry_.rule, entry_.host, outcome.what == kind::timed_out);
 }
 
 asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
@@ -129,7 +153,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     co_return co_await refuse(refusal::bad_request(*why), false);
 
   const auto policy = io_.ctx.policy();
-  if (auto refused = admit(*policy, head, to))
+  if (auto refused = co_await admit(*policy, head, to))
     co_return co_await refuse(*refused, to.keep_after_refusal);
   if (auto refused = co_await admit_shared(dest.host))
     co_return co_await refuse(*refused, to.keep_after_refusal);

@@ -101,9 +101,14 @@ class http_exchange {
     held_bytes hold;
   };
 
-  // Policy on host, port, method and path, then the budget: the refusal, if any.
-  std::optional<refusal> admit(const config::policy_set& policy, const http::message_head& head,
-                               const request_target& to);
+  // Policy on host, port, method and path (a refusal a person may approve held while the
+  // session asks), then the budget: the refusal, if any.
+  asio::awaitable<std::optional<refusal>> admit(const config::policy_set& policy,
+                                                const http::message_head& head,
+                                                const request_target& to);
+  // The request held until a person decides (DESIGN §13): nullopt when approved (the record's
+  // rule then names the approval), else the refusal (403 approval_denied).
+  asio::awaitable<std::optional<refusal>> ask_person(const config::destination& dest);
   // The body's codings checked (DESIGN §5.1) and, when the plan asks, the body read whole
   // before anything goes up: the refusal when either fails.
   asio::awaitable<std::optional<refusal>> prepare_body(http::message_head& head,

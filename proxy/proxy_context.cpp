@@ -1,6 +1,7 @@
 #include "proxy/proxy_context.hpp"
 
 #include "base/text.hpp"
+#include "proxy/ask_desk.hpp"
 #include "proxy/shared_admission.hpp"
 
 #include <cctype>
@@ -17,7 +18,11 @@ proxy_context::proxy_context(proxy_options options,
       audit_(std::move(audit)),
       credentials_(std::move(credentials)),
       tls_(std::move(tls)),
-      attached_(std::move(attached)) {}
+      attached_(std::move(attached)) {
+  if (attached_.asks) asks_ = std::make_unique<ask_desk>(*this, *attached_.asks);
+}
+
+proxy_context::~proxy_context() = default;
 
 std::string proxy_context::scrub(std::string_view text) const {
   std::string out(text);

@@ -27,6 +27,8 @@ namespace broker::proxy {
 
 class tls_contexts;
 class session_resolver;
+class ask_desk;
+struct ask_options;
 class shared_admission;
 
 struct proxy_options {
@@ -68,6 +70,8 @@ struct context_attachments {
   // wrap with transparent capture: the names the child resolved through the broker's DNS and
   // their synthetic addresses (DESIGN §11).
   std::shared_ptr<synthetic_addresses> synthetic_names;
+  // The session asks a person about what its asking layers refuse (DESIGN §13): how.
+  std::shared_ptr<const ask_options> asks;
 };
 
 class proxy_context {
@@ -76,6 +80,7 @@ class proxy_context {
                 std::unique_ptr<session::audit_log> audit,
                 std::shared_ptr<const brokers::credential_set> credentials,
                 std::shared_ptr<tls_contexts> tls, context_attachments attached = {});
+  ~proxy_context();
 
   const proxy_options& options() const { return options_; }
   const std::string& session_id() const { return options_.session_id; }
@@ -129,6 +134,9 @@ class proxy_context {
   bool record(const audit_entry& entry);
   session::audit_log& audit_log() { return *audit_; }
 
+  // Where requests wait for a person's approval; null when the session does not ask.
+  ask_desk* asks() const { return asks_.get(); }
+
   // wrap: where the session's clients live (context_attachments).
   int client_netns_pid() const { return attached_.client_netns_pid; }
   int client_root_pid() const { return attached_.client_root_pid; }
@@ -164,6 +172,7 @@ class proxy_context {
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};
   std::atomic<std::uint64_t> would_deny_{0};
+  std::unique_ptr<ask_desk> asks_;
 };
 
 // What `broker status` shows of a running session: identity, counters and every budget.

@@ -13,6 +13,16 @@ refusal refusal::policy_denied(std::string rule, std::string_view host) {
   return {"policy_denied", 403, std::move(message), std::move(rule)};
 }
 
+refusal refusal::approval_denied(std::string rule, std::string_view host, bool timed_out) {
+  std::string message =
+      timed_out ? "the request to " + std::string(host) +
+                      " waited for a person's approval and timed out (no allow rule of the "
+                      "session policy matches it)"
+                : "a person denied the request to " + std::string(host) +
+                      " (no allow rule of the session policy matches it)";
+  return {"approval_denied", 403, std::move(message), std::move(rule)};
+}
+
 refusal refusal::private_address(std::string_view host, std::string_view address,
                                  std::string_view address_class) {
   return {"private_address_blocked",

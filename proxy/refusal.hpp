@@ -21,6 +21,8 @@ struct refusal {
   long retry_after_s = 0;
 
   static refusal policy_denied(std::string rule, std::string_view host);
+  // A held request a person denied, or whose ask timed out (DESIGN §13); `rule` refused it.
+  static refusal approval_denied(std::string rule, std::string_view host, bool timed_out);
   static refusal private_address(std::string_view host, std::string_view address,
                                  std::string_view address_class);
   static refusal bad_request(std::string message);

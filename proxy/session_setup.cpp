@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "brokers/dummy_key.hpp"
 #include "brokers/secret_source.hpp"
+#include "config/approved_file.hpp"
 #include "proxy/token_client.hpp"
 #include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
@@ -48,9 +50,21 @@ void check_upstream_cas(const std::vector<std::string>& files) {
   }
 }
 
+bool prepare_asking(std::vector<config::policy>& layers, bool ask_on_deny,
+                    std::filesystem::path& approved_file) {
+  if (ask_on_deny) config::ask_on_every_layer(layers);
+  if (std::none_of(layers.begin(), layers.end(), [](const auto& l) { return l.asks(); }))
+    return false;
+  approved_file = config::default_approved_path();
+  if (!approved_file.empty())
+    if (auto approved = config::load_approved(approved_file))
+      config::add_approved_rules(layers, *approved);
+  return true;
+}
+
 session_setup load_options_and_policy(const common_options& common,
                                       const std::vector<std::string>& timeouts,
-                                      const std::string& session_name) {
+                                      const std::string& session_name, bool ask_on_deny) {
   session_setup s;
   if (!session_name.empty() && !session::valid_session_name(session_name))
     throw std::invalid_argument("--session " + session_name +
@@ -59,7 +73,9 @@ session_setup load_options_and_policy(const common_options& common,
   check_upstream_cas(common.upstream_cas);
   for (const auto& spec : timeouts) set_timeout(s.options.timeouts, spec);
   for (const auto& f : common.upstream_cas) s.options.upstream_cas.emplace_back(f);
-  s.policy = std::make_shared<config::policy_set>(load_layers(common.policies));
+  auto layers = load_layers(common.policies);
+  s.asks = prepare_asking(layers, ask_on_deny, s.approved_file);
+  s.policy = std::make_shared<config::policy_set>(std::move(layers));
   s.options.session_id = session_name.empty() ? session::new_session_id() : session_name;
   s.budget = std::make_shared<session::session_budget>(session::tightest(s.policy->layers()),
                                                        std::chrono::steady_clock::now());

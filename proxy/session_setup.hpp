@@ -55,13 +55,23 @@ struct session_setup {
   std::shared_ptr<const config::policy_set> policy;
   std::shared_ptr<const brokers::credential_set> credentials;
   std::shared_ptr<session::session_budget> budget;  // the tightest of every layer's budgets
+  // Some layer asks (DESIGN §13); approved.json's rules then extend the asking layers.
+  bool asks = false;
+  std::filesystem::path approved_file;
 };
 
-// Options and policy. Throws std::exception whose what() is the user-facing message (a usage or
-// policy error).
+// `ask_on_deny` (wrap --ask): every layer that does not say "on_deny" asks. When some layer
+// asks, approved.json's rules (`approved_file`, set to where it is) extend the asking layers;
+// returns whether some layer asks. Throws config::policy_error for a malformed approved.json.
+bool prepare_asking(std::vector<config::policy>& layers, bool ask_on_deny,
+                    std::filesystem::path& approved_file);
+
+// Options and policy. `ask_on_deny` (wrap --ask): every layer that does not say "on_deny" asks.
+// When some layer asks, approved.json's rules extend the asking layers. Throws std::exception
+// whose what() is the user-facing message (a usage or policy error).
 session_setup load_options_and_policy(const common_options& common,
                                       const std::vector<std::string>& timeouts,
-                                      const std::string& session_name);
+                                      const std::string& session_name, bool ask_on_deny = false);
 
 // Makes the process non-dumpable, reads the real values and wipes `env:` sources from this
 // process's environment; warns (names only) about credentials not brokered. Throws on a failing

@@ -24,6 +24,7 @@ void set_timeout(timeouts& t, std::string_view spec) {
       {"head", &timeouts::head},       {"idle", &timeouts::idle},         {"dns", &timeouts::dns},
       {"connect", &timeouts::connect}, {"upstream", &timeouts::upstream}, {"body", &timeouts::body},
       {"tunnel", &timeouts::tunnel},   {"drain", &timeouts::drain},       {"tls", &timeouts::tls},
+      {"ask", &timeouts::ask},
   };
   for (const auto& f : fields) {
     if (f.name == name) {
@@ -33,7 +34,7 @@ void set_timeout(timeouts& t, std::string_view spec) {
   }
   throw std::invalid_argument("--timeout " + text +
                               ": unknown name; use head, idle, dns, connect, tls, upstream, "
-                              "body, tunnel or drain");
+                              "body, tunnel, drain or ask");
 }
 
 }  // namespace broker::proxy

@@ -24,6 +24,7 @@ struct timeouts {
   duration body = std::chrono::seconds(60);       // silence from a client mid-body
   duration tunnel = std::chrono::seconds(600);    // a tunnel with no byte either way
   duration drain = std::chrono::seconds(10);      // open connections after SIGTERM
+  duration ask = std::chrono::seconds(120);       // a held request waiting for a person (§13)
 };
 
 // Applies "NAME=DURATION" ("upstream=5s", "tunnel=1h"). Throws std::invalid_argument naming the
@@ -32,7 +33,7 @@ void set_timeout(timeouts& t, std::string_view spec);
 
 // What a connection waits for while its deadline runs: which of the timeouts applies, and what
 // the log says when it passes.
-enum class waiting_for { client_head, client_idle, request_body, upstream, tunnel };
+enum class waiting_for { client_head, client_idle, request_body, upstream, tunnel, approval };
 using connection_deadline = base::deadline<waiting_for>;
 
 }  // namespace broker::proxy

@@ -63,6 +63,33 @@ record_json start_record(const session_start& s) {
   return j;
 }
 
+record_json ask_record(const std::string& id, const audit_entry& request, long timeout_s,
+                       const scrub_text& scrub) {
+  record_json j = exchange_record(request, scrub);
+  j["event"] = "ask";
+  j["decision"] = "ask";
+  j["id"] = id;
+  j["timeout_s"] = timeout_s;
+  for (const char* unused : {"status", "bytes_out", "bytes_in", "ms", "credential", "llm_tokens"})
+    j.erase(unused);
+  return j;
+}
+
+record_json approval_record(const approval& a) {
+  record_json j;
+  j["event"] = "approval";
+  j["id"] = a.id;
+  j["decision"] = a.decision;
+  j["who"] = a.who;
+  j["scope"] = text_or_null(a.scope);
+  j["rule"] = text_or_null(a.rule);
+  j["host"] = a.host;
+  j["port"] = a.port;
+  j["path_prefix"] = text_or_null(a.path_prefix);
+  j["released"] = a.released;
+  return j;
+}
+
 record_json policy_reload_record(record_json policy) {
   record_json j;
   j["event"] = "policy_reload";

@@ -68,6 +68,28 @@ struct session_start {
 };
 nlohmann::ordered_json start_record(const session_start& s);
 
+// A request held while a person is asked about it (DESIGN §13): the request as an exchange
+// record names it (decision "ask", the rule that refused it), with the ask's id and how long it
+// waits at most.
+nlohmann::ordered_json ask_record(const std::string& id, const audit_entry& request, long timeout_s,
+                                  const scrub_text& scrub);
+
+// What was decided about an ask: "approve", "deny" or "timeout"; who decided (the person's uid
+// and the deciding process, an admin credential's name, or nobody); the scope ("once",
+// "session", "always") and the rule an approval added; the held requests it released.
+struct approval {
+  std::string id;
+  std::string decision;
+  std::string who;
+  std::string scope;
+  std::string rule;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string path_prefix;
+  std::vector<std::string> released;
+};
+nlohmann::ordered_json approval_record(const approval& a);
+
 nlohmann::ordered_json policy_reload_record(nlohmann::ordered_json policy);
 
 // Something the wrapped command left that was kept out of the host (DESIGN §8.1): the real path

@@ -59,6 +59,18 @@ void write_all(int fd, const std::string& text) {
   }
 }
 
+// The client as its peer credentials name it.
+std::string peer_of(int fd) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return "unknown";
+  std::string who = "uid " + std::to_string(peer.uid) + ", pid " + std::to_string(peer.pid);
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(peer.pid) + "/exe", ec);
+  if (!ec) who += " (" + exe.string() + ")";
+  return who;
+}
+
 }  // namespace
 
 control_socket::control_socket(std::filesystem::path path, status_fn status, kill_fn kill,
@@ -120,7 +132,7 @@ void control_socket::serve() {
       } else if (command == "kill") {
         kill_();
         answer = {{"ok", true}};
-      } else if (auto handled = other_ ? other_(command) : std::nullopt) {
+      } else if (auto handled = other_ ? other_(command, peer_of(client)) : std::nullopt) {
         answer = std::move(*handled);
       } else {
         answer = {{"error", "unknown command; use status or kill"}};

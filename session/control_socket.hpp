@@ -22,8 +22,11 @@ class control_socket {
  public:
   using status_fn = std::function<nlohmann::ordered_json()>;
   using kill_fn = std::function<void()>;
-  // Any other line (a gateway's `session ...` commands): its answer, or nullopt when unknown.
-  using command_fn = std::function<std::optional<nlohmann::ordered_json>(const std::string& line)>;
+  // Any other line (a gateway's `session ...` commands, `approve ...`): its answer, or nullopt
+  // when unknown. `who` names the client from the socket's peer credentials ("uid 1000, pid 42
+  // (/usr/bin/broker)"), for the records of what it decided.
+  using command_fn = std::function<std::optional<nlohmann::ordered_json>(const std::string& line,
+                                                                         const std::string& who)>;
 
   // Listens at `path` (replacing a stale socket) on its own thread. Throws std::runtime_error.
   control_socket(std::filesystem::path path, status_fn status, kill_fn kill, command_fn other = {});

@@ -18,6 +18,7 @@
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
+#include "proxy/ask_desk.hpp"
 #include "proxy/server.hpp"
 #include "proxy/sock_diag.hpp"
 #include "proxy/synthetic_addresses.hpp"
@@ -27,6 +28,7 @@
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
 #include "session/session_dir.hpp"
+#include "wrap/ask_notice.hpp"
 #include "wrap/capture_net.hpp"
 #include "wrap/child_session.hpp"
 #include "wrap/directory_view.hpp"
@@ -219,7 +221,7 @@ struct child_files {
 
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
-  w.setup = proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session);
+  w.setup = proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask);
   w.mode = choose_isolation(w.c.isolate);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
@@ -388,6 +390,14 @@ void start_proxy(wrapping& w) {
     attached.synthetic_names = std::make_shared<proxy::synthetic_addresses>(
         config::ip_address::from_v4(synthetic_ipv4_net), v6_base);
   }
+  if (w.setup.asks) {
+    auto asks = std::make_shared<proxy::ask_options>();
+    asks->approved_file = w.setup.approved_file;
+    asks->on_ask = [notify = w.c.ask_notify](const nlohmann::ordered_json& ask) {
+      announce_ask(ask, notify);
+    };
+    attached.asks = std::move(asks);
+  }
   w.ctx =
       std::make_shared<proxy::proxy_context>(w.setup.options, w.setup.policy, std::move(w.audit),
                                              w.setup.credentials, w.tls, std::move(attached));
@@ -405,6 +415,9 @@ void start_proxy(wrapping& w) {
         w.dir->control_socket(), [&] { return proxy::session_status(ctx, "wrap", child.pid()); },
         [&] {
           ctx.end_session({proxy::session_end::cause::kill, {}});
+        },
+        [&ctx](const std::string& line, const std::string& who) {
+          return proxy::answer_ask_command(ctx.asks(), line, who);
         });
   } catch (const std::exception& e) {
     session::log(spdlog::level::warn, session::log_tag(w.session_id()), "no control socket: {}",

@@ -17,6 +17,8 @@ struct wrap_config {
   std::string isolate = "auto";  // auto, netns or env
   std::string env_file;
   std::vector<std::string> timeouts;
+  bool ask = false;        // --ask: what the layers refuse is asked about (DESIGN §13)
+  std::string ask_notify;  // --ask-notify CMD: run per ask
   std::vector<std::string> command;
 };
 

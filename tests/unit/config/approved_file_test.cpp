@@ -22,8 +22,7 @@ fs::path scratch_dir() {
 
 }  // namespace
 
-TEST_CASE("approved.json: written by approve --always, read by the next session",
-          "[config][ask]") {
+TEST_CASE("approved.json: written by approve --always, read by the next session", "[config][ask]") {
   const auto dir = scratch_dir();
   const auto file = dir / "broker" / "approved.json";
   CHECK_FALSE(load_approved(file));  // none yet: nothing to add
@@ -38,7 +37,7 @@ TEST_CASE("approved.json: written by approve --always, read by the next session"
   CHECK(p->allow[1].paths.size() == 2);
   CHECK(p->allow[1].paths[0].text() == "/v1");
   CHECK(p->allow[1].paths[1].text() == "/v1/*");
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat(file.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
   REQUIRE(::stat(file.parent_path().c_str(), &st) == 0);
@@ -53,8 +52,8 @@ TEST_CASE("approved.json: written by approve --always, read by the next session"
 
   // More than allow rules is refused, naming the file.
   std::ofstream(file) << "{\"deny\": [{\"host\": \"a.test\"}]}";
-  CHECK_THROWS_WITH(load_approved(file), Catch::Contains(file.string()) &&
-                                             Catch::Contains("\"allow\" rules only"));
+  CHECK_THROWS_WITH(load_approved(file),
+                    Catch::Contains(file.string()) && Catch::Contains("\"allow\" rules only"));
   std::ofstream(file) << "{\"allow\": [{\"host\": 7}]}";
   CHECK_THROWS_WITH(load_approved(file), Catch::Contains("allow[0].host"));
   fs::remove_all(dir);

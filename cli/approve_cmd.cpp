@@ -1,0 +1,138 @@
+// `broker pending`, `broker approve ID` and `broker deny ID` (DESIGN §13): the requests running
+// sessions hold while they ask, and the person's decisions, through each session's control
+// socket.
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "session/control_socket.hpp"
+
+namespace broker::cli {
+
+namespace {
+
+// An ask's id is its session's followed by "-N".
+std::string session_of(const std::string& id) {
+  const auto dash = id.rfind('-');
+  return dash == std::string::npos || dash == 0 ? std::string() : id.substr(0, dash);
+}
+
+int run_pending(const std::string& session, bool json) {
+  std::vector<std::filesystem::path> sockets;
+  if (session.empty())
+    sockets = running_control_sockets();
+  else
+    sockets.push_back(control_socket_of(session));
+  auto all = nlohmann::json::array();
+  int status = exit_ok;
+  for (const auto& socket : sockets) {
+    try {
+      auto answer = nlohmann::json::parse(session::control_request(socket, "pending"));
+      if (answer.is_array())
+        for (auto& ask : answer) all.push_back(std::move(ask));
+      else if (!session.empty())
+        throw std::runtime_error(answer.value("error", "no answer"));
+    } catch (const std::exception& e) {
+      if (!session.empty()) {
+        std::cerr << "broker: " << e.what() << "\n";
+        status = exit_failure;
+      }
+    }
+  }
+  if (json) {
+    std::cout << all.dump() << "\n";
+    return status;
+  }
+  if (all.empty()) {
+    std::cout << "no requests waiting for approval\n";
+    return status;
+  }
+  for (const auto& ask : all) {
+    std::string who = ask["pid"].is_number() ? "pid " + std::to_string(ask["pid"].get<int>()) : "";
+    if (ask["exe"].is_string()) who += " " + ask["exe"].get<std::string>();
+    std::cout << ask.value("id", "") << "  " << ask.value("method", "") << " "
+              << ask.value("url", "") << "  (" << (who.empty() ? "process unknown" : who)
+              << "; refused by " << ask.value("rule", "") << "; waiting "
+              << ask.value("waiting_s", 0) << " of " << ask.value("timeout_s", 0) << " s)\n";
+  }
+  return status;
+}
+
+int run_decision(const std::string& id, const std::string& command) {
+  const std::string session = session_of(id);
+  try {
+    if (session.empty() || !valid_session_name(session))
+      throw std::runtime_error(id + ": not an ask id (broker pending lists them)");
+    const auto answer = nlohmann::json::parse(
+        session::control_request(control_socket_of(session), command));
+    if (answer.contains("error")) throw std::runtime_error(answer["error"].get<std::string>());
+    std::cout << "broker: " << id << " " << (answer.value("decision", "") == "deny" ? "denied" : "approved");
+    if (answer.contains("scope")) std::cout << " (" << answer.value("scope", "") << ")";
+    if (answer.contains("rule")) std::cout << ", rule " << answer.value("rule", "");
+    std::cout << "; released " << answer["released"].size() << " held request"
+              << (answer["released"].size() == 1 ? "" : "s") << "\n";
+    return exit_ok;
+  } catch (const std::exception& e) {
+    std::cerr << "broker: " << e.what() << "\n";
+    return exit_failure;
+  }
+}
+
+}  // namespace
+
+void register_approvals(CLI::App& root, int& exit_status) {
+  auto session = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto* pending = root.add_subcommand("pending", "Requests held while a session asks about them");
+  pending->add_option("session", *session, "Session id (default: every running session)");
+  pending->add_flag("--json", *json, "One JSON array of every held request");
+  pending->callback([session, json, &exit_status] { exit_status = run_pending(*session, *json); });
+
+  struct approval {
+    std::string id;
+    bool once = false, for_session = false, always = false;
+    std::string path;
+  };
+  auto a = std::make_shared<approval>();
+  auto* approve = root.add_subcommand(
+      "approve", "Let a held request go, and (--session, the default) its host for the session");
+  approve->add_option("id", a->id, "The ask's id (broker pending)")->required();
+  auto* once = approve->add_flag("--once", a->once, "Only this request");
+  auto* whole = approve->add_flag("--session", a->for_session,
+                                  "Its host and port for the rest of the session (the default)");
+  auto* always = approve->add_flag(
+      "--always", a->always, "As --session, and in ~/.config/broker/approved.json for later sessions");
+  once->excludes(whole)->excludes(always);
+  whole->excludes(always);
+  approve->add_option("--path", a->path,
+                      "Only this path and what is under it (\"/docs\": /docs and /docs/...)")
+      ->check([](const std::string& p) {
+        if (p.empty() || p.front() != '/') return std::string("a path starts with /");
+        if (p.find_first_of(" \t\r\n*") != std::string::npos)
+          return std::string("a path prefix has no spaces and no *");
+        return std::string();
+      });
+  approve->callback([a, &exit_status] {
+    const char* scope = a->once ? "once" : a->always ? "always" : "session";
+    if (a->once && !a->path.empty()) {
+      std::cerr << "broker: --path applies to --session and --always; --once is this request\n";
+      exit_status = exit_usage;
+      return;
+    }
+    std::string command = "approve " + a->id + " " + scope;
+    if (!a->path.empty()) command += " " + a->path;
+    exit_status = run_decision(a->id, command);
+  });
+
+  auto denied = std::make_shared<std::string>();
+  auto* deny = root.add_subcommand(
+      "deny", "Refuse a held request (403 approval_denied) and every one held for its host");
+  deny->add_option("id", *denied, "The ask's id (broker pending)")->required();
+  deny->callback(
+      [denied, &exit_status] { exit_status = run_decision(*denied, "deny " + *denied); });
+}
+
+}  // namespace broker::cli

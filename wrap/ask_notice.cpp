@@ -1,0 +1,68 @@
+#include "wrap/ask_notice.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace broker::wrap {
+
+std::string ask_line(const nlohmann::ordered_json& ask) {
+  const std::string id = ask.value("id", "");
+  std::string who;
+  if (ask.contains("pid") && ask["pid"].is_number()) {
+    who = " (pid " + std::to_string(ask["pid"].get<int>());
+    if (ask.contains("exe") && ask["exe"].is_string()) who += " " + ask["exe"].get<std::string>();
+    who += ")";
+  }
+  return "broker: ask " + id + ": " + ask.value("method", "") + " " + ask.value("url", "") + who +
+         " is not in the policy; waiting " + std::to_string(ask.value("timeout_s", 0L)) +
+         " s: broker approve " + id + " [--once|--always] [--path P]  |  broker deny " + id + "\n";
+}
+
+void announce_ask(const nlohmann::ordered_json& ask, const std::string& notify_command) {
+  const std::string line = ask_line(ask);
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  if (notify_command.empty()) return;
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  std::string text = line;
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  env.push_back("BROKER_ASK_ID=" + ask.value("id", ""));
+  env.push_back("BROKER_ASK_SESSION=" + ask.value("session", ""));
+  env.push_back("BROKER_ASK_METHOD=" + ask.value("method", ""));
+  env.push_back("BROKER_ASK_URL=" + ask.value("url", ""));
+  env.push_back("BROKER_ASK_TEXT=" + text);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string sh = "/bin/sh", dash_c = "-c", command = notify_command;
+  char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // Its output would land in the agent's terminal: it gets none.
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  // The session blocks the signals it passes to the command; this command gets none blocked.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const int failed = ::posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (failed) return;
+  std::thread([pid] { ::waitpid(pid, nullptr, 0); }).detach();
+}
+
+}  // namespace broker::wrap

@@ -1,0 +1,21 @@
+// How a wrap session tells its user about a held request (DESIGN §13): one line on its stderr
+// (the agent's terminal gets that one line, nothing more) and, with --ask-notify CMD, the command
+// run by /bin/sh with the ask in its environment (BROKER_ASK_ID, BROKER_ASK_SESSION,
+// BROKER_ASK_METHOD, BROKER_ASK_URL, BROKER_ASK_TEXT: the line), e.g. `notify-send broker
+// "$BROKER_ASK_TEXT"`.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace broker::wrap {
+
+// The line for an ask as `broker pending --json` lists it, with how to answer it.
+std::string ask_line(const nlohmann::ordered_json& ask);
+
+// Writes the line to stderr at once (one write), and starts the notify command when there is
+// one; its end is waited for on a thread of its own, so nothing here waits for it.
+void announce_ask(const nlohmann::ordered_json& ask, const std::string& notify_command);
+
+}  // namespace broker::wrap
