@@ -66,10 +66,11 @@ int run_decision(const std::string& id, const std::string& command) {
   try {
     if (session.empty() || !valid_session_name(session))
       throw std::runtime_error(id + ": not an ask id (broker pending lists them)");
-    const auto answer = nlohmann::json::parse(
-        session::control_request(control_socket_of(session), command));
+    const auto answer =
+        nlohmann::json::parse(session::control_request(control_socket_of(session), command));
     if (answer.contains("error")) throw std::runtime_error(answer["error"].get<std::string>());
-    std::cout << "broker: " << id << " " << (answer.value("decision", "") == "deny" ? "denied" : "approved");
+    std::cout << "broker: " << id << " "
+              << (answer.value("decision", "") == "deny" ? "denied" : "approved");
     if (answer.contains("scope")) std::cout << " (" << answer.value("scope", "") << ")";
     if (answer.contains("rule")) std::cout << ", rule " << answer.value("rule", "");
     std::cout << "; released " << answer["released"].size() << " held request"
@@ -103,12 +104,14 @@ void register_approvals(CLI::App& root, int& exit_status) {
   auto* once = approve->add_flag("--once", a->once, "Only this request");
   auto* whole = approve->add_flag("--session", a->for_session,
                                   "Its host and port for the rest of the session (the default)");
-  auto* always = approve->add_flag(
-      "--always", a->always, "As --session, and in ~/.config/broker/approved.json for later sessions");
+  auto* always =
+      approve->add_flag("--always", a->always,
+                        "As --session, and in ~/.config/broker/approved.json for later sessions");
   once->excludes(whole)->excludes(always);
   whole->excludes(always);
-  approve->add_option("--path", a->path,
-                      "Only this path and what is under it (\"/docs\": /docs and /docs/...)")
+  approve
+      ->add_option("--path", a->path,
+                   "Only this path and what is under it (\"/docs\": /docs and /docs/...)")
       ->check([](const std::string& p) {
         if (p.empty() || p.front() != '/') return std::string("a path starts with /");
         if (p.find_first_of(" \t\r\n*") != std::string::npos)

@@ -23,7 +23,7 @@ constexpr std::string_view default_text = R"json({
     { "host": "generativelanguage.googleapis.com", "ports": [443] },
     // The agents' own logins: Codex with ChatGPT (its backend and token endpoint), Claude Code's
     // token endpoint, Gemini CLI with Google (Code Assist and Google's token endpoint). Their
-    // telemetry hosts (ab.chatgpt.com, statsig, sentry, play.googleapis.com) are not listed.
+    // telemetry hosts are denied below.
     { "host": "chatgpt.com", "ports": [443], "paths": ["/backend-api/*"] },
     { "host": "auth.openai.com", "ports": [443], "methods": ["POST"], "paths": ["/oauth/token"] },
     { "host": "platform.claude.com", "ports": [443], "methods": ["POST"],
@@ -58,10 +58,16 @@ constexpr std::string_view default_text = R"json({
     { "host": "repo1.maven.org", "ports": [443] },
     { "host": "deb.debian.org", "ports": [443] }
   ],
-  // The agents' telemetry on hosts allowed above (the agents work without it).
+  // The agents' telemetry (they work without it): on hosts allowed above, and its own hosts,
+  // denied by rule so that `wrap --ask` never asks about them.
   "deny": [
     { "host": "api.anthropic.com", "paths": ["/api/event_logging/*", "/api/eval/*"] },
-    { "host": "chatgpt.com", "paths": ["/backend-api/codex/analytics-events/*"] }
+    { "host": "chatgpt.com", "paths": ["/backend-api/codex/analytics-events/*"] },
+    { "host": "ab.chatgpt.com" },
+    { "host": "statsig.anthropic.com" },
+    { "host": "*.statsig.com" },
+    { "host": "*.sentry.io" },
+    { "host": "play.googleapis.com" }
   ],
   "credentials": {
     "github": {

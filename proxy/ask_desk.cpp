@@ -16,7 +16,7 @@ struct ask_desk::held_request {
   session::audit_entry request;
   config::destination dest;
   std::chrono::steady_clock::time_point since;
-  asio::steady_timer timer;              // on the connection's thread; cancelled to release it
+  asio::steady_timer timer;            // on the connection's thread; cancelled to release it
   std::optional<ask_outcome> outcome;  // under the desk's mutex
 };
 
@@ -115,16 +115,16 @@ nlohmann::ordered_json ask_desk::pending() const {
     j["id"] = h->id;
     j["session"] = ctx_.session_id();
     j["pid"] = r.pid > 0 ? nlohmann::ordered_json(r.pid) : nlohmann::ordered_json();
-    j["exe"] = r.pid > 0 && !r.exe.empty() ? nlohmann::ordered_json(r.exe) : nlohmann::ordered_json();
+    j["exe"] =
+        r.pid > 0 && !r.exe.empty() ? nlohmann::ordered_json(r.exe) : nlohmann::ordered_json();
     j["method"] = r.method;
     const std::string host = ctx_.scrub(h->dest.host);
     const std::string authority =
-        host + (h->dest.port == (r.scheme == "http" ? 80 : 443) ? ""
-                                                                : ":" + std::to_string(h->dest.port));
-    j["url"] = r.method == "CONNECT"
-                   ? authority
-                   : (r.scheme.empty() ? "https" : r.scheme) + "://" + authority +
-                         session::redact_target(ctx_.scrub(r.target));
+        host +
+        (h->dest.port == (r.scheme == "http" ? 80 : 443) ? "" : ":" + std::to_string(h->dest.port));
+    j["url"] = r.method == "CONNECT" ? authority
+                                     : (r.scheme.empty() ? "https" : r.scheme) + "://" + authority +
+                                           session::redact_target(ctx_.scrub(r.target));
     j["host"] = host;
     j["port"] = h->dest.port;
     j["rule"] = r.rule;

@@ -37,7 +37,11 @@ Every model endpoint ACCEPTS ONLY THE REAL credential values the test registered
 and answers 401 otherwise, records every request (host, method, path, headers, body, status,
 WebSocket messages), and returns usage (input/output token counts) so that broker meters
 llm_tokens. `tool_call` makes the first answer of a conversation a tool call instead of text
-(so that the agent sends a second request: what a budget test needs).
+(so that the agent sends a second request: what a budget test needs): `echo tool-ran`, or the
+shell command `tool_call` holds when it is a string.
+
+- docs.agent.test (no credential): GET -> text/plain DOCS_PAGE; a host no policy of the
+  agents' tests allows (what an agent's tool fetches while a person is asked).
 """
 
 import json
@@ -59,7 +63,9 @@ INPUT_TOKENS, OUTPUT_TOKENS = 1234, 56
 HOSTS = ["api.openai.com", "chatgpt.com", "auth.openai.com", "api.anthropic.com",
          "platform.claude.com", "generativelanguage.googleapis.com",
          "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com",
-         "api.github.com"]
+         "api.github.com", "docs.agent.test"]
+DOCS_PAGE = "The docs page says: MANGO-17."
+
 GITHUB_LOGIN = "octocat-fake"
 
 
@@ -139,8 +145,13 @@ def _conversation_has_tool_result(doc) -> bool:
     """True once the request carries the result of a tool call (the second turn of a budget
     test), in any of the three APIs' shapes."""
     text = json.dumps(doc)
-    return any(k in text for k in ('"function_call_output"', '"tool_result"',
+    return any(k in text for k in ('"function_call_output"', '"custom_tool_call_output"',
+                                   '"tool_result"',
                                    '"functionResponse"'))
+
+
+def tool_command(fake) -> str:
+    return fake.tool_call if isinstance(fake.tool_call, str) else "echo tool-ran"
 
 
 def openai_events(fake, doc):
@@ -162,9 +173,16 @@ def openai_events(fake, doc):
             e["sequence_number"] = i
         return events
     if fake.tool_call and not _conversation_has_tool_result(doc):
-        item = {"type": "function_call", "id": _now_id("fc"), "call_id": _now_id("call"),
-                "name": "shell", "arguments": json.dumps({"command": ["echo", "tool-ran"]}),
-                "status": "completed"}
+        if isinstance(fake.tool_call, str):
+            # Codex's code mode: one `exec` tool whose JavaScript calls its nested tools.
+            script = (f"const r = await tools.exec_command({{cmd: {json.dumps(fake.tool_call)}}});"
+                      " text(typeof r === 'string' ? r : JSON.stringify(r));")
+            item = {"type": "custom_tool_call", "id": _now_id("ctc"), "call_id": _now_id("call"),
+                    "name": "exec", "input": script, "status": "completed"}
+        else:
+            item = {"type": "function_call", "id": _now_id("fc"), "call_id": _now_id("call"),
+                    "name": "shell", "arguments": json.dumps({"command": ["echo", "tool-ran"]}),
+                    "status": "completed"}
     else:
         item = {"type": "message", "id": _now_id("msg"), "role": "assistant",
                 "status": "completed",
@@ -203,8 +221,8 @@ def anthropic_events(fake, doc):
     if fake.tool_call and not _conversation_has_tool_result(doc):
         block = {"type": "tool_use", "id": _now_id("toolu"), "name": "Bash", "input": {}}
         delta = {"type": "input_json_delta",
-                 "partial_json": json.dumps({"command": "echo tool-ran",
-                                             "description": "say tool-ran"})}
+                 "partial_json": json.dumps({"command": tool_command(fake),
+                                             "description": "run the tool"})}
         stop = "tool_use"
     else:
         block = {"type": "text", "text": ""}
@@ -401,6 +419,15 @@ class _Handler(BaseHTTPRequestHandler):
                 url.path in ("/api/hello", "/v1/oauth/hello"):
             # Claude Code's first-run check that both hosts are reachable (no credential).
             return self._send_json(200, {"message": "hello"})
+        if host == "docs.agent.test" and self.command == "GET":
+            data = DOCS_PAGE.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.rec["status"] = 200
+            return None
         if route is None:
             return self._send_json(404, {"error": "not_found", "host": host})
         return route(fake, url, headers, body, upgrade)

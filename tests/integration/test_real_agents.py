@@ -662,3 +662,153 @@ def test_claude_twice_at_once_keeps_both_sessions_state(make_fake, sessions):
     assert "userID" in state, state.keys()
     assert len({r["session"] for run in runs.values() for r in run.records()}) == 2
     assert_no_leaks(runs[0], [ANTHROPIC_KEY])
+
+
+# --------------------------------------------------------------------------------------------
+# Ask and approve (DESIGN §13): the agent's tool fetches a host the policy does not list; a
+# person decides from another process while the agent waits
+# --------------------------------------------------------------------------------------------
+
+DOCS = "docs.agent.test"
+FETCH_DOCS = f"curl -sS https://{DOCS}/guide"
+# The agents' own sandboxes stand aside for broker's (Codex's would cut the tool off the
+# network; Claude Code asks before running a tool in -p mode).
+CODEX_TOOL = ["codex", "exec", "--skip-git-repo-check", "--color", "never", "--sandbox",
+              "danger-full-access", "Fetch the guide."]
+CLAUDE_TOOL = ["claude", "-p", "Fetch the guide.", "--allowedTools", "Bash"]
+
+
+class AskedRun:
+    """`broker wrap --ask -- agent` running in the background, its stderr read as it comes."""
+
+    def __init__(self, s, name, cmd, env, extra_args=()):
+        argv, self.env, work = s.command(name, cmd, env=env, policies=None,
+                                         extra_args=["--ask", *extra_args])
+        self.dir = s.prepare(name)[0]
+        self.err_path = self.dir / "wrap.stderr"
+        self.out_path = self.dir / "wrap.stdout"
+        self.proc = subprocess.Popen(argv, env=self.env, cwd=work, stdin=subprocess.DEVNULL,
+                                     stdout=open(self.out_path, "wb"),
+                                     stderr=open(self.err_path, "wb"))
+        self.name, self.argv, self.s = name, argv, s
+
+    def ask_lines(self):
+        return [l for l in self.err_path.read_text(errors="replace").splitlines()
+                if l.startswith("broker: ask ")]
+
+    def wait_ask(self, timeout=RUN_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ask_lines():
+                return self.ask_lines()[0].split()[2].rstrip(":")
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.proc.kill()
+        raise AssertionError(f"no ask; stderr={self.err_path.read_text(errors='replace')}")
+
+    def broker(self, *args):
+        return subprocess.run([BROKER_BIN, *args], capture_output=True, text=True, timeout=30,
+                              env=self.env)
+
+    def finish(self, timeout=RUN_TIMEOUT):
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        d, home, runtime, logs, work = self.s.prepare(self.name)
+        return agent_run.AgentRun(name=self.name, dir=d, argv=self.argv,
+                                  returncode=self.proc.returncode,
+                                  stdout=self.out_path.read_bytes(),
+                                  stderr=self.err_path.read_bytes(), elapsed=0, home=home,
+                                  logs=logs, runtime=runtime, work=work)
+
+
+def tool_results(fake, host):
+    """The model requests that carry a tool's result, as text."""
+    return [r["body"].decode(errors="replace") for r in fake.requests(host) if
+            r["method"] == "POST" and fake_apis._conversation_has_tool_result(
+                json.loads(r["body"] or b"{}"))]
+
+
+def assert_asked_and_decided(run, decision, scope=None):
+    records = run.records()
+    asks = [r for r in records if r.get("event") == "ask"]
+    assert asks and asks[0]["host"] == DOCS and asks[0]["path"] == "/guide", asks
+    assert asks[0]["exe"] and asks[0]["exe"].endswith("curl"), asks
+    decisions = [r for r in records if r.get("event") == "approval"]
+    assert [d["decision"] for d in decisions] == [decision], decisions
+    if scope:
+        assert decisions[0]["scope"] == scope, decisions
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_an_agent_waits_while_a_person_approves_its_fetch(make_fake, sessions, agent):
+    fake = make_fake(tool_call=FETCH_DOCS, ws="refuse")
+    if agent == "claude":
+        fake.accept("anthropic_key", ANTHROPIC_KEY)
+        cmd, env, host, real = CLAUDE_TOOL, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, ANTHROPIC, \
+            ANTHROPIC_KEY
+    else:
+        fake.accept("openai", CODEX_KEY)
+        cmd, env, host, real = CODEX_TOOL, {"CODEX_API_KEY": CODEX_KEY}, OPENAI, CODEX_KEY
+    s = sessions(fake)
+    asked = AskedRun(s, f"{agent}-ask", cmd, env)
+    ask_id = asked.wait_ask()
+    assert fake.requests(DOCS) == []  # held: nothing reached the docs host yet
+    pending = json.loads(asked.broker("pending", "--json").stdout)
+    assert [a["url"] for a in pending] == [f"https://{DOCS}/guide"], pending
+    approved = asked.broker("approve", ask_id)
+    assert approved.returncode == 0, approved.stderr
+    run = asked.finish()
+    assert_turn_done(run, fake)
+    assert len(asked.ask_lines()) == 1, run.describe()
+    # The fetch went through once approved, and its page reached the model as the tool result.
+    assert [r["status"] for r in fake.requests(DOCS)] == [200]
+    results = tool_results(fake, host)
+    assert results and any(fake_apis.DOCS_PAGE in r for r in results), results
+    assert_asked_and_decided(run, "approve", "session")
+    [rec] = [r for r in run.requests(DOCS)]
+    assert rec["status"] == 200 and rec["rule"] == "approved[0]", rec
+    assert_no_leaks(run, [real])
+
+
+def test_a_denied_ask_leaves_the_agent_with_the_json_refusal(make_fake, sessions):
+    fake = make_fake(tool_call=FETCH_DOCS)
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    asked = AskedRun(sessions(fake), "claude-deny", CLAUDE_TOOL,
+                     {"ANTHROPIC_API_KEY": ANTHROPIC_KEY})
+    ask_id = asked.wait_ask()
+    assert asked.broker("deny", ask_id).returncode == 0
+    run = asked.finish()
+    assert_turn_done(run, fake)
+    assert fake.requests(DOCS) == []
+    # What the agent's tool printed, and the model read: the broker's JSON 403.
+    results = tool_results(fake, ANTHROPIC)
+    assert results and any('approval_denied' in r for r in results), results
+    assert_asked_and_decided(run, "deny")
+    assert_no_leaks(run, [ANTHROPIC_KEY])
+
+
+def test_an_always_approval_applies_to_the_next_session(make_fake, sessions):
+    fake = make_fake(tool_call=FETCH_DOCS)
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    s = sessions(fake)
+    asked = AskedRun(s, "claude-always", CLAUDE_TOOL, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY})
+    ask_id = asked.wait_ask()
+    assert asked.broker("approve", ask_id, "--always").returncode == 0
+    first = asked.finish()
+    assert_turn_done(first, fake)
+    approved = first.home / ".config" / "broker" / "approved.json"
+    assert json.loads(approved.read_text()) == {"allow": [{"host": DOCS, "ports": [443]}]}
+    # The next session of the same user: the fetch goes at once, nobody is asked.
+    again = AskedRun(s, "claude-always", CLAUDE_TOOL, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY})
+    run = again.finish()
+    assert_turn_done(run, fake)
+    assert again.ask_lines() == [], run.describe()
+    # (The log directory holds both sessions: the first one's fetch was approved[0].)
+    recs = sorted((r["session"], r["rule"], r["status"]) for r in run.requests(DOCS))
+    assert len(recs) == 2 and {r[2] for r in recs} == {200}, recs
+    assert sorted(r[1].rsplit("#", 1)[-1] for r in recs) == \
+        ["approved.json:allow[0]", "approved[0]"], recs

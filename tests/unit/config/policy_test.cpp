@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/policy.hpp"
+#include "config/policy_set.hpp"
 #include "tests/unit/config/policy_test_support.hpp"
 
 using broker::config::exhaust_action;
@@ -130,8 +131,16 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(p.credentials.at("claude_login").login_file->path == "~/.claude/.credentials.json");
   CHECK(p.credentials.at("gh_login").login_file->fields == std::vector<std::string>{"oauth_token"});
-  // Telemetry on the agents' API hosts (DESIGN §9): denied.
-  CHECK(p.deny.size() == 2);
+  // Telemetry on the agents' API hosts (DESIGN §9) and their telemetry hosts: denied by rule,
+  // so that wrap --ask never asks about them.
+  CHECK(p.deny.size() == 7);
+  broker::config::policy_set set({p});
+  for (const char* host : {"ab.chatgpt.com", "statsig.anthropic.com", "api.statsig.com",
+                           "o1.ingest.sentry.io", "play.googleapis.com"}) {
+    auto v = set.check_connect({host, std::nullopt, 443});
+    CHECK_FALSE(v.allowed);
+    CHECK(v.rule.starts_with("deny["));
+  }
   bool has_pypi = false, any_tunnel = false;
   for (const auto& r : p.allow) {
     has_pypi = has_pypi || (r.host && r.host->text() == "pypi.org");
