@@ -49,6 +49,7 @@ nlohmann::ordered_json rule_json(const approval_rule& a) {
   j["host"] = a.host;
   j["ports"] = {a.port};
   if (auto paths = prefix_patterns(a.path_prefix); !paths.empty()) j["paths"] = paths;
+  if (a.tunnel) j["tunnel"] = true;
   return j;
 }
 
@@ -60,6 +61,9 @@ rule make_approval_rule(const approval_rule& a, std::string name) {
   r.host = host_pattern::parse(a.host);
   if (!r.host) throw std::invalid_argument("\"" + a.host + "\" is not a host name");
   r.ports = {a.port};
+  r.tunnel = a.tunnel;
+  if (a.tunnel && !a.path_prefix.empty())
+    throw std::invalid_argument("a tunnel is not inspected: its approval cannot name a path");
   for (const auto& text : prefix_patterns(a.path_prefix)) {
     auto p = path_pattern::parse(text);
     if (!p) throw std::invalid_argument("\"" + a.path_prefix + "\" is not a path a rule can hold");

@@ -26,10 +26,11 @@ struct approval_rule {
   std::string host;
   std::uint16_t port = 443;
   std::string path_prefix;
+  bool tunnel = false;  // a CONNECT every allowing layer tunnels (verdict::askable_tunnel)
 };
 
 // The rule as a policy rule (for policy_set::with_approval), named `name`. Throws
-// std::invalid_argument for a host or prefix a policy could not hold.
+// std::invalid_argument for a host or prefix a policy could not hold, or a prefix on a tunnel.
 rule make_approval_rule(const approval_rule& a, std::string name);
 
 // Adds the rule to the file (made 0600, its directory 0700, when there is none), unless an equal

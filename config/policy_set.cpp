@@ -59,7 +59,8 @@ struct layer_result {
   bool refused = false;
   bool allowed_by_rule = false;  // false: the layer has no allow rules (deny-only)
   std::string rule;
-  bool tunnel = false;  // this layer agrees to tunnelling the connection
+  bool tunnel = false;    // this layer agrees to tunnelling the connection
+  bool approved = false;  // the deciding allow rule is one a person approved
 };
 
 // `never_approved`: the destination is one no approval may open, so approved rules do not match.
@@ -99,7 +100,9 @@ layer_result evaluate(const policy& layer, const destination& d, const request_l
   out.allowed_by_rule = true;
   out.tunnel = tunnel_rule && !l7_deny_applies;
   // At connection level a tunnel rule, when one matches, is the one that decides.
-  out.rule = (!req && out.tunnel) ? tunnel_rule->name : first->name;
+  const rule& decided = (!req && out.tunnel) ? *tunnel_rule : *first;
+  out.rule = decided.name;
+  out.approved = decided.approved;
   return out;
 }
 
@@ -208,7 +211,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
     }
   }
 
-  std::string first_allow, first_deny, first_default_deny;
+  std::string first_allow, first_deny, first_default_deny, first_approved;
   bool any_allow = false;
   bool tunnel = true;
   const bool never = never_approvable(layers, *d);
@@ -227,12 +230,14 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
     if (r.allowed_by_rule) {
       any_allow = true;
       if (first_allow.empty()) first_allow = name(layer, r.rule);
+      if (r.approved && first_approved.empty()) first_approved = name(layer, r.rule);
     }
   }
   if (!first_deny.empty()) return refused(first_deny);
   if (!first_default_deny.empty()) {
     verdict v = refused(first_default_deny);
     v.askable = askable;
+    v.askable_tunnel = askable && !req && any_allow && tunnel && !credential_bound(layers, *d);
     return v;
   }
   // Egress needs at least one allow rule somewhere: deny-only layers only ever narrow.
@@ -242,7 +247,8 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   if (tunnel && credential_bound(layers, *d)) tunnel = false;
   verdict v;
   v.allowed = true;
-  v.rule = std::move(first_allow);
+  // What a person approved is what let it go: named before the other layers' rules.
+  v.rule = std::move(first_approved.empty() ? first_allow : first_approved);
   v.tunnel = tunnel;
   v.would_deny = audit_refusal(layers, *d, req);
   return v;

@@ -24,7 +24,8 @@ struct verdict {
   // Which rule decided: "allow[0]" / "deny[1]", prefixed with "<layer source>#" when the set has
   // more than one layer; "default_deny" when no allow rule matched (also prefixed: it names the
   // layer that refused). A refusal reports an explicit deny rule before a layer's default_deny;
-  // an allowed verdict reports the first layer's allow rule.
+  // an allowed verdict reports the first layer's allow rule, or the first approved rule (DESIGN
+  // §13) when one decided in some layer.
   std::string rule;
   // True only if every layer's deciding allow rule says "tunnel": true (tunnelling skips
   // inspection, so it is a loosening every layer must agree to). Also false when a deny rule
@@ -48,6 +49,9 @@ struct verdict {
   // destination is a host name no layer lists under "approvals": {"never": [...]}; the path is
   // not ambiguous. Approving it adds an allow rule to those layers (with_approval).
   bool askable = false;
+  // An askable CONNECT (check_connect) whose every allowing layer tunnels it, with no credential
+  // bound to the host: an approval of it is a tunnel rule, asked about before the tunnel opens.
+  bool askable_tunnel = false;
 };
 
 // Within a layer: a matching deny rule refuses; otherwise, if the layer has allow rules, one must

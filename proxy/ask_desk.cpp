@@ -16,6 +16,7 @@ struct ask_desk::held_request {
   session::audit_entry request;
   config::destination dest;
   std::chrono::steady_clock::time_point since;
+  bool tunnel = false;                 // decided on host and port, approved as a tunnel
   asio::steady_timer timer;            // on the connection's thread; cancelled to release it
   std::optional<ask_outcome> outcome;  // under the desk's mutex
 };
@@ -35,9 +36,9 @@ const char* scope_name(approval_scope s) {
 }
 
 bool now_allowed(const config::policy_set& policy, const session::audit_entry& r,
-                 const config::destination& dest, std::string& rule) {
-  const auto v = r.method == "CONNECT" ? policy.check_connect(dest)
-                                       : policy.check_request(dest, r.method, r.target);
+                 const config::destination& dest, bool tunnel, std::string& rule) {
+  const auto v =
+      tunnel ? policy.check_connect(dest) : policy.check_request(dest, r.method, r.target);
   if (v.allowed) rule = v.rule;
   return v.allowed;
 }
@@ -59,7 +60,7 @@ std::size_t ask_desk::held() const {
 }
 
 asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
-                                            const config::destination& dest) {
+                                            const config::destination& dest, bool tunnel) {
   auto h = std::make_shared<held_request>(co_await asio::this_coro::executor);
   const auto timeout = ctx_.options().timeouts.ask;
   std::uint64_t number = 0;
@@ -70,6 +71,7 @@ asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
     h->id = ctx_.session_id() + "-" + std::to_string(number);
     h->request = entry;
     h->dest = dest;
+    h->tunnel = tunnel;
     h->since = std::chrono::steady_clock::now();
     held_.emplace(number, h);
   }
@@ -117,7 +119,7 @@ nlohmann::ordered_json ask_desk::pending() const {
     j["pid"] = r.pid > 0 ? nlohmann::ordered_json(r.pid) : nlohmann::ordered_json();
     j["exe"] =
         r.pid > 0 && !r.exe.empty() ? nlohmann::ordered_json(r.exe) : nlohmann::ordered_json();
-    j["method"] = r.method;
+    j["method"] = h->tunnel ? "CONNECT" : r.method;
     const std::string host = ctx_.scrub(h->dest.host);
     const std::string authority =
         host +
@@ -180,7 +182,8 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
       record.decision = "approve";
       record.scope = scope_name(answer.scope);
       record.path_prefix = answer.path_prefix;
-      const config::approval_rule wanted{asked->dest.host, asked->dest.port, answer.path_prefix};
+      const config::approval_rule wanted{asked->dest.host, asked->dest.port, answer.path_prefix,
+                                         asked->tunnel};
       record.rule = "approved[" + std::to_string(approvals_) + "]";
       auto rule = config::make_approval_rule(wanted, record.rule);
       if (answer.scope == approval_scope::always) {
@@ -196,7 +199,7 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
       // Every request the grown policy allows goes, this one too unless the prefix leaves it out.
       for (auto& [n, h] : held_) {
         std::string allowed_by;
-        if (!h->outcome && now_allowed(*next, h->request, h->dest, allowed_by)) {
+        if (!h->outcome && now_allowed(*next, h->request, h->dest, h->tunnel, allowed_by)) {
           released.push_back(h);
           release(h, {ask_outcome::kind::approved, allowed_by});
         }

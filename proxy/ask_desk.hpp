@@ -58,11 +58,12 @@ class ask_desk {
   ask_desk(proxy_context& ctx, ask_options options);
   ~ask_desk();
 
-  // Holds the request `entry` names (refused by `entry.rule`; method "CONNECT" for a connection
-  // not yet read) until a person decides, or the session's ask timeout passes. Writes the `ask`
+  // Holds the request `entry` names (refused by `entry.rule`) until a person decides, or the
+  // session's ask timeout passes. `tunnel`: a CONNECT (or captured connection) the other layers
+  // tunnel, held before anything of it is read; its approval is a tunnel rule. Writes the `ask`
   // record, and the `approval` record when it times out. Runs on the connection's executor.
   asio::awaitable<ask_outcome> hold(const session::audit_entry& entry,
-                                    const config::destination& dest);
+                                    const config::destination& dest, bool tunnel = false);
 
   // The held requests, oldest first: id, session, pid, exe, method, url, rule, waiting_s.
   nlohmann::ordered_json pending() const;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/race.hpp"
+#include "proxy/ask_desk.hpp"
 #include "proxy/attribution.hpp"
 #include "proxy/captured.hpp"
 #include "proxy/idle_read.hpp"
@@ -255,21 +256,36 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     co_await ex.refuse(refusal::audit_unavailable(), false);
     co_return;
   }
-  const auto policy = ctx_->policy();
-  const auto verdict = policy->check_connect(dest);
+  auto policy = ctx_->policy();
+  auto verdict = policy->check_connect(dest);
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
+  std::optional<refusal> why;
   if (!verdict.allowed && verdict.askable && ctx_->asks()) {
-    // A person may approve it (DESIGN §13): each request inside is held and asked about, with
-    // its method and path, once the client has sent it (its timeouts run from there).
-    ex.dismiss();
-    if (!co_await start_interception(dest, std::nullopt)) draining_ = true;
-    co_return;
+    if (!verdict.askable_tunnel) {
+      // A person may approve it (DESIGN §13): each request inside is held and asked about, with
+      // its method and path, once the client has sent it (its timeouts run from there).
+      ex.dismiss();
+      if (!co_await start_interception(dest, std::nullopt)) draining_ = true;
+      co_return;
+    }
+    // A host the other layers tunnel: asked about before the tunnel opens.
+    deadline_.arm(timeouts().ask + std::chrono::seconds(5), waiting_for::approval);
+    const auto outcome = co_await ctx_->asks()->hold(entry, dest, /*tunnel=*/true);
+    if (outcome.what == ask_outcome::kind::approved) {
+      policy = ctx_->policy();
+      verdict = policy->check_connect(dest);
+      verdict.allowed = verdict.tunnel = true;  // (--once: this connection, as a tunnel)
+      entry.rule = outcome.rule;
+    } else if (outcome.what != ask_outcome::kind::full) {
+      why = refusal::approval_denied(verdict.rule, entry.host,
+                                     outcome.what == ask_outcome::kind::timed_out);
+    }
   }
   if (!verdict.allowed) {
     // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
     // audited as refused and nothing is dialed.
-    std::optional<refusal> why = refusal::policy_denied(verdict.rule, entry.host);
+    if (!why) why = refusal::policy_denied(verdict.rule, entry.host);
     entry.event = "refused";
     if (!ex.finish(why->status, false, why->code)) co_return;
     // A client gone after the 200 (or whose TLS handshake failed) ends the connection now.

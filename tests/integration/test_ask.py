@@ -350,3 +350,32 @@ def test_a_captured_connection_is_asked_about_too(tmp_path, pki, tls_upstream):
                for l in f.read_text().splitlines() if l.strip()]
     request = [r for r in records if r["event"] == "request"][0]
     assert request.get("captured") is True and request["rule"] == "approved:once", request
+
+
+def test_a_connect_to_a_tunnel_host_is_asked_before_the_tunnel_opens(broker_factory, tmp_path,
+                                                                       tls_upstream, pki):
+    # The team tunnels ASKED (its certificate pinned, say); the user's asking layer does not list
+    # it. The CONNECT is held before anything is read; approved, it is a tunnel: the client
+    # talks TLS with the upstream itself (it trusts the upstream's CA, not the broker's).
+    team = {"version": 1, "allow": [{"host": ASKED, "ports": [tls_upstream.port],
+                                      "tunnel": True},
+                                     {"host": ALLOWED, "ports": [tls_upstream.port]}]}
+    user = allow_policy(ALLOWED, ports=[tls_upstream.port], on_deny="ask")
+    b = broker_factory(policies=[team, user], env=runtime_env(tmp_path),
+                       connect_to=[connect_to_arg(ASKED, tls_upstream.port)])
+    url = f"https://{ASKED}:{tls_upstream.port}/pinned"
+    held = in_background(lambda: curl(url, proxy=b.proxy, cacert=pki.ca_cert, timeout=60))
+    ask = wait_pending(b)[0]
+    assert ask["method"] == "CONNECT" and ask["url"] == f"{ASKED}:{tls_upstream.port}", ask
+    # A tunnel is not inspected: an approval cannot name a path.
+    bad = cli(b, "approve", ask["id"], "--path", "/x")
+    assert bad.returncode == 1 and "cannot name a path" in bad.stderr, bad.stderr
+    assert cli(b, "approve", ask["id"]).returncode == 0
+    r = held()
+    assert r.status == 200, r.stderr
+    assert tls_upstream.requests[-1]["path"] == "/pinned"
+    tunnel = b.wait_for_records(lambda x: x.get("event") == "tunnel")[0]
+    assert tunnel["rule"].endswith("policy1.json#approved[0]"), tunnel
+    assert tunnel["decision"] == "allow", tunnel
+    # The next CONNECT tunnels at once.
+    assert curl(url, proxy=b.proxy, cacert=pki.ca_cert).status == 200

@@ -602,3 +602,35 @@ TEST_CASE("ask: approved.json's rules extend asking layers, never a host a layer
   CHECK_FALSE(set.check_connect(host("secret.test")).askable);
   CHECK_FALSE(set.check_connect(host("git.corp.test")).allowed);
 }
+
+TEST_CASE("ask: a CONNECT the other layers tunnel is approved as a tunnel, and named as approved",
+          "[config][policy_set][ask]") {
+  std::vector<policy> layers;
+  layers.push_back(layer(R"({"allow": [{"host": "pinned.test", "tunnel": true},
+                                       {"host": "bound.test", "tunnel": true}]})",
+                         "team.json"));
+  layers.push_back(layer(R"({"on_deny": "ask", "allow": [{"host": "a.test"}],
+    "credentials": {"k": {"type": "bearer", "env": ["K"], "hosts": ["bound.test"]}}})",
+                         "user.json"));
+  policy_set set(std::move(layers));
+  auto v = set.check_connect(host("pinned.test"));
+  CHECK(v.askable);
+  CHECK(v.askable_tunnel);
+  // A request inside is asked about as a request; a bound credential keeps it intercepted.
+  CHECK_FALSE(set.check_request(host("pinned.test"), "GET", "/").askable_tunnel);
+  CHECK(set.check_connect(host("bound.test")).askable);
+  CHECK_FALSE(set.check_connect(host("bound.test")).askable_tunnel);
+  // Unlisted by the team: an interception, asked per request.
+  CHECK_FALSE(set.check_connect(host("other.test")).askable);
+
+  auto rule = broker::config::make_approval_rule({"pinned.test", 443, "", true}, "approved[0]");
+  CHECK(rule.tunnel);
+  auto approved = set.with_approval(rule);
+  auto now = approved.check_connect(host("pinned.test"));
+  CHECK(now.allowed);
+  CHECK(now.tunnel);
+  CHECK(now.rule == "user.json#approved[0]");  // what the person approved let it go
+  CHECK_THROWS_AS(
+      broker::config::make_approval_rule({"pinned.test", 443, "/x", true}, "approved[1]"),
+      std::invalid_argument);
+}
