@@ -137,8 +137,9 @@ class request_broker {
   const std::string& name() const { return spec_.name; }
   // Is `host` one of the credential's bound hosts?
   bool bound(std::string_view host) const;
-  // May its real value go to this destination? Bound host, and TLS unless the destination is
-  // loopback or the credential allows plaintext (DESIGN §1).
+  // May its real value go to this destination? Bound host, a program its "programs" name (when
+  // it names any), and TLS unless the destination is loopback or the credential allows
+  // plaintext (DESIGN §1).
   bool usable(const request_context& where) const;
 
   // ---- What the child holds, and what must never leave ----

@@ -35,6 +35,9 @@ struct request_context {
   std::string_view host;   // normalized host name or IP literal text
   bool plaintext = false;  // http:// (no TLS to the upstream)
   bool loopback = false;   // the destination is a loopback address
+  // The executable of the process that sent it (wrap's attribution); empty when unknown. A
+  // credential with "programs" is usable only for those (DESIGN §13).
+  std::string_view program{};
 };
 
 // Thrown by a body_rewriter for body bytes that must not go on; none of them was released.

@@ -48,6 +48,10 @@ struct rule {
   std::vector<std::string> methods;  // upper-case tokens; empty = any method
   std::vector<path_pattern> paths;   // empty = any path
   bool tunnel = false;               // allow rules only; with tunnel, methods/paths are an error
+  // Allow rules only: globs on the executable of the process that opened the connection
+  // ("/usr/bin/git", "*/gh"; '*' matches any run, '/' too). Empty = any program. A process
+  // broker could not attribute matches none (DESIGN §13).
+  std::vector<std::string> programs;
   // An allow rule a person approved (DESIGN §13): for the running session, or read from
   // approved.json. It never admits a host a layer lists under "approvals": {"never": [...]}.
   bool approved = false;
@@ -95,6 +99,9 @@ struct credential_spec {
   std::vector<std::string> services;
   // gcp: the OAuth scopes the broker asks for with a service-account key.
   std::vector<std::string> scopes;
+  // Globs on the executable of the process that opened the connection, as on allow rules: the
+  // credential is swapped for those programs only. Empty = any program.
+  std::vector<std::string> programs;
   // github, bearer, header: the values come from a login file (then "source" is unused).
   std::optional<login_file_spec> login_file;
 };
@@ -181,6 +188,10 @@ struct policy {
   bool has_egress_rules() const { return !allow.empty() || !deny.empty(); }
   bool asks() const { return on_deny == config::on_deny::ask; }
 };
+
+// Whether `exe` (an attributed executable's path; empty when unknown) matches one of `globs`.
+// An unknown executable matches nothing.
+bool program_matches(const std::vector<std::string>& globs, std::string_view exe);
 
 // Parses one layer. `source` names it in errors (a path or "<default>"). Throws policy_error.
 // Unknown keys are errors (a typo must not silently loosen or ignore a rule).

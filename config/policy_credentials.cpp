@@ -139,7 +139,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   node.expect_object("expected a credential object");
   node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
                             "allow_plaintext", "regions", "services", "scopes", "file", "fields",
-                            "refresh", "directory_view", "also_bearer"});
+                            "refresh", "directory_view", "also_bearer", "programs"});
 
   credential_spec c;
   c.name = name;
@@ -154,6 +154,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   auto hosts = node.find("hosts");
   if (!hosts) node.fail("missing \"hosts\" (the hosts this credential may be sent to)");
   c.hosts = parse_hosts(*hosts, allow);
+  if (auto programs = node.find("programs")) c.programs = parse_programs(*programs);
 
   if (auto env = node.find("env")) {
     for (auto& [text, item] : env->string_elements()) {

@@ -25,6 +25,10 @@ ordered_json rule_json(const rule& r, bool allow_list) {
     j["paths"] = std::move(paths);
   }
   if (allow_list) j["tunnel"] = r.tunnel;
+  if (!r.programs.empty()) {
+    j["programs"] = r.programs;
+    j["programs_note"] = "matches only processes wrap attributes; never in serve";
+  }
   if (r.approved) j["approved"] = true;
   return j;
 }
@@ -51,6 +55,10 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.services.empty()) j["services"] = c.services;
   if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
+  if (!c.programs.empty()) {
+    j["programs"] = c.programs;
+    j["programs_note"] = "swapped only for processes wrap attributes; never in serve";
+  }
   if (c.login_file) {
     j["file"] = c.login_file->path;
     j["fields"] = c.login_file->fields;

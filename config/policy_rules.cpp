@@ -1,4 +1,6 @@
 // "allow" and "deny" rule lists (DESIGN §4).
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <string_view>
 
@@ -81,15 +83,31 @@ std::vector<path_pattern> parse_path_patterns(const json_node& node) {
 
 }  // namespace
 
+std::vector<std::string> parse_programs(const json_node& node) {
+  std::vector<std::string> globs;
+  auto items = node.string_elements();
+  if (items.empty()) node.fail("expected a non-empty array of program paths or globs");
+  for (auto& [text, item] : items) {
+    // A program is named by its path: a bare name ("git") would match nothing.
+    if (text.empty() || (text.front() != '/' && text.front() != '*'))
+      item.fail("\"" + text + "\" is not a path or a glob starting with \"*\" (e.g. " +
+                "\"/usr/bin/git\", \"*/gh\")");
+    if (std::find(globs.begin(), globs.end(), text) == globs.end()) globs.push_back(text);
+  }
+  return globs;
+}
+
 std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
   std::vector<rule> rules;
   for (const auto& item : list.elements("expected array of rule objects")) {
     item.expect_object("expected a rule object");
     if (!allow_list) {
       if (auto tunnel = item.find("tunnel")) tunnel->fail("\"tunnel\" applies only to allow rules");
+      if (auto programs = item.find("programs"))
+        programs->fail("\"programs\" applies only to allow rules (and credentials)");
       item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths"});
     } else {
-      item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths", "tunnel"});
+      item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths", "tunnel", "programs"});
     }
     rule r;
     r.name = item.key().substr(item.key().rfind('.') + 1);  // "allow[3]"
@@ -101,6 +119,7 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     if (auto ports = item.find("ports")) r.ports = parse_ports(*ports);
     if (auto methods = item.find("methods")) r.methods = parse_methods(*methods);
     if (auto paths = item.find("paths")) r.paths = parse_path_patterns(*paths);
+    if (auto programs = item.find("programs")) r.programs = parse_programs(*programs);
     if (auto tunnel = item.find("tunnel")) {
       r.tunnel = tunnel->as_bool();
       // A tunnel is never parsed, so a method or path condition could never be enforced.
@@ -112,6 +131,14 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     rules.push_back(std::move(r));
   }
   return rules;
+}
+
+bool program_matches(const std::vector<std::string>& globs, std::string_view exe) {
+  if (exe.empty()) return false;
+  const std::string path(exe);
+  for (const auto& glob : globs)
+    if (::fnmatch(glob.c_str(), path.c_str(), 0) == 0) return true;
+  return false;
 }
 
 std::vector<host_pattern> parse_approvals(const json_node& section) {

@@ -64,8 +64,12 @@ struct layer_result {
 };
 
 // `never_approved`: the destination is one no approval may open, so approved rules do not match.
+bool program_allowed(const rule& r, const client_program& who) {
+  return r.programs.empty() || who.any || program_matches(r.programs, who.exe);
+}
+
 layer_result evaluate(const policy& layer, const destination& d, const request_line* req,
-                      bool never_approved) {
+                      const client_program& who, bool never_approved) {
   layer_result out;
   // A deny rule with methods/paths cannot be enforced inside a tunnel, so when one matches the
   // connection the layer insists on interception.
@@ -88,7 +92,7 @@ layer_result evaluate(const policy& layer, const destination& d, const request_l
   const rule* tunnel_rule = nullptr;
   for (const rule& r : layer.allow) {
     if (r.approved && never_approved) continue;
-    if (!target_matches(r, d, /*deny=*/false)) continue;
+    if (!target_matches(r, d, /*deny=*/false) || !program_allowed(r, who)) continue;
     if (r.tunnel && !tunnel_rule) tunnel_rule = &r;
     if (!first && (!req || l7_matches(r, *req, /*deny=*/false))) first = &r;
   }
@@ -180,11 +184,11 @@ verdict refused(std::string rule) {
 
 // What the audit-only layers would refuse, as decide() names a refusal; empty when none would.
 std::string audit_refusal(const std::vector<policy>& layers, const destination& d,
-                          const request_line* req) {
+                          const request_line* req, const client_program& who) {
   std::string first_deny, first_default_deny;
   for (const policy& layer : layers) {
     if (!layer.has_egress_rules() || layer.enforcement != enforcement::audit) continue;
-    const layer_result r = evaluate(layer, d, req, false);
+    const layer_result r = evaluate(layer, d, req, who, false);
     if (!r.refused) continue;
     std::string& slot = r.rule == default_deny ? first_default_deny : first_deny;
     if (slot.empty()) slot = rule_name(layers, layer, r.rule);
@@ -192,7 +196,8 @@ std::string audit_refusal(const std::vector<policy>& layers, const destination& 
   return first_deny.empty() ? first_default_deny : first_deny;
 }
 
-verdict decide(const std::vector<policy>& layers, const destination& raw, const request_line* req) {
+verdict decide(const std::vector<policy>& layers, const destination& raw, const request_line* req,
+               const client_program& who) {
   auto name = [&](const policy& layer, const std::string& rule) {
     return rule_name(layers, layer, rule);
   };
@@ -202,7 +207,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
     if (auto path_rule = first_path_rule(layers, *d)) {
       if (auto why = ambiguous_path(req->target)) {
         // Refused whatever the path says: report that decision (403) rather than the path.
-        verdict host_level = decide(layers, *d, nullptr);
+        verdict host_level = decide(layers, *d, nullptr, who);
         if (!host_level.allowed) return host_level;
         verdict v = refused(std::move(*path_rule));
         v.ambiguous_path = std::move(*why);
@@ -218,7 +223,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   bool askable = !never;
   for (const policy& layer : layers) {
     if (!layer.has_egress_rules() || layer.enforcement == enforcement::audit) continue;
-    layer_result r = evaluate(layer, *d, req, never);
+    layer_result r = evaluate(layer, *d, req, who, never);
     if (r.refused) {
       // Report an explicit deny rule in preference to a layer that merely had no allow rule.
       std::string& slot = r.rule == default_deny ? first_default_deny : first_deny;
@@ -250,7 +255,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   // What a person approved is what let it go: named before the other layers' rules.
   v.rule = std::move(first_approved.empty() ? first_allow : first_approved);
   v.tunnel = tunnel;
-  v.would_deny = audit_refusal(layers, *d, req);
+  v.would_deny = audit_refusal(layers, *d, req, who);
   return v;
 }
 
@@ -280,19 +285,19 @@ void add_approved_rules(std::vector<policy>& layers, const policy& approvals) {
   }
 }
 
-verdict policy_set::check_connect(const destination& dest) const {
-  return decide(layers_, dest, nullptr);
+verdict policy_set::check_connect(const destination& dest, client_program who) const {
+  return decide(layers_, dest, nullptr, who);
 }
 
 verdict policy_set::check_request(const destination& dest, std::string_view method,
-                                  std::string_view path) const {
+                                  std::string_view path, client_program who) const {
   request_line req{method, path, {}};
   if (auto kept = normalize_path(path)) {
     auto stripped = normalize_path(path, path_params::strip);
     req.paths.push_back(std::move(*kept));
     if (stripped && *stripped != req.paths.front()) req.paths.push_back(std::move(*stripped));
   }
-  return decide(layers_, dest, &req);
+  return decide(layers_, dest, &req, who);
 }
 
 verdict policy_set::check_name(const std::string& host) const {
@@ -307,7 +312,8 @@ verdict policy_set::check_name(const std::string& host) const {
   if (ports.empty()) ports.push_back(443);
   std::optional<verdict> first;
   for (std::uint16_t port : ports) {
-    verdict v = check_connect({*name, std::nullopt, port});
+    // Whoever asks the name: the connection is decided for its program when it comes.
+    verdict v = check_connect({*name, std::nullopt, port}, {.any = true});
     if (v.allowed) return v;
     if (!first) first = std::move(v);
   }

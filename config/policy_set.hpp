@@ -19,6 +19,14 @@ struct destination {
   std::uint16_t port = 0;
 };
 
+// Who opened the connection, for allow rules with "programs" (DESIGN §13): its executable as
+// attribution found it, empty when unknown (then such rules match nothing: fail closed); `any`
+// for a question no process is known for yet (a DNS name), where they match whoever asks.
+struct client_program {
+  std::string_view exe;
+  bool any = false;
+};
+
 struct verdict {
   bool allowed = false;
   // Which rule decided: "allow[0]" / "deny[1]", prefixed with "<layer source>#" when the set has
@@ -65,7 +73,7 @@ class policy_set {
   // host/port rules only. An allow rule with methods/paths still admits the connection; a deny
   // rule with methods/paths does not refuse it. Host names match host rules, IP literals match
   // cidr rules only.
-  verdict check_connect(const destination& dest) const;
+  verdict check_connect(const destination& dest, client_program who = {}) const;
 
   // Full decision for one HTTP request; `path` is the raw request target's path (normalized here,
   // normalize_path in path_pattern.hpp; the query is not looked at). Methods compare
@@ -75,8 +83,8 @@ class policy_set {
   // admits only when both do. A path that does not normalize (not origin-form, bad %-escape)
   // matches no allow rule with "paths" and every deny rule with "paths". On a destination with
   // path rules an ambiguous path is refused (verdict::ambiguous_path).
-  verdict check_request(const destination& dest, std::string_view method,
-                        std::string_view path) const;
+  verdict check_request(const destination& dest, std::string_view method, std::string_view path,
+                        client_program who = {}) const;
 
   // For an address a host name resolved to: refused if any layer has a matching cidr deny rule
   // (without methods/paths). `private_ok` reports whether every layer with allow rules (and at

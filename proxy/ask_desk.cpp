@@ -37,8 +37,8 @@ const char* scope_name(approval_scope s) {
 
 bool now_allowed(const config::policy_set& policy, const session::audit_entry& r,
                  const config::destination& dest, bool tunnel, std::string& rule) {
-  const auto v =
-      tunnel ? policy.check_connect(dest) : policy.check_request(dest, r.method, r.target);
+  const auto v = tunnel ? policy.check_connect(dest, {r.exe})
+                        : policy.check_request(dest, r.method, r.target, {r.exe});
   if (v.allowed) rule = v.rule;
   return v.allowed;
 }

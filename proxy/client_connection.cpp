@@ -257,7 +257,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     co_return;
   }
   auto policy = ctx_->policy();
-  auto verdict = policy->check_connect(dest);
+  auto verdict = policy->check_connect(dest, {owner_exe_});
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
   std::optional<refusal> why;
@@ -274,7 +274,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     const auto outcome = co_await ctx_->asks()->hold(entry, dest, /*tunnel=*/true);
     if (outcome.what == ask_outcome::kind::approved) {
       policy = ctx_->policy();
-      verdict = policy->check_connect(dest);
+      verdict = policy->check_connect(dest, {owner_exe_});
       verdict.allowed = verdict.tunnel = true;  // (--once: this connection, as a tunnel)
       entry.rule = outcome.rule;
     } else if (outcome.what != ask_outcome::kind::full) {

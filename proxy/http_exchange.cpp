@@ -99,6 +99,25 @@ std::string upstream_head(const http::message_head& head, std::string_view targe
 
 }  // namespace
 
+namespace {
+
+// The brokers' refusal; a dummy refused only because its credential names other programs says
+// so (DESIGN §13).
+refusal credential_refusal(const brokers::credential_set& credentials,
+                           const brokers::request_decision& d,
+                           const brokers::request_context& where) {
+  if (d.action == brokers::request_action::credential_not_bound && !where.plaintext)
+    for (std::size_t i = 0; i < credentials.size(); ++i) {
+      const auto& b = credentials[i];
+      if (b.name() == d.credential && !b.spec().programs.empty() && b.bound(where.host))
+        return refusal::credential_program(d.credential, where.host, d.where, b.spec().programs,
+                                           where.program);
+    }
+  return refusal::of(d, where.host, where.plaintext);
+}
+
+}  // namespace
+
 http_exchange::http_exchange(connection io, std::string method, int pid, std::string exe)
     : io_(io), start_(std::chrono::steady_clock::now()) {
   entry_.event = "request";
@@ -112,7 +131,7 @@ http_exchange::~http_exchange() = default;
 asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::policy_set& policy,
                                                              const http::message_head& head,
                                                              const request_target& to) {
-  const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query);
+  const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query, {entry_.exe});
   entry_.rule = verdict.rule;
   entry_.would_deny = verdict.would_deny;
   if (verdict.ambiguous_path) co_return refusal::bad_request(*verdict.ambiguous_path);
@@ -171,13 +190,13 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     base::wipe(target);
   });
   loopback_ = loopback_destination(io_.ctx, dest);
-  const brokers::request_context where{dest.host, to.scheme == "http", loopback_};
+  const brokers::request_context where{dest.host, to.scheme == "http", loopback_, entry_.exe};
   auto& plan =
       plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();
   entry_.credential = plan.credential();
   if (plan.decision().refused())
-    co_return co_await refuse(refusal::of(plan.decision(), entry_.host, where.plaintext),
+    co_return co_await refuse(credential_refusal(credentials, plan.decision(), where),
                               to.keep_after_refusal);
   if (auto refused = co_await prepare_body(head, where)) co_return co_await refuse(*refused, false);
   std::string no_body;
@@ -185,7 +204,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
       plan.complete(head.method, target, head.headers, body_ ? body_->bytes : no_body);
   entry_.credential = plan.credential();
   if (completed.refused())
-    co_return co_await refuse(refusal::of(completed, entry_.host, where.plaintext),
+    co_return co_await refuse(credential_refusal(credentials, completed, where),
                               to.keep_after_refusal && !body_);
   if (plan.rewriter() && !body_codings_.empty())
     co_return co_await refuse(refusal::unsupported_encoding(

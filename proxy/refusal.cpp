@@ -84,6 +84,22 @@ refusal refusal::credential_not_bound(std::string_view credential, std::string_v
   return {"credential_not_bound", 403, std::move(message), {}};
 }
 
+refusal refusal::credential_program(std::string_view credential, std::string_view host,
+                                    std::string_view where,
+                                    const std::vector<std::string>& programs,
+                                    std::string_view program) {
+  std::string names;
+  for (const auto& p : programs) names += (names.empty() ? "" : ", ") + p;
+  std::string message = "the request carries the session's dummy for credential \"" +
+                        std::string(credential) + "\" (" + std::string(where) +
+                        "), which is bound to " + std::string(host) + " for the programs " + names +
+                        " only; this request came from " +
+                        (program.empty() ? std::string("a process broker could not identify")
+                                         : std::string(program)) +
+                        "; the request was blocked and recorded";
+  return {"credential_not_bound", 403, std::move(message), {}};
+}
+
 refusal refusal::real_secret_blocked(std::string_view credential, std::string_view where) {
   return {"real_secret_blocked",
           403,

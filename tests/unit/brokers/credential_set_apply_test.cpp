@@ -271,3 +271,33 @@ TEST_CASE("apply finds values carried in header names", "[brokers][apply]") {
   d = set.apply(to("api.github.com"), real_in_name.target, real_in_name.headers);
   CHECK(d.action == request_action::real_secret_blocked);
 }
+
+TEST_CASE("a credential with programs swaps for those programs only",
+          "[brokers][apply][programs]") {
+  std::vector<value_broker::init> list;
+  list.push_back(make("github", "github", {"api.github.com"}, gh_real, gh_dummy));
+  list.back().spec.programs = {"*/git", "*/git-remote-http*", "*/gh"};
+  credential_set set(brokers_of(std::move(list)));
+  auto from = [](const char* exe) { return request_context{"api.github.com", false, false, exe}; };
+  for (const char* exe : {"/usr/bin/git", "/usr/lib/git-core/git-remote-https", "/opt/bin/gh"}) {
+    INFO(exe);
+    request r;
+    r.headers.push_back({"Authorization", "token " + gh_dummy});
+    auto d = set.apply(from(exe), r.target, r.headers);
+    CHECK(d.action == request_action::pass);
+    CHECK(r.headers[2].value == "token " + gh_real);
+  }
+  // Another program, or one nobody could identify: the dummy is refused, never swapped.
+  for (const char* exe : {"/usr/bin/curl", ""}) {
+    INFO(exe);
+    request r;
+    r.headers.push_back({"Authorization", "token " + gh_dummy});
+    auto d = set.apply(from(exe), r.target, r.headers);
+    CHECK(d.action == request_action::credential_not_bound);
+    CHECK(d.credential == "github");
+    CHECK(r.headers[2].value == "token " + gh_dummy);
+    // Nor may it go in a body: the dummy joins what a body is searched for.
+    CHECK(set.request_body_scan(from(exe)).patterns().size() >
+          set.request_body_scan(from("/usr/bin/git")).patterns().size());
+  }
+}

@@ -634,3 +634,58 @@ TEST_CASE("ask: a CONNECT the other layers tunnel is approved as a tunnel, and n
       broker::config::make_approval_rule({"pinned.test", 443, "/x", true}, "approved[1]"),
       std::invalid_argument);
 }
+
+TEST_CASE("programs: an allow rule with programs admits only the processes it names",
+          "[config][policy_set][programs]") {
+  auto set = single(R"({"allow": [
+    {"host": "github.com", "programs": ["/usr/bin/git", "/usr/lib/git-core/git-remote-http*"]},
+    {"host": "api.github.com", "programs": ["*/gh"]},
+    {"host": "pypi.org"}]})");
+  using broker::config::client_program;
+  CHECK(set.check_connect(host("github.com"), {"/usr/bin/git"}).allowed);
+  CHECK(set.check_connect(host("github.com"), {"/usr/lib/git-core/git-remote-https"}).allowed);
+  auto curl = set.check_request(host("github.com"), "GET", "/", {"/usr/bin/curl"});
+  CHECK_FALSE(curl.allowed);
+  CHECK(curl.rule == "default_deny");
+  CHECK(set.check_request(host("api.github.com"), "GET", "/", {"/opt/gh/bin/gh"}).allowed);
+  CHECK_FALSE(set.check_request(host("api.github.com"), "GET", "/", {"/usr/bin/ghx"}).allowed);
+  // No attribution (serve, or a process broker could not identify): no match, fail closed.
+  CHECK_FALSE(set.check_connect(host("github.com")).allowed);
+  CHECK_FALSE(set.check_connect(host("github.com"), {""}).allowed);
+  // Rules without programs: anyone.
+  CHECK(set.check_connect(host("pypi.org")).allowed);
+  // DNS (capture): the name resolves for whoever asks; the connection decides.
+  CHECK(set.check_name("github.com").allowed);
+}
+
+TEST_CASE("programs: a glob, a path, never a bare name, and only on allow rules",
+          "[config][policy][programs]") {
+  auto fails = [](const char* text) {
+    try {
+      broker::config::parse_policy(text, "p.json");
+    } catch (const broker::config::policy_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(fails(R"({"allow": [{"host": "a.test", "programs": ["git"]}]})")
+            .find("allow[0].programs[0]: \"git\" is not a path or a glob") != std::string::npos);
+  CHECK(fails(R"({"allow": [{"host": "a.test", "programs": []}]})").find("non-empty") !=
+        std::string::npos);
+  CHECK(fails(R"({"deny": [{"host": "a.test", "programs": ["*/curl"]}]})")
+            .find("applies only to allow rules") != std::string::npos);
+  auto p = broker::config::parse_policy(
+      R"({"allow": [{"host": "a.test", "programs": ["*/git"]}],
+          "credentials": {"gh": {"type": "github", "env": ["GH_TOKEN"], "hosts": ["a.test"],
+                                 "programs": ["*/git", "*/gh"]}}})",
+      "p.json");
+  CHECK(p.allow[0].programs == std::vector<std::string>{"*/git"});
+  CHECK(p.credentials.at("gh").programs == std::vector<std::string>{"*/git", "*/gh"});
+  auto shown = broker::config::to_json(p);
+  CHECK(shown["allow"][0]["programs_note"].get<std::string>().find("never in serve") !=
+        std::string::npos);
+  CHECK(shown["credentials"]["gh"]["programs"][1] == "*/gh");
+  CHECK(broker::config::program_matches({"*/git"}, "/usr/bin/git"));
+  CHECK_FALSE(broker::config::program_matches({"*/git"}, "/usr/bin/gitk"));
+  CHECK_FALSE(broker::config::program_matches({"*"}, ""));
+}
