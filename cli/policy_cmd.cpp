@@ -1,4 +1,4 @@
-// `broker policy check FILE...` and `broker policy default`.
+// `broker policy check FILE...`, `broker policy default` and `broker policy suggest`.
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -7,6 +7,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "config/approved_file.hpp"
+#include "config/suggest.hpp"
+#include "session/audit_merge.hpp"
+#include "session/log_reader.hpp"
 #include "wrap/file_masks.hpp"
 
 namespace broker::cli {
@@ -28,12 +32,65 @@ int run_check(const std::vector<std::string>& files) {
         p.path = "~" + p.path.substr(home.size());
       kept.push_back({{"path", p.path}, {"reason", p.reason}});
     }
+    // What `broker approve --always` approved: extends the layers that ask (DESIGN §13).
+    const auto approved_path = config::default_approved_path();
+    if (!approved_path.empty())
+      if (auto approved = config::load_approved(approved_path))
+        out["approved"] = {{"file", approved_path.string()},
+                           {"extends", "every layer that asks (\"on_deny\": \"ask\", wrap --ask)"},
+                           {"allow", config::to_json(*approved)["allow"]}};
     std::cout << out.dump(2) << "\n";
     return exit_ok;
   } catch (const std::exception& e) {
     std::cerr << "broker: " << e.what() << "\n";
     return exit_usage;
   }
+}
+
+// What a session's records say it did: each request and tunnel that went (allowed, or let
+// through by --learn).
+void collect(const std::vector<session::replica_files>& files,
+             std::vector<config::observed_request>& seen) {
+  session::merged_log log(files);
+  while (auto line = log.next()) {
+    const auto r = nlohmann::json::parse(*line, nullptr, false);
+    if (!r.is_object()) continue;
+    const std::string event = r.value("event", "");
+    const std::string decision = r.value("decision", "");
+    if ((event != "request" && event != "tunnel") || decision == "deny") continue;
+    if (!r.contains("host") || !r["host"].is_string() || !r.contains("port")) continue;
+    config::observed_request o;
+    o.host = r["host"].get<std::string>();
+    o.port = r["port"].get<std::uint16_t>();
+    o.tunnel = event == "tunnel";
+    o.learned = decision == "learned";
+    if (!o.tunnel) {
+      o.method = r["method"].is_string() ? r["method"].get<std::string>() : "";
+      o.path = r["path"].is_string() ? r["path"].get<std::string>() : "/";
+    }
+    seen.push_back(std::move(o));
+  }
+}
+
+int run_suggest(const std::vector<std::string>& sessions, const std::string& log_dir) {
+  const auto dir = log_dir_or_default(log_dir);
+  std::vector<std::string> wanted = sessions;
+  if (wanted.empty()) wanted.push_back("");  // the newest session
+  std::vector<config::observed_request> seen;
+  std::string names;
+  for (const auto& which : wanted) {
+    const auto selection = session::find_log(dir, which);
+    if (!selection) {
+      std::cerr << "broker: no audit log "
+                << (which.empty() ? "in " + dir.string() : "for " + which) << "\n";
+      return exit_failure;
+    }
+    collect(selection->files, seen);
+    names +=
+        (names.empty() ? "" : ", ") + (selection->session.empty() ? which : selection->session);
+  }
+  std::cout << config::suggest_layer(seen, "broker policy suggest: what " + names + " did");
+  return exit_ok;
 }
 
 }  // namespace
@@ -46,6 +103,14 @@ void register_policy(CLI::App& root, int& exit_status) {
       "check", "Validate policy files and print the effective (layered) policy; exit 2 on error");
   check->add_option("files", *files, "Policy files, one layer each")->required();
   check->callback([files, &exit_status] { exit_status = run_check(*files); });
+  auto suggested = std::make_shared<std::vector<std::string>>();
+  auto log_dir = std::make_shared<std::string>();
+  auto* suggest = app->add_subcommand(
+      "suggest", "Print a layer that allows what sessions did (after wrap --learn)");
+  suggest->add_option("sessions", *suggested, "Session ids (default: the newest session)");
+  add_log_dir_option(*suggest, *log_dir);
+  suggest->callback(
+      [suggested, log_dir, &exit_status] { exit_status = run_suggest(*suggested, *log_dir); });
   auto* def = app->add_subcommand("default", "Print the embedded default policy");
   def->callback([&exit_status] {
     std::cout << config::default_policy_text();

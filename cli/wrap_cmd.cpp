@@ -26,6 +26,10 @@ void register_wrap(CLI::App& root, int& exit_status) {
   app->add_option("--ask-notify", options->ask_notify,
                   "Run this shell command per ask (BROKER_ASK_TEXT, BROKER_ASK_ID, "
                   "BROKER_ASK_URL in its environment)");
+  app->add_flag("--learn", options->learn,
+                "Let through what the policy refuses for want of an allow rule, recorded as "
+                "learned (explicit deny rules and the address guard still hold); then "
+                "broker policy suggest");
   app->add_option("command", options->command, "The command and its arguments, after --")
       ->required();
   app->callback([options, &exit_status] {

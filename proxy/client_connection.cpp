@@ -261,7 +261,17 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
   std::optional<refusal> why;
-  if (!verdict.allowed && verdict.askable && ctx_->asks()) {
+  if (!verdict.allowed && verdict.askable && ctx_->learns()) {
+    // wrap --learn: a host the other layers tunnel is learned as a tunnel; any other is
+    // intercepted, and each request inside learned with its method and path.
+    if (!verdict.askable_tunnel) {
+      ex.dismiss();
+      if (!co_await start_interception(dest, std::nullopt)) draining_ = true;
+      co_return;
+    }
+    verdict.allowed = verdict.tunnel = true;
+    entry.learned = true;
+  } else if (!verdict.allowed && verdict.askable && ctx_->asks()) {
     if (!verdict.askable_tunnel) {
       // A person may approve it (DESIGN §13): each request inside is held and asked about, with
       // its method and path, once the client has sent it (its timeouts run from there).

@@ -136,9 +136,13 @@ asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::polic
   entry_.would_deny = verdict.would_deny;
   if (verdict.ambiguous_path) co_return refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) {
-    if (!verdict.askable || !io_.ctx.asks())
+    if (verdict.askable && io_.ctx.learns()) {
+      entry_.learned = true;  // wrap --learn: through, and recorded as learned
+    } else if (!verdict.askable || !io_.ctx.asks()) {
       co_return refusal::policy_denied(verdict.rule, entry_.host);
-    if (auto refused = co_await ask_person(to.dest)) co_return refused;
+    } else if (auto refused = co_await ask_person(to.dest)) {
+      co_return refused;
+    }
   }
   co_return admit_by_session(to.dest.host);
 }

@@ -54,6 +54,7 @@ bool proxy_context::record(const audit_entry& e) {
   ++requests_;
   if (!e.allowed) ++denied_;
   if (e.allowed && !e.would_deny.empty()) ++would_deny_;
+  if (e.allowed && e.learned) ++learned_;
   const bool written = audit_->write(
       session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
   if (attached_.shared) attached_.shared->recorded(e);

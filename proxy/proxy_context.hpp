@@ -72,6 +72,8 @@ struct context_attachments {
   std::shared_ptr<synthetic_addresses> synthetic_names;
   // The session asks a person about what its asking layers refuse (DESIGN §13): how.
   std::shared_ptr<const ask_options> asks;
+  // wrap --learn: what asking layers refuse goes through, recorded as learned (DESIGN §13).
+  bool learn = false;
 };
 
 class proxy_context {
@@ -136,6 +138,8 @@ class proxy_context {
 
   // Where requests wait for a person's approval; null when the session does not ask.
   ask_desk* asks() const { return asks_.get(); }
+  // wrap --learn (context_attachments::learn).
+  bool learns() const { return attached_.learn; }
 
   // wrap: where the session's clients live (context_attachments).
   int client_netns_pid() const { return attached_.client_netns_pid; }
@@ -153,6 +157,8 @@ class proxy_context {
   std::uint64_t denied() const { return denied_.load(); }
   // Allowed, and an audit-only layer would have refused (DESIGN §13).
   std::uint64_t would_deny() const { return would_deny_.load(); }
+  // Let through by wrap --learn.
+  std::uint64_t learned() const { return learned_.load(); }
 
   std::atomic<std::size_t> active_connections{0};
 
@@ -172,6 +178,7 @@ class proxy_context {
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> denied_{0};
   std::atomic<std::uint64_t> would_deny_{0};
+  std::atomic<std::uint64_t> learned_{0};
   std::unique_ptr<ask_desk> asks_;
 };
 

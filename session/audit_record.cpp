@@ -31,7 +31,11 @@ record_json exchange_record(const audit_entry& e, const scrub_text& scrub) {
   if (e.ws_messages_out) j["ws_messages_out"] = *e.ws_messages_out;
   if (e.ws_messages_in) j["ws_messages_in"] = *e.ws_messages_in;
   j["ms"] = std::round(e.ms * 10.0) / 10.0;
-  if (e.allowed && !e.would_deny.empty()) {
+  if (e.allowed && e.learned) {
+    // wrap --learn: refused by `rule`, let through to be learned (DESIGN §13).
+    j["decision"] = "learned";
+    j["rule"] = text_or_null(e.rule);
+  } else if (e.allowed && !e.would_deny.empty()) {
     // An audit-only layer's refusal: its rule, and the enforcing rule that let it go.
     j["decision"] = "would_deny";
     j["rule"] = e.would_deny;

@@ -35,6 +35,8 @@ struct audit_entry {
   std::string rule;
   // Allowed, but an audit-only layer would have refused it: that layer's rule (DESIGN §13).
   std::string would_deny;
+  // wrap --learn let it through although the policy refused it (`rule`: the refusal).
+  bool learned = false;
   std::string error;                    // refusal code, when any
   std::string credential;               // the credential swapped in (or found, for a refusal)
   std::uint64_t bytes_charged_out = 0;  // already charged to the budget (tunnels)

@@ -300,7 +300,8 @@ std::string format_record(const nlohmann::json& record) {
     std::snprintf(buf, sizeof buf, "%.1fms", ms->get<double>());
     append(out, buf);
   }
-  for (const char* key : {"rule", "allowed_by", "credential", "error"}) {
+  // An ask and its decision (DESIGN §13): which one, the scope and who decided.
+  for (const char* key : {"rule", "allowed_by", "credential", "error", "id", "scope", "who"}) {
     if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
   }
   return out;

@@ -221,7 +221,8 @@ struct child_files {
 
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
-  w.setup = proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask);
+  w.setup =
+      proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
   w.mode = choose_isolation(w.c.isolate);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
@@ -390,7 +391,8 @@ void start_proxy(wrapping& w) {
     attached.synthetic_names = std::make_shared<proxy::synthetic_addresses>(
         config::ip_address::from_v4(synthetic_ipv4_net), v6_base);
   }
-  if (w.setup.asks) {
+  attached.learn = w.c.learn;
+  if (w.setup.asks && !w.c.learn) {
     auto asks = std::make_shared<proxy::ask_options>();
     asks->approved_file = w.setup.approved_file;
     asks->on_ask = [notify = w.c.ask_notify](const nlohmann::ordered_json& ask) {
@@ -444,6 +446,11 @@ void end_session(wrapping& w, std::thread& serving, int code) {
   auto& audit = w.ctx->audit_log();
   report_kept_out(back.kept, w.session_id(), audit);
   audit.end(session::end_record(proxy::session_end_of(*w.ctx, code)));
+  if (w.c.learn)
+    std::cerr << "broker: learned " << w.ctx->learned()
+              << " requests the policy refused; a layer that allows what the session did: "
+                 "broker policy suggest "
+              << w.session_id() << "\n";
   if (audit.replaced())
     std::cerr << "broker: warning: " << audit.path().string()
               << " was replaced or removed during the session; the file there now is not the "

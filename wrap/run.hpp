@@ -19,6 +19,7 @@ struct wrap_config {
   std::vector<std::string> timeouts;
   bool ask = false;        // --ask: what the layers refuse is asked about (DESIGN §13)
   std::string ask_notify;  // --ask-notify CMD: run per ask
+  bool learn = false;      // --learn: what the layers refuse goes through, recorded as learned
   std::vector<std::string> command;
 };
 

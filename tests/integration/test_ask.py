@@ -192,6 +192,10 @@ def test_always_is_kept_for_the_next_session(broker_factory, tmp_path, upstream,
     assert json.loads(approved.read_text()) == \
         {"allow": [{"host": ASKED, "ports": [upstream.port]}]}
     assert (approved.stat().st_mode & 0o777) == 0o600
+    shown = cli(b, "policy", "check", b.policy_files[0])
+    assert shown.returncode == 0, shown.stderr
+    listed = json.loads(shown.stdout)["approved"]
+    assert listed["file"] == str(approved) and listed["allow"][0]["host"] == ASKED, listed
     assert b.stop() == 0
 
     # The next session (same HOME) allows it from the start, and policy check shows it.
