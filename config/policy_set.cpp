@@ -313,7 +313,7 @@ verdict policy_set::check_name(const std::string& host) const {
   std::optional<verdict> first;
   for (std::uint16_t port : ports) {
     // Whoever asks the name: the connection is decided for its program when it comes.
-    verdict v = check_connect({*name, std::nullopt, port}, {.any = true});
+    verdict v = check_connect({*name, std::nullopt, port}, client_program{{}, true});
     if (v.allowed) return v;
     if (!first) first = std::move(v);
   }

@@ -78,11 +78,7 @@ asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
   h->timer.expires_after(timeout);
   const auto scrub = [this](std::string_view text) { return ctx_.scrub(text); };
   ctx_.audit_log().write(session::ask_record(h->id, entry, seconds(timeout), scrub));
-  if (options_.on_ask) {
-    auto listed = pending();
-    for (auto& item : listed)
-      if (item["id"] == h->id) options_.on_ask(item);
-  }
+  if (options_.on_ask) options_.on_ask(listed(*h, h->since));
   // A decision cancels the timer from this thread (release posts it here), so it cannot come
   // between the registration above and this wait.
   co_await h->timer.async_wait(use_tuple);
@@ -107,33 +103,35 @@ asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
   co_return ask_outcome{ask_outcome::kind::timed_out, {}};
 }
 
+nlohmann::ordered_json ask_desk::listed(const held_request& h,
+                                        std::chrono::steady_clock::time_point now) const {
+  const auto& r = h.request;
+  nlohmann::ordered_json j;
+  j["id"] = h.id;
+  j["session"] = ctx_.session_id();
+  j["pid"] = r.pid > 0 ? nlohmann::ordered_json(r.pid) : nlohmann::ordered_json();
+  j["exe"] = r.pid > 0 && !r.exe.empty() ? nlohmann::ordered_json(r.exe) : nlohmann::ordered_json();
+  j["method"] = h.tunnel ? "CONNECT" : r.method;
+  const std::string host = ctx_.scrub(h.dest.host);
+  const std::string authority =
+      host +
+      (h.dest.port == (r.scheme == "http" ? 80 : 443) ? "" : ":" + std::to_string(h.dest.port));
+  j["url"] = h.tunnel ? authority
+                      : (r.scheme.empty() ? "https" : r.scheme) + "://" + authority +
+                            session::redact_target(ctx_.scrub(r.target));
+  j["host"] = host;
+  j["port"] = h.dest.port;
+  j["rule"] = r.rule;
+  j["waiting_s"] = seconds(now - h.since);
+  j["timeout_s"] = seconds(ctx_.options().timeouts.ask);
+  return j;
+}
+
 nlohmann::ordered_json ask_desk::pending() const {
   auto out = nlohmann::ordered_json::array();
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
-  for (const auto& [number, h] : held_) {
-    const auto& r = h->request;
-    nlohmann::ordered_json j;
-    j["id"] = h->id;
-    j["session"] = ctx_.session_id();
-    j["pid"] = r.pid > 0 ? nlohmann::ordered_json(r.pid) : nlohmann::ordered_json();
-    j["exe"] =
-        r.pid > 0 && !r.exe.empty() ? nlohmann::ordered_json(r.exe) : nlohmann::ordered_json();
-    j["method"] = h->tunnel ? "CONNECT" : r.method;
-    const std::string host = ctx_.scrub(h->dest.host);
-    const std::string authority =
-        host +
-        (h->dest.port == (r.scheme == "http" ? 80 : 443) ? "" : ":" + std::to_string(h->dest.port));
-    j["url"] = r.method == "CONNECT" ? authority
-                                     : (r.scheme.empty() ? "https" : r.scheme) + "://" + authority +
-                                           session::redact_target(ctx_.scrub(r.target));
-    j["host"] = host;
-    j["port"] = h->dest.port;
-    j["rule"] = r.rule;
-    j["waiting_s"] = seconds(now - h->since);
-    j["timeout_s"] = seconds(ctx_.options().timeouts.ask);
-    out.push_back(std::move(j));
-  }
+  for (const auto& [number, h] : held_) out.push_back(listed(*h, now));
   return out;
 }
 

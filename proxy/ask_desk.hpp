@@ -76,6 +76,9 @@ class ask_desk {
 
  private:
   struct held_request;
+  // One held request as pending() lists it.
+  nlohmann::ordered_json listed(const held_request& h,
+                                std::chrono::steady_clock::time_point now) const;
   void release(std::shared_ptr<held_request> h, ask_outcome outcome);
 
   proxy_context& ctx_;

@@ -24,8 +24,7 @@ policy_set as_layer(const std::string& text) {
 
 bool allows(const policy_set& set, const observed_request& r) {
   broker::config::destination d{r.host, std::nullopt, r.port};
-  return r.tunnel ? set.check_connect(d).allowed
-                  : set.check_request(d, r.method, r.path).allowed;
+  return r.tunnel ? set.check_connect(d).allowed : set.check_request(d, r.method, r.path).allowed;
 }
 
 }  // namespace
@@ -74,8 +73,7 @@ TEST_CASE("suggest: the layer allows exactly what was seen, merged where many",
   CHECK(text.find("12 requests, 11 of them learned") != std::string::npos);
 }
 
-TEST_CASE("suggest: a path no pattern can hold allows the host's every path",
-          "[config][suggest]") {
+TEST_CASE("suggest: a path no pattern can hold allows the host's every path", "[config][suggest]") {
   std::vector<observed_request> seen = {req("a.test", "GET", "/x%2Fy"),
                                         req("a.test", "GET", "not-origin-form")};
   const auto text = suggest_layer(seen, "test");
