@@ -261,36 +261,16 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
   std::optional<refusal> why;
-  if (!verdict.allowed && verdict.askable && ctx_->learns()) {
-    // wrap --learn: a host the other layers tunnel is learned as a tunnel; any other is
-    // intercepted, and each request inside learned with its method and path.
+  if (!verdict.allowed && verdict.askable && (ctx_->learns() || ctx_->asks())) {
     if (!verdict.askable_tunnel) {
+      // Learned or asked about (DESIGN §13) request by request, with its method and path, once
+      // the client has sent it inside the intercepted connection (its timeouts run from there).
       ex.dismiss();
       if (!co_await start_interception(dest, std::nullopt)) draining_ = true;
       co_return;
     }
-    verdict.allowed = verdict.tunnel = true;
-    entry.learned = true;
-  } else if (!verdict.allowed && verdict.askable && ctx_->asks()) {
-    if (!verdict.askable_tunnel) {
-      // A person may approve it (DESIGN §13): each request inside is held and asked about, with
-      // its method and path, once the client has sent it (its timeouts run from there).
-      ex.dismiss();
-      if (!co_await start_interception(dest, std::nullopt)) draining_ = true;
-      co_return;
-    }
-    // A host the other layers tunnel: asked about before the tunnel opens.
-    deadline_.arm(timeouts().ask + std::chrono::seconds(5), waiting_for::approval);
-    const auto outcome = co_await ctx_->asks()->hold(entry, dest, /*tunnel=*/true);
-    if (outcome.what == ask_outcome::kind::approved) {
-      policy = ctx_->policy();
-      verdict = policy->check_connect(dest, {owner_exe_});
-      verdict.allowed = verdict.tunnel = true;  // (--once: this connection, as a tunnel)
-      entry.rule = outcome.rule;
-    } else if (outcome.what != ask_outcome::kind::full) {
-      why = refusal::approval_denied(verdict.rule, entry.host,
-                                     outcome.what == ask_outcome::kind::timed_out);
-    }
+    why = co_await settle_askable_tunnel(entry, dest, verdict);
+    policy = ctx_->policy();  // grown, when a person approved it for the session
   }
   if (!verdict.allowed) {
     // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
@@ -327,6 +307,25 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     session::log(spdlog::level::debug, tag_, "tunnel to {} via {}", to_string(dest),
                  dialed.address);
   co_await relay_to(ex, *dialed.socket);
+}
+
+asio::awaitable<std::optional<refusal>> client_connection::settle_askable_tunnel(
+    audit_entry& entry, const config::destination& dest, config::verdict& verdict) {
+  if (ctx_->learns()) {
+    entry.learned = true;  // wrap --learn: through, and recorded as learned
+    verdict.allowed = verdict.tunnel = true;
+    co_return std::nullopt;
+  }
+  deadline_.arm(timeouts().ask + std::chrono::seconds(5), waiting_for::approval);
+  const auto outcome = co_await ctx_->asks()->hold(entry, dest, /*tunnel=*/true);
+  if (outcome.what == ask_outcome::kind::full) co_return std::nullopt;  // refused as before
+  if (outcome.what != ask_outcome::kind::approved)
+    co_return refusal::approval_denied(verdict.rule, entry.host,
+                                       outcome.what == ask_outcome::kind::timed_out);
+  // Approved (for --once, this connection alone): a tunnel, as the other layers have it.
+  entry.rule = outcome.rule;
+  verdict.allowed = verdict.tunnel = true;
+  co_return std::nullopt;
 }
 
 asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket& upstream) {

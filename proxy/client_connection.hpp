@@ -63,6 +63,12 @@ class client_connection {
   asio::awaitable<binding> bind_session(const http::parser& request);
   // The target of a CONNECT (or of a captured connection): refused, tunnelled or intercepted.
   asio::awaitable<void> open_target(http_exchange& ex, const config::destination& dest);
+  // A refused CONNECT to a host the other layers tunnel that a person may approve (DESIGN §13):
+  // learned (wrap --learn), or held while the session asks. Sets `verdict` allowed (a tunnel)
+  // when it goes; returns the refusal when it does not (approval_denied).
+  asio::awaitable<std::optional<refusal>> settle_askable_tunnel(audit_entry& entry,
+                                                                const config::destination& dest,
+                                                                config::verdict& verdict);
   // A captured connection: its target is the address it dialed (the name a synthetic address
   // was given to, or a literal IP); no CONNECT line to read and no 200 to send.
   asio::awaitable<void> handle_captured();

@@ -21,7 +21,8 @@ std::string policy_text(bool programs) {
     if (i % 3 == 0) text += ", \"methods\": [\"GET\", \"POST\"]";
     if (i % 5 == 0) text += ", \"paths\": [\"/v1/*\", \"/api/" + std::to_string(i) + "/*\"]";
     if (programs && i % 2 == 0)
-      text += ", \"programs\": [\"/usr/bin/git\", \"*/gh\", \"/usr/lib/git-core/git-remote-http*\"]";
+      text +=
+          ", \"programs\": [\"/usr/bin/git\", \"*/gh\", \"/usr/lib/git-core/git-remote-http*\"]";
     text += "}";
   }
   text += "], \"deny\": [";
