@@ -8,10 +8,12 @@
 #   4. memory: idle RSS per tunnel and per intercepted connection, RSS after bursts;
 #   5. scale: 5,000 idle connections held while 200 clients run keep-alive requests (`serve`);
 #   6. micro-benchmarks: parser, scrubber, swap, leaf mint on a cache miss, SigV4 verify +
-#      re-sign, attribution (sock_diag and /proc);
+#      re-sign, attribution (sock_diag and /proc), a policy evaluation over 1,000 rules;
 #   7. the team gateway (issue 16): keep-alive requests/s with a session's budgets in memory
 #      beside in Redis (one replica, two), plain HTTP and intercepted HTTPS, and the Redis round
-#      trips per request.
+#      trips per request;
+#   8. held requests (issue 29): 1,000 requests held at once while a session asks: memory,
+#      threads, listing and releasing them.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -61,3 +63,5 @@ run micro "$root/bench/micro.sh" "$root/build-bench" --benchmark_min_time=0.5 --
 section "7. team gateway, $rounds rounds: budgets in memory beside Redis (goal: Redis within 15%" \
   "on keep-alive, <= 1 Redis round trip per request)"
 run gateway "$root/bench/gateway.sh" "$broker" "$rounds"
+section "8. held requests (a session that asks): memory, threads, pending, deny"
+run asks "$root/bench/asks.sh" "$broker"
