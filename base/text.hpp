@@ -66,6 +66,10 @@ inline std::optional<int> read_digits(std::string_view text, std::size_t& at, st
 }
 
 // Lower-case hex of `bytes` (digests, keys, ids). The result is allocated once.
+// `s` safe to print on a terminal: control bytes (and DEL) as \xNN, so that text a client chose
+// (a path, a program's name) cannot move the cursor or retitle the window.
+std::string printable(std::string_view s);
+
 std::string hex_encode(std::string_view bytes);
 inline std::string hex_encode(const unsigned char* data, std::size_t size) {
   return hex_encode(std::string_view(reinterpret_cast<const char*>(data), size));

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "session/control_socket.hpp"
@@ -53,10 +54,14 @@ int run_pending(const std::string& session, bool json) {
   for (const auto& ask : all) {
     std::string who = ask["pid"].is_number() ? "pid " + std::to_string(ask["pid"].get<int>()) : "";
     if (ask["exe"].is_string()) who += " " + ask["exe"].get<std::string>();
-    std::cout << ask.value("id", "") << "  " << ask.value("method", "") << " "
-              << ask.value("url", "") << "  (" << (who.empty() ? "process unknown" : who)
-              << "; refused by " << ask.value("rule", "") << "; waiting "
-              << ask.value("waiting_s", 0) << " of " << ask.value("timeout_s", 0) << " s)\n";
+    // What the wrapped command chose (its URL, its program's name) is printed escaped.
+    std::cout << base::printable(ask.value("id", "") + "  " + ask.value("method", "") + " " +
+                                 ask.value("url", "") + "  (" +
+                                 (who.empty() ? "process unknown" : who) + "; refused by " +
+                                 ask.value("rule", "") + "; waiting " +
+                                 std::to_string(ask.value("waiting_s", 0)) + " of " +
+                                 std::to_string(ask.value("timeout_s", 0)) + " s)")
+              << "\n";
   }
   return status;
 }

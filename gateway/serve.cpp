@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/atomic_file.hpp"
+#include "base/text.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
@@ -106,8 +107,8 @@ void load_session(const serve_config& c, serving& s) {
     asks->on_ask = [session = s.setup.options.session_id](const nlohmann::ordered_json& ask) {
       session::log(spdlog::level::warn, session::log_tag(session),
                    "ask {}: {} {} is not in the policy: broker approve {} | broker deny {}",
-                   ask.value("id", ""), ask.value("method", ""), ask.value("url", ""),
-                   ask.value("id", ""), ask.value("id", ""));
+                   ask.value("id", ""), base::printable(ask.value("method", "")),
+                   base::printable(ask.value("url", "")), ask.value("id", ""), ask.value("id", ""));
     };
     attached.asks = std::move(asks);
   }

@@ -51,20 +51,7 @@ std::optional<long long> integer_field(const json& record, const char* key) {
 
 // Log text goes to a terminal: control bytes from a hostile path or host (ESC sequences) are
 // shown as \xNN instead of being interpreted.
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      char buf[5];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+using base::printable;
 
 std::string scalar_text(const json& value) {
   if (value.is_string()) return printable(value.get<std::string>());

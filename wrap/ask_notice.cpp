@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/text.hpp"
+
 extern char** environ;
 
 namespace broker::wrap {
@@ -21,9 +23,13 @@ std::string ask_line(const nlohmann::ordered_json& ask) {
     if (ask.contains("exe") && ask["exe"].is_string()) who += " " + ask["exe"].get<std::string>();
     who += ")";
   }
-  return "broker: ask " + id + ": " + ask.value("method", "") + " " + ask.value("url", "") + who +
-         " is not in the policy; waiting " + std::to_string(ask.value("timeout_s", 0L)) +
-         " s: broker approve " + id + " [--once|--always] [--path P]  |  broker deny " + id + "\n";
+  // The method, URL and program are the child's to choose: never a control byte on the
+  // user's terminal.
+  return base::printable("broker: ask " + id + ": " + ask.value("method", "") + " " +
+                         ask.value("url", "") + who + " is not in the policy; waiting " +
+                         std::to_string(ask.value("timeout_s", 0L)) + " s: broker approve " + id +
+                         " [--once|--always] [--path P]  |  broker deny " + id) +
+         "\n";
 }
 
 void announce_ask(const nlohmann::ordered_json& ask, const std::string& notify_command) {
@@ -36,8 +42,8 @@ void announce_ask(const nlohmann::ordered_json& ask, const std::string& notify_c
   if (!text.empty() && text.back() == '\n') text.pop_back();
   env.push_back("BROKER_ASK_ID=" + ask.value("id", ""));
   env.push_back("BROKER_ASK_SESSION=" + ask.value("session", ""));
-  env.push_back("BROKER_ASK_METHOD=" + ask.value("method", ""));
-  env.push_back("BROKER_ASK_URL=" + ask.value("url", ""));
+  env.push_back("BROKER_ASK_METHOD=" + base::printable(ask.value("method", "")));
+  env.push_back("BROKER_ASK_URL=" + base::printable(ask.value("url", "")));
   env.push_back("BROKER_ASK_TEXT=" + text);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());

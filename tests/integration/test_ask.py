@@ -383,3 +383,21 @@ def test_a_connect_to_a_tunnel_host_is_asked_before_the_tunnel_opens(broker_fact
     assert tunnel["decision"] == "allow", tunnel
     # The next CONNECT tunnels at once.
     assert curl(url, proxy=b.proxy, cacert=pki.ca_cert).status == 200
+
+
+def test_the_ask_line_carries_no_terminal_escape_the_child_chose(tmp_path, pki, tls_upstream):
+    # The child names its program with escape sequences (retitle the window, clear the screen,
+    # a fake line of its own): the user's terminal gets them as text.
+    script = (f"cp \"$(command -v curl)\" \"$HOME/cu$(printf '\\033]0;owned\\007\\033[2J\\r')rl\"\n"
+              f"\"$HOME/cu$(printf '\\033]0;owned\\007\\033[2J\\r')rl\" -sS -o /dev/null "
+              f"-w 'STATUS %{{http_code}}\\n' https://{ASKED}/x")
+    w = AskingWrap(tmp_path, pki, tls_upstream, script, session="ask-escape")
+    line = w.wait_ask_line()[0]
+    raw = w.err_path.read_bytes()
+    assert b"\x1b" not in raw and b"\x07" not in raw, raw
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x0drl" in line, line
+    listed = w.cli("pending")
+    assert "\x1b" not in listed.stdout and "\\x1b[2J" in listed.stdout, listed.stdout
+    assert w.cli("deny", "ask-escape-1").returncode == 0
+    code, out = w.finish()
+    assert "STATUS 403" in out, out
