@@ -97,3 +97,27 @@ def test_learn_then_suggest_then_enforce(tmp_path, pki, tls_upstream):
     assert denied == [], denied
     went = {r["host"] for r in again if r.get("decision") == "allow"}
     assert went == set(HOSTS), went
+
+
+def test_a_host_the_other_layers_tunnel_is_learned_as_a_tunnel(tmp_path, pki, tls_upstream):
+    # The team tunnels api.example.test; the user's layer does not list it. Learned, it stays a
+    # tunnel (the client talks TLS with the upstream itself), and the suggestion says so.
+    s = Sessions(tmp_path, pki, tls_upstream)
+    team = tmp_path / "team.json"
+    team.write_text(json.dumps({"version": 1, "allow": [
+        {"host": "api.example.test", "ports": [443], "tunnel": True}]}))
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps({"version": 1, "allow": [{"host": "unused.test"}]}))
+    ca = tmp_path / "upstream-ca.pem"  # in the working directory, which the child sees
+    ca.write_bytes(pki.ca_cert.read_bytes())
+    argv = [BROKER_BIN, "wrap", "--learn", "--session", "tunnelled", "--policy", str(team),
+            "--policy", str(user), "--log-dir", str(s.logs), "--connect-to",
+            f"api.example.test:443:127.0.0.1:{tls_upstream.port}", "--", "curl", "-sS",
+            "--cacert", str(ca), "-o", "/dev/null", "-w", "STATUS %{http_code}",
+            "https://api.example.test/t"]
+    p = subprocess.run(argv, env=s.env, capture_output=True, timeout=60, cwd=tmp_path)
+    assert b"STATUS 200" in p.stdout, (p.stdout, p.stderr)
+    [tunnel] = [r for r in s.records("tunnelled") if r.get("event") == "tunnel"]
+    assert tunnel["decision"] == "learned" and tunnel["status"] == 200, tunnel
+    text = s.cli("policy", "suggest", "--log-dir", str(s.logs), "tunnelled").stdout
+    assert '{"host":"api.example.test","ports":[443],"tunnel":true}' in text, text
