@@ -401,3 +401,17 @@ def test_the_ask_line_carries_no_terminal_escape_the_child_chose(tmp_path, pki, 
     assert w.cli("deny", "ask-escape-1").returncode == 0
     code, out = w.finish()
     assert "STATUS 403" in out, out
+
+
+def test_an_approval_does_not_pass_the_address_guard(broker_factory, tmp_path, upstream):
+    # "localhost" resolves to loopback: approving the host opens it to the policy, never to the
+    # address guard (only a cidr rule reaches private ranges).
+    b = start(broker_factory, tmp_path, upstream)
+    url = f"http://localhost:{upstream.port}/"
+    held = in_background(lambda: curl(url, proxy=b.proxy, timeout=60))
+    ask = wait_pending(b)[0]
+    assert ask["host"] == "localhost", ask
+    assert cli(b, "approve", ask["id"]).returncode == 0
+    r = held()
+    assert_refusal(r.status, r.headers, r.body, "private_address_blocked", 403)
+    assert upstream.requests == []
