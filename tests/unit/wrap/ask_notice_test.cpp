@@ -6,9 +6,9 @@
 
 TEST_CASE("an ask's line names the request, its program and how to answer, in one line",
           "[wrap][ask]") {
-  nlohmann::ordered_json ask = {{"id", "s-1-3"},     {"session", "s-1"},
-                                {"pid", 42},         {"exe", "/usr/bin/curl"},
-                                {"method", "GET"},   {"url", "https://docs.test/a?q=<redacted>"},
+  nlohmann::ordered_json ask = {{"id", "s-1-3"},   {"session", "s-1"},
+                                {"pid", 42},       {"exe", "/usr/bin/curl"},
+                                {"method", "GET"}, {"url", "https://docs.test/a?q=<redacted>"},
                                 {"timeout_s", 120}};
   const auto line = broker::wrap::ask_line(ask);
   CHECK(line ==
