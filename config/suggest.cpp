@@ -57,7 +57,9 @@ std::vector<std::string> path_patterns(const std::set<std::string>& paths) {
   } else {
     std::map<std::string, std::vector<std::string>> by_segment;
     for (const auto& p : paths) by_segment[first_segment(p)].push_back(p);
-    for (const auto& [segment, members] : by_segment) {
+    for (const auto& group : by_segment) {
+      const std::string& segment = group.first;
+      const auto& members = group.second;
       const bool deeper = std::any_of(members.begin(), members.end(),
                                       [&](const std::string& p) { return p != segment; });
       if (std::find(members.begin(), members.end(), segment) != members.end())
