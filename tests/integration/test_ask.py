@@ -6,6 +6,7 @@ refused at once; a held request that nobody decides gets 403 approval_denied whe
 out."""
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -307,11 +308,15 @@ def test_the_child_cannot_approve_its_own_request(tmp_path, pki, tls_upstream):
     # The agent asks, then tries what a prompt-injected one would: approve itself through the
     # control socket (hidden from it), and write an approval for later sessions (masked).
     approved = tmp_path / "home" / ".config" / "broker" / "approved.json"
+    # The broker's own client, where the child can run it (its working directory: a build under
+    # /tmp is hidden from it with the rest of /tmp).
+    client = tmp_path / "broker-client"
+    shutil.copy(BROKER_BIN, client)
     script = f"""
 curl -sS -o /dev/null -w 'STATUS %{{http_code}}\\n' https://{ASKED}/x &
 sleep 1
-{BROKER_BIN} pending; echo "PENDING_EXIT $?"
-{BROKER_BIN} approve ask-hostile-1 --always; echo "APPROVE_EXIT $?"
+{client} pending; echo "PENDING_EXIT $?"
+{client} approve ask-hostile-1 --always; echo "APPROVE_EXIT $?"
 mkdir -p "$HOME/.config/broker" 2>/dev/null
 printf '{{"allow":[{{"host":"{ASKED}"}}]}}' > "$HOME/.config/broker/approved.json" 2>/dev/null
 echo "WRITE_EXIT $?"
