@@ -22,11 +22,7 @@ std::string session_of(const std::string& id) {
 }
 
 int run_pending(const std::string& session, bool json) {
-  std::vector<std::filesystem::path> sockets;
-  if (session.empty())
-    sockets = running_control_sockets();
-  else
-    sockets.push_back(control_socket_of(session));
+  const auto sockets = control_sockets(session);
   auto all = nlohmann::json::array();
   int status = exit_ok;
   for (const auto& socket : sockets) {

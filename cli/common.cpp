@@ -83,4 +83,9 @@ std::filesystem::path control_socket_of(const std::string& session) {
   return session::runtime_base() / session / "control.sock";
 }
 
+std::vector<std::filesystem::path> control_sockets(const std::string& session) {
+  if (session.empty()) return running_control_sockets();
+  return {control_socket_of(session)};
+}
+
 }  // namespace broker::cli

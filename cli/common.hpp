@@ -36,6 +36,8 @@ void setup_logging(const std::string& level);
 // throws std::runtime_error for a name that is not a session name.
 std::vector<std::filesystem::path> running_control_sockets();
 std::filesystem::path control_socket_of(const std::string& session);
+// One session's socket, or every running one's when `session` is empty.
+std::vector<std::filesystem::path> control_sockets(const std::string& session);
 
 // Exit statuses shared by the subcommands.
 inline constexpr int exit_ok = 0;

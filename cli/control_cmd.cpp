@@ -28,11 +28,7 @@ void print_status(const nlohmann::json& s) {
 }
 
 int run_status(const std::string& session, bool json) {
-  std::vector<std::filesystem::path> sockets;
-  if (session.empty())
-    sockets = running_control_sockets();
-  else
-    sockets.push_back(control_socket_of(session));
+  const auto sockets = control_sockets(session);
   if (sockets.empty()) {
     std::cout << "no running sessions\n";
     return exit_ok;

@@ -63,11 +63,11 @@ struct layer_result {
   bool approved = false;  // the deciding allow rule is one a person approved
 };
 
-// `never_approved`: the destination is one no approval may open, so approved rules do not match.
 bool program_allowed(const rule& r, const client_program& who) {
   return r.programs.empty() || who.any || program_matches(r.programs, who.exe);
 }
 
+// `never_approved`: the destination is one no approval may open, so approved rules do not match.
 layer_result evaluate(const policy& layer, const destination& d, const request_line* req,
                       const client_program& who, bool never_approved) {
   layer_result out;

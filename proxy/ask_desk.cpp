@@ -54,11 +54,6 @@ ask_desk::ask_desk(proxy_context& ctx, ask_options options)
 
 ask_desk::~ask_desk() = default;
 
-std::size_t ask_desk::held() const {
-  std::lock_guard lock(mutex_);
-  return held_.size();
-}
-
 asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
                                             const config::destination& dest, bool tunnel) {
   auto h = std::make_shared<held_request>(co_await asio::this_coro::executor);
@@ -137,8 +132,8 @@ nlohmann::ordered_json ask_desk::pending() const {
 
 void ask_desk::release(std::shared_ptr<held_request> h, ask_outcome outcome) {
   h->outcome = std::move(outcome);
-  auto& timer = h->timer;
-  asio::post(timer.get_executor(), [h = std::move(h)] { h->timer.cancel(); });
+  const auto executor = h->timer.get_executor();
+  asio::post(executor, [h = std::move(h)] { h->timer.cancel(); });
 }
 
 nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer& answer) {

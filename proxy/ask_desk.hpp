@@ -72,8 +72,6 @@ class ask_desk {
   // this session cannot take (--always without approved.json) or a bad path prefix.
   nlohmann::ordered_json decide(const std::string& id, const ask_answer& answer);
 
-  std::size_t held() const;
-
  private:
   struct held_request;
   // One held request as pending() lists it.

@@ -97,10 +97,6 @@ std::string upstream_head(const http::message_head& head, std::string_view targe
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // The brokers' refusal; a dummy refused only because its credential names other programs says
 // so (DESIGN §13).
 refusal credential_refusal(const brokers::credential_set& credentials,

@@ -2,6 +2,7 @@
 
 #include "config/approved_file.hpp"
 #include "config/policy_set.hpp"
+#include "tests/unit/config/policy_test_support.hpp"
 
 using broker::config::destination;
 using broker::config::ip_address;
@@ -660,14 +661,7 @@ TEST_CASE("programs: an allow rule with programs admits only the processes it na
 
 TEST_CASE("programs: a glob, a path, never a bare name, and only on allow rules",
           "[config][policy][programs]") {
-  auto fails = [](const char* text) {
-    try {
-      broker::config::parse_policy(text, "p.json");
-    } catch (const broker::config::policy_error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto fails = [](const char* text) { return broker::config::test::error_of(text, "p.json").what; };
   CHECK(fails(R"({"allow": [{"host": "a.test", "programs": ["git"]}]})")
             .find("allow[0].programs[0]: \"git\" is not a path or a glob") != std::string::npos);
   CHECK(fails(R"({"allow": [{"host": "a.test", "programs": []}]})").find("non-empty") !=

@@ -252,14 +252,7 @@ TEST_CASE("on_deny and approvals.never parse, and a bad value names its key",
   CHECK(broker::config::to_json(p)["on_deny"] == "ask");
   CHECK(broker::config::to_json(p)["approvals"]["never"][0] == "*.corp.test");
   CHECK(broker::config::parse_policy("{}", "p.json").on_deny == broker::config::on_deny::unset);
-  auto fails = [](const char* text) {
-    try {
-      broker::config::parse_policy(text, "p.json");
-    } catch (const broker::config::policy_error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto fails = [](const char* text) { return broker::config::test::error_of(text, "p.json").what; };
   CHECK(fails("{\n\"on_deny\": \"maybe\"}") ==
         "p.json:2: on_deny: expected \"deny\" or \"ask\", not \"maybe\"");
   CHECK(fails("{\"approvals\": {\"never\": [\"a b\"]}}").find("approvals.never[0]: invalid host") !=
