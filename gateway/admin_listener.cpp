@@ -32,6 +32,7 @@ std::string_view reason_of(int status) {
       {202, "Accepted"},
       {204, "No Content"},
       {400, "Bad Request"},
+      {401, "Unauthorized"},
       {403, "Forbidden"},
       {404, "Not Found"},
       {405, "Method Not Allowed"},
@@ -47,7 +48,7 @@ std::string_view reason_of(int status) {
 }
 
 admin_response plain(int status, std::string body) {
-  return {status, "text/plain; charset=utf-8", std::move(body)};
+  return {status, "text/plain; charset=utf-8", std::move(body), {}};
 }
 
 // The response on the wire. `with_body` is false for HEAD: the same fields, no body.
@@ -56,6 +57,7 @@ std::string serialize(const admin_response& r, bool keep_alive, bool with_body,
   std::string wire = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
                                  r.status, reason_of(r.status), r.content_type, r.body.size());
   if (!allow.empty()) wire += fmt::format("Allow: {}\r\n", allow);
+  for (const auto& [name, value] : r.fields) wire += fmt::format("{}: {}\r\n", name, value);
   if (!keep_alive) wire += "Connection: close\r\n";
   wire += "\r\n";
   if (with_body) wire += r.body;
@@ -72,12 +74,13 @@ struct read_result {
 }  // namespace
 
 struct admin_listener::impl {
-  impl(std::shared_ptr<gateway::metrics> m, admin_limits l) : metrics(std::move(m)), limits(l) {}
+  impl(std::shared_ptr<broker::gateway::metrics> m, admin_limits l)
+      : metrics(std::move(m)), limits(l) {}
 
   asio::io_context io{1};  // first: destroyed last, after every socket and coroutine frame
   tcp::acceptor acceptor{io};
   std::uint16_t bound_port = 0;
-  std::shared_ptr<gateway::metrics> metrics;
+  std::shared_ptr<broker::gateway::metrics> metrics;
   const admin_limits limits;
   std::size_t open = 0;  // connections; touched on the listener's thread only
   std::uint64_t next_id = 0;
@@ -123,10 +126,18 @@ struct admin_listener::impl {
   // A connection: its requests in turn, raced with its watchdog.
   asio::awaitable<void> serve(tcp::socket socket) {
     base::deadline<> watchdog(socket.get_executor());
-    co_await base::race(requests(socket, watchdog), watchdog.watch());
+    error_code ec;
+    const auto remote = socket.remote_endpoint(ec);
+    std::string peer;
+    if (!ec)
+      peer = (remote.address().is_v6() ? "[" + remote.address().to_string() + "]"
+                                       : remote.address().to_string()) +
+             ":" + std::to_string(remote.port());
+    co_await base::race(requests(socket, watchdog, peer), watchdog.watch());
   }
 
-  asio::awaitable<void> requests(tcp::socket& socket, base::deadline<>& watchdog) {
+  asio::awaitable<void> requests(tcp::socket& socket, base::deadline<>& watchdog,
+                                 const std::string& peer) {
     std::string buffered;  // read, not yet parsed: the start of a pipelined next request
     for (;;) {
       watchdog.arm(limits.request_timeout);
@@ -135,6 +146,7 @@ struct admin_listener::impl {
       if (got.refusal) {
         wire = serialize(*got.refusal, false, true, "");
       } else if (got.request) {
+        got.request->peer = peer;
         std::string allow;
         const auto response = answer(*got.request, allow);
         wire = serialize(response, got.keep_alive, got.request->method != "HEAD", allow);
@@ -220,15 +232,26 @@ struct admin_listener::impl {
     co_return out;
   }
 
+  // The route of `path`: its own, else the longest "PREFIX/*" route above it; null when none.
+  const std::map<std::string, admin_handler>* route_of(const std::string& path) const {
+    if (const auto it = routes.find(path); it != routes.end()) return &it->second;
+    for (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+         slash = path.rfind('/', slash - 1)) {
+      const auto it = routes.find(path.substr(0, slash + 1) + "*");
+      if (it != routes.end()) return &it->second;
+    }
+    return nullptr;
+  }
+
   // The route's answer; 404 for an unknown path, 405 (and the methods in `allow`) for a known
   // path asked with another method.
   admin_response answer(const admin_request& request, std::string& allow) {
     admin_handler handler;
     {
       std::lock_guard lock(routes_mutex);
-      const auto path = routes.find(request.path);
-      if (path == routes.end()) return plain(404, "not found\n");
-      const auto& methods = path->second;
+      const auto* path = route_of(request.path);
+      if (!path) return plain(404, "not found\n");
+      const auto& methods = *path;
       auto it = methods.find(request.method);
       if (it == methods.end() && request.method == "HEAD") it = methods.find("GET");
       if (it == methods.end()) {
@@ -268,7 +291,7 @@ admin_listener::admin_listener(std::string host, std::uint16_t port, std::shared
   impl_->bound_port = acceptor.local_endpoint().port();
 
   route("GET", "/metrics", [metrics = impl_->metrics](const admin_request&) {
-    return admin_response{200, std::string(exposition_type), metrics->render()};
+    return admin_response{200, std::string(exposition_type), metrics->render(), {}};
   });
   route("GET", "/healthz", [](const admin_request&) { return plain(200, "ok"); });
 

@@ -2,12 +2,13 @@
 // io_context, so that it keeps answering while the proxy's threads are busy. It serves
 //   GET /metrics  the metrics' exposition (text/plain; version=0.0.4; charset=utf-8)
 //   GET /healthz  "ok"
-// and whatever routes the broker adds. Unknown paths get 404, a known path asked with another
-// method 405 (with Allow), an unparseable request 400 and the connection closed; every answer
-// has a short body and a Content-Length. Connections are kept alive; each request must arrive
-// whole within the request timeout (a client that sends nothing, or half a head, is dropped),
-// and heads and bodies are bounded (431, 413). No route is reachable without the listener's
-// address: bind it to loopback or an admin network, it has no authentication of its own.
+// and whatever routes the broker adds (a route ending in "/*" answers every path under it). Unknown
+// paths get 404, a known path asked with another method 405 (with Allow), an unparseable request
+// 400 and the connection closed; every answer has a short body and a Content-Length. Connections
+// are kept alive; each request must arrive whole within the request timeout (a client that sends
+// nothing, or half a head, is dropped), and heads and bodies are bounded (431, 413). No route is
+// reachable without the listener's address: bind it to loopback or an admin network, it has no
+// authentication of its own.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gateway/metrics.hpp"
 #include "http/message.hpp"
@@ -28,12 +31,15 @@ struct admin_request {
   std::string query;  // after '?', without it
   http::message_head head;
   std::string body;  // decoded (chunking removed), at most admin_limits::max_body_bytes
+  std::string peer;  // the client's address, "IP:PORT", for records
 };
 
 struct admin_response {
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  std::vector<std::pair<std::string, std::string>>
+      fields;  // more header fields, e.g. WWW-Authenticate
 };
 
 // Answers one request; runs on the listener's thread, so it must be quick and must not wait on
@@ -65,7 +71,9 @@ class admin_listener {
   std::uint16_t port() const;  // the bound port
 
   // Adds (or replaces) the handler for METHOD PATH; a GET route answers HEAD too, without the
-  // body. Thread-safe; takes effect for the next request. E.g. the lead's
+  // body. A PATH ending in "/*" answers every path under it that no other route names (the
+  // longest such prefix wins); the handler reads the rest from request.path. Thread-safe; takes
+  // effect for the next request. E.g.
   //   route("GET", "/sessions", [&](const admin_request&) { return admin_response{...}; });
   void route(std::string method, std::string path, admin_handler handler);
 

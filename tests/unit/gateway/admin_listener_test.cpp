@@ -225,7 +225,7 @@ TEST_CASE("admin listener: routes the broker adds, with bodies, and a failing ha
           "[admin_listener]") {
   admin_listener admin("127.0.0.1", 0, some_metrics());
   admin.route("POST", "/echo", [](const admin_request& r) {
-    return admin_response{201, "application/json", r.method + " " + r.query + " " + r.body};
+    return admin_response{201, "application/json", r.method + " " + r.query + " " + r.body, {}};
   });
   admin.route("GET", "/fails",
               [](const admin_request&) -> admin_response { throw std::runtime_error("boom"); });
@@ -252,7 +252,7 @@ TEST_CASE("admin listener: routes the broker adds, with bodies, and a failing ha
   CHECK(r.body.find("boom") == std::string::npos);
   // A route replaced while serving.
   admin.route("GET", "/healthz", [](const admin_request&) {
-    return admin_response{200, "text/plain; charset=utf-8", "degraded"};
+    return admin_response{200, "text/plain; charset=utf-8", "degraded", {}};
   });
   CHECK(c.get("/healthz").body == "degraded");
 }
@@ -294,4 +294,30 @@ TEST_CASE("admin listener: over the connection limit a client gets 503, and stop
   admin.reset();
   CHECK(a.closed_within(2s));
   CHECK(b.closed_within(2s));
+}
+
+TEST_CASE("admin listener: a PREFIX/* route answers the paths under it, with its own fields",
+          "[admin_listener]") {
+  admin_listener admin("127.0.0.1", 0, some_metrics());
+  admin.route("POST", "/api/asks/*", [](const admin_request& r) {
+    return admin_response{200, "text/plain", r.path + " from " + r.peer, {{"X-Seen", "yes"}}};
+  });
+  admin.route("POST", "/api/asks/all", [](const admin_request&) {
+    return admin_response{200, "text/plain", "exact", {}};
+  });
+  client c(admin.port());
+  c.send("POST /api/asks/g-1-2/approve HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+  auto r = c.read_reply();
+  CHECK(r.status == 200);
+  CHECK(r.field("X-Seen") == "yes");
+  CHECK(r.body.starts_with("/api/asks/g-1-2/approve from 127.0.0.1:"));
+  c.send("POST /api/asks/all HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+  CHECK(c.read_reply().body == "exact");
+  // Above the prefix, or beside it: not the route's.
+  CHECK(c.get("/api/asks").status == 404);
+  CHECK(c.get("/api/asksx/1").status == 404);
+  c.send("GET /api/asks/1 HTTP/1.1\r\nHost: a\r\n\r\n");
+  r = c.read_reply();
+  CHECK(r.status == 405);
+  CHECK(r.field("Allow") == "POST");
 }
