@@ -1,6 +1,6 @@
 // `broker pending`, `broker approve ID` and `broker deny ID` (DESIGN §13): the requests running
 // sessions hold while they ask, and the person's decisions, through each session's control
-// socket.
+// socket (a gateway's sessions through the gateway's).
 #include <iostream>
 #include <memory>
 
@@ -67,8 +67,10 @@ int run_decision(const std::string& id, const std::string& command) {
   try {
     if (session.empty() || !valid_session_name(session))
       throw std::runtime_error(id + ": not an ask id (broker pending lists them)");
-    const auto answer =
-        nlohmann::json::parse(session::control_request(control_socket_of(session), command));
+    // A gateway's session has no socket of its own: the gateway running here decides for it.
+    auto socket = control_socket_of(session);
+    if (!std::filesystem::exists(socket)) socket = gateway_control_socket("");
+    const auto answer = nlohmann::json::parse(session::control_request(socket, command));
     if (answer.contains("error")) throw std::runtime_error(answer["error"].get<std::string>());
     std::cout << "broker: " << id << " "
               << (answer.value("decision", "") == "deny" ? "denied" : "approved");

@@ -10,6 +10,7 @@ void register_policy(CLI::App& root, int& exit_status);
 void register_log(CLI::App& root, int& exit_status);
 void register_sessions(CLI::App& root, int& exit_status);
 void register_session(CLI::App& root, int& exit_status);
+void register_admin_token(CLI::App& root, int& exit_status);
 void register_ca(CLI::App& root, int& exit_status);
 void register_wrap(CLI::App& root, int& exit_status);
 void register_control(CLI::App& root, int& exit_status);

@@ -2,6 +2,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <stdexcept>
 
 #include "config/units.hpp"
+#include "session/control_socket.hpp"
 #include "session/log_reader.hpp"
 #include "session/session_dir.hpp"
 
@@ -86,6 +88,26 @@ std::filesystem::path control_socket_of(const std::string& session) {
 std::vector<std::filesystem::path> control_sockets(const std::string& session) {
   if (session.empty()) return running_control_sockets();
   return {control_socket_of(session)};
+}
+
+std::filesystem::path gateway_control_socket(const std::string& name) {
+  if (!name.empty()) return control_socket_of(name);
+  std::vector<std::filesystem::path> gateways;
+  for (const auto& socket : running_control_sockets()) {
+    try {
+      const auto status = nlohmann::json::parse(session::control_request(socket, "status"));
+      if (status.value("mode", "") == "gateway") gateways.push_back(socket);
+    } catch (const std::exception&) {
+      // Not answering: not a gateway to use.
+    }
+  }
+  if (gateways.size() == 1) return gateways.front();
+  if (gateways.empty())
+    throw std::runtime_error(
+        "no gateway is running here (start one with `broker serve --gateway`)");
+  std::string names;
+  for (const auto& g : gateways) names += " " + g.parent_path().filename().string();
+  throw std::runtime_error("several gateways run here; name one with --gateway:" + names);
 }
 
 }  // namespace broker::cli

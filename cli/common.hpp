@@ -39,6 +39,10 @@ std::filesystem::path control_socket_of(const std::string& session);
 // One session's socket, or every running one's when `session` is empty.
 std::vector<std::filesystem::path> control_sockets(const std::string& session);
 
+// The control socket of the gateway `name`, or of the only gateway running here when it is
+// empty; throws std::runtime_error when there is none, or several and no name.
+std::filesystem::path gateway_control_socket(const std::string& name);
+
 // Exit statuses shared by the subcommands.
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;

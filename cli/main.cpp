@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   broker::cli::register_log(app, exit_status);
   broker::cli::register_sessions(app, exit_status);
   broker::cli::register_session(app, exit_status);
+  broker::cli::register_admin_token(app, exit_status);
   broker::cli::register_ca(app, exit_status);
   broker::cli::register_wrap(app, exit_status);
   broker::cli::register_control(app, exit_status);

@@ -32,29 +32,9 @@ struct session_options {
   bool json = false;
 };
 
-// The control socket of the gateway to talk to.
-std::filesystem::path gateway_socket(const std::string& name) {
-  if (!name.empty()) return control_socket_of(name);
-  std::vector<std::filesystem::path> gateways;
-  for (const auto& socket : running_control_sockets()) {
-    try {
-      const auto status = nlohmann::json::parse(session::control_request(socket, "status"));
-      if (status.value("mode", "") == "gateway") gateways.push_back(socket);
-    } catch (const std::exception&) {
-      // Not answering: not a gateway to use.
-    }
-  }
-  if (gateways.size() == 1) return gateways.front();
-  if (gateways.empty())
-    throw std::runtime_error(
-        "no gateway is running here (start one with `broker serve --gateway`)");
-  std::string names;
-  for (const auto& g : gateways) names += " " + g.parent_path().filename().string();
-  throw std::runtime_error("several gateways run here; name one with --gateway:" + names);
-}
-
 nlohmann::json ask(const session_options& o, const std::string& line) {
-  auto answer = nlohmann::json::parse(session::control_request(gateway_socket(o.gateway), line));
+  auto answer =
+      nlohmann::json::parse(session::control_request(gateway_control_socket(o.gateway), line));
   if (answer.contains("error")) throw std::runtime_error(answer["error"].get<std::string>());
   return answer;
 }

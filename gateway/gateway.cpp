@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
+#include "base/text.hpp"
 #include "config/policy.hpp"
 #include "session/budget.hpp"
 #include "session/child_env.hpp"
@@ -89,6 +91,19 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
     attached.expires =
         std::chrono::system_clock::time_point(std::chrono::milliseconds(r.expires_ms));
   attached.observer = setup_.observer;
+  const auto& layers = policy->layers();
+  if (std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.asks(); })) {
+    // Decided by an operator through the admin API; no approved.json, so never "always".
+    auto asks = std::make_shared<proxy::ask_options>();
+    asks->on_ask = [gateway = setup_.options.session_id](const nlohmann::ordered_json& ask) {
+      session::log(spdlog::level::warn, session::log_tag(gateway),
+                   "ask {}: {} {} is not in the session's policy: POST /api/asks/{}/approve or "
+                   "/deny on the admin listener",
+                   ask.value("id", ""), base::printable(ask.value("method", "")),
+                   base::printable(ask.value("url", "")), ask.value("id", ""));
+    };
+    attached.asks = std::move(asks);
+  }
   auto ctx = std::make_shared<proxy::proxy_context>(
       options, policy, std::move(audit), credentials_of(r), setup_.tls, std::move(attached));
   if (r.revoked) ctx->revoke();
@@ -251,6 +266,34 @@ std::optional<nlohmann::ordered_json> gateway::command(const std::string& line) 
   } catch (const std::exception& e) {
     return error(e.what());
   }
+}
+
+nlohmann::ordered_json gateway::pending() const {
+  std::vector<std::shared_ptr<proxy::proxy_context>> sessions;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, l] : live_)
+      if (l.ctx->asks()) sessions.push_back(l.ctx);
+  }
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& ctx : sessions)
+    for (auto& ask : ctx->asks()->pending()) out.push_back(std::move(ask));
+  return out;
+}
+
+nlohmann::ordered_json gateway::decide(const std::string& id, const proxy::ask_answer& answer) {
+  // An ask's id is its session's id, '-' and a number.
+  const auto dash = id.rfind('-');
+  std::shared_ptr<proxy::proxy_context> ctx;
+  if (dash != std::string::npos) {
+    std::lock_guard lock(mutex_);
+    if (auto it = live_.find(id.substr(0, dash)); it != live_.end()) ctx = it->second.ctx;
+  }
+  if (!ctx || !ctx->asks())
+    throw std::invalid_argument("no request " + id +
+                                " is held here (decided already, timed out, never asked, or held "
+                                "by another replica)");
+  return ctx->asks()->decide(id, answer);
 }
 
 void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team) {

@@ -2,7 +2,10 @@
 // own proxy credential, dummies, policy layers on the team's, budgets and audit log; a client's
 // requests are bound to their session by Proxy-Authorization (resolve()). Sessions are made,
 // listed, shown and revoked through the control socket's `session ...` lines (command()), and
-// kept in a session_store: this process's memory, or Redis shared with other replicas.
+// kept in a session_store: this process's memory, or Redis shared with other replicas. A
+// session whose layers ask (DESIGN §13) holds what they refuse while an operator decides, through
+// the admin API (admin_api.hpp) or `broker pending|approve|deny` on this host: the gateway is the
+// ask_decider of the sessions served here.
 #pragma once
 
 #include <functional>
@@ -17,6 +20,7 @@
 #include "gateway/audit_stream.hpp"
 #include "gateway/session_store.hpp"
 #include "gateway/shared_budget.hpp"
+#include "proxy/ask_desk.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/session_resolver.hpp"
 
@@ -45,7 +49,7 @@ struct gateway_setup {
   std::function<void(const std::string& session_id)> on_revoked;
 };
 
-class gateway final : public proxy::session_resolver {
+class gateway final : public proxy::session_resolver, public proxy::ask_decider {
  public:
   // Keeps its sessions in setup.redis when set, else in this process.
   explicit gateway(gateway_setup setup);
@@ -69,6 +73,12 @@ class gateway final : public proxy::session_resolver {
   nlohmann::ordered_json list();
   nlohmann::ordered_json show(const std::string& id);
   nlohmann::ordered_json revoke(const std::string& id);
+
+  // The requests held by the sessions served on this replica (each session's own desk), and a
+  // decision about one of them (its id names its session). An approval's scope is once or
+  // session: a gateway has no approved.json.
+  nlohmann::ordered_json pending() const override;
+  nlohmann::ordered_json decide(const std::string& id, const proxy::ask_answer& answer) override;
 
   // SIGHUP: the team's layers change under every session (credentials cannot).
   void replace_team_policy(std::shared_ptr<const config::policy_set> team);

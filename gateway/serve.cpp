@@ -17,7 +17,9 @@
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
+#include "gateway/admin_api.hpp"
 #include "gateway/admin_listener.hpp"
+#include "gateway/admin_tokens.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/serve_metrics.hpp"
@@ -66,6 +68,7 @@ struct serving {
   proxy::record_observer observe;
   // Made before the server and ended after it: the server's context resolves sessions with it.
   std::shared_ptr<broker::gateway::gateway> team;
+  std::shared_ptr<admin_tokens> tokens;  // a gateway's operators' credentials
   std::unique_ptr<proxy::server> server;
   std::unique_ptr<admin_listener> admin;
   std::string url;  // http://HOST:PORT of the listener
@@ -218,6 +221,7 @@ void start_gateway(const serve_config& c, serving& s) {
     throw start_error(s.bundle.string() + ": " + e.what(), false);
   }
   auto redis = g.redis;
+  s.tokens = std::make_shared<admin_tokens>(redis);
   s.team = std::make_shared<gateway>(std::move(g));
   s.counters->add_gauge("broker_gateway_sessions", "Gateway sessions served by this replica",
                         [gw = std::weak_ptr<gateway>(s.team)] {
@@ -229,6 +233,7 @@ void start_gateway(const serve_config& c, serving& s) {
     redis->watch_revocations([weak = std::weak_ptr<gateway>(s.team)](const std::string& id) {
       if (auto gw = weak.lock()) gw->revoked_elsewhere(id);
     });
+  if (s.admin) add_admin_api(*s.admin, s.team, s.tokens, s.ctx->audit_log());
 }
 
 // --env-file: what a client needs to use this session (the proxy, the trust bundle, dummies).
@@ -258,11 +263,18 @@ void write_env_file(const serve_config& c, serving& s) {
 void open_control(const serve_config& c, serving& s) {
   try {
     s.dir = std::make_unique<session::session_dir>(s.setup.options.session_id);
-    session::control_socket::command_fn sessions =
-        [team = s.team, ctx = s.ctx](const std::string& line, const std::string& who) {
-          if (auto asked = proxy::answer_ask_command(ctx->asks(), line, who)) return asked;
-          return team ? team->command(line) : std::nullopt;
-        };
+    session::control_socket::command_fn sessions = [team = s.team, tokens = s.tokens, ctx = s.ctx](
+                                                       const std::string& line,
+                                                       const std::string& who) {
+      if (tokens)
+        if (auto answer = answer_admin_token_command(*tokens, line, who, ctx->audit_log()))
+          return answer;
+      // A gateway's asks are its sessions'; serve's are its own.
+      proxy::ask_decider* desk = team ? static_cast<proxy::ask_decider*>(team.get())
+                                      : static_cast<proxy::ask_decider*>(ctx->asks());
+      if (auto asked = proxy::answer_ask_command(desk, line, who)) return asked;
+      return team ? team->command(line) : std::nullopt;
+    };
     s.control = std::make_unique<session::control_socket>(
         s.dir->control_socket(),
         [&s, gateway_mode = c.gateway] {

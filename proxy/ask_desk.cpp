@@ -211,7 +211,7 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
   return out;
 }
 
-std::optional<nlohmann::ordered_json> answer_ask_command(ask_desk* desk, const std::string& line,
+std::optional<nlohmann::ordered_json> answer_ask_command(ask_decider* desk, const std::string& line,
                                                          const std::string& who) {
   std::istringstream words(line);
   std::string verb, id, scope, prefix, extra;

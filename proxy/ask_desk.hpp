@@ -53,10 +53,22 @@ struct ask_outcome {
   std::string rule;  // approved: the rule that let it go ("approved[0]", "approved:once")
 };
 
-class ask_desk {
+// Where held requests are listed and decided: one session's desk, or a gateway's sessions'.
+class ask_decider {
+ public:
+  virtual ~ask_decider() = default;
+  // The held requests, oldest first: id, session, pid, exe, method, url, rule, waiting_s.
+  virtual nlohmann::ordered_json pending() const = 0;
+  // Decides the held request `id`; its answer for the deciding client. Throws
+  // std::invalid_argument for an id that is not held (decided, timed out, never asked), a scope
+  // the session cannot take (--always without approved.json) or a bad path prefix.
+  virtual nlohmann::ordered_json decide(const std::string& id, const ask_answer& answer) = 0;
+};
+
+class ask_desk final : public ask_decider {
  public:
   ask_desk(proxy_context& ctx, ask_options options);
-  ~ask_desk();
+  ~ask_desk() override;
 
   // Holds the request `entry` names (refused by `entry.rule`) until a person decides, or the
   // session's ask timeout passes. `tunnel`: a CONNECT (or captured connection) the other layers
@@ -65,12 +77,8 @@ class ask_desk {
   asio::awaitable<ask_outcome> hold(const session::audit_entry& entry,
                                     const config::destination& dest, bool tunnel = false);
 
-  // The held requests, oldest first: id, session, pid, exe, method, url, rule, waiting_s.
-  nlohmann::ordered_json pending() const;
-  // Decides the held request `id`; its answer for the deciding client. Throws
-  // std::invalid_argument for an id that is not held (decided, timed out, never asked), a scope
-  // this session cannot take (--always without approved.json) or a bad path prefix.
-  nlohmann::ordered_json decide(const std::string& id, const ask_answer& answer);
+  nlohmann::ordered_json pending() const override;
+  nlohmann::ordered_json decide(const std::string& id, const ask_answer& answer) override;
 
  private:
   struct held_request;
@@ -89,7 +97,7 @@ class ask_desk {
 
 // A control-socket line about asks ("pending", "approve ID once|session|always [PREFIX]",
 // "deny ID"): its answer; nullopt for any other line. `who` names the client for the records.
-std::optional<nlohmann::ordered_json> answer_ask_command(ask_desk* desk, const std::string& line,
+std::optional<nlohmann::ordered_json> answer_ask_command(ask_decider* desk, const std::string& line,
                                                          const std::string& who);
 
 }  // namespace broker::proxy

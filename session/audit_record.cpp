@@ -101,6 +101,21 @@ record_json policy_reload_record(record_json policy) {
   return j;
 }
 
+record_json admin_record(const admin_action& a) {
+  record_json j;
+  j["event"] = "admin";
+  j["decision"] = a.decision;
+  j["who"] = text_or_null(a.who);
+  if (a.status) j["status"] = a.status;
+  if (!a.method.empty()) j["method"] = a.method;
+  if (!a.path.empty()) j["path"] = a.path;
+  if (!a.peer.empty()) j["peer"] = a.peer;
+  if (!a.reason.empty()) j["reason"] = a.reason;
+  if (!a.token_id.empty()) j["token"] = a.token_id;
+  if (!a.token_name.empty()) j["name"] = a.token_name;
+  return j;
+}
+
 record_json kept_out_record(const std::string& path, const std::string& reason,
                             const std::string& kept) {
   record_json j;

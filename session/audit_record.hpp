@@ -94,6 +94,23 @@ nlohmann::ordered_json approval_record(const approval& a);
 
 nlohmann::ordered_json policy_reload_record(nlohmann::ordered_json policy);
 
+// Something done on a gateway's admin side, in the gateway's own log (DESIGN §15): a request to
+// the admin API refused for want of a valid admin credential (decision "deny", its status, the
+// method, path and peer, why), or an admin token made or revoked (decision "token_create" /
+// "token_revoke", its id and operator name, who did it).
+struct admin_action {
+  std::string decision;
+  std::string who;
+  int status = 0;
+  std::string method;
+  std::string path;
+  std::string peer;
+  std::string reason;
+  std::string token_id;
+  std::string token_name;
+};
+nlohmann::ordered_json admin_record(const admin_action& a);
+
 // Something the wrapped command left that was kept out of the host (DESIGN §8.1): the real path
 // it would have reached, why not, and where it was set aside.
 nlohmann::ordered_json kept_out_record(const std::string& path, const std::string& reason,

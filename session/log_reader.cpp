@@ -291,6 +291,10 @@ std::string format_record(const nlohmann::json& record) {
   for (const char* key : {"rule", "allowed_by", "credential", "error", "id", "scope", "who"}) {
     if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
   }
+  // The gateway's admin side (DESIGN §15): a refused admin request, a token made or revoked.
+  if (event == "admin")
+    for (const char* key : {"path", "peer", "reason", "token", "name"})
+      if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
   return out;
 }
 

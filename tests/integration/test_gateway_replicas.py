@@ -350,3 +350,26 @@ def test_a_policy_may_let_budgeted_requests_go_while_redis_is_away(replicas, red
     redis.stop()
     assert plain(r1, env).status_code == 200  # counted on this replica only
     redis.start()
+
+
+def test_an_admin_token_made_on_one_replica_opens_the_others_admin_api(replicas):
+    import requests
+    r1, r2 = replicas
+    made = run_broker_cli("admin-token", "--gateway", r1.session, "create", "--name", "ops")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+
+    def sessions(gw):
+        return requests.get(f"http://127.0.0.1:{gw.admin}/api/sessions", timeout=5,
+                            headers={"Authorization": f"Bearer {token}"})
+    sid, _ = create(r1)
+    for gw in (r1, r2):
+        r = sessions(gw)
+        assert r.status_code == 200, r.text
+        assert [s["id"] for s in r.json()["sessions"]] == [sid]
+    listed = run_broker_cli("admin-token", "--gateway", r2.session, "list", "--json")
+    assert [t["name"] for t in json.loads(listed.stdout)["tokens"]] == ["ops"]
+    assert token not in listed.stdout
+    assert run_broker_cli("admin-token", "--gateway", r2.session, "revoke", "ops").returncode == 0
+    for gw in (r1, r2):
+        assert sessions(gw).status_code == 401

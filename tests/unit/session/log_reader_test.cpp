@@ -10,6 +10,7 @@
 
 #include "session/audit_files.hpp"
 #include "session/audit_log.hpp"
+#include "session/audit_record.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -537,4 +538,27 @@ TEST_CASE("sessions of both layouts are listed, a session's replicas combined", 
   CHECK_FALSE(found->single_file());
   REQUIRE(found->files.size() == 2);
   CHECK(found->files[0].replica == "gw-a");
+}
+
+TEST_CASE("format_record shows the gateway's admin records", "[log_reader]") {
+  broker::session::admin_action refused;
+  refused.decision = "deny";
+  refused.status = 401;
+  refused.method = "GET";
+  refused.path = "/api/asks";
+  refused.peer = "127.0.0.1:5000";
+  refused.reason = "no Authorization field";
+  auto line = format_record(broker::session::admin_record(refused));
+  CHECK(line.find("admin    deny  GET  401") != std::string::npos);
+  CHECK(line.find("path=/api/asks  peer=127.0.0.1:5000  reason=no Authorization field") !=
+        std::string::npos);
+  CHECK(line.find("who=") == std::string::npos);
+  broker::session::admin_action made;
+  made.decision = "token_create";
+  made.who = "uid 0";
+  made.token_id = "a-1";
+  made.token_name = "ana";
+  line = format_record(broker::session::admin_record(made));
+  CHECK(line.find("token_create") != std::string::npos);
+  CHECK(line.find("who=uid 0  token=a-1  name=ana") != std::string::npos);
 }

@@ -1,0 +1,45 @@
+// The gateway's admin JSON API on its admin listener (DESIGN §13, §15), for operators and the
+// console, behind an admin credential (admin_tokens.hpp):
+//   GET  /api/sessions           the gateway's sessions, as `broker session list --json`
+//   GET  /api/asks               the requests held on this replica, oldest first
+//   POST /api/asks/ID/approve    body (optional) {"scope": "once" | "session", "path": "/prefix"}
+//   POST /api/asks/ID/deny
+// Every /api route needs "Authorization: Bearer TOKEN"; without a valid one the answer is 401
+// (with WWW-Authenticate) and an `admin` record in the gateway's log. Answers are JSON; a refusal
+// is {"error": CODE, "message": sentence}. A decision's record, in the session's log, names the
+// operator: "admin-token NAME (ID) from PEER". /metrics and /healthz stay open.
+//
+// The control socket's lines "admin-token-create NAME", "admin-token-list" and
+// "admin-token-revoke ID|NAME" (`broker admin-token`) manage the tokens.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace broker::session {
+class audit_log;
+}
+
+namespace broker::gateway {
+
+class admin_listener;
+class admin_tokens;
+class gateway;
+
+// Routes /api/* on `listener`. `gateway_log` is the gateway's own log (refusals, tokens); the
+// gateway and the tokens must outlive the listener.
+void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
+                   std::shared_ptr<admin_tokens> tokens, session::audit_log& gateway_log);
+
+// A control-socket line about admin tokens: its answer ({"error": sentence} when refused);
+// nullopt for any other line. A create answer holds the token: it goes only to the socket's
+// owner. `who` names the client for the record.
+std::optional<nlohmann::ordered_json> answer_admin_token_command(admin_tokens& tokens,
+                                                                 const std::string& line,
+                                                                 const std::string& who,
+                                                                 session::audit_log& gateway_log);
+
+}  // namespace broker::gateway

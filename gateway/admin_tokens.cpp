@@ -1,0 +1,143 @@
+#include "gateway/admin_tokens.hpp"
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "base/text.hpp"
+#include "gateway/redis_store.hpp"
+#include "gateway/session_record.hpp"
+
+namespace broker::gateway {
+namespace {
+
+constexpr const char* redis_key = "broker:admin-tokens";
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '@' || c == '-';
+  });
+}
+
+std::string new_token_id() {
+  unsigned char bytes[4];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("RAND_bytes failed");
+  return "a-" + base::hex_encode(bytes, sizeof bytes);
+}
+
+admin_token_info info_from_json(const std::string& text) {
+  const auto j = nlohmann::json::parse(text);
+  return {j.at("id").get<std::string>(), j.at("name").get<std::string>(),
+          j.at("created_ms").get<std::int64_t>()};
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const admin_token_info& t) {
+  return {{"id", t.id}, {"name", t.name}, {"created_ms", t.created_ms}};
+}
+
+std::optional<base::secret> parse_bearer(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  constexpr std::string_view scheme = "bearer";
+  if (value.size() <= scheme.size() + 1) return std::nullopt;
+  for (std::size_t i = 0; i < scheme.size(); ++i)
+    if ((value[i] | 0x20) != scheme[i]) return std::nullopt;
+  if (value[scheme.size()] != ' ') return std::nullopt;
+  value.remove_prefix(scheme.size() + 1);
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (value.empty()) return std::nullopt;
+  return base::secret(std::string(value));
+}
+
+admin_tokens::admin_tokens(std::shared_ptr<redis_store> redis) : redis_(std::move(redis)) {}
+
+admin_tokens::created admin_tokens::create(const std::string& name) {
+  if (!valid_name(name))
+    throw std::invalid_argument("admin-token name " + base::printable(name) +
+                                ": use 1-64 letters, digits, '.', '_', '@' or '-'");
+  created out;
+  out.info.id = new_token_id();
+  out.info.name = name;
+  out.info.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  const auto random = new_proxy_token();
+  std::string text;
+  text.reserve(4 + random.size());
+  text.append("bka_").append(random.expose());
+  out.token = base::secret(std::move(text));
+  const auto hash = token_sha256(out.token);
+  if (redis_) {
+    redis_->blocking({redis_command("HSET", redis_key, hash, to_json(out.info).dump())})
+        .at(0)
+        .checked();
+  } else {
+    std::lock_guard lock(mutex_);
+    by_hash_[hash] = out.info;
+  }
+  return out;
+}
+
+std::vector<admin_token_info> admin_tokens::list() {
+  std::vector<admin_token_info> out;
+  if (redis_) {
+    const auto values = redis_->blocking({redis_command("HVALS", redis_key)}).at(0).checked();
+    for (const auto& v : values.elements) out.push_back(info_from_json(v.text));
+  } else {
+    std::lock_guard lock(mutex_);
+    for (const auto& [hash, info] : by_hash_) out.push_back(info);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.created_ms < b.created_ms; });
+  return out;
+}
+
+std::vector<admin_token_info> admin_tokens::revoke(const std::string& id_or_name) {
+  std::vector<admin_token_info> gone;
+  const auto matches = [&](const admin_token_info& t) {
+    return t.id == id_or_name || t.name == id_or_name;
+  };
+  if (redis_) {
+    const auto all = redis_->blocking({redis_command("HGETALL", redis_key)}).at(0).checked();
+    std::vector<std::string> hdel{"HDEL", redis_key};
+    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
+      auto info = info_from_json(all.elements[i + 1].text);
+      if (!matches(info)) continue;
+      hdel.push_back(all.elements[i].text);
+      gone.push_back(std::move(info));
+    }
+    if (!gone.empty()) redis_->blocking({std::move(hdel)}).at(0).checked();
+  } else {
+    std::lock_guard lock(mutex_);
+    for (auto it = by_hash_.begin(); it != by_hash_.end();) {
+      if (matches(it->second)) {
+        gone.push_back(it->second);
+        it = by_hash_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return gone;
+}
+
+std::optional<admin_token_info> admin_tokens::holder(const base::secret& token) {
+  // Looked up by its SHA-256: the time a lookup takes says nothing about a token's bytes.
+  const auto hash = token_sha256(token);
+  if (redis_) {
+    const auto reply = redis_->blocking({redis_command("HGET", redis_key, hash)}).at(0).checked();
+    if (reply.is_nil()) return std::nullopt;
+    return info_from_json(reply.text);
+  }
+  std::lock_guard lock(mutex_);
+  const auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace broker::gateway

@@ -1,0 +1,63 @@
+// The gateway's admin credentials (DESIGN §15): one token per operator, `broker admin-token
+// create|list|revoke`. A token ("bka_" and 43 base64url characters) is shown once, to the
+// control socket's owner who made it; the gateway keeps only its SHA-256, with the operator's
+// name, in this process's memory or, with replicas, in Redis (hash broker:admin-tokens: field =
+// the SHA-256, value = {"id", "name", "created_ms"}), so every replica knows every token. The
+// proxy's session tokens never open the admin API, and an admin token never opens the proxy.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/secret.hpp"
+
+namespace broker::gateway {
+
+class redis_store;
+
+struct admin_token_info {
+  std::string id;  // "a-" and 8 hex digits
+  std::string name;
+  std::int64_t created_ms = 0;
+};
+
+nlohmann::ordered_json to_json(const admin_token_info& t);
+
+// The token in an Authorization value: "Bearer TOKEN" (RFC 6750; the scheme case-insensitive).
+std::optional<base::secret> parse_bearer(std::string_view value);
+
+class admin_tokens {
+ public:
+  // Tokens live in `redis` when set (shared by replicas), else in this process.
+  explicit admin_tokens(std::shared_ptr<redis_store> redis);
+
+  // A new token for the operator `name` (1-64 letters, digits, '.', '_', '@' or '-'): who holds
+  // it, and the token itself. Throws std::invalid_argument for a bad name, std::runtime_error
+  // when Redis cannot be reached.
+  struct created {
+    admin_token_info info;
+    base::secret token;
+  };
+  created create(const std::string& name);
+  std::vector<admin_token_info> list();
+  // Revokes the token with this id, or every token of the operator with this name: what went.
+  std::vector<admin_token_info> revoke(const std::string& id_or_name);
+  // Whose token this is; nullopt for a token that was never made or was revoked. Throws
+  // std::runtime_error when Redis cannot be reached.
+  std::optional<admin_token_info> holder(const base::secret& token);
+
+ private:
+  std::shared_ptr<redis_store> redis_;
+  std::mutex mutex_;
+  std::map<std::string, admin_token_info> by_hash_;  // without Redis
+};
+
+}  // namespace broker::gateway
