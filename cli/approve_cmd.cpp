@@ -21,17 +21,36 @@ std::string session_of(const std::string& id) {
   return dash == std::string::npos || dash == 0 ? std::string() : id.substr(0, dash);
 }
 
-int run_pending(const std::string& session, bool json) {
-  const auto sockets = control_sockets(session);
+// The sockets that hold `session`'s asks (every running session's when empty): its own, or the
+// gateway's (--gateway, or the only one here) that serves it.
+std::vector<std::filesystem::path> sockets_for(const std::string& session,
+                                               const std::string& gateway) {
+  if (!gateway.empty()) return {gateway_control_socket(gateway)};
+  auto sockets = control_sockets(session);
+  if (!session.empty() && !std::filesystem::exists(sockets.front()))
+    return {gateway_control_socket("")};
+  return sockets;
+}
+
+int run_pending(const std::string& session, const std::string& gateway, bool json) {
+  std::vector<std::filesystem::path> sockets;
+  try {
+    sockets = sockets_for(session, gateway);
+  } catch (const std::exception& e) {
+    std::cerr << "broker: " << e.what() << "\n";
+    return exit_failure;
+  }
   auto all = nlohmann::json::array();
   int status = exit_ok;
   for (const auto& socket : sockets) {
     try {
       auto answer = nlohmann::json::parse(session::control_request(socket, "pending"));
-      if (answer.is_array())
-        for (auto& ask : answer) all.push_back(std::move(ask));
-      else if (!session.empty())
+      if (answer.is_array()) {
+        for (auto& ask : answer)
+          if (session.empty() || ask.value("session", "") == session) all.push_back(std::move(ask));
+      } else if (!session.empty()) {
         throw std::runtime_error(answer.value("error", "no answer"));
+      }
     } catch (const std::exception& e) {
       if (!session.empty()) {
         std::cerr << "broker: " << e.what() << "\n";
@@ -62,14 +81,13 @@ int run_pending(const std::string& session, bool json) {
   return status;
 }
 
-int run_decision(const std::string& id, const std::string& command) {
+int run_decision(const std::string& id, const std::string& gateway, const std::string& command) {
   const std::string session = session_of(id);
   try {
     if (session.empty() || !valid_session_name(session))
       throw std::runtime_error(id + ": not an ask id (broker pending lists them)");
-    // A gateway's session has no socket of its own: the gateway running here decides for it.
-    auto socket = control_socket_of(session);
-    if (!std::filesystem::exists(socket)) socket = gateway_control_socket("");
+    // A gateway's session has no socket of its own: its gateway decides for it.
+    const auto socket = sockets_for(session, gateway).front();
     const auto answer = nlohmann::json::parse(session::control_request(socket, command));
     if (answer.contains("error")) throw std::runtime_error(answer["error"].get<std::string>());
     std::cout << "broker: " << id << " "
@@ -89,11 +107,20 @@ int run_decision(const std::string& id, const std::string& command) {
 
 void register_approvals(CLI::App& root, int& exit_status) {
   auto session = std::make_shared<std::string>();
+  auto gateway = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  const auto gateway_option = [gateway](CLI::App* app) {
+    app->add_option("--gateway", *gateway,
+                    "The gateway serving the session (default: the session's own socket, else "
+                    "the only gateway here)");
+  };
   auto* pending = root.add_subcommand("pending", "Requests held while a session asks about them");
   pending->add_option("session", *session, "Session id (default: every running session)");
   pending->add_flag("--json", *json, "One JSON array of every held request");
-  pending->callback([session, json, &exit_status] { exit_status = run_pending(*session, *json); });
+  gateway_option(pending);
+  pending->callback([session, gateway, json, &exit_status] {
+    exit_status = run_pending(*session, *gateway, *json);
+  });
 
   struct approval {
     std::string id;
@@ -104,6 +131,7 @@ void register_approvals(CLI::App& root, int& exit_status) {
   auto* approve = root.add_subcommand(
       "approve", "Let a held request go, and (--session, the default) its host for the session");
   approve->add_option("id", a->id, "The ask's id (broker pending)")->required();
+  gateway_option(approve);
   auto* once = approve->add_flag("--once", a->once, "Only this request");
   auto* whole = approve->add_flag("--session", a->for_session,
                                   "Its host and port for the rest of the session (the default)");
@@ -121,7 +149,7 @@ void register_approvals(CLI::App& root, int& exit_status) {
           return std::string("a path prefix has no spaces and no *");
         return std::string();
       });
-  approve->callback([a, &exit_status] {
+  approve->callback([a, gateway, &exit_status] {
     const char* scope = a->once ? "once" : a->always ? "always" : "session";
     if (a->once && !a->path.empty()) {
       std::cerr << "broker: --path applies to --session and --always; --once is this request\n";
@@ -130,15 +158,17 @@ void register_approvals(CLI::App& root, int& exit_status) {
     }
     std::string command = "approve " + a->id + " " + scope;
     if (!a->path.empty()) command += " " + a->path;
-    exit_status = run_decision(a->id, command);
+    exit_status = run_decision(a->id, *gateway, command);
   });
 
   auto denied = std::make_shared<std::string>();
   auto* deny = root.add_subcommand(
       "deny", "Refuse a held request (403 approval_denied) and every one held for its host");
   deny->add_option("id", *denied, "The ask's id (broker pending)")->required();
-  deny->callback(
-      [denied, &exit_status] { exit_status = run_decision(*denied, "deny " + *denied); });
+  gateway_option(deny);
+  deny->callback([denied, gateway, &exit_status] {
+    exit_status = run_decision(*denied, *gateway, "deny " + *denied);
+  });
 }
 
 }  // namespace broker::cli

@@ -1,12 +1,20 @@
 #include "gateway/admin_api.hpp"
 
+#include <chrono>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "base/text.hpp"
 
 #include "gateway/admin_listener.hpp"
 #include "gateway/admin_tokens.hpp"
 #include "gateway/gateway.hpp"
 #include "session/audit_log.hpp"
 #include "session/audit_record.hpp"
+#include "session/log.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -22,13 +30,46 @@ admin_response refusal(int status, const std::string& code, const std::string& m
   return json_answer(status, {{"error", code}, {"message", message}});
 }
 
+// The gateway's log takes at most `per_second` refused admin requests a second; those over it
+// are counted into the next record written ("suppressed"), so that a flood of guesses cannot
+// flood the log.
+class refusal_records {
+ public:
+  explicit refusal_records(session::audit_log& log) : log_(log) {}
+
+  void write(nlohmann::ordered_json record) {
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_ >= std::chrono::seconds(1)) {
+      window_ = now;
+      written_ = 0;
+    }
+    if (written_ >= per_second) {
+      ++suppressed_;
+      return;
+    }
+    ++written_;
+    if (suppressed_ > 0) record["suppressed"] = std::exchange(suppressed_, 0);
+    log_.write(record);
+  }
+
+  static constexpr int per_second = 20;
+
+ private:
+  session::audit_log& log_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point window_{};
+  int written_ = 0;
+  std::uint64_t suppressed_ = 0;
+};
+
 // Who holds the request's admin token, or the 401 (recorded) that answers it.
 struct admission {
   std::optional<admin_token_info> holder;
   admin_response refused;
 };
 
-admission admit(const admin_request& request, admin_tokens& tokens, session::audit_log& log) {
+admission admit(const admin_request& request, admin_tokens& tokens, refusal_records& records) {
   admission out;
   std::string reason;
   const std::string* value = request.head.find("authorization");
@@ -39,7 +80,10 @@ admission admit(const admin_request& request, admin_tokens& tokens, session::aud
   } else {
     try {
       out.holder = tokens.holder(*token);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
+      session::log(spdlog::level::err, session::log_tag("admin"),
+                   "{} {} from {}: cannot check the admin token: {}", request.method,
+                   base::printable(request.path.substr(0, 256)), request.peer, e.what());
       out.refused = refusal(503, "state_unavailable",
                             "the gateway's shared state (Redis) cannot be reached to check the "
                             "admin token");
@@ -55,7 +99,7 @@ admission admit(const admin_request& request, admin_tokens& tokens, session::aud
   record.path = request.path.substr(0, 256);
   record.peer = request.peer;
   record.reason = reason;
-  log.write(session::admin_record(record));
+  records.write(session::admin_record(record));
   out.refused = refusal(401, "admin_auth_required",
                         reason +
                             ": send Authorization: Bearer TOKEN with a token from `broker "
@@ -112,9 +156,10 @@ admin_response decide(const admin_request& request, const admin_token_info& hold
 
 void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
                    std::shared_ptr<admin_tokens> tokens, session::audit_log& gateway_log) {
-  const auto guarded = [tokens, log = &gateway_log](auto answer) {
-    return [tokens, log, answer](const admin_request& request) {
-      auto admitted = admit(request, *tokens, *log);
+  const auto guarded = [tokens,
+                        records = std::make_shared<refusal_records>(gateway_log)](auto answer) {
+    return [tokens, records, answer](const admin_request& request) {
+      auto admitted = admit(request, *tokens, *records);
       if (!admitted.holder) return admitted.refused;
       return answer(request, *admitted.holder);
     };

@@ -5,7 +5,8 @@
 //   POST /api/asks/ID/approve    body (optional) {"scope": "once" | "session", "path": "/prefix"}
 //   POST /api/asks/ID/deny
 // Every /api route needs "Authorization: Bearer TOKEN"; without a valid one the answer is 401
-// (with WWW-Authenticate) and an `admin` record in the gateway's log. Answers are JSON; a refusal
+// (with WWW-Authenticate) and an `admin` record in the gateway's log (at most 20 a second, the
+// rest counted into the next one's "suppressed"). Answers are JSON; a refusal
 // is {"error": CODE, "message": sentence}. A decision's record, in the session's log, names the
 // operator: "admin-token NAME (ID) from PEER". /metrics and /healthz stay open.
 //
@@ -29,8 +30,8 @@ class admin_listener;
 class admin_tokens;
 class gateway;
 
-// Routes /api/* on `listener`. `gateway_log` is the gateway's own log (refusals, tokens); the
-// gateway and the tokens must outlive the listener.
+// Routes /api/* on `listener`. `gateway_log` is the gateway's own log (refusals, tokens): the
+// listener must stop before that log ends.
 void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
                    std::shared_ptr<admin_tokens> tokens, session::audit_log& gateway_log);
 

@@ -34,6 +34,26 @@ admin_token_info info_from_json(const std::string& text) {
           j.at("created_ms").get<std::int64_t>()};
 }
 
+// The tokens `id_or_name` names among `all` (hash → info): the one with that id, else every
+// one of that operator.
+std::vector<std::string> named(const std::map<std::string, admin_token_info>& all,
+                               const std::string& id_or_name) {
+  std::vector<std::string> out;
+  for (const auto& [hash, info] : all)
+    if (info.id == id_or_name) return {hash};
+  for (const auto& [hash, info] : all)
+    if (info.name == id_or_name) out.push_back(hash);
+  return out;
+}
+
+std::map<std::string, admin_token_info> read_all(redis_store& redis) {
+  const auto all = redis.blocking({redis_command("HGETALL", redis_key)}).at(0).checked();
+  std::map<std::string, admin_token_info> out;
+  for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
+    out.emplace(all.elements[i].text, info_from_json(all.elements[i + 1].text));
+  return out;
+}
+
 }  // namespace
 
 nlohmann::ordered_json to_json(const admin_token_info& t) {
@@ -76,6 +96,8 @@ admin_tokens::created admin_tokens::create(const std::string& name) {
     redis_->blocking({redis_command("HSET", redis_key, hash, to_json(out.info).dump())})
         .at(0)
         .checked();
+    std::lock_guard lock(mutex_);
+    read_at_ = {};  // known here at once
   } else {
     std::lock_guard lock(mutex_);
     by_hash_[hash] = out.info;
@@ -99,42 +121,45 @@ std::vector<admin_token_info> admin_tokens::list() {
 
 std::vector<admin_token_info> admin_tokens::revoke(const std::string& id_or_name) {
   std::vector<admin_token_info> gone;
-  const auto matches = [&](const admin_token_info& t) {
-    return t.id == id_or_name || t.name == id_or_name;
-  };
   if (redis_) {
-    const auto all = redis_->blocking({redis_command("HGETALL", redis_key)}).at(0).checked();
+    const auto all = read_all(*redis_);
     std::vector<std::string> hdel{"HDEL", redis_key};
-    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
-      auto info = info_from_json(all.elements[i + 1].text);
-      if (!matches(info)) continue;
-      hdel.push_back(all.elements[i].text);
-      gone.push_back(std::move(info));
+    for (const auto& hash : named(all, id_or_name)) {
+      hdel.push_back(hash);
+      gone.push_back(all.at(hash));
     }
     if (!gone.empty()) redis_->blocking({std::move(hdel)}).at(0).checked();
+    std::lock_guard lock(mutex_);
+    read_at_ = {};  // refused here at once
   } else {
     std::lock_guard lock(mutex_);
-    for (auto it = by_hash_.begin(); it != by_hash_.end();) {
-      if (matches(it->second)) {
-        gone.push_back(it->second);
-        it = by_hash_.erase(it);
-      } else {
-        ++it;
-      }
+    for (const auto& hash : named(by_hash_, id_or_name)) {
+      gone.push_back(by_hash_.at(hash));
+      by_hash_.erase(hash);
     }
   }
   return gone;
 }
 
+void admin_tokens::refresh() {
+  const auto now = std::chrono::steady_clock::now();
+  if (read_at_ != std::chrono::steady_clock::time_point{} && now - read_at_ < refresh_every) {
+    if (!read_ok_) throw std::runtime_error("Redis could not be reached to read the admin tokens");
+    return;
+  }
+  read_at_ = now;
+  read_ok_ = false;
+  if (!redis_->reachable())
+    throw std::runtime_error("Redis is unreachable (the revocation poll fails)");
+  by_hash_ = read_all(*redis_);
+  read_ok_ = true;
+}
+
 std::optional<admin_token_info> admin_tokens::holder(const base::secret& token) {
   // Looked up by its SHA-256: the time a lookup takes says nothing about a token's bytes.
   const auto hash = token_sha256(token);
-  if (redis_) {
-    const auto reply = redis_->blocking({redis_command("HGET", redis_key, hash)}).at(0).checked();
-    if (reply.is_nil()) return std::nullopt;
-    return info_from_json(reply.text);
-  }
   std::lock_guard lock(mutex_);
+  if (redis_) refresh();
   const auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) return std::nullopt;
   return it->second;

@@ -2,10 +2,14 @@
 // create|list|revoke`. A token ("bka_" and 43 base64url characters) is shown once, to the
 // control socket's owner who made it; the gateway keeps only its SHA-256, with the operator's
 // name, in this process's memory or, with replicas, in Redis (hash broker:admin-tokens: field =
-// the SHA-256, value = {"id", "name", "created_ms"}), so every replica knows every token. The
-// proxy's session tokens never open the admin API, and an admin token never opens the proxy.
+// the SHA-256, value = {"id", "name", "created_ms"}), so every replica knows every token. A
+// replica reads that hash at most once a second (so a flood of guesses costs Redis one round
+// trip a second, and a token revoked elsewhere stops working here within a second), and not at
+// all while Redis is known to be away: the check then fails closed at once. The proxy's session
+// tokens never open the admin API, and an admin token never opens the proxy.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,16 +52,25 @@ class admin_tokens {
   };
   created create(const std::string& name);
   std::vector<admin_token_info> list();
-  // Revokes the token with this id, or every token of the operator with this name: what went.
+  // Revokes the token with this id or, when no token has it, every token of the operator with
+  // this name: what went.
   std::vector<admin_token_info> revoke(const std::string& id_or_name);
   // Whose token this is; nullopt for a token that was never made or was revoked. Throws
-  // std::runtime_error when Redis cannot be reached.
+  // std::runtime_error when Redis cannot be reached (or could not be within the last second).
   std::optional<admin_token_info> holder(const base::secret& token);
 
+  static constexpr std::chrono::milliseconds refresh_every{1000};
+
  private:
+  // With Redis: reads the hash again when the copy is older than refresh_every (under mutex_).
+  void refresh();
+
   std::shared_ptr<redis_store> redis_;
   std::mutex mutex_;
-  std::map<std::string, admin_token_info> by_hash_;  // without Redis
+  // Every token by its SHA-256: the store itself without Redis, else Redis's as last read.
+  std::map<std::string, admin_token_info> by_hash_;
+  std::chrono::steady_clock::time_point read_at_{};  // the last read (or attempt)
+  bool read_ok_ = false;
 };
 
 }  // namespace broker::gateway

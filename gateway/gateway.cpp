@@ -98,9 +98,9 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
     asks->on_ask = [gateway = setup_.options.session_id](const nlohmann::ordered_json& ask) {
       session::log(spdlog::level::warn, session::log_tag(gateway),
                    "ask {}: {} {} is not in the session's policy: POST /api/asks/{}/approve or "
-                   "/deny on the admin listener",
+                   "/deny on the admin listener, or broker approve|deny {} here",
                    ask.value("id", ""), base::printable(ask.value("method", "")),
-                   base::printable(ask.value("url", "")), ask.value("id", ""));
+                   base::printable(ask.value("url", "")), ask.value("id", ""), ask.value("id", ""));
     };
     attached.asks = std::move(asks);
   }
@@ -278,6 +278,10 @@ nlohmann::ordered_json gateway::pending() const {
   auto out = nlohmann::ordered_json::array();
   for (const auto& ctx : sessions)
     for (auto& ask : ctx->asks()->pending()) out.push_back(std::move(ask));
+  // Oldest first across sessions, as each session lists its own.
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.value("waiting_s", 0L) > b.value("waiting_s", 0L);
+  });
   return out;
 }
 
@@ -300,7 +304,9 @@ void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team
   std::lock_guard lock(mutex_);
   setup_.team_policy = std::move(team);
   // Each session's own layers parsed when it was made; they parse the same now.
-  for (auto& [id, l] : live_) l.ctx->replace_policy(policy_of(l.record, *setup_.team_policy));
+  // What an operator approved for a session is carried onto its new policy by its desk.
+  for (auto& [id, l] : live_)
+    proxy::reload_policy(*l.ctx, policy_of(l.record, *setup_.team_policy));
 }
 
 void gateway::end_sessions() {

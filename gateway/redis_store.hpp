@@ -4,9 +4,10 @@
 // of ids), broker:revoked (set) with broker:revocations (a counter every revoke bumps, which each
 // replica polls), broker:usage:ID (hash: what the session spent on every replica).
 //
-// Three ways in: the admin side (the control socket's thread) makes one blocking round trip per
-// call; the proxy side uses the calling worker thread's own pipelined client (client_here());
-// and the store's own thread polls revocations and sends work posted to it (run()).
+// Three ways in: the admin side (the control socket's thread, and the admin listener's for
+// admin tokens, at most once a second) makes one blocking round trip per call; the proxy side uses
+// the calling worker thread's own pipelined client (client_here()); and the store's own thread
+// polls revocations and sends work posted to it (run()).
 #pragma once
 
 #include <atomic>

@@ -79,7 +79,8 @@ struct serving {
 // The options, policy and credentials, the CA and TLS contexts, the context and its metrics.
 void load_session(const serve_config& c, serving& s) {
   try {
-    s.setup = proxy::load_options_and_policy(c.common, c.timeouts, c.session);
+    // A gateway's operators approve per session: no user's approved.json extends its team.
+    s.setup = proxy::load_options_and_policy(c.common, c.timeouts, c.session, false, !c.gateway);
   } catch (const std::exception& e) {
     throw start_error(e.what(), true);
   }
@@ -233,7 +234,6 @@ void start_gateway(const serve_config& c, serving& s) {
     redis->watch_revocations([weak = std::weak_ptr<gateway>(s.team)](const std::string& id) {
       if (auto gw = weak.lock()) gw->revoked_elsewhere(id);
     });
-  if (s.admin) add_admin_api(*s.admin, s.team, s.tokens, s.ctx->audit_log());
 }
 
 // --env-file: what a client needs to use this session (the proxy, the trust bundle, dummies).
@@ -299,9 +299,10 @@ void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& fi
                    const std::string& loaded_credentials, gateway* team) {
   try {
     auto layers = proxy::load_layers(files);
-    // approved.json as it is now; what was approved for the session alone is not kept.
+    // approved.json as it is now (a gateway reads none); what the session approved is carried
+    // onto the new policy by its desk.
     std::filesystem::path approved_file;
-    proxy::prepare_asking(layers, false, approved_file);
+    proxy::prepare_asking(layers, false, team ? nullptr : &approved_file);
     auto fresh = std::make_shared<config::policy_set>(std::move(layers));
     // The real values were read at start and their sources wiped; a binding that changed could
     // not be honoured half-way, so it takes a restart.
@@ -313,7 +314,7 @@ void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& fi
     for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
     ctx.audit_log().write(session::policy_reload_record(session::policy_sources(*fresh)));
     if (team) team->replace_team_policy(fresh);
-    ctx.replace_policy(std::move(fresh));
+    proxy::reload_policy(ctx, std::move(fresh));
     session::log(spdlog::level::info, session::log_tag(ctx.session_id()), "policy reloaded:{}",
                  digests);
   } catch (const std::exception& e) {
@@ -336,6 +337,8 @@ void serve(const serve_config& c) {
   start.policy = session::policy_sources(*s.setup.policy);
   start.credentials = s.setup.credentials->names();
   ctx.audit_log().write(session::start_record(start));
+  // The admin API writes to the gateway's log: from its start record on.
+  if (s.admin && s.team) add_admin_api(*s.admin, s.team, s.tokens, ctx.audit_log());
   if (!c.env_file.empty()) write_env_file(c, s);
   open_control(c, s);
   std::cout << "broker: listening on " << s.url << " session=" << ctx.session_id() << std::endl;
@@ -344,6 +347,7 @@ void serve(const serve_config& c) {
   s.server->run([ctx = s.ctx, files = c.common.policies, loaded_credentials, team = s.team] {
     reload_policy(*ctx, files, loaded_credentials, team.get());
   });
+  s.admin.reset();  // nothing is written to the logs after their ends
   if (s.team) s.team->end_sessions();
   ctx.audit_log().end(session::end_record(proxy::session_end_of(ctx, std::nullopt)));
   session::log(spdlog::level::info, session::log_tag(ctx.session_id()),

@@ -177,7 +177,7 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
       record.path_prefix = answer.path_prefix;
       const config::approval_rule wanted{asked->dest.host, asked->dest.port, answer.path_prefix,
                                          asked->tunnel};
-      record.rule = "approved[" + std::to_string(approvals_) + "]";
+      record.rule = "approved[" + std::to_string(approved_.size()) + "]";
       auto rule = config::make_approval_rule(wanted, record.rule);
       if (answer.scope == approval_scope::always) {
         if (options_.approved_file.empty())
@@ -186,7 +186,7 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
               "session): approve it for the session");
         config::append_approved(options_.approved_file, wanted);
       }
-      ++approvals_;
+      approved_.push_back(rule);
       auto next = std::make_shared<const config::policy_set>(ctx_.policy()->with_approval(rule));
       ctx_.replace_policy(next);
       // Every request the grown policy allows goes, this one too unless the prefix leaves it out.
@@ -209,6 +209,20 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
   if (!record.rule.empty()) out["rule"] = record.rule;
   out["released"] = record.released;
   return out;
+}
+
+void ask_desk::replace_policy(std::shared_ptr<const config::policy_set> fresh) {
+  std::lock_guard lock(mutex_);
+  for (const auto& rule : approved_)
+    fresh = std::make_shared<const config::policy_set>(fresh->with_approval(rule));
+  ctx_.replace_policy(std::move(fresh));
+}
+
+void reload_policy(proxy_context& ctx, std::shared_ptr<const config::policy_set> fresh) {
+  if (auto* desk = ctx.asks())
+    desk->replace_policy(std::move(fresh));
+  else
+    ctx.replace_policy(std::move(fresh));
 }
 
 std::optional<nlohmann::ordered_json> answer_ask_command(ask_decider* desk, const std::string& line,

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,11 @@ class ask_desk final : public ask_decider {
   nlohmann::ordered_json pending() const override;
   nlohmann::ordered_json decide(const std::string& id, const ask_answer& answer) override;
 
+  // A reloaded policy for the session (SIGHUP): every rule approved for the session so far is
+  // added to it again, so that a reload keeps what a person approved. Taken in turn with
+  // decide(), so an approval made during a reload lands on one policy or the other, never lost.
+  void replace_policy(std::shared_ptr<const config::policy_set> fresh);
+
  private:
   struct held_request;
   // One held request as pending() lists it.
@@ -92,8 +98,11 @@ class ask_desk final : public ask_decider {
   mutable std::mutex mutex_;
   std::map<std::uint64_t, std::shared_ptr<held_request>> held_;  // by number: oldest first
   std::uint64_t next_id_ = 0;
-  std::uint64_t approvals_ = 0;
+  std::vector<config::rule> approved_;  // for the session (and always), in order
 };
+
+// A reloaded policy for the session: through its desk when it asks (keeping its approvals).
+void reload_policy(proxy_context& ctx, std::shared_ptr<const config::policy_set> fresh);
 
 // A control-socket line about asks ("pending", "approve ID once|session|always [PREFIX]",
 // "deny ID"): its answer; nullopt for any other line. `who` names the client for the records.

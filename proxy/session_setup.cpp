@@ -51,20 +51,22 @@ void check_upstream_cas(const std::vector<std::string>& files) {
 }
 
 bool prepare_asking(std::vector<config::policy>& layers, bool ask_on_deny,
-                    std::filesystem::path& approved_file) {
+                    std::filesystem::path* approved_file) {
   if (ask_on_deny) config::ask_on_every_layer(layers);
   if (std::none_of(layers.begin(), layers.end(), [](const auto& l) { return l.asks(); }))
     return false;
-  approved_file = config::default_approved_path();
-  if (!approved_file.empty())
-    if (auto approved = config::load_approved(approved_file))
+  if (!approved_file) return true;
+  *approved_file = config::default_approved_path();
+  if (!approved_file->empty())
+    if (auto approved = config::load_approved(*approved_file))
       config::add_approved_rules(layers, *approved);
   return true;
 }
 
 session_setup load_options_and_policy(const common_options& common,
                                       const std::vector<std::string>& timeouts,
-                                      const std::string& session_name, bool ask_on_deny) {
+                                      const std::string& session_name, bool ask_on_deny,
+                                      bool use_approved_file) {
   session_setup s;
   if (!session_name.empty() && !session::valid_session_name(session_name))
     throw std::invalid_argument("--session " + session_name +
@@ -74,7 +76,7 @@ session_setup load_options_and_policy(const common_options& common,
   for (const auto& spec : timeouts) set_timeout(s.options.timeouts, spec);
   for (const auto& f : common.upstream_cas) s.options.upstream_cas.emplace_back(f);
   auto layers = load_layers(common.policies);
-  s.asks = prepare_asking(layers, ask_on_deny, s.approved_file);
+  s.asks = prepare_asking(layers, ask_on_deny, use_approved_file ? &s.approved_file : nullptr);
   s.policy = std::make_shared<config::policy_set>(std::move(layers));
   s.options.session_id = session_name.empty() ? session::new_session_id() : session_name;
   s.budget = std::make_shared<session::session_budget>(session::tightest(s.policy->layers()),

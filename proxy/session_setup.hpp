@@ -62,16 +62,19 @@ struct session_setup {
 
 // `ask_on_deny` (wrap --ask): every layer that does not say "on_deny" asks. When some layer
 // asks, approved.json's rules (`approved_file`, set to where it is) extend the asking layers;
-// returns whether some layer asks. Throws config::policy_error for a malformed approved.json.
+// a null `approved_file` (a team gateway: its operators approve per session) reads none.
+// Returns whether some layer asks. Throws config::policy_error for a malformed approved.json.
 bool prepare_asking(std::vector<config::policy>& layers, bool ask_on_deny,
-                    std::filesystem::path& approved_file);
+                    std::filesystem::path* approved_file);
 
 // Options and policy. `ask_on_deny` (wrap --ask): every layer that does not say "on_deny" asks.
-// When some layer asks, approved.json's rules extend the asking layers. Throws std::exception
-// whose what() is the user-facing message (a usage or policy error).
+// When some layer asks, approved.json's rules extend the asking layers, unless
+// `use_approved_file` is false (a team gateway). Throws std::exception whose what() is the
+// user-facing message (a usage or policy error).
 session_setup load_options_and_policy(const common_options& common,
                                       const std::vector<std::string>& timeouts,
-                                      const std::string& session_name, bool ask_on_deny = false);
+                                      const std::string& session_name, bool ask_on_deny = false,
+                                      bool use_approved_file = true);
 
 // Makes the process non-dumpable, reads the real values and wipes `env:` sources from this
 // process's environment; warns (names only) about credentials not brokered. Throws on a failing

@@ -4,6 +4,7 @@ refuse while an operator decides through the admin JSON API, behind an admin tok
 gets 401 and a record in the gateway's log; a decision applies to that session at once and names
 the operator in the session's records."""
 import json
+import signal
 import subprocess
 import time
 
@@ -91,6 +92,9 @@ def test_an_operator_decides_a_sessions_asks_through_the_admin_api(broker_factor
     r = requests.get(gw.admin + "/api/asks", headers={"Authorization": f"Basic {token}"},
                      timeout=10)
     assert r.status_code == 401
+    assert api(gw, "GET", "/api/sessions").status_code == 401
+    r = api(gw, "GET", "/api/sessions", token)
+    assert r.status_code == 200 and [x["id"] for x in r.json()["sessions"]] == [sid], r.text
     assert api(gw, "GET", "/healthz").status_code == 200  # /metrics and /healthz stay open
 
     [ask] = held(gw, token)
@@ -137,7 +141,7 @@ def test_an_operator_decides_a_sessions_asks_through_the_admin_api(broker_factor
 
     own = [x for x in records(gw, gw.session) if x["event"] == "admin"]
     refused = [x for x in own if x["decision"] == "deny"]
-    assert len(refused) == 6 and all(x["status"] == 401 for x in refused), own
+    assert len(refused) == 7 and all(x["status"] == 401 for x in refused), own
     assert {x["reason"] for x in refused} == {
         "no Authorization field", "unknown or revoked admin token",
         "Authorization is not a Bearer token"}
@@ -169,8 +173,51 @@ def test_broker_pending_and_approve_reach_a_gateways_sessions(broker_factory, tm
     assert ask["session"] == sid
     r = cli(gw, "approve", ask["id"], "--always")
     assert r.returncode == 1 and "approve it for the session" in r.stderr, r.stderr
-    r = cli(gw, "approve", ask["id"], "--once")
+    r = cli(gw, "approve", ask["id"], "--once", "--gateway", gw.session)
     assert r.returncode == 0, r.stderr
     assert waiting().status == 200
     [decided] = [x for x in records(gw, sid) if x["event"] == "approval"]
     assert decided["scope"] == "once" and decided["who"].startswith("uid ")
+
+    # `pending SESSION` names a gateway's session; another session's asks are not in it.
+    _, env2 = new_session(gw, "two")
+    second = in_background(lambda: curl(f"http://{ASKED}:{upstream.port}/y",
+                                        proxy=env2["HTTP_PROXY"], timeout=60))
+    deadline = time.monotonic() + 15
+    while not json.loads(cli(gw, "pending", "--json").stdout) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert json.loads(cli(gw, "pending", sid, "--json").stdout) == []
+    [other] = json.loads(cli(gw, "pending", "--json").stdout)
+    assert cli(gw, "deny", other["id"]).returncode == 0
+    assert second().status == 403
+
+
+def test_an_approval_outlives_a_reload_of_the_team_policy(broker_factory, tmp_path, upstream):
+    gw = start(broker_factory, tmp_path, upstream)
+    token = cli(gw, "admin-token", "create", "--name", "ana").stdout.strip()
+    _, env = new_session(gw, "one")
+    url = f"http://{ASKED}:{upstream.port}/a"
+    waiting = in_background(lambda: curl(url, proxy=env["HTTP_PROXY"], timeout=60))
+    [ask] = held(gw, token)
+    assert api(gw, "POST", f"/api/asks/{ask['id']}/approve", token).status_code == 200
+    assert waiting().status == 200
+    gw.proc.send_signal(signal.SIGHUP)
+    assert gw.wait_for_records(lambda r: r.get("event") == "policy_reload", timeout=10)
+    # Still approved: not asked again.
+    assert curl(url, proxy=env["HTTP_PROXY"], timeout=20).status == 200
+    assert api(gw, "GET", "/api/asks", token).json()["asks"] == []
+
+
+def test_a_flood_of_bad_admin_requests_is_recorded_in_bounded_lines(broker_factory, tmp_path,
+                                                                   upstream):
+    gw = start(broker_factory, tmp_path, upstream)
+    with requests.Session() as s:
+        for _ in range(60):
+            assert s.get(gw.admin + "/api/asks", timeout=10).status_code == 401
+        time.sleep(1.2)
+        assert s.get(gw.admin + "/api/asks", timeout=10).status_code == 401
+    assert gw.stop() == 0
+    refused = [x for x in records(gw, gw.session) if x["event"] == "admin"]
+    assert len(refused) < 61
+    assert len(refused) + sum(x.get("suppressed", 0) for x in refused) == 61, refused
+    assert "suppressed" in refused[-1]

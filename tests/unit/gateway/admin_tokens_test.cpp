@@ -45,6 +45,18 @@ TEST_CASE("admin tokens: made, known by their holder, listed without the token, 
   CHECK(tokens.revoke("nobody").empty());
 }
 
+TEST_CASE("admin tokens: revoke takes an id before a name", "[admin_tokens]") {
+  admin_tokens tokens(nullptr);
+  auto x = tokens.create("x");
+  auto named_like_x = tokens.create(x.info.id);  // an operator named like x's id
+  const auto gone = tokens.revoke(x.info.id);
+  REQUIRE(gone.size() == 1);
+  CHECK(gone[0].id == x.info.id);
+  CHECK(tokens.holder(secret(std::string(named_like_x.token.expose()))));
+  CHECK(tokens.revoke(x.info.id).size() == 1);  // now the name
+  CHECK(tokens.list().empty());
+}
+
 TEST_CASE("admin tokens: a name is a short plain word", "[admin_tokens]") {
   admin_tokens tokens(nullptr);
   CHECK_THROWS_AS(tokens.create(""), std::invalid_argument);
