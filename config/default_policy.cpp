@@ -58,8 +58,8 @@ constexpr std::string_view default_text = R"json({
     { "host": "repo1.maven.org", "ports": [443] },
     { "host": "deb.debian.org", "ports": [443] }
   ],
-  // The agents' telemetry (they work without it): on hosts allowed above, and its own hosts,
-  // denied by rule so that `wrap --ask` never asks about them.
+  // The agents' telemetry and self-updates (they work without them): on hosts allowed above,
+  // and their own hosts, denied by rule so that `wrap --ask` never asks about them.
   "deny": [
     { "host": "api.anthropic.com", "paths": ["/api/event_logging/*", "/api/eval/*"] },
     { "host": "chatgpt.com", "paths": ["/backend-api/codex/analytics-events/*"] },
@@ -67,7 +67,11 @@ constexpr std::string_view default_text = R"json({
     { "host": "statsig.anthropic.com" },
     { "host": "*.statsig.com" },
     { "host": "*.sentry.io" },
-    { "host": "play.googleapis.com" }
+    { "host": "play.googleapis.com" },
+    // Claude Code's downloads host: its model catalog, plugin listings and its own updates. It
+    // works without them, and an agent that updated itself from inside a session would leave a
+    // program behind that runs outside it.
+    { "host": "downloads.claude.ai" }
   ],
   "credentials": {
     "github": {

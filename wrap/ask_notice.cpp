@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,9 +33,40 @@ std::string ask_line(const nlohmann::ordered_json& ask) {
          "\n";
 }
 
+std::string terminal_ask_line(const nlohmann::ordered_json& ask, std::size_t columns) {
+  const std::string id = ask.value("id", "");
+  std::string program;
+  if (ask.contains("exe") && ask["exe"].is_string()) {
+    const auto exe = ask["exe"].get<std::string>();
+    program = " (" + exe.substr(exe.rfind('/') + 1) + ")";
+  }
+  const std::string head = base::printable("broker: ask " + id + ": ");
+  std::string what = base::printable(ask.value("method", "") + " " + ask.value("url", ""));
+  const std::string tail = base::printable(program) + " - broker approve|deny " + id;
+  // The last column stays empty: a character there would wrap the row on some terminals.
+  const std::size_t room = columns > 1 ? columns - 1 : 0;
+  if (head.size() + what.size() + tail.size() > room) {
+    const std::size_t left =
+        room > head.size() + tail.size() ? room - head.size() - tail.size() : 0;
+    what = left > 3 ? what.substr(0, left - 3) + "..." : "";
+  }
+  std::string line = head + what + tail;
+  if (line.size() > room) line.resize(room);  // narrower than the id and its commands
+  return line;
+}
+
 void announce_ask(const nlohmann::ordered_json& ask, const std::string& notify_command) {
-  const std::string line = ask_line(ask);
-  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  std::string line = ask_line(ask);
+  winsize size{};
+  if (::isatty(STDERR_FILENO) && ::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 &&
+      size.ws_col > 0) {
+    // From the start of the row the agent's UI left the cursor on, erased to its end; \r\n
+    // also where the agent's raw mode leaves no output processing.
+    const std::string row = "\r" + terminal_ask_line(ask, size.ws_col) + "\x1b[K\r\n";
+    (void)!::write(STDERR_FILENO, row.data(), row.size());
+  } else {
+    (void)!::write(STDERR_FILENO, line.data(), line.size());
+  }
   if (notify_command.empty()) return;
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);

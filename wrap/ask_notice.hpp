@@ -5,6 +5,7 @@
 // "$BROKER_ASK_TEXT"`.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -14,8 +15,13 @@ namespace broker::wrap {
 // The line for an ask as `broker pending --json` lists it, with how to answer it.
 std::string ask_line(const nlohmann::ordered_json& ask);
 
-// Writes the line to stderr at once (one write), and starts the notify command when there is
-// one; its end is waited for on a thread of its own, so nothing here waits for it.
+// The same for a terminal `columns` wide: one row and no more (the URL shortened with "..."
+// when it must be), without its newline, so that an agent's full-screen UI loses one row to it.
+std::string terminal_ask_line(const nlohmann::ordered_json& ask, std::size_t columns);
+
+// Writes the line to stderr at once (one write; on a terminal, the one-row form from the start
+// of its row), and starts the notify command when there is one; its end is waited for on a
+// thread of its own, so nothing here waits for it.
 void announce_ask(const nlohmann::ordered_json& ask, const std::string& notify_command);
 
 }  // namespace broker::wrap

@@ -15,6 +15,7 @@ Without the agents installed every test fails, saying to run scripts/install-age
 """
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,9 +28,11 @@ import agent_run  # noqa: E402
 import fake_apis  # noqa: E402
 import fake_oauth  # noqa: E402
 from agent_terminal import Terminal, wait_until  # noqa: E402
-from test_real_agents import (ANTHROPIC, ANTHROPIC_KEY, GEMINI_KEY, OPENAI, OPENAI_KEY,  # noqa: F401,E402
-                              _agents_installed, agents_pki, answered, assert_no_leaks,
-                              claude_login, codex_chatgpt_login, make_fake, sessions)
+from conftest import BROKER_BIN  # noqa: E402
+from test_real_agents import (ANTHROPIC, ANTHROPIC_KEY, DOCS, FETCH_DOCS, GEMINI_KEY,  # noqa: F401,E402
+                              OPENAI, OPENAI_KEY, _agents_installed, agents_pki, answered,
+                              assert_no_leaks, claude_login, codex_chatgpt_login, make_fake,
+                              sessions)
 
 ANSWER = "PINEAPPLE-42"
 PROMPT = "Say the magic word."
@@ -40,9 +43,11 @@ SIZE, SMALLER = (120, 40), (90, 30)
 def terminal():
     made = []
 
-    def make(s, name, cmd, env=None):
-        argv, environment, cwd = s.command(name, cmd, env=env, interactive=True)
+    def make(s, name, cmd, env=None, extra_args=()):
+        argv, environment, cwd = s.command(name, cmd, env=env, interactive=True,
+                                           extra_args=extra_args)
         t = Terminal(argv, environment, cwd, size=SIZE)
+        t.environment = environment  # for the broker commands a person runs beside it
         made.append(t)
         t.start()
         return t
@@ -147,6 +152,62 @@ def test_claude_code_asks_about_its_key_once_and_not_in_the_next_session(make_fa
     exited(t2)
     run = as_run(s, "claude-key", t2)
     assert_no_leaks(run, [ANTHROPIC_KEY])
+
+
+def test_claude_code_waits_on_its_screen_while_a_person_approves_its_fetch(make_fake, sessions,
+                                                                          terminal):
+    """`wrap --ask` under the agent's own TUI: its tool's fetch is held, the ask is one line on
+    the same terminal, a person approves from another shell, and the agent goes on to its
+    answer; the terminal is left as it was."""
+    fake = make_fake(tool_call=FETCH_DOCS)
+    fake.accept("anthropic_key", ANTHROPIC_KEY)
+    s = sessions(fake)
+    # Its default auto mode would ask the (fake) model whether the tool may run: a person who
+    # allows Bash up front is asked nothing.
+    t = terminal(s, "claude-ask", ["claude", "--permission-mode", "default", "--allowedTools", "Bash"],
+                 env={"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, extra_args=["--ask"])
+
+    def broker(*args):
+        return subprocess.run([BROKER_BIN, *args], capture_output=True, text=True, timeout=30,
+                              env=t.environment)
+
+    claude_onboarding(t)
+    t.wait_for(KEY_QUESTION)
+    t.keys("Up", "Enter")
+    t.wait_for("Security notes")
+    t.keys("Enter")
+    t.wait_for("Yes, I trust this folder")
+    t.keys("Down", "Enter")
+    t.wait_for("manual mode on")
+    t.type("Fetch the guide.")
+    t.wait_for("Fetch the guide.", timeout=20)
+    def pending():
+        return json.loads(broker("pending", "--json").stdout)
+    t.keys("Enter", pause=0.5)
+    deadline = time.monotonic() + 90
+    while not pending() and time.monotonic() < deadline:
+        screen = t.screen()
+        # Enter again while the prompt still waits in the box (see ask()), or to go past the
+        # notice auto mode shows before its first tool call.
+        if "Enter to continue" in screen or "❯ Fetch the guide." in screen.splitlines()[-8:]:
+            t.keys("Enter", pause=0.5)
+        time.sleep(1)
+    held = pending()
+    assert len(held) == 1 and held[0]["url"] == f"https://{DOCS}/guide", t.screen()
+    screen = t.wait_for("broker: ask ")
+    assert sum("broker: ask " in line for line in t.history().splitlines()) == 1, screen
+    assert ANSWER not in screen
+    # One row of the pane, whole: the request, its program, how to answer.
+    row = next(line for line in screen.splitlines() if "broker: ask " in line)
+    assert row.startswith(f"broker: ask {held[0]['id']}: GET https://{DOCS}/guide (curl)"), row
+    assert row.rstrip().endswith(f"broker approve|deny {held[0]['id']}"), row
+    assert broker("approve", held[0]["id"]).returncode == 0
+    t.wait_for(ANSWER, timeout=60)
+    t.type("/exit")
+    t.keys("Enter")
+    exited(t)
+    assert [r["status"] for r in fake.requests(DOCS)] == [200]
+    assert_no_leaks(as_run(s, "claude-ask", t), [ANTHROPIC_KEY])
 
 
 def test_claude_code_with_a_subscription_login(make_fake, sessions, terminal):

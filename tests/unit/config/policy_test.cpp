@@ -133,10 +133,10 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   CHECK(p.credentials.at("gh_login").login_file->fields == std::vector<std::string>{"oauth_token"});
   // Telemetry on the agents' API hosts (DESIGN §9) and their telemetry hosts: denied by rule,
   // so that wrap --ask never asks about them.
-  CHECK(p.deny.size() == 7);
+  CHECK(p.deny.size() == 8);
   broker::config::policy_set set({p});
   for (const char* host : {"ab.chatgpt.com", "statsig.anthropic.com", "api.statsig.com",
-                           "o1.ingest.sentry.io", "play.googleapis.com"}) {
+                           "o1.ingest.sentry.io", "play.googleapis.com", "downloads.claude.ai"}) {
     auto v = set.check_connect({host, std::nullopt, 443});
     CHECK_FALSE(v.allowed);
     CHECK(v.rule.starts_with("deny["));

@@ -32,3 +32,27 @@ TEST_CASE("an ask's line never carries a control byte the child chose", "[wrap][
   CHECK(line.find('\n') == line.size() - 1);  // one line
   CHECK(line.find("/tmp/\\x1b]0;owned\\x07\\x1b[2J") != std::string::npos);
 }
+
+TEST_CASE("on a terminal an ask takes one row, its URL shortened to fit", "[wrap][ask]") {
+  nlohmann::ordered_json ask = {{"id", "s-1-5"},
+                                {"pid", 42},
+                                {"exe", "/opt/agent/bin/claude.exe"},
+                                {"method", "GET"},
+                                {"url", "https://d.test/" + std::string(200, 'p')},
+                                {"timeout_s", 120}};
+  auto line = broker::wrap::terminal_ask_line(ask, 100);
+  CHECK(line.size() == 99);
+  CHECK(line.starts_with("broker: ask s-1-5: GET https://d.test/ppp"));
+  CHECK(line.ends_with("ppp... (claude.exe) - broker approve|deny s-1-5"));
+  // Short enough: whole.
+  ask["url"] = "https://docs.test/a";
+  line = broker::wrap::terminal_ask_line(ask, 100);
+  CHECK(line ==
+        "broker: ask s-1-5: GET https://docs.test/a (claude.exe) - broker approve|deny s-1-5");
+  // Narrower than the rest: cut, never more than the row.
+  CHECK(broker::wrap::terminal_ask_line(ask, 30).size() == 29);
+  CHECK(broker::wrap::terminal_ask_line(ask, 0).empty());
+  // Escaped as the line for a pipe is.
+  ask["exe"] = "/tmp/\x1b[2J";
+  CHECK(broker::wrap::terminal_ask_line(ask, 200).find('\x1b') == std::string::npos);
+}
