@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev libseccomp-dev libnftnl-dev libmnl-dev libhiredis-dev
-  zlib1g-dev libbrotli-dev libzstd-dev
+  zlib1g-dev libbrotli-dev libzstd-dev libnghttp2-dev
   curl
 )
 if [[ ${1:-} != --build ]]; then
@@ -18,6 +18,7 @@ if [[ ${1:-} != --build ]]; then
     python3-boto3 awscli python3-google-auth python3-pip python3-setuptools
     clang libclang-rt-14-dev llvm-14
     redis-server haproxy
+    nghttp2-client python3-grpcio python3-h2
   )
 fi
 missing=()
