@@ -52,6 +52,7 @@ client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_c
 }
 
 void client_connection::drain(bool now) {
+  if (h2_) h2_->drain(now);
   draining_ = true;
   cut_short_ = cut_short_ || now;
   const auto p = deadline_.waiting();
@@ -128,6 +129,7 @@ asio::awaitable<void> client_connection::serve() {
   if (captured_) {
     co_await handle_captured();
     if (!intercept_) co_return;
+    if (intercept_->h2) co_return co_await serve_h2();
   }
   while (!draining_) {
     http::parser parser(http::parser::kind::request);
@@ -149,6 +151,7 @@ asio::awaitable<void> client_connection::serve() {
       co_await handle_connect(parser.head());
       // An intercepted CONNECT goes on with the requests inside it.
       if (!intercept_) co_return;
+      if (intercept_->h2) co_return co_await serve_h2();
       first = true;
       continue;
     }

@@ -15,6 +15,7 @@
 #include "base/deadline.hpp"
 #include "http/parser.hpp"
 #include "proxy/h1_client_side.hpp"
+#include "proxy/h2_connection.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
@@ -48,6 +49,7 @@ class client_connection {
     config::destination dest;
     std::string scheme;              // "https" after a TLS handshake, "http" for plain bytes
     std::optional<refusal> refused;  // decided at CONNECT time, answered to every request
+    bool h2 = false;                 // the client chose HTTP/2 (ALPN): h2_connection serves it
   };
   enum class head_result { ok, closed, refused };
   enum class binding { bound, refused_keep, refused_close };
@@ -85,6 +87,8 @@ class client_connection {
   asio::awaitable<bool> start_interception(const config::destination& dest,
                                            std::optional<refusal> refused);
   asio::awaitable<next_step> handle_intercepted(http::parser& request);
+  // An intercepted connection whose client chose HTTP/2: served to its end by an h2_connection.
+  asio::awaitable<void> serve_h2();
   asio::awaitable<next_step> handle_forward(http::parser& request);
   // The exchange for the request (or CONNECT) whose head was just read; the one before it ends.
   http_exchange& begin_exchange(std::string method);
@@ -103,6 +107,7 @@ class client_connection {
   // What an exchange reads its request body from and answers through.
   h1_client_side h1_{client_, in_, deadline_, ctx_, draining_};
   std::optional<interception> intercept_;
+  h2_connection* h2_ = nullptr;  // while serve_h2() runs
   // The exchange in flight, so a deadline that fires mid-exchange can still answer and audit it.
   std::optional<http_exchange> exchange_;
   bool cut_short_ = false;

@@ -48,6 +48,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   client_.start_tls(tls.server());
   SSL* ssl = client_.native_tls();
   tls.use_leaf(ssl, dest.host);
+  tls.offer_h2(ssl);
   deadline_.arm(timeouts().tls, waiting_for::client_head);
   // The bytes already read are the start of the ClientHello.
   const std::string early(in_.view());
@@ -60,10 +61,24 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
     co_return false;
   }
   intercept_->scheme = "https";
+  intercept_->h2 = tls.chose_h2(ssl);
   if (!intercept_->refused && !sni_matches(ssl, dest))
     intercept_->refused =
         refusal::host_mismatch("the TLS server name (SNI) is not the CONNECT host");
   co_return true;
+}
+
+asio::awaitable<void> client_connection::serve_h2() {
+  h2_connection h2({client_, deadline_, ctx_, pool_, tag_, intercept_->dest, intercept_->refused,
+                    captured_, owner_pid_, owner_exe_});
+  h2_ = &h2;
+  try {
+    co_await h2.run();
+  } catch (...) {
+    h2_ = nullptr;
+    throw;
+  }
+  h2_ = nullptr;
 }
 
 asio::awaitable<next_step> client_connection::handle_intercepted(http::parser& request) {

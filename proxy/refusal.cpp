@@ -226,8 +226,7 @@ std::string_view reason_phrase(int status) {
   }
 }
 
-std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
-                           bool keep_alive) {
+std::string refusal_body(const refusal& r, std::string_view host, std::string_view session) {
   nlohmann::ordered_json body = {{"error", r.code},
                                  {"message", r.message},
                                  {"host", host},
@@ -240,16 +239,32 @@ std::string render_refusal(const refusal& r, std::string_view host, std::string_
   }
   std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.push_back('\n');
+  return text;
+}
+
+http::message_head refusal_head(const refusal& r, std::size_t body_size) {
+  http::message_head head;
+  head.status = r.status;
+  head.reason = reason_phrase(r.status);
+  head.headers.push_back({"Content-Type", "application/json"});
+  head.headers.push_back({"X-Broker-Error", r.code});
+  if (r.status == 407) head.headers.push_back({"Proxy-Authenticate", "Basic realm=\"broker\""});
+  if (r.retry_after_s > 0) head.headers.push_back({"Retry-After", std::to_string(r.retry_after_s)});
+  head.headers.push_back({"Content-Length", std::to_string(body_size)});
+  head.content_length = body_size;
+  head.has_body = body_size > 0;
+  return head;
+}
+
+std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
+                           bool keep_alive) {
+  const std::string text = refusal_body(r, host, session);
+  const auto head = refusal_head(r, text.size());
   std::string out;
   out.reserve(256 + text.size());
   out.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
-  out.append(reason_phrase(r.status)).append("\r\n");
-  out.append("Content-Type: application/json\r\n");
-  out.append("X-Broker-Error: ").append(r.code).append("\r\n");
-  if (r.status == 407) out.append("Proxy-Authenticate: Basic realm=\"broker\"\r\n");
-  if (r.retry_after_s > 0)
-    out.append("Retry-After: ").append(std::to_string(r.retry_after_s)).append("\r\n");
-  out.append("Content-Length: ").append(std::to_string(text.size())).append("\r\n");
+  out.append(head.reason).append("\r\n");
+  for (const auto& f : head.headers) out.append(f.name).append(": ").append(f.value).append("\r\n");
   out.append(keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
   out.append("\r\n").append(text);
   return out;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "brokers/request_decision.hpp"
+#include "http/message.hpp"
 
 namespace broker::proxy {
 
@@ -81,5 +82,9 @@ std::string_view reason_phrase(int status);
 // The complete HTTP/1.1 response. `keep_alive` false adds "Connection: close".
 std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
                            bool keep_alive);
+// The same response in parts, for a side that frames it itself (an HTTP/2 stream): the JSON
+// body, and the head that goes with a body of `body_size` bytes (no Connection field).
+std::string refusal_body(const refusal& r, std::string_view host, std::string_view session);
+http::message_head refusal_head(const refusal& r, std::size_t body_size);
 
 }  // namespace broker::proxy

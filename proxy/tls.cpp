@@ -13,6 +13,13 @@ namespace ssl = boost::asio::ssl;
 namespace {
 
 constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+constexpr unsigned char alpn_h2_http11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// The SSL ex_data slot that says "this connection may speak HTTP/2" (tls_contexts::offer_h2).
+int h2_slot() {
+  static const int slot = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return slot;
+}
 
 constexpr const char* tls13_suites =
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
@@ -21,13 +28,16 @@ constexpr const char* tls12_ciphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-// Intercepted clients speak HTTP/1.1 to us whatever they offer; a client that offers only h2
-// gets no ALPN and falls back to HTTP/1.1 (RFC 7301 §3.2 allows the server to ignore it).
-int select_http11(SSL*, const unsigned char** out, unsigned char* out_len, const unsigned char* in,
-                  unsigned int in_len, void*) {
+// h2 where the connection may speak it and the client offers it, else HTTP/1.1; a client that
+// offers neither gets no ALPN and falls back to HTTP/1.1 (RFC 7301 §3.2 allows the server to
+// ignore it).
+int select_protocol(SSL* ssl, const unsigned char** out, unsigned char* out_len,
+                    const unsigned char* in, unsigned int in_len, void*) {
+  const bool h2 = SSL_get_ex_data(ssl, h2_slot()) != nullptr;
+  const unsigned char* ours = h2 ? alpn_h2_http11 : alpn_http11;
+  const unsigned int size = h2 ? sizeof alpn_h2_http11 : sizeof alpn_http11;
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, out_len, alpn_http11, sizeof alpn_http11, in, in_len) ==
-          OPENSSL_NPN_NEGOTIATED &&
+  if (SSL_select_next_proto(&selected, out_len, ours, size, in, in_len) == OPENSSL_NPN_NEGOTIATED &&
       selected) {
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
@@ -50,7 +60,7 @@ tls_contexts::tls_contexts(std::shared_ptr<certs::leaf_cache> leaves,
   SSL_CTX_set_ciphersuites(s, tls13_suites);
   SSL_CTX_set_cipher_list(s, tls12_ciphers);
   SSL_CTX_set_options(s, SSL_OP_CIPHER_SERVER_PREFERENCE);
-  SSL_CTX_set_alpn_select_cb(s, select_http11, nullptr);
+  SSL_CTX_set_alpn_select_cb(s, select_protocol, nullptr);
   // OpenSSL's record buffers (~34 KiB a connection) are freed whenever a connection has nothing
   // in flight, so an idle kept-alive connection does not hold them.
   SSL_CTX_set_mode(s, SSL_MODE_RELEASE_BUFFERS);
@@ -78,6 +88,17 @@ boost::asio::ssl::context& tls_contexts::client() {
   // goes upstream over TLS, like `broker wrap -- true`, does not pay for them.
   std::call_once(system_roots_loaded_, [this] { client_.set_default_verify_paths(); });
   return client_;
+}
+
+void tls_contexts::offer_h2(SSL* ssl) {
+  SSL_set_ex_data(ssl, h2_slot(), reinterpret_cast<void*>(1));
+}
+
+bool tls_contexts::chose_h2(SSL* ssl) {
+  const unsigned char* chosen = nullptr;
+  unsigned int size = 0;
+  SSL_get0_alpn_selected(ssl, &chosen, &size);
+  return size == 2 && chosen[0] == 'h' && chosen[1] == '2';
 }
 
 void tls_contexts::use_leaf(SSL* ssl, const std::string& host) {

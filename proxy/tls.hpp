@@ -23,6 +23,9 @@ class tls_contexts {
                const std::vector<std::filesystem::path>& upstream_cas);
 
   boost::asio::ssl::context& server() { return server_; }
+  // Lets an intercepted connection negotiate h2 (ALPN, before its handshake); whether it did.
+  static void offer_h2(SSL* ssl);
+  static bool chose_h2(SSL* ssl);
   const certs::leaf_cache& leaves() const { return *leaves_; }
   // Thread-safe; the system roots are loaded on first use.
   boost::asio::ssl::context& client();

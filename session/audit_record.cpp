@@ -48,6 +48,7 @@ record_json exchange_record(const audit_entry& e, const scrub_text& scrub) {
   j["llm_tokens"] = e.llm_tokens ? record_json(*e.llm_tokens) : record_json();
   if (e.llm_estimated) j["estimated"] = true;
   if (e.captured) j["captured"] = true;
+  if (e.http2) j["http"] = "2";
   if (!e.error.empty()) j["error"] = e.error;
   return j;
 }

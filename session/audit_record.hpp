@@ -48,6 +48,7 @@ struct audit_entry {
   std::string exe;
   // Reached the broker by transparent capture (DESIGN §11), not through the proxy variables.
   bool captured = false;
+  bool http2 = false;  // a stream of an HTTP/2 connection (the record says "http": "2")
 };
 
 // Text a client or upstream chose (host, path) with every real secret value replaced by its

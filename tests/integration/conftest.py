@@ -569,6 +569,7 @@ class CurlResult:
     stderr: str
     statuses: list = field(default_factory=list)        # one per transfer
     new_connections: list = field(default_factory=list)  # curl's %{num_connects} per transfer
+    versions: list = field(default_factory=list)  # curl's %{http_version} per transfer ("1.1", "2")
 
     def json(self):
         return json.loads(self.body)
@@ -587,9 +588,12 @@ def _parse_header_blocks(raw: bytes):
     return headers
 
 
-def curl(*urls, proxy=None, args=(), timeout=30, cacert=None, data_file=None, tmp=None, env=None):
+def curl(*urls, proxy=None, args=(), timeout=30, cacert=None, data_file=None, tmp=None, env=None,
+         http="1.1"):
     """Runs curl once for one or more URLs (one invocation, so connections are reused).
 
+    `http`: "1.1" (the default: the tests of HTTP/1.1 behaviour stay on it whatever the broker
+    offers), "2" (--http2: h2 where the broker offers it), or None (curl's own choice).
     Returns a CurlResult; the body and headers are those of the last URL.
     """
     own_tmp = tmp is None
@@ -597,7 +601,11 @@ def curl(*urls, proxy=None, args=(), timeout=30, cacert=None, data_file=None, tm
     try:
         header_file = tmpdir / "headers"
         cmd = ["curl", "-sS", "--max-time", str(timeout), "-D", str(header_file),
-               "-w", "%{http_code} %{num_connects}\\n"]
+               "-w", "%{http_code} %{num_connects} %{http_version}\\n"]
+        if http == "1.1":
+            cmd.append("--http1.1")
+        elif http == "2":
+            cmd.append("--http2")
         if proxy is not None:
             cmd += ["--proxy", proxy]
         if cacert is not None:
@@ -614,17 +622,18 @@ def curl(*urls, proxy=None, args=(), timeout=30, cacert=None, data_file=None, tm
             cmd += ["-K", str(config)]
         p = subprocess.run(cmd, capture_output=True, timeout=timeout + 15,
                            env=clean_env(env))
-        statuses, connects = [], []
+        statuses, connects, versions = [], [], []
         for line in p.stdout.decode(errors="replace").splitlines():
             parts = line.split()
-            if len(parts) == 2 and parts[0].isdigit():
+            if len(parts) == 3 and parts[0].isdigit():
                 statuses.append(int(parts[0]))
                 connects.append(int(parts[1]))
+                versions.append(parts[2])
         raw_headers = header_file.read_bytes() if header_file.exists() else b""
         body = body_file.read_bytes() if body_file.exists() else b""
         return CurlResult(p.returncode, statuses[-1] if statuses else 0,
                           _parse_header_blocks(raw_headers), body,
-                          p.stderr.decode(errors="replace"), statuses, connects)
+                          p.stderr.decode(errors="replace"), statuses, connects, versions)
     finally:
         if own_tmp:
             shutil.rmtree(tmpdir, ignore_errors=True)

@@ -1,0 +1,318 @@
+#include "proxy/h2_connection.hpp"
+
+#include <nghttp2/nghttp2.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include <array>
+
+#include "base/race.hpp"
+#include "proxy/http_exchange.hpp"
+#include "proxy/relay_errors.hpp"
+#include "proxy/target.hpp"
+
+namespace broker::proxy {
+
+namespace {
+
+// Response bytes a stream may have given and not yet sent before it waits for the client's
+// window: what bounds a connection's memory with a slow reader.
+constexpr std::size_t max_unsent_per_stream = 256 * 1024;
+
+constexpr auto forever = std::chrono::steady_clock::time_point::max();
+
+}  // namespace
+
+// One stream as its exchange sees it: the request body from the session, the response to it.
+class h2_connection::h2_stream final : public client_side {
+ public:
+  h2_stream(h2_connection& c, std::int32_t id, http::h2_request r, bool end_stream)
+      : id(id),
+        request(std::move(r)),
+        deadline(c.s_.client.get_executor()),
+        c_(c),
+        body_done_(end_stream),
+        event_(c.s_.client.get_executor(), forever) {}
+
+  const std::int32_t id;
+  http::h2_request request;
+  connection_deadline deadline;
+  asio::cancellation_signal cancel;
+  bool gone = false;      // reset by the client, or the connection ended
+  bool answered = false;  // its response was given whole (the session sends it)
+
+  void take(std::string_view data, bool last) {
+    pending_.append(data);
+    body_done_ = body_done_ || last;
+    wake();
+  }
+  void end() {
+    gone = true;
+    wake();
+    cancel.emit(asio::cancellation_type::terminal);
+  }
+  void wake() { event_.cancel(); }
+
+  bool keep_alive() const override { return true; }
+  bool carries_wire() const override { return false; }
+
+  asio::awaitable<body_piece> read_body(bool) override {
+    while (!gone && pending_.empty() && !body_done_) co_await wait();
+    if (gone) throw body_error("the client reset the stream mid-body");
+    // The bytes handed out last are taken: the client may send as many more.
+    taken_ = std::move(pending_);
+    pending_.clear();
+    c_.session_.consumed(id, taken_.size());
+    c_.wake_writer();
+    co_return body_piece{taken_, {}, body_done_};
+  }
+
+  asio::awaitable<void> send_interim(const http::message_head&) override {
+    co_return;  // 1xx are HTTP/1.1's business here (100-continue); an h2 client does not wait
+  }
+
+  asio::awaitable<void> send_head(const http::message_head& head, bool, bool complete) override {
+    ensure_open();
+    c_.session_.respond(id, head, complete);
+    answered = complete;
+    c_.wake_writer();
+    co_return;
+  }
+
+  asio::awaitable<void> send_body(std::string_view data, bool last) override {
+    ensure_open();
+    c_.session_.send_data(id, data, last);
+    answered = last;
+    c_.wake_writer();
+    // The client's window decides how fast this goes; hold no more than the bound meanwhile.
+    while (!gone && c_.session_.unsent(id) > max_unsent_per_stream) co_await wait();
+    ensure_open();
+  }
+
+  asio::awaitable<void> send_wire(std::string_view) override {
+    throw std::logic_error("an HTTP/2 stream carries no HTTP/1.1 framing");
+    co_return;
+  }
+
+  asio::awaitable<void> flush() override {
+    c_.wake_writer();
+    co_return;
+  }
+
+  asio::awaitable<void> send_refusal(const refusal& r, std::string_view host,
+                                     std::string_view session, bool) override {
+    ensure_open();
+    refuse_now(r, host, session);
+    co_return;
+  }
+
+  // The refusal given to the session at once (no wait): also from outside the exchange.
+  void refuse_now(const refusal& r, std::string_view host, std::string_view session) {
+    const std::string body = refusal_body(r, host, session);
+    c_.session_.respond(id, refusal_head(r, body.size()), false);
+    c_.session_.send_data(id, body, true);
+    answered = true;
+    c_.wake_writer();
+  }
+
+  asio::awaitable<std::optional<raw_connection>> accept_websocket(
+      const http::message_head&) override {
+    co_return std::nullopt;  // no extended CONNECT (RFC 8441): WebSocket stays on HTTP/1.1
+  }
+
+ private:
+  void ensure_open() const {
+    if (gone) throw boost::system::system_error(asio::error::connection_reset);
+  }
+  asio::awaitable<void> wait() {
+    event_.expires_at(forever);
+    co_await event_.async_wait(use_tuple);
+  }
+
+  h2_connection& c_;
+  std::string pending_;  // body bytes received, not yet handed out
+  std::string taken_;    // the piece handed out last
+  bool body_done_;
+  asio::steady_timer event_;  // cancelled to wake the exchange waiting on this stream
+};
+
+h2_connection::h2_connection(setup s)
+    : s_(std::move(s)), session_(*this), writer_wake_(s_.client.get_executor(), forever) {}
+
+h2_connection::~h2_connection() = default;
+
+asio::awaitable<void> h2_connection::run() {
+  using namespace asio::experimental::awaitable_operators;
+  arm_idle();
+  std::exception_ptr failure;
+  try {
+    co_await (reader() && writer());
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // The streams' coroutines hold this connection: they end before it goes, cancelled or not.
+  co_await asio::this_coro::reset_cancellation_state();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  for (auto& [id, st] : streams_) st->end();
+  while (!streams_.empty()) {
+    writer_wake_.expires_at(forever);
+    co_await writer_wake_.async_wait(use_tuple);
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+void h2_connection::arm_idle() {
+  const auto& t = s_.ctx->options().timeouts;
+  if (streams_.empty())
+    s_.idle.arm(t.idle, waiting_for::client_idle);
+  else
+    s_.idle.arm(std::chrono::hours(24), waiting_for::request_body);
+}
+
+void h2_connection::drain(bool now) {
+  session_.shut_down();
+  if (now) {
+    cut_short_ = true;
+    for (auto& [id, st] : streams_) st->end();
+  }
+  wake_writer();
+}
+
+void h2_connection::wake_writer() {
+  writer_wake_.cancel();
+}
+
+void h2_connection::wake_senders() {
+  for (auto& [id, st] : streams_) st->wake();
+}
+
+asio::awaitable<void> h2_connection::reader() {
+  std::array<char, 16 * 1024> buffer;
+  for (;;) {
+    auto [ec, n] = co_await s_.client.read_some(buffer);
+    if (ec || n == 0) break;
+    const bool more = session_.receive({buffer.data(), n}, std::chrono::steady_clock::now());
+    wake_writer();
+    if (!more) break;
+  }
+  reading_done_ = true;
+  if (!session_.failure().empty())
+    session::log(spdlog::level::info, s_.tag, "HTTP/2 connection ended: {}", session_.failure());
+  // Nothing more comes from the client: what its streams wait for never will.
+  for (auto& [id, st] : streams_) st->end();
+  wake_writer();
+}
+
+asio::awaitable<void> h2_connection::writer() {
+  for (;;) {
+    const std::string out = session_.output();
+    if (!out.empty()) {
+      auto [ec, n] = co_await s_.client.write(out);
+      if (ec) {
+        for (auto& [id, st] : streams_) st->end();
+        throw boost::system::system_error(ec);  // ends the reader too
+      }
+      wake_senders();
+      continue;
+    }
+    if (reading_done_ && streams_.empty()) co_return;
+    if (!session_.wants_read() && !session_.wants_write() && streams_.empty()) co_return;
+    writer_wake_.expires_at(forever);
+    co_await writer_wake_.async_wait(use_tuple);
+  }
+}
+
+void h2_connection::on_request(std::int32_t id, http::h2_request request, bool end_stream) {
+  auto st = std::make_shared<h2_stream>(*this, id, std::move(request), end_stream);
+  streams_[id] = st;
+  arm_idle();
+  asio::co_spawn(s_.client.get_executor(), serve_stream(st),
+                 asio::bind_cancellation_slot(st->cancel.slot(), [this, id](std::exception_ptr) {
+                   streams_.erase(id);
+                   arm_idle();
+                   wake_writer();
+                 }));
+}
+
+void h2_connection::on_head_too_large(std::int32_t id) {
+  const auto r = refusal::header_too_large();
+  const std::string body = refusal_body(r, s_.ctx->scrub(s_.dest.host), s_.ctx->session_id());
+  session_.respond(id, refusal_head(r, body.size()), false);
+  session_.send_data(id, body, true);
+}
+
+void h2_connection::on_data(std::int32_t id, std::string_view data, bool last) {
+  if (auto it = streams_.find(id); it != streams_.end()) it->second->take(data, last);
+}
+
+void h2_connection::on_trailers(std::int32_t id, std::vector<http::header_field>) {
+  // Request trailers end the body; what they say does not go up yet (HTTP/1.1 upstreams).
+  if (auto it = streams_.find(id); it != streams_.end()) it->second->take({}, true);
+}
+
+void h2_connection::on_reset(std::int32_t id, std::uint32_t) {
+  if (auto it = streams_.find(id); it != streams_.end()) it->second->end();
+}
+
+std::optional<refusal> h2_connection::check_target(const http::h2_request& request) const {
+  if (s_.refused) return s_.refused;
+  const auto& head = request.head;
+  if (head.method == "CONNECT")
+    return refusal::bad_request("CONNECT inside an intercepted HTTP/2 connection");
+  if (request.scheme != "https")
+    return refusal::host_mismatch("the request's :scheme is not https");
+  const std::string* host = head.find("host");
+  authority where{s_.dest, true};
+  if (!host || !host_header_matches(*host, where, 443))
+    return refusal::host_mismatch(host ? "the request's authority is not the CONNECT host"
+                                       : "the request has no :authority");
+  if (!request.authority.empty() && request.authority != *host)
+    return refusal::host_mismatch("the request's :authority and Host disagree");
+  if (head.target.empty() || (head.target.front() != '/' && head.target != "*"))
+    return refusal::bad_request("the request's :path is not a path");
+  return std::nullopt;
+}
+
+asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st) {
+  auto& ctx = *s_.ctx;
+  auto& head = st->request.head;
+  const auto& timeouts = ctx.options().timeouts;
+  http_exchange ex({*st, st->deadline, ctx, s_.pool, s_.tag}, head.method, s_.pid, s_.exe);
+  auto& entry = ex.entry();
+  entry.scheme = "https";
+  entry.host = s_.dest.host;
+  entry.port = s_.dest.port;
+  entry.target = head.target;
+  entry.captured = s_.captured;
+  entry.http2 = true;
+  const request_target to{s_.dest, "https", head.target, true};
+  try {
+    if (auto refused = check_target(st->request)) {
+      co_await ex.refuse(*refused, true);
+    } else {
+      st->deadline.arm(timeouts.body, waiting_for::request_body);
+      const auto forward = [&]() -> asio::awaitable<void> { co_await ex.forward(head, to); };
+      if (co_await base::race(forward(), st->deadline.watch()) == 1 && ex.active()) {
+        if (!ex.response_started() && st->deadline.waiting() == waiting_for::upstream) {
+          ex.drop_upstream();
+          const auto r = refusal::upstream_timeout(entry.host);
+          ex.finish(r.status, true, r.code);
+          if (!st->gone) st->refuse_now(r, ctx.scrub(entry.host), ctx.session_id());
+        } else {
+          ex.finish(entry.status, true, "timeout");
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::debug, s_.tag, "stream {}: {}", st->id, ctx.scrub(e.what()));
+  }
+  if (ex.active())
+    ex.finish(entry.status, true, cut_short_ ? "shutdown" : st->gone ? "cancelled" : "aborted");
+  // A response not given whole is never left looking whole: the stream is reset.
+  if (!st->gone && !st->answered) session_.reset(st->id, NGHTTP2_INTERNAL_ERROR);
+  wake_writer();
+}
+
+}  // namespace broker::proxy

@@ -1,0 +1,83 @@
+// An intercepted connection whose client chose HTTP/2 (ALPN h2; DESIGN §14). One reader feeds the
+// client's bytes to an h2_server_session, one writer sends what the session has to say, and each
+// stream is one http_exchange, driven through that stream's client_side (h2_stream): the same
+// policy, brokers, checks, scrubbing, metering, budgets and record as a request on HTTP/1.1. A
+// refusal is that stream's response; the other streams go on. A stream has a deadline of its own.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/asio.hpp"
+#include "config/policy_set.hpp"
+#include "http/h2_server_session.hpp"
+#include "proxy/proxy_context.hpp"
+#include "proxy/refusal.hpp"
+#include "proxy/stream.hpp"
+#include "proxy/timeouts.hpp"
+#include "proxy/upstream_pool.hpp"
+#include "session/log.hpp"
+
+namespace broker::proxy {
+
+class h2_connection final : private http::h2_server_session::handler {
+ public:
+  struct setup {
+    stream& client;  // TLS, handshake done, h2 chosen
+    // The connection's watchdog: armed for idleness while no stream is open.
+    connection_deadline& idle;
+    std::shared_ptr<proxy_context> ctx;
+    upstream_pool& pool;
+    const session::log_tag& tag;
+    config::destination dest;        // the CONNECT (or captured) target
+    std::optional<refusal> refused;  // decided before the handshake: every stream gets it
+    bool captured = false;
+    int pid = 0;
+    std::string exe;
+  };
+
+  explicit h2_connection(setup s);
+  ~h2_connection() override;
+  h2_connection(const h2_connection&) = delete;
+  h2_connection& operator=(const h2_connection&) = delete;
+
+  // Serves the connection until the client ends it, or the session drains it and its streams
+  // are done. Never throws for the client's or an upstream's behaviour.
+  asio::awaitable<void> run();
+  // No new streams (GOAWAY); with `now`, the open ones end too (recorded as cut short).
+  void drain(bool now);
+
+ private:
+  class h2_stream;
+
+  void on_request(std::int32_t id, http::h2_request request, bool end_stream) override;
+  void on_head_too_large(std::int32_t id) override;
+  void on_data(std::int32_t id, std::string_view data, bool last) override;
+  void on_trailers(std::int32_t id, std::vector<http::header_field> fields) override;
+  void on_reset(std::int32_t id, std::uint32_t error_code) override;
+
+  asio::awaitable<void> reader();
+  asio::awaitable<void> writer();
+  // One stream's exchange, from its checks to its record.
+  asio::awaitable<void> serve_stream(std::shared_ptr<h2_stream> st);
+  // The refusal a request on this connection gets before any policy, if any (the CONNECT's
+  // own, a target or authority that is not the CONNECT host, a CONNECT inside it).
+  std::optional<refusal> check_target(const http::h2_request& request) const;
+  void wake_writer();
+  // The connection's deadline: idle while no stream is open, else the streams' own.
+  void arm_idle();
+  // Streams waiting for the client's window: what they gave may have left.
+  void wake_senders();
+
+  setup s_;
+  http::h2_server_session session_;
+  std::map<std::int32_t, std::shared_ptr<h2_stream>> streams_;
+  asio::steady_timer writer_wake_;
+  bool reading_done_ = false;
+  bool cut_short_ = false;
+};
+
+}  // namespace broker::proxy

@@ -1,0 +1,98 @@
+"""HTTP/2 through interception (DESIGN §14): a client that offers h2 gets it, and each stream is
+one exchange with every protection of an HTTP/1.1 request: policy per request, the dummy swapped
+for the real value in a header field, a real secret in DATA refused, the response scrubbed, one
+record per stream with "http": "2". A refusal is that stream's JSON response; the connection's
+other streams go on. (Upstreams are HTTP/1.1 here.)"""
+import json
+
+import pytest
+
+from conftest import assert_refusal, connect_to_arg, curl
+from test_mitm import GITHUB, REAL, assert_nothing_written_contains
+
+
+@pytest.fixture
+def session(broker_factory, tls_upstream, pki):
+    policy = {
+        "version": 1,
+        "allow": [{"host": GITHUB, "ports": [tls_upstream.port], "paths": ["/user", "/repos/*", "/chunked/*"]}],
+        "credentials": {"github": {"type": "github", "env": ["GITHUB_TOKEN"], "hosts": [GITHUB]}},
+    }
+    b = broker_factory(policy=policy, connect_to=[connect_to_arg(GITHUB, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL}, env_file=True)
+    b.dummy = b.session_env()["GITHUB_TOKEN"]
+    return b
+
+
+def url(port, path):
+    return f"https://{GITHUB}:{port}{path}"
+
+
+def test_curl_speaks_http2_end_to_end_and_the_dummy_becomes_real(session, tls_upstream):
+    r = curl(url(tls_upstream.port, "/user"), proxy=session.proxy, cacert=session.ca_cert,
+             http="2", args=["-H", f"Authorization: token {session.dummy}"])
+    assert r.returncode == 0, r.stderr
+    assert r.status == 200 and r.versions == ["2"], (r.versions, r.stderr)
+    # Field names arrive lower-case, as HTTP/2 carries them (HTTP/1.1 names are case-insensitive).
+    seen = {k.lower(): v for k, v in tls_upstream.requests[-1]["headers"].items()}
+    assert seen["authorization"] == f"token {REAL}"
+    # The upstream's echo of the real value came back as the dummy.
+    assert r.json()["headers"]["authorization"] == f"token {session.dummy}"
+    [rec] = session.wait_for_records(lambda x: x.get("event") == "request")
+    assert rec["http"] == "2" and rec["status"] == 200 and rec["credential"] == "github"
+    assert rec["path"] == "/user" and rec["method"] == "GET"
+    session.stop()
+    assert_nothing_written_contains(session, REAL)
+
+
+def test_a_refused_stream_leaves_the_others_on_the_connection(session, tls_upstream):
+    allowed = url(tls_upstream.port, "/repos/o/r")
+    denied = url(tls_upstream.port, "/admin/keys")
+    r = curl(allowed, denied, allowed, proxy=session.proxy, cacert=session.ca_cert, http="2")
+    assert r.statuses == [200, 403, 200], r.stderr
+    assert r.versions == ["2", "2", "2"]
+    assert sum(r.new_connections) == 1  # one connection: the refusal did not end it
+    records = session.wait_for_records(lambda x: x.get("http") == "2", count=3)
+    assert [x["status"] for x in records] == [200, 403, 200]
+    assert records[1]["error"] == "policy_denied"
+
+
+def test_a_refusal_on_a_stream_is_the_json_of_design_6(session, tls_upstream):
+    r = curl(url(tls_upstream.port, "/admin/keys"), proxy=session.proxy, cacert=session.ca_cert,
+             http="2")
+    assert r.versions == ["2"]
+    doc = assert_refusal(r.status, r.headers, r.body, "policy_denied", 403, host=GITHUB)
+    assert doc["session"] == session.session
+
+
+def test_a_real_secret_in_a_streams_body_is_refused(session, tls_upstream, tmp_path):
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps({"note": f"leaked {REAL} here", "pad": "x" * 50000}))
+    r = curl(url(tls_upstream.port, "/repos/o/r/issues"), proxy=session.proxy,
+             cacert=session.ca_cert, http="2", data_file=body,
+             args=["-H", "Content-Type: application/json"])
+    assert r.versions == ["2"]
+    assert_refusal(r.status, r.headers, r.body, "real_secret_blocked", 403)
+    assert all(REAL not in json.dumps(x) for x in tls_upstream.requests)
+
+
+def test_a_large_body_goes_up_and_a_large_response_comes_down(session, tls_upstream, tmp_path):
+    import hashlib
+    data = bytes(range(256)) * 4096  # 1 MiB: many flow-control windows
+    body = tmp_path / "big.bin"
+    body.write_bytes(data)
+    r = curl(url(tls_upstream.port, "/repos/o/r/blob"), proxy=session.proxy,
+             cacert=session.ca_cert, http="2", data_file=body)
+    assert r.status == 200 and r.versions == ["2"], r.stderr
+    assert r.json()["body_sha256"] == hashlib.sha256(data).hexdigest()
+    # Down: 8 MiB, chunked by the upstream, framed as DATA by the broker.
+    r = curl(url(tls_upstream.port, "/chunked/8388608"), proxy=session.proxy,
+             cacert=session.ca_cert, http="2")
+    assert r.status == 200 and len(r.body) == 8388608, r.stderr
+
+
+def test_a_client_offering_only_http11_stays_on_it(session, tls_upstream):
+    r = curl(url(tls_upstream.port, "/user"), proxy=session.proxy, cacert=session.ca_cert)
+    assert r.status == 200 and r.versions == ["1.1"]
+    [rec] = session.wait_for_records(lambda x: x.get("event") == "request")
+    assert "http" not in rec
