@@ -48,6 +48,9 @@ struct rule {
   std::vector<std::string> methods;  // upper-case tokens; empty = any method
   std::vector<path_pattern> paths;   // empty = any path
   bool tunnel = false;               // allow rules only; with tunnel, methods/paths are an error
+  // Allow rules only: false keeps an intercepted connection to the host on HTTP/1.1 (no ALPN
+  // h2 offered to the client; DESIGN §14), for a client or server that misbehaves on h2.
+  bool http2 = true;
   // Allow rules only: globs on the executable of the process that opened the connection
   // ("/usr/bin/git", "*/gh"; '*' matches any run, '/' too). Empty = any program. A process
   // broker could not attribute matches none (DESIGN §13).

@@ -25,6 +25,7 @@ ordered_json rule_json(const rule& r, bool allow_list) {
     j["paths"] = std::move(paths);
   }
   if (allow_list) j["tunnel"] = r.tunnel;
+  if (allow_list && !r.http2) j["http2"] = false;
   if (!r.programs.empty()) {
     j["programs"] = r.programs;
     j["programs_note"] = "matches only processes wrap attributes; never in serve";

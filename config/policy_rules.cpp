@@ -103,11 +103,13 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     item.expect_object("expected a rule object");
     if (!allow_list) {
       if (auto tunnel = item.find("tunnel")) tunnel->fail("\"tunnel\" applies only to allow rules");
+      if (auto http2 = item.find("http2")) http2->fail("\"http2\" applies only to allow rules");
       if (auto programs = item.find("programs"))
         programs->fail("\"programs\" applies only to allow rules (and credentials)");
       item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths"});
     } else {
-      item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths", "tunnel", "programs"});
+      item.reject_unknown_keys(
+          {"host", "cidr", "ports", "methods", "paths", "tunnel", "programs", "http2"});
     }
     rule r;
     r.name = item.key().substr(item.key().rfind('.') + 1);  // "allow[3]"
@@ -120,6 +122,7 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     if (auto methods = item.find("methods")) r.methods = parse_methods(*methods);
     if (auto paths = item.find("paths")) r.paths = parse_path_patterns(*paths);
     if (auto programs = item.find("programs")) r.programs = parse_programs(*programs);
+    if (auto http2 = item.find("http2")) r.http2 = http2->as_bool();
     if (auto tunnel = item.find("tunnel")) {
       r.tunnel = tunnel->as_bool();
       // A tunnel is never parsed, so a method or path condition could never be enforced.

@@ -59,8 +59,9 @@ struct layer_result {
   bool refused = false;
   bool allowed_by_rule = false;  // false: the layer has no allow rules (deny-only)
   std::string rule;
-  bool tunnel = false;    // this layer agrees to tunnelling the connection
-  bool approved = false;  // the deciding allow rule is one a person approved
+  bool tunnel = false;      // this layer agrees to tunnelling the connection
+  bool approved = false;    // the deciding allow rule is one a person approved
+  bool http1_only = false;  // an allow rule matching the host and port says "http2": false
 };
 
 bool program_allowed(const rule& r, const client_program& who) {
@@ -94,6 +95,7 @@ layer_result evaluate(const policy& layer, const destination& d, const request_l
     if (r.approved && never_approved) continue;
     if (!target_matches(r, d, /*deny=*/false) || !program_allowed(r, who)) continue;
     if (r.tunnel && !tunnel_rule) tunnel_rule = &r;
+    if (!r.http2) out.http1_only = true;
     if (!first && (!req || l7_matches(r, *req, /*deny=*/false))) first = &r;
   }
   if (!first) {
@@ -219,6 +221,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   std::string first_allow, first_deny, first_default_deny, first_approved;
   bool any_allow = false;
   bool tunnel = true;
+  bool http2 = true;
   const bool never = never_approvable(layers, *d);
   bool askable = !never;
   for (const policy& layer : layers) {
@@ -232,6 +235,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
       continue;
     }
     tunnel = tunnel && r.tunnel;
+    http2 = http2 && !r.http1_only;
     if (r.allowed_by_rule) {
       any_allow = true;
       if (first_allow.empty()) first_allow = name(layer, r.rule);
@@ -255,6 +259,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   // What a person approved is what let it go: named before the other layers' rules.
   v.rule = std::move(first_approved.empty() ? first_allow : first_approved);
   v.tunnel = tunnel;
+  v.http2 = http2;
   v.would_deny = audit_refusal(layers, *d, req, who);
   return v;
 }

@@ -41,6 +41,9 @@ struct verdict {
   // credential in any layer is bound to the host (it could not be swapped). A connection-level
   // property: check_request reports the same value check_connect would.
   bool tunnel = false;
+  // An allowed verdict: the client may speak HTTP/2 on an intercepted connection to the host;
+  // false when an allow rule matching the host and port in any layer says "http2": false.
+  bool http2 = true;
   // check_request only: set when the destination has path rules (a rule with "paths", allow or
   // deny, in any layer, matching its host and port) and servers may disagree about what the
   // request's path names (ambiguous_path in path_pattern.hpp says which constructs): why, as a

@@ -289,7 +289,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     // Interception is the default (DESIGN §1): the exchanges inside are audited one by one.
     ex.dismiss();
     std::optional<refusal> none;
-    if (!co_await start_interception(dest, std::move(none))) draining_ = true;
+    if (!co_await start_interception(dest, std::move(none), verdict.http2)) draining_ = true;
     co_return;
   }
   if (auto refused = ex.admit_by_session(dest.host)) {

@@ -84,8 +84,9 @@ class client_connection {
   asio::awaitable<void> watch_tunnel_budget();
   // Answers a CONNECT with 200 and sets up what is inside it (TLS or plain HTTP); false when the
   // connection cannot go on (the client left, its TLS handshake failed).
+  // `http2`: the client may choose h2 (ALPN); a rule's "http2": false keeps it on HTTP/1.1.
   asio::awaitable<bool> start_interception(const config::destination& dest,
-                                           std::optional<refusal> refused);
+                                           std::optional<refusal> refused, bool http2 = true);
   asio::awaitable<next_step> handle_intercepted(http::parser& request);
   // An intercepted connection whose client chose HTTP/2: served to its end by an h2_connection.
   asio::awaitable<void> serve_h2();

@@ -272,6 +272,10 @@ std::optional<refusal> h2_connection::check_target(const http::h2_request& reque
     return refusal::host_mismatch("the request's :authority and Host disagree");
   if (head.target.empty() || (head.target.front() != '/' && head.target != "*"))
     return refusal::bad_request("the request's :path is not a path");
+  // gRPC needs HTTP/2 (and its trailers) all the way, and upstreams are HTTP/1.1 here so far.
+  if (const auto* type = head.find("content-type"); type && type->starts_with("application/grpc"))
+    return refusal::upstream_protocol_error(
+        s_.dest.host, "gRPC needs HTTP/2 to the upstream, which this broker does not speak yet");
   return std::nullopt;
 }
 

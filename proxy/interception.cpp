@@ -1,7 +1,7 @@
 // After an intercepted CONNECT (DESIGN §1): the client is told the tunnel is open, and what it
 // sends next is served by the proxy itself: a TLS handshake gets a leaf for the CONNECT host
-// (ALPN http/1.1), plain HTTP is read as such, and each request inside goes the way of a plain
-// one, pinned to the CONNECT target.
+// (ALPN h2 or http/1.1, DESIGN §14), plain HTTP is read as such, and each request inside goes
+// the way of a plain one, pinned to the CONNECT target (on h2, h2_connection serves the streams).
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
@@ -32,7 +32,8 @@ bool sni_matches(SSL* ssl, const config::destination& dest) {
 }  // namespace
 
 asio::awaitable<bool> client_connection::start_interception(const config::destination& dest,
-                                                            std::optional<refusal> refused) {
+                                                            std::optional<refusal> refused,
+                                                            bool http2) {
   if (!captured_) co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
   intercept_.emplace(interception{dest, "http", std::move(refused)});
 
@@ -48,7 +49,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   client_.start_tls(tls.server());
   SSL* ssl = client_.native_tls();
   tls.use_leaf(ssl, dest.host);
-  tls.offer_h2(ssl);
+  if (http2) tls.offer_h2(ssl);
   deadline_.arm(timeouts().tls, waiting_for::client_head);
   // The bytes already read are the start of the ClientHello.
   const std::string early(in_.view());

@@ -96,3 +96,28 @@ def test_a_client_offering_only_http11_stays_on_it(session, tls_upstream):
     assert r.status == 200 and r.versions == ["1.1"]
     [rec] = session.wait_for_records(lambda x: x.get("event") == "request")
     assert "http" not in rec
+
+
+def test_head_and_a_bodyless_answer_end_their_streams(session, tls_upstream):
+    r = curl(url(tls_upstream.port, "/user"), proxy=session.proxy, cacert=session.ca_cert,
+             http="2", args=["-I"])
+    assert r.status == 200 and r.versions == ["2"], r.stderr
+    assert int(r.headers["content-length"]) > 0  # what a GET would have had; no DATA came
+    [rec] = session.wait_for_records(lambda x: x.get("event") == "request")
+    assert rec["method"] == "HEAD" and rec["status"] == 200
+
+
+def test_grpc_is_refused_until_upstreams_speak_http2(session, tls_upstream):
+    r = curl(url(tls_upstream.port, "/repos/o/r"), proxy=session.proxy, cacert=session.ca_cert,
+             http="2", args=["-H", "Content-Type: application/grpc", "--data-binary", "x"])
+    assert_refusal(r.status, r.headers, r.body, "upstream_protocol_error", 502)
+    assert tls_upstream.requests == []
+
+
+def test_a_rule_saying_http2_false_keeps_its_host_on_http11(broker_factory, tls_upstream, pki):
+    policy = {"version": 1,
+              "allow": [{"host": GITHUB, "ports": [tls_upstream.port], "http2": False}]}
+    b = broker_factory(policy=policy, connect_to=[connect_to_arg(GITHUB, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert)
+    r = curl(url(tls_upstream.port, "/user"), proxy=b.proxy, cacert=b.ca_cert, http="2")
+    assert r.status == 200 and r.versions == ["1.1"], r.stderr

@@ -683,3 +683,25 @@ TEST_CASE("programs: a glob, a path, never a bare name, and only on allow rules"
   CHECK_FALSE(broker::config::program_matches({"*/git"}, "/usr/bin/gitk"));
   CHECK_FALSE(broker::config::program_matches({"*"}, ""));
 }
+
+TEST_CASE("http2: an allow rule saying false keeps the host on HTTP/1.1, in any layer",
+          "[policy_set]") {
+  auto layer = [](const char* text) { return broker::config::parse_policy(text, "p.json"); };
+  const broker::config::destination api{"api.example.com", std::nullopt, 443};
+  const broker::config::destination old{"old.example.com", std::nullopt, 443};
+  broker::config::policy_set one({layer(
+      R"({"allow": [{"host": "api.example.com"}, {"host": "old.example.com", "http2": false}]})")});
+  CHECK(one.check_connect(api).http2);
+  CHECK_FALSE(one.check_connect(old).http2);
+  CHECK(one.check_connect(old).allowed);
+  // Another layer's rule for the host says it too.
+  broker::config::policy_set two(
+      {layer(R"({"allow": [{"host": "*.example.com"}]})"),
+       layer(R"({"allow": [{"host": "api.example.com", "http2": false}]})")});
+  CHECK_FALSE(two.check_connect(api).http2);
+  // Only allow rules take it; it round-trips through policy check's JSON.
+  CHECK_THROWS_AS(layer(R"({"deny": [{"host": "x.test", "http2": false}]})"),
+                  broker::config::policy_error);
+  CHECK(broker::config::to_json(one.layers()[0])["allow"][1]["http2"] == false);
+  CHECK_FALSE(broker::config::to_json(one.layers()[0])["allow"][0].contains("http2"));
+}
