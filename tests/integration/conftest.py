@@ -70,6 +70,25 @@ def closed_port() -> int:
 # --------------------------------------------------------------------------------------------
 
 
+class Fields(dict):
+    """Header fields as an upstream got them, looked up whatever the case of their names (a
+    request that came over HTTP/2 has lower-case names; HTTP/1.1 names are case-insensitive)."""
+
+    def _name(self, key):
+        if dict.__contains__(self, key):
+            return key
+        return next((k for k in dict.keys(self) if k.lower() == key.lower()), key)
+
+    def __getitem__(self, key):
+        return dict.__getitem__(self, self._name(key))
+
+    def __contains__(self, key):
+        return dict.__contains__(self, self._name(key))
+
+    def get(self, key, default=None):
+        return dict.get(self, self._name(key), default)
+
+
 @dataclass
 class Pki:
     ca_cert: Path
@@ -179,7 +198,7 @@ class _EchoHandler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests.append({"method": self.command, "path": self.path,
                                          "peer": self.client_address[1],
-                                         "headers": dict(self.headers.items())})
+                                         "headers": Fields(self.headers.items())})
         c = re.fullmatch(r"/chunked/(\d+)", self.path.split("?")[0])
         if c:
             # HTTP/1.1 gets a chunked body; an HTTP/1.0 request gets one delimited by close.
