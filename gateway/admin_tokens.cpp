@@ -7,8 +7,10 @@
 #include <stdexcept>
 
 #include "base/text.hpp"
+#include "brokers/families.hpp"
 #include "gateway/redis_store.hpp"
 #include "gateway/session_record.hpp"
+#include "http/message.hpp"
 
 namespace broker::gateway {
 namespace {
@@ -61,17 +63,9 @@ nlohmann::ordered_json to_json(const admin_token_info& t) {
 }
 
 std::optional<base::secret> parse_bearer(std::string_view value) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  constexpr std::string_view scheme = "bearer";
-  if (value.size() <= scheme.size() + 1) return std::nullopt;
-  for (std::size_t i = 0; i < scheme.size(); ++i)
-    if ((value[i] | 0x20) != scheme[i]) return std::nullopt;
-  if (value[scheme.size()] != ' ') return std::nullopt;
-  value.remove_prefix(scheme.size() + 1);
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  if (value.empty()) return std::nullopt;
-  return base::secret(std::string(value));
+  const auto auth = brokers::parse_auth_value(value);
+  if (!auth || !http::iequals(auth->scheme, "bearer")) return std::nullopt;
+  return base::secret(std::string(auth->token));
 }
 
 admin_tokens::admin_tokens(std::shared_ptr<redis_store> redis) : redis_(std::move(redis)) {}

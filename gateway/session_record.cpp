@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "base/text.hpp"
+#include "brokers/families.hpp"
+#include "http/message.hpp"
 #include "session/audit_log.hpp"
 
 namespace broker::gateway {
@@ -114,16 +116,9 @@ std::string token_sha256(const base::secret& token) {
 }
 
 std::optional<proxy_credential> parse_proxy_authorization(std::string_view value) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  constexpr std::string_view scheme = "basic";
-  if (value.size() <= scheme.size() + 1) return std::nullopt;
-  for (std::size_t i = 0; i < scheme.size(); ++i)
-    if ((value[i] | 0x20) != scheme[i]) return std::nullopt;
-  if (value[scheme.size()] != ' ') return std::nullopt;
-  value.remove_prefix(scheme.size() + 1);
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  auto decoded = base::base64_decode(value);
+  const auto auth = brokers::parse_auth_value(value);
+  if (!auth || !http::iequals(auth->scheme, "basic")) return std::nullopt;
+  auto decoded = base::base64_decode(auth->token);
   if (!decoded) return std::nullopt;
   base::secret whole(std::move(*decoded));
   const auto text = whole.expose();
