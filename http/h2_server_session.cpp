@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "http/h2_memory.hpp"
+
 namespace broker::http {
 
 // What one stream holds: the request being read, the response being sent.
@@ -25,54 +27,6 @@ struct h2_server_session::stream_state {
   bool out_last = false;
   std::optional<std::vector<header_field>> trailers;
   bool responded = false;
-};
-
-// nghttp2's memory, counted: every block carries its size in front of it.
-struct h2_server_session::allocator {
-  nghttp2_mem mem{};
-  std::size_t bytes = 0;
-
-  static constexpr std::size_t header = alignof(std::max_align_t);
-
-  allocator() {
-    mem.mem_user_data = this;
-    mem.malloc = [](size_t size, void* self) { return static_cast<allocator*>(self)->take(size); };
-    mem.free = [](void* p, void* self) { static_cast<allocator*>(self)->give(p); };
-    mem.calloc = [](size_t n, size_t size, void* self) -> void* {
-      if (size != 0 && n > SIZE_MAX / size) return nullptr;
-      void* p = static_cast<allocator*>(self)->take(n * size);
-      if (p) std::memset(p, 0, n * size);
-      return p;
-    };
-    mem.realloc = [](void* p, size_t size, void* self) -> void* {
-      auto* a = static_cast<allocator*>(self);
-      if (!p) return a->take(size);
-      const std::size_t old = size_of(p);
-      void* fresh = a->take(size);
-      if (!fresh) return nullptr;
-      std::memcpy(fresh, p, std::min(old, size));
-      a->give(p);
-      return fresh;
-    };
-  }
-
-  static std::size_t size_of(void* p) {
-    std::size_t size;
-    std::memcpy(&size, static_cast<char*>(p) - header, sizeof size);
-    return size;
-  }
-  void* take(std::size_t size) {
-    char* block = static_cast<char*>(std::malloc(header + size));
-    if (!block) return nullptr;
-    std::memcpy(block, &size, sizeof size);
-    bytes += size;
-    return block + header;
-  }
-  void give(void* p) {
-    if (!p) return;
-    bytes -= size_of(p);
-    std::free(static_cast<char*>(p) - header);
-  }
 };
 
 namespace {
@@ -295,7 +249,7 @@ struct h2_server_session::callbacks {
 };
 
 h2_server_session::h2_server_session(handler& h, h2_limits limits)
-    : handler_(h), limits_(limits), allocator_(std::make_unique<allocator>()) {
+    : handler_(h), limits_(limits), memory_(std::make_unique<h2_memory>()) {
   nghttp2_session_callbacks* cbs = nullptr;
   nghttp2_option* options = nullptr;
   if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&options) != 0)
@@ -312,7 +266,7 @@ h2_server_session::h2_server_session(handler& h, h2_limits limits)
   nghttp2_option_set_max_continuations(options, limits_.max_continuations + 8);
   nghttp2_option_set_stream_reset_rate_limit(options, 2ull * limits_.max_resets_per_second + 1000,
                                              limits_.max_resets_per_second);
-  const int made = nghttp2_session_server_new3(&session_, cbs, this, options, &allocator_->mem);
+  const int made = nghttp2_session_server_new3(&session_, cbs, this, options, memory_->mem());
   nghttp2_option_del(options);
   nghttp2_session_callbacks_del(cbs);
   if (made != 0) throw std::bad_alloc();
@@ -475,7 +429,7 @@ void h2_server_session::calm_down() {
 }
 
 std::size_t h2_server_session::memory() const {
-  return allocator_->bytes + unsent_bytes_;
+  return memory_->bytes() + unsent_bytes_;
 }
 
 }  // namespace broker::http

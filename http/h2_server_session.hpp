@@ -33,6 +33,8 @@ struct nghttp2_session;
 
 namespace broker::http {
 
+class h2_memory;
+
 struct h2_limits {
   // Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS); a client over it gets its new
   // streams refused (RST_STREAM REFUSED_STREAM), and persistently over it, GOAWAY.
@@ -144,8 +146,7 @@ class h2_server_session {
 
   handler& handler_;
   const h2_limits limits_;
-  struct allocator;
-  std::unique_ptr<allocator> allocator_;
+  std::unique_ptr<h2_memory> memory_;  // before session_: it outlives the session
   nghttp2_session* session_ = nullptr;
   std::map<std::int32_t, std::unique_ptr<stream_state>> streams_;
   std::size_t unsent_bytes_ = 0;
