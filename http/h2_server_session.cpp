@@ -224,6 +224,17 @@ struct h2_server_session::callbacks {
     return 0;
   }
 
+  // A response that ended before its request did: the client is told to stop sending
+  // (RST_STREAM NO_ERROR, RFC 9113 §8.1), so what it sends no longer holds the connection's
+  // window, and the stream is closed rather than left half open.
+  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void*) {
+    const bool ends = (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+                      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    if (ends && nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    return 0;
+  }
+
   // The response body's source: the stream's unsent bytes.
   static ssize_t read_body(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length,
                            uint32_t* flags, nghttp2_data_source*, void* user_data) {
@@ -260,6 +271,7 @@ h2_server_session::h2_server_session(handler& h, h2_limits limits)
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, callbacks::on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, callbacks::on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, callbacks::on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, callbacks::on_frame_send);
   nghttp2_option_set_no_auto_window_update(options, 1);
   nghttp2_option_set_no_closed_streams(options, 1);
   // nghttp2's own limits stand behind the broker's counters, never before them.

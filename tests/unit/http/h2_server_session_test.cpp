@@ -166,6 +166,34 @@ TEST_CASE("h2: a reset from the client is told; its unread bytes do not hold the
   CHECK(c.responses[own].error == NGHTTP2_INTERNAL_ERROR);
 }
 
+TEST_CASE("h2: a stream answered whole before its body ends stops holding the connection", "[h2]") {
+  h2_limits limits;
+  limits.connection_window = 65535;  // the protocol's default: one stream can fill it
+  server s(limits);
+  s.handler.consume = false;
+  h2_client c;
+  const std::string part(60 * 1024, 'p');
+  const auto id = c.request("POST", "/refused", {}, &part, true);
+  pump(c, s.session);
+  CHECK(s.handler.bodies[id] == part);
+  // Answered (a refusal, say) while the client is still sending, nothing of it taken.
+  message_head refused;
+  refused.status = 403;
+  s.session.respond(id, refused, false);
+  s.session.send_data(id, "no", true);
+  pump(c, s.session);
+  CHECK(c.responses[id].status == 403);
+  CHECK(c.responses[id].body == "no");
+  // The client is told to stop sending (RST_STREAM NO_ERROR after the whole response, RFC 9113
+  // §8.1), and what it had sent no longer holds the connection's window.
+  CHECK(c.responses[id].closed);
+  CHECK(c.responses[id].error == NGHTTP2_NO_ERROR);
+  const auto next = c.request("POST", "/next", {}, &part);
+  pump(c, s.session);
+  CHECK(s.handler.bodies[next] == part);
+  CHECK(s.handler.resets.empty());
+}
+
 TEST_CASE("h2: streams over the concurrency limit are refused, the others go on", "[h2]") {
   h2_limits limits;
   limits.max_concurrent_streams = 3;
