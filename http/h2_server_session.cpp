@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "http/h2_fields.hpp"
 #include "http/h2_memory.hpp"
 
 namespace broker::http {
@@ -21,6 +22,7 @@ struct h2_server_session::stream_state {
   bool too_large = false;
   bool head_done = false;
   bool handler_done = false;   // reset() by the handler, or its response sent whole
+  bool answered = false;       // the response's last frame has gone
   std::size_t unconsumed = 0;  // body bytes given to the handler, not yet consumed()
   // The response.
   std::string out;  // body bytes not yet framed
@@ -28,53 +30,6 @@ struct h2_server_session::stream_state {
   std::optional<std::vector<header_field>> trailers;
   bool responded = false;
 };
-
-namespace {
-
-// RFC 9113 §8.2.2: fields that are about a connection, never sent in HTTP/2.
-bool connection_specific(std::string_view name) {
-  for (std::string_view f :
-       {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"})
-    if (iequals(name, f)) return true;
-  return false;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-nghttp2_nv field(const std::string& name, const std::string& value) {
-  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
-}
-
-// The header block of `fields` for nghttp2 (which copies it): lower-case names, without the
-// connection-specific ones. `first` (":status" and its value) goes in front when given.
-struct header_block {
-  std::vector<std::string> names, values;
-  std::vector<nghttp2_nv> nv;
-
-  header_block(const std::vector<header_field>& fields, std::string status = {}) {
-    names.reserve(fields.size() + 1);
-    values.reserve(fields.size() + 1);
-    if (!status.empty()) {
-      names.emplace_back(":status");
-      values.push_back(std::move(status));
-    }
-    for (const auto& f : fields) {
-      if (connection_specific(f.name)) continue;
-      names.push_back(lower(f.name));
-      values.push_back(f.value);
-    }
-    for (std::size_t i = 0; i < names.size(); ++i) nv.push_back(field(names[i], values[i]));
-  }
-};
-
-}  // namespace
 
 // The nghttp2 callbacks: each finds the session in user_data and does one small thing.
 struct h2_server_session::callbacks {
@@ -198,7 +153,7 @@ struct h2_server_session::callbacks {
                            size_t size, void* user_data) {
     auto& s = of(user_data);
     auto* st = s.find(id);
-    if (!st || st->too_large) {
+    if (!st || st->too_large || st->answered) {
       // Nobody takes these bytes: the client may send as many more.
       nghttp2_session_consume(session, id, size);
       return 0;
@@ -224,14 +179,18 @@ struct h2_server_session::callbacks {
     return 0;
   }
 
-  // A response that ended before its request did: the client is told to stop sending
-  // (RST_STREAM NO_ERROR, RFC 9113 §8.1), so what it sends no longer holds the connection's
-  // window, and the stream is closed rather than left half open.
-  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void*) {
+  // A response that ended before its request did: what the client sent and sends of the rest
+  // of its body is given back at once, so it never holds the connection's window. (Not
+  // RST_STREAM NO_ERROR, RFC 9113 §8.1: curl before 8.1 takes that for a failed transfer.)
+  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user_data) {
     const bool ends = (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
                       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-    if (ends && nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0)
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    if (!ends) return 0;
+    auto* st = of(user_data).find(frame->hd.stream_id);
+    if (!st) return 0;
+    st->answered = true;
+    if (st->unconsumed > 0) nghttp2_session_consume(session, frame->hd.stream_id, st->unconsumed);
+    st->unconsumed = 0;
     return 0;
   }
 
@@ -382,7 +341,7 @@ void h2_server_session::respond(std::int32_t stream, const message_head& head, b
   auto* st = find(stream);
   if (!st || st->responded) return;
   st->responded = true;
-  header_block block(head.headers, std::to_string(head.status));
+  header_block block(head.headers, {{":status", std::to_string(head.status)}});
   nghttp2_data_provider provider{};
   provider.read_callback = callbacks::read_body;
   if (end_stream) st->out_last = true;

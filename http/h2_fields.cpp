@@ -1,0 +1,46 @@
+#include "http/h2_fields.hpp"
+
+namespace broker::http {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+nghttp2_nv field(const std::string& name, const std::string& value) {
+  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+          NGHTTP2_NV_FLAG_NONE};
+}
+
+}  // namespace
+
+bool connection_specific(std::string_view name) {
+  for (std::string_view f :
+       {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"})
+    if (iequals(name, f)) return true;
+  return false;
+}
+
+header_block::header_block(const std::vector<header_field>& fields,
+                           std::vector<std::pair<std::string, std::string>> pseudo) {
+  names.reserve(fields.size() + pseudo.size());
+  values.reserve(fields.size() + pseudo.size());
+  for (auto& [name, value] : pseudo) {
+    names.push_back(std::move(name));
+    values.push_back(std::move(value));
+  }
+  for (const auto& f : fields) {
+    if (connection_specific(f.name)) continue;
+    names.push_back(lower(f.name));
+    values.push_back(f.value);
+  }
+  nv.reserve(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) nv.push_back(field(names[i], values[i]));
+}
+
+}  // namespace broker::http

@@ -1,0 +1,29 @@
+// Header fields to and from nghttp2's form, for both sides of HTTP/2 (h2_server_session,
+// h2_client_session): lower-case names, and none of the fields that are about a connection.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "http/message.hpp"
+
+namespace broker::http {
+
+// RFC 9113 §8.2.2: fields that are about a connection, never sent in HTTP/2.
+bool connection_specific(std::string_view name);
+
+// A header block for nghttp2 (which copies it): `pseudo` fields (":status", or ":method" and the
+// rest) in front, then `fields` with lower-case names and without the connection-specific ones.
+struct header_block {
+  std::vector<std::string> names, values;
+  std::vector<nghttp2_nv> nv;
+
+  header_block(const std::vector<header_field>& fields,
+               std::vector<std::pair<std::string, std::string>> pseudo = {});
+};
+
+}  // namespace broker::http
