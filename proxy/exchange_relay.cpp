@@ -20,31 +20,28 @@
 namespace broker::proxy {
 
 void http_exchange::release_upstream() {
-  // Only a connection whose last response was relayed whole may carry another request.
-  if (upstream_ && upstream_reusable_)
-    io_.pool.give_back(std::move(upstream_));
-  else
-    upstream_.reset();
+  // Only an upstream whose last response was relayed whole may carry another request.
+  if (upstream_ && upstream_reusable_ && upstream_->reusable()) upstream_->give_back(io_.pool);
+  upstream_.reset();
 }
 
 asio::awaitable<next_step> http_exchange::exchange_with_upstream(
-    const http::message_head& request, std::string head, const brokers::request_context& where) {
+    const http::message_head& request, const std::string& target, const request_target& to,
+    const brokers::request_context& where) {
   const bool client_keep_alive = io_.client.keep_alive();
-  // The head may carry a real value: wiped once sent, or however the exchange ends.
-  const base::wipe_on_exit wipe_head([&head] { base::wipe(head); });
+  upstream_->bind(io_.timer, timeouts().upstream, entry_);
   io_.timer.arm(timeouts().upstream, waiting_for::upstream);
-  auto [ec, n] = co_await upstream_->io.write(head);
-  base::wipe(head);
-  if (ec) co_return co_await refuse_unsent(ec);
-  entry_.bytes_out += n;
+  if (auto ec =
+          co_await upstream_->send_head(request, target, to.dest, to.scheme == "https", websocket_))
+    co_return co_await refuse_unsent(ec);
   const bool sent_whole = body_.has_value();
-  if (sent_whole && !co_await send_whole_body(request.chunked)) co_return next_step::close;
+  if (sent_whole && !co_await send_whole_body()) co_return next_step::close;
   if (!request.has_body || sent_whole) {
     const auto next = co_await relay_response(client_keep_alive);
     release_upstream();
     co_return next;
   }
-  co_return co_await relay_while_pumping(request, where, client_keep_alive);
+  co_return co_await relay_while_pumping(where, client_keep_alive);
 }
 
 asio::awaitable<next_step> http_exchange::refuse_unsent(const error_code& ec) {
@@ -52,36 +49,19 @@ asio::awaitable<next_step> http_exchange::refuse_unsent(const error_code& ec) {
   co_return co_await refuse(refusal::upstream_unreachable(entry_.host, ec.message()), false);
 }
 
-asio::awaitable<bool> http_exchange::send_whole_body(bool chunked) {
-  // Read whole before the head was signed; it goes up in the coding the client sent it in,
-  // framed around rather than copied (it may be tens of MiB), and is let go of, with its
-  // share of the held-bytes allowance, once sent.
-  const std::string& body = body_->bytes;
-  std::string before, after;
-  if (chunked) {
-    if (!body.empty()) {
-      http::append_chunk_size(before, body.size());
-      after = "\r\n";
-    }
-    http::frame_body(after, {}, true, true);
-  }
-  const std::array<std::string_view, 3> pieces{before, body, after};
-  for (std::string_view piece : pieces) {
-    if (piece.empty()) continue;
-    auto [ec, sent] = co_await upstream_->io.write(piece);
-    if (ec) {
-      co_await refuse_unsent(ec);
-      co_return false;
-    }
-    entry_.bytes_out += sent;
+asio::awaitable<bool> http_exchange::send_whole_body() {
+  // Read whole before the head was signed; it goes up in the coding the client sent it in, and
+  // is let go of, with its share of the held-bytes allowance, once sent.
+  if (auto ec = co_await upstream_->send_body(body_->bytes, true)) {
+    co_await refuse_unsent(ec);
+    co_return false;
   }
   if (plan_->holds_real()) base::wipe(body_->bytes);  // a token request's real refresh token
   body_.reset();
   co_return true;
 }
 
-asio::awaitable<next_step> http_exchange::relay_while_pumping(const http::message_head& request,
-                                                              const brokers::request_context& where,
+asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::request_context& where,
                                                               bool client_keep_alive) {
   const auto& credentials = io_.ctx.credentials();
   brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
@@ -97,7 +77,7 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const http::messag
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
     next_step next = next_step::close;
-    co_await base::race(pump_request_body(request.chunked, search ? &*search : nullptr, body_done),
+    co_await base::race(pump_request_body(search ? &*search : nullptr, body_done),
                         relay_response_into(client_keep_alive, next));
     if (body_done) {
       release_upstream();
@@ -143,24 +123,21 @@ asio::awaitable<void> http_exchange::relay_response_into(bool client_keep_alive,
 
 // What a scanned request body reuses from one piece to the next.
 struct http_exchange::scan_buffers {
-  std::string released, rewritten, wire;
+  std::string released, rewritten;
 };
 
-asio::awaitable<void> http_exchange::pump_request_body(bool chunked, body_search* search,
-                                                       bool& done) {
+asio::awaitable<void> http_exchange::pump_request_body(body_search* search, bool& done) {
   // Unsearched, the body goes up as the client framed it (the head went up with its framing).
-  const bool as_framed = !search && io_.client.carries_wire();
+  const bool as_framed = !search && io_.client.carries_wire() && upstream_->carries_wire();
   scan_buffers buffers;
   for (;;) {
     const auto piece = co_await io_.client.read_body(!as_framed);
     if (as_framed) {
-      if (!piece.wire.empty()) co_await write_request_body(piece.wire);
+      if (!piece.wire.empty()) co_await write_request_body(piece.wire, false, true);
     } else if (search) {
-      co_await pump_scanned_piece(piece, chunked, *search, buffers);
+      co_await pump_scanned_piece(piece, *search, buffers);
     } else {
-      buffers.wire.clear();
-      http::frame_body(buffers.wire, piece.data, chunked, piece.last);
-      if (!buffers.wire.empty()) co_await write_request_body(buffers.wire);
+      co_await write_request_body(piece.data, piece.last);
     }
     if (piece.last) break;
   }
@@ -170,10 +147,8 @@ asio::awaitable<void> http_exchange::pump_request_body(bool chunked, body_search
 }
 
 asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_piece& piece,
-                                                        bool chunked, body_search& search,
-                                                        scan_buffers& b) {
+                                                        body_search& search, scan_buffers& b) {
   b.released.clear();
-  b.wire.clear();
   if (auto stop = search.feed(piece.data, piece.last, b.released)) throw_stop(std::move(*stop));
   if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
     b.rewritten.clear();
@@ -181,14 +156,14 @@ asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_
     if (piece.last) rewriter->finish();
     b.released.swap(b.rewritten);
   }
-  http::frame_body(b.wire, b.released, chunked, piece.last);
-  if (!b.wire.empty()) co_await write_request_body(b.wire);
+  co_await write_request_body(b.released, piece.last);
 }
 
-asio::awaitable<void> http_exchange::write_request_body(std::string_view data) {
-  auto [ec, n] = co_await upstream_->io.write(data);
+asio::awaitable<void> http_exchange::write_request_body(std::string_view data, bool last,
+                                                        bool framed) {
+  const auto ec =
+      framed ? co_await upstream_->send_wire(data) : co_await upstream_->send_body(data, last);
   if (ec) throw upstream_error("upstream write failed: " + ec.message());
-  entry_.bytes_out += n;
 }
 
 }  // namespace broker::proxy

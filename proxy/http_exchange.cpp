@@ -9,6 +9,7 @@
 #include "proxy/address_guard.hpp"
 #include "proxy/ask_desk.hpp"
 #include "proxy/body_search.hpp"
+#include "proxy/h1_upstream_side.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/shared_admission.hpp"
 #include "proxy/target.hpp"
@@ -35,10 +36,6 @@ bool loopback_destination(const proxy_context& ctx, const config::destination& d
   if (auto mapped = apply_connect_to(ctx.options().connect_to, dest.host, dest.port))
     return is_loopback(mapped->host);
   return is_loopback(dest.host);
-}
-
-void insert_before_blank_line(std::string& head, std::string_view lines) {
-  head.insert(head.size() - 2, lines);
 }
 
 std::size_t count_headers(const http::message_head& head, std::string_view name) {
@@ -76,25 +73,6 @@ void drop_extension_offers(http::message_head& head) {
   std::erase_if(head.headers, [](const http::header_field& h) {
     return http::iequals(h.name, "sec-websocket-extensions");
   });
-}
-
-// The head as it goes upstream, to `target` (the brokers may have rewritten it).
-std::string upstream_head(const http::message_head& head, std::string_view target,
-                          const config::destination& dest, bool https, bool websocket) {
-  std::string out = http::serialize_request_head(head, target);
-  if (!head.find("host")) {
-    // HTTP/1.0 clients may omit Host; the upstream needs it (RFC 9112 §3.2).
-    const auto line_end = out.find("\r\n") + 2;
-    const bool default_port = dest.port == (https ? 443 : 80);
-    out.insert(line_end,
-               "Host: " +
-                   (default_port ? (dest.ip && !dest.ip->v4 ? "[" + dest.host + "]" : dest.host)
-                                 : to_string(dest)) +
-                   "\r\n");
-  }
-  // Connection and Upgrade are hop-by-hop; a WebSocket handshake needs them on this hop too.
-  if (websocket) insert_before_blank_line(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-  return out;
 }
 
 // The brokers' refusal; a dummy refused only because its credential names other programs says
@@ -237,15 +215,15 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
                                                         const config::policy_set& policy) {
   const bool https = to.scheme == "https";
   const std::string key = to.scheme + "://" + to_string(to.dest);
-  upstream_ = io_.pool.take(key);
-  if (!upstream_) {
+  auto conn = io_.pool.take(key);
+  if (!conn) {
     arm_for_dial();
     auto opened = co_await open_upstream(io_.ctx, policy, to.dest, https, key);
     if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
-    upstream_ = std::move(opened.conn);
+    conn = std::move(opened.conn);
   }
-  std::string out = upstream_head(head, target, to.dest, https, websocket_);
-  co_return co_await exchange_with_upstream(head, std::move(out), where);
+  upstream_ = std::make_unique<h1_upstream_side>(std::move(conn));
+  co_return co_await exchange_with_upstream(head, target, to, where);
 }
 
 asio::awaitable<next_step> http_exchange::answer_locally(const std::string& credential,

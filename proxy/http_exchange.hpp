@@ -29,6 +29,7 @@
 #include "proxy/refusal.hpp"
 #include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
+#include "proxy/upstream_side.hpp"
 #include "session/log.hpp"
 
 namespace broker::brokers {
@@ -132,27 +133,29 @@ class http_exchange {
   static std::string whole_body_too_large(const body_reading& r);
   // A search's stop as the refusal (a value's credential named in the record).
   refusal stopped(const body_reading& r, const search_stop& stop);
+  // The head up, then the body (held whole, or pumped while the response comes down).
   asio::awaitable<next_step> exchange_with_upstream(const http::message_head& request,
-                                                    std::string head,
+                                                    const std::string& target,
+                                                    const request_target& to,
                                                     const brokers::request_context& where);
   // A write up failed before any of the response: the upstream is let go of, the client gets 502.
   asio::awaitable<next_step> refuse_unsent(const error_code& ec);
   // The body read whole (body_) up after the head, then let go of; false when a write failed.
-  asio::awaitable<bool> send_whole_body(bool chunked);
+  asio::awaitable<bool> send_whole_body();
   // The request body pumped up while the response comes down.
-  asio::awaitable<next_step> relay_while_pumping(const http::message_head& request,
-                                                 const brokers::request_context& where,
+  asio::awaitable<next_step> relay_while_pumping(const brokers::request_context& where,
                                                  bool client_keep_alive);
   void release_upstream();
   // The request body up, searched when `search` is set (the session brokers credentials).
-  asio::awaitable<void> pump_request_body(bool chunked, body_search* search, bool& done);
+  asio::awaitable<void> pump_request_body(body_search* search, bool& done);
   // What a scanned request body reuses from one piece to the next (exchange_relay.cpp).
   struct scan_buffers;
-  // A piece decoded, searched, rewritten and framed again; throws before a value goes up.
-  asio::awaitable<void> pump_scanned_piece(const client_side::body_piece& piece, bool chunked,
+  // A piece decoded, searched and rewritten before it goes up; throws before a value goes up.
+  asio::awaitable<void> pump_scanned_piece(const client_side::body_piece& piece,
                                            body_search& search, scan_buffers& b);
-  // Request body bytes to the upstream, counted; a failed write ends the exchange.
-  asio::awaitable<void> write_request_body(std::string_view data);
+  // Request body bytes to the upstream (framed by it, or `framed` already); a failed write ends
+  // the exchange.
+  asio::awaitable<void> write_request_body(std::string_view data, bool last, bool framed = false);
   // The response down (response_relay.hpp); what the client's connection does next.
   asio::awaitable<next_step> relay_response(bool client_keep_alive);
   // The same, its result stored, to race the request body's pump (race() takes void coroutines).
@@ -174,7 +177,7 @@ class http_exchange {
   bool loopback_ = false;   // the destination is a loopback address (brokers::request_context)
   // The upstream connection may carry another request: its response was relayed whole.
   bool upstream_reusable_ = false;
-  std::unique_ptr<upstream_connection> upstream_;
+  std::unique_ptr<upstream_side> upstream_;
   std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response (views into plan_)
   session::llm_api llm_{};                              // which LLM API the request calls, if any
   // What the credential brokers decided for the request, and what it still needs: the body

@@ -13,9 +13,9 @@
 namespace broker::proxy {
 
 asio::awaitable<next_step> response_relay::run(const std::string& method, bool client_keep_alive) {
-  std::optional<http::parser> response;
-  if (!co_await read_final_head(method, response)) co_return next_step::close;
-  const http::message_head& head = response->head();
+  const auto response = co_await read_final_head(method);
+  if (!response.head) co_return next_step::close;
+  const http::message_head& head = *response.head;
   if (head.status == 101) co_return co_await websocket_relay(ex_).run(head);
   if (auto refused = coded_body_refusal(head)) co_return co_await ex_.refuse(*refused, false);
   // A body delimited by the upstream's close is delimited the same way for the client.
@@ -23,104 +23,71 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
   const bool keep_client = client_keep_alive && !until_close && ex_.io_.client.keep_alive();
   const auto next = keep_client ? next_step::keep_alive : next_step::close;
   if (const std::size_t limit = ex_.plan_ ? ex_.plan_->response_whole_body(head.status) : 0;
-      limit > 0 && !response->message_done()) {
-    co_await relay_rewritten_body(*response, limit, keep_client);
+      limit > 0 && !response.complete) {
+    co_await relay_rewritten_body(*response.head, limit, keep_client);
     co_return next;
   }
   ex_.response_started_ = true;
   ex_.entry_.status = head.status;
 
-  if (response->message_done()) {
+  if (response.complete) {
     ex_.upstream_reusable_ = true;
     if (!ex_.finish(head.status, true)) throw audit_failed();
     co_await ex_.io_.client.send_head(head, keep_client, true);
   } else {
     co_await ex_.io_.client.send_head(head, keep_client, false);
     auto meter = usage_meter(head);
-    co_await relay_body(*response, head, meter ? &*meter : nullptr);
+    co_await relay_body(head, meter ? &*meter : nullptr);
   }
-  ex_.upstream_reusable_ =
-      ex_.upstream_reusable_ && response->keep_alive() && ex_.upstream_->in.empty();
   co_return next;
 }
 
-asio::awaitable<bool> response_relay::read_final_head(const std::string& method,
-                                                      std::optional<http::parser>& response) {
+asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
+    const std::string& method) {
+  using failure = upstream_side::response_head::failure;
+  auto& up = *ex_.upstream_;
   int interim = 0;
   for (;;) {
-    response.emplace(http::parser::kind::response, method);
-    if (!co_await read_response_head(*response)) co_return false;
-    auto& head = response->head();
+    auto response = co_await up.read_head(method);
+    if (response.failed == failure::malformed) {
+      co_await ex_.refuse(refusal::upstream_protocol_error(
+                              ex_.entry_.host, "malformed response: " + response.detail),
+                          false);
+      co_return upstream_side::response_head{};
+    }
+    if (response.failed == failure::closed) {
+      co_await ex_.refuse(
+          refusal::upstream_unreachable(ex_.entry_.host, "connection closed before a response"),
+          false);
+      co_return upstream_side::response_head{};
+    }
+    if (!response.head) co_return response;  // the request body failed first
+    auto& head = *response.head;
     scrub_head(head);
-    if (head.status >= 200) co_return true;
+    if (head.status >= 200) co_return response;
     // Each interim response re-arms the deadline; a bound keeps an upstream from holding the
     // exchange open forever with them.
     if (++interim > limits::max_interim_responses) {
       co_await ex_.refuse(
           refusal::upstream_protocol_error(ex_.entry_.host, "too many interim responses"), false);
-      co_return false;
+      co_return upstream_side::response_head{};
     }
-    if (head.status == 101) co_return true;  // nothing HTTP follows it
+    if (head.status == 101) co_return response;  // nothing HTTP follows it
     co_await ex_.io_.client.send_interim(head);
   }
 }
 
-asio::awaitable<bool> response_relay::read_response_head(http::parser& response) {
-  auto& up = *ex_.upstream_;
-  for (;;) {
-    if (!up.in.empty()) {
-      const auto r = response.feed(up.in.view());
-      up.in.consume(r.consumed);
-      ex_.entry_.bytes_in += r.consumed;
-      if (r.status == http::parse_status::head_complete ||
-          r.status == http::parse_status::message_complete)
-        co_return true;
-      if (r.status == http::parse_status::error) {
-        co_await ex_.refuse(refusal::upstream_protocol_error(
-                                ex_.entry_.host, "malformed response: " + response.error_reason()),
-                            false);
-        co_return false;
-      }
-    }
-    auto [ec, n] = co_await up.io.read_some(up.in.space());
-    if (ec == asio::error::operation_aborted) co_return false;  // the request body failed first
-    if (ec) {
-      co_await ex_.refuse(
-          refusal::upstream_unreachable(ex_.entry_.host, "connection closed before a response"),
-          false);
-      co_return false;
-    }
-    up.in.commit(n);
-    ex_.io_.timer.arm(ex_.timeouts().upstream, waiting_for::upstream);
-  }
-}
-
-asio::awaitable<void> response_relay::relay_rewritten_body(http::parser& response,
+asio::awaitable<void> response_relay::relay_rewritten_body(http::message_head& head,
                                                            std::size_t limit, bool keep_client) {
   auto& up = *ex_.upstream_;
   std::string body;  // holds new real values until rewritten
   const base::wipe_on_exit wipe_body([&body] { base::wipe(body); });
   for (;;) {
-    if (!up.in.empty()) {
-      const auto r = response.feed(up.in.view(), &body);
-      if (r.status == http::parse_status::error)
-        throw upstream_error("malformed response body: " + response.error_reason());
-      ex_.entry_.bytes_in += r.consumed;
-      up.in.consume(r.consumed);
-      if (body.size() > limit) throw upstream_error("token response larger than the broker reads");
-      if (r.status == http::parse_status::message_complete) break;
-    }
-    auto [ec, n] = co_await up.io.read_some(up.in.space());
-    if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) {
-      if (response.finish().status != http::parse_status::message_complete)
-        throw upstream_error("upstream closed mid-response");
-      break;
-    }
-    if (ec) throw upstream_error("upstream read failed: " + ec.message());
-    up.in.commit(n);
-    ex_.io_.timer.arm(ex_.timeouts().upstream, waiting_for::upstream);
+    const auto piece = co_await up.read_body(true);
+    body.append(piece.data);
+    if (body.size() > limit) throw upstream_error("token response larger than the broker reads");
+    if (piece.last) break;
   }
-  http::message_head& head = response.head();
   ex_.plan_->rewrite_response(head.status, body);
   // Real values the rewrite did not know of are still scrubbed.
   std::string scrubbed;
@@ -138,7 +105,7 @@ asio::awaitable<void> response_relay::relay_rewritten_body(http::parser& respons
   head.chunked = false;
   head.content_length = body.size();
   ex_.response_started_ = true;
-  ex_.upstream_reusable_ = response.keep_alive() && up.in.empty();
+  ex_.upstream_reusable_ = true;
   if (!ex_.finish(head.status, true)) throw audit_failed();
   co_await ex_.io_.client.send_head(head, keep_client, false);
   co_await ex_.io_.client.send_body(body, true);
@@ -166,84 +133,54 @@ std::optional<session::llm_usage_meter> response_relay::usage_meter(
 }
 
 // A response body on its way down: what it passes through, and the buffers it reuses from one
-// read to the next.
+// piece to the next.
 struct response_relay::body_relay {
-  http::parser& response;
   const http::message_head& head;
   session::llm_usage_meter* meter;                // null when the body is not metered
   std::optional<brokers::stream_scrubber> scrub;  // empty when there is nothing to scrub
   bool as_framed;  // the upstream's bytes go to the client as they came, framing and all
-  std::string decoded, released;
+  std::string released;
 };
 
-asio::awaitable<void> response_relay::relay_body(http::parser& response,
-                                                 const http::message_head& head,
+asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
                                                  session::llm_usage_meter* meter) {
   auto& up = *ex_.upstream_;
-  body_relay body{response, head, meter, std::nullopt, false, {}, {}};
+  body_relay body{head, meter, std::nullopt, false, {}};
   if (!ex_.scrub_patterns_.empty()) body.scrub.emplace(ex_.scrub_patterns_);
-  body.as_framed = !body.scrub && ex_.io_.client.carries_wire();
+  body.as_framed = !body.scrub && ex_.io_.client.carries_wire() && up.carries_wire();
+  const bool decode = body.scrub || body.meter || !body.as_framed;
   for (;;) {
-    if (!up.in.empty() && co_await relay_body_bytes(body)) {
-      ex_.upstream_reusable_ = true;
-      co_return;
-    }
     // The head goes out with the first body bytes when they are already here (one write, one
     // TLS record, one wake-up of the client); with nothing to go with, alone rather than wait.
-    co_await ex_.io_.client.flush();
-    auto [ec, n] = co_await up.io.read_some(up.in.space());
-    if (ec == asio::error::eof ||
-        (ec == asio::ssl::error::stream_truncated && !head.chunked && !head.content_length)) {
-      co_await end_body_at_close(body);
-      co_return;  // read until close: not reusable
+    if (!up.has_buffered()) co_await ex_.io_.client.flush();
+    const auto piece = co_await up.read_body(decode);
+    co_await relay_piece(body, piece);
+    if (piece.last) {
+      // Only a body read whole to its framed end leaves the connection fit for another request.
+      ex_.upstream_reusable_ = !piece.at_close;
+      co_return;
     }
-    if (ec) throw upstream_error("upstream read failed: " + ec.message());
-    up.in.commit(n);
-    ex_.io_.timer.arm(ex_.timeouts().upstream, waiting_for::upstream);
   }
 }
 
-asio::awaitable<bool> response_relay::relay_body_bytes(body_relay& b) {
-  auto& up = *ex_.upstream_;
-  // Only chunked bodies need decoding; otherwise the bytes consumed are the body itself.
-  const bool decode = (b.scrub || b.meter || !b.as_framed) && b.head.chunked;
-  const auto r = b.response.feed(up.in.view(), decode ? &b.decoded : nullptr);
-  if (r.status == http::parse_status::error)
-    throw upstream_error("malformed response body: " + b.response.error_reason());
-  ex_.entry_.bytes_in += r.consumed;
-  const bool last = r.status == http::parse_status::message_complete;
-  const auto raw = up.in.view().substr(0, r.consumed);
+asio::awaitable<void> response_relay::relay_piece(body_relay& b,
+                                                  const upstream_side::body_piece& piece) {
   if (b.meter) {
-    b.meter->feed(decode ? std::string_view(b.decoded) : raw);
-    if (last) account_llm_usage(*b.meter);
+    b.meter->feed(piece.data);
+    if (piece.last) account_llm_usage(*b.meter);
   }
   // The record is written before the response completes (DESIGN §7).
-  if (last && !ex_.finish(b.head.status, true)) throw audit_failed();
-  const std::string_view data = decode ? std::string_view(b.decoded) : raw;
-  if (b.as_framed) {
-    co_await ex_.io_.client.send_wire(raw);
+  if (piece.last && !ex_.finish(b.head.status, true)) throw audit_failed();
+  if (b.as_framed && !piece.at_close) {
+    co_await ex_.io_.client.send_wire(piece.wire);
   } else if (!b.scrub) {
-    co_await ex_.io_.client.send_body(data, last);
+    co_await ex_.io_.client.send_body(piece.data, piece.last);
   } else {
-    b.scrub->feed(data, b.released);
-    if (last) b.scrub->finish(b.released);
-    co_await ex_.io_.client.send_body(b.released, last);
+    b.released.clear();
+    b.scrub->feed(piece.data, b.released);
+    if (piece.last) b.scrub->finish(b.released);
+    co_await ex_.io_.client.send_body(b.released, piece.last);
   }
-  up.in.consume(r.consumed);
-  b.decoded.clear();
-  b.released.clear();
-  co_return last;
-}
-
-asio::awaitable<void> response_relay::end_body_at_close(body_relay& b) {
-  // Read-until-close ends here (a missing close_notify is tolerated only there, where the
-  // length is unknown anyway, as browsers and curl do).
-  if (b.response.finish().status != http::parse_status::message_complete)
-    throw upstream_error("upstream closed mid-response");
-  if (b.meter) account_llm_usage(*b.meter);
-  if (!ex_.finish(b.head.status, true)) throw audit_failed();
-  if (b.scrub) b.scrub->finish(b.released);
-  co_await ex_.io_.client.send_body(b.released, true);
 }
 
 void response_relay::account_llm_usage(session::llm_usage_meter& meter) {

@@ -11,9 +11,9 @@
 #include <string>
 
 #include "base/asio.hpp"
-#include "http/parser.hpp"
 #include "proxy/client_side.hpp"
 #include "proxy/refusal.hpp"
+#include "proxy/upstream_side.hpp"
 
 namespace broker::session {
 class llm_usage_meter;
@@ -31,28 +31,22 @@ class response_relay {
   asio::awaitable<next_step> run(const std::string& method, bool client_keep_alive);
 
  private:
-  // Up to the final response's head (or a 101's) in `response`, interim (1xx) responses passed
-  // on; false when the exchange ended first (answered with a refusal, or abandoned).
-  asio::awaitable<bool> read_final_head(const std::string& method,
-                                        std::optional<http::parser>& response);
-  // One head into `response`; false when there is none (refused, or the request body failed).
-  asio::awaitable<bool> read_response_head(http::parser& response);
+  // Up to the final response's head (or a 101's), interim (1xx) responses passed on; no head
+  // when the exchange ended first (answered with a refusal, or abandoned).
+  asio::awaitable<upstream_side::response_head> read_final_head(const std::string& method);
   // A body a credential step rewrites whole (an OAuth token response's new tokens become
   // dummies): read decoded, at most `limit` bytes, and sent with its new length.
-  asio::awaitable<void> relay_rewritten_body(http::parser& response, std::size_t limit,
+  asio::awaitable<void> relay_rewritten_body(http::message_head& head, std::size_t limit,
                                              bool keep_client);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<refusal> coded_body_refusal(const http::message_head& head) const;
   // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
-  asio::awaitable<void> relay_body(http::parser& response, const http::message_head& head,
-                                   session::llm_usage_meter* meter);
+  asio::awaitable<void> relay_body(const http::message_head& head, session::llm_usage_meter* meter);
   // A response body on its way down, and its buffers.
   struct body_relay;
-  // The body bytes in the upstream's buffer to the client; true at the body's end.
-  asio::awaitable<bool> relay_body_bytes(body_relay& b);
-  // A body delimited by the upstream's close, ended and recorded; anything else is an error.
-  asio::awaitable<void> end_body_at_close(body_relay& b);
+  // One piece of the body to the client: metered, recorded at the end, scrubbed.
+  asio::awaitable<void> relay_piece(body_relay& b, const upstream_side::body_piece& piece);
   // The finished meter's tokens into the record and the budget.
   void account_llm_usage(session::llm_usage_meter& meter);
   // Real values (and the exchange's rewritten header values) back to what the client knows.

@@ -146,7 +146,7 @@ asio::awaitable<next_step> websocket_relay::run(const http::message_head& head) 
 }
 
 asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client) {
-  auto& up = *ex_.upstream_;
+  auto up = *ex_.upstream_->raw();  // an HTTP/1.1 connection: WebSockets are dialed on it
   auto& entry = ex_.entry_;
   const auto& credentials = ex_.io_.ctx.credentials();
   const bool plaintext = entry.scheme == "http";

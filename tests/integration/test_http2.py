@@ -91,6 +91,30 @@ def test_a_large_body_goes_up_and_a_large_response_comes_down(session, tls_upstr
     assert r.status == 200 and len(r.body) == 8388608, r.stderr
 
 
+def test_a_body_of_unknown_length_goes_up_chunked(session, tls_upstream, tmp_path):
+    """An h2 request body may come without Content-Length (curl -T from a pipe); an HTTP/1.1
+    upstream gets it chunked, whole."""
+    import hashlib
+    import os
+    import threading
+    data = os.urandom(300 * 1024)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+
+    def feed():
+        with open(pipe, "wb") as f:
+            f.write(data)
+    writer = threading.Thread(target=feed)
+    writer.start()
+    r = curl(url(tls_upstream.port, "/repos/o/r/blob"), proxy=session.proxy,
+             cacert=session.ca_cert, http="2", args=["-T", str(pipe)])
+    writer.join()
+    assert r.status == 200 and r.versions == ["2"], r.stderr
+    assert r.json()["body_sha256"] == hashlib.sha256(data).hexdigest()
+    seen = tls_upstream.requests[-1]["headers"]
+    assert seen.get("transfer-encoding") == "chunked" and "content-length" not in seen
+
+
 def test_a_client_offering_only_http11_stays_on_it(session, tls_upstream):
     r = curl(url(tls_upstream.port, "/user"), proxy=session.proxy, cacert=session.ca_cert)
     assert r.status == 200 and r.versions == ["1.1"]
