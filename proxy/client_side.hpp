@@ -8,12 +8,14 @@
 
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "base/asio.hpp"
 
 namespace broker::http {
 struct message_head;
-}
+struct header_field;
+}  // namespace broker::http
 
 namespace broker::proxy {
 
@@ -60,6 +62,9 @@ class client_side {
   // Body bytes already framed as HTTP/1.1 frames them under the head sent (the upstream's own
   // framing, passed through); only on a side that carries_wire().
   virtual asio::awaitable<void> send_wire(std::string_view framed) = 0;
+  // Trailer fields after the body's last bytes: the response's end. A side that cannot carry
+  // them ends the body without them.
+  virtual asio::awaitable<void> send_trailers(const std::vector<http::header_field>& fields) = 0;
   virtual asio::awaitable<void> flush() = 0;
 
   // A refusal (DESIGN §6) as the whole response.

@@ -37,6 +37,11 @@ class h1_client_side final : public client_side {
                                   bool complete) override;
   asio::awaitable<void> send_body(std::string_view data, bool last) override;
   asio::awaitable<void> send_wire(std::string_view framed) override;
+  // HTTP/1.1 clients get the body's end without the fields (as an HTTP/1.1 upstream's trailers
+  // never reach them either).
+  asio::awaitable<void> send_trailers(const std::vector<http::header_field>&) override {
+    co_await send_body({}, true);
+  }
   asio::awaitable<void> flush() override;
   asio::awaitable<void> send_refusal(const refusal& r, std::string_view host,
                                      std::string_view session, bool keep_alive) override;

@@ -10,16 +10,13 @@
 
 #include "base/race.hpp"
 #include "proxy/http_exchange.hpp"
+#include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
 #include "proxy/target.hpp"
 
 namespace broker::proxy {
 
 namespace {
-
-// Response bytes a stream may have given and not yet sent before it waits for the client's
-// window: what bounds a connection's memory with a slow reader.
-constexpr std::size_t max_unsent_per_stream = 256 * 1024;
 
 constexpr auto forever = std::chrono::steady_clock::time_point::max();
 
@@ -87,12 +84,20 @@ class h2_connection::h2_stream final : public client_side {
     answered = last;
     c_.wake_writer();
     // The client's window decides how fast this goes; hold no more than the bound meanwhile.
-    while (!gone && c_.session_.unsent(id) > max_unsent_per_stream) co_await wait();
+    while (!gone && c_.session_.unsent(id) > limits::max_unsent_per_h2_stream) co_await wait();
     ensure_open();
   }
 
   asio::awaitable<void> send_wire(std::string_view) override {
     throw std::logic_error("an HTTP/2 stream carries no HTTP/1.1 framing");
+    co_return;
+  }
+
+  asio::awaitable<void> send_trailers(const std::vector<http::header_field>& fields) override {
+    ensure_open();
+    c_.session_.send_trailers(id, fields);
+    answered = true;
+    c_.wake_writer();
     co_return;
   }
 
@@ -110,9 +115,7 @@ class h2_connection::h2_stream final : public client_side {
 
   // The refusal given to the session at once (no wait): also from outside the exchange.
   void refuse_now(const refusal& r, std::string_view host, std::string_view session) {
-    const std::string body = refusal_body(r, host, session);
-    c_.session_.respond(id, refusal_head(r, body.size()), false);
-    c_.session_.send_data(id, body, true);
+    c_.respond_refused(id, request.head, r, host, session);
     answered = true;
     c_.wake_writer();
   }
@@ -237,8 +240,19 @@ void h2_connection::on_request(std::int32_t id, http::h2_request request, bool e
 }
 
 void h2_connection::on_head_too_large(std::int32_t id) {
-  const auto r = refusal::header_too_large();
-  const std::string body = refusal_body(r, s_.ctx->scrub(s_.dest.host), s_.ctx->session_id());
+  respond_refused(id, {}, refusal::header_too_large(), s_.ctx->scrub(s_.dest.host),
+                  s_.ctx->session_id());
+}
+
+void h2_connection::respond_refused(std::int32_t id, const http::message_head& request,
+                                    const refusal& r, std::string_view host,
+                                    std::string_view session) {
+  const std::string body = refusal_body(r, host, session);
+  const std::string* type = request.find("content-type");
+  if (type && type->starts_with("application/grpc")) {
+    session_.respond(id, grpc_refusal_head(r, body), true);
+    return;
+  }
   session_.respond(id, refusal_head(r, body.size()), false);
   session_.send_data(id, body, true);
 }
@@ -272,10 +286,6 @@ std::optional<refusal> h2_connection::check_target(const http::h2_request& reque
     return refusal::host_mismatch("the request's :authority and Host disagree");
   if (head.target.empty() || (head.target.front() != '/' && head.target != "*"))
     return refusal::bad_request("the request's :path is not a path");
-  // gRPC needs HTTP/2 (and its trailers) all the way, and upstreams are HTTP/1.1 here so far.
-  if (const auto* type = head.find("content-type"); type && type->starts_with("application/grpc"))
-    return refusal::upstream_protocol_error(
-        s_.dest.host, "gRPC needs HTTP/2 to the upstream, which this broker does not speak yet");
   return std::nullopt;
 }
 

@@ -67,6 +67,10 @@ class h2_connection final : private http::h2_server_session::handler {
   // own, a target or authority that is not the CONNECT host, a CONNECT inside it).
   std::optional<refusal> check_target(const http::h2_request& request) const;
   void wake_writer();
+  // A refusal as the stream's whole response: the JSON of DESIGN §6, or for a gRPC `request` the
+  // gRPC status clients show.
+  void respond_refused(std::int32_t id, const http::message_head& request, const refusal& r,
+                       std::string_view host, std::string_view session);
   // The connection's deadline: idle while no stream is open, else the streams' own.
   void arm_idle();
   // Streams waiting for the client's window: what they gave may have left.

@@ -10,6 +10,7 @@
 #include "proxy/ask_desk.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/h1_upstream_side.hpp"
+#include "proxy/h2_upstream.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/shared_admission.hpp"
 #include "proxy/target.hpp"
@@ -69,6 +70,11 @@ void ask_for_identity(http::message_head& head) {
 
 // permessage-deflate (RFC 7692) would compress the frames past the checks and the scrubber:
 // the offer does not go upstream, so the connection is uncompressed (RFC 6455 §9.1).
+bool is_grpc(const http::message_head& head) {
+  const std::string* type = head.find("content-type");
+  return type && type->starts_with("application/grpc");
+}
+
 void drop_extension_offers(http::message_head& head) {
   std::erase_if(head.headers, [](const http::header_field& h) {
     return http::iequals(h.name, "sec-websocket-extensions");
@@ -108,6 +114,7 @@ asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::polic
   const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query, {entry_.exe});
   entry_.rule = verdict.rule;
   entry_.would_deny = verdict.would_deny;
+  http2_allowed_ = verdict.http2;
   if (verdict.ambiguous_path) co_return refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) {
     if (verdict.askable && io_.ctx.learns()) {
@@ -215,15 +222,57 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
                                                         const config::policy_set& policy) {
   const bool https = to.scheme == "https";
   const std::string key = to.scheme + "://" + to_string(to.dest);
-  auto conn = io_.pool.take(key);
-  if (!conn) {
+  // HTTP/2 up when the upstream offers it; not for a WebSocket (no extended CONNECT), nor where
+  // a rule says "http2": false.
+  const bool may_h2 = https && !websocket_ && http2_allowed_;
+  const bool grpc = is_grpc(head);
+  upstream_ = pooled_upstream(key, may_h2, grpc);
+  if (!upstream_ && may_h2 && io_.pool.dialing(key)) {
+    // A dial that may bring an HTTP/2 connection is under way: its streams are shared.
     arm_for_dial();
-    auto opened = co_await open_upstream(io_.ctx, policy, to.dest, https, key);
-    if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
-    conn = std::move(opened.conn);
+    co_await io_.pool.wait_for_dial(key);
+    upstream_ = pooled_upstream(key, may_h2, grpc);
   }
-  upstream_ = std::make_unique<h1_upstream_side>(std::move(conn));
+  if (!upstream_) {
+    arm_for_dial();
+    if (may_h2) io_.pool.dial_started(key);
+    const base::wipe_on_exit dial_over([&] {
+      if (may_h2) io_.pool.dial_ended(key);
+    });
+    auto opened = co_await open_upstream(io_.ctx, policy, to.dest, https, key, may_h2);
+    if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
+    if (opened.h2) {
+      auto c = std::make_shared<h2_upstream>(std::move(opened.conn));
+      c->start();
+      io_.pool.keep_h2(c);
+      upstream_ = c->open_stream();
+    } else {
+      upstream_ = std::make_unique<h1_upstream_side>(std::move(opened.conn));
+    }
+  }
+  if (grpc && (!upstream_ || upstream_->carries_wire())) {
+    upstream_.reset();
+    co_return co_await refuse(
+        refusal::upstream_protocol_error(
+            entry_.host, "gRPC needs HTTP/2 to the upstream, which answered in HTTP/1.1 only"),
+        to.keep_after_refusal);
+  }
+  if (!upstream_)
+    co_return co_await refuse(
+        refusal::upstream_unreachable(entry_.host, "no HTTP/2 stream could start"),
+        to.keep_after_refusal);
   co_return co_await exchange_with_upstream(head, target, to, where);
+}
+
+std::unique_ptr<upstream_side> http_exchange::pooled_upstream(const std::string& key, bool may_h2,
+                                                              bool grpc) {
+  if (may_h2)
+    if (auto c = io_.pool.h2_for(key))
+      if (auto stream = c->open_stream()) return stream;
+  // gRPC never goes over HTTP/1.1: it dials, offering h2.
+  if (grpc) return nullptr;
+  if (auto conn = io_.pool.take(key)) return std::make_unique<h1_upstream_side>(std::move(conn));
+  return nullptr;
 }
 
 asio::awaitable<next_step> http_exchange::answer_locally(const std::string& credential,

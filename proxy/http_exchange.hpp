@@ -119,6 +119,9 @@ class http_exchange {
                                            const std::string& target, const request_target& to,
                                            const brokers::request_context& where,
                                            const config::policy_set& policy);
+  // A stream of a pooled HTTP/2 connection (`may_h2`), else an idle HTTP/1.1 connection (not for
+  // gRPC); null when neither.
+  std::unique_ptr<upstream_side> pooled_upstream(const std::string& key, bool may_h2, bool grpc);
   // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
   asio::awaitable<next_step> answer_locally(const std::string& credential, const std::string& json,
                                             bool keep_alive);
@@ -173,8 +176,9 @@ class http_exchange {
   std::chrono::steady_clock::time_point start_;
   bool active_ = true;
   bool response_started_ = false;
-  bool websocket_ = false;  // the request asked for Upgrade: websocket
-  bool loopback_ = false;   // the destination is a loopback address (brokers::request_context)
+  bool websocket_ = false;     // the request asked for Upgrade: websocket
+  bool loopback_ = false;      // the destination is a loopback address (brokers::request_context)
+  bool http2_allowed_ = true;  // no rule keeps the host on HTTP/1.1 ("http2": false)
   // The upstream connection may carry another request: its response was relayed whole.
   bool upstream_reusable_ = false;
   std::unique_ptr<upstream_side> upstream_;

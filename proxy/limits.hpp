@@ -9,6 +9,10 @@ namespace broker::proxy::limits {
 // tunnel's upward copies), each upstream connection's, and the tunnel's downward copies. Held
 // only while bytes move: an idle connection gives its blocks back.
 inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;
+// Body bytes an HTTP/2 stream may have given and not yet sent (the peer's window decides how
+// fast they go) before it waits: what bounds a connection's memory with a slow reader, both
+// toward clients (h2_connection) and toward upstreams (h2_upstream).
+inline constexpr std::size_t max_unsent_per_h2_stream = 256 * 1024;
 // A tunnel direction switches from copying to splice(2) after this many reads in a row of at
 // least splice_read_bytes: a bulk transfer. Small exchanges (API calls, a TLS handshake) stay on
 // the copy path, which is cheaper than splice for a few hundred bytes at a time.

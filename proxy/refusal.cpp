@@ -256,6 +256,58 @@ http::message_head refusal_head(const refusal& r, std::size_t body_size) {
   return head;
 }
 
+http::message_head grpc_refusal_head(const refusal& r, std::string_view body) {
+  // gRPC status codes (grpc/doc/statuscodes.md) for the HTTP statuses refusals use.
+  int code = 13;  // INTERNAL
+  switch (r.status) {
+    case 400:
+    case 413:
+    case 415:
+    case 431:
+      code = 3;
+      break;  // INVALID_ARGUMENT
+    case 403:
+    case 421:
+      code = 7;
+      break;  // PERMISSION_DENIED
+    case 407:
+      code = 16;
+      break;  // UNAUTHENTICATED
+    case 429:
+      code = 8;
+      break;  // RESOURCE_EXHAUSTED
+    case 502:
+    case 503:
+      code = 14;
+      break;  // UNAVAILABLE
+    case 504:
+      code = 4;
+      break;  // DEADLINE_EXCEEDED
+    default:
+      break;
+  }
+  // grpc-message is percent-encoded (gRPC over HTTP/2: Status-Message).
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string message;
+  for (unsigned char c : body) {
+    if (c >= 0x20 && c <= 0x7e && c != '%') {
+      message += static_cast<char>(c);
+    } else {
+      message += '%';
+      message += hex[c >> 4];
+      message += hex[c & 15];
+    }
+  }
+  http::message_head head;
+  head.status = 200;
+  head.reason = "OK";
+  head.headers = {{"content-type", "application/grpc"},
+                  {"grpc-status", std::to_string(code)},
+                  {"grpc-message", std::move(message)},
+                  {"x-broker-error", r.code}};
+  return head;
+}
+
 std::string render_refusal(const refusal& r, std::string_view host, std::string_view session,
                            bool keep_alive) {
   const std::string text = refusal_body(r, host, session);

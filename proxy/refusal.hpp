@@ -86,5 +86,10 @@ std::string render_refusal(const refusal& r, std::string_view host, std::string_
 // body, and the head that goes with a body of `body_size` bytes (no Connection field).
 std::string refusal_body(const refusal& r, std::string_view host, std::string_view session);
 http::message_head refusal_head(const refusal& r, std::size_t body_size);
+// A refusal of a gRPC call, as gRPC clients show it: a trailers-only response (HTTP 200, no
+// body) whose grpc-status is the code nearest to the refusal's HTTP status (403 →
+// PERMISSION_DENIED, 429 → RESOURCE_EXHAUSTED, 502 → UNAVAILABLE...) and whose grpc-message is
+// `body`, the JSON of DESIGN §6; X-Broker-Error as on any refusal.
+http::message_head grpc_refusal_head(const refusal& r, std::string_view body);
 
 }  // namespace broker::proxy

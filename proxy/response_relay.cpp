@@ -173,13 +173,21 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
   if (piece.last && !ex_.finish(b.head.status, true)) throw audit_failed();
   if (b.as_framed && !piece.at_close) {
     co_await ex_.io_.client.send_wire(piece.wire);
-  } else if (!b.scrub) {
-    co_await ex_.io_.client.send_body(piece.data, piece.last);
+    co_return;
+  }
+  const bool trailers = piece.trailers != nullptr;
+  if (!b.scrub) {
+    co_await ex_.io_.client.send_body(piece.data, piece.last && !trailers);
   } else {
     b.released.clear();
     b.scrub->feed(piece.data, b.released);
     if (piece.last) b.scrub->finish(b.released);
-    co_await ex_.io_.client.send_body(b.released, piece.last);
+    co_await ex_.io_.client.send_body(b.released, piece.last && !trailers);
+  }
+  if (trailers) {
+    auto fields = *piece.trailers;
+    scrub_fields(fields);
+    co_await ex_.io_.client.send_trailers(fields);
   }
 }
 
@@ -195,7 +203,12 @@ void response_relay::account_llm_usage(session::llm_usage_meter& meter) {
 void response_relay::scrub_head(http::message_head& head) const {
   if (ex_.scrub_patterns_.empty()) return;
   brokers::scrub_value(head.reason, ex_.scrub_patterns_);
-  for (auto& h : head.headers) {
+  scrub_fields(head.headers);
+}
+
+void response_relay::scrub_fields(std::vector<http::header_field>& fields) const {
+  if (ex_.scrub_patterns_.empty()) return;
+  for (auto& h : fields) {
     brokers::scrub_value(h.name, ex_.scrub_patterns_);
     brokers::scrub_value(h.value, ex_.scrub_patterns_);
   }

@@ -51,6 +51,8 @@ class response_relay {
   void account_llm_usage(session::llm_usage_meter& meter);
   // Real values (and the exchange's rewritten header values) back to what the client knows.
   void scrub_head(http::message_head& head) const;
+  // The same for trailer fields.
+  void scrub_fields(std::vector<http::header_field>& fields) const;
 
   http_exchange& ex_;
 };

@@ -136,7 +136,7 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
 
 asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::policy_set& policy,
                                             const config::destination& dest, bool tls,
-                                            std::string key) {
+                                            std::string key, bool offer_h2) {
   open_outcome out;
   auto dialed = co_await dial_upstream(ctx, policy, dest);
   if (dialed.refused) {
@@ -151,6 +151,10 @@ asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::po
       out.refused = refusal::upstream_tls_failed(to_string(dest), "cannot set up TLS");
       co_return out;
     }
+    if (offer_h2) {
+      static constexpr unsigned char h2_then_http11[] = "\x02h2\x08http/1.1";
+      SSL_set_alpn_protos(ssl, h2_then_http11, sizeof h2_then_http11 - 1);
+    }
     auto result = co_await (s.tls().handshake_client() || sleep_for(ctx.options().timeouts.tls));
     if (result.index() == 1) {
       out.refused = refusal::upstream_timeout(to_string(dest));
@@ -161,6 +165,12 @@ asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::po
       out.refused = refusal::upstream_tls_failed(to_string(dest), tls_failure(ssl, ec.message()));
       co_return out;
     }
+  }
+  if (tls && offer_h2) {
+    const unsigned char* chosen = nullptr;
+    unsigned int length = 0;
+    SSL_get0_alpn_selected(s.native_tls(), &chosen, &length);
+    out.h2 = length == 2 && chosen[0] == 'h' && chosen[1] == '2';
   }
   out.conn = std::make_unique<upstream_connection>(std::move(s), std::move(key), dialed.loopback);
   co_return out;

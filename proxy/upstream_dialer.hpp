@@ -27,13 +27,15 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
 struct open_outcome {
   std::unique_ptr<upstream_connection> conn;
   std::optional<refusal> refused;  // set when conn is not
+  bool h2 = false;                 // the upstream chose HTTP/2 (ALPN)
 };
 
 // Dials `dest` and, with `tls`, completes a verified TLS handshake for dest.host (SNI, system
 // roots + --upstream-ca; a failure is 502 upstream_tls_failed, never a plaintext fallback).
-// `key` is what the connection is pooled under.
+// `key` is what the connection is pooled under. With `offer_h2` the handshake offers h2 before
+// http/1.1 (ALPN), and the outcome says which the upstream chose.
 asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::policy_set& policy,
                                             const config::destination& dest, bool tls,
-                                            std::string key);
+                                            std::string key, bool offer_h2 = false);
 
 }  // namespace broker::proxy

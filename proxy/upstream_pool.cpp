@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <iterator>
 
+#include "proxy/h2_upstream.hpp"
 #include "proxy/limits.hpp"
 
 namespace broker::proxy {
@@ -42,6 +43,14 @@ std::unique_ptr<upstream_connection> upstream_pool::take(const std::string& key)
 }
 
 std::size_t upstream_pool::evict_stale(std::chrono::steady_clock::time_point now) {
+  for (auto it = h2_.begin(); it != h2_.end();) {
+    std::erase_if(it->second, [&](const std::shared_ptr<h2_upstream>& c) {
+      if (!c->closed() && !(c->idle() && now - c->idle_since() >= max_idle_time)) return false;
+      c->close();
+      return true;
+    });
+    it = it->second.empty() ? h2_.erase(it) : std::next(it);
+  }
   const std::size_t before_all = total_;
   for (auto it = idle_.begin(); it != idle_.end();) {
     auto& list = it->second;
@@ -67,6 +76,46 @@ void upstream_pool::give_back(std::unique_ptr<upstream_connection> c) {
   c->idle_since = std::chrono::steady_clock::now();
   list.push_back(std::move(c));
   ++total_;
+}
+
+std::shared_ptr<h2_upstream> upstream_pool::h2_for(const std::string& key) {
+  const auto it = h2_.find(key);
+  if (it == h2_.end()) return nullptr;
+  std::erase_if(it->second, [](const std::shared_ptr<h2_upstream>& c) { return c->closed(); });
+  for (const auto& c : it->second)
+    if (c->can_start()) return c;
+  return nullptr;
+}
+
+void upstream_pool::keep_h2(std::shared_ptr<h2_upstream> c) {
+  h2_[c->key()].push_back(std::move(c));
+}
+
+std::size_t upstream_pool::h2_connections() const {
+  std::size_t n = 0;
+  for (const auto& [key, list] : h2_) n += list.size();
+  return n;
+}
+
+void upstream_pool::dial_started(const std::string& key) {
+  dialing_.try_emplace(key, nullptr);
+}
+
+void upstream_pool::dial_ended(const std::string& key) {
+  const auto it = dialing_.find(key);
+  if (it == dialing_.end()) return;
+  if (it->second) it->second->cancel();
+  dialing_.erase(it);
+}
+
+asio::awaitable<void> upstream_pool::wait_for_dial(const std::string& key) {
+  const auto it = dialing_.find(key);
+  if (it == dialing_.end()) co_return;
+  if (!it->second)
+    it->second = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor,
+                                                      std::chrono::steady_clock::time_point::max());
+  const auto event = it->second;  // dial_ended() erases the entry; the wait keeps the timer
+  co_await event->async_wait(use_tuple);
 }
 
 }  // namespace broker::proxy

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/asio.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/stream.hpp"
 
@@ -23,6 +24,8 @@ struct upstream_connection {
   bool loopback = false;  // dialed a loopback address
   std::chrono::steady_clock::time_point idle_since{};
 };
+
+class h2_upstream;
 
 class upstream_pool {
  public:
@@ -50,7 +53,22 @@ class upstream_pool {
 
   std::size_t idle() const { return total_; }
 
+  // HTTP/2 connections are shared, not taken: one that can start another stream for `key`, or
+  // null. Kept until closed, or idle past max_idle_time (evict_stale()).
+  std::shared_ptr<h2_upstream> h2_for(const std::string& key);
+  void keep_h2(std::shared_ptr<h2_upstream> c);
+  std::size_t h2_connections() const;
+
+  // Whether a dial for `key` that may bring an HTTP/2 connection is under way, and the wait for
+  // it to end (so that a burst of streams shares one connection rather than dialing one each).
+  bool dialing(const std::string& key) const { return dialing_.count(key) > 0; }
+  asio::awaitable<void> wait_for_dial(const std::string& key);
+  void dial_started(const std::string& key);
+  void dial_ended(const std::string& key);
+
  private:
+  std::unordered_map<std::string, std::vector<std::shared_ptr<h2_upstream>>> h2_;
+  std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> dialing_;
   std::unordered_map<std::string, std::vector<std::unique_ptr<upstream_connection>>> idle_;
   std::size_t total_ = 0;
 };

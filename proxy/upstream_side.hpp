@@ -12,17 +12,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/asio.hpp"
 #include "base/deadline.hpp"
 #include "config/policy.hpp"
+#include "http/message.hpp"
 #include "proxy/client_side.hpp"
 #include "proxy/timeouts.hpp"
 #include "session/audit_record.hpp"
-
-namespace broker::http {
-struct message_head;
-}
 
 namespace broker::proxy {
 
@@ -73,12 +71,14 @@ class upstream_side {
   // The next piece of the response body, valid until the next call: `data` without framing when
   // `decode` is set (or the side has none), `wire` as the upstream framed it on a side that
   // carries_wire(). `at_close`: a body delimited by the upstream's close ended (no framing
-  // bytes to pass on). Throws upstream_error when the body is malformed or cut short.
+  // bytes to pass on). `trailers`: the fields that ended the body, if any (with `last`). Throws
+  // upstream_error when the body is malformed or cut short.
   struct body_piece {
     std::string_view data;
     std::string_view wire;
     bool last = false;
     bool at_close = false;
+    const std::vector<http::header_field>* trailers = nullptr;
   };
   virtual asio::awaitable<body_piece> read_body(bool decode) = 0;
 

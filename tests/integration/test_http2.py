@@ -2,7 +2,7 @@
 one exchange with every protection of an HTTP/1.1 request: policy per request, the dummy swapped
 for the real value in a header field, a real secret in DATA refused, the response scrubbed, one
 record per stream with "http": "2". A refusal is that stream's JSON response; the connection's
-other streams go on. (Upstreams are HTTP/1.1 here.)"""
+other streams go on. (The upstream here speaks HTTP/1.1 only: test_http2_upstream.py has h2 ones.)"""
 import json
 
 import pytest
@@ -129,13 +129,6 @@ def test_head_and_a_bodyless_answer_end_their_streams(session, tls_upstream):
     assert int(r.headers["content-length"]) > 0  # what a GET would have had; no DATA came
     [rec] = session.wait_for_records(lambda x: x.get("event") == "request")
     assert rec["method"] == "HEAD" and rec["status"] == 200
-
-
-def test_grpc_is_refused_until_upstreams_speak_http2(session, tls_upstream):
-    r = curl(url(tls_upstream.port, "/repos/o/r"), proxy=session.proxy, cacert=session.ca_cert,
-             http="2", args=["-H", "Content-Type: application/grpc", "--data-binary", "x"])
-    assert_refusal(r.status, r.headers, r.body, "upstream_protocol_error", 502)
-    assert tls_upstream.requests == []
 
 
 def test_a_rule_saying_http2_false_keeps_its_host_on_http11(broker_factory, tls_upstream, pki):

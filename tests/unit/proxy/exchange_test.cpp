@@ -67,6 +67,12 @@ class scripted_client final : public client_side {
     FAIL("send_wire on a side that carries no wire");
     co_return;
   }
+  asio::awaitable<void> send_trailers(const std::vector<http::header_field>& fields) override {
+    write_step();
+    trailers = fields;
+    ended = true;
+    co_return;
+  }
   asio::awaitable<void> flush() override { co_return; }
   asio::awaitable<void> send_refusal(const refusal& r, std::string_view, std::string_view,
                                      bool) override {
@@ -84,6 +90,7 @@ class scripted_client final : public client_side {
   int writes() const { return writes_; }
 
   std::vector<int> interim;
+  std::vector<http::header_field> trailers;
   int status = 0;
   std::string body, refused;
   bool ended = false;
