@@ -13,7 +13,9 @@
 #      beside in Redis (one replica, two), plain HTTP and intercepted HTTPS, and the Redis round
 #      trips per request;
 #   8. held requests (issue 29): 1,000 requests held at once while a session asks: memory,
-#      threads, listing and releasing them.
+#      threads, listing and releasing them;
+#   9. HTTP/2 (issue 30): h2load and gRPC unary through the broker beside direct, and the broker
+#      RSS per idle intercepted HTTP/2 connection.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -25,7 +27,8 @@ shared=${SHARED:-$root/../shared}
 export PEERS=${PEERS:-/tmp/peers}
 skip=" ${SKIP:-} "
 
-need=(nginx-light tinyproxy squid-openssl mitmproxy curl libbenchmark-dev)
+need=(nginx-light tinyproxy squid-openssl mitmproxy curl libbenchmark-dev nghttp2-client python3-grpcio
+  python3-h2)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -65,3 +68,5 @@ section "7. team gateway, $rounds rounds: budgets in memory beside Redis (goal: 
 run gateway "$root/bench/gateway.sh" "$broker" "$rounds"
 section "8. held requests (a session that asks): memory, threads, pending, deny"
 run asks "$root/bench/asks.sh" "$broker"
+section "9. HTTP/2, $rounds rounds: h2load and gRPC unary beside direct; idle h2 connection"
+run h2 "$root/bench/h2.sh" "$broker" "$rounds"
