@@ -67,4 +67,9 @@ std::string coded_body(const message_head& head);
 
 bool iequals(std::string_view a, std::string_view b);
 
+// The reason phrase RFC 9110 §15 gives a status code; "" for one it does not name (HTTP/1.1
+// allows an empty phrase, and HTTP/2 has none: a response from an HTTP/2 upstream gets this one
+// before an HTTP/1.1 client sees it).
+std::string_view status_text(int status);
+
 }  // namespace broker::http

@@ -93,9 +93,9 @@ class h2_upstream::stream_side final : public upstream_side {
     auto [head, complete] = std::move(heads_.front());
     heads_.pop_front();
     head_ = std::move(head);
-    head_.reason = std::string(reason_phrase(head_.status));
+    head_.reason = std::string(http::status_text(head_.status));
     // Without a length of its own, an HTTP/1.1 client gets the body chunked (not until close).
-    if (head_.has_body && !head_.content_length) {
+    if (head_.status >= 200 && head_.has_body && !head_.content_length) {
       head_.chunked = true;
       head_.headers.push_back({"transfer-encoding", "chunked"});
     }

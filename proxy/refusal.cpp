@@ -196,34 +196,8 @@ refusal refusal::unsupported_encoding(std::string message) {
 }
 
 std::string_view reason_phrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 403:
-      return "Forbidden";
-    case 407:
-      return "Proxy Authentication Required";
-    case 413:
-      return "Content Too Large";
-    case 415:
-      return "Unsupported Media Type";
-    case 421:
-      return "Misdirected Request";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 502:
-      return "Bad Gateway";
-    case 503:
-      return "Service Unavailable";
-    case 504:
-      return "Gateway Timeout";
-    default:
-      return "Error";
-  }
+  const auto text = http::status_text(status);
+  return text.empty() ? "Error" : text;
 }
 
 std::string refusal_body(const refusal& r, std::string_view host, std::string_view session) {

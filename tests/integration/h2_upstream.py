@@ -4,6 +4,7 @@ connection is a thread; each stream's request is recorded and answered once it e
 Any path: JSON {method, path, headers, body_length, body_sha256, connection}, with Content-Length.
 /stream/N: N bytes of "x" in 16 KiB DATA frames, without Content-Length.
 /reflect: the request's Authorization in a response field, the body and a trailer.
+/interim: a 100 (Continue), then a 200 with a body of no stated length.
 /reset: the head, then RST_STREAM INTERNAL_ERROR.
 .connections: TLS connections accepted; .requests: what each stream asked, in order.
 """
@@ -117,6 +118,10 @@ class H2Upstream:
             seen = headers.get("authorization", "")
             conn.send_headers(sid, [(":status", "200"), ("x-seen-authorization", seen)])
             pending[sid] = [seen.encode(), [("x-trailer-authorization", seen)]]
+        elif path == "/interim":
+            conn.send_headers(sid, [(":status", "100")])
+            conn.send_headers(sid, [(":status", "200")])
+            pending[sid] = [b"after 100", None]
         elif path == "/reset":
             conn.send_headers(sid, [(":status", "200")])
             conn.reset_stream(sid, h2.errors.ErrorCodes.INTERNAL_ERROR)

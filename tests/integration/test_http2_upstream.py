@@ -111,3 +111,14 @@ def test_an_upstream_reset_is_a_failure_at_the_client_never_a_whole_response(
     r = curl(url(h2_upstream.port, "/reset"), url(h2_upstream.port, "/after"),
              proxy=session.proxy, cacert=session.ca_cert, http=http)
     assert r.statuses[-1] == 200
+
+
+def test_an_interim_response_reaches_an_http11_client_without_body_framing(session, h2_upstream,
+                                                                           tmp_path):
+    r = curl(url(h2_upstream.port, "/interim"), proxy=session.proxy, cacert=session.ca_cert,
+             tmp=tmp_path)
+    assert r.status == 200 and r.body == b"after 100", r.stderr
+    blocks = (tmp_path / "headers").read_bytes().decode().lower().split("\r\n\r\n")
+    interim = [b for b in blocks if b.startswith("http/1.1 100 continue")]
+    assert interim and "transfer-encoding" not in interim[0], blocks
+    assert r.headers.get("transfer-encoding") == "chunked"

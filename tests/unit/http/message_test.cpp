@@ -36,3 +36,12 @@ TEST_CASE("a coded body is named by every field of its coding headers", "[http_m
   CHECK(http::coded_body(with({{"Transfer-Encoding", "gzip"}, {"Transfer-Encoding", "chunked"}})) ==
         "Transfer-Encoding: gzip, chunked");
 }
+
+TEST_CASE("status_text gives RFC 9110's reason phrases, none for a code it does not name",
+          "[message]") {
+  CHECK(broker::http::status_text(100) == "Continue");
+  CHECK(broker::http::status_text(200) == "OK");
+  CHECK(broker::http::status_text(404) == "Not Found");
+  CHECK(broker::http::status_text(503) == "Service Unavailable");
+  CHECK(broker::http::status_text(299).empty());
+}
