@@ -36,8 +36,10 @@ namespace broker::http {
 class h2_memory;
 
 struct h2_limits {
-  // Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS); a client over it gets its new
-  // streams refused (RST_STREAM REFUSED_STREAM), and persistently over it, GOAWAY.
+  // Streams open at once (SETTINGS_MAX_CONCURRENT_STREAMS). A client over it before it has
+  // acknowledged the setting gets its new streams refused (RST_STREAM REFUSED_STREAM; refused
+  // persistently, GOAWAY ENHANCE_YOUR_CALM); after, it breaks the limit it agreed to, and
+  // nghttp2 ends the connection (GOAWAY PROTOCOL_ERROR).
   std::uint32_t max_concurrent_streams = 100;
   // A request's header list: each field's name, value and 32 bytes (RFC 9113 §6.5.2), and the
   // number of fields. Over either, the stream is answered 431 (the HPACK state stays in step).

@@ -56,6 +56,8 @@ class h2_connection::h2_stream final : public client_side {
   bool carries_wire() const override { return false; }
 
   asio::awaitable<body_piece> read_body(bool) override {
+    // Each wait for body bytes is bounded by the body deadline, as on HTTP/1.1.
+    deadline.arm(c_.s_.ctx->options().timeouts.body, waiting_for::request_body);
     while (!gone && pending_.empty() && !body_done_) co_await wait();
     if (gone) throw body_error("the client reset the stream mid-body");
     // The bytes handed out last are taken: the client may send as many more.
@@ -187,6 +189,12 @@ void h2_connection::wake_writer() {
   writer_wake_.cancel();
 }
 
+void h2_connection::stop_reading() {
+  if (reading_done_) return;
+  error_code ignored;
+  s_.client.socket().cancel(ignored);
+}
+
 void h2_connection::wake_senders() {
   for (auto& [id, st] : streams_) st->wake();
 }
@@ -220,8 +228,13 @@ asio::awaitable<void> h2_connection::writer() {
       wake_senders();
       continue;
     }
+    if (!session_.wants_read() && !session_.wants_write()) {
+      // The session is over (a GOAWAY for an error is out, RFC 9113 §5.4.1): the connection
+      // closes now, not when the client next sends something or goes idle.
+      stop_reading();
+      if (streams_.empty()) co_return;
+    }
     if (reading_done_ && streams_.empty()) co_return;
-    if (!session_.wants_read() && !session_.wants_write() && streams_.empty()) co_return;
     writer_wake_.expires_at(forever);
     co_await writer_wake_.async_wait(use_tuple);
   }

@@ -67,6 +67,8 @@ class h2_connection final : private http::h2_server_session::handler {
   // own, a target or authority that is not the CONNECT host, a CONNECT inside it).
   std::optional<refusal> check_target(const http::h2_request& request) const;
   void wake_writer();
+  // The reader stops (the session has nothing more to read).
+  void stop_reading();
   // A refusal as the stream's whole response: the JSON of DESIGN §6, or for a gRPC `request` the
   // gRPC status clients show.
   void respond_refused(std::int32_t id, const http::message_head& request, const refusal& r,
