@@ -14,7 +14,7 @@
 
 #include "base/asio.hpp"
 #include "http/h2_client_session.hpp"
-#include "proxy/upstream_pool.hpp"
+#include "proxy/upstream_connection.hpp"
 #include "proxy/upstream_side.hpp"
 
 namespace broker::proxy {

@@ -9,7 +9,7 @@
 #include "config/policy_set.hpp"
 #include "proxy/proxy_context.hpp"
 #include "proxy/refusal.hpp"
-#include "proxy/upstream_pool.hpp"
+#include "proxy/upstream_connection.hpp"
 
 namespace broker::proxy {
 

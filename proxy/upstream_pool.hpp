@@ -11,19 +11,9 @@
 #include <vector>
 
 #include "base/asio.hpp"
-#include "proxy/read_buffer.hpp"
-#include "proxy/stream.hpp"
+#include "proxy/upstream_connection.hpp"
 
 namespace broker::proxy {
-
-struct upstream_connection {
-  upstream_connection(stream s, std::string k, bool lb);
-  stream io;
-  std::string key;  // "https://host:port": what it was opened for
-  read_buffer in;
-  bool loopback = false;  // dialed a loopback address
-  std::chrono::steady_clock::time_point idle_since{};
-};
 
 class h2_upstream;
 
