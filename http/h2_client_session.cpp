@@ -9,6 +9,7 @@
 
 #include "http/h2_fields.hpp"
 #include "http/h2_memory.hpp"
+#include "http/h2_session_io.hpp"
 
 namespace broker::http {
 
@@ -90,11 +91,7 @@ struct h2_client_session::callbacks {
       head.version_minor = 0;
       if (head.status >= 200) st->final_head = true;
       head.has_body = !end_stream;
-      if (const auto* length = head.find("content-length")) {
-        char* end = nullptr;
-        const auto n = std::strtoull(length->c_str(), &end, 10);
-        if (end && *end == '\0' && !length->empty()) head.content_length = n;
-      }
+      take_content_length(head);
       s.handler_.on_response(id, std::move(head), end_stream);
     } else if (frame->hd.type == NGHTTP2_DATA && end_stream) {
       st->ended = true;
@@ -267,28 +264,11 @@ void h2_client_session::consumed(std::int32_t stream, std::size_t bytes) {
 }
 
 bool h2_client_session::receive(std::string_view bytes) {
-  const auto read = nghttp2_session_mem_recv(
-      session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  if (read < 0) {
-    if (failure_.empty()) failure_ = nghttp2_strerror(static_cast<int>(read));
-    nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
-    return false;
-  }
-  return wants_read();
+  return h2_receive(session_, bytes, failure_);
 }
 
 std::string h2_client_session::output(std::size_t max) {
-  std::string out;
-  while (out.size() < max) {
-    const uint8_t* data = nullptr;
-    const auto n = nghttp2_session_mem_send(session_, &data);
-    if (n <= 0) {
-      if (n < 0 && failure_.empty()) failure_ = nghttp2_strerror(static_cast<int>(n));
-      break;
-    }
-    out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-  }
-  return out;
+  return h2_output(session_, max, failure_);
 }
 
 bool h2_client_session::wants_read() const {

@@ -1,5 +1,7 @@
 #include "http/h2_fields.hpp"
 
+#include <cstdlib>
+
 namespace broker::http {
 
 namespace {
@@ -24,6 +26,14 @@ bool connection_specific(std::string_view name) {
        {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"})
     if (iequals(name, f)) return true;
   return false;
+}
+
+void take_content_length(message_head& head) {
+  const auto* length = head.find("content-length");
+  if (!length || length->empty()) return;
+  char* end = nullptr;
+  const auto n = std::strtoull(length->c_str(), &end, 10);
+  if (end && *end == '\0') head.content_length = n;
 }
 
 header_block::header_block(const std::vector<header_field>& fields,

@@ -16,6 +16,10 @@ namespace broker::http {
 // RFC 9113 §8.2.2: fields that are about a connection, never sent in HTTP/2.
 bool connection_specific(std::string_view name);
 
+// head.content_length from its Content-Length field, when it has a valid one (nghttp2 has
+// already checked it against the DATA that follows).
+void take_content_length(message_head& head);
+
 // A header block for nghttp2 (which copies it): `pseudo` fields (":status", or ":method" and the
 // rest) in front, then `fields` with lower-case names and without the connection-specific ones.
 struct header_block {

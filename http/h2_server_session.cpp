@@ -9,6 +9,7 @@
 
 #include "http/h2_fields.hpp"
 #include "http/h2_memory.hpp"
+#include "http/h2_session_io.hpp"
 
 namespace broker::http {
 
@@ -277,11 +278,7 @@ void h2_server_session::deliver_request(std::int32_t id, stream_state& st, bool 
   if (!head.find("host") && !request.authority.empty())
     head.headers.insert(head.headers.begin(), {"host", request.authority});
   head.has_body = !end_stream;
-  if (const auto* length = head.find("content-length")) {
-    char* end = nullptr;
-    const auto n = std::strtoull(length->c_str(), &end, 10);
-    if (end && *end == '\0' && !length->empty()) head.content_length = n;
-  }
+  take_content_length(head);
   h2_request out = std::move(request);
   request = {};
   handler_.on_request(id, std::move(out), end_stream);
@@ -304,29 +301,11 @@ void h2_server_session::calm(const std::string& why) {
 
 bool h2_server_session::receive(std::string_view bytes, clock::time_point now) {
   now_ = now;
-  const auto read = nghttp2_session_mem_recv(
-      session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  if (read < 0) {
-    if (failure_.empty()) failure_ = nghttp2_strerror(static_cast<int>(read));
-    // Fatal: nghttp2 may have queued a GOAWAY; nothing more is read.
-    nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
-    return false;
-  }
-  return wants_read();
+  return h2_receive(session_, bytes, failure_);
 }
 
 std::string h2_server_session::output(std::size_t max) {
-  std::string out;
-  while (out.size() < max) {
-    const uint8_t* data = nullptr;
-    const auto n = nghttp2_session_mem_send(session_, &data);
-    if (n <= 0) {
-      if (n < 0 && failure_.empty()) failure_ = nghttp2_strerror(static_cast<int>(n));
-      break;
-    }
-    out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-  }
-  return out;
+  return h2_output(session_, max, failure_);
 }
 
 bool h2_server_session::wants_read() const {

@@ -1,6 +1,7 @@
 // An exchange's client side on an HTTP/1.1 connection (h1_client_side.hpp).
 #include "proxy/h1_client_side.hpp"
 
+#include "base/deadline.hpp"
 #include "proxy/refusal.hpp"
 #include "proxy/relay_errors.hpp"
 
