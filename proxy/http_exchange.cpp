@@ -235,10 +235,8 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
   }
   if (!upstream_) {
     arm_for_dial();
-    if (may_h2) io_.pool.dial_started(key);
-    const base::wipe_on_exit dial_over([&] {
-      if (may_h2) io_.pool.dial_ended(key);
-    });
+    std::optional<upstream_pool::dial_ticket> dialing;
+    if (may_h2) dialing.emplace(io_.pool, key);
     auto opened = co_await open_upstream(io_.ctx, policy, to.dest, https, key, may_h2);
     if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
     if (opened.h2) {

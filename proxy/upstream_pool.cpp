@@ -97,15 +97,16 @@ std::size_t upstream_pool::h2_connections() const {
   return n;
 }
 
-void upstream_pool::dial_started(const std::string& key) {
-  dialing_.try_emplace(key, nullptr);
+upstream_pool::dial_ticket::dial_ticket(upstream_pool& pool, std::string key)
+    : pool_(pool), key_(std::move(key)) {
+  pool_.dialing_.try_emplace(key_, nullptr);
 }
 
-void upstream_pool::dial_ended(const std::string& key) {
-  const auto it = dialing_.find(key);
-  if (it == dialing_.end()) return;
+upstream_pool::dial_ticket::~dial_ticket() {
+  const auto it = pool_.dialing_.find(key_);
+  if (it == pool_.dialing_.end()) return;
   if (it->second) it->second->cancel();
-  dialing_.erase(it);
+  pool_.dialing_.erase(it);
 }
 
 asio::awaitable<void> upstream_pool::wait_for_dial(const std::string& key) {
@@ -114,7 +115,7 @@ asio::awaitable<void> upstream_pool::wait_for_dial(const std::string& key) {
   if (!it->second)
     it->second = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor,
                                                       std::chrono::steady_clock::time_point::max());
-  const auto event = it->second;  // dial_ended() erases the entry; the wait keeps the timer
+  const auto event = it->second;  // the ticket erases the entry; the wait keeps the timer
   co_await event->async_wait(use_tuple);
 }
 

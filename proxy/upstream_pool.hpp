@@ -53,8 +53,18 @@ class upstream_pool {
   // it to end (so that a burst of streams shares one connection rather than dialing one each).
   bool dialing(const std::string& key) const { return dialing_.count(key) > 0; }
   asio::awaitable<void> wait_for_dial(const std::string& key);
-  void dial_started(const std::string& key);
-  void dial_ended(const std::string& key);
+  // A dial under way while it lives: its end (however the dial ends) wakes the waiters.
+  class dial_ticket {
+   public:
+    dial_ticket(upstream_pool& pool, std::string key);
+    ~dial_ticket();
+    dial_ticket(const dial_ticket&) = delete;
+    dial_ticket& operator=(const dial_ticket&) = delete;
+
+   private:
+    upstream_pool& pool_;
+    std::string key_;
+  };
 
  private:
   std::unordered_map<std::string, std::vector<std::shared_ptr<h2_upstream>>> h2_;
