@@ -13,9 +13,10 @@ namespace broker::proxy {
 upstream_connection::upstream_connection(stream s, std::string k, bool lb)
     : io(std::move(s)), key(std::move(k)), loopback(lb) {}
 
-bool still_open(tcp::socket& socket) {
+bool still_open(stream& s) {
+  if (s.is_tls() && SSL_has_pending(s.native_tls()) == 1) return false;
   char byte;
-  const auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const auto n = ::recv(s.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
@@ -23,7 +24,7 @@ namespace {
 
 // Safe to send the next request on: not idle past the limit, and not closed by its server.
 bool reusable(upstream_connection& c, std::chrono::steady_clock::time_point now) {
-  return now - c.idle_since < upstream_pool::max_idle_time && still_open(c.io.socket());
+  return now - c.idle_since < upstream_pool::max_idle_time && still_open(c.io);
 }
 
 }  // namespace

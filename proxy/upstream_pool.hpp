@@ -74,7 +74,7 @@ class upstream_pool {
 };
 
 // True while the peer has neither closed nor sent anything (a kept-alive connection that is
-// safe to send the next request on).
-bool still_open(tcp::socket& socket);
+// safe to send the next request on): nothing on the socket, and nothing that TLS read ahead.
+bool still_open(stream& s);
 
 }  // namespace broker::proxy
