@@ -151,6 +151,32 @@ bool is_reserved_key(const std::string& key) {
          key == "signature";
 }
 
+// The fields of a record as JSON members without the braces (`"k":v,...`), reserved keys dropped:
+// a caller's would duplicate the log's own and break every reader's view of the chain. Strings
+// that are not valid UTF-8 get U+FFFD: hosts, paths and exe names come from the child, and the
+// record must still be written, never dropped by an exception.
+std::string member_text(const ordered_json& fields) {
+  if (!fields.is_object() || fields.empty()) return {};
+  const auto dump = [](const ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const auto& items = fields.items();
+  const bool clean = std::none_of(items.begin(), items.end(),
+                                  [](const auto& item) { return is_reserved_key(item.key()); });
+  std::string text;
+  if (clean) {
+    text = dump(fields);
+  } else {
+    ordered_json kept = ordered_json::object();
+    for (const auto& [key, value] : fields.items())
+      if (!is_reserved_key(key)) kept[key] = value;
+    text = dump(kept);
+  }
+  text.pop_back();   // '}'
+  text.erase(0, 1);  // '{'
+  return text;
+}
+
 }  // namespace
 
 std::string sha256_hex(std::string_view data) {
@@ -165,7 +191,9 @@ audit_log::audit_log(std::filesystem::path dir, std::string session_id, audit_lo
     : dir_(std::move(dir)),
       session_id_(std::move(session_id)),
       options_(std::move(options)),
-      prev_(zero_hash) {
+      prev_(zero_hash),
+      session_json_(ordered_json(session_id_)
+                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) {
   if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
 }
 
@@ -181,19 +209,19 @@ std::unique_ptr<audit_log> audit_log::open(const std::filesystem::path& dir, std
   std::unique_ptr<audit_log> log(new audit_log(dir, std::move(session_id), std::move(options)));
   log->path_ = bad_id ? dir / "invalid.jsonl" : single_log_path(dir, log->session_id_);
   if (bad_id) {
-    log->failure_ = "invalid session id \"" + log->session_id_ + "\"";
+    log->fail("invalid session id \"" + log->session_id_ + "\"");
     return log;
   }
   if (!log->options_.replica.empty() && !valid_replica_name(log->options_.replica)) {
-    log->failure_ = "invalid replica name \"" + log->options_.replica + "\"";
+    log->fail("invalid replica name \"" + log->options_.replica + "\"");
     return log;
   }
   if (dir.empty()) {
-    log->failure_ = "no log directory";
+    log->fail("no log directory");
     return log;
   }
   if (auto error = make_private_dirs(dir)) {
-    log->failure_ = *error;
+    log->fail(*error);
     return log;
   }
   log->open_files();
@@ -210,7 +238,7 @@ void audit_log::open_files() {
   const bool has_generations = !files.empty() && files.back().generation > 0;
   if (options_.rotation.enabled() || !options_.replica.empty() || has_generations) {
     if (auto error = make_private_dirs(dir_ / session_id_)) {
-      failure_ = *error;
+      fail(*error);
       return;
     }
     generation_ = has_generations ? files.back().generation : 1;
@@ -218,7 +246,7 @@ void audit_log::open_files() {
   }
   int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    failure_ = errno_reason(path_, errno);
+    fail(errno_reason(path_, errno));
     return;
   }
   fd_ = fd;
@@ -227,7 +255,7 @@ void audit_log::open_files() {
   // it. Only regular files have a past (a FIFO or device has nothing to read back).
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    failure_ = errno_reason(path_, errno);
+    fail(errno_reason(path_, errno));
     return;
   }
   if (!S_ISREG(st.st_mode)) return;
@@ -254,7 +282,7 @@ bool audit_log::resume_chain(const std::filesystem::path& file, std::uint64_t si
   std::string error;
   auto last = read_last_line(file, static_cast<off_t>(size), error);
   if (!last) {
-    failure_ = error;
+    fail(error);
     return false;
   }
   auto record = nlohmann::json::parse(*last, nullptr, false);
@@ -264,8 +292,7 @@ bool audit_log::resume_chain(const std::filesystem::path& file, std::uint64_t si
       record.is_object() && record.contains("hash") ? &record["hash"] : nullptr;
   if (seq == nullptr || !seq->is_number_unsigned() || hash == nullptr || !hash->is_string() ||
       !is_hash_hex(hash->get<std::string>())) {
-    failure_ =
-        file.string() + ": last record has no valid seq/hash; cannot continue its hash chain";
+    fail(file.string() + ": last record has no valid seq/hash; cannot continue its hash chain");
     return false;
   }
   seq_ = seq->get<std::uint64_t>();
@@ -289,7 +316,7 @@ bool audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_cloc
   fs::path next = generation_log_path(dir_, session_id_, replica, generation_ + 1);
   int fd = ::open(next.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    failure_ = errno_reason(next, errno) + " (rotating the audit log)";
+    fail(errno_reason(next, errno) + " (rotating the audit log)");
     return false;
   }
   ::close(fd_);
@@ -302,11 +329,15 @@ bool audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_cloc
 }
 
 bool audit_log::write(const nlohmann::ordered_json& fields) {
-  return append(fields, false);
+  return append_fields(fields, false);
+}
+
+bool audit_log::write(const base::json_members& fields) {
+  return append(fields.text(), false);
 }
 
 bool audit_log::end(const nlohmann::ordered_json& fields) {
-  return append(fields, true);
+  return append_fields(fields, true);
 }
 
 void audit_log::sign_with(std::shared_ptr<const audit_key> key) {
@@ -333,15 +364,28 @@ bool audit_log::replaced() const {
          named.st_dev != mine.st_dev;
 }
 
-bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
+bool audit_log::append_fields(const nlohmann::ordered_json& fields, bool sign) {
+  // Serialized before the lock: only what the chain orders (stamp, seq, hash, write) is under it.
+  std::string members;
+  try {
+    members = member_text(fields);
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    if (failure_.empty()) fail(path_.string() + ": cannot build record: " + e.what());
+    return false;
+  }
+  return append(members, sign);
+}
+
+bool audit_log::append(std::string_view members, bool sign) {
   std::lock_guard lock(mutex_);
   if (!failure_.empty()) return false;
   const auto now = options_.clock();
   std::string line;
   try {
-    line = chained_line(fields, sign, now);
+    line = chained_line(members, sign, now);
   } catch (const std::exception& e) {
-    failure_ = path_.string() + ": cannot build record: " + e.what();
+    fail(path_.string() + ": cannot build record: " + e.what());
     return false;
   }
   if (!rotate_if_due(line.size(), now) || !write_line(line)) return false;
@@ -358,24 +402,23 @@ bool audit_log::append(const nlohmann::ordered_json& fields, bool sign) {
   return true;
 }
 
-std::string audit_log::chained_line(const nlohmann::ordered_json& fields, bool sign,
+std::string audit_log::chained_line(std::string_view members, bool sign,
                                     std::chrono::system_clock::time_point now) {
   std::string line;
-  ordered_json record;
-  record["ts"] = utc_timestamp(now);
-  record["session"] = session_id_;
-  record["seq"] = seq_ + 1;
-  if (fields.is_object()) {
-    // Reserved keys from a caller would duplicate ours and break every reader's view of the
-    // chain; they are dropped rather than trusted.
-    for (const auto& [key, value] : fields.items()) {
-      if (!is_reserved_key(key)) record[key] = value;
-    }
+  line.reserve(members.size() + 256);
+  line += "{\"ts\":\"";
+  line += utc_timestamp(now);
+  line += "\",\"session\":";
+  line += session_json_;
+  line += ",\"seq\":";
+  line += std::to_string(seq_ + 1);
+  if (!members.empty()) {
+    line += ',';
+    line += members;
   }
-  record["prev"] = prev_;
-  // replace: hosts, paths and exe names come from the child and may be invalid UTF-8; the
-  // record must still be written (with U+FFFD), never dropped by an exception.
-  line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line += ",\"prev\":\"";
+  line += prev_;
+  line += "\"}";
   if (sign && key_) {
     // The signature covers the head this record would have had unsigned (DESIGN §8.2), and is
     // then chained like any field.
@@ -399,7 +442,7 @@ bool audit_log::write_line(const std::string& line) {
     ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      failure_ = n < 0 ? errno_reason(path_, errno) : path_.string() + ": write made no progress";
+      fail(n < 0 ? errno_reason(path_, errno) : path_.string() + ": write made no progress");
       return false;
     }
     done += static_cast<std::size_t>(n);
@@ -408,8 +451,12 @@ bool audit_log::write_line(const std::string& line) {
 }
 
 bool audit_log::failed() const {
-  std::lock_guard lock(mutex_);
-  return !failure_.empty();
+  return failed_.load(std::memory_order_acquire);
+}
+
+void audit_log::fail(std::string reason) {
+  failure_ = std::move(reason);
+  failed_.store(true, std::memory_order_release);
 }
 
 std::string audit_log::failure() const {

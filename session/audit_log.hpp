@@ -2,6 +2,7 @@
 // writer, optionally rotated across files and written per gateway replica (audit_files.hpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "base/json_text.hpp"
 
 namespace broker::session {
 
@@ -65,6 +68,9 @@ class audit_log {
   // nothing). Strings that are not valid UTF-8 are written with U+FFFD in place of the bad bytes.
   // Returns false (and the log is failed from then on) if the line could not be written.
   bool write(const nlohmann::ordered_json& fields);
+  // The same with the fields already serialized (the records written on every request). Their
+  // keys must not be the reserved ones: these are not checked.
+  bool write(const base::json_members& fields);
 
   // The session's last record (session_end): written as write() does, plus a "signature" field
   // (before "hash") over the chain head when a key was given (DESIGN §8.2).
@@ -87,11 +93,16 @@ class audit_log {
 
  private:
   audit_log(std::filesystem::path dir, std::string session_id, audit_log_options options);
-  bool append(const nlohmann::ordered_json& fields, bool sign);
+  bool append_fields(const nlohmann::ordered_json& fields, bool sign);
+  // `members`: the record's fields, serialized, reserved keys left out (member_text).
+  bool append(std::string_view members, bool sign);
   // The record as its line: stamped, numbered, chained to the last (and signed with `sign`);
   // the chain moves on to it. Throws when the fields cannot be serialized.
-  std::string chained_line(const nlohmann::ordered_json& fields, bool sign,
+  // `members`: the caller's fields, serialized (member_text).
+  std::string chained_line(std::string_view members, bool sign,
                            std::chrono::system_clock::time_point now);
+  // Puts the log in the failed state for good, with `reason`. Under mutex_ (or before sharing).
+  void fail(std::string reason);
   // The whole line to the file; false (the log failed) when it could not be written.
   bool write_line(const std::string& line);
   void open_files();
@@ -112,6 +123,8 @@ class audit_log {
   std::uint64_t seq_ = 0;
   std::string prev_;  // hex hash of the previous record; 64 zeros at start
   std::string failure_;
+  std::atomic<bool> failed_{false};  // failure_ is set: read without the lock on every request
+  std::string session_json_;         // the session id as a JSON string
   std::shared_ptr<const audit_key> key_;
   std::function<void(std::string_view)> sink_;
 };

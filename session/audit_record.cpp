@@ -15,42 +15,80 @@ record_json text_or_null(const std::string& s) {
 
 }  // namespace
 
-record_json exchange_record(const audit_entry& e, const scrub_text& scrub) {
-  record_json j;
-  j["event"] = e.event;
-  j["pid"] = e.pid > 0 ? record_json(e.pid) : record_json();
-  j["exe"] = e.pid > 0 ? text_or_null(e.exe) : record_json();
-  j["method"] = text_or_null(e.method);
-  j["scheme"] = text_or_null(e.scheme);
-  j["host"] = scrub(e.host);
-  j["port"] = e.port;
-  j["path"] = e.target.empty() ? record_json() : record_json(redact_target(scrub(e.target)));
-  j["status"] = e.status ? record_json(e.status) : record_json();
-  j["bytes_out"] = e.bytes_out;
-  j["bytes_in"] = e.bytes_in;
-  if (e.ws_messages_out) j["ws_messages_out"] = *e.ws_messages_out;
-  if (e.ws_messages_in) j["ws_messages_in"] = *e.ws_messages_in;
-  j["ms"] = std::round(e.ms * 10.0) / 10.0;
-  if (e.allowed && e.learned) {
+namespace {
+
+// The fields of an exchange record; an ask (DESIGN §13) names the request the same way, with
+// decision "ask", its id and timeout, and none of what only an answered request has.
+struct ask_fields {
+  const std::string& id;
+  long timeout_s;
+};
+
+base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub,
+                                   const ask_fields* ask) {
+  base::json_members j;
+  j.add("event", ask ? std::string_view("ask") : std::string_view(e.event));
+  if (e.pid > 0) {
+    j.add("pid", e.pid).add_text_or_null("exe", e.exe);
+  } else {
+    j.add_null("pid").add_null("exe");
+  }
+  j.add_text_or_null("method", e.method).add_text_or_null("scheme", e.scheme);
+  j.add("host", scrub(e.host)).add("port", unsigned{e.port});
+  if (e.target.empty()) {
+    j.add_null("path");
+  } else {
+    j.add("path", redact_target(scrub(e.target)));
+  }
+  if (!ask) {
+    if (e.status) {
+      j.add("status", e.status);
+    } else {
+      j.add_null("status");
+    }
+    j.add("bytes_out", e.bytes_out).add("bytes_in", e.bytes_in);
+    if (e.ws_messages_out) j.add("ws_messages_out", *e.ws_messages_out);
+    if (e.ws_messages_in) j.add("ws_messages_in", *e.ws_messages_in);
+    j.add("ms", std::round(e.ms * 10.0) / 10.0);
+  }
+  if (ask) {
+    j.add("decision", "ask").add_text_or_null("rule", e.rule);
+  } else if (e.allowed && e.learned) {
     // wrap --learn: refused by `rule`, let through to be learned (DESIGN §13).
-    j["decision"] = "learned";
-    j["rule"] = text_or_null(e.rule);
+    j.add("decision", "learned").add_text_or_null("rule", e.rule);
   } else if (e.allowed && !e.would_deny.empty()) {
     // An audit-only layer's refusal: its rule, and the enforcing rule that let it go.
-    j["decision"] = "would_deny";
-    j["rule"] = e.would_deny;
-    j["allowed_by"] = text_or_null(e.rule);
+    j.add("decision", "would_deny").add("rule", e.would_deny);
+    j.add_text_or_null("allowed_by", e.rule);
   } else {
-    j["decision"] = e.allowed ? "allow" : "deny";
-    j["rule"] = text_or_null(e.rule);
+    j.add("decision", e.allowed ? "allow" : "deny").add_text_or_null("rule", e.rule);
   }
-  j["credential"] = text_or_null(e.credential);
-  j["llm_tokens"] = e.llm_tokens ? record_json(*e.llm_tokens) : record_json();
-  if (e.llm_estimated) j["estimated"] = true;
-  if (e.captured) j["captured"] = true;
-  if (e.http2) j["http"] = "2";
-  if (!e.error.empty()) j["error"] = e.error;
+  if (!ask) {
+    j.add_text_or_null("credential", e.credential);
+    if (e.llm_tokens) {
+      j.add("llm_tokens", *e.llm_tokens);
+    } else {
+      j.add_null("llm_tokens");
+    }
+  }
+  if (e.llm_estimated) j.add("estimated", true);
+  if (e.captured) j.add("captured", true);
+  if (e.http2) j.add("http", "2");
+  if (!e.error.empty()) j.add("error", e.error);
+  if (ask) j.add("id", ask->id).add("timeout_s", std::int64_t{ask->timeout_s});
   return j;
+}
+
+}  // namespace
+
+base::json_members exchange_record(const audit_entry& e, const scrub_text& scrub) {
+  return exchange_fields(e, scrub, nullptr);
+}
+
+base::json_members ask_record(const std::string& id, const audit_entry& request, long timeout_s,
+                              const scrub_text& scrub) {
+  const ask_fields ask{id, timeout_s};
+  return exchange_fields(request, scrub, &ask);
 }
 
 record_json start_record(const session_start& s) {
@@ -65,18 +103,6 @@ record_json start_record(const session_start& s) {
   if (s.pid > 0) j["pid"] = s.pid;
   if (s.policy) j["policy"] = *s.policy;
   j["credentials"] = s.credentials;
-  return j;
-}
-
-record_json ask_record(const std::string& id, const audit_entry& request, long timeout_s,
-                       const scrub_text& scrub) {
-  record_json j = exchange_record(request, scrub);
-  j["event"] = "ask";
-  j["decision"] = "ask";
-  j["id"] = id;
-  j["timeout_s"] = timeout_s;
-  for (const char* unused : {"status", "bytes_out", "bytes_in", "ms", "credential", "llm_tokens"})
-    j.erase(unused);
   return j;
 }
 

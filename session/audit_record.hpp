@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.hpp"
 #include "config/policy_set.hpp"
 
 namespace broker::session {
@@ -55,7 +56,8 @@ struct audit_entry {
 // dummy, before it goes into a record.
 using scrub_text = std::function<std::string(std::string_view)>;
 
-nlohmann::ordered_json exchange_record(const audit_entry& e, const scrub_text& scrub);
+// Written on every request, so straight to text (base/json_text.hpp).
+base::json_members exchange_record(const audit_entry& e, const scrub_text& scrub);
 
 // The session's first record. Fields left empty (0 for pid) are not written: serve names its
 // listener and policy files, wrap its isolation, command and child.
@@ -74,8 +76,8 @@ nlohmann::ordered_json start_record(const session_start& s);
 // A request held while a person is asked about it (DESIGN §13): the request as an exchange
 // record names it (decision "ask", the rule that refused it), with the ask's id and how long it
 // waits at most.
-nlohmann::ordered_json ask_record(const std::string& id, const audit_entry& request, long timeout_s,
-                                  const scrub_text& scrub);
+base::json_members ask_record(const std::string& id, const audit_entry& request, long timeout_s,
+                              const scrub_text& scrub);
 
 // What was decided about an ask: "approve", "deny" or "timeout"; who decided (the person's uid
 // and the deciding process, an admin credential's name, or nobody); the scope ("once",

@@ -16,6 +16,10 @@ std::vector<std::string> keys(const nlohmann::ordered_json& j) {
   return out;
 }
 
+nlohmann::ordered_json as_json(const broker::base::json_members& fields) {
+  return nlohmann::ordered_json::parse("{" + fields.text() + "}");
+}
+
 }  // namespace
 
 TEST_CASE("an exchange record has every DESIGN §7 field, null where unknown", "[audit_record]") {
@@ -23,7 +27,7 @@ TEST_CASE("an exchange record has every DESIGN §7 field, null where unknown", "
   e.event = "tunnel";
   e.host = "api.example.test";
   e.port = 443;
-  const auto j = exchange_record(e, no_scrub);
+  const auto j = as_json(exchange_record(e, no_scrub));
   CHECK(keys(j) == std::vector<std::string>{"event", "pid", "exe", "method", "scheme", "host",
                                             "port", "path", "status", "bytes_out", "bytes_in", "ms",
                                             "decision", "rule", "credential", "llm_tokens"});
@@ -54,7 +58,7 @@ TEST_CASE("an exchange record scrubs and redacts what the client chose", "[audit
       out.replace(at, 6, "DUMMY0");
     return out;
   };
-  const auto j = exchange_record(e, scrub);
+  const auto j = as_json(exchange_record(e, scrub));
   CHECK(j["host"] == "DUMMY0.example.test");
   CHECK(j["path"].get<std::string>().find("SECRET") == std::string::npos);
   CHECK(j["path"].get<std::string>().rfind("/x/DUMMY0?", 0) == 0);
@@ -105,11 +109,34 @@ TEST_CASE("an upgraded connection's record counts its messages each way", "[audi
   e.bytes_in = 200;
   e.ws_messages_out = 3;
   e.ws_messages_in = 0;
-  const auto j = exchange_record(e, no_scrub);
+  const auto j = as_json(exchange_record(e, no_scrub));
   CHECK(keys(j) == std::vector<std::string>{"event", "pid", "exe", "method", "scheme", "host",
                                             "port", "path", "status", "bytes_out", "bytes_in",
                                             "ws_messages_out", "ws_messages_in", "ms", "decision",
                                             "rule", "credential", "llm_tokens"});
   CHECK(j["ws_messages_out"] == 3);
   CHECK(j["ws_messages_in"] == 0);
+}
+
+TEST_CASE("an ask record names the held request, its id and timeout, and no outcome",
+          "[audit_record]") {
+  audit_entry e;
+  e.event = "refused";
+  e.method = "POST";
+  e.scheme = "https";
+  e.host = "api.example.test";
+  e.port = 443;
+  e.target = "/v1/x";
+  e.allowed = false;
+  e.rule = "default";
+  e.status = 403;
+  e.credential = "github";
+  const auto j = as_json(ask_record("a-1", e, 120, no_scrub));
+  CHECK(keys(j) == std::vector<std::string>{"event", "pid", "exe", "method", "scheme", "host",
+                                            "port", "path", "decision", "rule", "id", "timeout_s"});
+  CHECK(j["event"] == "ask");
+  CHECK(j["decision"] == "ask");
+  CHECK(j["rule"] == "default");
+  CHECK(j["id"] == "a-1");
+  CHECK(j["timeout_s"] == 120);
 }
