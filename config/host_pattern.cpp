@@ -1,5 +1,7 @@
 #include "config/host_pattern.hpp"
 
+#include <algorithm>
+
 #include "config/punycode.hpp"
 
 namespace broker::config {
@@ -130,10 +132,32 @@ bool ipv4_like(std::string_view host) {
   return true;
 }
 
+// normalize_host for a name that is all ASCII (nearly every one): the same rules, without
+// decoding to code points.
+std::optional<std::string> normalize_ascii_host(std::string_view host) {
+  if (host.back() == '.') host.remove_suffix(1);
+  if (host.empty()) return std::nullopt;
+  std::string out(host);
+  std::size_t label = 0;  // the length of the label so far
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c == '.') {
+      if (label == 0) return std::nullopt;
+      label = 0;
+    } else if (!is_ascii_label_char(static_cast<char32_t>(c)) || ++label > max_label) {
+      return std::nullopt;
+    }
+  }
+  if (label == 0 || out.size() > max_host || ipv4_like(out)) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 std::optional<std::string> normalize_host(std::string_view host) {
   if (host.empty() || host.size() > max_input) return std::nullopt;
+  if (std::all_of(host.begin(), host.end(), [](char c) { return (c & 0x80) == 0; }))
+    return normalize_ascii_host(host);
   auto points = decode_utf8(host);
   if (!points) return std::nullopt;
   if (!points->empty() && is_dot(points->back())) points->pop_back();

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <random>
 #include <string>
 
 #include "config/host_pattern.hpp"
@@ -121,4 +122,39 @@ TEST_CASE("malformed host patterns", "[config][host]") {
        {"", "**", "*.", "*.*.example.com", "a.*.example.com", "*example.com", "ex*ample.com",
         "10.0.0.1", "10.0.0.0/8", "[::1]", "http://x.com", "x.com/path", "x.com:443"})
     CHECK_FALSE(host_pattern::parse(bad));
+}
+
+TEST_CASE("an ASCII name normalizes as its full-width spelling does", "[config][host]") {
+  // ASCII names take a fast path; a full-width letter, digit or dot (which fold to ASCII) sends
+  // the same name down the code-point path. Both must agree on every input.
+  const std::string alphabet = "abcXYZ019-_.:/ \x01";
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1), length(1, 12);
+  int compared = 0, valid = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string name;
+    const std::size_t n = length(rng);
+    for (std::size_t k = 0; k < n; ++k) name += alphabet[pick(rng)];
+    if (i % 50 == 0) name = std::string(64, 'a') + "." + name;  // over the label limit
+    const auto at = name.find_first_of("abcXYZ019.");
+    if (at == std::string::npos) continue;
+    const char c = name[at];
+    std::string wide;
+    if (c == '.') {
+      wide = "\xEF\xBC\x8E";  // U+FF0E
+    } else {
+      const char32_t cp = c >= 'a'   ? 0xff41 + (c - 'a')
+                          : c >= 'A' ? 0xff21 + (c - 'A')
+                                     : 0xff10 + (c - '0');
+      wide = {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+              static_cast<char>(0x80 | (cp & 0x3F))};
+    }
+    const std::string spelled = name.substr(0, at) + wide + name.substr(at + 1);
+    INFO(name);
+    REQUIRE(normalize_host(name) == normalize_host(spelled));
+    ++compared;
+    if (normalize_host(name)) ++valid;
+  }
+  CHECK(compared > 15000);
+  CHECK(valid > 1000);
 }
