@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The yardstick's four measurements, taken round-robin over the contenders for several rounds and
-# reported as medians and ratios to direct. On this noisy 2-core machine one sequential pass
+# reported as medians and ratios to direct, and broker MITM's ratio to haproxy's (issue 32). On this noisy 2-core machine one sequential pass
 # (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone.
 # Needs the peers of ../shared/bench up (bench/yardstick.sh starts them) and curl.
 # Usage: bench/interleaved.sh [path/to/broker] [rounds]
@@ -24,6 +24,11 @@ contenders=(
   "squid|-x http://127.0.0.1:13128|$PEERS/squid-ca.pem"
   "broker-tunnel|-x http://127.0.0.1:18443|$PEERS/upstream-ca.pem"
   "broker-mitm|-x http://127.0.0.1:18444|$work/ca/ca.pem"
+  # TLS-terminating proxies in front of the same nginx (../shared/bench/setup-peers.sh): they
+  # decrypt, re-encrypt and forward with no policy, swap, scrubbing or audit, the practical limit
+  # of TLS-in/TLS-out work here. Clients dial them in place of the origin.
+  "haproxy|--connect-to api.example.test:8443:127.0.0.1:19443|$PEERS/upstream-ca.pem"
+  "nghttpx|--connect-to api.example.test:8443:127.0.0.1:19444|$PEERS/upstream-ca.pem"
 )
 now() { date +%s.%N; }
 measure() { # metric pargs ca -> prints a rate
@@ -66,4 +71,7 @@ print(f"{'median (ratio to direct)':<16}" + "".join(f"{m:>18}" for m in metrics)
 for n in names:
     cells = "".join(f"{med[m, n]:>10.0f} ({med[m, n] / med[m, 'direct']:.2f})" for m in metrics)
     print(f"{n:<16}{cells}")
+if "haproxy" in names:
+    cells = "".join(f"{med[m, 'broker-mitm'] / med[m, 'haproxy']:>18.2f}" for m in metrics)
+    print(f"{'mitm / haproxy':<16}{cells}")
 PY
