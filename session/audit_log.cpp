@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
@@ -36,12 +37,15 @@ std::string errno_reason(const fs::path& path, int err) {
 std::string sha256_of(std::string_view a, std::string_view b) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  // One digest context per thread, reset by each use: every record is hashed, and a context is
+  // an allocation and a free.
+  thread_local const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(
+      EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  EVP_MD_CTX* ctx = context.get();
   bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
             EVP_DigestUpdate(ctx, a.data(), a.size()) == 1 &&
             EVP_DigestUpdate(ctx, b.data(), b.size()) == 1 &&
             EVP_DigestFinal_ex(ctx, digest, &size) == 1;
-  EVP_MD_CTX_free(ctx);
   // Only allocation failure gets here; an audit record without a real hash must not be written.
   if (!ok) throw std::runtime_error("SHA-256 failed");
   return base::hex_encode(digest, size);
@@ -53,15 +57,22 @@ bool is_hash_hex(const std::string& s) {
          });
 }
 
-// "2026-11-29T20:15:06.053Z"
+// "2026-11-29T20:15:06.053Z". The seconds are formatted once per thread and second.
 std::string utc_timestamp(std::chrono::system_clock::time_point now) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
+  thread_local std::optional<std::time_t> cached_secs;
+  thread_local char cached[40];
+  thread_local std::size_t cached_size = 0;
+  if (cached_secs != secs) {
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    cached_size = std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached_secs = secs;
+  }
+  char buf[56];
+  std::memcpy(buf, cached, cached_size);
+  std::snprintf(buf + cached_size, sizeof buf - cached_size, ".%03dZ", static_cast<int>(ms % 1000));
   return buf;
 }
 
