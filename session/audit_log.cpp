@@ -167,25 +167,11 @@ bool is_reserved_key(const std::string& key) {
 // that are not valid UTF-8 get U+FFFD: hosts, paths and exe names come from the child, and the
 // record must still be written, never dropped by an exception.
 std::string member_text(const ordered_json& fields) {
-  if (!fields.is_object() || fields.empty()) return {};
-  const auto dump = [](const ordered_json& j) {
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
-  const auto& items = fields.items();
-  const bool clean = std::none_of(items.begin(), items.end(),
-                                  [](const auto& item) { return is_reserved_key(item.key()); });
-  std::string text;
-  if (clean) {
-    text = dump(fields);
-  } else {
-    ordered_json kept = ordered_json::object();
-    for (const auto& [key, value] : fields.items())
-      if (!is_reserved_key(key)) kept[key] = value;
-    text = dump(kept);
-  }
-  text.pop_back();   // '}'
-  text.erase(0, 1);  // '{'
-  return text;
+  if (!fields.is_object()) return {};
+  base::json_members members;
+  for (const auto& [key, value] : fields.items())
+    if (!is_reserved_key(key)) members.add_json(key, value);
+  return members.text();
 }
 
 }  // namespace
@@ -202,9 +188,8 @@ audit_log::audit_log(std::filesystem::path dir, std::string session_id, audit_lo
     : dir_(std::move(dir)),
       session_id_(std::move(session_id)),
       options_(std::move(options)),
-      prev_(zero_hash),
-      session_json_(ordered_json(session_id_)
-                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) {
+      prev_(zero_hash) {
+  base::append_json_string(session_json_, session_id_);
   if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
 }
 
