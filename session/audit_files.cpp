@@ -1,7 +1,12 @@
 #include "session/audit_files.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <set>
 #include <system_error>
@@ -18,7 +23,78 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
+// Resuming reads the file backwards to its last line; a record is a few KiB at most, so a
+// "line" longer than this means the file is not one of ours.
+constexpr std::size_t max_resume_line = 16 * 1024 * 1024;
+
 }  // namespace
+
+std::string errno_reason(const fs::path& path, int err) {
+  return path.string() + ": " + std::strerror(err);
+}
+
+std::optional<std::string> read_last_line(const fs::path& path, off_t size, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = errno_reason(path, errno);
+    return std::nullopt;
+  }
+  std::string tail;  // the bytes from offset `end` to EOF
+  off_t end = size;
+  // Stop once `tail` holds a newline before its final byte (the record's own newline).
+  while (end > 0 && (tail.size() < 2 || tail.find('\n') == tail.size() - 1) &&
+         tail.size() <= max_resume_line) {
+    off_t begin = std::max<off_t>(0, end - 65536);
+    std::string chunk(static_cast<std::size_t>(end - begin), '\0');
+    std::size_t got = 0;
+    while (got < chunk.size()) {
+      ssize_t n = ::pread(fd, chunk.data() + got, chunk.size() - got, begin + got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = n < 0 ? errno_reason(path, errno) : path.string() + ": file shrank while reading";
+        ::close(fd);
+        return std::nullopt;
+      }
+      got += static_cast<std::size_t>(n);
+    }
+    tail.insert(0, chunk);
+    end = begin;
+    if (tail.back() != '\n') {
+      // A crash mid-write: appending after it would weld two records into one bad line.
+      error = path.string() + ": ends in a partial record; cannot continue its hash chain";
+      ::close(fd);
+      return std::nullopt;
+    }
+  }
+  ::close(fd);
+  tail.pop_back();
+  std::size_t newline = tail.rfind('\n');
+  if (newline == std::string::npos && end > 0) {
+    error = path.string() + ": last record is too long";
+    return std::nullopt;
+  }
+  return newline == std::string::npos ? tail : tail.substr(newline + 1);
+}
+
+std::optional<std::chrono::system_clock::time_point> first_record_time(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char head[40] = {};
+  const ssize_t n = ::pread(fd, head, sizeof head - 1, 0);
+  ::close(fd);
+  std::tm tm{};
+  int millis = 0, used = 0;
+  if (n <= 0 ||
+      std::sscanf(head, "{\"ts\":\"%4d-%2d-%2dT%2d:%2d:%2d.%3dZ\"%n", &tm.tm_year, &tm.tm_mon,
+                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis, &used) != 7 ||
+      used == 0)
+    return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const std::time_t secs = ::timegm(&tm);
+  if (secs == static_cast<std::time_t>(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(secs) + std::chrono::milliseconds(millis);
+}
 
 bool valid_replica_name(std::string_view name) {
   if (name.empty() || name.size() > max_replica_name) return false;

@@ -11,6 +11,9 @@
 // replica "local": a session first run without rotation and then with it is still one chain.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -56,6 +59,20 @@ struct replica_files {
 // count; an empty list when the session has none.
 std::vector<replica_files> session_files(const std::filesystem::path& dir,
                                          std::string_view session);
+
+// "<path>: <what errno `err` says>", the reason a log file could not be made, read or written.
+std::string errno_reason(const std::filesystem::path& path, int err);
+
+// The last line of the regular file `path` of `size` bytes, without its newline (a log's newest
+// record, which a writer continues the chain from), or nullopt with the reason in `error`: the
+// file ends in a partial record, its last line is implausibly long, or it cannot be read.
+std::optional<std::string> read_last_line(const std::filesystem::path& path, off_t size,
+                                          std::string& error);
+
+// The ts of a file's first record (every record starts {"ts":"2026-11-29T20:15:06.053Z"); nullopt
+// when the file does not start that way.
+std::optional<std::chrono::system_clock::time_point> first_record_time(
+    const std::filesystem::path& path);
 
 // The ids of every session in `dir` (a <id>.jsonl file, or an <id>/ directory holding at least
 // one generation file), sorted, each once.
