@@ -83,12 +83,10 @@ copy_result copy_data(int in, int out, off_t size, copy_budget& budget) {
   return ::ftruncate(out, size) == 0 ? copy_result::done : copy_result::failed;
 }
 
-// The regular file `from` into a new file `to` (O_EXCL, its mode), within `budget`: a file of at
-// most `keep_up_to` bytes in one read whose bytes stay in `kept`, else extent by extent. `source`
-// and `made` get the two files' status; `to` is removed when the copy fails.
+// The regular file `from` into a new file `to` (O_EXCL, its mode), within `budget`, extent by
+// extent. `source` gets the original's status; `to` is removed when the copy fails.
 copy_result copy_new(const std::string& from, const std::string& to, copy_budget& budget,
-                     std::size_t keep_up_to, std::string& kept, struct stat& source,
-                     struct stat& made) {
+                     struct stat& source) {
   copy_result why = copy_result::failed;
   const fd_closer in{open_regular(from, source, why)};
   if (in.fd < 0) return why;
@@ -98,33 +96,8 @@ copy_result copy_new(const std::string& from, const std::string& to, copy_budget
   const fd_closer out{
       ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)};
   if (out.fd < 0) return copy_result::failed;
-  copy_result r = copy_result::done;
-  if (size <= keep_up_to) {
-    // Small (most dotfiles): one read, one write, and the bytes kept.
-    if (size > budget.total_bytes) r = copy_result::too_large;
-    kept.resize(r == copy_result::done ? size : 0);
-    std::size_t got = 0;
-    while (got < kept.size()) {
-      const ssize_t n = ::pread(in.fd, kept.data() + got, size - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    kept.resize(got);
-    for (std::size_t done = 0; done < got && r == copy_result::done;) {
-      const ssize_t w = ::write(out.fd, kept.data() + done, got - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0)
-        r = copy_result::failed;
-      else
-        done += static_cast<std::size_t>(w);
-    }
-    if (r == copy_result::done) budget.total_bytes -= got;
-  } else {
-    r = copy_data(in.fd, out.fd, source.st_size, budget);
-  }
-  if (r == copy_result::done &&
-      (::fchmod(out.fd, source.st_mode & 0777) < 0 || ::fstat(out.fd, &made) < 0))
+  copy_result r = copy_data(in.fd, out.fd, source.st_size, budget);
+  if (r == copy_result::done && ::fchmod(out.fd, source.st_mode & 0777) < 0)
     r = copy_result::failed;
   if (r != copy_result::done) ::unlink(to.c_str());
   return r;
@@ -164,10 +137,8 @@ std::string describe(copy_result r, const copy_budget& budget) {
 
 copy_result copy_file(const std::string& from, const std::string& to, copy_budget& budget) {
   const std::string temp = temp_beside(to);
-  std::string unused;
-  struct stat source {
-  }, made{};
-  copy_result r = copy_new(from, temp, budget, 0, unused, source, made);
+  struct stat source {};
+  copy_result r = copy_new(from, temp, budget, source);
   if (r != copy_result::done) return r;
   const timespec times[2] = {source.st_atim, source.st_mtim};
   if (::utimensat(AT_FDCWD, temp.c_str(), times, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -176,12 +147,6 @@ copy_result copy_file(const std::string& from, const std::string& to, copy_budge
     return copy_result::failed;
   }
   return r;
-}
-
-copy_result copy_into_new(const std::string& from, const std::string& to, copy_budget& budget,
-                          std::size_t keep_up_to, std::string& kept, struct stat& made) {
-  struct stat source {};
-  return copy_new(from, to, budget, keep_up_to, kept, source, made);
 }
 
 copy_result move_file(const std::string& from, const std::string& to, copy_budget& budget) {

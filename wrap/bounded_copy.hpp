@@ -41,12 +41,6 @@ std::string describe(copy_result r, const copy_budget& budget);
 // followed if it is a link.
 copy_result copy_file(const std::string& from, const std::string& to, copy_budget& budget);
 
-// The same into a new file `to` (which must not exist: made with O_EXCL, no temp file), its
-// mode kept, its own times (what the copy looks like when made is in `made`). A file of at most
-// `keep_up_to` bytes is read in one piece and its bytes are kept in `kept`.
-copy_result copy_into_new(const std::string& from, const std::string& to, copy_budget& budget,
-                          std::size_t keep_up_to, std::string& kept, struct stat& made);
-
 // `from` to `to` by rename(2) when both are on one file system (a regular file within the
 // size bound), else copy_file then unlink `from`.
 copy_result move_file(const std::string& from, const std::string& to, copy_budget& budget);

@@ -304,60 +304,77 @@ class returner {
 directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
   directory_view v;
   v.view = plan.view;
+  v.work = plan.view + ".work";
   v.target = plan.target;
   v.login_name = plan.login_name;
   v.hidden = plan.hidden;
   v.links_go_back = plan.links_go_back;
-  const std::string& view_dir = v.view;
   struct stat dir_st {};
   if (::stat(v.target.c_str(), &dir_st) < 0) throw failure("cannot read", v.target);
-  if (::mkdir(view_dir.c_str(), dir_st.st_mode & 07777) < 0) throw failure("cannot make", view_dir);
+  if (::mkdir(v.view.c_str(), dir_st.st_mode & 07777) < 0) throw failure("cannot make", v.view);
+  if (::mkdir(v.work.c_str(), 0700) < 0) throw failure("cannot make", v.work);
   for (const std::string& name : entries(v.target)) {
-    if (name == v.login_name) continue;
-    const std::string from = v.target + "/" + name, to = view_dir + "/" + name;
+    if (name == v.login_name || listed(v.hidden, name)) continue;
+    const std::string from = v.target + "/" + name;
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;  // gone meanwhile
-    if (listed(v.hidden, name)) {
-      // A place for the mask to cover; what the file holds never leaves the real one.
-      if (S_ISDIR(st.st_mode)) {
-        if (::mkdir(to.c_str(), 0700) < 0) throw failure("cannot make", to);
-      } else if (const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-                 fd >= 0) {
-        ::close(fd);
-      }
-      continue;
-    }
     if (S_ISDIR(st.st_mode)) {
-      if (::mkdir(to.c_str(), st.st_mode & 07777) < 0) throw failure("cannot make", to);
       v.subdirs.push_back(name);
     } else if (S_ISREG(st.st_mode)) {
-      std::string bytes;
-      struct stat copied {};
-      if (copy_into_new(from, to, budget, max_merged_bytes, bytes, copied) == copy_result::done) {
-        std::shared_ptr<const std::string> base;
-        if (static_cast<std::size_t>(copied.st_size) <= max_merged_bytes)
-          base = std::make_shared<const std::string>(std::move(bytes));
-        v.files.push_back({name, static_cast<long long>(copied.st_size), copied.st_mtim,
-                           stat_id_of(st), std::move(base)});
+      if (static_cast<std::uint64_t>(st.st_size) > budget.file_bytes) {
+        v.live_files.push_back(name);  // too large to copy: the real file itself, live
         continue;
       }
-      // Too large or too slow to copy: the real file itself, live (a place to bind it on).
-      const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      if (fd < 0) throw failure("cannot make", to);
-      ::close(fd);
-      v.live_files.push_back(name);
+      std::shared_ptr<const std::string> base;
+      if (!v.links_go_back && static_cast<std::size_t>(st.st_size) <= max_merged_bytes)
+        if (auto bytes = read_small(from)) base = std::make_shared<const std::string>(*bytes);
+      v.files.push_back(
+          {name, static_cast<long long>(st.st_size), st.st_mtim, stat_id_of(st), std::move(base)});
     } else if (S_ISLNK(st.st_mode)) {
-      std::error_code ec;
-      const auto link = fs::read_symlink(from, ec);
-      if (!ec) fs::create_symlink(link, to, ec);
-      if (!ec) v.links.push_back(name);
+      v.links.push_back(name);
     }
-    // Sockets and fifos are left out: the view holds no live endpoint of the host's.
+    // Sockets and fifos the overlay shows as they are; a copy leaves them out.
   }
   if (!v.login_name.empty())
-    base::write_file_atomically(view_dir + "/" + v.login_name, plan.login_copy, 0600,
+    base::write_file_atomically(v.view + "/" + v.login_name, plan.login_copy, 0600,
                                 base::durability::session);
   return v;
+}
+
+std::string fill_view_copies(const directory_view& v, const std::string& real,
+                             const std::string& view) {
+  copy_budget budget = copy_budget::starting_now();
+  const auto place = [&](const std::string& name, bool directory) {
+    const std::string to = view + "/" + name;
+    struct stat st {};
+    if (::lstat(to.c_str(), &st) == 0) return true;  // made by the broker already
+    if (directory) return ::mkdir(to.c_str(), 0700) == 0;
+    const int fd = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    ::close(fd);
+    return true;
+  };
+  for (const std::string& name : v.subdirs)
+    if (!place(name, true)) return "making a place for " + v.target + "/" + name;
+  for (const std::string& name : v.live_files)
+    if (!place(name, false)) return "making a place for " + v.target + "/" + name;
+  for (const std::string& name : v.hidden) {
+    struct stat st {};
+    if (::lstat((real + "/" + name).c_str(), &st) == 0 && !place(name, S_ISDIR(st.st_mode)))
+      return "making a place for " + v.target + "/" + name;
+  }
+  for (const auto& f : v.files) {
+    const std::string to = view + "/" + f.name;
+    struct stat st {};
+    // A file that cannot be copied now (gone meanwhile, past the budget) is not shown.
+    if (::lstat(to.c_str(), &st) < 0) (void)copy_file(real + "/" + f.name, to, budget);
+  }
+  for (const std::string& name : v.links) {
+    std::error_code ec;
+    const auto text = fs::read_symlink(real + "/" + name, ec);
+    if (!ec) fs::create_symlink(text, view + "/" + name, ec);
+  }
+  return {};
 }
 
 copy_back_result copy_back(const directory_view& v, const std::string& kept_root,
@@ -369,6 +386,8 @@ copy_back_result copy_back(const directory_view& v, const std::string& kept_root
     const std::string from = v.view + "/" + name, to = v.target + "/" + name;
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;
+    // A name the command removed: the overlay's whiteout. What it removed stays on the host.
+    if (S_ISCHR(st.st_mode) && st.st_rdev == 0) continue;
     if (S_ISDIR(st.st_mode)) {
       // A bound subdirectory was the real one all along; a new one goes back whole, unless the
       // real directory got one of that name meanwhile.

@@ -1,12 +1,16 @@
-// A login file's directory as a netns child sees it, for an agent that replaces the file with
-// rename(2) (DESIGN §9; Codex's auth.json): a mount on the file itself would make that rename
-// fail (EBUSY), so the child gets a directory of the session's in place of the file's directory.
-// In it: the login file's dummy copy, copies of the directory's other files and links, and its
-// subdirectories bound from the real directory (their contents live). When the session ends, the
-// files and directories the command changed or made there go back to the real directory, except
-// the login file. Both ways the copies are bounded (bounded_copy.hpp): a file too large to copy
-// in is bound through live instead, and what cannot go back (too large, too slow, not a regular
-// file) is kept out, set aside and named.
+// A directory as a netns child sees it when what the child makes or changes there must be
+// judged before it reaches the host (DESIGN §8.1, §9): a login file's directory (an agent that
+// replaces the file with rename(2), like Codex's auth.json, cannot be shown a mount on the file
+// itself: the rename would fail with EBUSY), and home_guard's directories. The child gets an
+// overlay (overlayfs) at the directory: the real directory below, read-only to it and live; the
+// view above, which holds the login file's dummy copy and takes every file the child changes or
+// makes there (the kernel copies a file up on its first write, so starting costs no copy).
+// Subdirectories are bound from the real directory over the overlay (their contents live), as
+// are files too large to copy. Where the kernel refuses an overlay (an old kernel, a file
+// system it cannot stack), the view is filled with copies instead and bound at the directory.
+// When the session ends, the files and directories the command changed or made there go back to
+// the real directory, except the login file. Both ways the copies are bounded (bounded_copy.hpp):
+// what cannot go back (too large, too slow, not a regular file) is kept out, set aside and named.
 #pragma once
 
 #include <ctime>
@@ -20,17 +24,20 @@
 namespace broker::wrap {
 
 struct directory_view {
-  std::string view;                  // the session's directory the child sees at `target`
+  std::string view;                  // the overlay's upper directory: what the child made
+  std::string work;                  // the overlay's work directory (same file system)
   std::string target;                // the real directory
   std::string login_name;            // the login file's name in it ("" for none): never copied back
   std::vector<std::string> hidden;   // never copied either way (masked files: empty here)
   bool links_go_back = false;        // new links go back like files (a PATH directory)
-  std::vector<std::string> subdirs;  // bound from target into the view (empty directories here)
-  std::vector<std::string>
-      live_files;  // too large to copy in: bound from target (empty files here)
+  std::vector<std::string> subdirs;  // bound from target over the view
+  std::vector<std::string> live_files;  // too large to copy: bound from target over the view
+  // The regular files the real directory held when the view was made: what "changed" is
+  // measured against. A copy (the kernel's on first write, or fill_view_copies') keeps a file's
+  // size and modification time, so a file the child only opened for writing still matches.
   struct copied {
     std::string name;
-    long long size = 0;  // the copy's, as made
+    long long size = 0;  // the real file's then
     timespec mtime{};
     struct stat_id {
       unsigned long long dev = 0, ino = 0;
@@ -40,8 +47,8 @@ struct directory_view {
     } real;                                   // the real file's then: has it changed since?
     std::shared_ptr<const std::string> base;  // its bytes then, when small: to merge with
   };
-  std::vector<copied> files;       // as copied in: what "changed" is measured against
-  std::vector<std::string> links;  // links copied in as links (names)
+  std::vector<copied> files;
+  std::vector<std::string> links;  // the links it held then (names)
 };
 
 // Something the command made in a view that does not go back to the host (DESIGN §8.1).
@@ -54,9 +61,10 @@ struct kept_out {
   bool stored = false, store_changed = false;
 };
 
-// What a view shows: `target` (a directory) at `view` (which must not exist), with a login file
-// named `login_name` holding `login_copy` when there is one, and `hidden` names (masked
-// files) as empty placeholders, never copied.
+// What a view shows: `target` (a directory) through `view` (which must not exist, nor its
+// sibling `view` + ".work"), with a login file named `login_name` holding `login_copy` when
+// there is one; `hidden` names (masked files) are never copied either way. `links_go_back`: a
+// PATH directory, whose files are programs, not merged, so their bytes are not kept.
 struct view_plan {
   std::string target, view;
   std::string login_name;
@@ -65,9 +73,18 @@ struct view_plan {
   bool links_go_back = false;
 };
 
-// Makes the view; copies come out of `budget`. Throws std::runtime_error naming the path that
-// failed.
+// Makes the view: the two directories, the login file's copy, and the real directory's
+// entries noted (files past `budget`'s file size are to be bound live). Throws
+// std::runtime_error naming the path that failed.
 directory_view make_directory_view(const view_plan& plan, copy_budget& budget);
+
+// For a view the kernel would not stack (no overlay): the real directory's entries copied into
+// the view, as the overlay would have shown them: its files (times kept), links, an empty
+// directory for each subdirectory and each live file's and hidden name's place to mount on.
+// `real` and `view` are paths to the two directories (in the child, /proc/self/fd/N paths
+// opened before anything covered them). Returns "" or what failed.
+std::string fill_view_copies(const directory_view& v, const std::string& real,
+                             const std::string& view);
 
 class home_guard;
 

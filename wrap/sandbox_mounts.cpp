@@ -188,6 +188,30 @@ void set_up_dev(int control) {
     sandbox_fail(control, "making /dev read-only");
 }
 
+// `fd`'s path in this process, for a mount source or option.
+std::string fd_path(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+// A view at its directory (directory_view.hpp): an overlay of the view over the real directory,
+// or, where the kernel will not stack them (no overlay in this kernel or user namespace, a file
+// system it cannot use), the view filled with copies and bound there. Closes the descriptors.
+void show_view(int control, const directory_view& v, int real, int upper, int work) {
+  // No metadata-only copy-up (the view's files must hold their bytes, for the broker to read
+  // them back), no index, no redirects; in a user namespace the overlay's own attributes are
+  // user.* ones.
+  std::string options = "lowerdir=" + fd_path(real) + ",upperdir=" + fd_path(upper) +
+                        ",workdir=" + fd_path(work) + ",metacopy=off,index=off,redirect_dir=off";
+  if (::geteuid() != 0) options += ",userxattr";
+  if (::mount("overlay", v.target.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) < 0) {
+    if (const std::string why = fill_view_copies(v, fd_path(real), fd_path(upper)); !why.empty())
+      sandbox_fail(control, why);
+    if (::mount(fd_path(upper).c_str(), v.target.c_str(), nullptr, MS_BIND, nullptr) < 0)
+      sandbox_fail(control, "showing a view at " + v.target);
+  }
+  for (int fd : {real, upper, work}) ::close(fd);
+}
+
 }  // namespace
 
 std::vector<std::string> pinned_directories(const launch_options& options) {
@@ -221,14 +245,23 @@ void set_up_mounts(int control, const launch_options& options) {
     copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
     if (copies.back() < 0) sandbox_fail(control, "opening " + o.copy);
   }
-  // A view's subdirectories (and files too large to copy) are the real ones: opened before the
-  // view covers them.
-  std::vector<int> views;
+  // A view's real directory, its subdirectories and its files too large to copy are the real
+  // ones, and its own directories may be in the host's /dev/shm: all opened before anything
+  // covers them.
+  struct view_fds {
+    int real = -1, upper = -1, work = -1;
+  };
+  std::vector<view_fds> views;
   std::vector<std::vector<int>> subdirs(options.views.size());
   for (std::size_t i = 0; i < options.views.size(); ++i) {
     const directory_view& v = options.views[i];
-    views.push_back(::open(v.view.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (views.back() < 0) sandbox_fail(control, "opening " + v.view);
+    view_fds fds;
+    fds.real = ::open(v.target.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    fds.upper = ::open(v.view.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    fds.work = ::open(v.work.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fds.real < 0) sandbox_fail(control, "opening " + v.target);
+    if (fds.upper < 0 || fds.work < 0) sandbox_fail(control, "opening " + v.view);
+    views.push_back(fds);
     for (const std::string& name : v.subdirs) {
       const std::string real = v.target + "/" + name;
       subdirs[i].push_back(::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -261,7 +294,7 @@ void set_up_mounts(int control, const launch_options& options) {
   // (copies, masks, read-only paths): mounted earlier, it would sit under a view, unseen.
   for (std::size_t i = 0; i < views.size(); ++i) {
     const directory_view& v = options.views[i];
-    bind(views[i], v.target, "showing a view at ");
+    show_view(control, v, views[i].real, views[i].upper, views[i].work);
     for (std::size_t j = 0; j < v.subdirs.size(); ++j)
       bind(subdirs[i][j], v.target + "/" + v.subdirs[j], "binding through ");
     for (std::size_t j = 0; j < v.live_files.size(); ++j)

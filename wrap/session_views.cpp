@@ -108,6 +108,9 @@ views_returned return_views(const std::vector<directory_view>& views, const fs::
     }
   }
   std::error_code ec;
+  // The overlay's own directory in each work directory is left mode 0 by the kernel.
+  for (const auto& v : views)
+    if (!v.work.empty()) ::chmod((v.work + "/work").c_str(), 0700);
   if (!views.empty() && !left_in_place) fs::remove_all(views_dir, ec);
   return out;
 }

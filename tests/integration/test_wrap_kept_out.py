@@ -108,6 +108,29 @@ def test_nothing_kept_out_prints_nothing(tmp_path):
     assert (home / ".codex" / "notes.txt").read_text() == "x\n"
 
 
+def test_what_the_host_changes_during_the_session_shows_inside_it(tmp_path):
+    """A view is an overlay on the real directory, not a copy taken at the start: a file the
+    user changes while the command runs is the command's to read at once, and since the command
+    only read it, the user's change is what the home keeps."""
+    home = codex_home(tmp_path)
+    notes, logs = home / ".codex" / "notes.txt", tmp_path / "logs"
+    notes.write_text("before\n")
+    watch = ('for i in $(seq 400); do grep -q after "$HOME/.codex/notes.txt" && '
+             '{ echo saw-after; exit 0; }; sleep 0.05; done; exit 3')
+    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", watch]
+    p = subprocess.Popen(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not any(r["event"] == "session_start" for r in records(logs) if logs.exists()):
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    notes.write_text("after\n")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and b"saw-after" in out, (out + err).decode()
+    assert notes.read_text() == "after\n"
+    assert b"kept out" not in err, err.decode()
+
+
 # What a prompt-injected command leaves for later, none of which exists yet: startup files,
 # ssh, git and package managers' configuration, a `git` on the user's PATH ahead of the real
 # one. Beside it, ordinary work in the same places, which must reach the home.
