@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -12,10 +13,12 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "wrap/launch_plan.hpp"
 #include "wrap/sandbox_init.hpp"
 
 namespace broker::wrap {
@@ -51,12 +54,26 @@ void write_id_maps(pid_t pid) {
   put("gid_map", std::to_string(::getgid()) + " " + std::to_string(::getgid()) + " 1\n");
 }
 
-// The listener, the sock_diag socket and the capture sockets (or the child's setup error),
-// within a deadline: 'L', 'D' or '-' (a sock_diag socket attached or not), then why capture is
-// unavailable (empty when it is not), with the descriptors attached.
-std::vector<int> receive_sockets(int control, bool& sock_diag, std::string& capture_unavailable) {
+// Init's error ('E' and what failed), or its next message; within a deadline.
+ssize_t receive(int control, msghdr& message, const char* waiting_for) {
   pollfd p{control, POLLIN, 0};
-  if (::poll(&p, 1, 10000) != 1) throw launch_error("the sandbox did not start within 10 s");
+  if (::poll(&p, 1, 10000) != 1)
+    throw launch_error(std::string("the sandbox did not ") + waiting_for + " within 10 s");
+  const ssize_t n = ::recvmsg(control, &message, MSG_CMSG_CLOEXEC);
+  if (n <= 0) throw launch_error("the sandbox ended during setup");
+  const auto* text = static_cast<const char*>(message.msg_iov[0].iov_base);
+  if (text[0] == 'E')
+    throw launch_error("setting up the sandbox: " +
+                       std::string(text + 1, static_cast<std::size_t>(n - 1)));
+  return n;
+}
+
+// The listener, the sock_diag socket, the capture sockets and the nfnetlink socket (or the
+// child's setup error): 'L', 'D' or '-' (a sock_diag socket attached or not), 'N' or '-' (the
+// nfnetlink socket), then why capture is unavailable (empty when it is not), with the
+// descriptors attached.
+std::vector<int> receive_sockets(int control, bool& sock_diag, bool& netfilter,
+                                 std::string& capture_unavailable) {
   char buffer[512];
   iovec data{buffer, sizeof buffer};
   alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * max_sandbox_sockets)] = {};
@@ -65,62 +82,87 @@ std::vector<int> receive_sockets(int control, bool& sock_diag, std::string& capt
   message.msg_iovlen = 1;
   message.msg_control = space;
   message.msg_controllen = sizeof space;
-  const ssize_t n = ::recvmsg(control, &message, MSG_CMSG_CLOEXEC);
-  if (n <= 0) throw launch_error("the sandbox ended during setup");
-  if (buffer[0] == 'E')
-    throw launch_error("setting up the sandbox: " +
-                       std::string(buffer + 1, static_cast<std::size_t>(n - 1)));
+  const ssize_t n = receive(control, message, "start");
   const cmsghdr* header = CMSG_FIRSTHDR(&message);
-  if (n < 2 || buffer[0] != 'L' || !header || header->cmsg_type != SCM_RIGHTS)
+  if (n < 3 || buffer[0] != 'L' || !header || header->cmsg_type != SCM_RIGHTS)
     throw launch_error("the sandbox sent no listener");
   const std::size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
   std::vector<int> fds(count);
   std::memcpy(fds.data(), CMSG_DATA(header), count * sizeof(int));
   sock_diag = buffer[1] == 'D';
-  capture_unavailable.assign(buffer + 2, static_cast<std::size_t>(n - 2));
+  netfilter = buffer[2] == 'N';
+  capture_unavailable.assign(buffer + 3, static_cast<std::size_t>(n - 3));
   return fds;
+}
+
+// The last close of the nfnetlink socket capture's rules went over waits for the kernel to
+// free their transaction (an RCU grace period, 5-30 ms here): on a thread of its own, so that
+// nothing waits for it but this process's exit, long after the rules were made.
+void close_in_background(int fd) {
+  try {
+    std::thread([fd] { ::close(fd); }).detach();
+  } catch (const std::system_error&) {
+    ::close(fd);
+  }
+}
+
+// The plan (launch_plan.hpp) to init in a memory file, then its word that the command's file
+// system is ready ('M') or what failed.
+void send_plan(int control, const launch_options& options) {
+  const std::string plan = encode_launch_plan(options);
+  const int file = ::memfd_create("broker-launch-plan", MFD_CLOEXEC);
+  if (file < 0) throw launch_error(errno_text("memfd_create"));
+  for (std::size_t done = 0; done < plan.size();) {
+    const ssize_t n = ::write(file, plan.data() + done, plan.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(file);
+      throw launch_error(errno_text("writing the launch plan"));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  char word = 'P';
+  iovec data{&word, 1};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = space;
+  message.msg_controllen = sizeof space;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &file, sizeof file);
+  const ssize_t sent = ::sendmsg(control, &message, MSG_NOSIGNAL);
+  ::close(file);
+  if (sent != 1) throw launch_error("the sandbox ended during setup");
+  char reply[512];
+  iovec in{reply, sizeof reply};
+  msghdr answer{};
+  answer.msg_iov = &in;
+  answer.msg_iovlen = 1;
+  if (receive(control, answer, "set up its file system") < 1 || reply[0] != 'M')
+    throw launch_error("the sandbox did not set up its file system");
 }
 
 }  // namespace
 
-std::string netns_unavailable_reason() {
-  auto stack = std::make_unique<char[]>(clone_stack_bytes);
-  const bool user_namespace = ::geteuid() != 0;
-  const pid_t pid = ::clone([](void*) -> int { return 0; }, stack.get() + clone_stack_bytes,
-                            namespace_flags(user_namespace) | SIGCHLD, nullptr);
-  if (pid < 0)
-    return errno_text(user_namespace ? "cannot create user, network, PID and mount namespaces"
-                                     : "cannot create network, PID and mount namespaces");
-  ::waitpid(pid, nullptr, 0);
-  return {};
-}
-
-child_session::child_session(const launch_options& options) : options_(options) {
+child_session::child_session(const launch_options& network) : options_(network) {
   // The caller blocks the signals it forwards (and SIGCHLD) to take them itself; the command
   // starts with them unblocked.
-  sigset_t current;
-  ::sigprocmask(SIG_SETMASK, nullptr, &current);
+  ::sigprocmask(SIG_SETMASK, nullptr, &command_mask_);
   const sigset_t forwarded = forwarded_signals();
   for (int s = 1; s < NSIG; ++s)
-    if (sigismember(&forwarded, s) || s == SIGCHLD) sigdelset(&current, s);
-  if (options_.mode == isolation::env) {
-    pid_ = ::fork();
-    if (pid_ < 0) throw launch_error(errno_text("fork"));
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      exec_command(options_, current);
-    }
-    // The child makes its own group too; doing it here as well closes the race with a signal
-    // forwarded before it ran.
-    ::setpgid(pid_, pid_);
-    return;
-  }
+    if (sigismember(&forwarded, s) || s == SIGCHLD) sigdelset(&command_mask_, s);
+  if (options_.mode == isolation::env) return;  // nothing until launch()
 
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
     throw launch_error(errno_text("socketpair"));
   const bool user_namespace = ::geteuid() != 0;
-  sandbox_args args{&options_, pair[1], pair[0], user_namespace, forwarded_signals(), current};
+  sandbox_args args{&options_,           pair[1],      pair[0], user_namespace,
+                    forwarded_signals(), command_mask_};
   auto stack = std::make_unique<char[]>(clone_stack_bytes);
   pid_ = ::clone(sandbox_init, stack.get() + clone_stack_bytes,
                  namespace_flags(user_namespace) | SIGCHLD, &args);
@@ -129,20 +171,27 @@ child_session::child_session(const launch_options& options) : options_(options) 
   if (pid_ < 0) {
     ::close(pair[0]);
     errno = clone_errno;
-    throw launch_error(errno_text("cannot create the sandbox namespaces"));
+    throw namespaces_unavailable(
+        errno_text(user_namespace ? "cannot create user, network, PID and mount namespaces"
+                                  : "cannot create network, PID and mount namespaces"));
   }
+  control_ = pair[0];
   try {
     if (user_namespace) {
-      pollfd p{pair[0], POLLIN, 0};
+      pollfd p{control_, POLLIN, 0};
       char ready = 0;
-      if (::poll(&p, 1, 10000) != 1 || ::recv(pair[0], &ready, 1, 0) != 1 || ready != 'R')
+      if (::poll(&p, 1, 10000) != 1 || ::recv(control_, &ready, 1, 0) != 1 || ready != 'R')
         throw launch_error("the sandbox did not start");
       write_id_maps(pid_);
       const char go = 'G';
-      if (::send(pair[0], &go, 1, MSG_NOSIGNAL) != 1) throw launch_error("the sandbox ended");
+      if (::send(control_, &go, 1, MSG_NOSIGNAL) != 1) throw launch_error("the sandbox ended");
     }
-    bool has_sock_diag = false;
-    const auto fds = receive_sockets(pair[0], has_sock_diag, capture_.unavailable);
+    bool has_sock_diag = false, has_netfilter = false;
+    auto fds = receive_sockets(control_, has_sock_diag, has_netfilter, capture_.unavailable);
+    if (has_netfilter && fds.size() > 1) {
+      close_in_background(fds.back());
+      fds.pop_back();
+    }
     listener_ = fds.at(0);
     std::size_t next = 1;
     if (has_sock_diag && fds.size() > next) sock_diag_ = fds[next++];
@@ -154,16 +203,44 @@ child_session::child_session(const launch_options& options) : options_(options) 
       capture_.unavailable = "the sandbox made no capture sockets";
     }
   } catch (...) {
-    ::close(pair[0]);
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
+    end_unlaunched();
     throw;
   }
-  ::close(pair[0]);
+}
+
+void child_session::launch(const launch_options& options) {
+  options_ = options;
+  if (options_.mode == isolation::env) {
+    pid_ = ::fork();
+    if (pid_ < 0) throw launch_error(errno_text("fork"));
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      exec_command(options_, command_mask_);
+    }
+    // The child makes its own group too; doing it here as well closes the race with a signal
+    // forwarded before it ran.
+    ::setpgid(pid_, pid_);
+    return;
+  }
+  try {
+    send_plan(control_, options_);
+  } catch (...) {
+    end_unlaunched();
+    throw;
+  }
+  ::close(std::exchange(control_, -1));
+}
+
+void child_session::end_unlaunched() {
+  if (control_ >= 0) ::close(std::exchange(control_, -1));
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
 }
 
 child_session::~child_session() {
+  if (control_ >= 0) end_unlaunched();  // made, never launched: init waits for its plan
   for (int fd : {listener_, sock_diag_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
     if (fd >= 0) ::close(fd);
 }

@@ -10,6 +10,7 @@
 // env: the command is a plain child in its own process group; only variables keep it inside.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -28,6 +29,13 @@ namespace broker::wrap {
 class launch_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// The kernel would not make the namespaces (user namespaces disabled, a container's seccomp
+// profile): `--isolate auto` runs in env mode instead.
+class namespaces_unavailable : public launch_error {
+ public:
+  using launch_error::launch_error;
 };
 
 enum class isolation { netns, env };
@@ -62,10 +70,18 @@ struct launch_options {
 
 class child_session {
  public:
-  // Starts the command. netns: throws launch_error when the namespaces cannot be made (the
-  // message says why, e.g. user namespaces disabled). Signals the caller will forward should be
-  // blocked in the calling thread before (they are unblocked in the child).
-  explicit child_session(const launch_options& options);
+  // netns: makes the namespaces and their init now, from `network`'s mode, ports and capture:
+  // loopback, capture's rules and the sockets the broker serves (take_listener, take_sock_diag,
+  // take_capture); the command waits for launch(). Made first, the kernel finishes its work on
+  // the namespace (capture's rules above all) while the broker prepares the rest. Throws
+  // launch_error when the namespaces cannot be made (the message says why, e.g. user namespaces
+  // disabled). env: nothing until launch(). Signals the caller will forward should be blocked
+  // in the calling thread before (they are unblocked in the command), and the process
+  // single-threaded (init is a clone of it).
+  explicit child_session(const launch_options& network);
+  // Starts the command with `options` (netns: init sets up the file system first); throws
+  // launch_error naming what failed.
+  void launch(const launch_options& options);
   ~child_session();
   child_session(const child_session&) = delete;
   child_session& operator=(const child_session&) = delete;
@@ -101,17 +117,18 @@ class child_session {
   void kill_all();
 
  private:
+  // netns, made but not launched: init is told to end, and reaped.
+  void end_unlaunched();
+
   launch_options options_;
+  sigset_t command_mask_{};
+  int control_ = -1;  // netns: to init, until launch()
   pid_t pid_ = -1;
   int listener_ = -1;
   int sock_diag_ = -1;
   capture_sockets capture_;
   int status_ = -1;
 };
-
-// Can this process make the namespaces netns mode needs? An empty string when it can, otherwise
-// why not (for `--isolate auto`'s warning and `--isolate netns`'s error).
-std::string netns_unavailable_reason();
 
 // A wait status as a shell reports it: the exit code, 128+N for signal N, else 125.
 int exit_code(int status);

@@ -77,18 +77,6 @@ std::vector<session::variable> parent_environment() {
   return out;
 }
 
-// Which isolation this run gets; throws for an explicit netns that cannot be had.
-isolation choose_isolation(const std::string& requested) {
-  if (requested == "env") return isolation::env;
-  const std::string why = netns_unavailable_reason();
-  if (why.empty()) return isolation::netns;
-  if (requested == "netns") throw std::runtime_error("--isolate netns: " + why);
-  std::cerr << "broker: WARNING: network isolation is unavailable (" << why
-            << "); running with --isolate env: only the proxy variables keep the command "
-               "inside the session, a program that ignores them is not stopped\n";
-  return isolation::env;
-}
-
 // Runs until the command ends, passing signals on; returns its exit status. A spent budget that
 // ends the session (on_exhaust kill, or duration) kills the command's whole tree, and says so.
 int supervise(child_session& child, const sigset_t& signals, proxy::proxy_context& ctx) {
@@ -189,17 +177,17 @@ struct wrapping {
   sigset_t signals{};
   proxy::session_setup setup;
   isolation mode = isolation::env;
+  std::uint16_t port = netns_proxy_port;
+  int listener = -1;
+  std::unique_ptr<child_session> child;  // netns: made first, launched once all is prepared
+  child_session::capture_sockets capture;
   std::shared_ptr<certs::certificate_authority> ca;
   std::shared_ptr<proxy::tls_contexts> tls;
   std::unique_ptr<session::session_dir> dir;
   std::filesystem::path log_dir, views_dir;
-  std::uint16_t port = netns_proxy_port;
-  int listener = -1;
-  std::unique_ptr<child_session> child;
   std::unique_ptr<session::audit_log> audit;
   std::vector<directory_view> views;  // copied back at the end, parents first
   std::optional<home_guard> guard;    // what may not go back from them
-  child_session::capture_sockets capture;
   copy_budget copy_in = copy_budget::starting_now();
   std::string home, cwd;
   timespec child_started{};  // what the session changed is what changed after this
@@ -219,11 +207,39 @@ struct child_files {
   std::vector<std::pair<std::string, std::string>> login_files;  // path, credential
 };
 
+// The isolation this run gets: in netns mode the namespaces and their init, made before the rest
+// of the session (child_session.hpp); throws for an explicit netns that cannot be had.
+void start_child(wrapping& w) {
+  launch_options network;
+  if (w.c.isolate != "env") {
+    network.mode = isolation::netns;
+    network.proxy_port = netns_proxy_port;
+    network.capture = true;
+    network.capture_port = netns_capture_port;
+    try {
+      w.child = std::make_unique<child_session>(network);
+      w.mode = isolation::netns;
+      w.listener = w.child->take_listener();
+      w.capture = w.child->take_capture();
+      return;
+    } catch (const namespaces_unavailable& e) {
+      if (w.c.isolate == "netns")
+        throw std::runtime_error(std::string("--isolate netns: ") + e.what());
+      std::cerr << "broker: WARNING: network isolation is unavailable (" << e.what()
+                << "); running with --isolate env: only the proxy variables keep the command "
+                   "inside the session, a program that ignores them is not stopped\n";
+    }
+  }
+  network = launch_options{};
+  network.mode = w.mode = isolation::env;
+  w.child = std::make_unique<child_session>(network);
+}
+
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
   w.setup =
       proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
-  w.mode = choose_isolation(w.c.isolate);
+  start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
   proxy::load_credentials(w.setup, w.netns(), true);
@@ -361,14 +377,10 @@ void launch_child(wrapping& w) {
   w.cwd = std::filesystem::current_path(ec).string();
   add_file_system(w, plan, files, launch);
   ::clock_gettime(CLOCK_REALTIME, &w.child_started);
-  w.child = std::make_unique<child_session>(launch);
-  if (w.netns()) {
-    w.listener = w.child->take_listener();
-    w.capture = w.child->take_capture();
-    if (w.capture.listener < 0)
-      std::cerr << "broker: warning: transparent capture is unavailable (" << w.capture.unavailable
-                << "): a program that ignores the proxy variables cannot connect\n";
-  }
+  w.child->launch(launch);
+  if (w.netns() && w.capture.listener < 0)
+    std::cerr << "broker: warning: transparent capture is unavailable (" << w.capture.unavailable
+              << "): a program that ignores the proxy variables cannot connect\n";
 }
 
 // The proxy's context for the command's process tree, the session's first record, the control

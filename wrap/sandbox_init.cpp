@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "wrap/capture_net.hpp"
+#include "wrap/launch_plan.hpp"
 #include "wrap/sandbox_mounts.hpp"
 #include "wrap/syscall_filter.hpp"
 
@@ -79,12 +80,14 @@ int make_any_address_socket(int control, int type, std::uint16_t port, const cha
   return s;
 }
 
-// 'L', 'D' when a sock_diag socket is attached ('-' when not), and why capture is unavailable
-// (nothing when it is available or not asked for), with the sockets attached: the proxy
-// listener, the sock_diag socket, then the capture listener and the DNS sockets.
-void send_sockets(int control, const std::vector<int>& fds, bool sock_diag,
+// 'L', 'D' when a sock_diag socket is attached ('-' when not), 'N' when the nfnetlink socket is
+// ('-' when not), and why capture is unavailable (nothing when it is available or not asked
+// for), with the sockets attached: the proxy listener, the sock_diag socket, the capture listener
+// and the DNS sockets, then the nfnetlink socket.
+void send_sockets(int control, const std::vector<int>& fds, bool sock_diag, bool netfilter,
                   const std::string& capture_unavailable) {
-  std::string text = std::string("L") + (sock_diag ? 'D' : '-') + capture_unavailable;
+  std::string text =
+      std::string("L") + (sock_diag ? 'D' : '-') + (netfilter ? 'N' : '-') + capture_unavailable;
   iovec data{text.data(), text.size()};
   alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * max_sandbox_sockets)] = {};
   msghdr message{};
@@ -105,10 +108,10 @@ void send_sockets(int control, const std::vector<int>& fds, bool sock_diag,
 // The sockets the broker serves inside this namespace. With capture, the namespace is set up so
 // that directly dialed TCP lands on the capture listener and every address's port 53 on the DNS
 // sockets (capture_net.hpp); a kernel that refuses that leaves the proxy listener alone, and
-// the broker says why.
-// Returns the nfnetlink socket capture was set up over, for the caller to close later
-// (set_up_capture), or -1.
-int hand_over_sockets(int control, const launch_options& options) {
+// the broker says why. The nfnetlink socket capture's rules went over goes to the broker too:
+// its last close waits for the kernel to free their transaction (an RCU grace period), which
+// would hold up the command's start (its exec closing an inherited copy) or init's exit.
+void hand_over_sockets(int control, const launch_options& options) {
   std::vector<int> fds{make_listener(control, options.proxy_port)};
   // A netlink socket answers about the namespace it was made in: the broker asks this one which
   // socket of the child's a connection comes from. Without it (a kernel without sock_diag) the
@@ -125,8 +128,47 @@ int hand_over_sockets(int control, const launch_options& options) {
     fds.push_back(make_any_address_socket(control, SOCK_DGRAM, 53, "the DNS socket"));
     fds.push_back(make_any_address_socket(control, SOCK_STREAM, 53, "the DNS listener"));
   }
-  send_sockets(control, fds, sock_diag >= 0, unavailable);
-  return netfilter_socket;
+  if (netfilter_socket >= 0) fds.push_back(netfilter_socket);
+  send_sockets(control, fds, sock_diag >= 0, netfilter_socket >= 0, unavailable);
+}
+
+// The rest of the launch options, from the broker once it has prepared them (launch_plan.hpp).
+// The broker gone before it sent them: the session never started, nothing to report.
+launch_options receive_plan(int control) {
+  char word = 0;
+  iovec data{&word, 1};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = space;
+  message.msg_controllen = sizeof space;
+  ssize_t n;
+  do n = ::recvmsg(control, &message, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) ::_exit(125);
+  const cmsghdr* header = CMSG_FIRSTHDR(&message);
+  if (word != 'P' || !header || header->cmsg_type != SCM_RIGHTS)
+    sandbox_fail(control, "reading the launch plan");
+  int file = -1;
+  std::memcpy(&file, CMSG_DATA(header), sizeof file);
+  std::string plan;
+  char chunk[64 * 1024];
+  for (off_t at = 0;;) {
+    const ssize_t got = ::pread(file, chunk, sizeof chunk, at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) sandbox_fail(control, "reading the launch plan");
+    if (got == 0) break;
+    plan.append(chunk, static_cast<std::size_t>(got));
+    at += got;
+  }
+  ::close(file);
+  try {
+    return decode_launch_plan(plan);
+  } catch (const launch_error& e) {
+    errno = EINVAL;
+    sandbox_fail(control, e.what());
+  }
 }
 
 void ignore_handler(int) {}
@@ -211,7 +253,7 @@ void exec_command(const launch_options& options, const sigset_t& mask) {
 
 int sandbox_init(void* arg) {
   const auto& a = *static_cast<sandbox_args*>(arg);
-  const launch_options& options = *a.options;
+  const launch_options& network = *a.options;
   ::close(a.broker_end);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (a.user_namespace) {
@@ -227,10 +269,12 @@ int sandbox_init(void* arg) {
   }
   ::setpgid(0, 0);
   bring_up_loopback(a.control);
-  // Mounts first: a failure among them still reaches the broker (it reads the control socket
-  // until the listener arrives).
+  hand_over_sockets(a.control, network);
+  // The file system once the broker has prepared it; a failure in it still reaches the broker
+  // (it reads the control socket until the word that it is ready).
+  const launch_options options = receive_plan(a.control);
   set_up_mounts(a.control, options);
-  const int netfilter_socket = hand_over_sockets(a.control, options);
+  if (const char ready = 'M'; ::send(a.control, &ready, 1, MSG_NOSIGNAL) != 1) ::_exit(125);
 
   // PID 1 receives only signals it has a handler for; they stay blocked and are taken with
   // sigwaitinfo below.
@@ -253,9 +297,6 @@ int sandbox_init(void* arg) {
     exec_command(options, a.original_mask);
   }
   ::close(a.control);
-  // Closed here, while the command starts: the close waits out the kernel's freeing of the
-  // capture rules' transaction (set_up_capture), off the command's way.
-  if (netfilter_socket >= 0) ::close(netfilter_socket);
   int code = 125;
   for (;;) {
     siginfo_t info{};

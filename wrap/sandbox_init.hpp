@@ -9,16 +9,16 @@
 
 namespace broker::wrap {
 
-// The proxy listener, a NETLINK_SOCK_DIAG socket, and with capture its listener and the DNS UDP
-// and TCP sockets.
-inline constexpr std::size_t max_sandbox_sockets = 5;
+// The proxy listener, a NETLINK_SOCK_DIAG socket, and with capture its listener, the DNS UDP
+// and TCP sockets and the nfnetlink socket its rules went over.
+inline constexpr std::size_t max_sandbox_sockets = 6;
 
 struct sandbox_args {
-  const launch_options* options;
-  int control;          // the child's end of a SOCK_SEQPACKET pair with the broker
-  int broker_end;       // the broker's end, closed here
-  bool user_namespace;  // wait for the broker to write the id maps first
-  sigset_t forwarded;   // the signals init passes on to the command (blocked on entry)
+  const launch_options* options;  // the mode, ports and capture; the rest comes as a plan
+  int control;                    // the child's end of a SOCK_SEQPACKET pair with the broker
+  int broker_end;                 // the broker's end, closed here
+  bool user_namespace;            // wait for the broker to write the id maps first
+  sigset_t forwarded;             // the signals init passes on to the command (blocked on entry)
   sigset_t original_mask;
 };
 

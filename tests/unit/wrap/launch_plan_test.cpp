@@ -1,0 +1,99 @@
+#include "wrap/launch_plan.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+using broker::wrap::decode_launch_plan;
+using broker::wrap::directory_view;
+using broker::wrap::encode_launch_plan;
+using broker::wrap::isolation;
+using broker::wrap::launch_error;
+using broker::wrap::launch_options;
+using broker::wrap::view_step;
+
+namespace {
+
+launch_options full_options() {
+  launch_options o;
+  o.argv = {"codex", "exec", "say \"hi\"\n", ""};
+  o.envp = {"HOME=/home/u", "PATH=/usr/bin:/bin", std::string("ODD=a\0b", 7)};
+  o.mode = isolation::netns;
+  o.proxy_port = 3128;
+  o.private_view = {{view_step::empty, "/tmp", 01777}, {view_step::bind, "/tmp/work", 0}};
+  o.overlays = {{"/run/s/gh-hosts.yml", "/home/u/.config/gh/hosts.yml"}};
+  directory_view v;
+  v.view = "/dev/shm/broker-0/s-1/codex";
+  v.work = "/dev/shm/broker-0/s-1/codex.work";
+  v.target = "/home/u/.codex";
+  v.login_name = "auth.json";
+  v.hidden = {"token"};
+  v.links_go_back = true;
+  v.subdirs = {"sessions", "log"};
+  v.live_files = {"big.log"};
+  v.files.push_back({"config.toml", 13, {}, {}, nullptr});
+  v.links = {"current"};
+  o.views = {v, directory_view{}};
+  o.masks = {"/home/u/.aws/credentials"};
+  o.read_only = {"/home/u/.bashrc", "/home/u/.profile"};
+  o.scratch = {"/home/u/.cache/x"};
+  o.capture = true;
+  o.capture_port = 3129;
+  o.etc_files = {{"/run/s/resolv.conf", "/etc/resolv.conf"}};
+  o.grace = std::chrono::milliseconds(1500);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("launch plan: what init needs arrives as the broker prepared it", "[wrap][plan]") {
+  const launch_options sent = full_options();
+  const launch_options got = decode_launch_plan(encode_launch_plan(sent));
+  CHECK(got.argv == sent.argv);
+  CHECK(got.envp == sent.envp);
+  CHECK(got.envp[2].size() == 7);  // bytes, not C strings
+  CHECK(got.mode == isolation::netns);
+  CHECK(got.proxy_port == 3128);
+  REQUIRE(got.private_view.size() == 2);
+  CHECK(got.private_view[0].what == view_step::empty);
+  CHECK(got.private_view[0].mode == 01777);
+  CHECK(got.private_view[1].what == view_step::bind);
+  CHECK(got.private_view[1].path == "/tmp/work");
+  REQUIRE(got.overlays.size() == 1);
+  CHECK(got.overlays[0].target == "/home/u/.config/gh/hosts.yml");
+  REQUIRE(got.views.size() == 2);
+  const directory_view& v = got.views[0];
+  CHECK(v.view == sent.views[0].view);
+  CHECK(v.work == sent.views[0].work);
+  CHECK(v.target == "/home/u/.codex");
+  CHECK(v.login_name == "auth.json");
+  CHECK(v.hidden == std::vector<std::string>{"token"});
+  CHECK(v.links_go_back);
+  CHECK(v.subdirs == sent.views[0].subdirs);
+  CHECK(v.live_files == sent.views[0].live_files);
+  REQUIRE(v.files.size() == 1);
+  CHECK(v.files[0].name == "config.toml");
+  CHECK(v.links == sent.views[0].links);
+  CHECK(got.views[1].target.empty());
+  CHECK(got.masks == sent.masks);
+  CHECK(got.read_only == sent.read_only);
+  CHECK(got.scratch == sent.scratch);
+  CHECK(got.capture);
+  CHECK(got.capture_port == 3129);
+  CHECK(got.etc_files == sent.etc_files);
+  CHECK(got.grace == std::chrono::milliseconds(1500));
+}
+
+TEST_CASE("launch plan: bytes that are not a whole plan are refused, never read past",
+          "[wrap][plan]") {
+  const std::string plan = encode_launch_plan(full_options());
+  // Every cut of it, and one byte more.
+  for (std::size_t size = 0; size < plan.size(); ++size)
+    CHECK_THROWS_AS(decode_launch_plan(std::string_view(plan).substr(0, size)), launch_error);
+  CHECK_THROWS_AS(decode_launch_plan(plan + "x"), launch_error);
+  // A list claiming more entries than there are bytes.
+  std::string huge = plan;
+  const std::uint64_t many = ~std::uint64_t{0};
+  huge.replace(8, 8, reinterpret_cast<const char*>(&many), 8);  // argv's count
+  CHECK_THROWS_AS(decode_launch_plan(huge), launch_error);
+}
