@@ -186,25 +186,28 @@ child_session::child_session(const launch_options& network) : options_(network) 
       const char go = 'G';
       if (::send(control_, &go, 1, MSG_NOSIGNAL) != 1) throw launch_error("the sandbox ended");
     }
-    bool has_sock_diag = false, has_netfilter = false;
-    auto fds = receive_sockets(control_, has_sock_diag, has_netfilter, capture_.unavailable);
-    if (has_netfilter && fds.size() > 1) {
-      close_in_background(fds.back());
-      fds.pop_back();
-    }
-    listener_ = fds.at(0);
-    std::size_t next = 1;
-    if (has_sock_diag && fds.size() > next) sock_diag_ = fds[next++];
-    if (fds.size() == next + 3) {
-      capture_.listener = fds[next];
-      capture_.dns_udp = fds[next + 1];
-      capture_.dns_tcp = fds[next + 2];
-    } else if (options_.capture && capture_.unavailable.empty()) {
-      capture_.unavailable = "the sandbox made no capture sockets";
-    }
   } catch (...) {
     end_unlaunched();
     throw;
+  }
+}
+
+void child_session::take_sockets() {
+  bool has_sock_diag = false, has_netfilter = false;
+  auto fds = receive_sockets(control_, has_sock_diag, has_netfilter, capture_.unavailable);
+  if (has_netfilter && fds.size() > 1) {
+    close_in_background(fds.back());
+    fds.pop_back();
+  }
+  listener_ = fds.at(0);
+  std::size_t next = 1;
+  if (has_sock_diag && fds.size() > next) sock_diag_ = fds[next++];
+  if (fds.size() == next + 3) {
+    capture_.listener = fds[next];
+    capture_.dns_udp = fds[next + 1];
+    capture_.dns_tcp = fds[next + 2];
+  } else if (options_.capture && capture_.unavailable.empty()) {
+    capture_.unavailable = "the sandbox made no capture sockets";
   }
 }
 
@@ -223,6 +226,7 @@ void child_session::launch(const launch_options& options) {
     return;
   }
   try {
+    take_sockets();
     send_plan(control_, options_);
   } catch (...) {
     end_unlaunched();

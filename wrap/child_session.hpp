@@ -70,16 +70,17 @@ struct launch_options {
 
 class child_session {
  public:
-  // netns: makes the namespaces and their init now, from `network`'s mode, ports and capture:
-  // loopback, capture's rules and the sockets the broker serves (take_listener, take_sock_diag,
-  // take_capture); the command waits for launch(). Made first, the kernel finishes its work on
-  // the namespace (capture's rules above all) while the broker prepares the rest. Throws
-  // launch_error when the namespaces cannot be made (the message says why, e.g. user namespaces
-  // disabled). env: nothing until launch(). Signals the caller will forward should be blocked
-  // in the calling thread before (they are unblocked in the command), and the process
-  // single-threaded (init is a clone of it).
+  // netns: makes the namespaces and their init now, which sets up, from `network`'s mode,
+  // ports and capture, loopback, capture's rules and the sockets the broker serves, while the
+  // broker prepares the rest of the session; the kernel finishes its work on the namespace
+  // (capture's rules above all) meanwhile too. Throws namespaces_unavailable when the kernel
+  // would not make them (the message says why, e.g. user namespaces disabled). env: nothing
+  // until launch(). Signals the caller will forward should be blocked in the calling thread
+  // before (they are unblocked in the command), and the process single-threaded (init is a
+  // clone of it).
   explicit child_session(const launch_options& network);
-  // Starts the command with `options` (netns: init sets up the file system first); throws
+  // Starts the command with `options`. netns: takes init's sockets (take_listener,
+  // take_sock_diag, take_capture from then on), and init sets up the file system first. Throws
   // launch_error naming what failed.
   void launch(const launch_options& options);
   ~child_session();
@@ -117,6 +118,8 @@ class child_session {
   void kill_all();
 
  private:
+  // netns: the sockets init made, received.
+  void take_sockets();
   // netns, made but not launched: init is told to end, and reaped.
   void end_unlaunched();
 

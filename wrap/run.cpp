@@ -219,8 +219,6 @@ void start_child(wrapping& w) {
     try {
       w.child = std::make_unique<child_session>(network);
       w.mode = isolation::netns;
-      w.listener = w.child->take_listener();
-      w.capture = w.child->take_capture();
       return;
     } catch (const namespaces_unavailable& e) {
       if (w.c.isolate == "netns")
@@ -378,7 +376,10 @@ void launch_child(wrapping& w) {
   add_file_system(w, plan, files, launch);
   ::clock_gettime(CLOCK_REALTIME, &w.child_started);
   w.child->launch(launch);
-  if (w.netns() && w.capture.listener < 0)
+  if (!w.netns()) return;
+  w.listener = w.child->take_listener();
+  w.capture = w.child->take_capture();
+  if (w.capture.listener < 0)
     std::cerr << "broker: warning: transparent capture is unavailable (" << w.capture.unavailable
               << "): a program that ignores the proxy variables cannot connect\n";
 }
