@@ -40,7 +40,7 @@ using pending_ptr = std::shared_ptr<pending>;
 
 std::vector<std::string> evalsha_command(const redis_script& script, std::vector<std::string>& keys,
                                          std::vector<std::string>& args) {
-  std::vector<std::string> call = {"EVALSHA", script.sha1, std::to_string(keys.size())};
+  std::vector<std::string> call = {"EVALSHA", script.sha1(), std::to_string(keys.size())};
   call.insert(call.end(), std::make_move_iterator(keys.begin()),
               std::make_move_iterator(keys.end()));
   call.insert(call.end(), std::make_move_iterator(args.begin()),
@@ -217,12 +217,15 @@ struct redis_client::state {
   }
 };
 
-redis_script::redis_script(std::string lua) : text(std::move(lua)) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha1(), nullptr) != 1)
-    throw std::runtime_error("EVP_Digest(sha1) failed");
-  sha1 = base::hex_encode(digest.data(), length);
+const std::string& redis_script::sha1() const {
+  std::call_once(hashed_, [this] {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha1(), nullptr) != 1)
+      throw std::runtime_error("EVP_Digest(sha1) failed");
+    sha1_ = base::hex_encode(digest.data(), length);
+  });
+  return sha1_;
 }
 
 redis_client::redis_client(asio::any_io_executor executor, redis_endpoint endpoint,

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,9 +47,15 @@ requires(sizeof...(Args) > 0 && (std::constructible_from<std::string, Args> &&
 
 // A Lua script for eval(): its text and the SHA-1 (hex) that EVALSHA names it by.
 struct redis_script {
-  explicit redis_script(std::string lua);
+  explicit redis_script(std::string lua) : text(std::move(lua)) {}
   std::string text;
-  std::string sha1;
+  // Hashed on first use: a script made at start-up (admit_script) is in every broker process,
+  // most of which never talk to Redis (`broker wrap` would pay OpenSSL's SHA-1 fetch).
+  const std::string& sha1() const;
+
+ private:
+  mutable std::once_flag hashed_;
+  mutable std::string sha1_;
 };
 
 class redis_client {

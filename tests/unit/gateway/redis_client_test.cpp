@@ -170,8 +170,8 @@ TEST_CASE("redis_client: eval() uses EVALSHA, and EVAL once the script cache is 
   redis_server server;
   client_setup c(server.url());
   const redis_script script("return redis.call('INCRBY', KEYS[1], ARGV[1])");
-  CHECK(c.call({"SCRIPT", "LOAD", script.text}).text == script.sha1);
-  CHECK(script.sha1.size() == 40);
+  CHECK(c.call({"SCRIPT", "LOAD", script.text}).text == script.sha1());
+  CHECK(script.sha1().size() == 40);
 
   auto eval = [&](const char* by) { return run(c.io, c.client.eval(script, {"counter"}, {by})); };
   auto delta = [&](auto before) {
