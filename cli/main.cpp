@@ -3,11 +3,16 @@
 #include <cstdio>
 #include <string_view>
 
+#include <openssl/crypto.h>
+
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  // The process's end frees OpenSSL's tables; its own clean-up at exit would only walk and free
+  // them first (~0.5 ms of every `broker wrap`). Takes effect on OpenSSL's first initialization.
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
   CLI::App app{"broker: a credential-brokering egress proxy for AI coding agents"};
   app.set_version_flag("--version", std::string("broker ") + BROKER_VERSION);
   app.require_subcommand(1);
