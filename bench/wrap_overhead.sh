@@ -50,6 +50,7 @@ med = {k: statistics.median(int(v) for n, v in rows if n == k) / 1000 for k in (
 import os
 print(f"home: {os.environ['HOME']} ({os.environ.get('HOME_FILES', '100000')} files)")
 print(f"{'wrap overhead (median of runs)':<34}{'ms':>8}{'goal':>8}")
-for k, label in (("netns", "broker wrap -- true (netns)"), ("env", "broker wrap --isolate env -- true")):
-    print(f"{label:<34}{med[k] - med['true']:>8.1f}{'<= 30':>8}")
+for k, label, goal in (("netns", "broker wrap -- true (netns)", "<= 20"),
+                       ("env", "broker wrap --isolate env -- true", "<= 30")):
+    print(f"{label:<34}{med[k] - med['true']:>8.1f}{goal:>8}")
 PY

@@ -1,10 +1,11 @@
 // Starting and ending the wrapped command (DESIGN §3, §8).
 //
 // netns: the child is cloned into fresh network, PID, mount, IPC and UTS namespaces (and a user
-// namespace when the broker is not root). Its first process is a small init that brings up
-// loopback, creates the proxy's listening socket there and hands it to the broker, mounts a fresh
-// /proc, gives the child private /tmp, /run and the like, masks credential files and makes startup
-// files read-only, then runs the command as its own process group and forwards signals to it.
+// namespace when the broker is not root) first, before the session is prepared. Its first process
+// is a small init that brings up loopback and capture, creates the proxy's listening socket there
+// and hands it to the broker; then, from the broker's plan, mounts a fresh /proc, gives the child
+// private /tmp, /run and the like, the home's views, masks credential files and makes startup
+// files read-only, and runs the command as its own process group and forwards signals to it.
 // When the command exits, init ends what it left behind, and the kernel ends the rest of the
 // namespace with init.
 // env: the command is a plain child in its own process group; only variables keep it inside.

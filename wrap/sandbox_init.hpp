@@ -1,6 +1,8 @@
-// The first process of a netns-mode child (PID 1 of its namespace): set up the namespaces, hand
-// the proxy listener to the broker, run the command, and end everything when it ends. Runs in a
-// cloned child of the still single-threaded broker; it never returns.
+// The first process of a netns-mode child (PID 1 of its namespace): set up the network (loopback,
+// capture) and hand the sockets to the broker, take the rest of the launch from the broker's plan
+// (launch_plan.hpp) once the session is prepared, set up the file system, run the command, and
+// end everything when it ends. Runs in a cloned child of the still single-threaded broker; it
+// never returns.
 #pragma once
 
 #include <signal.h>
