@@ -54,11 +54,12 @@ void write_id_maps(pid_t pid) {
   put("gid_map", std::to_string(::getgid()) + " " + std::to_string(::getgid()) + " 1\n");
 }
 
-// Init's error ('E' and what failed), or its next message; within a deadline.
-ssize_t receive(int control, msghdr& message, const char* waiting_for) {
+// Init's error ('E' and what failed), or its next message; within `seconds`.
+ssize_t receive(int control, msghdr& message, const char* waiting_for, int seconds = 10) {
   pollfd p{control, POLLIN, 0};
-  if (::poll(&p, 1, 10000) != 1)
-    throw launch_error(std::string("the sandbox did not ") + waiting_for + " within 10 s");
+  if (::poll(&p, 1, seconds * 1000) != 1)
+    throw launch_error(std::string("the sandbox did not ") + waiting_for + " within " +
+                       std::to_string(seconds) + " s");
   const ssize_t n = ::recvmsg(control, &message, MSG_CMSG_CLOEXEC);
   if (n <= 0) throw launch_error("the sandbox ended during setup");
   const auto* text = static_cast<const char*>(message.msg_iov[0].iov_base);
@@ -142,7 +143,8 @@ void send_plan(int control, const launch_options& options) {
   msghdr answer{};
   answer.msg_iov = &in;
   answer.msg_iovlen = 1;
-  if (receive(control, answer, "set up its file system") < 1 || reply[0] != 'M')
+  // Where the kernel will not stack a view, init copies it within the copies' 30 s.
+  if (receive(control, answer, "set up its file system", 40) < 1 || reply[0] != 'M')
     throw launch_error("the sandbox did not set up its file system");
 }
 

@@ -48,6 +48,25 @@ bool listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// Whether the view's file at `path` was made (copied up, or written new) no earlier than
+// `changed`, the host file's last change (its ctime: a copy back sets the times it copies, not
+// that one). False when the file system keeps no birth time.
+bool made_after(const std::string& path, const timespec& changed) {
+  struct statx st {};
+  if (::statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BTIME, &st) < 0 ||
+      !(st.stx_mask & STATX_BTIME))
+    return false;
+  return changed.tv_sec < st.stx_btime.tv_sec ||
+         (changed.tv_sec == st.stx_btime.tv_sec &&
+          changed.tv_nsec <= static_cast<long>(st.stx_btime.tv_nsec));
+}
+
+// What overlayfs leaves in its upper directory for a name removed from the view (and what a
+// view starts with for a name that must stay hidden): a character device 0/0.
+bool is_whiteout(const struct stat& st) {
+  return S_ISCHR(st.st_mode) && st.st_rdev == 0;
+}
+
 // Files up to this size keep their bytes as copied in, to merge with; larger ones that both
 // sides changed are kept out.
 constexpr std::size_t max_merged_bytes = 4 << 20;
@@ -236,7 +255,11 @@ class returner {
       const bool objects = child->starts_with('{') && host->starts_with('{');
       if (auto m = objects ? merge_three("{}", *host, *child) : std::nullopt)
         result = std::move(*m);
-    } else if (before && changed_since(to, *before) && before->base && there) {
+    } else if (before && changed_since(to, *before) && before->base && there &&
+               !made_after(from, now.st_ctim)) {
+      // Changed on the host after the command's copy was made: merged against the file at the
+      // start. (A host change before the copy, which the overlay makes at the command's first
+      // write, is in the command's version already: merged again, it would apply twice.)
       if (auto m = merge_three(*before->base, *host, *child)) result = std::move(*m);
     }
     // Otherwise the two cannot be merged, and this session's version goes, the last writer's,
@@ -278,7 +301,7 @@ class returner {
     for (const std::string& name : entries(from)) {
       const std::string a = from + "/" + name, b = to + "/" + name;
       struct stat st {};
-      if (::lstat(a.c_str(), &st) < 0) continue;
+      if (::lstat(a.c_str(), &st) < 0 || is_whiteout(st)) continue;
       if (++walked_ > max_tree_entries || depth >= max_tree_depth) {
         keep_out(a, b,
                  "past the " + std::to_string(max_tree_entries) + " entries or " +
@@ -335,6 +358,18 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
     }
     // Sockets and fifos the overlay shows as they are; a copy leaves them out.
   }
+  // A masked name that does not exist yet, and the missing directories above deeper masked
+  // paths, stay missing: the real directory is live below, and a credential file the user makes
+  // there during the session (`npm login`, `aws configure`) would show through, where no mask
+  // was mounted. A whiteout in the view shadows it.
+  for (const auto* names : {&plan.hidden, &plan.absent})
+    for (const std::string& name : *names) {
+      struct stat st {};
+      const std::string shut = v.view + "/" + name;
+      if (::lstat((v.target + "/" + name).c_str(), &st) == 0 || ::lstat(shut.c_str(), &st) == 0)
+        continue;
+      if (::mknod(shut.c_str(), S_IFCHR | 0600, 0) < 0) throw failure("cannot make", shut);
+    }
   if (!v.login_name.empty())
     base::write_file_atomically(v.view + "/" + v.login_name, plan.login_copy, 0600,
                                 base::durability::session);
@@ -344,6 +379,13 @@ directory_view make_directory_view(const view_plan& plan, copy_budget& budget) {
 std::string fill_view_copies(const directory_view& v, const std::string& real,
                              const std::string& view) {
   copy_budget budget = copy_budget::starting_now();
+  // The whiteouts that keep names missing are an overlay's: bound as it is, the view would show
+  // them as devices. A view of copies shows nothing the host makes later anyway.
+  for (const std::string& name : entries(view)) {
+    struct stat st {};
+    if (::lstat((view + "/" + name).c_str(), &st) == 0 && is_whiteout(st))
+      ::unlink((view + "/" + name).c_str());
+  }
   const auto place = [&](const std::string& name, bool directory) {
     const std::string to = view + "/" + name;
     struct stat st {};
@@ -387,7 +429,7 @@ copy_back_result copy_back(const directory_view& v, const std::string& kept_root
     struct stat st {};
     if (::lstat(from.c_str(), &st) < 0) continue;
     // A name the command removed: the overlay's whiteout. What it removed stays on the host.
-    if (S_ISCHR(st.st_mode) && st.st_rdev == 0) continue;
+    if (is_whiteout(st)) continue;
     if (S_ISDIR(st.st_mode)) {
       // A bound subdirectory was the real one all along; a new one goes back whole, unless the
       // real directory got one of that name meanwhile.

@@ -63,13 +63,18 @@ struct kept_out {
 
 // What a view shows: `target` (a directory) through `view` (which must not exist, nor its
 // sibling `view` + ".work"), with a login file named `login_name` holding `login_copy` when
-// there is one; `hidden` names (masked files) are never copied either way. `links_go_back`: a
-// PATH directory, whose files are programs, not merged, so their bytes are not kept.
+// there is one; `hidden` names (masked files) are never copied either way, and one missing
+// from `target` stays missing, like the `absent` ones. `links_go_back`: a PATH directory, whose
+// files are programs, not merged, so their bytes are not kept.
 struct view_plan {
   std::string target, view;
   std::string login_name;
   std::string_view login_copy;
   std::vector<std::string> hidden;
+  // Names missing from `target` above a masked path (~/.aws for ~/.aws/credentials): they stay
+  // missing in the view whatever the host makes there during the session (the overlay's lower
+  // layer is live); the command may make them, and what it makes goes back as usual.
+  std::vector<std::string> absent;
   bool links_go_back = false;
 };
 

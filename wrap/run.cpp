@@ -269,13 +269,12 @@ child_files write_child_files(wrapping& w) {
     if (f.directory_view) {
       std::filesystem::create_directories(w.views_dir);
       const std::filesystem::path target(f.target);
-      w.views.push_back(make_directory_view({target.parent_path().string(),
-                                             (w.views_dir / f.credential).string(),
-                                             target.filename().string(),
-                                             f.content,
-                                             {},
-                                             false},
-                                            w.copy_in));
+      view_plan plan;
+      plan.target = target.parent_path().string();
+      plan.view = (w.views_dir / f.credential).string();
+      plan.login_name = target.filename().string();
+      plan.login_copy = f.content;
+      w.views.push_back(make_directory_view(plan, w.copy_in));
       continue;
     }
     base::write_file_atomically(file, f.content, 0600, base::durability::session);

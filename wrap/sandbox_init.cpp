@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -24,6 +25,8 @@
 #include "wrap/launch_plan.hpp"
 #include "wrap/sandbox_mounts.hpp"
 #include "wrap/syscall_filter.hpp"
+
+extern char** environ;
 
 namespace broker::wrap {
 
@@ -256,6 +259,13 @@ int sandbox_init(void* arg) {
   const launch_options& network = *a.options;
   ::close(a.broker_end);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Init is cloned before the broker reads the credentials, so the environment it inherited still
+  // holds the values of `env:` sources. It needs none of it (the command's comes with the plan):
+  // overwritten where /proc/PID/environ reads it, as the broker overwrites its own, and nothing
+  // of init is readable through /proc by the same user.
+  for (char** e = environ; e && *e; ++e) std::memset(*e, 0, std::strlen(*e));
+  ::clearenv();
+  ::prctl(PR_SET_DUMPABLE, 0);
   if (a.user_namespace) {
     // The broker, non-dumpable, can only write our id maps while our /proc files are ours: that
     // takes us being dumpable, for the moment it writes them (no other process of the session

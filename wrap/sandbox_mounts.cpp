@@ -198,11 +198,11 @@ std::string fd_path(int fd) {
 // system it cannot use), the view filled with copies and bound there. Closes the descriptors.
 void show_view(int control, const directory_view& v, int real, int upper, int work) {
   // No metadata-only copy-up (the view's files must hold their bytes, for the broker to read
-  // them back), no index, no redirects; in a user namespace the overlay's own attributes are
-  // user.* ones.
+  // them back), no index, no redirects followed; in a user namespace the overlay's own
+  // attributes are user.* ones, and the kernel takes no other redirect setting with those.
   std::string options = "lowerdir=" + fd_path(real) + ",upperdir=" + fd_path(upper) +
-                        ",workdir=" + fd_path(work) + ",metacopy=off,index=off,redirect_dir=off";
-  if (::geteuid() != 0) options += ",userxattr";
+                        ",workdir=" + fd_path(work) + ",metacopy=off,index=off";
+  options += ::geteuid() != 0 ? ",userxattr,redirect_dir=nofollow" : ",redirect_dir=off";
   if (::mount("overlay", v.target.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) < 0) {
     if (const std::string why = fill_view_copies(v, fd_path(real), fd_path(upper)); !why.empty())
       sandbox_fail(control, why);

@@ -8,6 +8,7 @@
 
 #include "wrap/git_scan.hpp"
 #include "wrap/kept.hpp"
+#include "wrap/path_lists.hpp"
 
 namespace broker::wrap {
 
@@ -38,7 +39,16 @@ std::vector<std::string> add_guard_views(const home_guard& guard, const std::str
     plan.links_go_back = guard.is_path_directory(dir);
     const auto add_hidden = [&](const std::string& path) {
       const fs::path p(path);
-      if (p.parent_path() == dir) plan.hidden.push_back(p.filename().string());
+      if (p.parent_path() == dir) {
+        plan.hidden.push_back(p.filename().string());
+      } else if (path.size() > dir.size() + 1 && within(path, dir)) {
+        // Deeper: the name under the view that leads to it, when the real directory lacks it.
+        const std::string first = (*fs::path(path.substr(dir.size() + 1)).begin()).string();
+        struct stat st {};
+        if (::lstat((dir + "/" + first).c_str(), &st) < 0 &&
+            std::find(plan.absent.begin(), plan.absent.end(), first) == plan.absent.end())
+          plan.absent.push_back(first);
+      }
     };
     for (const auto& m : launch.masks) add_hidden(m);
     for (const auto& o : launch.overlays) add_hidden(o.target);

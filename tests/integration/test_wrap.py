@@ -537,6 +537,28 @@ def test_the_broker_wipes_the_real_value_from_its_own_environ_block(ws):
         ws.popen_output()
 
 
+def test_init_wipes_the_real_value_from_its_environ_block(ws):
+    """Init is cloned before the broker reads the credentials, so the environment block it
+    inherited held the real value of an `env:` source: overwritten, as the broker's own is (read
+    here from the host, which may read any process's)."""
+    ready = ws.dir / "ready-init"
+    p = ws.popen("sh", "-c", 'touch "$WRAP_READY"; sleep 5', env={"WRAP_READY": str(ready)})
+    try:
+        assert wait_for(ready.exists), "the child never started"
+        inits = [int(c) for t in Path(f"/proc/{p.pid}/task").iterdir()
+                 for c in (t / "children").read_text().split()]
+        nspid = [Path(f"/proc/{c}/status").read_text().split("NSpid:")[1].split("\n")[0].split()
+                 for c in inits]
+        init = next(c for c, ids in zip(inits, nspid) if ids[-1] == "1")  # PID 1 inside
+        environ = Path(f"/proc/{init}/environ").read_bytes()
+        assert environ.strip(b"\0") == b"", environ  # nothing of the broker's environment
+        assert_clean(environ, "init's /proc/PID/environ", REAL)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=15)
+        ws.popen_output()
+
+
 def test_credential_files_under_home_are_masked_inside_and_intact_outside(ws):
     _plant(ws.home)
     names = list(MASKED_FILES) + list(VISIBLE_FILES)
@@ -1062,6 +1084,19 @@ def test_unprivileged_wrap_runs_in_a_user_namespace(nobody, tls_upstream):
     start = [x for f in nobody.logs.glob("*.jsonl") for x in map(json.loads, f.read_text().split())
              if x["event"] == "session_start"]
     assert start and start[0]["isolation"] == "netns", start
+
+
+def test_an_unprivileged_childs_home_is_an_overlay_not_copies(nobody, tls_upstream):
+    """In a user namespace the view of the home is an overlay too (user.* attributes), not the
+    copies made where the kernel refuses one."""
+    (nobody.home / "notes.txt").write_text("host\n")
+    os.chown(nobody.home / "notes.txt", NOBODY, NOBODY)
+    r = nobody.run(tls_upstream.port, "sh", "-c",
+                   f'grep " {nobody.home} overlay " /proc/self/mounts; '
+                   'echo child >> "$HOME/notes.txt"')
+    assert r.returncode == 0, r.describe()
+    assert f" {nobody.home} overlay " in r.out and "userxattr" in r.out, r.describe()
+    assert (nobody.home / "notes.txt").read_text() == "host\nchild\n"
 
 
 def test_an_unprivileged_child_cannot_lift_the_masks_nor_read_init_memory(nobody, tls_upstream):

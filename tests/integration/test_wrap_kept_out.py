@@ -131,6 +131,64 @@ def test_what_the_host_changes_during_the_session_shows_inside_it(tmp_path):
     assert b"kept out" not in err, err.decode()
 
 
+def test_a_host_change_the_command_built_on_goes_back_once(tmp_path):
+    """The overlay copies a file up at the command's first write, from the host's file as it is
+    then: a line the user appended before that is in the command's version already, and must not
+    be merged in a second time when the command's version goes back."""
+    home = codex_home(tmp_path)
+    history, logs = home / ".codex" / "history.txt", tmp_path / "logs"
+    history.write_text("one\n")
+    append = ('for i in $(seq 400); do [ -e "$PWD/made" ] && break; sleep 0.05; done; '
+              'echo three >> "$HOME/.codex/history.txt"')
+    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", append]
+    p = subprocess.Popen(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not any(r["event"] == "session_start" for r in records(logs) if logs.exists()):
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    with open(history, "a") as f:
+        f.write("two\n")
+    (tmp_path / "made").write_text("")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, (out + err).decode()
+    assert history.read_text() == "one\ntwo\nthree\n"
+
+
+def test_a_credential_file_made_during_the_session_stays_hidden_inside(tmp_path):
+    """The home's view is live below, and a mask is mounted only on what exists at the start: a
+    credential file the user makes in another terminal meanwhile (`npm login`, `aws configure`)
+    must still not show inside, while an ordinary new file does."""
+    home, logs = tmp_path / "home", tmp_path / "logs"
+    home.mkdir()
+    secret = "machine example.com login me password N3trcS3cr3tV4lue"
+    look = ('for i in $(seq 400); do [ -e "$PWD/made" ] && break; sleep 0.05; done; '
+            'echo "later:$(cat "$HOME/later.txt" 2>&1)"; echo "netrc:$(cat "$HOME/.netrc" 2>&1)"; '
+            'echo "aws:$(cat "$HOME/.aws/credentials" 2>&1)"; echo "ls:$(ls -a "$HOME" | tr "\\n" " ")"')
+    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", look]
+    p = subprocess.Popen(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not any(r["event"] == "session_start" for r in records(logs) if logs.exists()):
+        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    (home / ".netrc").write_text(secret + "\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = " + secret + "\n")
+    (home / "later.txt").write_text("seen\n")
+    if os.geteuid() == 0:  # forget what the kernel remembers of names looked up before
+        Path("/proc/sys/vm/drop_caches").write_text("2")
+    (tmp_path / "made").write_text("")
+    out, err = p.communicate(timeout=60)
+    text = out.decode()
+    assert p.returncode == 0 and "later:seen" in text, text + err.decode()
+    assert "N3trcS3cr3t" not in text, text
+    assert "netrc:" in text and "aws:" in text, text
+    listed = next(x for x in text.splitlines() if x.startswith("ls:")).split()
+    assert "later.txt" in listed and ".netrc" not in listed and ".aws" not in listed, text
+    assert (home / ".netrc").read_text() == secret + "\n"
+
+
 # What a prompt-injected command leaves for later, none of which exists yet: startup files,
 # ssh, git and package managers' configuration, a `git` on the user's PATH ahead of the real
 # one. Beside it, ordinary work in the same places, which must reach the home.
