@@ -248,6 +248,11 @@ void exec_command(const launch_options& options, const sigset_t& mask) {
   std::vector<char*> envp;
   for (const auto& e : options.envp) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  // execvpe looks the command up in this process's PATH, not envp's: the command's own, since
+  // init's environment is wiped (unset, it would be /bin:/usr/bin only).
+  ::unsetenv("PATH");
+  for (const auto& e : options.envp)
+    if (e.starts_with("PATH=")) ::setenv("PATH", e.c_str() + 5, 1);
   ::execvpe(argv[0], argv.data(), envp.data());
   const int error = errno;
   std::fprintf(stderr, "broker: %s: %s\n", argv[0], std::strerror(error));

@@ -717,6 +717,17 @@ def test_wrap_exits_with_the_commands_status(ws, cmd, expected):
     assert len(ends) == 1 and ends[0]["exit"] == expected, ws.records()
 
 
+def test_the_command_is_found_on_its_own_path(ws):
+    """Looked up in the PATH the command gets, like a shell would: a tool installed outside
+    /bin and /usr/bin (npm's, pip's) starts by name."""
+    tools = ws.dir / "tools"
+    tools.mkdir(exist_ok=True)
+    (tools / "my-agent-tool").write_text("#!/bin/sh\necho tool-ran\n")
+    (tools / "my-agent-tool").chmod(0o755)
+    r = ws.run("my-agent-tool", env={"PATH": f"{tools}:/usr/bin:/bin"})
+    assert r.returncode == 0 and "tool-ran" in r.out, r.describe()
+
+
 def test_a_non_executable_command_exits_126(ws):
     f = ws.dir / "not-executable.sh"
     f.write_text("#!/bin/sh\necho should-not-run\n")
