@@ -108,22 +108,34 @@ def test_nothing_kept_out_prints_nothing(tmp_path):
     assert (home / ".codex" / "notes.txt").read_text() == "x\n"
 
 
-def test_what_the_host_changes_during_the_session_shows_inside_it(tmp_path):
-    """A view is an overlay on the real directory, not a copy taken at the start: a file the
-    user changes while the command runs is the command's to read at once, and since the command
-    only read it, the user's change is what the home keeps."""
-    home = codex_home(tmp_path)
-    notes, logs = home / ".codex" / "notes.txt", tmp_path / "logs"
-    notes.write_text("before\n")
-    watch = ('for i in $(seq 400); do grep -q after "$HOME/.codex/notes.txt" && '
-             '{ echo saw-after; exit 0; }; sleep 0.05; done; exit 3')
-    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", watch]
+# Waiting for it while the host changes what the command sees: "made" in the working directory
+# (live inside) says the host is done. WAIT_MADE is the command's loop for it.
+WAIT_MADE = 'for i in $(seq 400); do [ -e "$PWD/made" ] && break; sleep 0.05; done; '
+
+
+def start_wrap(tmp_path, home, script):
+    """`wrap -- sh -c SCRIPT` started, once its session has begun."""
+    logs = tmp_path / "logs"
+    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", script]
     p = subprocess.Popen(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     deadline = time.monotonic() + 30
     while not any(r["event"] == "session_start" for r in records(logs) if logs.exists()):
         assert time.monotonic() < deadline and p.poll() is None, p.communicate()
         time.sleep(0.05)
+    return p
+
+
+def test_what_the_host_changes_during_the_session_shows_inside_it(tmp_path):
+    """A view is an overlay on the real directory, not a copy taken at the start: a file the
+    user changes while the command runs is the command's to read at once, and since the command
+    only read it, the user's change is what the home keeps."""
+    home = codex_home(tmp_path)
+    notes = home / ".codex" / "notes.txt"
+    notes.write_text("before\n")
+    watch = ('for i in $(seq 400); do grep -q after "$HOME/.codex/notes.txt" && '
+             '{ echo saw-after; exit 0; }; sleep 0.05; done; exit 3')
+    p = start_wrap(tmp_path, home, watch)
     notes.write_text("after\n")
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0 and b"saw-after" in out, (out + err).decode()
@@ -136,17 +148,10 @@ def test_a_host_change_the_command_built_on_goes_back_once(tmp_path):
     then: a line the user appended before that is in the command's version already, and must not
     be merged in a second time when the command's version goes back."""
     home = codex_home(tmp_path)
-    history, logs = home / ".codex" / "history.txt", tmp_path / "logs"
+    history = home / ".codex" / "history.txt"
     history.write_text("one\n")
-    append = ('for i in $(seq 400); do [ -e "$PWD/made" ] && break; sleep 0.05; done; '
-              'echo three >> "$HOME/.codex/history.txt"')
-    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", append]
-    p = subprocess.Popen(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
-    deadline = time.monotonic() + 30
-    while not any(r["event"] == "session_start" for r in records(logs) if logs.exists()):
-        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
-        time.sleep(0.05)
+    append = WAIT_MADE + 'echo three >> "$HOME/.codex/history.txt"'
+    p = start_wrap(tmp_path, home, append)
     with open(history, "a") as f:
         f.write("two\n")
     (tmp_path / "made").write_text("")
@@ -159,19 +164,13 @@ def test_a_credential_file_made_during_the_session_stays_hidden_inside(tmp_path)
     """The home's view is live below, and a mask is mounted only on what exists at the start: a
     credential file the user makes in another terminal meanwhile (`npm login`, `aws configure`)
     must still not show inside, while an ordinary new file does."""
-    home, logs = tmp_path / "home", tmp_path / "logs"
+    home = tmp_path / "home"
     home.mkdir()
     secret = "machine example.com login me password N3trcS3cr3tV4lue"
-    look = ('for i in $(seq 400); do [ -e "$PWD/made" ] && break; sleep 0.05; done; '
-            'echo "later:$(cat "$HOME/later.txt" 2>&1)"; echo "netrc:$(cat "$HOME/.netrc" 2>&1)"; '
+    look = (WAIT_MADE + 'echo "later:$(cat "$HOME/later.txt" 2>&1)"; '
+            'echo "netrc:$(cat "$HOME/.netrc" 2>&1)"; '
             'echo "aws:$(cat "$HOME/.aws/credentials" 2>&1)"; echo "ls:$(ls -a "$HOME" | tr "\\n" " ")"')
-    argv = [BROKER_BIN, "wrap", "--log-dir", str(logs), "--", "sh", "-c", look]
-    p = subprocess.Popen(argv, env=clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)}),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
-    deadline = time.monotonic() + 30
-    while not any(r["event"] == "session_start" for r in records(logs) if logs.exists()):
-        assert time.monotonic() < deadline and p.poll() is None, p.communicate()
-        time.sleep(0.05)
+    p = start_wrap(tmp_path, home, look)
     (home / ".netrc").write_text(secret + "\n")
     (home / ".aws").mkdir()
     (home / ".aws" / "credentials").write_text("aws_secret_access_key = " + secret + "\n")
