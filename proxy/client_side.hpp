@@ -39,6 +39,9 @@ class client_side {
   virtual bool keep_alive() const = 0;
   // The request body comes framed as HTTP/1.1 frames it, so its bytes can go up as they are.
   virtual bool carries_wire() const = 0;
+  // The connection writes the session's staged audit records before anything it sends, so an
+  // exchange's record may be staged (audit_log::stage) rather than written at once.
+  virtual bool flushes_records() const = 0;
 
   // The next piece of the request body, valid until the next call. `data` holds its bytes with
   // any framing taken off when `decode` is set (or the side has no framing); `wire` the same

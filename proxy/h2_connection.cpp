@@ -54,6 +54,7 @@ class h2_connection::h2_stream final : public client_side {
 
   bool keep_alive() const override { return true; }
   bool carries_wire() const override { return false; }
+  bool flushes_records() const override { return true; }  // writer() flushes first
 
   asio::awaitable<body_piece> read_body(bool) override {
     // Each wait for body bytes is bounded by the body deadline, as on HTTP/1.1.
@@ -165,6 +166,8 @@ asio::awaitable<void> h2_connection::run() {
     writer_wake_.expires_at(forever);
     co_await writer_wake_.async_wait(use_tuple);
   }
+  // The records of the streams that ended after the writer did.
+  s_.ctx->flush_records();
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -218,6 +221,12 @@ asio::awaitable<void> h2_connection::reader() {
 
 asio::awaitable<void> h2_connection::writer() {
   for (;;) {
+    // The records of the streams this output ends reach the log before the client hears the end
+    // (DESIGN §7); those of all the streams that ended since the last write go in one write(2).
+    if (!s_.ctx->flush_records()) {
+      for (auto& [id, st] : streams_) st->end();
+      throw std::runtime_error("the audit log cannot be written");
+    }
     const std::string out = session_.output();
     if (!out.empty()) {
       auto [ec, n] = co_await s_.client.write(out);

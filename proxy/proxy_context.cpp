@@ -50,13 +50,14 @@ void proxy_context::charge(audit_entry& e) {
   e.bytes_charged_in = e.bytes_in;
 }
 
-bool proxy_context::record(const audit_entry& e) {
+bool proxy_context::record(const audit_entry& e, bool staged) {
   ++requests_;
   if (!e.allowed) ++denied_;
   if (e.allowed && !e.would_deny.empty()) ++would_deny_;
   if (e.allowed && e.learned) ++learned_;
-  const bool written = audit_->write(
-      session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
+  const auto fields =
+      session::exchange_record(e, [this](std::string_view text) { return scrub(text); });
+  const bool written = staged ? audit_->stage(fields) : audit_->write(fields);
   if (attached_.shared) attached_.shared->recorded(e);
   if (attached_.observer) attached_.observer(session_id(), e);
   return written;

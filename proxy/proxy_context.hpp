@@ -132,8 +132,12 @@ class proxy_context {
   bool audit_ok() const { return !audit_->failed(); }
   // Charges the budget with the bytes of `entry` it has not been charged with yet.
   void charge(audit_entry& entry);
-  // Writes the exchange's record (and counts it); false when it could not be written.
-  bool record(const audit_entry& entry);
+  // Writes the exchange's record (and counts it); false when it could not be written. `staged`:
+  // chained now, written with the next flush_records() (the caller flushes before the response
+  // completes).
+  bool record(const audit_entry& entry, bool staged = false);
+  // Writes the staged records; false when they could not be written.
+  bool flush_records() { return audit_->flush(); }
   session::audit_log& audit_log() { return *audit_; }
 
   // Where requests wait for a person's approval; null when the session does not ask.

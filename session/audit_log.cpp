@@ -33,8 +33,10 @@ std::string sha256_of(std::string_view a, std::string_view b) {
   // an allocation and a free.
   thread_local const std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(
       EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  // Fetched once: EVP_sha256() in an init is a fetch from the provider on every record.
+  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
   EVP_MD_CTX* ctx = context.get();
-  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+  bool ok = ctx != nullptr && sha256 != nullptr && EVP_DigestInit_ex(ctx, sha256, nullptr) == 1 &&
             EVP_DigestUpdate(ctx, a.data(), a.size()) == 1 &&
             EVP_DigestUpdate(ctx, b.data(), b.size()) == 1 &&
             EVP_DigestFinal_ex(ctx, digest, &size) == 1;
@@ -233,6 +235,8 @@ bool audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_cloc
   const bool by_age =
       rotation.max_age.count() > 0 && file_started_ && now - *file_started_ >= rotation.max_age;
   if (!by_size && !by_age) return true;
+  // What is staged belongs to the file it was counted in.
+  if (!flush_staged()) return false;
   const std::string replica =
       options_.replica.empty() ? std::string(local_replica) : options_.replica;
   fs::path next = generation_log_path(dir_, session_id_, replica, generation_ + 1);
@@ -256,6 +260,16 @@ bool audit_log::write(const nlohmann::ordered_json& fields) {
 
 bool audit_log::write(const base::json_members& fields) {
   return append(fields.text(), false);
+}
+
+bool audit_log::stage(const base::json_members& fields) {
+  return append(fields.text(), false, true);
+}
+
+bool audit_log::flush() {
+  if (!has_staged_.load(std::memory_order_acquire)) return !failed();
+  std::lock_guard lock(mutex_);
+  return failure_.empty() && flush_staged();
 }
 
 bool audit_log::end(const nlohmann::ordered_json& fields) {
@@ -299,7 +313,7 @@ bool audit_log::append_fields(const nlohmann::ordered_json& fields, bool sign) {
   return append(members, sign);
 }
 
-bool audit_log::append(std::string_view members, bool sign) {
+bool audit_log::append(std::string_view members, bool sign, bool staged) {
   std::lock_guard lock(mutex_);
   if (!failure_.empty()) return false;
   const auto now = options_.clock();
@@ -310,18 +324,40 @@ bool audit_log::append(std::string_view members, bool sign) {
     fail(path_.string() + ": cannot build record: " + e.what());
     return false;
   }
-  if (!rotate_if_due(line.size(), now) || !write_line(line)) return false;
+  if (!rotate_if_due(line.size(), now)) return false;
   ++seq_;
   file_bytes_ += line.size();
   if (!file_started_) file_started_ = now;
-  if (sink_) {
-    try {
-      sink_(std::string_view(line).substr(0, line.size() - 1));
-    } catch (...) {
-      // The record is on disk; a pipeline that cannot take it must not fail the session.
+  if (staged_.empty()) {
+    staged_ = std::move(line);
+  } else {
+    staged_ += line;
+  }
+  if (staged && staged_.size() < staged_limit) {
+    has_staged_.store(true, std::memory_order_release);
+    return true;
+  }
+  return flush_staged();
+}
+
+bool audit_log::flush_staged() {
+  if (staged_.empty()) return true;
+  const bool written = write_line(staged_);
+  if (written && sink_) {
+    std::string_view lines = staged_;
+    while (!lines.empty()) {
+      const auto end = lines.find('\n');
+      try {
+        sink_(lines.substr(0, end));
+      } catch (...) {
+        // The record is on disk; a pipeline that cannot take it must not fail the session.
+      }
+      lines.remove_prefix(end == std::string_view::npos ? lines.size() : end + 1);
     }
   }
-  return true;
+  staged_.clear();
+  has_staged_.store(false, std::memory_order_release);
+  return written;
 }
 
 std::string audit_log::chained_line(std::string_view members, bool sign,

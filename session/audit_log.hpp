@@ -38,9 +38,10 @@ struct audit_log_options {
   std::function<std::chrono::system_clock::time_point()> clock;
 };
 
-// Thread-safe append-only writer. Records are written with a single write(2) each, in seq
-// order. The first write failure (or an open failure) puts the log in the failed state for
-// good: the session then fails closed (DESIGN §7, 503 audit_unavailable).
+// Thread-safe append-only writer. Records reach the file in seq order, each with a single
+// write(2), or staged ones together with one (stage(), flush()). The first write failure (or an
+// open failure) puts the log in the failed state for good: the session then fails closed
+// (DESIGN §7, 503 audit_unavailable).
 class audit_log {
  public:
   // Opens the session's log, creating directories (0700) and files (0600) as needed. Never
@@ -71,6 +72,15 @@ class audit_log {
   // The same with the fields already serialized (the records written on every request). Their
   // keys must not be the reserved ones: these are not checked.
   bool write(const base::json_members& fields);
+  // The same record, chained now but left staged: it reaches the file with the next flush() or
+  // write(), in seq order, with whatever else is staged then (one write(2) for all). A caller
+  // that stages flushes before the response the record describes completes (DESIGN §7): HTTP/2
+  // connections flush before each write to the client, so the records of the streams that end
+  // together cost one write. Past staged_limit bytes staged, a record is written at once.
+  bool stage(const base::json_members& fields);
+  // Writes what is staged; false (and the log failed) when it could not be written.
+  bool flush();
+  static constexpr std::size_t staged_limit = 64 * 1024;
 
   // The session's last record (session_end): written as write() does, plus a "signature" field
   // (before "hash") over the chain head when a key was given (DESIGN §8.2).
@@ -95,7 +105,9 @@ class audit_log {
   audit_log(std::filesystem::path dir, std::string session_id, audit_log_options options);
   bool append_fields(const nlohmann::ordered_json& fields, bool sign);
   // `members`: the record's fields, serialized, reserved keys left out (member_text).
-  bool append(std::string_view members, bool sign);
+  bool append(std::string_view members, bool sign, bool staged = false);
+  // Writes staged_ and tells the sink of each line in it. Under mutex_.
+  bool flush_staged();
   // The record as its line: stamped, numbered, chained to the last (and signed with `sign`);
   // the chain moves on to it. Throws when the fields cannot be serialized.
   // `members`: the caller's fields, serialized (member_text).
@@ -121,7 +133,9 @@ class audit_log {
   // The ts of the file's first record; none while the file is empty.
   std::optional<std::chrono::system_clock::time_point> file_started_;
   std::uint64_t seq_ = 0;
-  std::string prev_;  // hex hash of the previous record; 64 zeros at start
+  std::string prev_;                     // hex hash of the previous record; 64 zeros at start
+  std::string staged_;                   // chained lines not yet written, each with its newline
+  std::atomic<bool> has_staged_{false};  // staged_ is not empty: read without the lock
   std::string failure_;
   std::atomic<bool> failed_{false};  // failure_ is set: read without the lock on every request
   std::string session_json_;         // the session id as a JSON string

@@ -138,3 +138,20 @@ def test_a_rule_saying_http2_false_keeps_its_host_on_http11(broker_factory, tls_
                        upstream_ca=pki.ca_cert)
     r = curl(url(tls_upstream.port, "/user"), proxy=b.proxy, cacert=b.ca_cert, http="2")
     assert r.status == 200 and r.versions == ["1.1"], r.stderr
+
+
+def test_each_streams_record_is_in_the_log_when_its_response_ends(session, tls_upstream):
+    """DESIGN §7 on HTTP/2: the records of streams that end together are written in one go, but
+    before the client hears any of those ends, with the connection still open."""
+    from test_http2_attacks import H2Raw
+    c = H2Raw(session, tls_upstream.port)
+    try:
+        c.send(*(c.request(stream, path=path) for stream, path in
+                 ((1, "/user"), (3, "/repos/o/r"), (5, "/admin/keys"))))
+        assert c.pump(lambda: c.ended >= {1, 3, 5}), c.describe()
+        records = [x for x in session.records() if x.get("http") == "2"]  # no waiting
+        assert sorted((x["path"], x["status"]) for x in records) == \
+            [("/admin/keys", 403), ("/repos/o/r", 200), ("/user", 200)]
+        assert not c.closed
+    finally:
+        c.close()

@@ -257,3 +257,73 @@ TEST_CASE("audit_log is safe to share between threads", "[audit_log]") {
   CHECK(seqs.size() == threads * per_thread);
   CHECK(paths.size() == threads * per_thread);
 }
+
+namespace {
+
+broker::base::json_members staged_request(int n) {
+  broker::base::json_members m;
+  m.add("event", "request").add("path", "/staged/" + std::to_string(n)).add("status", 200);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("audit_log stages records and writes them together at the flush", "[audit_log]") {
+  temp_dir tmp;
+  auto log = audit_log::open(tmp.path, "s-staged");
+  std::vector<std::string> sunk;
+  log->set_sink([&](std::string_view line) { sunk.emplace_back(line); });
+  REQUIRE(log->write({{"event", "session_start"}}));
+  REQUIRE(log->stage(staged_request(1)));
+  REQUIRE(log->stage(staged_request(2)));
+  // Chained, numbered, not yet in the file nor told to the sink.
+  CHECK(read_lines(log->path()).size() == 1);
+  CHECK(sunk.size() == 1);
+  REQUIRE(log->flush());
+  auto lines = read_lines(log->path());
+  REQUIRE(lines.size() == 3);
+  CHECK(json::parse(lines[1])["path"] == "/staged/1");
+  CHECK(json::parse(lines[2])["seq"] == 3);
+  CHECK(sunk == std::vector<std::string>(lines.begin(), lines.end()));
+  CHECK(log->flush());  // nothing staged: nothing written
+  CHECK(read_lines(log->path()).size() == 3);
+
+  // A record written at once takes what is staged before it, in seq order.
+  REQUIRE(log->stage(staged_request(3)));
+  REQUIRE(log->write({{"event", "session_end"}}));
+  lines = read_lines(log->path());
+  REQUIRE(lines.size() == 5);
+  CHECK(json::parse(lines[3])["path"] == "/staged/3");
+  CHECK(json::parse(lines[4])["event"] == "session_end");
+  const auto result = verify_file(log->path());
+  CHECK(result.ok);
+  CHECK(result.records == 5);
+}
+
+TEST_CASE("audit_log writes staged records once they pass the bound", "[audit_log]") {
+  temp_dir tmp;
+  auto log = audit_log::open(tmp.path, "s-bound");
+  int staged = 0;
+  while (fs::file_size(log->path()) == 0) {
+    REQUIRE(staged < 10000);
+    REQUIRE(log->stage(staged_request(staged++)));
+  }
+  // All of them at once, when the one that passed the bound was staged.
+  const auto lines = read_lines(log->path());
+  CHECK(lines.size() == static_cast<std::size_t>(staged));
+  CHECK(fs::file_size(log->path()) >= audit_log::staged_limit);
+  CHECK(fs::file_size(log->path()) - lines.back().size() - 1 < audit_log::staged_limit);
+  CHECK(verify_file(log->path()).ok);
+}
+
+TEST_CASE("audit_log staging on a full disk fails at the flush, for good", "[audit_log]") {
+  temp_dir tmp;
+  fs::create_symlink("/dev/full", tmp.path / "s-full.jsonl");
+  auto log = audit_log::open(tmp.path, "s-full");
+  REQUIRE(log->stage(staged_request(1)));
+  CHECK_FALSE(log->failed());
+  CHECK_FALSE(log->flush());
+  CHECK(log->failed());
+  CHECK_FALSE(log->stage(staged_request(2)));
+  CHECK_FALSE(log->flush());
+}

@@ -310,3 +310,25 @@ TEST_CASE("a throwing sink does not fail the log", "[audit_rotation]") {
   CHECK(calls == 2);
   CHECK(read_lines(log->path()).size() == 3);
 }
+
+TEST_CASE("audit_log rotating with records staged keeps each in the file it was counted in",
+          "[audit_rotation]") {
+  temp_dir tmp;
+  audit_log_options options;
+  options.rotation.max_bytes = 1000;
+  auto log = audit_log::open(tmp.path, "s-staged", options);
+  for (int i = 0; i < 30; ++i) {
+    broker::base::json_members m;
+    m.add("event", "request").add("path", "/" + std::to_string(i));
+    REQUIRE(log->stage(m));
+  }
+  REQUIRE(log->flush());
+  const auto replicas = session_files(tmp.path, "s-staged");
+  REQUIRE(replicas.size() == 1);
+  REQUIRE(replicas[0].files.size() >= 3);
+  for (const auto& f : replicas[0].files) CHECK(size_of(f.path) <= 1000);
+  const auto result = verify_replica(replicas[0]);
+  INFO(result.error);
+  CHECK(result.ok);
+  CHECK(result.records == 30);
+}
