@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "brokers/scrub_index.hpp"
 #include "brokers/scrubber.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
@@ -202,15 +203,23 @@ void response_relay::account_llm_usage(session::llm_usage_meter& meter) {
 
 void response_relay::scrub_head(http::message_head& head) const {
   if (ex_.scrub_patterns_.empty()) return;
-  brokers::scrub_value(head.reason, ex_.scrub_patterns_);
-  scrub_fields(head.headers);
+  // One index for the whole head: the values are short, searched pattern by pattern (direct).
+  const brokers::scrub_index index(ex_.scrub_patterns_, brokers::scrub_index::search::direct);
+  brokers::scrub_value(head.reason, index);
+  scrub_fields(head.headers, index);
 }
 
 void response_relay::scrub_fields(std::vector<http::header_field>& fields) const {
   if (ex_.scrub_patterns_.empty()) return;
+  scrub_fields(fields,
+               brokers::scrub_index(ex_.scrub_patterns_, brokers::scrub_index::search::direct));
+}
+
+void response_relay::scrub_fields(std::vector<http::header_field>& fields,
+                                  const brokers::scrub_index& index) {
   for (auto& h : fields) {
-    brokers::scrub_value(h.name, ex_.scrub_patterns_);
-    brokers::scrub_value(h.value, ex_.scrub_patterns_);
+    brokers::scrub_value(h.name, index);
+    brokers::scrub_value(h.value, index);
   }
 }
 

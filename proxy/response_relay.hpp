@@ -15,6 +15,10 @@
 #include "proxy/refusal.hpp"
 #include "proxy/upstream_side.hpp"
 
+namespace broker::brokers {
+class scrub_index;
+}
+
 namespace broker::session {
 class llm_usage_meter;
 }
@@ -53,6 +57,8 @@ class response_relay {
   void scrub_head(http::message_head& head) const;
   // The same for trailer fields.
   void scrub_fields(std::vector<http::header_field>& fields) const;
+  static void scrub_fields(std::vector<http::header_field>& fields,
+                           const brokers::scrub_index& index);
 
   http_exchange& ex_;
 };
