@@ -6,11 +6,15 @@
 #               `broker wrap` (h2load has no proxy option: its connections are captured), the
 #               default intercepting path with a credential bound to the host, HTTP/2 on both
 #               sides (nginx chooses h2 when the broker offers it).
+#               haproxy: the same h2load to haproxy 2.6 terminating TLS with h2 on both sides in front
+#               of the same nginx (no policy, swap, scrubbing or audit): what a TLS-to-TLS HTTP/2
+#               proxy gets on this machine, the anchor for the broker's ratio (issue 32).
 #   gRPC unary  calls/s of a python grpcio client (8 threads) to a grpcio server on TLS, direct
 #               vs through `broker serve` (grpc.http_proxy), intercepted, h2 both sides.
 #   idle h2     broker RSS per idle intercepted HTTP/2 connection: N clients through CONNECT,
 #               TLS with ALPN h2, one GET, then silent; (after - before) / N. goal <= 64 KiB.
-# Needs: nginx-light (http_v2), nghttp2-client (h2load), python3-grpcio, python3-h2.
+# Needs: nginx-light (http_v2), nghttp2-client (h2load), python3-grpcio, python3-h2; haproxy
+# (optional: its column is nan without it).
 # Usage: bench/h2.sh [path/to/broker] [rounds]   (env: N=20000 IDLE=500 CALLS=2000)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,8 +24,9 @@ N=${N:-20000} IDLE=${IDLE:-500} CALLS=${CALLS:-2000}
 PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; [[ -f $work/nginx.pid ]] &&
-      kill "$(cat "$work/nginx.pid")" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; for f in nginx haproxy; do
+      [[ -f $work/$f.pid ]] && kill "$(cat "$work/$f.pid")" 2>/dev/null; done; wait 2>/dev/null
+      rm -rf "$work"' EXIT
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 command -v h2load > /dev/null || die "h2load not found (apt-get install nghttp2-client)"
 [[ -f $PEERS/leaf.pem ]] || "${SHARED:-$root/../shared}/bench/setup-peers.sh"
@@ -52,6 +57,28 @@ NG
 nginx -c "$work/nginx.conf" -e "$work/nginx.err" || die "nginx did not start"
 map=(--connect-to "api.example.test:8443:127.0.0.1:$port" --upstream-ca "$PEERS/upstream-ca.pem")
 
+hport=
+if command -v haproxy > /dev/null; then
+  hport=$(free_port)
+  cat "$PEERS/leaf.pem" "$PEERS/leaf.key" > "$work/haproxy-leaf.pem"
+  cat > "$work/haproxy.cfg" <<HA
+global
+    maxconn 4096
+    nbthread 2
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend fe
+    bind 127.0.0.1:$hport ssl crt $work/haproxy-leaf.pem alpn h2,http/1.1
+    default_backend be
+backend be
+    server nginx 127.0.0.1:$port ssl verify required ca-file $PEERS/upstream-ca.pem sni str(api.example.test) alpn h2
+HA
+  haproxy -D -f "$work/haproxy.cfg" -p "$work/haproxy.pid" || hport=
+fi
+
 # h2load's requests/s, or nan when any request failed.
 h2rate() { # h2load args...
   local out
@@ -60,6 +87,9 @@ h2rate() { # h2load args...
   grep -o 'finished in [0-9.]*[a-z]*, [0-9.]* req/s' <<< "$out" | awk '{print $4}'
 }
 direct_h2load() { h2rate h2load -n "$N" "$@" "https://127.0.0.1:$port/small"; }
+haproxy_h2load() {
+  if [[ -n $hport ]]; then h2rate h2load -n "$N" "$@" "https://127.0.0.1:$hport/small"; else echo nan; fi
+}
 broker_h2load() {
   h2rate "$broker" wrap --policy "$work/mitm.json" --log-dir "$work/wrap-logs" "${map[@]}" \
     --log-level warn -- h2load -n "$N" "$@" https://api.example.test:8443/small
@@ -117,8 +147,10 @@ grpc_rate() { # proxy ca
 for round in $(seq "$rounds"); do
   echo "c1 direct $(direct_h2load -c 1 -m 10)" >> "$work/results"
   echo "c1 broker $(broker_h2load -c 1 -m 10)" >> "$work/results"
+  echo "c1 haproxy $(haproxy_h2load -c 1 -m 10)" >> "$work/results"
   echo "c8 direct $(direct_h2load -c 8 -m 10)" >> "$work/results"
   echo "c8 broker $(broker_h2load -c 8 -m 10)" >> "$work/results"
+  echo "c8 haproxy $(haproxy_h2load -c 8 -m 10)" >> "$work/results"
   echo "grpc direct $(grpc_rate - "$PEERS/upstream-ca.pem")" >> "$work/results"
   echo "grpc broker $(grpc_rate "$grpc_proxy" "$work/ca/ca.pem")" >> "$work/results"
 done
@@ -175,9 +207,10 @@ rows = [line.split() for line in open(sys.argv[1])]
 def med(metric, who):
     xs = [float(r[2]) for r in rows if r[0] == metric and r[1] == who and r[2] != "nan"]
     return statistics.median(xs) if xs else math.nan
-print(f"{'':14} {'direct':>10} {'broker':>10} {'ratio':>7} goal")
+print(f"{'':14} {'direct':>10} {'broker':>10} {'ratio':>7} goal    {'haproxy':>10} {'ratio':>7}")
 for metric, label in (("c1", "h2load c1 m10"), ("c8", "h2load c8 m10"), ("grpc", "gRPC unary")):
-    d, b = med(metric, "direct"), med(metric, "broker")
-    print(f"{label:14} {d:10.0f} {b:10.0f} {b / d:7.2f} >= 0.6")
+    d, b, h = med(metric, "direct"), med(metric, "broker"), med(metric, "haproxy")
+    anchor = f"{h:10.0f} {h / d:7.2f}" if metric != "grpc" else ""
+    print(f"{label:14} {d:10.0f} {b:10.0f} {b / d:7.2f} >= 0.6  {anchor}")
 print(f"{'idle h2 conn':14} {sys.argv[2]:>10} KiB of broker RSS each ({sys.argv[3]} connections), goal <= 64 KiB")
 PY
