@@ -1,10 +1,14 @@
 #include "proxy/proxy_context.hpp"
 
 #include "base/text.hpp"
+#include "brokers/scrub_index.hpp"
+#include "brokers/scrubber.hpp"
 #include "proxy/ask_desk.hpp"
 #include "proxy/shared_admission.hpp"
 
 #include <cctype>
+#include <functional>
+#include <optional>
 
 namespace broker::proxy {
 
@@ -24,22 +28,52 @@ proxy_context::proxy_context(proxy_options options,
 
 proxy_context::~proxy_context() = default;
 
-std::string proxy_context::scrub(std::string_view text) const {
-  std::string out(text);
-  const auto& patterns = credentials_->response_patterns();
-  if (patterns.empty()) return out;  // no credentials: nothing to look for on every record
-  brokers::scrub_value(out, patterns);
-  // Host names arrive lower-cased: a real value in one is found case-insensitively.
-  std::string folded = base::lower(out);
-  for (const auto& p : patterns) {
-    std::string needle = base::lower(p.find);
-    for (auto at = folded.find(needle); at != std::string::npos;
-         at = folded.find(needle, at + needle.size()))
-      out.replace(at, p.replacement.size(), p.replacement);
-    base::wipe(needle);
+namespace {
+
+// The real values texts are scrubbed of (DESIGN §7: what the broker writes holds none), gathered
+// once for all the texts of one record: the set's patterns (with the tokens rotated in now), one
+// index and their lower-case forms.
+class text_scrubber {
+ public:
+  explicit text_scrubber(const brokers::credential_set& set) : patterns_(set.response_patterns()) {
+    if (patterns_.empty()) return;
+    index_.emplace(patterns_, brokers::scrub_index::search::direct);
+    folded_.reserve(patterns_.size());
+    for (const auto& p : patterns_) folded_.push_back(base::lower(p.find));
   }
-  base::wipe(folded);
-  return out;
+  ~text_scrubber() {
+    for (auto& f : folded_) base::wipe(f);
+  }
+  text_scrubber(const text_scrubber&) = delete;
+  text_scrubber& operator=(const text_scrubber&) = delete;
+
+  std::string operator()(std::string_view text) const {
+    std::string out(text);
+    if (patterns_.empty()) return out;  // no credentials: nothing to look for on every record
+    brokers::scrub_value(out, *index_);
+    // Host names arrive lower-cased: a real value in one is found case-insensitively.
+    std::string folded = base::lower(out);
+    for (std::size_t i = 0; i < patterns_.size(); ++i) {
+      const std::string& needle = folded_[i];
+      const std::string_view replacement = patterns_[i].replacement;
+      for (auto at = folded.find(needle); at != std::string::npos;
+           at = folded.find(needle, at + needle.size()))
+        out.replace(at, replacement.size(), replacement);
+    }
+    base::wipe(folded);
+    return out;
+  }
+
+ private:
+  std::vector<brokers::scrub_pattern> patterns_;
+  std::optional<brokers::scrub_index> index_;
+  std::vector<std::string> folded_;
+};
+
+}  // namespace
+
+std::string proxy_context::scrub(std::string_view text) const {
+  return text_scrubber(*credentials_)(text);
 }
 
 void proxy_context::charge(audit_entry& e) {
@@ -55,8 +89,8 @@ bool proxy_context::record(const audit_entry& e, bool staged) {
   if (!e.allowed) ++denied_;
   if (e.allowed && !e.would_deny.empty()) ++would_deny_;
   if (e.allowed && e.learned) ++learned_;
-  const auto fields =
-      session::exchange_record(e, [this](std::string_view text) { return scrub(text); });
+  const text_scrubber scrub(*credentials_);
+  const auto fields = session::exchange_record(e, std::cref(scrub));
   const bool written = staged ? audit_->stage(fields) : audit_->write(fields);
   if (attached_.shared) attached_.shared->recorded(e);
   if (attached_.observer) attached_.observer(session_id(), e);
@@ -64,8 +98,8 @@ bool proxy_context::record(const audit_entry& e, bool staged) {
 }
 
 bool proxy_context::record_dns(const audit_entry& e) {
-  return audit_->write(
-      session::exchange_record(e, [this](std::string_view text) { return scrub(text); }));
+  const text_scrubber scrub(*credentials_);
+  return audit_->write(session::exchange_record(e, std::cref(scrub)));
 }
 
 nlohmann::ordered_json session_status(const proxy::proxy_context& ctx, const std::string& mode,
