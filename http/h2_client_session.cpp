@@ -206,20 +206,15 @@ std::int32_t h2_client_session::request(const message_head& head, const std::str
                                         bool end_stream) {
   if (!can_start()) return 0;
   std::string where = authority;
-  std::vector<header_field> fields;
-  fields.reserve(head.headers.size());
-  for (const auto& f : head.headers) {
-    if (iequals(f.name, "host")) {
-      if (where.empty()) where = f.value;
-      continue;
-    }
-    // HTTP/2 allows TE only as "trailers" (RFC 9113 §8.2.2).
-    if (iequals(f.name, "te") && !iequals(f.value, "trailers")) continue;
-    fields.push_back(f);
-  }
-  header_block block(
-      fields,
-      {{":method", head.method}, {":scheme", scheme}, {":authority", where}, {":path", path}});
+  if (where.empty())
+    if (const std::string* host = head.find("host")) where = *host;
+  const header_block block(
+      head.headers,
+      {{":method", head.method}, {":scheme", scheme}, {":authority", where}, {":path", path}},
+      [](const header_field& f) {
+        // Host is :authority; HTTP/2 allows TE only as "trailers" (RFC 9113 §8.2.2).
+        return iequals(f.name, "host") || (iequals(f.name, "te") && !iequals(f.value, "trailers"));
+      });
   auto st = std::make_unique<stream_state>();
   st->out_last = end_stream;
   nghttp2_data_provider provider{};

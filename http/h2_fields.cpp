@@ -1,5 +1,6 @@
 #include "http/h2_fields.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace broker::http {
@@ -37,20 +38,21 @@ void take_content_length(message_head& head) {
 }
 
 header_block::header_block(const std::vector<header_field>& fields,
-                           std::vector<std::pair<std::string, std::string>> pseudo) {
-  names.reserve(fields.size() + pseudo.size());
-  values.reserve(fields.size() + pseudo.size());
-  for (auto& [name, value] : pseudo) {
-    names.push_back(std::move(name));
-    values.push_back(std::move(value));
-  }
+                           std::vector<std::pair<std::string, std::string>> pseudo_fields,
+                           bool (*skip)(const header_field&))
+    : pseudo(std::move(pseudo_fields)) {
+  nv.reserve(pseudo.size() + fields.size());
+  lowered.reserve(fields.size());  // never reallocated: nv points into it
+  for (const auto& [name, value] : pseudo) nv.push_back(field(name, value));
   for (const auto& f : fields) {
-    if (connection_specific(f.name)) continue;
-    names.push_back(lower(f.name));
-    values.push_back(f.value);
+    if (connection_specific(f.name) || (skip && skip(f))) continue;
+    if (std::none_of(f.name.begin(), f.name.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
+      nv.push_back(field(f.name, f.value));
+      continue;
+    }
+    lowered.push_back(lower(f.name));
+    nv.push_back(field(lowered.back(), f.value));
   }
-  nv.reserve(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) nv.push_back(field(names[i], values[i]));
 }
 
 }  // namespace broker::http

@@ -22,12 +22,17 @@ void take_content_length(message_head& head);
 
 // A header block for nghttp2 (which copies it): `pseudo` fields (":status", or ":method" and the
 // rest) in front, then `fields` with lower-case names and without the connection-specific ones.
+// It points into `fields` (only names with upper-case letters are copied, lowered): it is
+// submitted while they are alive.
 struct header_block {
-  std::vector<std::string> names, values;
+  std::vector<std::pair<std::string, std::string>> pseudo;
+  std::vector<std::string> lowered;  // the names that were not lower-case already
   std::vector<nghttp2_nv> nv;
 
+  // `skip`: fields left out besides the connection-specific ones.
   header_block(const std::vector<header_field>& fields,
-               std::vector<std::pair<std::string, std::string>> pseudo = {});
+               std::vector<std::pair<std::string, std::string>> pseudo = {},
+               bool (*skip)(const header_field&) = nullptr);
 };
 
 }  // namespace broker::http

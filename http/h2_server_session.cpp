@@ -210,10 +210,12 @@ struct h2_server_session::callbacks {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (st->trailers) {
       *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-      header_block block(*st->trailers);
+      const int submitted = [&] {
+        const header_block block(*st->trailers);  // points into the trailers: submitted first
+        return nghttp2_submit_trailer(session, id, block.nv.data(), block.nv.size());
+      }();
       st->trailers.reset();
-      if (nghttp2_submit_trailer(session, id, block.nv.data(), block.nv.size()) != 0)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      if (submitted != 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     return static_cast<ssize_t>(n);
   }
