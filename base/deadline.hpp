@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 
 #include "base/asio.hpp"
 
@@ -29,6 +30,19 @@ class deadline {
   }
   Waiting waiting() const { return waiting_; }
 
+  // The same watch as a callback, for work that is cancelled rather than raced (one race per
+  // HTTP/2 stream is two spawned coroutines and a parallel group): `expired()` runs once, when
+  // the expiry passes, unless stop() (or another start()) comes first. `keep` (a shared_ptr to
+  // whatever holds this deadline) lives until the wait is over.
+  template <class Keep, class Expired>
+  void start(Keep keep, Expired expired) {
+    wait_for(++generation_, std::move(keep), std::move(expired));
+  }
+  void stop() {
+    ++generation_;
+    timer_.cancel();
+  }
+
   asio::awaitable<void> watch() {
     for (;;) {
       timer_.expires_at(expiry_);
@@ -44,9 +58,26 @@ class deadline {
   }
 
  private:
+  template <class Keep, class Expired>
+  void wait_for(std::uint64_t generation, Keep keep, Expired expired) {
+    timer_.expires_at(expiry_);
+    timer_.async_wait([this, generation, keep = std::move(keep),
+                       expired = std::move(expired)](const error_code& ec) mutable {
+      if (generation != generation_) return;  // stopped (`keep` holds this deadline's owner)
+      if (clock::now() >= expiry_ || (ec && ec != asio::error::operation_aborted)) {
+        ++generation_;
+        expired();
+        return;
+      }
+      // Cancelled by an earlier arm(), or woken at an expiry since moved later: wait again.
+      wait_for(generation, std::move(keep), std::move(expired));
+    });
+  }
+
   asio::steady_timer timer_;
   clock::time_point expiry_ = clock::time_point::max();
   Waiting waiting_{};
+  std::uint64_t generation_ = 0;  // of the start() whose wait counts
 };
 
 }  // namespace broker::base

@@ -8,7 +8,6 @@
 
 #include <array>
 
-#include "base/race.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
@@ -329,8 +328,21 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       co_await ex.refuse(*refused, true);
     } else {
       st->deadline.arm(timeouts.body, waiting_for::request_body);
-      const auto forward = [&]() -> asio::awaitable<void> { co_await ex.forward(head, to); };
-      if (co_await base::race(forward(), st->deadline.watch()) == 1 && ex.active()) {
+      // The deadline cancels the exchange (through the stream's cancellation slot, as a reset by
+      // the client does) rather than racing it: a race is two coroutines spawned per stream.
+      bool expired = false;
+      st->deadline.start(st, [&expired, &stream = *st] {
+        expired = true;
+        stream.cancel.emit(asio::cancellation_type::terminal);
+      });
+      try {
+        co_await ex.forward(head, to);
+      } catch (...) {
+        st->deadline.stop();
+        if (!expired) throw;
+      }
+      st->deadline.stop();
+      if (expired && ex.active()) {
         if (!ex.response_started() && st->deadline.waiting() == waiting_for::upstream) {
           ex.drop_upstream();
           const auto r = refusal::upstream_timeout(entry.host);

@@ -218,6 +218,9 @@ class _EchoHandler(BaseHTTPRequestHandler):
                 self.wfile.write(data)
                 self.close_connection = True
             return
+        s = re.search(r"/sleep/(\d+)$", self.path.split("?")[0])
+        if s:  # an upstream slow to answer: silent for N seconds, then 200
+            time.sleep(int(s.group(1)))
         if self.path.split("?")[0] == "/gzip":
             import gzip
             data = gzip.compress(b"compressed whatever the request asked for")

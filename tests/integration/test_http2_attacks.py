@@ -294,6 +294,26 @@ def test_a_stream_idle_past_the_body_deadline_is_reset_and_recorded(
     assert_still_serving(b, tls_upstream)
 
 
+def test_a_stream_whose_upstream_is_silent_gets_504_and_the_others_go_on(
+        broker_factory, tls_upstream, pki):
+    b = make_session(broker_factory, tls_upstream, pki, args=["--timeout", "upstream=1s"])
+    c = H2Raw(b, tls_upstream.port)
+    t0 = time.monotonic()
+    c.send(c.request(1, path="/repos/o/r/sleep/4"), c.request(3))
+    assert c.pump(lambda: 3 in c.ended) and c.status(3) == 200, c.describe()
+    assert c.pump(lambda: 1 in c.ended or 1 in c.resets, timeout=15), c.describe()
+    elapsed = time.monotonic() - t0
+    assert c.status(1) == 504, c.describe()
+    assert json.loads(c.bodies[1])["error"] == "upstream_timeout"
+    assert 0.9 <= elapsed < 3.5, elapsed  # the deadline, not the upstream's late answer
+    [rec] = b.wait_for_records(lambda r: r.get("path") == "/repos/o/r/sleep/4")
+    assert rec["http"] == "2" and rec["status"] == 504 and rec["error"] == "upstream_timeout", rec
+    c.send(c.request(5))
+    assert c.pump(lambda: 5 in c.ended) and c.status(5) == 200, c.describe()
+    assert c.goaway is None, c.describe()
+    c.close()
+
+
 def test_the_http2_preface_in_cleartext_gets_no_http2_service(session, tls_upstream):
     with RawClient(session.port) as c:
         c.send(PREFACE + frame(SETTINGS, 0, 0) +
