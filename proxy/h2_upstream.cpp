@@ -5,7 +5,7 @@
 #include <boost/asio/detached.hpp>
 
 #include <array>
-#include <deque>
+#include <vector>
 
 #include "proxy/limits.hpp"
 #include "proxy/refusal.hpp"
@@ -91,7 +91,7 @@ class h2_upstream::stream_side final : public upstream_side {
     while (heads_.empty() && !reset_ && !c_->closed_) co_await wait();
     if (heads_.empty()) co_return response_head{nullptr, false, response_head::failure::closed, {}};
     auto [head, complete] = std::move(heads_.front());
-    heads_.pop_front();
+    heads_.erase(heads_.begin());
     head_ = std::move(head);
     head_.reason = std::string(http::status_text(head_.status));
     // Without a length of its own, an HTTP/1.1 client gets the body chunked (not until close).
@@ -143,7 +143,9 @@ class h2_upstream::stream_side final : public upstream_side {
   std::shared_ptr<h2_upstream> c_;
   std::int32_t id_ = 0;
   asio::steady_timer event_;  // cancelled to wake the exchange waiting on this stream
-  std::deque<std::pair<http::message_head, bool>> heads_;
+  // Heads heard, not yet read: interim ones, then the final one. A vector: a deque allocates its
+  // map and a block when made, and most streams hear one head.
+  std::vector<std::pair<http::message_head, bool>> heads_;
   http::message_head head_;  // the head read_head() handed out last
   std::string data_;         // body bytes received, not yet handed out
   std::string taken_;        // the piece handed out last
