@@ -36,6 +36,7 @@ struct h2_client_session::callbacks {
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     if (auto* st = of(user_data).find(frame->hd.stream_id)) {
       st->head = {};
+      st->head.headers.reserve(16);  // a usual response's fields at once
       st->header_bytes = st->header_fields = 0;
     }
     return 0;
