@@ -28,7 +28,7 @@ shared=${SHARED:-$root/../shared}
 export PEERS=${PEERS:-/tmp/peers}
 skip=" ${SKIP:-} "
 
-need=(nginx-light tinyproxy squid-openssl mitmproxy curl libbenchmark-dev nghttp2-client python3-grpcio
+need=(nginx-light tinyproxy squid-openssl mitmproxy haproxy nghttp2-proxy curl libbenchmark-dev nghttp2-client python3-grpcio
   python3-h2)
 missing=()
 for p in "${need[@]}"; do
