@@ -42,6 +42,8 @@ class client_side {
   // The connection writes the session's staged audit records before anything it sends, so an
   // exchange's record may be staged (audit_log::stage) rather than written at once.
   virtual bool flushes_records() const = 0;
+  // The exchange's record was staged: what the connection sends next waits for it to be written.
+  virtual void record_staged() = 0;
 
   // The next piece of the request body, valid until the next call. `data` holds its bytes with
   // any framing taken off when `decode` is set (or the side has no framing); `wire` the same

@@ -32,6 +32,7 @@ class h1_client_side final : public client_side {
   bool keep_alive() const override;
   bool carries_wire() const override { return true; }
   bool flushes_records() const override { return false; }
+  void record_staged() override {}  // never: records are written at once here
   asio::awaitable<body_piece> read_body(bool decode) override;
   asio::awaitable<void> send_interim(const http::message_head& head) override;
   asio::awaitable<void> send_head(const http::message_head& head, bool keep_alive,

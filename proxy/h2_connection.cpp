@@ -54,6 +54,7 @@ class h2_connection::h2_stream final : public client_side {
   bool keep_alive() const override { return true; }
   bool carries_wire() const override { return false; }
   bool flushes_records() const override { return true; }  // writer() flushes first
+  void record_staged() override { c_.records_staged_ = true; }
 
   asio::awaitable<body_piece> read_body(bool) override {
     // Each wait for body bytes is bounded by the body deadline, as on HTTP/1.1.
@@ -222,9 +223,14 @@ asio::awaitable<void> h2_connection::writer() {
   for (;;) {
     // The records of the streams this output ends reach the log before the client hears the end
     // (DESIGN §7); those of all the streams that ended since the last write go in one write(2).
-    if (!s_.ctx->flush_records()) {
-      for (auto& [id, st] : streams_) st->end();
-      throw std::runtime_error("the audit log cannot be written");
+    // Records that cannot be written end the connection without the responses they describe.
+    // (A stream refused because the log had already failed staged nothing: its 503 goes out.)
+    if (records_staged_) {
+      records_staged_ = false;
+      if (!s_.ctx->flush_records()) {
+        for (auto& [id, st] : streams_) st->end();
+        throw std::runtime_error("the audit log cannot be written");
+      }
     }
     const std::string out = session_.output();
     if (!out.empty()) {

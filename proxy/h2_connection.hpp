@@ -83,6 +83,7 @@ class h2_connection final : private http::h2_server_session::handler {
   std::map<std::int32_t, std::shared_ptr<h2_stream>> streams_;
   asio::steady_timer writer_wake_;
   bool reading_done_ = false;
+  bool records_staged_ = false;  // by a stream since the writer last flushed
   bool cut_short_ = false;
 };
 

@@ -349,7 +349,9 @@ bool http_exchange::finish(int status, bool allowed, const std::string& error) {
   entry_.error = error;
   entry_.ms = elapsed_ms();
   io_.ctx.charge(entry_);
-  const bool ok = io_.ctx.record(entry_, io_.client.flushes_records());
+  const bool staged = io_.client.flushes_records();
+  const bool ok = io_.ctx.record(entry_, staged);
+  if (ok && staged) io_.client.record_staged();
   if (!ok)
     session::log(spdlog::level::err, io_.tag, "audit log write failed: {}",
                  io_.ctx.audit_log().failure());

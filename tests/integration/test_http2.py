@@ -4,6 +4,7 @@ for the real value in a header field, a real secret in DATA refused, the respons
 record per stream with "http": "2". A refusal is that stream's JSON response; the connection's
 other streams go on. (The upstream here speaks HTTP/1.1 only: test_http2_upstream.py has h2 ones.)"""
 import json
+import os
 
 import pytest
 
@@ -155,3 +156,53 @@ def test_each_streams_record_is_in_the_log_when_its_response_ends(session, tls_u
         assert not c.closed
     finally:
         c.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs for the log")
+def test_when_the_log_fills_up_open_http2_connections_fail_closed_with_503(
+        broker_factory, tls_upstream, pki, tmp_path):
+    """DESIGN §7 on HTTP/2, with the log failing mid-session: the connection whose records could
+    not be written ends without the responses they describe; another connection already open
+    gets 503 audit_unavailable on its next stream (the JSON of DESIGN §6, not a dropped
+    connection), and nothing more goes up."""
+    import subprocess
+    from test_http2_attacks import H2Raw
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(log_dir)], check=True)
+    try:
+        policy = {"version": 1, "allow": [{"host": GITHUB, "ports": [tls_upstream.port]}]}
+        b = broker_factory(policy=policy, connect_to=[connect_to_arg(GITHUB, tls_upstream.port)],
+                           upstream_ca=pki.ca_cert, log_dir=log_dir)
+        first, second = H2Raw(b, tls_upstream.port), H2Raw(b, tls_upstream.port)
+        try:
+            for c in (first, second):
+                c.send(c.request(1))
+                assert c.pump(lambda: 1 in c.ended) and c.status(1) == 200, c.describe()
+            fd = os.open(log_dir / "filler", os.O_WRONLY | os.O_CREAT)  # the rest of the tmpfs
+            try:
+                while os.write(fd, b"x" * 4096):
+                    pass
+            except OSError:
+                pass
+            os.close(fd)
+            # The log file's last page still takes a few records; then one does not fit.
+            for stream in range(3, 203, 2):
+                first.send(first.request(stream))
+                assert first.pump(lambda: stream in first.ended or first.closed), first.describe()
+                if first.closed:
+                    break
+            assert first.closed, first.describe()
+            assert stream not in first.ended, first.describe()  # no response without its record
+            seen = len(tls_upstream.requests)
+            second.send(second.request(3))
+            assert second.pump(lambda: 3 in second.ended), second.describe()
+            assert second.status(3) == 503, second.describe()
+            assert json.loads(second.bodies[3])["error"] == "audit_unavailable"
+            assert len(tls_upstream.requests) == seen
+        finally:
+            first.close()
+            second.close()
+            b.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(log_dir)], check=False)

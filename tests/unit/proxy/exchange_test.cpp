@@ -35,6 +35,7 @@ class scripted_client final : public client_side {
   bool keep_alive() const override { return true; }
   bool carries_wire() const override { return false; }
   bool flushes_records() const override { return false; }
+  void record_staged() override {}
 
   asio::awaitable<body_piece> read_body(bool) override {
     step();
