@@ -7,6 +7,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <array>
+#include <exception>
 
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
@@ -341,13 +342,15 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
         expired = true;
         stream.cancel.emit(asio::cancellation_type::terminal);
       });
+      std::exception_ptr failure;
       try {
         co_await ex.forward(head, to);
       } catch (...) {
-        st->deadline.stop();
-        if (!expired) throw;
+        failure = std::current_exception();
       }
       st->deadline.stop();
+      // What the deadline's cancellation threw is its timeout, handled below.
+      if (failure && !expired) std::rethrow_exception(failure);
       if (expired && ex.active()) {
         if (!ex.response_started() && st->deadline.waiting() == waiting_for::upstream) {
           ex.drop_upstream();
