@@ -1,4 +1,5 @@
-// `broker log [SESSION|FILE] [--json] [--verify [--key FILE]] [--follow]`.
+// `broker log [SESSION|FILE] [--json | --format jsonl|text|ocsf] [--verify [--key FILE]]
+// [--follow]`.
 #include <chrono>
 #include <csignal>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "session/audit_key.hpp"
 #include "session/audit_merge.hpp"
 #include "session/log_reader.hpp"
+#include "session/ocsf.hpp"
 
 namespace broker::cli {
 
@@ -22,7 +24,8 @@ namespace {
 struct log_options {
   std::string log_dir;
   std::string which;
-  bool json = false;
+  bool json = false;  // --json: --format jsonl
+  std::string format = "text";
   bool verify = false;
   bool follow = false;
   std::string key;  // --verify: the audit key to check the signature with
@@ -30,16 +33,24 @@ struct log_options {
 
 volatile std::sig_atomic_t stop_following = 0;
 
-// Prints every line `log` has now, in merged order.
-void print_lines(session::merged_log& log, const log_options& o) {
+// Prints every line `log` has now, in merged order: as recorded (jsonl), for people (text), or
+// as OCSF events (session/ocsf.hpp; a line that is not JSON is an event too, the line unmapped).
+void print_lines(session::merged_log& log, const log_options& o, session::ocsf_mapper& ocsf) {
   while (auto line = log.next()) {
     if (line->empty()) continue;
     const auto record = nlohmann::json::parse(*line, nullptr, false);
-    if (record.is_discarded()) {
-      std::cout << (o.json ? *line : "(unparseable line) " + *line) << "\n";
-      continue;
+    if (o.format == "jsonl") {
+      std::cout << *line << "\n";
+    } else if (o.format == "ocsf") {
+      const auto event = record.is_discarded()
+                             ? ocsf.map({{"event", "unparseable_line"}, {"line", *line}})
+                             : ocsf.map(record);
+      std::cout << event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+      std::cout << (record.is_discarded() ? "(unparseable line) " + *line
+                                          : session::format_record(record))
+                << "\n";
     }
-    std::cout << (o.json ? *line : session::format_record(record)) << "\n";
   }
   std::cout.flush();
 }
@@ -124,7 +135,8 @@ int verify(const session::log_selection& selection, const std::string& key_file)
   return status;
 }
 
-int run_log(const log_options& o) {
+int run_log(log_options o) {
+  if (o.json) o.format = "jsonl";
   const auto dir = log_dir_or_default(o.log_dir);
   const auto selection = session::find_log(dir, o.which);
   if (!selection) {
@@ -141,7 +153,8 @@ int run_log(const log_options& o) {
     }
   }
   session::merged_log log(selection->files);
-  print_lines(log, o);
+  session::ocsf_mapper ocsf;
+  print_lines(log, o, ocsf);
   if (!o.follow) return exit_ok;
   std::signal(SIGINT, [](int) { stop_following = 1; });
   while (!log.ended() && !stop_following) {
@@ -149,7 +162,7 @@ int run_log(const log_options& o) {
     // A session's listing is taken again: a replica's next generation, or a new replica, is
     // read from once it appears (a file named by path is just that file).
     if (!selection->session.empty()) log.update(session::session_files(dir, selection->session));
-    print_lines(log, o);
+    print_lines(log, o, ocsf);
   }
   return exit_ok;
 }
@@ -163,7 +176,12 @@ void register_log(CLI::App& root, int& exit_status) {
   app->add_option(
       "session", options->which,
       "Session id (every file of every replica, merged in time order) or log file path");
-  app->add_flag("--json", options->json, "Print the raw JSONL records");
+  app->add_flag("--json", options->json, "Print the raw JSONL records (--format jsonl)");
+  app->add_option("--format", options->format,
+                  "text (for people, the default), jsonl (the records as written) or ocsf (one "
+                  "OCSF 1.8.0 HTTP Activity event per record, for a SIEM)")
+      ->check(CLI::IsMember({"text", "jsonl", "ocsf"}))
+      ->excludes("--json");
   app->add_flag("--verify", options->verify,
                 "Check the hash chain (each replica's, across its files) and the session_end "
                 "signature: ok (exit 0), tampered at seq N, unsigned or incomplete (exit 1)");

@@ -1,0 +1,213 @@
+#include "session/ocsf.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+#include "session/log_reader.hpp"
+
+namespace broker::session {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+constexpr int http_activity = 4002;
+constexpr int network_category = 4;
+constexpr int activity_unknown = 0, activity_other = 99;
+
+// HTTP Activity's activity ids, by method (OCSF 1.8.0).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> methods{{
+    {"CONNECT", "Connect"},
+    {"DELETE", "Delete"},
+    {"GET", "Get"},
+    {"HEAD", "Head"},
+    {"OPTIONS", "Options"},
+    {"POST", "Post"},
+    {"PUT", "Put"},
+    {"TRACE", "Trace"},
+    {"PATCH", "Patch"},
+}};
+
+// The record kinds that are one HTTP request or connection (DESIGN §7).
+bool is_exchange(std::string_view event) {
+  return event == "request" || event == "refused" || event == "tunnel" || event == "ask" ||
+         event == "exfiltration_blocked" || event == "dns";
+}
+
+std::string text(const nlohmann::json& record, const char* key) {
+  const auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// `ts` (RFC 3339, UTC, milliseconds) as milliseconds since the epoch; 0 when it does not parse.
+long long epoch_ms(const std::string& ts) {
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0;
+  if (std::sscanf(ts.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &y, &mo, &d, &h, &mi, &s, &ms) < 6)
+    return 0;
+  using namespace std::chrono;
+  const auto day = sys_days(year{y} / month{static_cast<unsigned>(mo)} / static_cast<unsigned>(d));
+  return duration_cast<milliseconds>(day.time_since_epoch()).count() +
+         ((h * 60LL + mi) * 60 + s) * 1000 + ms;
+}
+
+ordered_json product() {
+  return {{"name", "broker"}, {"vendor_name", "broker"}, {"version", BROKER_VERSION}};
+}
+
+// The fields every event has: class, time, metadata, the session (and user) as actor.
+ordered_json common(const nlohmann::json& record, int activity, const std::string& activity_name,
+                    const std::string& user) {
+  ordered_json e;
+  e["class_uid"] = http_activity;
+  e["class_name"] = "HTTP Activity";
+  e["category_uid"] = network_category;
+  e["category_name"] = "Network Activity";
+  e["activity_id"] = activity;
+  e["activity_name"] = activity_name;
+  e["type_uid"] = http_activity * 100 + activity;
+  e["type_name"] = "HTTP Activity: " + activity_name;
+  const std::string ts = text(record, "ts");
+  e["time"] = epoch_ms(ts);
+  ordered_json metadata{{"version", "1.8.0"}, {"product", product()}, {"log_name", "audit"}};
+  const std::string session = text(record, "session");
+  if (record.contains("seq") && record["seq"].is_number_unsigned()) {
+    metadata["sequence"] = record["seq"].get<std::uint64_t>();
+    metadata["uid"] = session + "/" + std::to_string(record["seq"].get<std::uint64_t>());
+  }
+  if (!session.empty()) metadata["correlation_uid"] = session;
+  if (!ts.empty()) metadata["original_time"] = ts;
+  e["metadata"] = std::move(metadata);
+  ordered_json actor = ordered_json::object();
+  if (!session.empty()) actor["session"] = {{"uid", session}};
+  if (!user.empty()) actor["user"] = {{"name", user}};
+  if (record.contains("pid") && record["pid"].is_number_integer()) {
+    ordered_json process{{"pid", record["pid"].get<long long>()}};
+    const std::string exe = text(record, "exe");
+    if (!exe.empty()) {
+      process["name"] = exe.substr(exe.rfind('/') + 1);
+      process["path"] = exe;
+    }
+    actor["process"] = std::move(process);
+  }
+  if (!actor.empty()) e["actor"] = std::move(actor);
+  return e;
+}
+
+// A request, refusal or tunnel.
+ordered_json exchange_event(const nlohmann::json& record, const std::string& user) {
+  const std::string event = text(record, "event");
+  const std::string method = text(record, "method");
+  int activity = method.empty() ? activity_unknown : activity_other;
+  std::string activity_name = method.empty() ? "Unknown" : method;
+  for (std::size_t i = 0; i < methods.size(); ++i)
+    if (method == methods[i].first) {
+      activity = static_cast<int>(i) + 1;
+      activity_name = methods[i].second;
+    }
+  ordered_json e = common(record, activity, activity_name, user);
+
+  const std::string decision = text(record, "decision");
+  const std::string error = text(record, "error");
+  const bool denied = decision == "deny";
+  // action: what the policy did; disposition: the outcome (a would_deny is a violation seen and
+  // let through, an ask a request held for a person).
+  e["action_id"] = denied ? 2 : 1;
+  e["action"] = denied ? "Denied" : "Allowed";
+  int disposition = denied ? 2 : 1;
+  std::string disposition_name = denied ? "Blocked" : "Allowed";
+  if (decision == "would_deny") disposition = 15, disposition_name = "Detected";
+  if (event == "ask") disposition = 14, disposition_name = "Delayed";
+  e["disposition_id"] = disposition;
+  e["disposition"] = disposition_name;
+  e["severity_id"] = event == "exfiltration_blocked" ? 4 : denied ? 3 : 1;
+  e["severity"] = event == "exfiltration_blocked" ? "High" : denied ? "Medium" : "Informational";
+  e["status_id"] = denied || !error.empty() ? 2 : 1;
+  e["status"] = denied || !error.empty() ? "Failure" : "Success";
+  if (!error.empty()) {
+    e["status_code"] = error;
+    e["status_detail"] = error;
+  }
+
+  const std::string host = text(record, "host");
+  const std::string scheme = text(record, "scheme");
+  const std::string target = text(record, "path");
+  ordered_json url = ordered_json::object();
+  if (!scheme.empty()) url["scheme"] = scheme;
+  if (!host.empty()) url["hostname"] = host;
+  if (record.contains("port") && record["port"].is_number_integer())
+    url["port"] = record["port"].get<int>();
+  if (!target.empty()) {
+    const auto query = target.find('?');
+    url["path"] = target.substr(0, query);
+    if (query != std::string::npos) url["query_string"] = target.substr(query + 1);
+  }
+  if (!scheme.empty() && !host.empty()) {
+    std::string port;
+    if (url.contains("port")) port = ":" + std::to_string(url["port"].get<int>());
+    url["url_string"] = scheme + "://" + host + port + target;
+  }
+  ordered_json request = ordered_json::object();
+  if (!method.empty()) request["http_method"] = method;
+  if (!url.empty()) request["url"] = std::move(url);
+  request["version"] = text(record, "http") == "2" ? "2" : "1.1";
+  e["http_request"] = std::move(request);
+  if (record.contains("status") && record["status"].is_number_integer()) {
+    e["http_response"] = {{"code", record["status"].get<int>()}};
+    e["http_status"] = record["status"].get<int>();
+  }
+  if (!host.empty()) {
+    ordered_json dst{{"hostname", host}};
+    if (record.contains("port") && record["port"].is_number_integer())
+      dst["port"] = record["port"].get<int>();
+    e["dst_endpoint"] = std::move(dst);
+  }
+  ordered_json traffic = ordered_json::object();
+  for (const char* key : {"bytes_out", "bytes_in"})
+    if (record.contains(key) && record[key].is_number_unsigned())
+      traffic[key] = record[key].get<std::uint64_t>();
+  if (!traffic.empty()) e["traffic"] = std::move(traffic);
+  if (record.contains("ms") && record["ms"].is_number())
+    e["duration"] = std::llround(record["ms"].get<double>());
+  const std::string rule = text(record, "rule");
+  if (!rule.empty()) e["policy"] = {{"name", rule}, {"is_applied", true}};
+  e["message"] = format_record(record);
+
+  // What the class has no field for (credential, LLM tokens, the chain's hashes...) stays as it
+  // was recorded.
+  static constexpr std::array<std::string_view, 16> mapped{
+      "ts",   "session", "seq",    "pid",       "exe",      "method", "scheme", "host",
+      "port", "path",    "status", "bytes_out", "bytes_in", "ms",     "error",  "http"};
+  ordered_json unmapped = ordered_json::object();
+  for (const auto& [key, value] : record.items())
+    if (std::find(mapped.begin(), mapped.end(), key) == mapped.end()) unmapped[key] = value;
+  e["unmapped"] = std::move(unmapped);
+  return e;
+}
+
+}  // namespace
+
+ordered_json ocsf_mapper::map(const nlohmann::json& record) {
+  const std::string event = text(record, "event");
+  const std::string session = text(record, "session");
+  if (event == "session_start") {
+    const std::string user = text(record, "user");
+    if (!user.empty()) users_[session] = user;
+  }
+  const auto known = users_.find(session);
+  const std::string user = known == users_.end() ? std::string() : known->second;
+  if (is_exchange(event)) return exchange_event(record, user);
+
+  // Not an HTTP exchange: an event of activity Other named after the record, all of it unmapped.
+  ordered_json e = common(record, activity_other, event.empty() ? "Other" : event, user);
+  e["severity_id"] = 1;
+  e["severity"] = "Informational";
+  e["message"] = format_record(record);
+  e["unmapped"] = record;
+  if (event == "session_end") users_.erase(session);
+  return e;
+}
+
+}  // namespace broker::session
