@@ -76,9 +76,11 @@ void register_serve(CLI::App& root, int& exit_status) {
                   "(redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH)");
   app->add_option("--replica", options->config.replica,
                   "This replica's name in audit files and shared state (default: --session)");
-  app->add_option("--audit-sink", options->config.audit_sink,
-                  "With --redis: also ship every audit record to a Redis Stream (redis, or "
-                  "redis:KEY; default key broker:audit)");
+  app->add_option("--audit-sink", options->config.audit_sinks,
+                  "With --gateway, repeatable: also ship every audit record to a Redis Stream "
+                  "(redis, or redis:KEY; default key broker:audit; needs --redis) or to a syslog "
+                  "server, RFC 5424 over TCP (syslog, or syslog:HOST:PORT; default "
+                  "127.0.0.1:514)");
   app->add_option("--admin", options->admin,
                   "HOST:PORT for the admin listener: GET /metrics (Prometheus), /healthz; no "
                   "authentication, so bind it to loopback or an admin network");

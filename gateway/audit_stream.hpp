@@ -1,7 +1,7 @@
-// `serve --audit-sink redis`: every audit record, of every session on this replica, also goes
-// to a Redis Stream (default key broker:audit) that a pipeline reads (XREAD, or XREADGROUP with
-// acknowledgements) — entries {session, replica, record: the JSONL line}, in each session's
-// seq order. Why a stream: the replicas already share Redis; an entry is stored (and with
+// `serve --audit-sink redis` (audit_sink.hpp): every audit record, of every session on this
+// replica, also goes to a Redis Stream (default key broker:audit) that a pipeline reads (XREAD, or
+// XREADGROUP with acknowledgements) — entries {session, replica, record: the JSONL line}, in each
+// session's seq order. Why a stream: the replicas already share Redis; an entry is stored (and with
 // appendonly, durable) before it is acknowledged, consumers resume from their last id, and
 // several consumer groups can read one stream, none of which syslog gives.
 //
@@ -18,11 +18,12 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/audit_sink.hpp"
 #include "gateway/redis_store.hpp"
 
 namespace broker::gateway {
 
-class audit_stream : public std::enable_shared_from_this<audit_stream> {
+class audit_stream final : public audit_sink, public std::enable_shared_from_this<audit_stream> {
  public:
   static constexpr std::size_t max_pending = 100'000;
   static constexpr std::size_t batch_size = 256;
@@ -30,17 +31,15 @@ class audit_stream : public std::enable_shared_from_this<audit_stream> {
 
   audit_stream(std::shared_ptr<redis_store> store, std::string key, std::string replica);
 
-  // From the audit log's sink (any thread, under that log's lock): queue one line.
-  void ship(std::string_view session, std::string_view line);
-  // At shutdown, before the store closes: waits (up to `limit`) for the store's thread to ship
-  // what is queued, so that nothing is sent twice.
-  void settle(std::chrono::milliseconds limit);
-  // After the store closed: what is still queued, in one blocking round trip. A record whose
-  // batch was cut off by the close may go out twice: consumers key records by session and seq.
-  void flush();
+  void ship(std::string_view session, std::string_view line) override;
+  // Waits for the store's thread to ship what is queued, so that nothing is sent twice.
+  void settle(std::chrono::milliseconds limit) override;
+  // One blocking round trip. A record whose batch was cut off by the store's close may go out
+  // twice.
+  void flush() override;
 
-  std::uint64_t shipped() const;
-  std::uint64_t dropped() const;
+  std::uint64_t shipped() const override;
+  std::uint64_t dropped() const override;
 
  private:
   struct entry {

@@ -75,9 +75,10 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   auto options = setup_.options;
   options.session_id = r.id;
   auto audit = setup_.open_audit(r.id);
-  if (setup_.audit_sink)
-    audit->set_sink(
-        [sink = setup_.audit_sink, id = r.id](std::string_view line) { sink->ship(id, line); });
+  if (!setup_.audit_sinks.empty())
+    audit->set_sink([sinks = setup_.audit_sinks, id = r.id](std::string_view line) {
+      for (const auto& sink : sinks) sink->ship(id, line);
+    });
   auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
                                                           std::chrono::steady_clock::now());
   proxy::context_attachments attached;
@@ -315,9 +316,9 @@ void gateway::end_sessions() {
     if (l.shared) l.shared->flush();
     l.ctx->audit_log().end(session::end_record(proxy::session_end_of(*l.ctx, std::nullopt)));
   }
-  if (setup_.audit_sink) setup_.audit_sink->settle(std::chrono::seconds(2));
+  for (const auto& sink : setup_.audit_sinks) sink->settle(std::chrono::seconds(2));
   if (setup_.redis) setup_.redis->close();  // before the workers' io_contexts go
-  if (setup_.audit_sink) setup_.audit_sink->flush();
+  for (const auto& sink : setup_.audit_sinks) sink->flush();
 }
 
 std::size_t gateway::sessions_served() const {

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/audit_sink.hpp"
 #include "gateway/audit_stream.hpp"
 #include "gateway/session_store.hpp"
 #include "gateway/shared_budget.hpp"
@@ -41,8 +42,8 @@ struct gateway_setup {
   // Replicas: the shared store (null: sessions live in this process) and this replica's name.
   std::shared_ptr<redis_store> redis;
   std::string replica;
-  // --audit-sink redis: every session's records also go to a Redis Stream; may be null.
-  std::shared_ptr<audit_stream> audit_sink;
+  // --audit-sink: where every session's records also go (audit_sink.hpp); may be empty.
+  std::vector<std::shared_ptr<audit_sink>> audit_sinks;
   // Told of every session's records (metrics); may be empty.
   proxy::record_observer observer;
   // A session revoked here or elsewhere: its series go (metrics); may be empty.

@@ -23,6 +23,7 @@
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/serve_metrics.hpp"
+#include "gateway/syslog_sink.hpp"
 #include "proxy/ask_desk.hpp"
 #include "proxy/server.hpp"
 #include "proxy/tls.hpp"
@@ -154,32 +155,52 @@ void start_listeners(const serve_config& c, serving& s) {
           std::to_string(s.server->port());
 }
 
-// --audit-sink: every record of the gateway's own log also goes to a Redis Stream.
-void attach_audit_sink(const serve_config& c, serving& s, gateway_setup& g) {
-  const auto colon = c.audit_sink.find(':');
-  if (c.audit_sink.substr(0, colon) != "redis")
-    throw std::invalid_argument("--audit-sink: expected redis or redis:STREAM-KEY");
-  const std::string key =
-      colon == std::string::npos ? "broker:audit" : c.audit_sink.substr(colon + 1);
-  g.audit_sink = std::make_shared<audit_stream>(g.redis, key, g.replica);
-  s.ctx->audit_log().set_sink([sink = g.audit_sink, id = s.setup.options.session_id](
-                                  std::string_view line) { sink->ship(id, line); });
-  s.counters->add_collector([sink = g.audit_sink](exposition& out) {
-    using kind = exposition::kind;
-    out.family("broker_audit_stream_records_total", "Audit records shipped to the stream",
-               kind::counter);
-    out.sample("broker_audit_stream_records_total", {}, sink->shipped());
-    out.family("broker_audit_stream_dropped_total",
-               "Audit records not shipped (the queue was full while Redis was away)",
-               kind::counter);
-    out.sample("broker_audit_stream_dropped_total", {}, sink->dropped());
-  });
+// --audit-sink: every record of the gateway's own log, and of each session's (gateway.cpp), also
+// goes to each sink, counted in /metrics.
+void attach_audit_sinks(const serve_config& c, serving& s, gateway_setup& g) {
+  for (const auto& spec : c.audit_sinks) {
+    const std::string kind = spec.substr(0, spec.find(':'));
+    std::shared_ptr<audit_sink> sink;
+    std::string family;
+    if (kind == "redis") {
+      const std::string key = kind.size() == spec.size() ? "broker:audit" : spec.substr(6);
+      sink = std::make_shared<audit_stream>(g.redis, key, g.replica);
+      family = "broker_audit_stream";
+    } else if (kind == "syslog") {
+      try {
+        sink = std::make_shared<syslog_sink>(spec, g.replica);
+      } catch (const std::invalid_argument& e) {
+        throw start_error(e.what(), true);
+      }
+      family = "broker_audit_syslog";
+    } else {
+      throw start_error("--audit-sink " + spec + ": expected redis[:KEY] or syslog[:HOST:PORT]",
+                        true);
+    }
+    g.audit_sinks.push_back(sink);
+    const std::string where = kind == "redis" ? "the stream" : "syslog";
+    s.counters->add_collector([sink, family, where](exposition& out) {
+      using kind = exposition::kind;
+      out.family(family + "_records_total", "Audit records shipped to " + where, kind::counter);
+      out.sample(family + "_records_total", {}, sink->shipped());
+      out.family(family + "_dropped_total",
+                 "Audit records not shipped (the queue was full while " + where + " was away)",
+                 kind::counter);
+      out.sample(family + "_dropped_total", {}, sink->dropped());
+    });
+  }
+  if (g.audit_sinks.empty()) return;
+  s.ctx->audit_log().set_sink(
+      [sinks = g.audit_sinks, id = s.setup.options.session_id](std::string_view line) {
+        for (const auto& sink : sinks) sink->ship(id, line);
+      });
 }
 
 // --redis: the store replicas share, its metrics, and the audit sink when asked for.
 void attach_redis(const serve_config& c, serving& s, gateway_setup& g) {
-  if (!c.audit_sink.empty() && c.redis.empty())
-    throw start_error("--audit-sink redis needs --redis URL", true);
+  for (const auto& spec : c.audit_sinks)
+    if (spec.substr(0, spec.find(':')) == "redis" && c.redis.empty())
+      throw start_error("--audit-sink redis needs --redis URL", true);
   if (c.redis.empty()) return;
   try {
     auto stats = std::make_shared<redis_stats>();
@@ -187,7 +208,6 @@ void attach_redis(const serve_config& c, serving& s, gateway_setup& g) {
     g.redis = std::make_shared<redis_store>(redis_endpoint::parse(c.redis), stats, background,
                                             std::chrono::milliseconds(1000));
     attach_redis_metrics(*s.counters, stats, background);
-    if (!c.audit_sink.empty()) attach_audit_sink(c, s, g);
   } catch (const std::exception& e) {
     throw start_error(std::string("--redis: ") + e.what(), true);
   }
@@ -216,6 +236,7 @@ void start_gateway(const serve_config& c, serving& s) {
   g.observer = s.observe;
   g.on_revoked = [m = s.counters](const std::string& id) { m->forget_session(id); };
   attach_redis(c, s, g);
+  attach_audit_sinks(c, s, g);
   try {
     certs::write_trust_bundle(s.bundle, *s.ca);
   } catch (const std::exception& e) {
@@ -326,6 +347,9 @@ void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& fi
 }  // namespace
 
 void serve(const serve_config& c) {
+  if (!c.gateway && (!c.audit_sinks.empty() || !c.redis.empty()))
+    throw start_error(
+        std::string(c.redis.empty() ? "--audit-sink" : "--redis") + " needs --gateway", true);
   serving s;
   load_session(c, s);
   start_listeners(c, s);

@@ -26,7 +26,9 @@ struct serve_config {
   std::string replica;          // this replica's name (default: the gateway's session name)
   std::string admin_host;       // the admin listener (/metrics); empty: none
   std::uint16_t admin_port = 0;
-  std::string audit_sink;  // "redis" or "redis:STREAM-KEY": records also go to a stream
+  // --audit-sink (repeatable; audit_sink.hpp): "redis" or "redis:STREAM-KEY", "syslog" or
+  // "syslog:HOST:PORT": every record also goes there.
+  std::vector<std::string> audit_sinks;
 };
 
 // Serves until SIGINT/SIGTERM. Throws proxy::start_error when the session cannot start.
