@@ -6,9 +6,14 @@
 // returns. Delivery is at least once: a consumer keys records by session and seq.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace broker::gateway {
 
@@ -24,8 +29,20 @@ class audit_sink {
   // After the store closed: what is still queued, in one last blocking try.
   virtual void flush() = 0;
 
-  virtual std::uint64_t shipped() const = 0;
-  virtual std::uint64_t dropped() const = 0;
+  std::uint64_t shipped() const { return shipped_; }
+  std::uint64_t dropped() const { return dropped_; }  // while the queue was full
+
+ protected:
+  std::atomic<std::uint64_t> shipped_ = 0;
+  std::atomic<std::uint64_t> dropped_ = 0;
 };
+
+// An audit log's sink (audit_log::set_sink) that gives each of `sinks` the session's lines.
+inline std::function<void(std::string_view)> ship_to(std::vector<std::shared_ptr<audit_sink>> sinks,
+                                                     std::string session) {
+  return [sinks = std::move(sinks), session = std::move(session)](std::string_view line) {
+    for (const auto& sink : sinks) sink->ship(session, line);
+  };
+}
 
 }  // namespace broker::gateway

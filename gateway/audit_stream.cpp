@@ -100,14 +100,4 @@ void audit_stream::flush() {
   }
 }
 
-std::uint64_t audit_stream::shipped() const {
-  std::lock_guard lock(mutex_);
-  return shipped_;
-}
-
-std::uint64_t audit_stream::dropped() const {
-  std::lock_guard lock(mutex_);
-  return dropped_;
-}
-
 }  // namespace broker::gateway

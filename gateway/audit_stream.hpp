@@ -38,9 +38,6 @@ class audit_stream final : public audit_sink, public std::enable_shared_from_thi
   // twice.
   void flush() override;
 
-  std::uint64_t shipped() const override;
-  std::uint64_t dropped() const override;
-
  private:
   struct entry {
     std::string session;
@@ -55,8 +52,6 @@ class audit_stream final : public audit_sink, public std::enable_shared_from_thi
   mutable std::mutex mutex_;
   std::deque<entry> pending_;
   bool draining_ = false;
-  std::uint64_t shipped_ = 0;
-  std::uint64_t dropped_ = 0;
 };
 
 }  // namespace broker::gateway

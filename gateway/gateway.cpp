@@ -75,10 +75,7 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   auto options = setup_.options;
   options.session_id = r.id;
   auto audit = setup_.open_audit(r.id);
-  if (!setup_.audit_sinks.empty())
-    audit->set_sink([sinks = setup_.audit_sinks, id = r.id](std::string_view line) {
-      for (const auto& sink : sinks) sink->ship(id, line);
-    });
+  if (!setup_.audit_sinks.empty()) audit->set_sink(ship_to(setup_.audit_sinks, r.id));
   auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
                                                           std::chrono::steady_clock::now());
   proxy::context_attachments attached;

@@ -163,7 +163,8 @@ void attach_audit_sinks(const serve_config& c, serving& s, gateway_setup& g) {
     std::shared_ptr<audit_sink> sink;
     std::string family;
     if (kind == "redis") {
-      const std::string key = kind.size() == spec.size() ? "broker:audit" : spec.substr(6);
+      const std::string key =
+          kind.size() == spec.size() ? "broker:audit" : spec.substr(kind.size() + 1);
       sink = std::make_shared<audit_stream>(g.redis, key, g.replica);
       family = "broker_audit_stream";
     } else if (kind == "syslog") {
@@ -189,11 +190,8 @@ void attach_audit_sinks(const serve_config& c, serving& s, gateway_setup& g) {
       out.sample(family + "_dropped_total", {}, sink->dropped());
     });
   }
-  if (g.audit_sinks.empty()) return;
-  s.ctx->audit_log().set_sink(
-      [sinks = g.audit_sinks, id = s.setup.options.session_id](std::string_view line) {
-        for (const auto& sink : sinks) sink->ship(id, line);
-      });
+  if (!g.audit_sinks.empty())
+    s.ctx->audit_log().set_sink(ship_to(g.audit_sinks, s.setup.options.session_id));
 }
 
 // --redis: the store replicas share, its metrics, and the audit sink when asked for.

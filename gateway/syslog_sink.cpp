@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <stdexcept>
 
+#include "proxy/target.hpp"
 #include "session/log.hpp"
 
 namespace broker::gateway {
@@ -47,35 +48,34 @@ std::string this_hostname() {
 
 syslog_sink::syslog_sink(const std::string& spec, std::string replica)
     : replica_(std::move(replica)), hostname_(this_hostname()) {
-  host_ = "127.0.0.1";
+  config::destination dest{"127.0.0.1", std::nullopt, 514};
   if (spec != "syslog") {
-    if (spec.rfind("syslog:", 0) != 0)
-      throw std::invalid_argument("--audit-sink: expected syslog or syslog:HOST:PORT");
-    const std::string where = spec.substr(7);
-    const auto colon = where.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == where.size())
-      throw std::invalid_argument("--audit-sink " + spec + ": expected syslog:HOST:PORT");
-    host_ = where.substr(0, colon);
-    if (host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
-    const std::string port = where.substr(colon + 1);
-    if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
-        std::stoul(port) == 0 || std::stoul(port) > 65535)
-      throw std::invalid_argument("--audit-sink " + spec + ": the port must be 1-65535");
-    port_ = static_cast<std::uint16_t>(std::stoul(port));
+    const auto where = spec.rfind("syslog:", 0) == 0
+                           ? proxy::parse_authority(std::string_view(spec).substr(7))
+                           : std::nullopt;
+    if (!where)
+      throw std::invalid_argument("--audit-sink " + spec +
+                                  ": expected syslog or syslog:HOST:PORT (port 1-65535)");
+    dest = where->dest;
   }
-  endpoint_ = (host_.find(':') != std::string::npos ? "[" + host_ + "]" : host_) + ":" +
-              std::to_string(port_);
+  host_ = dest.host;
+  port_ = dest.port;
+  endpoint_ = proxy::to_string(dest);
   thread_ = std::thread([this] { run(); });
 }
 
 syslog_sink::~syslog_sink() {
+  stop();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void syslog_sink::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string syslog_sink::frame(std::string_view line, const std::string& host,
@@ -223,26 +223,12 @@ void syslog_sink::settle(std::chrono::milliseconds limit) {
 
 void syslog_sink::flush() {
   settle(std::chrono::seconds(1));
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    if (!pending_.empty())
-      session::log(spdlog::level::err, session::log_tag("audit-sink"),
-                   "{} record(s) not sent to syslog {} at shutdown (they are in the files)",
-                   pending_.size(), endpoint_);
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-std::uint64_t syslog_sink::shipped() const {
+  stop();
   std::lock_guard lock(mutex_);
-  return shipped_;
-}
-
-std::uint64_t syslog_sink::dropped() const {
-  std::lock_guard lock(mutex_);
-  return dropped_;
+  if (!pending_.empty())
+    session::log(spdlog::level::err, session::log_tag("audit-sink"),
+                 "{} record(s) not sent to syslog {} at shutdown (they are in the files)",
+                 pending_.size(), endpoint_);
 }
 
 }  // namespace broker::gateway

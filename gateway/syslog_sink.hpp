@@ -44,8 +44,6 @@ class syslog_sink final : public audit_sink {
   void ship(std::string_view session, std::string_view line) override;
   void settle(std::chrono::milliseconds limit) override;
   void flush() override;  // settles for a second and stops the thread
-  std::uint64_t shipped() const override;
-  std::uint64_t dropped() const override;
 
   const std::string& endpoint() const { return endpoint_; }
 
@@ -55,12 +53,13 @@ class syslog_sink final : public audit_sink {
 
  private:
   void run();
+  void stop();  // the thread ends (after its send in progress, 5 s at most)
   bool connect_socket();
   bool connection_closed() const;
   void disconnect();  // closes the socket; the replay window goes back ahead of what waits
 
   std::string host_;
-  std::uint16_t port_ = 514;
+  std::uint16_t port_ = 0;
   std::string endpoint_;
   std::string replica_;
   std::string hostname_;
@@ -72,8 +71,6 @@ class syslog_sink final : public audit_sink {
   std::size_t replay_size_ = 0;
   std::size_t in_flight_ = 0;  // lines the thread took and is sending
   bool stopping_ = false;
-  std::uint64_t shipped_ = 0;
-  std::uint64_t dropped_ = 0;
 
   int fd_ = -1;  // the thread's alone
   std::thread thread_;
