@@ -25,30 +25,6 @@ using nlohmann::json;
 constexpr std::string_view hash_key = ",\"hash\":\"";
 constexpr std::size_t hash_suffix_size = hash_key.size() + 64 + 2;  // ,"hash":"<64>"}
 
-// Field access that tolerates any JSON: a reader of a damaged or foreign log must not throw.
-const json* field(const json& record, const char* key) {
-  if (!record.is_object()) return nullptr;
-  auto it = record.find(key);
-  return it == record.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::string string_field(const json& record, const char* key) {
-  const json* value = field(record, key);
-  return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
-}
-
-std::optional<long long> integer_field(const json& record, const char* key) {
-  const json* value = field(record, key);
-  if (value == nullptr) return std::nullopt;
-  if (value->is_number_unsigned()) {
-    auto v = value->get<std::uint64_t>();
-    if (v > static_cast<std::uint64_t>(LLONG_MAX)) return std::nullopt;
-    return static_cast<long long>(v);
-  }
-  if (value->is_number_integer()) return value->get<long long>();
-  return std::nullopt;
-}
-
 // Log text goes to a terminal: control bytes from a hostile path or host (ESC sequences) are
 // shown as \xNN instead of being interpreted.
 using base::printable;
@@ -186,6 +162,29 @@ verify_result finish(const chain_checker& chain, verify_result result, bool ok) 
 }
 
 }  // namespace
+
+const nlohmann::json* field(const nlohmann::json& record, const char* key) {
+  if (!record.is_object()) return nullptr;
+  auto it = record.find(key);
+  return it == record.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string string_field(const nlohmann::json& record, const char* key) {
+  const json* value = field(record, key);
+  return value != nullptr && value->is_string() ? value->get<std::string>() : std::string();
+}
+
+std::optional<long long> integer_field(const nlohmann::json& record, const char* key) {
+  const json* value = field(record, key);
+  if (value == nullptr) return std::nullopt;
+  if (value->is_number_unsigned()) {
+    auto v = value->get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(LLONG_MAX)) return std::nullopt;
+    return static_cast<long long>(v);
+  }
+  if (value->is_number_integer()) return value->get<long long>();
+  return std::nullopt;
+}
 
 verify_result verify_log(std::istream& in) {
   chain_checker chain;

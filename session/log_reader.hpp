@@ -38,6 +38,14 @@ verify_result verify_log(std::istream& in);
 // bad_line is the line within bad_file.
 verify_result verify_replica(const replica_files& replica);
 
+// Field access that tolerates any JSON: a reader of a damaged or foreign log must not throw.
+// null for a missing or null member (or a record that is no object).
+const nlohmann::json* field(const nlohmann::json& record, const char* key);
+// "" unless the member is a string.
+std::string string_field(const nlohmann::json& record, const char* key);
+// nullopt unless the member is an integer that fits.
+std::optional<long long> integer_field(const nlohmann::json& record, const char* key);
+
 // One line for people (exact layout is ours; it must show event, decision, method, URL/host,
 // status, rule, error code). The time is ts's UTC HH:MM:SS.mmm; control bytes print as \xNN:
 //   20:15:06.053  request  allow  GET https://api.github.com/x  200  512B> 20311B<  41.2ms

@@ -37,11 +37,6 @@ bool is_exchange(std::string_view event) {
          event == "exfiltration_blocked" || event == "dns";
 }
 
-std::string text(const nlohmann::json& record, const char* key) {
-  const auto it = record.find(key);
-  return it != record.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // `ts` (RFC 3339, UTC, milliseconds) as milliseconds since the epoch; 0 when it does not parse.
 long long epoch_ms(const std::string& ts) {
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, ms = 0;
@@ -69,13 +64,13 @@ ordered_json common(const nlohmann::json& record, int activity, const std::strin
   e["activity_name"] = activity_name;
   e["type_uid"] = http_activity * 100 + activity;
   e["type_name"] = "HTTP Activity: " + activity_name;
-  const std::string ts = text(record, "ts");
+  const std::string ts = string_field(record, "ts");
   e["time"] = epoch_ms(ts);
   ordered_json metadata{{"version", "1.8.0"}, {"product", product()}, {"log_name", "audit"}};
-  const std::string session = text(record, "session");
-  if (record.contains("seq") && record["seq"].is_number_unsigned()) {
-    metadata["sequence"] = record["seq"].get<std::uint64_t>();
-    metadata["uid"] = session + "/" + std::to_string(record["seq"].get<std::uint64_t>());
+  const std::string session = string_field(record, "session");
+  if (const auto seq = integer_field(record, "seq")) {
+    metadata["sequence"] = *seq;
+    metadata["uid"] = session + "/" + std::to_string(*seq);
   }
   if (!session.empty()) metadata["correlation_uid"] = session;
   if (!ts.empty()) metadata["original_time"] = ts;
@@ -83,9 +78,9 @@ ordered_json common(const nlohmann::json& record, int activity, const std::strin
   ordered_json actor = ordered_json::object();
   if (!session.empty()) actor["session"] = {{"uid", session}};
   if (!user.empty()) actor["user"] = {{"name", user}};
-  if (record.contains("pid") && record["pid"].is_number_integer()) {
-    ordered_json process{{"pid", record["pid"].get<long long>()}};
-    const std::string exe = text(record, "exe");
+  if (const auto pid = integer_field(record, "pid")) {
+    ordered_json process{{"pid", *pid}};
+    const std::string exe = string_field(record, "exe");
     if (!exe.empty()) {
       process["name"] = exe.substr(exe.rfind('/') + 1);
       process["path"] = exe;
@@ -98,8 +93,8 @@ ordered_json common(const nlohmann::json& record, int activity, const std::strin
 
 // A request, refusal or tunnel.
 ordered_json exchange_event(const nlohmann::json& record, const std::string& user) {
-  const std::string event = text(record, "event");
-  const std::string method = text(record, "method");
+  const std::string event = string_field(record, "event");
+  const std::string method = string_field(record, "method");
   int activity = method.empty() ? activity_unknown : activity_other;
   std::string activity_name = method.empty() ? "Unknown" : method;
   for (std::size_t i = 0; i < methods.size(); ++i)
@@ -109,8 +104,8 @@ ordered_json exchange_event(const nlohmann::json& record, const std::string& use
     }
   ordered_json e = common(record, activity, activity_name, user);
 
-  const std::string decision = text(record, "decision");
-  const std::string error = text(record, "error");
+  const std::string decision = string_field(record, "decision");
+  const std::string error = string_field(record, "error");
   const bool denied = decision == "deny";
   // action: what the policy did; disposition: the outcome (a would_deny is a violation seen and
   // let through, an ask a request held for a person).
@@ -131,47 +126,43 @@ ordered_json exchange_event(const nlohmann::json& record, const std::string& use
     e["status_detail"] = error;
   }
 
-  const std::string host = text(record, "host");
-  const std::string scheme = text(record, "scheme");
-  const std::string target = text(record, "path");
+  const std::string host = string_field(record, "host");
+  const std::string scheme = string_field(record, "scheme");
+  const std::string target = string_field(record, "path");
+  const auto port = integer_field(record, "port");
   ordered_json url = ordered_json::object();
   if (!scheme.empty()) url["scheme"] = scheme;
   if (!host.empty()) url["hostname"] = host;
-  if (record.contains("port") && record["port"].is_number_integer())
-    url["port"] = record["port"].get<int>();
+  if (port) url["port"] = *port;
   if (!target.empty()) {
     const auto query = target.find('?');
     url["path"] = target.substr(0, query);
     if (query != std::string::npos) url["query_string"] = target.substr(query + 1);
   }
-  if (!scheme.empty() && !host.empty()) {
-    std::string port;
-    if (url.contains("port")) port = ":" + std::to_string(url["port"].get<int>());
-    url["url_string"] = scheme + "://" + host + port + target;
-  }
+  if (!scheme.empty() && !host.empty())
+    url["url_string"] =
+        scheme + "://" + host + (port ? ":" + std::to_string(*port) : std::string()) + target;
   ordered_json request = ordered_json::object();
   if (!method.empty()) request["http_method"] = method;
   if (!url.empty()) request["url"] = std::move(url);
-  request["version"] = text(record, "http") == "2" ? "2" : "1.1";
+  request["version"] = string_field(record, "http") == "2" ? "2" : "1.1";
   e["http_request"] = std::move(request);
-  if (record.contains("status") && record["status"].is_number_integer()) {
-    e["http_response"] = {{"code", record["status"].get<int>()}};
-    e["http_status"] = record["status"].get<int>();
+  if (const auto status = integer_field(record, "status")) {
+    e["http_response"] = {{"code", *status}};
+    e["http_status"] = *status;
   }
   if (!host.empty()) {
     ordered_json dst{{"hostname", host}};
-    if (record.contains("port") && record["port"].is_number_integer())
-      dst["port"] = record["port"].get<int>();
+    if (port) dst["port"] = *port;
     e["dst_endpoint"] = std::move(dst);
   }
   ordered_json traffic = ordered_json::object();
   for (const char* key : {"bytes_out", "bytes_in"})
-    if (record.contains(key) && record[key].is_number_unsigned())
-      traffic[key] = record[key].get<std::uint64_t>();
+    if (const auto bytes = integer_field(record, key)) traffic[key] = *bytes;
   if (!traffic.empty()) e["traffic"] = std::move(traffic);
-  if (record.contains("ms") && record["ms"].is_number())
-    e["duration"] = std::llround(record["ms"].get<double>());
-  const std::string rule = text(record, "rule");
+  if (const auto* ms = field(record, "ms"); ms && ms->is_number())
+    e["duration"] = std::llround(ms->get<double>());
+  const std::string rule = string_field(record, "rule");
   if (!rule.empty()) e["policy"] = {{"name", rule}, {"is_applied", true}};
   e["message"] = format_record(record);
 
@@ -190,10 +181,10 @@ ordered_json exchange_event(const nlohmann::json& record, const std::string& use
 }  // namespace
 
 ordered_json ocsf_mapper::map(const nlohmann::json& record) {
-  const std::string event = text(record, "event");
-  const std::string session = text(record, "session");
+  const std::string event = string_field(record, "event");
+  const std::string session = string_field(record, "session");
   if (event == "session_start") {
-    const std::string user = text(record, "user");
+    const std::string user = string_field(record, "user");
     if (!user.empty()) users_[session] = user;
   }
   const auto known = users_.find(session);
