@@ -9,6 +9,7 @@
 
 #include "base/text.hpp"
 
+#include "gateway/admin_auth.hpp"
 #include "gateway/admin_listener.hpp"
 #include "gateway/admin_tokens.hpp"
 #include "gateway/gateway.hpp"
@@ -19,93 +20,11 @@
 namespace broker::gateway {
 namespace {
 
-constexpr const char* json_type = "application/json";
 constexpr std::string_view asks_prefix = "/api/asks/";
-
-admin_response json_answer(int status, const nlohmann::ordered_json& body) {
-  return {status, json_type, body.dump() + "\n", {}};
-}
+constexpr std::string_view sessions_prefix = "/api/sessions/";
 
 admin_response refusal(int status, const std::string& code, const std::string& message) {
-  return json_answer(status, {{"error", code}, {"message", message}});
-}
-
-// The gateway's log takes at most `per_second` refused admin requests a second; those over it
-// are counted into the next record written ("suppressed"), so that a flood of guesses cannot
-// flood the log.
-class refusal_records {
- public:
-  explicit refusal_records(session::audit_log& log) : log_(log) {}
-
-  void write(nlohmann::ordered_json record) {
-    std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - window_ >= std::chrono::seconds(1)) {
-      window_ = now;
-      written_ = 0;
-    }
-    if (written_ >= per_second) {
-      ++suppressed_;
-      return;
-    }
-    ++written_;
-    if (suppressed_ > 0) record["suppressed"] = std::exchange(suppressed_, 0);
-    log_.write(record);
-  }
-
-  static constexpr int per_second = 20;
-
- private:
-  session::audit_log& log_;
-  std::mutex mutex_;
-  std::chrono::steady_clock::time_point window_{};
-  int written_ = 0;
-  std::uint64_t suppressed_ = 0;
-};
-
-// Who holds the request's admin token, or the 401 (recorded) that answers it.
-struct admission {
-  std::optional<admin_token_info> holder;
-  admin_response refused;
-};
-
-admission admit(const admin_request& request, admin_tokens& tokens, refusal_records& records) {
-  admission out;
-  std::string reason;
-  const std::string* value = request.head.find("authorization");
-  if (!value) {
-    reason = "no Authorization field";
-  } else if (auto token = parse_bearer(*value); !token) {
-    reason = "Authorization is not a Bearer token";
-  } else {
-    try {
-      out.holder = tokens.holder(*token);
-    } catch (const std::exception& e) {
-      session::log(spdlog::level::err, session::log_tag("admin"),
-                   "{} {} from {}: cannot check the admin token: {}", request.method,
-                   base::printable(request.path.substr(0, 256)), request.peer, e.what());
-      out.refused = refusal(503, "state_unavailable",
-                            "the gateway's shared state (Redis) cannot be reached to check the "
-                            "admin token");
-      return out;
-    }
-    if (out.holder) return out;
-    reason = "unknown or revoked admin token";
-  }
-  session::admin_action record;
-  record.decision = "deny";
-  record.status = 401;
-  record.method = request.method;
-  record.path = request.path.substr(0, 256);
-  record.peer = request.peer;
-  record.reason = reason;
-  records.write(session::admin_record(record));
-  out.refused = refusal(401, "admin_auth_required",
-                        reason +
-                            ": send Authorization: Bearer TOKEN with a token from `broker "
-                            "admin-token create`");
-  out.refused.fields.emplace_back("WWW-Authenticate", "Bearer realm=\"broker admin\"");
-  return out;
+  return admin_refusal(status, code, message);
 }
 
 // The body of an approve: {"scope": "once" | "session", "path": "/prefix"}, both optional.
@@ -152,29 +71,54 @@ admin_response decide(const admin_request& request, const admin_token_info& hold
   }
 }
 
+// POST /api/sessions/ID/revoke.
+admin_response revoke(const admin_request& request, const admin_token_info& holder, gateway& team) {
+  const std::string rest = request.path.substr(sessions_prefix.size());
+  const auto slash = rest.find('/');
+  const std::string id = rest.substr(0, slash);
+  if (id.empty() || slash == std::string::npos || rest.substr(slash + 1) != "revoke")
+    return refusal(404, "not_found", "expected POST /api/sessions/ID/revoke");
+  try {
+    auto answer = team.revoke(id);
+    session::log(spdlog::level::info, session::log_tag("admin"),
+                 "session {} revoked by {} ({}) from {}", id, holder.name, holder.id, request.peer);
+    return json_answer(200, answer);
+  } catch (const std::invalid_argument& e) {
+    return refusal(404, "not_found", e.what());
+  } catch (const std::runtime_error& e) {
+    return refusal(503, "state_unavailable", e.what());
+  }
+}
+
 }  // namespace
 
 void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
-                   std::shared_ptr<admin_tokens> tokens, session::audit_log& gateway_log) {
-  const auto guarded = [tokens,
-                        records = std::make_shared<refusal_records>(gateway_log)](auto answer) {
-    return [tokens, records, answer](const admin_request& request) {
-      auto admitted = admit(request, *tokens, *records);
+                   std::shared_ptr<admin_gate> gate) {
+  const auto guarded = [gate](bool changes_state, auto answer) {
+    return [gate, changes_state, answer](const admin_request& request) {
+      auto admitted = gate->admit(request, changes_state);
       if (!admitted.holder) return admitted.refused;
       return answer(request, *admitted.holder);
     };
   };
   listener.route("GET", "/api/sessions",
-                 guarded([team](const admin_request&, const admin_token_info&) {
+                 guarded(false, [team](const admin_request&, const admin_token_info&) {
                    return json_answer(200, team->list());
                  }));
-  listener.route("GET", "/api/asks", guarded([team](const admin_request&, const admin_token_info&) {
+  listener.route(
+      "POST", std::string(sessions_prefix) + "*",
+      guarded(true, [team](const admin_request& request, const admin_token_info& holder) {
+        return revoke(request, holder, *team);
+      }));
+  listener.route("GET", "/api/asks",
+                 guarded(false, [team](const admin_request&, const admin_token_info&) {
                    return json_answer(200, {{"asks", team->pending()}});
                  }));
-  listener.route("POST", std::string(asks_prefix) + "*",
-                 guarded([team](const admin_request& request, const admin_token_info& holder) {
-                   return decide(request, holder, *team);
-                 }));
+  listener.route(
+      "POST", std::string(asks_prefix) + "*",
+      guarded(true, [team](const admin_request& request, const admin_token_info& holder) {
+        return decide(request, holder, *team);
+      }));
 }
 
 std::optional<nlohmann::ordered_json> answer_admin_token_command(admin_tokens& tokens,

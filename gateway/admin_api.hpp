@@ -1,12 +1,13 @@
 // The gateway's admin JSON API on its admin listener (DESIGN §13, §15), for operators and the
 // console, behind an admin credential (admin_tokens.hpp):
 //   GET  /api/sessions           the gateway's sessions, as `broker session list --json`
+//   POST /api/sessions/ID/revoke the session's clients are refused from their next request on
 //   GET  /api/asks               the requests held on this replica, oldest first
 //   POST /api/asks/ID/approve    body (optional) {"scope": "once" | "session", "path": "/prefix"}
 //   POST /api/asks/ID/deny
-// Every /api route needs "Authorization: Bearer TOKEN"; without a valid one the answer is 401
-// (with WWW-Authenticate) and an `admin` record in the gateway's log (at most 20 a second, the
-// rest counted into the next one's "suppressed"). Answers are JSON; a refusal
+// Every /api route needs "Authorization: Bearer TOKEN" or a console login (admin_auth.hpp: 401
+// and a record in the gateway's log without one; a POST by cookie needs the CSRF proof too).
+// Answers are JSON; a refusal
 // is {"error": CODE, "message": sentence}. A decision's record, in the session's log, names the
 // operator: "admin-token NAME (ID) from PEER". /metrics and /healthz stay open.
 //
@@ -26,14 +27,15 @@ class audit_log;
 
 namespace broker::gateway {
 
+class admin_gate;
 class admin_listener;
 class admin_tokens;
 class gateway;
 
-// Routes /api/* on `listener`. `gateway_log` is the gateway's own log (refusals, tokens): the
-// listener must stop before that log ends.
+// Routes /api/* on `listener`, each behind `gate` (admin_auth.hpp). The gate writes to the
+// gateway's own log: the listener must stop before that log ends.
 void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
-                   std::shared_ptr<admin_tokens> tokens, session::audit_log& gateway_log);
+                   std::shared_ptr<admin_gate> gate);
 
 // A control-socket line about admin tokens: its answer ({"error": sentence} when refused);
 // nullopt for any other line. A create answer holds the token: it goes only to the socket's

@@ -30,6 +30,7 @@ std::string_view reason_of(int status) {
       {200, "OK"},
       {201, "Created"},
       {202, "Accepted"},
+      {303, "See Other"},
       {204, "No Content"},
       {400, "Bad Request"},
       {401, "Unauthorized"},

@@ -159,4 +159,11 @@ std::optional<admin_token_info> admin_tokens::holder(const base::secret& token) 
   return it->second;
 }
 
+bool admin_tokens::valid(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (redis_) refresh();
+  return std::any_of(by_hash_.begin(), by_hash_.end(),
+                     [&](const auto& entry) { return entry.second.id == id; });
+}
+
 }  // namespace broker::gateway

@@ -58,6 +58,9 @@ class admin_tokens {
   // Whose token this is; nullopt for a token that was never made or was revoked. Throws
   // std::runtime_error when Redis cannot be reached (or could not be within the last second).
   std::optional<admin_token_info> holder(const base::secret& token);
+  // Whether the token with this id is still valid (a login made with it lives as long). The same
+  // reads and errors as holder().
+  bool valid(const std::string& id);
 
   static constexpr std::chrono::milliseconds refresh_every{1000};
 

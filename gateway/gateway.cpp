@@ -216,6 +216,18 @@ nlohmann::ordered_json gateway::list() {
   return {{"sessions", out}};
 }
 
+std::vector<session_record> gateway::records() {
+  return store_->all();
+}
+
+config::budget_spec gateway::budgets_of(const session_record& r) const {
+  const auto team = [this] {
+    std::lock_guard lock(mutex_);
+    return setup_.team_policy;
+  }();
+  return session::tightest(policy_of(r, *team)->layers());
+}
+
 nlohmann::ordered_json gateway::show(const std::string& id) {
   auto r = store_->get(id);
   if (!r) throw std::invalid_argument("no session " + id);

@@ -74,6 +74,10 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   nlohmann::ordered_json list();
   nlohmann::ordered_json show(const std::string& id);
   nlohmann::ordered_json revoke(const std::string& id);
+  // For the console: the registry's sessions (oldest first; throws std::runtime_error when the
+  // store cannot be reached), and the budgets a session has under the team's policy as it is now.
+  std::vector<session_record> records();
+  config::budget_spec budgets_of(const session_record& r) const;
 
   // The requests held by the sessions served on this replica (each session's own desk), and a
   // decision about one of them (its id names its session). An approval's scope is once or

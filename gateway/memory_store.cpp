@@ -1,4 +1,5 @@
 // The embedded session store: a map under a mutex (session_store.hpp).
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -17,6 +18,9 @@ class memory_store final : public session_store {
     std::lock_guard lock(mutex_);
     std::vector<session_record> out;
     for (const auto& [id, r] : records_) out.push_back(r);
+    // Oldest first, as Redis's store answers.
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.created_ms < b.created_ms; });
     return out;
   }
   std::optional<session_record> get(const std::string& id) override {

@@ -18,8 +18,10 @@
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
 #include "gateway/admin_api.hpp"
+#include "gateway/admin_auth.hpp"
 #include "gateway/admin_listener.hpp"
 #include "gateway/admin_tokens.hpp"
+#include "gateway/console/console.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/serve_metrics.hpp"
@@ -69,7 +71,8 @@ struct serving {
   proxy::record_observer observe;
   // Made before the server and ended after it: the server's context resolves sessions with it.
   std::shared_ptr<broker::gateway::gateway> team;
-  std::shared_ptr<admin_tokens> tokens;  // a gateway's operators' credentials
+  std::shared_ptr<admin_tokens> tokens;       // a gateway's operators' credentials
+  std::shared_ptr<redis_store> shared_state;  // replicas' shared state; null without --redis
   std::unique_ptr<proxy::server> server;
   std::unique_ptr<admin_listener> admin;
   std::string url;  // http://HOST:PORT of the listener
@@ -241,6 +244,7 @@ void start_gateway(const serve_config& c, serving& s) {
     throw start_error(s.bundle.string() + ": " + e.what(), false);
   }
   auto redis = g.redis;
+  s.shared_state = redis;
   s.tokens = std::make_shared<admin_tokens>(redis);
   s.team = std::make_shared<gateway>(std::move(g));
   s.counters->add_gauge("broker_gateway_sessions", "Gateway sessions served by this replica",
@@ -360,7 +364,12 @@ void serve(const serve_config& c) {
   start.credentials = s.setup.credentials->names();
   ctx.audit_log().write(session::start_record(start));
   // The admin API writes to the gateway's log: from its start record on.
-  if (s.admin && s.team) add_admin_api(*s.admin, s.team, s.tokens, ctx.audit_log());
+  if (s.admin && s.team) {
+    auto gate = std::make_shared<admin_gate>(
+        s.tokens, std::make_shared<admin_logins>(s.shared_state, s.tokens), ctx.audit_log());
+    add_admin_api(*s.admin, s.team, gate);
+    add_console(*s.admin, s.team, gate, proxy::log_dir_or_default(c.common.log_dir));
+  }
   if (!c.env_file.empty()) write_env_file(c, s);
   open_control(c, s);
   std::cout << "broker: listening on " << s.url << " session=" << ctx.session_id() << std::endl;

@@ -21,7 +21,7 @@ class session_store {
   // The admin side, from the control socket's thread; may block for a round trip. Throw
   // std::runtime_error (with a sentence for the user) when the store cannot be reached.
   virtual void put(const session_record& r) = 0;
-  virtual std::vector<session_record> all() = 0;
+  virtual std::vector<session_record> all() = 0;  // oldest first
   virtual std::optional<session_record> get(const std::string& id) = 0;
   // false: no such session.
   virtual bool revoke(const std::string& id) = 0;

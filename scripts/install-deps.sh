@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev libseccomp-dev libnftnl-dev libmnl-dev libhiredis-dev
-  zlib1g-dev libbrotli-dev libzstd-dev libnghttp2-dev
+  zlib1g-dev libbrotli-dev libzstd-dev libnghttp2-dev libjs-chart.js
   curl
 )
 if [[ ${1:-} != --build ]]; then
@@ -19,6 +19,7 @@ if [[ ${1:-} != --build ]]; then
     clang libclang-rt-14-dev llvm-14
     redis-server haproxy rsyslog
     nghttp2-client python3-grpcio python3-h2
+    chromium chromium-driver python3-selenium
   )
 fi
 missing=()

@@ -67,6 +67,8 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
     j.add_text_or_null("credential", e.credential);
     if (e.llm_tokens) {
       j.add("llm_tokens", *e.llm_tokens);
+      // Priced by the session's table: what the console's spend charts sum (DESIGN §15).
+      if (e.llm_cost_usd > 0) j.add("cost_usd", e.llm_cost_usd);
     } else {
       j.add_null("llm_tokens");
     }

@@ -44,7 +44,7 @@ struct audit_entry {
   std::uint64_t bytes_charged_in = 0;
   std::optional<std::uint64_t> llm_tokens;  // an LLM API response's input + output tokens
   bool llm_estimated = false;               // ... counted from its text, not reported
-  double llm_cost_usd = 0;  // ... priced by the session's table (for metrics, not the record)
+  double llm_cost_usd = 0;  // ... priced by the session's table ("cost_usd" when above 0)
   int pid = 0;              // the client socket's owner; 0 = unknown
   std::string exe;
   // Reached the broker by transparent capture (DESIGN §11), not through the proxy variables.

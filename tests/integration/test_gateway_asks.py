@@ -143,7 +143,7 @@ def test_an_operator_decides_a_sessions_asks_through_the_admin_api(broker_factor
     refused = [x for x in own if x["decision"] == "deny"]
     assert len(refused) == 7 and all(x["status"] == 401 for x in refused), own
     assert {x["reason"] for x in refused} == {
-        "no Authorization field", "unknown or revoked admin token",
+        "no Authorization field and no console login", "unknown or revoked admin token",
         "Authorization is not a Bearer token"}
     assert refused[0]["path"] == "/api/asks" and refused[0]["peer"].startswith("127.0.0.1:")
     assert [x["decision"] for x in own if x["decision"] != "deny"] == ["token_create",
