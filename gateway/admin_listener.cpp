@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include <array>
 #include <map>
@@ -86,8 +87,13 @@ struct admin_listener::impl {
   std::size_t open = 0;  // connections; touched on the listener's thread only
   std::uint64_t next_id = 0;
 
+  struct handler_entry {
+    admin_handler handler;
+    bool slow = false;
+  };
   std::mutex routes_mutex;
-  std::map<std::string, std::map<std::string, admin_handler>, std::less<>> routes;  // path, method
+  std::map<std::string, std::map<std::string, handler_entry>, std::less<>> routes;  // path, method
+  asio::thread_pool worker{1};  // the slow routes' handlers
 
   std::thread thread;
 
@@ -149,7 +155,7 @@ struct admin_listener::impl {
       } else if (got.request) {
         got.request->peer = peer;
         std::string allow;
-        const auto response = answer(*got.request, allow);
+        const auto response = co_await answer(*got.request, allow);
         wire = serialize(response, got.keep_alive, got.request->method != "HEAD", allow);
       } else {
         co_return;  // closed (or failed) between or during requests: nothing to answer
@@ -234,7 +240,7 @@ struct admin_listener::impl {
   }
 
   // The route of `path`: its own, else the longest "PREFIX/*" route above it; null when none.
-  const std::map<std::string, admin_handler>* route_of(const std::string& path) const {
+  const std::map<std::string, handler_entry>* route_of(const std::string& path) const {
     if (const auto it = routes.find(path); it != routes.end()) return &it->second;
     for (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0;
          slash = path.rfind('/', slash - 1)) {
@@ -244,14 +250,30 @@ struct admin_listener::impl {
     return nullptr;
   }
 
+  static admin_response call(const admin_handler& handler, const admin_request& request) {
+    try {
+      return handler(request);
+    } catch (const std::exception& e) {
+      session::log(spdlog::level::warn, session::log_tag("admin"), "{} {}: {}", request.method,
+                   request.path, e.what());
+      return plain(500, "internal error\n");
+    }
+  }
+
+  // call() as a coroutine of its own, for another executor; its arguments are copies (a lambda
+  // coroutine's captures are not safe in GCC 12).
+  static asio::awaitable<admin_response> call_there(admin_handler handler, admin_request request) {
+    co_return call(handler, request);
+  }
+
   // The route's answer; 404 for an unknown path, 405 (and the methods in `allow`) for a known
   // path asked with another method.
-  admin_response answer(const admin_request& request, std::string& allow) {
-    admin_handler handler;
+  asio::awaitable<admin_response> answer(const admin_request& request, std::string& allow) {
+    handler_entry entry;
     {
       std::lock_guard lock(routes_mutex);
       const auto* path = route_of(request.path);
-      if (!path) return plain(404, "not found\n");
+      if (!path) co_return plain(404, "not found\n");
       const auto& methods = *path;
       auto it = methods.find(request.method);
       if (it == methods.end() && request.method == "HEAD") it = methods.find("GET");
@@ -261,17 +283,15 @@ struct admin_listener::impl {
           allow += method;
           if (method == "GET" && !methods.contains("HEAD")) allow += ", HEAD";
         }
-        return plain(405, "method not allowed\n");
+        co_return plain(405, "method not allowed\n");
       }
-      handler = it->second;
+      entry = it->second;
     }
-    try {
-      return handler(request);
-    } catch (const std::exception& e) {
-      session::log(spdlog::level::warn, session::log_tag("admin"), "{} {}: {}", request.method,
-                   request.path, e.what());
-      return plain(500, "internal error\n");
-    }
+    if (!entry.slow) co_return call(entry.handler, request);
+    // On the worker; this coroutine resumes on the listener's thread with the answer. The
+    // connection's watchdog still bounds the wait.
+    co_return co_await asio::co_spawn(worker, call_there(std::move(entry.handler), request),
+                                      asio::use_awaitable);
   }
 };
 
@@ -305,15 +325,16 @@ admin_listener::~admin_listener() {
   // frames (and sockets) go with the io_context, after the thread has returned.
   impl_->io.stop();
   impl_->thread.join();
+  impl_->worker.join();  // a slow handler under way finishes first
 }
 
 std::uint16_t admin_listener::port() const {
   return impl_->bound_port;
 }
 
-void admin_listener::route(std::string method, std::string path, admin_handler handler) {
+void admin_listener::route(std::string method, std::string path, admin_handler handler, bool slow) {
   std::lock_guard lock(impl_->routes_mutex);
-  impl_->routes[std::move(path)][std::move(method)] = std::move(handler);
+  impl_->routes[std::move(path)][std::move(method)] = {std::move(handler), slow};
 }
 
 }  // namespace broker::gateway

@@ -75,7 +75,10 @@ class admin_listener {
   // longest such prefix wins); the handler reads the rest from request.path. Thread-safe; takes
   // effect for the next request. E.g.
   //   route("GET", "/sessions", [&](const admin_request&) { return admin_response{...}; });
-  void route(std::string method, std::string path, admin_handler handler);
+  // `slow`: the handler may take long (it reads files): it runs on the listener's worker
+  // thread, one such request at a time, while the listener's own thread goes on answering the
+  // rest (/metrics, /healthz, the quick routes).
+  void route(std::string method, std::string path, admin_handler handler, bool slow = false);
 
  private:
   struct impl;

@@ -70,4 +70,20 @@ class merged_log {
   std::map<std::string, source> sources_;  // by replica name: the tie order
 };
 
+// Reading a long session a page at a time (the console's timeline): the whole session is not
+// read to show its end.
+//
+// How many complete lines a replica's files hold: what replica_stream gives, but for a
+// non-newest file's unfinished last line (damage), which is not counted.
+std::uint64_t count_lines(const replica_files& replica);
+// The newlines in `file` from byte `from` on (to count only what a file gained).
+std::uint64_t count_lines(const std::filesystem::path& file, std::uint64_t from = 0);
+// The last `count` complete lines of a replica, oldest first, read from the ends of its newest
+// files: the cost is that of those lines, not of the replica.
+std::vector<std::string> last_lines(const replica_files& replica, std::size_t count);
+// The last `count` lines of the merge of `replicas`, in merged_log's order, oldest first. Exact
+// when each replica's records are in ts order (a replica stamps them in the order it chains
+// them): the merge's last `count` lines are among each replica's last `count`.
+std::vector<std::string> merged_tail(const std::vector<replica_files>& replicas, std::size_t count);
+
 }  // namespace broker::session

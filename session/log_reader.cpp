@@ -1,6 +1,7 @@
 #include "session/log_reader.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -127,11 +128,17 @@ class chain_checker {
 
 // Checks every line of `in` against `chain`; on the first bad one fills result's bad_line and
 // error and returns false.
-bool check_stream(std::istream& in, chain_checker& chain, verify_result& result) {
+bool check_stream(std::istream& in, chain_checker& chain, verify_result& result,
+                  const std::atomic<bool>* stop = nullptr) {
   std::size_t line_number = 0;
   std::string line;
   while (std::getline(in, line)) {
     ++line_number;
+    if (stop && stop->load(std::memory_order_relaxed)) {
+      result.bad_line = line_number;
+      result.error = "stopped before the end";
+      return false;
+    }
     // getline stopping at EOF instead of '\n' means the writer never finished this record.
     std::optional<std::string> error =
         in.eof() ? "truncated record (no newline at end of file)" : chain.check(line);
@@ -193,7 +200,7 @@ verify_result verify_log(std::istream& in) {
   return finish(chain, std::move(result), ok);
 }
 
-verify_result verify_replica(const replica_files& replica) {
+verify_result verify_replica(const replica_files& replica, const std::atomic<bool>* stop) {
   chain_checker chain;
   verify_result result;
   result.files = replica.files.size();
@@ -220,7 +227,7 @@ verify_result verify_replica(const replica_files& replica) {
     if (!in) return fail(file.path, 0, "cannot read the file");
     const std::size_t before = chain.records;
     const bool last = i + 1 == replica.files.size();
-    if (!check_stream(in, chain, result)) {
+    if (!check_stream(in, chain, result, stop)) {
       if (i > 0 && result.bad_line == 1 && chain.records == before)
         result.error += "; the first record of this file does not follow the last one of " +
                         replica.files[i - 1].path.filename().string() +

@@ -1,6 +1,7 @@
 // Reading audit logs back: hash-chain verification, human formatting, session summaries.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <istream>
@@ -35,8 +36,9 @@ verify_result verify_log(std::istream& in);
 // One replica's chain across its files, in generation order, as verify_log checks one stream:
 // seq and prev continue from each file's last record into the next file's first. Also a gap in
 // the generations (a removed file, named in bad_file) and an empty file that is not the newest.
-// bad_line is the line within bad_file.
-verify_result verify_replica(const replica_files& replica);
+// bad_line is the line within bad_file. Setting `stop` (from another thread) ends the check
+// early, as a failure ("stopped before the end").
+verify_result verify_replica(const replica_files& replica, const std::atomic<bool>* stop = nullptr);
 
 // Field access that tolerates any JSON: a reader of a damaged or foreign log must not throw.
 // null for a missing or null member (or a record that is no object).

@@ -169,6 +169,8 @@ void add_console(admin_listener& listener, std::shared_ptr<gateway> team,
   });
 
   // The JSON the pages read: the same credential, answers as the API's.
+  // Reading files and the registry can take a while: those routes run on the listener's
+  // worker, so that /metrics and the asks answer meanwhile.
   const auto guarded = [gate, api](auto answer) {
     return [gate, api, answer](const admin_request& request) {
       auto admitted = gate->admit(request, false);
@@ -176,6 +178,7 @@ void add_console(admin_listener& listener, std::shared_ptr<gateway> team,
       return with_console_headers(answer(*api, request, admitted));
     };
   };
+  constexpr bool slow = true;
   listener.route("GET", "/api/console/me",
                  guarded([](console_api&, const admin_request&, const admin_gate::admission& a) {
                    nlohmann::ordered_json me{{"name", a.holder->name}, {"token_id", a.holder->id}};
@@ -185,19 +188,23 @@ void add_console(admin_listener& listener, std::shared_ptr<gateway> team,
   listener.route("GET", "/api/console/sessions",
                  guarded([](console_api& c, const admin_request& r, const admin_gate::admission&) {
                    return c.sessions(r.query);
-                 }));
+                 }),
+                 slow);
   listener.route("GET", "/api/console/sessions/*",
                  guarded([](console_api& c, const admin_request& r, const admin_gate::admission&) {
                    return c.timeline(r.path, r.query);
-                 }));
+                 }),
+                 slow);
   listener.route("GET", "/api/console/refusals",
                  guarded([](console_api& c, const admin_request& r, const admin_gate::admission&) {
                    return c.refusals(r.query);
-                 }));
+                 }),
+                 slow);
   listener.route("GET", "/api/console/spend",
                  guarded([](console_api& c, const admin_request& r, const admin_gate::admission&) {
                    return c.spend(r.query);
-                 }));
+                 }),
+                 slow);
 }
 
 }  // namespace broker::gateway

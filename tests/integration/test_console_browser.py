@@ -158,6 +158,13 @@ def test_an_operator_runs_the_gateway_from_the_console(replicas, browser, tmp_pa
                      timeout=10)
     assert r.json()["asks"] == []
 
+    # The other replica's console knows the login (Redis) and shows the same counters.
+    browser.get(r2.admin + "/console/sessions")
+    wait_for(lambda: browser.find_element(By.ID, "who").text == "ana", what="r2's console")
+    wait_for(lambda: cell(browser, ana, "requests") == "8", what="the same counters on r2")
+    browser.get(r1.admin + "/console/asks")
+    wait_for(lambda: browser.find_element(By.ID, "no-asks"), what="r1's asks page")
+
     # Refusals: ana's, linked to her session.
     browser.find_element(By.ID, "nav-refusals").click()
     wait_for(lambda: "blocked.example.test" in browser.find_element(By.ID, "refusals").text,

@@ -192,7 +192,9 @@ async function sessionView(id) {
   if (s.id !== id) Object.assign(s, {id, page: null});
   const data = await api(`/api/console/sessions/${encodeURIComponent(id)}/timeline?` + query({page: s.page}));
   const v = data.verify;
-  const verdict = v.ok
+  const verdict = v.pending
+    ? el('div', {class: 'verdict', id: 'verdict'}, `Verifying the chain of ${number(data.total)} records…`)
+    : v.ok
     ? el('div', {class: 'verdict ok', id: 'verdict'}, `Chain verified: ${v.replicas.map((r) =>
         `${number(r.records)} records from replica ${r.replica}${r.ended ? ' (ended)' : ''}`).join(', ')}.`)
     : el('div', {class: 'verdict bad', id: 'verdict'}, 'Verification failed: ' + v.replicas.filter((r) => !r.ok)
@@ -222,6 +224,8 @@ async function sessionView(id) {
       `page ${data.page + 1} of ${data.pages} · ${number(data.total)} records, oldest first`,
       el('button', {type: 'button', id: 'newer', disabled: data.page + 1 >= data.pages, onclick: () => { s.page = data.page + 1; show(); }}, 'Newer ›')));
   status('');
+  // Asked again until the verdict is in.
+  if (v.pending) timer = setTimeout(show, 2000);
 }
 
 // ---- Spend: LLM tokens and cost per day and user, top sessions; the numbers beside the charts.
@@ -291,12 +295,12 @@ async function show() {
     const m = path.match(view.path);
     if (!m) continue;
     if (view.nav) document.getElementById(view.nav).classList.add('current');
+    clearTimeout(timer);
     try {
       await view.draw(m);
     } catch (e) {
       if (!(e instanceof Refused) || e.message !== 'signed out') status('error: ' + e.message);
     }
-    clearTimeout(timer);
     // Refresh while the page is open, unless the operator is typing into a filter.
     if (view.every) timer = setTimeout(() => {
       const focused = document.activeElement;

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "tests/unit/proxy/loopback_connection.hpp"
 
@@ -320,4 +322,37 @@ TEST_CASE("admin listener: a PREFIX/* route answers the paths under it, with its
   r = c.read_reply();
   CHECK(r.status == 405);
   CHECK(r.field("Allow") == "POST");
+}
+
+TEST_CASE("admin listener: a slow route runs on the worker while the others answer",
+          "[admin_listener]") {
+  admin_listener admin("127.0.0.1", 0, some_metrics());
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  std::atomic<bool> started{false};
+  admin.route(
+      "GET", "/slow",
+      [released, &started](const admin_request& request) {
+        started = true;
+        released.wait();  // until the test has been answered elsewhere
+        return admin_response{200, "text/plain", "slow " + request.query, {}};
+      },
+      true);
+  admin.route(
+      "GET", "/slow-throws",
+      [](const admin_request&) -> admin_response { throw std::runtime_error("disk gone"); }, true);
+  client slow(admin.port());
+  slow.send("GET /slow?x=1 HTTP/1.1\r\nHost: admin\r\n\r\n");
+  while (!started) std::this_thread::sleep_for(1ms);
+  // The slow handler holds the worker; the listener's own thread still answers.
+  client other(admin.port());
+  CHECK(other.get("/healthz").status == 200);
+  CHECK(other.get("/metrics").status == 200);
+  CHECK_FALSE(slow.read_some(50ms));
+  release.set_value();
+  const auto r = slow.read_reply();
+  CHECK(r.status == 200);
+  CHECK(r.body == "slow x=1");
+  CHECK(slow.get("/slow-throws").status == 500);
+  CHECK(slow.get("/healthz").status == 200);
 }

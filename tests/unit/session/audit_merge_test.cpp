@@ -118,3 +118,48 @@ TEST_CASE("a replica's older file ending mid-line still shows that line", "[audi
   while (auto line = log.next()) lines.push_back(*line);
   CHECK(lines == std::vector<std::string>{"{\"ts\":\"1\"}", "{\"ts\":\"2", "{\"ts\":\"3\"}"});
 }
+
+TEST_CASE("the end of a merged session, read from the files' ends, is the merge's end",
+          "[audit_merge]") {
+  temp_dir tmp;
+  replica_writer a(tmp.path, "gw-a", 400);  // rotating: its end spans several files
+  replica_writer b(tmp.path, "gw-b");
+  std::vector<std::string> all;
+  for (int i = 0; i < 40; ++i) {
+    auto& w = i % 3 == 0 ? b : a;
+    w.write_at(i * 10, "p" + std::to_string(i));
+  }
+  const auto files = session_files(tmp.path, "s-merge");
+  REQUIRE(files[0].files.size() > 3);
+  merged_log log(files);
+  const auto merged = drain(log, "path");
+  REQUIRE(merged.size() == 40);
+  CHECK(broker::session::count_lines(files[0]) + broker::session::count_lines(files[1]) == 40);
+  for (std::size_t k :
+       {std::size_t{1}, std::size_t{7}, std::size_t{26}, std::size_t{40}, std::size_t{100}}) {
+    std::vector<std::string> tail;
+    for (const auto& line : broker::session::merged_tail(files, k))
+      tail.push_back(json::parse(line)["path"].get<std::string>());
+    const auto expected = std::vector<std::string>(
+        merged.end() - static_cast<std::ptrdiff_t>(std::min<std::size_t>(k, 40)), merged.end());
+    CHECK(tail == expected);
+  }
+  // A record still being written is not part of the end.
+  std::ofstream(b.log->path(), std::ios::app) << R"({"ts":"2027-01-15T09:00:00.000Z","pa)";
+  CHECK(broker::session::last_lines(files[1], 1).size() == 1);
+  CHECK(json::parse(broker::session::last_lines(files[1], 1)[0])["path"] == "p39");
+  CHECK(broker::session::count_lines(files[1]) == 14);
+}
+
+TEST_CASE("a replica's last lines across long lines and an empty first line", "[audit_merge]") {
+  temp_dir tmp;
+  fs::create_directory(tmp.path / "s-long");
+  const std::string long_line(200'000, 'x');  // longer than a read
+  std::ofstream(tmp.path / "s-long" / "local.000001.jsonl") << "\nfirst\n" << long_line << "\n";
+  std::ofstream(tmp.path / "s-long" / "local.000002.jsonl") << "last\n";
+  const auto files = session_files(tmp.path, "s-long");
+  using v = std::vector<std::string>;
+  CHECK(broker::session::last_lines(files[0], 2) == v{long_line, "last"});
+  CHECK(broker::session::last_lines(files[0], 9) == v{"", "first", long_line, "last"});
+  CHECK(broker::session::count_lines(files[0]) == 4);
+}
