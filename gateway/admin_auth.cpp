@@ -56,6 +56,14 @@ class admin_gate::records {
   std::uint64_t suppressed_ = 0;
 };
 
+bool origin_is_own(const admin_request& request) {
+  const auto* origin = request.head.find("origin");
+  if (!origin) return true;
+  const auto* host = request.head.find("host");
+  // https too: the listener may sit behind a TLS-terminating proxy that keeps Host.
+  return host && !host->empty() && (*origin == "http://" + *host || *origin == "https://" + *host);
+}
+
 namespace {
 
 // Whether `a` equals `b`, in time that depends on their lengths only.
@@ -67,11 +75,9 @@ bool same_text(std::string_view a, std::string_view b) {
 std::string csrf_problem(const admin_request& request, const admin_login& login) {
   if (const auto* site = request.head.find("sec-fetch-site"); site && *site == "cross-site")
     return "a cross-site request (Sec-Fetch-Site)";
-  if (const auto* origin = request.head.find("origin")) {
-    const auto* host = request.head.find("host");
-    if (!host || *origin != "http://" + *host)
-      return "Origin " + base::printable(origin->substr(0, 128)) + " is not this console's";
-  }
+  if (!origin_is_own(request))
+    return "Origin " + base::printable(request.head.find("origin")->substr(0, 128)) +
+           " is not this console's";
   const auto* token = request.head.find("x-csrf-token");
   if (!token) return "no X-CSRF-Token";
   if (!same_text(*token, login.csrf)) return "a wrong X-CSRF-Token";

@@ -7,9 +7,9 @@
 // A state-changing request carried by the cookie must also prove it comes from the console's own
 // page (CSRF, OWASP's "custom request header" and "Origin" checks): an X-CSRF-Token equal to the
 // login's, and, when the browser says where the request comes from, Origin equal to this
-// listener's own http://Host and Sec-Fetch-Site not cross-site. Otherwise it is refused 403
-// csrf_rejected, recorded the same way. A bearer token is never sent by a browser on its own, so
-// it needs neither.
+// listener's own (http:// or https:// and its Host) and Sec-Fetch-Site not cross-site. Otherwise it
+// is refused 403 csrf_rejected, recorded the same way. A bearer token is never sent by a browser on
+// its own, so it needs neither.
 #pragma once
 
 #include <memory>
@@ -54,6 +54,10 @@ class admin_gate {
   std::shared_ptr<admin_logins> logins_;
   std::unique_ptr<records> records_;
 };
+
+// Whether a request's Origin, when it has one, is this listener's own: http:// or https://
+// and its Host.
+bool origin_is_own(const admin_request& request);
 
 // A JSON answer, and the refusal {"error": CODE, "message": sentence} every admin route uses.
 admin_response json_answer(int status, const nlohmann::ordered_json& body);

@@ -99,9 +99,7 @@ std::string set_cookie(std::string_view value, std::int64_t max_age_s) {
 // POST /console/login: token=ADMIN_TOKEN&next=PATH (a form). A sign-in from another origin
 // (login CSRF: a page signing the victim in as its author) is refused like a bad token.
 admin_response sign_in(const admin_request& request, admin_gate& gate) {
-  const auto* origin = request.head.find("origin");
-  const auto* host = request.head.find("host");
-  if (origin && (!host || *origin != "http://" + *host)) {
+  if (!origin_is_own(request)) {
     gate.record_refusal(request, 403, "a console sign-in from another origin");
     return login_page(403, "This sign-in came from another site, so it was refused.");
   }
