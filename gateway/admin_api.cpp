@@ -63,11 +63,13 @@ admin_response decide(const admin_request& request, const admin_token_info& hold
   }
   answer.who = "admin-token " + holder.name + " (" + holder.id + ") from " + request.peer;
   try {
-    return json_answer(200, team.decide(id, answer));
+    return json_answer(200, team.decide_anywhere(id, answer));
   } catch (const std::invalid_argument& e) {
     const std::string why = e.what();
     return refusal(why.starts_with("no request") ? 404 : 400,
                    why.starts_with("no request") ? "not_found" : "bad_request", why);
+  } catch (const std::runtime_error& e) {
+    return refusal(503, "state_unavailable", e.what());
   }
 }
 
@@ -110,15 +112,24 @@ void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
       guarded(true, [team](const admin_request& request, const admin_token_info& holder) {
         return revoke(request, holder, *team);
       }));
+  // With replicas these read Redis, and a decision may wait on the replica holding the ask.
+  constexpr bool slow = true;
   listener.route("GET", "/api/asks",
-                 guarded(false, [team](const admin_request&, const admin_token_info&) {
-                   return json_answer(200, {{"asks", team->pending()}});
-                 }));
-  listener.route(
-      "POST", std::string(asks_prefix) + "*",
-      guarded(true, [team](const admin_request& request, const admin_token_info& holder) {
-        return decide(request, holder, *team);
-      }));
+                 guarded(false,
+                         [team](const admin_request&, const admin_token_info&) {
+                           try {
+                             return json_answer(200, {{"asks", team->pending_everywhere()}});
+                           } catch (const std::runtime_error& e) {
+                             return refusal(503, "state_unavailable", e.what());
+                           }
+                         }),
+                 slow);
+  listener.route("POST", std::string(asks_prefix) + "*",
+                 guarded(true,
+                         [team](const admin_request& request, const admin_token_info& holder) {
+                           return decide(request, holder, *team);
+                         }),
+                 slow);
 }
 
 std::optional<nlohmann::ordered_json> answer_admin_token_command(admin_tokens& tokens,

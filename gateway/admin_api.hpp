@@ -2,7 +2,8 @@
 // console, behind an admin credential (admin_tokens.hpp):
 //   GET  /api/sessions           the gateway's sessions, as `broker session list --json`
 //   POST /api/sessions/ID/revoke the session's clients are refused from their next request on
-//   GET  /api/asks               the requests held on this replica, oldest first
+//   GET  /api/asks               the requests held, oldest first: with replicas, every
+//                                replica's (ask_relay.hpp), each naming its "replica"
 //   POST /api/asks/ID/approve    body (optional) {"scope": "once" | "session", "path": "/prefix"}
 //   POST /api/asks/ID/deny
 // Every /api route needs "Authorization: Bearer TOKEN" or a console login (admin_auth.hpp: 401

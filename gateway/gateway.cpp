@@ -295,6 +295,27 @@ nlohmann::ordered_json gateway::pending() const {
   return out;
 }
 
+void gateway::relay_asks(std::shared_ptr<ask_relay> relay) {
+  relay_ = std::move(relay);
+}
+
+nlohmann::ordered_json gateway::pending_everywhere() const {
+  auto local = pending();
+  if (relay_) return relay_->everywhere(std::move(local));
+  for (auto& ask : local) ask["replica"] = setup_.replica;
+  return local;
+}
+
+nlohmann::ordered_json gateway::decide_anywhere(const std::string& id,
+                                                const proxy::ask_answer& answer) {
+  try {
+    return decide(id, answer);
+  } catch (const std::invalid_argument& e) {
+    if (!relay_ || !std::string_view(e.what()).starts_with("no request")) throw;
+  }
+  return relay_->forward(id, answer);  // held by another replica, if any
+}
+
 nlohmann::ordered_json gateway::decide(const std::string& id, const proxy::ask_answer& answer) {
   // An ask's id is its session's id, '-' and a number.
   const auto dash = id.rfind('-');
@@ -320,6 +341,7 @@ void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team
 }
 
 void gateway::end_sessions() {
+  if (relay_) relay_->stop();  // no more calls from the store's thread
   std::lock_guard lock(mutex_);
   for (auto& [id, l] : live_) {
     if (l.shared) l.shared->flush();

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/ask_relay.hpp"
 #include "gateway/audit_sink.hpp"
 #include "gateway/audit_stream.hpp"
 #include "gateway/session_store.hpp"
@@ -85,6 +86,12 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   nlohmann::ordered_json pending() const override;
   nlohmann::ordered_json decide(const std::string& id, const proxy::ask_answer& answer) override;
 
+  // With replicas (ask_relay.hpp): every replica's held requests, each naming its "replica"
+  // (without, this one's), and a decision about one of them, held here or on another replica.
+  void relay_asks(std::shared_ptr<ask_relay> relay);
+  nlohmann::ordered_json pending_everywhere() const;
+  nlohmann::ordered_json decide_anywhere(const std::string& id, const proxy::ask_answer& answer);
+
   // SIGHUP: the team's layers change under every session (credentials cannot).
   void replace_team_policy(std::shared_ptr<const config::policy_set> team);
   // A session revoked through the shared store (by another replica): its clients are refused
@@ -114,6 +121,7 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   std::shared_ptr<session_store> store_;
   mutable std::mutex mutex_;
   std::map<std::string, live> live_;
+  std::shared_ptr<ask_relay> relay_;  // set once, before serving
 };
 
 }  // namespace broker::gateway

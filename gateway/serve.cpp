@@ -244,6 +244,7 @@ void start_gateway(const serve_config& c, serving& s) {
     throw start_error(s.bundle.string() + ": " + e.what(), false);
   }
   auto redis = g.redis;
+  const auto replica = g.replica;
   s.shared_state = redis;
   s.tokens = std::make_shared<admin_tokens>(redis);
   s.team = std::make_shared<gateway>(std::move(g));
@@ -253,10 +254,26 @@ void start_gateway(const serve_config& c, serving& s) {
                           return g ? static_cast<double>(g->sessions_served()) : 0.0;
                         });
   s.ctx->set_resolver(s.team);
-  if (redis)
+  if (redis) {
     redis->watch_revocations([weak = std::weak_ptr<gateway>(s.team)](const std::string& id) {
       if (auto gw = weak.lock()) gw->revoked_elsewhere(id);
     });
+    // Every replica lists and decides every replica's asks.
+    const std::weak_ptr<gateway> weak(s.team);
+    auto relay = std::make_shared<ask_relay>(
+        redis, replica,
+        [weak] {
+          auto gw = weak.lock();
+          return gw ? gw->pending() : nlohmann::ordered_json::array();
+        },
+        [weak](const std::string& id, const proxy::ask_answer& answer) {
+          auto gw = weak.lock();
+          if (!gw) throw std::invalid_argument("no request " + id + ": the gateway is stopping");
+          return gw->decide(id, answer);
+        });
+    s.team->relay_asks(relay);
+    relay->start();
+  }
 }
 
 // --env-file: what a client needs to use this session (the proxy, the trust bundle, dummies).

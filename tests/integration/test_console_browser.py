@@ -142,13 +142,16 @@ def test_an_operator_runs_the_gateway_from_the_console(replicas, browser, tmp_pa
     assert cell(browser, ana, "denied") == "1"
     browser.save_screenshot(str(shots / "sessions.png"))
 
-    # An ask: bo's request to a host no rule allows is held on r1 until the operator decides.
-    held = in_background(lambda: plain(r1, bo_env, "/guide", host=ASKED, timeout=60))
+    # An ask: bo's request to a host no rule allows is held on r2 until the operator, on r1's
+    # console, decides: r1 lists r2's asks and sends the decision there (through Redis).
+    held = in_background(lambda: plain(r2, bo_env, "/guide", host=ASKED, timeout=60))
     browser.find_element(By.ID, "nav-asks").click()
     row = wait_for(lambda: browser.find_element(By.CSS_SELECTOR, "#asks tbody tr"),
                    what="the held request on the asks page")
     assert bo in row.text and f"GET http://{ASKED}/guide" in row.text
-    assert browser.find_element(By.ID, "asks-count").text == "1"
+    assert row.find_element(By.CSS_SELECTOR, "td.replica").text == "r2"
+    wait_for(lambda: browser.find_element(By.ID, "asks-count").text == "1",
+             what="the asks badge")
     browser.save_screenshot(str(shots / "asks.png"))
     row.find_element(By.CSS_SELECTOR, "button.approve-once").click()
     assert held().status_code == 200  # the held request completed
@@ -280,3 +283,27 @@ setTimeout(() => {{ document.title = "done"; }}, 1500);
     # The operator's own console still works, with the same login.
     browser.get(r1.admin + "/console/sessions")
     wait_for(lambda: browser.find_element(By.ID, f"session-{sid}"), what="the session row")
+
+
+def test_asks_are_listed_and_decided_on_any_replica(replicas):
+    """The admin API behind the asks page, without a browser: a request held on r1 is listed
+    by r2 (naming r1) and denied through r2; the decision's record names r2's operator."""
+    r1, r2 = replicas
+    token = admin_token(r1)
+    auth = {"Authorization": f"Bearer {token}"}
+    sid, env, _ = create_session(r1, "--user", "cy", name="cy")
+    held = in_background(lambda: plain(r1, env, "/held", host=ASKED, timeout=60))
+    asks = wait_for(lambda: requests.get(r2.admin + "/api/asks", headers=auth, timeout=10)
+                    .json()["asks"], what="r1's ask listed by r2")
+    assert [(a["session"], a["replica"]) for a in asks] == [(sid, "r1")]
+    r = requests.post(r2.admin + "/api/asks/g-000000000000-1/deny", headers=auth, timeout=10)
+    assert r.status_code == 404 and r.json()["error"] == "not_found"
+    r = requests.post(r2.admin + f"/api/asks/{asks[0]['id']}/deny", headers=auth, timeout=10)
+    assert r.status_code == 200 and r.json()["decision"] == "deny", r.text
+    assert r.json()["replica"] == "r1"
+    assert held().status_code == 403
+    wait_for(lambda: requests.get(r1.admin + "/api/asks", headers=auth, timeout=10)
+             .json()["asks"] == [], what="the ask to leave every list")
+    r = run_broker_cli("log", sid, "--json", "--log-dir", r1.log_dir)
+    [decision] = [json.loads(x) for x in r.stdout.splitlines() if '"approval"' in x]
+    assert decision["decision"] == "deny" and decision["who"].startswith("admin-token ana (a-")

@@ -131,8 +131,9 @@ def test_llm_tokens_spent_on_one_replica_stop_the_session_on_the_other(replicas,
         assert refused.json()["budget"] == "llm_tokens"
         assert chat(s2, env).status_code == 429
     # What each replica shared is one field per replica process, not a key per batch: the keys
-    # are the session, the set of sessions, its usage and the audit stream.
-    assert redis.command("DBSIZE") == ":4", redis.command("DBSIZE")
+    # are the session, the set of sessions, its usage and the audit stream, and for the asks
+    # (ask_relay) each replica's list (empty) and the set naming the replicas.
+    assert redis.command("DBSIZE") == ":7", redis.command("DBSIZE")
 
 
 def test_bytes_one_replica_sent_stop_the_session_on_the_other(replicas, tmp_path):

@@ -22,6 +22,16 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// What the current view was last drawn from: a refresh that brings the same data leaves the
+// page alone, so that a button is never replaced under the operator's pointer.
+let drawnFrom = '';
+function unchanged(view, data) {
+  const key = view + JSON.stringify(data);
+  if (key === drawnFrom) return true;
+  drawnFrom = key;
+  return false;
+}
+
 function status(text) {
   document.getElementById('status').textContent = text;
 }
@@ -81,6 +91,8 @@ const sessionsState = {page: 0, state: 'active', q: ''};
 async function sessionsView() {
   const s = sessionsState;
   const data = await api('/api/console/sessions?' + query({page: s.page, state: s.state, q: s.q}));
+  status(indexNote(data.index));
+  if (unchanged('sessions', [s, data.sessions, data.total, data.active, data.all])) return;
   const pages = Math.ceil(data.total / data.per_page);
   const rows = data.sessions.map((x) => el('tr', {id: 'session-' + x.id, class: 'state-' + x.state},
     el('td', {}, el('a', {href: '/console/session/' + x.id, class: 'mono'}, x.id)),
@@ -115,7 +127,6 @@ async function sessionsView() {
         el('th', {class: i >= 4 && i <= 8 ? 'num' : null}, h)))),
       el('tbody', {}, rows)),
     pager(s.page, pages, data.total, 'sessions', (p) => { s.page = p; show(); }));
-  status(indexNote(data.index));
 }
 
 async function revoke(id) {
@@ -131,6 +142,8 @@ const refusalsState = {page: 0, code: '', session: '', host: ''};
 async function refusalsView() {
   const s = refusalsState;
   const data = await api('/api/console/refusals?' + query(s));
+  status(indexNote(data.index));
+  if (unchanged('refusals', [s, data.refusals, data.total])) return;
   const pages = Math.ceil(data.total / data.per_page);
   const filter = (key, label) => el('input', {id: 'filter-' + key, type: 'search', value: s[key],
     placeholder: label, onchange: (e) => { s[key] = e.target.value.trim(); s.page = 0; show(); }});
@@ -148,12 +161,20 @@ async function refusalsView() {
         el('td', {class: 'num'}, r.status || ''),
         el('td', {class: 'mono'}, r.rule))))),
     pager(s.page, pages, data.total, 'refusals', (p) => { s.page = p; show(); }));
-  status(indexNote(data.index));
 }
 
 // ---- Asks: held requests, decided here.
 async function asksView() {
   const data = await api('/api/asks');
+  status(`${data.asks.length} waiting`);
+  // The same asks as drawn: only how long each has waited changes.
+  if (unchanged('asks', data.asks.map((a) => ({...a, waiting_s: 0})))) {
+    for (const a of data.asks) {
+      const cell = document.querySelector(`#ask-${CSS.escape(a.id)} td.waiting`);
+      if (cell) cell.textContent = `${a.waiting_s}s`;
+    }
+    return;
+  }
   const decide = async (id, verb, scope) => {
     await post(`/api/asks/${encodeURIComponent(id)}/${verb}`, scope ? {scope} : {});
     status(`${id}: ${verb}${scope ? ' (' + scope + ')' : ''}`);
@@ -163,19 +184,19 @@ async function asksView() {
     el('h1', {}, 'Pending asks'),
     data.asks.length === 0 ? el('p', {class: 'quiet', id: 'no-asks'}, 'Nothing is waiting for a decision.') :
     el('table', {id: 'asks'},
-      el('thead', {}, el('tr', {}, ['Ask', 'Session', 'Request', 'Rule', 'Waiting', ''].map((h) => el('th', {}, h)))),
+      el('thead', {}, el('tr', {}, ['Ask', 'Replica', 'Session', 'Request', 'Rule', 'Waiting', ''].map((h) => el('th', {}, h)))),
       el('tbody', {}, data.asks.map((a) => el('tr', {id: 'ask-' + a.id},
         el('td', {class: 'mono'}, a.id),
+        el('td', {class: 'replica'}, a.replica || ''),
         el('td', {}, el('a', {href: '/console/session/' + a.session, class: 'mono'}, a.session)),
         el('td', {class: 'mono'}, `${a.method} ${a.url}`),
         el('td', {class: 'mono'}, a.rule),
-        el('td', {class: 'num'}, `${a.waiting_s}s`),
+        el('td', {class: 'num waiting'}, `${a.waiting_s}s`),
         el('td', {},
           el('button', {type: 'button', class: 'go approve-once', onclick: () => decide(a.id, 'approve', 'once')}, 'Approve once'), ' ',
           el('button', {type: 'button', class: 'go approve-session', onclick: () => decide(a.id, 'approve', 'session')}, 'Approve for session'), ' ',
           el('button', {type: 'button', class: 'danger deny', onclick: () => decide(a.id, 'deny')}, 'Deny')))))),
     el('p', {class: 'quiet'}, 'An approval here holds for this session only; to allow a host for everyone, add a rule to the team policy.'));
-  status(`${data.asks.length} waiting on this replica`);
 }
 
 // ---- One session: its timeline across replicas, and whether its chain verifies.
