@@ -26,9 +26,6 @@ class gateway;
 
 class console_api {
  public:
-  static constexpr std::size_t default_per_page = 50;
-  static constexpr std::size_t max_per_page = 500;
-
   console_api(std::shared_ptr<gateway> team, std::filesystem::path log_dir);
   ~console_api();
   console_api(const console_api&) = delete;
