@@ -16,7 +16,9 @@
 #   8. held requests (issue 29): 1,000 requests held at once while a session asks: memory,
 #      threads, listing and releasing them;
 #   9. HTTP/2 (issue 30): h2load and gRPC unary through the broker beside direct, and the broker
-#      RSS per idle intercepted HTTP/2 connection.
+#      RSS per idle intercepted HTTP/2 connection;
+#  10. the operators' console (issue 31): its JSON at 10,000 sessions and 1,000,000 audit
+#      records, the index's first scan and memory, and one session of 1,000,000 records.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -72,3 +74,6 @@ section "8. held requests (a session that asks): memory, threads, pending, deny"
 run asks "$root/bench/asks.sh" "$broker"
 section "9. HTTP/2, $rounds rounds: h2load and gRPC unary beside direct; idle h2 connection"
 run h2 "$root/bench/h2.sh" "$broker" "$rounds"
+section "10. operators' console: 10,000 sessions and 1,000,000 records; one session of 1,000,000"
+run console "$root/bench/console_scale.py" "$broker"
+run console env SESSIONS=1 RECORDS=1000000 RUNS=5 "$root/bench/console_scale.py" "$broker"
