@@ -203,9 +203,19 @@ nlohmann::ordered_json ask_relay::forward(const std::string& id, const proxy::as
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  throw std::runtime_error("replica " + holder + " holds " + id +
-                           " but did not take the decision within " +
-                           std::to_string(forward_wait.count() / 1000) + " s");
+  // Taken back if the holder has not taken it yet, so that it never applies after this answer.
+  const auto taken_back =
+      store()
+          .blocking({redis_command("LREM", decisions_key(holder), "1", request.dump())})
+          .at(0)
+          .checked();
+  const auto waited = std::to_string(forward_wait.count() / 1000) + " s";
+  if (taken_back.integer > 0)
+    throw std::runtime_error("replica " + holder + " holds " + id +
+                             " but did not take the decision within " + waited +
+                             "; nothing was decided");
+  throw std::runtime_error("replica " + holder + " took the decision about " + id +
+                           " but did not answer within " + waited + "; it may have applied");
 }
 
 }  // namespace broker::gateway

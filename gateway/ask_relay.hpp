@@ -6,7 +6,8 @@
 //   - a replica asked to decide an ask another one holds pushes the decision onto that
 //     replica's list broker:ask-decisions:REPLICA, with a key to answer on, and waits up to
 //     `forward_wait` for the answer; the holder takes its list each time it publishes,
-//     decides as if asked itself, and pushes the answer back.
+//     decides as if asked itself, and pushes the answer back. A decision not taken in time is
+//     taken back off the list, so it never applies after the sender was told it failed.
 // So every replica lists every replica's asks (at most `publish_every` old), and a decision
 // reaches the holder within `publish_every`.
 #pragma once
@@ -32,7 +33,8 @@ class ask_relay : public std::enable_shared_from_this<ask_relay> {
  public:
   static constexpr std::chrono::milliseconds publish_every{250};
   static constexpr std::chrono::milliseconds listed_for{2000};
-  static constexpr std::chrono::milliseconds forward_wait{5000};
+  // Within the admin listener's 5 s for an answer, with room for the take-back.
+  static constexpr std::chrono::milliseconds forward_wait{3000};
 
   // What this replica holds, and how it decides one of its own (gateway::pending/decide).
   using local_pending = std::function<nlohmann::ordered_json()>;

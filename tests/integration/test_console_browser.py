@@ -6,6 +6,7 @@ session's verified timeline across replicas and the spend charts. Pages from oth
 post to the console with the operator's cookie change nothing. Screenshots of every page go to
 build/test-artifacts/console/."""
 import json
+import signal
 import threading
 import time
 import uuid
@@ -287,7 +288,8 @@ setTimeout(() => {{ document.title = "done"; }}, 1500);
 
 def test_asks_are_listed_and_decided_on_any_replica(replicas):
     """The admin API behind the asks page, without a browser: a request held on r1 is listed
-    by r2 (naming r1) and denied through r2; the decision's record names r2's operator."""
+    by r2 (naming r1) and denied through r2; the decision's record names r2's operator. While
+    r1 is frozen, a decision sent through r2 fails (503) and is not applied later."""
     r1, r2 = replicas
     token = admin_token(r1)
     auth = {"Authorization": f"Bearer {token}"}
@@ -298,6 +300,18 @@ def test_asks_are_listed_and_decided_on_any_replica(replicas):
     assert [(a["session"], a["replica"]) for a in asks] == [(sid, "r1")]
     r = requests.post(r2.admin + "/api/asks/g-000000000000-1/deny", headers=auth, timeout=10)
     assert r.status_code == 404 and r.json()["error"] == "not_found"
+    # A holder that does not take the decision in time: 503, and the decision is taken back,
+    # so it does not apply when the holder returns.
+    r1.proc.send_signal(signal.SIGSTOP)
+    try:
+        r = requests.post(r2.admin + f"/api/asks/{asks[0]['id']}/deny", headers=auth, timeout=20)
+    finally:
+        r1.proc.send_signal(signal.SIGCONT)
+    assert r.status_code == 503 and r.json()["error"] == "state_unavailable", r.text
+    assert "nothing was decided" in r.json()["message"]
+    time.sleep(1)
+    assert [a["id"] for a in requests.get(r2.admin + "/api/asks", headers=auth, timeout=10)
+            .json()["asks"]] == [asks[0]["id"]]
     r = requests.post(r2.admin + f"/api/asks/{asks[0]['id']}/deny", headers=auth, timeout=10)
     assert r.status_code == 200 and r.json()["decision"] == "deny", r.text
     assert r.json()["replica"] == "r1"
