@@ -246,3 +246,43 @@ def test_the_json_pages_hold_what_the_audit_files_say(broker_factory, tmp_path, 
     r = requests.get(gw.admin + "/api/console/sessions/..%2f..%2fetc/timeline", headers=auth,
                      timeout=10)
     assert r.status_code == 404
+
+
+def write_chained_session(directory, session, count):
+    """`count` records of one replica, chained as broker chains them (hash over prev and the
+    record without its hash), written straight to its file."""
+    import hashlib
+    directory.mkdir(parents=True)
+    prev = "0" * 64
+    with open(directory / "r0.000001.jsonl", "w") as out:
+        for seq in range(1, count + 1):
+            body = (f'{{"ts":"2026-12-01T00:{seq // 60000 % 60:02d}:{seq // 1000 % 60:02d}.'
+                    f'{seq % 1000:03d}Z","session":"{session}","seq":{seq},"event":"request",'
+                    f'"method":"GET","host":"h.test","path":"/{seq}","status":200,'
+                    f'"decision":"allow","prev":"{prev}"}}')
+            prev = hashlib.sha256((prev + body).encode()).hexdigest()
+            out.write(body[:-1] + f',"hash":"{prev}"}}\n')
+
+
+def test_a_long_sessions_page_comes_before_its_verdict(broker_factory, tmp_path, upstream):
+    """Verifying a session reads all of it: a long one's timeline answers with its last page at
+    once and "pending" for the verdict, which comes with a later ask and is then kept."""
+    gw = start(broker_factory, tmp_path, upstream)
+    auth = {"Authorization": f"Bearer {token_of(gw)}"}
+    sid = "g-" + "5e" * 6
+    count = 1_200_000  # about 5 s to verify here, well over the 1.5 s a page waits for it
+    write_chained_session(gw.log_dir / sid, sid, count)
+    url = gw.admin + f"/api/console/sessions/{sid}/timeline"
+    first = requests.get(url, headers=auth, timeout=10).json()
+    assert first["verify"].get("pending") is True, first["verify"]
+    assert first["total"] == count and first["page"] == count // 50 - 1
+    assert [r["seq"] for r in first["records"]] == list(range(count - 49, count + 1))
+    deadline = time.monotonic() + 120
+    while "ok" not in (answer := requests.get(url, headers=auth, timeout=10).json())["verify"]:
+        assert time.monotonic() < deadline, "no verdict"
+        time.sleep(0.5)
+    assert answer["verify"]["ok"] and answer["verify"]["replicas"][0]["records"] == count
+    # /metrics answered while it was verified; the verdict is kept for the unchanged files.
+    assert requests.get(gw.admin + "/metrics", timeout=5).status_code == 200
+    again = requests.get(url, headers=auth, params={"page": 0}, timeout=10).json()
+    assert again["verify"]["ok"] and [r["seq"] for r in again["records"]][:2] == [1, 2]
