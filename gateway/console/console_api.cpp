@@ -1,6 +1,7 @@
 #include "gateway/console/console_api.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "base/text.hpp"
 #include "config/units.hpp"
@@ -66,10 +67,19 @@ bool matches(const session_record& r, const std::string& state, const std::strin
   });
 }
 
+// 1.5 s, unless BROKER_CONSOLE_VERIFY_WAIT_MS says otherwise (0-60000).
+std::chrono::milliseconds verify_wait_from_environment() {
+  const char* text = std::getenv("BROKER_CONSOLE_VERIFY_WAIT_MS");
+  if (text == nullptr || *text == '\0') return std::chrono::milliseconds(1500);
+  return std::chrono::milliseconds(
+      console_query::number_in(std::string("v=") + text, "v", 1500, 0, 60'000));
+}
+
 }  // namespace
 
 console_api::console_api(std::shared_ptr<gateway> team, std::filesystem::path log_dir)
-    : team_(std::move(team)),
+    : verify_wait_(verify_wait_from_environment()),
+      team_(std::move(team)),
       log_dir_(std::move(log_dir)),
       index_(std::make_shared<console_index>(log_dir_)),
       scanner_(std::make_unique<console_scanner>(index_, std::chrono::seconds(1))) {}

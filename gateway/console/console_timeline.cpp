@@ -142,7 +142,7 @@ nlohmann::ordered_json console_api::verification(const std::string& id,
     });
   }
   // A small session's verdict comes with its page; a large one's with a later ask.
-  verified_.wait_for(lock, verify_wait, [&] { return current() != nullptr; });
+  verified_.wait_for(lock, verify_wait_, [&] { return current() != nullptr; });
   if (const auto* v = current()) return *v;
   return {{"pending", true}, {"verifying", verifying_.value_or("")}};
 }
