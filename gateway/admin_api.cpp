@@ -23,10 +23,6 @@ namespace {
 constexpr std::string_view asks_prefix = "/api/asks/";
 constexpr std::string_view sessions_prefix = "/api/sessions/";
 
-admin_response refusal(int status, const std::string& code, const std::string& message) {
-  return admin_refusal(status, code, message);
-}
-
 // The body of an approve: {"scope": "once" | "session", "path": "/prefix"}, both optional.
 proxy::ask_answer approval_of(const std::string& body) {
   proxy::ask_answer answer;
@@ -54,22 +50,23 @@ admin_response decide(const admin_request& request, const admin_token_info& hold
   const std::string id = rest.substr(0, slash);
   const std::string verb = slash == std::string::npos ? "" : rest.substr(slash + 1);
   if (id.empty() || (verb != "approve" && verb != "deny"))
-    return refusal(404, "not_found", "expected POST /api/asks/ID/approve or /api/asks/ID/deny");
+    return admin_refusal(404, "not_found",
+                         "expected POST /api/asks/ID/approve or /api/asks/ID/deny");
   proxy::ask_answer answer;
   try {
     if (verb == "approve") answer = approval_of(request.body);
   } catch (const std::exception& e) {
-    return refusal(400, "bad_request", e.what());
+    return admin_refusal(400, "bad_request", e.what());
   }
   answer.who = "admin-token " + holder.name + " (" + holder.id + ") from " + request.peer;
   try {
     return json_answer(200, team.decide_anywhere(id, answer));
   } catch (const std::invalid_argument& e) {
     const std::string why = e.what();
-    return refusal(why.starts_with("no request") ? 404 : 400,
-                   why.starts_with("no request") ? "not_found" : "bad_request", why);
+    return admin_refusal(why.starts_with("no request") ? 404 : 400,
+                         why.starts_with("no request") ? "not_found" : "bad_request", why);
   } catch (const std::runtime_error& e) {
-    return refusal(503, "state_unavailable", e.what());
+    return admin_refusal(503, "state_unavailable", e.what());
   }
 }
 
@@ -79,16 +76,16 @@ admin_response revoke(const admin_request& request, const admin_token_info& hold
   const auto slash = rest.find('/');
   const std::string id = rest.substr(0, slash);
   if (id.empty() || slash == std::string::npos || rest.substr(slash + 1) != "revoke")
-    return refusal(404, "not_found", "expected POST /api/sessions/ID/revoke");
+    return admin_refusal(404, "not_found", "expected POST /api/sessions/ID/revoke");
   try {
     auto answer = team.revoke(id);
     session::log(spdlog::level::info, session::log_tag("admin"),
                  "session {} revoked by {} ({}) from {}", id, holder.name, holder.id, request.peer);
     return json_answer(200, answer);
   } catch (const std::invalid_argument& e) {
-    return refusal(404, "not_found", e.what());
+    return admin_refusal(404, "not_found", e.what());
   } catch (const std::runtime_error& e) {
-    return refusal(503, "state_unavailable", e.what());
+    return admin_refusal(503, "state_unavailable", e.what());
   }
 }
 
@@ -120,7 +117,7 @@ void add_admin_api(admin_listener& listener, std::shared_ptr<gateway> team,
                            try {
                              return json_answer(200, {{"asks", team->pending_everywhere()}});
                            } catch (const std::runtime_error& e) {
-                             return refusal(503, "state_unavailable", e.what());
+                             return admin_refusal(503, "state_unavailable", e.what());
                            }
                          }),
                  slow);

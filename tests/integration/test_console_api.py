@@ -3,7 +3,6 @@ page and JSON route refuses a request without a valid admin credential (and reco
 sign-in form trades an admin token for a login cookie, a state-changing request carried by that
 cookie needs the console's CSRF token and its own origin, and the JSON pages the views read hold
 what the audit files say (counters, refusals, a verified timeline, spend)."""
-import json
 import time
 
 import pytest

@@ -7,9 +7,7 @@ post to the console with the operator's cookie change nothing. Screenshots of ev
 build/test-artifacts/console/."""
 import json
 import signal
-import threading
 import time
-import uuid
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -19,20 +17,13 @@ from selenium.webdriver.common.by import By
 from browser import artifacts, chromium, wait_for
 from conftest import LoopbackHttpServer, run_broker_cli
 from gateway_session import create_session
-from redis_server import RedisServer, free_port
 from test_ask import in_background
 from test_budgets import OPENAI, OTHER, llm, llm_pki  # noqa: F401 (fixtures)
+from test_gateway_replicas import redis, start_replicas, via  # noqa: F401 (redis: a fixture)
 from test_mitm import assert_nothing_written_contains
 
 REAL = "sk-proj-" + "C0nsoleSecretValue" * 3
 ASKED = "docs.example.test"
-
-
-@pytest.fixture
-def redis(tmp_path):
-    r = RedisServer(tmp_path / "redis")
-    yield r
-    r.stop()
 
 
 @pytest.fixture
@@ -43,24 +34,10 @@ def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
               "credentials": {"openai": {"type": "bearer", "env": ["OPENAI_API_KEY"],
                                          "hosts": [OPENAI]}},
               "budgets": {"requests": 200, "llm_tokens": 100000, "cost_usd": 1}}
-    suffix = uuid.uuid4().hex[:8]
-    out = []
-    for name in ("r1", "r2"):
-        admin = free_port()
-        b = broker_factory(policy=policy, ca_dir=tmp_path / "ca", session=f"gw-{name}-{suffix}",
-                           args=["--gateway", "--redis", redis.url, "--replica", name,
-                                 "--admin", f"127.0.0.1:{admin}"],
-                           upstream_ca=llm_pki.ca_cert,
-                           env={"OPENAI_API_KEY": REAL, "HOME": str(tmp_path / "home")},
-                           log_dir=tmp_path / "logs",
-                           connect_to=[f"{h}:443:127.0.0.1:{llm.port}" for h in (OPENAI, OTHER)]
-                           + [f"{h}:80:127.0.0.1:{llm.plain_port}" for h in (OTHER, ASKED)])
-        b.admin = f"http://127.0.0.1:{admin}"
-        out.append(b)
-    bundle = tmp_path / "clients-ca.pem"
-    bundle.write_bytes(out[0].ca_cert.read_bytes() + llm_pki.ca_cert.read_bytes())
+    out = start_replicas(redis, broker_factory, llm, llm_pki, tmp_path, policy, REAL,
+                         plain_hosts=(OTHER, ASKED))
     for b in out:
-        b.bundle = bundle
+        b.admin = f"http://127.0.0.1:{b.admin}"
     return out
 
 
@@ -69,11 +46,6 @@ def browser(tmp_path):
     driver = chromium(tmp_path)
     yield driver
     driver.quit()
-
-
-def via(gw, env):
-    userinfo = env["HTTPS_PROXY"].split("//", 1)[1].rsplit("@", 1)[0]
-    return f"http://{userinfo}@127.0.0.1:{gw.port}"
 
 
 def plain(gw, env, path="/x", host=OTHER, timeout=20):

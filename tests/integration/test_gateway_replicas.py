@@ -34,25 +34,24 @@ def team_policy():
     }
 
 
-@pytest.fixture
-def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
-    # redis first: it is torn down after the gateways, which ship their last records to it.
-    """Two gateway replicas on one Redis, one CA; each client trusts it and the test CA."""
-    ca = tmp_path / "ca"
+def start_replicas(redis, broker_factory, llm, llm_pki, tmp_path, policy, real, args=(),
+                   plain_hosts=(OTHER,)):
+    """Two gateway replicas ("r1", "r2") on one Redis, one CA, one HOME (the replicas sign
+    session ends with the team's one key) and one log dir (each replica its own files), each
+    with an admin listener (b.admin: its port); each client trusts the CA and the test CA
+    (b.bundle). `real` is the team's OpenAI key."""
     suffix = uuid.uuid4().hex[:8]  # gateway names are control-socket paths: unique per run
     out = []
     for name in ("r1", "r2"):
         admin = free_port()
-        b = broker_factory(policy=team_policy(), ca_dir=ca, session=f"gw-{name}-{suffix}",
+        b = broker_factory(policy=policy, ca_dir=tmp_path / "ca", session=f"gw-{name}-{suffix}",
                            args=["--gateway", "--redis", redis.url, "--replica", name,
-                                 "--audit-sink", "redis", "--admin", f"127.0.0.1:{admin}",
-                                 "--audit-rotate-size", "4KB"],
+                                 "--admin", f"127.0.0.1:{admin}", *args],
                            upstream_ca=llm_pki.ca_cert,
-                           # one HOME: the replicas sign session ends with the team's one key
-                           env={"OPENAI_API_KEY": REAL, "HOME": str(tmp_path / "home")},
-                           log_dir=tmp_path / "logs",  # one log dir: each replica its own files
+                           env={"OPENAI_API_KEY": real, "HOME": str(tmp_path / "home")},
+                           log_dir=tmp_path / "logs",
                            connect_to=[f"{h}:443:127.0.0.1:{llm.port}" for h in (OPENAI, OTHER)]
-                           + [f"{OTHER}:80:127.0.0.1:{llm.plain_port}"])
+                           + [f"{h}:80:127.0.0.1:{llm.plain_port}" for h in plain_hosts])
         b.admin = admin
         out.append(b)
     bundle = tmp_path / "clients-ca.pem"
@@ -60,6 +59,13 @@ def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
     for b in out:
         b.bundle = bundle
     return out
+
+
+@pytest.fixture
+def replicas(redis, broker_factory, llm, llm_pki, tmp_path):  # noqa: F811
+    # redis first: it is torn down after the gateways, which ship their last records to it.
+    return start_replicas(redis, broker_factory, llm, llm_pki, tmp_path, team_policy(), REAL,
+                          args=["--audit-sink", "redis", "--audit-rotate-size", "4KB"])
 
 
 def create(gw, *args, name="s"):
