@@ -371,6 +371,12 @@ def test_curl_inside_wrap_reaches_github_with_the_real_token(ws, tls_upstream):
     assert isinstance(rec["exe"], str) and rec["exe"].endswith("/curl"), rec
     kinds = [x["event"] for x in ws.records()]
     assert kinds[0] == "session_start" and kinds[-1] == "session_end", kinds
+    # The end is signed with the user's audit key (loaded while the session started).
+    assert ws.records()[-1]["signature"]["alg"] == "ed25519", ws.records()[-1]
+    [log] = ws.logs.glob("*.jsonl")
+    v = subprocess.run([BROKER_BIN, "log", str(log), "--verify"], capture_output=True, text=True,
+                       env=ws.env(), timeout=30)
+    assert v.returncode == 0 and ": ok, " in v.stdout, v.stdout + v.stderr
     ws.assert_logs_clean()
 
 
