@@ -107,48 +107,31 @@ void load_credentials(session_setup& setup, bool login_files, bool user_dummies)
                  "credential {} (not brokered)", why);
 }
 
-std::shared_ptr<const session::audit_key> load_audit_key(const std::string& session_id) {
-  try {
-    const auto key_path = session::default_audit_key_path();
-    if (key_path.empty()) throw std::runtime_error("HOME is not set");
-    return std::make_shared<const session::audit_key>(session::audit_key::load_or_create(key_path));
-  } catch (const std::exception& e) {
-    session::log(spdlog::level::warn, session::log_tag(session_id),
-                 "the audit log will not be signed: {}", e.what());
-    return nullptr;
-  }
-}
-
-namespace {
-
-std::unique_ptr<session::audit_log> open_log(const common_options& common,
-                                             const std::string& session_id,
-                                             const std::string& replica) {
+std::unique_ptr<session::audit_log> open_audit(const common_options& common,
+                                               const std::string& session_id,
+                                               const std::string& replica) {
   session::audit_log_options options;
   options.rotation = common.audit_rotation;
   options.replica = replica;
   auto audit =
       session::audit_log::open(log_dir_or_default(common.log_dir), session_id, std::move(options));
-  if (audit->failed())
+  if (audit->failed()) {
     session::log(spdlog::level::err, session::log_tag(session_id),
                  "audit log unavailable ({}): every request will be refused", audit->failure());
+    return audit;
+  }
+  // The session_end record is signed with the user's audit key (DESIGN §8.2); without one the
+  // chain still holds, and `broker log --verify` reports the log as unsigned.
+  try {
+    const auto key_path = session::default_audit_key_path();
+    if (key_path.empty()) throw std::runtime_error("HOME is not set");
+    audit->sign_with(
+        std::make_shared<const session::audit_key>(session::audit_key::load_or_create(key_path)));
+  } catch (const std::exception& e) {
+    session::log(spdlog::level::warn, session::log_tag(session_id),
+                 "the audit log will not be signed: {}", e.what());
+  }
   return audit;
-}
-
-}  // namespace
-
-std::unique_ptr<session::audit_log> open_audit(const common_options& common,
-                                               const std::string& session_id,
-                                               const std::string& replica) {
-  auto audit = open_log(common, session_id, replica);
-  if (!audit->failed())
-    if (auto key = load_audit_key(session_id)) audit->sign_with(std::move(key));
-  return audit;
-}
-
-std::unique_ptr<session::audit_log> open_unsigned_audit(const common_options& common,
-                                                        const std::string& session_id) {
-  return open_log(common, session_id, {});
 }
 
 }  // namespace broker::proxy

@@ -83,19 +83,10 @@ session_setup load_options_and_policy(const common_options& common,
 // random ones.
 void load_credentials(session_setup& setup, bool login_files = false, bool user_dummies = false);
 
-// The user's audit key, which signs a session's session_end record (DESIGN §8.2): loaded, or made
-// on first use. Null, with a warning in the log naming the session, when there is none to have;
-// the chain still holds then, and `broker log --verify` reports the log as unsigned.
-std::shared_ptr<const session::audit_key> load_audit_key(const std::string& session_id);
-
 // The audit log for the session, a gateway replica's own files with `replica` (failing closed, with
-// an error line, when it cannot be opened), signed with the user's audit key (load_audit_key).
+// an error line, when it cannot be opened).
 std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& session_id,
                                                const std::string& replica = {});
-// The same without the key, which the caller loads beside it and gives with sign_with() before the
-// session ends (wrap, on another thread while it prepares the rest of the session).
-std::unique_ptr<session::audit_log> open_unsigned_audit(const common_options& common,
-                                                        const std::string& session_id);
 
 }  // namespace broker::proxy

@@ -170,14 +170,13 @@ void take_back_terminal() {
   ::signal(SIGTTOU, SIG_DFL);
 }
 
-// What the session's TLS takes: its CA (key and certificate), the proxy's TLS contexts, and the
-// user's audit key. The first use of OpenSSL costs about 2 ms here (its configuration, providers,
-// the first key), so they are made on a thread of their own while the isolation, credentials and
-// files are prepared (wait_for_tls joins it before the trust bundle is written).
+// What the session's TLS takes: its CA (key and certificate) and the proxy's TLS contexts. Their
+// first use of OpenSSL costs about 1.5 ms here (EC, the ciphers), so they are made on a thread of
+// their own while the credentials, the audit log and the child's files are prepared (wait_for_tls
+// joins it before the trust bundle is written).
 struct session_tls {
   std::shared_ptr<certs::certificate_authority> ca;
   std::shared_ptr<proxy::tls_contexts> tls;
-  std::shared_ptr<const session::audit_key> audit_key;
 };
 
 session_tls make_session_tls(const std::string& session_id,
@@ -188,7 +187,6 @@ session_tls make_session_tls(const std::string& session_id,
       certs::certificate_authority::generate("broker session CA " + session_id, 30));
   out.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*out.ca),
                                                   upstream_cas);
-  out.audit_key = proxy::load_audit_key(session_id);
   return out;
 }
 
@@ -375,18 +373,18 @@ void add_file_system(wrapping& w, const env_plan& plan, const child_files& files
                 << " holds the working directory, so the command can read and change it\n";
 }
 
-// The session's TLS from its thread: the trust bundle (the system roots and the session CA) the
-// child is pointed at, and the user's key for the audit log's last record.
+// The session's TLS from its thread, and the trust bundle (the system roots and the session CA)
+// the child is pointed at.
 void wait_for_tls(wrapping& w) {
   w.tls = w.tls_ready.get();
   certs::write_trust_bundle(w.dir->bundle(), *w.tls.ca, base::durability::session);
-  if (w.tls.audit_key) w.audit->sign_with(w.tls.audit_key);
 }
 
 // The command started in its sandbox, with the proxy's listener (and capture's) made inside it.
 void launch_child(wrapping& w) {
-  // The audit log's directory exists before the child does, so that it can be hidden.
-  w.audit = proxy::open_unsigned_audit(w.c.common, w.session_id());
+  // The audit log's directory exists before the child does, so that it can be hidden; so does
+  // ~/.config/broker, where the audit key is made on first use (masked from the child).
+  w.audit = proxy::open_audit(w.c.common, w.session_id());
   if (!w.netns()) w.listener = base::loopback_listener(w.port);
   const auto files = write_child_files(w);
   const auto plan = plan_environment(w, files);
