@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <future>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -170,26 +169,6 @@ void take_back_terminal() {
   ::signal(SIGTTOU, SIG_DFL);
 }
 
-// What the session's TLS takes: its CA (key and certificate) and the proxy's TLS contexts. Their
-// first use of OpenSSL costs about 1.5 ms here (EC, the ciphers), so they are made on a thread of
-// their own while the credentials, the audit log and the child's files are prepared (wait_for_tls
-// joins it before the trust bundle is written).
-struct session_tls {
-  std::shared_ptr<certs::certificate_authority> ca;
-  std::shared_ptr<proxy::tls_contexts> tls;
-};
-
-session_tls make_session_tls(const std::string& session_id,
-                             const std::vector<std::filesystem::path>& upstream_cas) {
-  session_tls out;
-  // The session CA lives in this process's memory only (DESIGN §8).
-  out.ca = std::make_shared<certs::certificate_authority>(
-      certs::certificate_authority::generate("broker session CA " + session_id, 30));
-  out.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*out.ca),
-                                                  upstream_cas);
-  return out;
-}
-
 // The parts of a running wrap session, each made by one step below. Declared in the order they
 // are made, so they end in the reverse order.
 struct wrapping {
@@ -202,8 +181,8 @@ struct wrapping {
   int listener = -1;
   std::unique_ptr<child_session> child;  // netns: made first, launched once all is prepared
   child_session::capture_sockets capture;
-  std::future<session_tls> tls_ready;  // made beside the rest of the start (make_session_tls)
-  session_tls tls;
+  std::shared_ptr<certs::certificate_authority> ca;
+  std::shared_ptr<proxy::tls_contexts> tls;
   std::unique_ptr<session::session_dir> dir;
   std::filesystem::path log_dir, views_dir;
   std::unique_ptr<session::audit_log> audit;
@@ -259,14 +238,16 @@ void start_session(wrapping& w) {
   w.setup =
       proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
   start_child(w);
-  // Only after init is cloned: a clone(2) of a process with another thread running could copy a
-  // lock that thread holds (malloc's), which init would then wait for forever.
-  w.tls_ready = std::async(std::launch::async, make_session_tls, w.session_id(),
-                           w.setup.options.upstream_cas);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
   proxy::load_credentials(w.setup, w.netns(), true);
+  // The session CA lives in this process's memory only (DESIGN §8).
+  w.ca = std::make_shared<certs::certificate_authority>(
+      certs::certificate_authority::generate("broker session CA " + w.session_id(), 30));
+  w.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*w.ca),
+                                                w.setup.options.upstream_cas);
   w.dir = std::make_unique<session::session_dir>(w.session_id());
+  certs::write_trust_bundle(w.dir->bundle(), *w.ca, base::durability::session);
   // Login files' directory views live beside the session's log (on disk, hidden from the
   // child with the log directory, usually on the home's file system so that what goes back is
   // a rename); what is kept out of the host is set aside there too.
@@ -339,12 +320,13 @@ void add_capture_files(wrapping& w, launch_options& launch) {
   }
 }
 
-// What the command sees of the file system besides its private view (launch_child): the masks
-// over credential files and the broker's state, what is read-only, scratch, and the guarded views
-// of the home.
+// What the command sees of the file system: its private view, the masks over credential files
+// and the broker's state, what is read-only, scratch, and the guarded views of the home.
 void add_file_system(wrapping& w, const env_plan& plan, const child_files& files,
                      launch_options& launch) {
   const auto& layers = w.setup.policy->layers();
+  launch.private_view =
+      private_view(plan, w.cwd, w.home, layers, files.session_files, w.c.command.front());
   launch.overlays = files.overlays;
   launch.masks = credential_file_masks(layers, w.home);
   launch.read_only = read_only_files(layers, w.home);
@@ -373,17 +355,9 @@ void add_file_system(wrapping& w, const env_plan& plan, const child_files& files
                 << " holds the working directory, so the command can read and change it\n";
 }
 
-// The session's TLS from its thread, and the trust bundle (the system roots and the session CA)
-// the child is pointed at.
-void wait_for_tls(wrapping& w) {
-  w.tls = w.tls_ready.get();
-  certs::write_trust_bundle(w.dir->bundle(), *w.tls.ca, base::durability::session);
-}
-
 // The command started in its sandbox, with the proxy's listener (and capture's) made inside it.
 void launch_child(wrapping& w) {
-  // The audit log's directory exists before the child does, so that it can be hidden; so does
-  // ~/.config/broker, where the audit key is made on first use (masked from the child).
+  // The audit log's directory exists before the child does, so that it can be hidden.
   w.audit = proxy::open_audit(w.c.common, w.session_id());
   if (!w.netns()) w.listener = base::loopback_listener(w.port);
   const auto files = write_child_files(w);
@@ -399,10 +373,6 @@ void launch_child(wrapping& w) {
   std::error_code ec;
   w.cwd = std::filesystem::current_path(ec).string();
   add_file_system(w, plan, files, launch);
-  // The private view keeps only what exists: the trust bundle is written first.
-  wait_for_tls(w);
-  launch.private_view = private_view(plan, w.cwd, w.home, w.setup.policy->layers(),
-                                     files.session_files, w.c.command.front());
   ::clock_gettime(CLOCK_REALTIME, &w.child_started);
   w.child->launch(launch);
   if (!w.netns()) return;
@@ -444,7 +414,7 @@ void start_proxy(wrapping& w) {
   }
   w.ctx =
       std::make_shared<proxy::proxy_context>(w.setup.options, w.setup.policy, std::move(w.audit),
-                                             w.setup.credentials, w.tls.tls, std::move(attached));
+                                             w.setup.credentials, w.tls, std::move(attached));
   auto& ctx = *w.ctx;
   session::session_start start;
   start.mode = "wrap";
