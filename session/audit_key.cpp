@@ -38,10 +38,42 @@ const unsigned char* bytes_of(const std::string& s) {
   throw std::runtime_error(path.string() + ": " + why);
 }
 
+// An Ed25519 private key in PKCS#8 (RFC 8410 §7, as OpenSSL writes it) is these 16 bytes, then
+// the key's 32.
+constexpr unsigned char ed25519_pkcs8_prefix[] = {0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06,
+                                                  0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20};
+
+// That form, read without OpenSSL's decoders, whose first use cost ~0.5 ms of every wrap's start
+// (0.6-0.9 ms against 0.1 ms); null for anything else, which the decoders then read.
+certs::pkey_ptr read_plain_ed25519(BIO* in) {
+  char* name = nullptr;
+  char* header = nullptr;
+  unsigned char* der = nullptr;
+  long size = 0;
+  certs::pkey_ptr key;
+  if (PEM_read_bio(in, &name, &header, &der, &size) == 1) {
+    if (std::strcmp(name, "PRIVATE KEY") == 0 && header[0] == '\0' &&
+        size == static_cast<long>(sizeof ed25519_pkcs8_prefix) + 32 &&
+        std::memcmp(der, ed25519_pkcs8_prefix, sizeof ed25519_pkcs8_prefix) == 0)
+      key.reset(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
+                                             der + sizeof ed25519_pkcs8_prefix, 32));
+    OPENSSL_cleanse(der, static_cast<std::size_t>(size));
+  }
+  OPENSSL_free(der);
+  OPENSSL_free(header);
+  OPENSSL_free(name);
+  ERR_clear_error();
+  return key;
+}
+
 certs::pkey_ptr read_key(const std::filesystem::path& path, bool private_only) {
   certs::bio_ptr in(BIO_new_file(path.c_str(), "r"));
   if (!in) fail(path, std::strerror(errno));
-  certs::pkey_ptr key(PEM_read_bio_PrivateKey(in.get(), nullptr, nullptr, nullptr));
+  certs::pkey_ptr key = read_plain_ed25519(in.get());
+  if (!key) {
+    BIO_reset(in.get());
+    key.reset(PEM_read_bio_PrivateKey(in.get(), nullptr, nullptr, nullptr));
+  }
   if (!key && !private_only) {
     BIO_reset(in.get());
     ERR_clear_error();

@@ -96,6 +96,35 @@ TEST_CASE("audit_key: a key others can read, or not a key, is refused", "[audit_
   CHECK_THROWS_WITH(audit_key::load_or_create(t.path / "junk"), Catch::Contains("Ed25519"));
 }
 
+TEST_CASE("audit_key: OpenSSL's PKCS#8 form is read as the key it holds", "[audit_key]") {
+  // RFC 8410 §10.3's example seed; its public key as `openssl pkey -pubout` gives it.
+  broker::test::temp_dir t;
+  const auto path = t.path / "audit-key";
+  std::ofstream(path) << "-----BEGIN PRIVATE KEY-----\n"
+                         "MC4CAQAwBQYDK2VwBCIEINTuctv5E1hK1bbY8fdp+K06/nwoy/HU++CXqI9EdVhC\n"
+                         "-----END PRIVATE KEY-----\n";
+  ::chmod(path.c_str(), 0600);
+  const auto key = audit_key::load_or_create(path);
+  CHECK(key.public_key_hex() == "19bf44096984cdfe8541bac167dc3b96c85086aa30b6b6cb0c5c38ad703166e1");
+  const std::string head(64, 'c');
+  CHECK(head_signature_valid(key.public_key_hex(), head, key.sign_head(head)));
+  // A public key file (to verify with) and another algorithm's private key still go through
+  // OpenSSL's decoders: the first is read, the second refused as not Ed25519.
+  std::ofstream(t.path / "public")
+      << "-----BEGIN PUBLIC KEY-----\n"
+         "MCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n"
+         "-----END PUBLIC KEY-----\n";
+  CHECK(audit_key::load(t.path / "public").public_key_hex() == key.public_key_hex());
+  std::ofstream(t.path / "ec")
+      << "-----BEGIN PRIVATE KEY-----\n"
+         "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg0gPgWu5Th3t84vGY\n"
+         "bTk/7JpU6lRy5pQ/T9qY50TFwIGhRANCAAQ8WPom3wuDroa6Mpb96xWlPG0kbFAm\n"
+         "KiU9rqqIqOSjwnN01BesEM6KDoK3whkUbnRtPBA/6en9ppTANa8zuQed\n"
+         "-----END PRIVATE KEY-----\n";
+  ::chmod((t.path / "ec").c_str(), 0600);
+  CHECK_THROWS_WITH(audit_key::load_or_create(t.path / "ec"), Catch::Contains("Ed25519"));
+}
+
 TEST_CASE("audit_key: a head signature holds for that head and key only", "[audit_key]") {
   broker::test::temp_dir t;
   const auto key = audit_key::load_or_create(t.path / "a");
