@@ -30,15 +30,12 @@ proxy::ask_answer approval_of(const std::string& body) {
   if (body.empty()) return answer;
   const auto j = nlohmann::json::parse(body);
   if (!j.is_object()) throw std::invalid_argument("the body is not a JSON object");
-  const auto scope = j.value("scope", std::string("session"));
-  if (scope == "once")
-    answer.scope = proxy::approval_scope::once;
-  else if (scope == "session")
-    answer.scope = proxy::approval_scope::session;
-  else
+  const auto scope = proxy::scope_named(j.value("scope", std::string("session")));
+  if (!scope || *scope == proxy::approval_scope::always)
     throw std::invalid_argument(
         "\"scope\": expected \"once\" or \"session\" (a gateway keeps no "
         "approved.json: add a rule to the team policy for always)");
+  answer.scope = *scope;
   answer.path_prefix = j.value("path", std::string());
   return answer;
 }

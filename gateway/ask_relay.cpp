@@ -24,21 +24,9 @@ std::string decisions_key(const std::string& replica) {
   return "broker:ask-decisions:" + replica;
 }
 
-const char* scope_name(proxy::approval_scope s) {
-  switch (s) {
-    case proxy::approval_scope::once:
-      return "once";
-    case proxy::approval_scope::always:
-      return "always";
-    case proxy::approval_scope::session:
-      break;
-  }
-  return "session";
-}
-
 nlohmann::ordered_json to_json(const proxy::ask_answer& a) {
   return {{"approve", a.approve},
-          {"scope", scope_name(a.scope)},
+          {"scope", proxy::scope_name(a.scope)},
           {"path", a.path_prefix},
           {"who", a.who}};
 }
@@ -46,10 +34,8 @@ nlohmann::ordered_json to_json(const proxy::ask_answer& a) {
 proxy::ask_answer answer_from_json(const nlohmann::json& j) {
   proxy::ask_answer a;
   a.approve = j.value("approve", false);
-  const auto scope = j.value("scope", std::string("session"));
-  a.scope = scope == "once"     ? proxy::approval_scope::once
-            : scope == "always" ? proxy::approval_scope::always
-                                : proxy::approval_scope::session;
+  a.scope = proxy::scope_named(j.value("scope", std::string("session")))
+                .value_or(proxy::approval_scope::session);
   a.path_prefix = j.value("path", std::string());
   a.who = j.value("who", std::string());
   return a;

@@ -21,8 +21,6 @@ struct ask_desk::held_request {
   std::optional<ask_outcome> outcome;  // under the desk's mutex
 };
 
-namespace {
-
 const char* scope_name(approval_scope s) {
   switch (s) {
     case approval_scope::once:
@@ -34,6 +32,14 @@ const char* scope_name(approval_scope s) {
   }
   return "?";
 }
+
+std::optional<approval_scope> scope_named(std::string_view name) {
+  for (const auto s : {approval_scope::once, approval_scope::session, approval_scope::always})
+    if (name == scope_name(s)) return s;
+  return std::nullopt;
+}
+
+namespace {
 
 bool now_allowed(const config::policy_set& policy, const session::audit_entry& r,
                  const config::destination& dest, bool tunnel, std::string& rule) {
@@ -240,12 +246,9 @@ std::optional<nlohmann::ordered_json> answer_ask_command(ask_decider* desk, cons
   answer.approve = verb == "approve";
   answer.who = who;
   if (answer.approve) {
-    if (scope == "once")
-      answer.scope = approval_scope::once;
-    else if (scope == "always")
-      answer.scope = approval_scope::always;
-    else if (scope != "session")
-      return nlohmann::ordered_json{{"error", "approve ID once|session|always [PATH]"}};
+    const auto named = scope_named(scope);
+    if (!named) return nlohmann::ordered_json{{"error", "approve ID once|session|always [PATH]"}};
+    answer.scope = *named;
     answer.path_prefix = prefix;
   }
   if (id.empty() || !extra.empty() || (!answer.approve && !scope.empty()))

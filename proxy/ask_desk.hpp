@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,9 @@ struct ask_options {
 };
 
 enum class approval_scope { once, session, always };
+// "once", "session" or "always"; and back, nullopt for any other word.
+const char* scope_name(approval_scope s);
+std::optional<approval_scope> scope_named(std::string_view name);
 
 struct ask_answer {
   bool approve = false;
