@@ -43,8 +43,8 @@ const unsigned char* bytes_of(const std::string& s) {
 constexpr unsigned char ed25519_pkcs8_prefix[] = {0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06,
                                                   0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20};
 
-// That form, read without OpenSSL's decoders, whose first use cost ~0.5 ms of every wrap's start
-// (0.6-0.9 ms against 0.1 ms); null for anything else, which the decoders then read.
+// That form, read without OpenSSL's decoders, whose first use cost 0.6-0.9 ms of every wrap's
+// start (this read: ~0.1 ms); null for anything else, which the decoders then read.
 certs::pkey_ptr read_plain_ed25519(BIO* in) {
   char* name = nullptr;
   char* header = nullptr;
