@@ -84,3 +84,28 @@ TEST_CASE("an idle connection holds no block while it waits, and reads what arri
   CHECK(end == asio::error::eof);
   CHECK_FALSE(in.holds_block());
 }
+
+TEST_CASE("an idle read takes everything that has arrived, past its small first read",
+          "[buffers]") {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket client(io), server(io);
+  client.connect(acceptor.local_endpoint());
+  acceptor.accept(server);
+  const std::string sent(40 * 1024, 'x');
+  asio::write(client, asio::buffer(sent));
+
+  read_buffer in;
+  std::size_t first = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto [ec, n] = co_await read_idle(server, in);
+        CHECK_FALSE(ec);
+        first = n;
+      },
+      asio::detached);
+  io.run();
+  CHECK(first == sent.size());  // one read, not a probe's worth and another wake-up
+  CHECK(in.view() == sent);
+}
