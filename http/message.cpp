@@ -1,16 +1,24 @@
 #include "http/message.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 
 namespace broker::http {
 
+namespace {
+
+// ASCII case folding (RFC 9110 §5.1), inline: std::tolower is a call per byte and consults the
+// locale, and names are compared several times for every header of every message.
+constexpr unsigned char fold(unsigned char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<unsigned char>(c | 0x20) : c;
+}
+
+}  // namespace
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](unsigned char x, unsigned char y) {
-           return std::tolower(x) == std::tolower(y);
-         });
+         std::equal(a.begin(), a.end(), b.begin(),
+                    [](unsigned char x, unsigned char y) { return fold(x) == fold(y); });
 }
 
 const std::string* message_head::find(std::string_view name) const {

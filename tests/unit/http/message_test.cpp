@@ -22,6 +22,15 @@ TEST_CASE("a list header is one list over all its fields", "[http_message]") {
   CHECK_FALSE(head.has_token("accept", "e"));
 }
 
+TEST_CASE("header names match with ASCII case folding only", "[http_message]") {
+  const auto head = with({{"Content-Type", "a"}, {"X-\xc3\x89t\xc3\xa9", "b"}, {"X[", "c"}});
+  CHECK(head.find("CONTENT-type"));
+  CHECK(head.find("x-\xc3\x89t\xc3\xa9"));
+  CHECK_FALSE(head.find("x-\xc3\xa9t\xc3\xa9"));  // É and é are not the same byte, folded or not
+  CHECK_FALSE(head.find("X{"));                   // '[' + 0x20 is '{': only letters fold
+  CHECK_FALSE(head.find("content-typ"));
+}
+
 TEST_CASE("a coded body is named by every field of its coding headers", "[http_message]") {
   CHECK(http::coded_body(with({})).empty());
   CHECK(http::coded_body(with({{"Content-Encoding", "identity"}})).empty());

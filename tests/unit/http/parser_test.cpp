@@ -111,6 +111,17 @@ TEST_CASE("smuggling shapes are refused", "[http_parser]") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\r\nHost : a\r\n\r\n");
     CHECK(status == http::parse_status::error);
   }
+  SECTION("a field name outside RFC 9110's token characters") {
+    for (const char* name : {"X\xc3\xa9", "X@", "X[y]", "\"X\"", "X/Y"}) {
+      INFO(name);
+      auto [status, err] =
+          error_of(std::string("GET http://a/ HTTP/1.1\r\nHost: a\r\n") + name + ": v\r\n\r\n");
+      CHECK(status == http::parse_status::error);
+    }
+    auto [status, err] =
+        error_of("GET http://a/ HTTP/1.1\r\nHost: a\r\nX-a_B.9!#$%&'*+^`|~: v\r\n\r\n");
+    CHECK(status == http::parse_status::head_complete);
+  }
   SECTION("bad chunk size") {
     auto [status, err] =
         error_of("POST http://a/ HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
