@@ -136,7 +136,9 @@ template <typename Op>
 asio::awaitable<error_code> tls_socket::drive(Op op) {
   for (;;) {
     bio_->failed_errno = 0;
-    ERR_clear_error();
+    // SSL_get_error needs an empty error queue; clearing one that is empty (nearly always: a
+    // failure clears it below) costs more than looking.
+    if (ERR_peek_error() != 0) ERR_clear_error();
     const int r = op();
     if (r > 0) co_return error_code{};
     const int why = SSL_get_error(ssl_.get(), r);
