@@ -1,6 +1,7 @@
 #include "http/message.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 
 namespace broker::http {
@@ -85,9 +86,44 @@ std::string coded_body(const message_head& head) {
 
 namespace {
 
+bool always_hop_by_hop(std::string_view name) {
+  static constexpr std::string_view fixed[] = {
+      "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
+      "proxy-authenticate", "te",         "upgrade"};
+  for (auto f : fixed)
+    if (iequals(name, f)) return true;
+  return false;
+}
+
+// Names listed in Connection are hop-by-hop too; framing headers are never dropped this way
+// (we relay the body as framed, so its framing header must go with it).
+bool never_listed(std::string_view name) {
+  return iequals(name, "content-length") || iequals(name, "transfer-encoding");
+}
+
 void append_headers(std::string& out, const message_head& head) {
+  // The names Connection lists, gathered once rather than looked up for every field.
+  std::array<std::string_view, 8> listed;
+  std::size_t count = 0;
+  bool more = false;
   for (const auto& h : head.headers) {
-    if (is_hop_by_hop(h.name, head)) continue;
+    if (!iequals(h.name, "connection")) continue;
+    for_each_element(h.value, [&](std::string_view item) {
+      if (count < listed.size()) {
+        listed[count++] = item;
+      } else {
+        more = true;
+      }
+      return false;
+    });
+  }
+  const auto is_listed = [&](std::string_view name) {
+    if (more) return head.has_token("connection", name);
+    return std::any_of(listed.begin(), listed.begin() + static_cast<std::ptrdiff_t>(count),
+                       [name](std::string_view item) { return iequals(item, name); });
+  };
+  for (const auto& h : head.headers) {
+    if (always_hop_by_hop(h.name) || (!never_listed(h.name) && is_listed(h.name))) continue;
     out.append(h.name).append(": ").append(h.value).append("\r\n");
   }
 }
@@ -118,15 +154,8 @@ std::string serialize_response_head(const message_head& head) {
 }
 
 bool is_hop_by_hop(std::string_view name, const message_head& head) {
-  static constexpr std::string_view fixed[] = {
-      "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
-      "proxy-authenticate", "te",         "upgrade"};
-  for (auto f : fixed)
-    if (iequals(name, f)) return true;
-  // Names listed in Connection are hop-by-hop too; framing headers are never dropped this way
-  // (we relay the body as framed, so its framing header must go with it).
-  if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) return false;
-  return head.has_token("connection", name);
+  if (always_hop_by_hop(name)) return true;
+  return !never_listed(name) && head.has_token("connection", name);
 }
 
 void append_chunk_size(std::string& wire, std::size_t size) {

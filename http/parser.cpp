@@ -146,6 +146,7 @@ parser::parser(kind k, std::string_view request_method)
   head_request_ = !is_request_ && request_method == "HEAD";
   impl& s = *impl_;
   s.owner = this;
+  head_.headers.reserve(16);  // a usual head's fields in one allocation rather than five
   s.field_limit = is_request_ ? limits::max_header_fields : limits::max_response_header_fields;
   llhttp_settings_init(&s.settings);
   s.settings.on_url = &impl::on_url;

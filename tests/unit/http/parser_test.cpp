@@ -278,6 +278,21 @@ TEST_CASE("hop-by-hop headers are dropped when serializing", "[http_parser]") {
   CHECK(out == "GET /x HTTP/1.1\r\nHost: a.test\r\nX-Kept: yes\r\n\r\n");
 }
 
+TEST_CASE("every name Connection lists is dropped, over several fields and past eight names",
+          "[http_parser]") {
+  http::parser p(http::parser::kind::response, "GET");
+  p.feed(
+      "HTTP/1.1 200 OK\r\nConnection: a, b, c, d, e\r\nConnection: f,g , h, i, j, "
+      "Content-Length\r\nA: 1\r\nd: 1\r\nJ: 1\r\nI: 1\r\nX-Kept: yes\r\nContent-Length: "
+      "0\r\n\r\n");
+  // Framing is never dropped this way: the body goes on as framed.
+  CHECK(http::serialize_response_head(p.head()) ==
+        "HTTP/1.1 200 OK\r\nX-Kept: yes\r\nContent-Length: 0\r\n\r\n");
+  CHECK(http::is_hop_by_hop("j", p.head()));
+  CHECK_FALSE(http::is_hop_by_hop("content-length", p.head()));
+  CHECK_FALSE(http::is_hop_by_hop("x-kept", p.head()));
+}
+
 TEST_CASE("an HTTP/1.0 request goes upstream as HTTP/1.0", "[http_parser]") {
   http::parser p(http::parser::kind::request);
   REQUIRE(p.feed("GET http://a.test/x HTTP/1.0\r\nHost: a.test\r\n\r\n").status ==
