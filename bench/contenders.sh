@@ -10,6 +10,7 @@ start_contender() { # name port policy extra-args...
   "$broker" serve --listen 127.0.0.1:"$port" --policy "$policy" --log-dir "$work/logs" \
     --ca-dir "$work/ca" --connect-to api.example.test:8443:127.0.0.1:8443 --log-level warn "$@" \
     > "$work/$name.out" &
+  echo $! > "$work/broker-$name.pid"
   for _ in $(seq 50); do grep -q listening "$work/$name.out" 2>/dev/null && break; sleep 0.1; done
 }
 start_contender tunnel 18443 "$work/tunnel.json"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The yardstick's four measurements, taken round-robin over the contenders for several rounds and
 # reported as medians and ratios to direct, and broker MITM's ratio to haproxy's (issue 32). On this noisy 2-core machine one sequential pass
-# (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone.
+# (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone. It
+# also reports the CPU each proxy spent per request, which moves far less than a rate.
 # Needs the peers of ../shared/bench up (bench/yardstick.sh starts them) and curl.
 # Usage: bench/interleaved.sh [path/to/broker] [rounds]
 set -euo pipefail
@@ -31,6 +32,33 @@ contenders=(
   "nghttpx|--connect-to api.example.test:8443:127.0.0.1:19444|$PEERS/upstream-ca.pem"
 )
 now() { date +%s.%N; }
+# CPU a proxy spent (µs, user and system, every thread of its processes and their children): the
+# steadier yardstick on this machine, where a rate moves with whatever else the two cores run.
+pids_of() {
+  local file
+  case $1 in
+    broker-tunnel) file=$work/broker-tunnel.pid ;;
+    broker-mitm) file=$work/broker-mitm.pid ;;
+    haproxy) file=$PEERS/haproxy-tls.pid ;;
+    nghttpx) file=$PEERS/nghttpx.pid ;;
+    squid) file=$PEERS/squid.pid ;;
+    *) return 0 ;;
+  esac
+  [[ -f $file ]] || return 0
+  local pid
+  pid=$(cat "$file")
+  # shellcheck disable=SC2046
+  echo "$pid" $(pgrep -P "$pid" || true)
+}
+cpu_us() { # pids... -> total on-CPU µs (schedstat's first field is ns)
+  local pid total=0 ns
+  for pid in "$@"; do
+    while read -r ns _; do
+      total=$((total + ns / 1000))
+    done < <(cat /proc/"$pid"/task/*/schedstat 2>/dev/null)
+  done
+  echo $total
+}
 measure() { # metric pargs ca -> prints a rate
   local metric=$1 pargs=$2 ca=$3 t0 t1
   t0=$(now)
@@ -56,7 +84,15 @@ for metric in ka1 ka8 newc bulk; do
   for round in $(seq "$rounds"); do
     for c in "${contenders[@]}"; do
       IFS='|' read -r name pargs ca <<< "$c"
-      echo "$metric $name $(measure "$metric" "$pargs" "$ca")" >> "$work/results"
+      pids=$(pids_of "$name")
+      # shellcheck disable=SC2086
+      c0=$(cpu_us $pids)
+      rate=$(measure "$metric" "$pargs" "$ca")
+      # shellcheck disable=SC2086
+      c1=$(cpu_us $pids)
+      spent=nan
+      [[ -n $pids ]] && spent=$((c1 - c0))
+      echo "$metric $name $rate $spent" >> "$work/results"
     done
   done
 done
@@ -74,4 +110,18 @@ for n in names:
 if "haproxy" in names:
     cells = "".join(f"{med[m, 'broker-mitm'] / med[m, 'haproxy']:>18.2f}" for m in metrics)
     print(f"{'mitm / haproxy':<16}{cells}")
+# The proxy's own CPU for each request (each new connection's request; each MiB of the bulk
+# transfer): the same work measured without the rate's dependence on the other processes.
+units = {"ka1": 2000, "ka8": 2000, "newc": 200, "bulk": 256}
+cpu = {(m, n): statistics.median(float(r[3]) / units[m] for r in rows if r[0] == m and r[1] == n)
+       for m in metrics for n in names if all(r[3] != "nan" for r in rows if r[1] == n)}
+if cpu:
+    print()
+    print(f"{'CPU µs (bulk: /MiB)':<16}" + "".join(f"{m:>18}" for m in metrics))
+    for n in names:
+        if (metrics[0], n) in cpu:
+            print(f"{n:<16}" + "".join(f"{cpu[m, n]:>18.1f}" for m in metrics))
+    if ("ka1", "haproxy") in cpu and ("ka1", "broker-mitm") in cpu:
+        cells = "".join(f"{cpu[m, 'broker-mitm'] / cpu[m, 'haproxy']:>18.2f}" for m in metrics)
+        print(f"{'mitm / haproxy':<16}{cells}")
 PY
