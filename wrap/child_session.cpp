@@ -151,12 +151,12 @@ void send_plan(int control, const launch_options& options) {
 }  // namespace
 
 child_session::child_session(const launch_options& network) : options_(network) {
-  // The caller blocks the signals it forwards (and SIGCHLD) to take them itself; the command
-  // starts with them unblocked.
+  // The caller blocks the signals it forwards (and SIGCHLD, SIGIO) to take them itself; the
+  // command starts with them unblocked.
   ::sigprocmask(SIG_SETMASK, nullptr, &command_mask_);
   const sigset_t forwarded = forwarded_signals();
   for (int s = 1; s < NSIG; ++s)
-    if (sigismember(&forwarded, s) || s == SIGCHLD) sigdelset(&command_mask_, s);
+    if (sigismember(&forwarded, s) || s == SIGCHLD || s == SIGIO) sigdelset(&command_mask_, s);
   if (options_.mode == isolation::env) return;  // nothing until launch()
 
   int pair[2];
@@ -234,7 +234,23 @@ void child_session::launch(const launch_options& options) {
     end_unlaunched();
     throw;
   }
-  ::close(std::exchange(control_, -1));
+  // What init says from now on is its word that everything ended (take_end_report); SIGIO, to
+  // this process, tells of it (or of init's end without one).
+  end_report_ = std::exchange(control_, -1);
+  if (::fcntl(end_report_, F_SETOWN, ::getpid()) < 0 ||
+      ::fcntl(end_report_, F_SETFL, ::fcntl(end_report_, F_GETFL) | O_ASYNC | O_NONBLOCK) < 0)
+    ::close(std::exchange(end_report_, -1));  // then init's end alone says it
+}
+
+int child_session::take_end_report() {
+  if (status_ >= 0 || end_report_ < 0) return status_;
+  char ended[1 + sizeof(int)];
+  const ssize_t n = ::recv(end_report_, ended, sizeof ended, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return -1;
+  ::close(std::exchange(end_report_, -1));  // one word, or init ended without it
+  if (n != static_cast<ssize_t>(sizeof ended) || ended[0] != 'X') return -1;
+  std::memcpy(&status_, ended + 1, sizeof(int));
+  return status_;
 }
 
 void child_session::end_unlaunched() {
@@ -247,6 +263,9 @@ void child_session::end_unlaunched() {
 
 child_session::~child_session() {
   if (control_ >= 0) end_unlaunched();  // made, never launched: init waits for its plan
+  if (end_report_ >= 0) ::close(end_report_);
+  // Init said everything ended (its status came from take_end_report): its end follows at once.
+  if (pid_ > 0 && status_ >= 0 && !reaped_) ::waitpid(pid_, nullptr, 0);
   for (int fd : {listener_, sock_diag_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
     if (fd >= 0) ::close(fd);
 }
@@ -278,7 +297,10 @@ void child_session::forward(int signo) const {
 int child_session::poll() {
   if (status_ >= 0 || pid_ <= 0) return status_;
   int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) == pid_) status_ = exit_code(status);
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    status_ = exit_code(status);
+    reaped_ = true;
+  }
   return status_;
 }
 

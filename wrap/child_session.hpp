@@ -111,6 +111,11 @@ class child_session {
   // Reaps the child if it has ended; returns its exit status per DESIGN §3 (the code, or
   // 128+N when a signal N ended the command), or -1 while it runs.
   int poll();
+  // netns: init's word, once the command and everything it left have ended and been reaped,
+  // comes before init's own end (the kernel then takes down its mounts, 2-3 ms): SIGIO tells
+  // of it. Returns the exit status as poll() does once it has come, else -1. Init is reaped
+  // when this object ends.
+  int take_end_report();
   // env mode: TERM to what is left of the command's process group, then KILL after the grace.
   // netns: the namespace ends with init; nothing is left.
   void end_leftovers();
@@ -126,8 +131,10 @@ class child_session {
 
   launch_options options_;
   sigset_t command_mask_{};
-  int control_ = -1;  // netns: to init, until launch()
+  int control_ = -1;     // netns: to init, until launch()
+  int end_report_ = -1;  // netns: from init, after launch(), until its word that all ended
   pid_t pid_ = -1;
+  bool reaped_ = false;
   int listener_ = -1;
   int sock_diag_ = -1;
   capture_sockets capture_;

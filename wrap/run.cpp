@@ -85,7 +85,10 @@ int supervise(child_session& child, const sigset_t& signals, proxy::proxy_contex
     siginfo_t info{};
     const timespec tick{0, 200 * 1000 * 1000};
     const int signo = ::sigtimedwait(&signals, &info, &tick);
-    if (signo == SIGCHLD || (killed && signo < 0)) {
+    if (signo == SIGIO) {
+      // netns: init's word that the command and all it left have ended, before its own end.
+      if (const int code = child.take_end_report(); code >= 0) return code;
+    } else if (signo == SIGCHLD || (killed && signo < 0)) {
       const int code = child.poll();
       if (code >= 0) return code;
     } else if (signo > 0) {
@@ -476,6 +479,7 @@ int run(const wrap_config& c) {
   // The signals the command gets are blocked from here on in every thread; this one takes them.
   w.signals = forwarded_signals();
   sigaddset(&w.signals, SIGCHLD);
+  sigaddset(&w.signals, SIGIO);  // init's end report (child_session::take_end_report)
   ::pthread_sigmask(SIG_BLOCK, &w.signals, nullptr);
   try {
     start_session(w);

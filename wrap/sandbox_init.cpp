@@ -203,7 +203,8 @@ void drop_escape_capabilities() {
 
 // After the command: TERM to everything else in the namespace, reap for up to the grace period;
 // what is left dies with init (the kernel kills a PID namespace's members when its init exits).
-void end_the_rest(const launch_options& options, const sigset_t& waited) {
+// True once every other process of the namespace has been reaped (there are none left).
+bool end_the_rest(const launch_options& options, const sigset_t& waited) {
   ::kill(-1, SIGTERM);
   timespec until{};
   ::clock_gettime(CLOCK_MONOTONIC, &until);
@@ -212,11 +213,11 @@ void end_the_rest(const launch_options& options, const sigset_t& waited) {
   for (;;) {
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
+    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return true;
     timespec now{};
     ::clock_gettime(CLOCK_MONOTONIC, &now);
     long left_ms = (until.tv_sec - now.tv_sec) * 1000 + (until.tv_nsec - now.tv_nsec) / 1000000;
-    if (left_ms <= 0) return;
+    if (left_ms <= 0) return false;
     const timespec wait{0, std::min(left_ms, 50L) * 1000000};
     siginfo_t info;
     (void)::sigtimedwait(&waited, &info, &wait);
@@ -311,7 +312,6 @@ int sandbox_init(void* arg) {
     }
     exec_command(options, a.original_mask);
   }
-  ::close(a.control);
   int code = 125;
   for (;;) {
     siginfo_t info{};
@@ -331,7 +331,15 @@ int sandbox_init(void* arg) {
     }
     if (command_done) break;
   }
-  end_the_rest(options, waited);
+  if (end_the_rest(options, waited)) {
+    // No process of the session is left, and none can start (we fork no more): the broker may
+    // take the views back now, while the kernel takes down this namespace's mounts as we exit
+    // (~70 of them, 2-3 ms). With some still there past the grace, it waits for our exit, which
+    // ends them first.
+    char ended[1 + sizeof code] = {'X'};
+    std::memcpy(ended + 1, &code, sizeof code);
+    (void)::send(a.control, ended, sizeof ended, MSG_NOSIGNAL);
+  }
   ::_exit(code);
 }
 

@@ -496,3 +496,34 @@ def test_pip_install_user_and_npm_global_prefix_keep_working(tmp_path):
     ran = subprocess.run([str(home / ".local" / "bin" / "npmtool")], capture_output=True,
                          text=True, env=env)
     assert ran.stdout.strip() == "node tool"
+
+
+def test_the_views_go_back_only_once_nothing_of_the_session_runs(tmp_path):
+    """A leftover that ignores TERM goes on writing into ~/.codex after the command has ended. The
+    view goes back once the grace has ended it, with its last write: never while any process of
+    the session still runs (the broker may start before init's own end only when none is left)."""
+    home = codex_home(tmp_path)
+    script = ('c="$HOME/.codex"\n'
+              '(trap "" TERM; while :; do date +%s%N > "$c/late.tmp"; mv "$c/late.tmp" '
+              '"$c/late.txt"; sleep 0.02; done) >/dev/null 2>&1 &\n'
+              f'sleep 0.2\necho {RAN}\n')
+    t0 = time.time()
+    p, out, err = wrap(tmp_path, home, "sh", "-c", script)
+    ended = time.time()
+    assert p.returncode == 0 and RAN in out, out + err
+    last = int((home / ".codex" / "late.txt").read_text()) / 1e9
+    # The command ended 0.2 s in; the leftover lived on through the grace (2 s) ...
+    assert ended - t0 > 2.0, ended - t0
+    # ... and what it wrote last came back: the view was taken after it ended.
+    assert last - t0 > 1.5 and ended - last < 1.0, (last - t0, ended - last)
+
+
+def test_a_command_that_leaves_nothing_ends_without_waiting(tmp_path):
+    """With nothing left behind, the session ends at once and the view comes back whole."""
+    home = codex_home(tmp_path)
+    t0 = time.monotonic()
+    p, out, err = wrap(tmp_path, home, "sh", "-c", f'echo kept > "$HOME/.codex/kept.txt"; echo {RAN}')
+    assert p.returncode == 0 and RAN in out, out + err
+    assert time.monotonic() - t0 < 1.5  # no grace waited for
+    assert (home / ".codex" / "kept.txt").read_text() == "kept\n"
+    assert records(tmp_path / "logs")[-1]["event"] == "session_end"
