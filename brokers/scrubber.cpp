@@ -119,7 +119,9 @@ std::size_t scrub_value(std::string& value, const std::vector<scrub_pattern>& pa
 std::size_t scrub_value(std::string& value, const scrub_index& index) {
   if (index.patterns().empty() || value.empty()) return 0;
   const std::vector<scrub_pattern>& patterns = index.patterns();
-  scrub_index::cursor at;
+  // One per thread, reset by the scan: a response head's every name and value is scrubbed, and
+  // a cursor of its own was an allocation and a free for each of them.
+  thread_local scrub_index::cursor at;
   // Same lengths, so each match is overwritten in place; the scan never looks behind itself.
   scan_result r = scan(
       scan_input{value, index, false}, at, [](std::string_view) {},
