@@ -106,6 +106,19 @@ TEST_CASE("smuggling shapes are refused", "[http_parser]") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n");
     CHECK(status == http::parse_status::error);
     CHECK(err == http::parse_error::bad_request);
+    auto [tab, tab_err] = error_of("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: a\r\n\tb\r\n\r\n");
+    CHECK(tab == http::parse_status::error);
+  }
+  SECTION("obs-fold whose line feed ended the previous read") {
+    http::parser p(http::parser::kind::request);
+    CHECK(p.feed("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: a\r\n").status ==
+          http::parse_status::need_more);
+    CHECK(p.feed(" b\r\n\r\n").status == http::parse_status::error);
+    CHECK(p.error() == http::parse_error::bad_request);
+  }
+  SECTION("white space inside a value is no fold") {
+    auto [status, err] = error_of("GET http://a/ HTTP/1.1\r\nHost: a\r\nX: a \t b\r\n\r\n");
+    CHECK(status == http::parse_status::head_complete);
   }
   SECTION("whitespace before the colon") {
     auto [status, err] = error_of("GET http://a/ HTTP/1.1\r\nHost : a\r\n\r\n");
