@@ -47,6 +47,7 @@ pids_of() {
   [[ -f $file ]] || return 0
   local pid
   pid=$(cat "$file")
+  kill -0 "$pid" 2>/dev/null || return 0  # not running: its CPU is unknown, not zero
   # shellcheck disable=SC2046
   echo "$pid" $(pgrep -P "$pid" || true)
 }
