@@ -33,16 +33,18 @@ class stream {
   }
   asio::any_io_executor get_executor() { return socket().get_executor(); }
 
+  // Not coroutines themselves: they hand over the awaitable of the one underneath, one frame
+  // fewer for every read and write.
   asio::awaitable<std::tuple<error_code, std::size_t>> read_some(std::span<char> into) {
-    if (auto* t = std::get_if<tls_socket>(&s_)) co_return co_await t->read_some(into);
-    co_return co_await std::get<tcp::socket>(s_).async_read_some(
-        asio::buffer(into.data(), into.size()), use_tuple);
+    if (auto* t = std::get_if<tls_socket>(&s_)) return t->read_some(into);
+    return std::get<tcp::socket>(s_).async_read_some(asio::buffer(into.data(), into.size()),
+                                                     use_tuple);
   }
 
   asio::awaitable<std::tuple<error_code, std::size_t>> write(std::string_view data) {
-    if (auto* t = std::get_if<tls_socket>(&s_)) co_return co_await t->write(data);
-    co_return co_await asio::async_write(std::get<tcp::socket>(s_),
-                                         asio::buffer(data.data(), data.size()), use_tuple);
+    if (auto* t = std::get_if<tls_socket>(&s_)) return t->write(data);
+    return asio::async_write(std::get<tcp::socket>(s_), asio::buffer(data.data(), data.size()),
+                             use_tuple);
   }
 
   // Ends the stream: TLS close_notify (waiting for the peer's, so the caller bounds it with a

@@ -133,57 +133,77 @@ tls_socket::~tls_socket() = default;
 tls_socket::tls_socket(tls_socket&&) noexcept = default;
 
 template <typename Op>
-asio::awaitable<error_code> tls_socket::drive(Op op) {
-  for (;;) {
-    bio_->failed_errno = 0;
-    // SSL_get_error needs an empty error queue; clearing one that is empty (nearly always: a
-    // failure clears it below) costs more than looking.
-    if (ERR_peek_error() != 0) ERR_clear_error();
-    const int r = op();
-    if (r > 0) co_return error_code{};
-    const int why = SSL_get_error(ssl_.get(), r);
-    if (why == SSL_ERROR_WANT_READ || why == SSL_ERROR_WANT_WRITE) {
-      // Our BIO said EAGAIN just now, so the edge-triggered reactor reports the next change.
-      auto [ec] = co_await socket_.async_wait(
-          why == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write, use_tuple);
-      if (ec) co_return ec;
-      continue;
-    }
-    co_return failure_code(why, *bio_);
+int tls_socket::attempt(Op op, error_code& ec) {
+  bio_->failed_errno = 0;
+  // SSL_get_error needs an empty error queue; clearing one that is empty (nearly always: a
+  // failure clears it below) costs more than looking.
+  if (ERR_peek_error() != 0) ERR_clear_error();
+  const int r = op();
+  if (r > 0) {
+    ec = {};
+    return 0;
   }
+  const int why = SSL_get_error(ssl_.get(), r);
+  if (why == SSL_ERROR_WANT_READ || why == SSL_ERROR_WANT_WRITE) return why;
+  ec = failure_code(why, *bio_);
+  return 0;
+}
+
+template <typename Op>
+asio::awaitable<error_code> tls_socket::drive(Op op, int wants) {
+  for (;;) {
+    // Our BIO said EAGAIN just now, so the edge-triggered reactor reports the next change.
+    auto [waited] = co_await socket_.async_wait(
+        wants == SSL_ERROR_WANT_READ ? tcp::socket::wait_read : tcp::socket::wait_write, use_tuple);
+    if (waited) co_return waited;
+    error_code ec;
+    wants = attempt(op, ec);
+    if (wants == 0) co_return ec;
+  }
+}
+
+template <typename Op>
+asio::awaitable<error_code> tls_socket::complete(Op op) {
+  error_code ec;
+  if (const int wants = attempt(op, ec); wants != 0) ec = co_await drive(op, wants);
+  co_return ec;
 }
 
 asio::awaitable<error_code> tls_socket::handshake_server(std::string_view early) {
   bio_->early.assign(early);
   bio_->early_used = 0;
   SSL_set_accept_state(ssl_.get());
-  co_return co_await drive([this] { return SSL_do_handshake(ssl_.get()); });
+  co_return co_await complete([this] { return SSL_do_handshake(ssl_.get()); });
 }
 
 asio::awaitable<error_code> tls_socket::handshake_client() {
   SSL_set_connect_state(ssl_.get());
-  co_return co_await drive([this] { return SSL_do_handshake(ssl_.get()); });
+  co_return co_await complete([this] { return SSL_do_handshake(ssl_.get()); });
 }
 
 asio::awaitable<std::tuple<error_code, std::size_t>> tls_socket::read_some(std::span<char> into) {
   std::size_t n = 0;
-  const auto ec =
-      co_await drive([&] { return SSL_read_ex(ssl_.get(), into.data(), into.size(), &n); });
+  const auto op = [&] { return SSL_read_ex(ssl_.get(), into.data(), into.size(), &n); };
+  // Tried here first: bytes already there (decrypted, or on the socket) need no waiting frame.
+  error_code ec;
+  if (const int wants = attempt(op, ec); wants != 0) ec = co_await drive(op, wants);
   co_return std::tuple{ec, ec ? std::size_t{0} : n};
 }
 
 asio::awaitable<std::tuple<error_code, std::size_t>> tls_socket::write(std::string_view data) {
   if (data.empty()) co_return std::tuple{error_code{}, std::size_t{0}};
   std::size_t n = 0;
-  // Without SSL_MODE_ENABLE_PARTIAL_WRITE a success means every byte went out.
-  const auto ec =
-      co_await drive([&] { return SSL_write_ex(ssl_.get(), data.data(), data.size(), &n); });
+  // Without SSL_MODE_ENABLE_PARTIAL_WRITE a success means every byte went out. Tried here first:
+  // a write the socket takes at once (nearly all) needs no waiting frame.
+  const auto op = [&] { return SSL_write_ex(ssl_.get(), data.data(), data.size(), &n); };
+  error_code ec;
+  if (const int wants = attempt(op, ec); wants != 0) ec = co_await drive(op, wants);
   co_return std::tuple{ec, ec ? std::size_t{0} : data.size()};
 }
 
 asio::awaitable<void> tls_socket::shutdown() {
   // 0: our close_notify is out, the peer's not yet in: call again to wait for it.
-  (void)co_await drive([this] {
+  (void)co_await complete([this] {
     const int r = SSL_shutdown(ssl_.get());
     return r == 0 ? SSL_shutdown(ssl_.get()) : r;
   });

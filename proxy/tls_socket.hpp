@@ -47,10 +47,16 @@ class tls_socket {
   struct bio_state;  // what our BIO reads first and which socket it reads
 
  private:
-  // Runs `op` (an SSL_* call returning its SSL_get_error class) until it completes, waiting for
-  // readiness on want-read/want-write. Returns the error, if any.
+  // Runs `op` (an SSL_* call) once: 0 when it completed (`ec` says how), else the
+  // SSL_ERROR_WANT_READ or SSL_ERROR_WANT_WRITE it is waiting for.
   template <typename Op>
-  asio::awaitable<error_code> drive(Op op);
+  int attempt(Op op, error_code& ec);
+  // Waits for what `op` wants, then runs it again, until it completes. Returns the error, if any.
+  template <typename Op>
+  asio::awaitable<error_code> drive(Op op, int wants);
+  // attempt, then drive if it must wait.
+  template <typename Op>
+  asio::awaitable<error_code> complete(Op op);
 
   tcp::socket socket_;
   std::unique_ptr<bio_state> bio_;
