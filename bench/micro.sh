@@ -59,7 +59,10 @@ def per_op_us(b):
 rows, failed, context = [], [], None
 for bin in binaries:
     with open(f"{out}/{bin}.json") as f:
-        doc = json.load(f)
+        text = f.read()
+    if not text.strip():
+        continue  # a --benchmark_filter that matches none of this binary's benchmarks
+    doc = json.loads(text)
     context = context or doc.get("context", {})
     runs = doc.get("benchmarks", [])
     # With --benchmark_repetitions, each benchmark's median stands for it.
