@@ -1,7 +1,6 @@
 #include "http/message.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 
 namespace broker::http {
@@ -103,23 +102,9 @@ bool never_listed(std::string_view name) {
 
 void append_headers(std::string& out, const message_head& head) {
   // The names Connection lists, gathered once rather than looked up for every field.
-  std::array<std::string_view, 8> listed;
-  std::size_t count = 0;
-  bool more = false;
-  for (const auto& h : head.headers) {
-    if (!iequals(h.name, "connection")) continue;
-    for_each_element(h.value, [&](std::string_view item) {
-      if (count < listed.size()) {
-        listed[count++] = item;
-      } else {
-        more = true;
-      }
-      return false;
-    });
-  }
-  const auto is_listed = [&](std::string_view name) {
-    if (more) return head.has_token("connection", name);
-    return std::any_of(listed.begin(), listed.begin() + static_cast<std::ptrdiff_t>(count),
+  const std::vector<std::string_view> listed = head.list("connection");
+  const auto is_listed = [&listed](std::string_view name) {
+    return std::any_of(listed.begin(), listed.end(),
                        [name](std::string_view item) { return iequals(item, name); });
   };
   for (const auto& h : head.headers) {
