@@ -2,7 +2,8 @@
 # The yardstick's four measurements, taken round-robin over the contenders for several rounds and
 # reported as medians and ratios to direct, and broker MITM's ratio to haproxy's (issue 32). On this noisy 2-core machine one sequential pass
 # (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone. It
-# also reports the CPU each proxy spent per request, which moves far less than a rate.
+# also reports the CPU each proxy spent per request (on this VM it moves between runs about as
+# much as a rate does).
 # Needs the peers of ../shared/bench up (bench/yardstick.sh starts them) and curl.
 # Usage: bench/interleaved.sh [path/to/broker] [rounds]
 set -euo pipefail
@@ -32,8 +33,7 @@ contenders=(
   "nghttpx|--connect-to api.example.test:8443:127.0.0.1:19444|$PEERS/upstream-ca.pem"
 )
 now() { date +%s.%N; }
-# CPU a proxy spent (µs, user and system, every thread of its processes and their children): the
-# steadier yardstick on this machine, where a rate moves with whatever else the two cores run.
+# CPU a proxy spent (µs, user and system, every thread of its processes and their children).
 pids_of() {
   local file
   case $1 in
@@ -97,9 +97,10 @@ for metric in ka1 ka8 newc bulk; do
     done
   done
 done
-python3 - "$work/results" <<'PY'
+python3 - "$work/results" "$N" "$NC" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
+requests, new_connections = int(sys.argv[2]), int(sys.argv[3])
 names = list(dict.fromkeys(r[1] for r in rows))
 metrics = ["ka1", "ka8", "newc", "bulk"]
 med = {(m, n): statistics.median(float(r[2]) for r in rows if r[0] == m and r[1] == n)
@@ -113,7 +114,7 @@ if "haproxy" in names:
     print(f"{'mitm / haproxy':<16}{cells}")
 # The proxy's own CPU for each request (each new connection's request; each MiB of the bulk
 # transfer): the same work measured without the rate's dependence on the other processes.
-units = {"ka1": 2000, "ka8": 2000, "newc": 200, "bulk": 256}
+units = {"ka1": requests, "ka8": requests, "newc": new_connections, "bulk": 256}
 cpu = {(m, n): statistics.median(float(r[3]) / units[m] for r in rows if r[0] == m and r[1] == n)
        for m in metrics for n in names if all(r[3] != "nan" for r in rows if r[1] == n)}
 if cpu:
