@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -97,14 +98,42 @@ std::vector<int> receive_sockets(int control, bool& sock_diag, bool& netfilter,
 }
 
 // The last close of the nfnetlink socket capture's rules went over waits for the kernel to
-// free their transaction (an RCU grace period, 5-30 ms here): on a thread of its own, so that
-// nothing waits for it but this process's exit, long after the rules were made.
-void close_in_background(int fd) {
-  try {
-    std::thread([fd] { ::close(fd); }).detach();
-  } catch (const std::system_error&) {
+// free their transaction (an RCU grace period, 5-30 ms here). A process's end waits for every
+// thread of it, so a thread closing it held up a short command's end by that much: a copy of
+// this process that holds nothing else closes it instead, once this one's copy is closed (an
+// end of file on `go`), and ends by itself (no exit signal; the destructor, or whoever adopts it
+// once the broker has ended, reaps it). -1 when none could be made: then it is closed here.
+int close_in_own_process(int fd) {
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) < 0) {
     ::close(fd);
+    return -1;
   }
+  struct kept {
+    int socket, go;
+  } k{fd, go[0]};
+  constexpr std::size_t stack_bytes = 16 * 1024;
+  auto stack = std::make_unique<char[]>(stack_bytes);
+  const pid_t pid = ::clone(
+      [](void* arg) -> int {
+        const auto [socket, go] = *static_cast<kept*>(arg);
+        // Not the broker's output, listeners or control socket: only these two.
+        const unsigned low = static_cast<unsigned>(std::min(socket, go));
+        const unsigned high = static_cast<unsigned>(std::max(socket, go));
+        if (low > 0) ::close_range(0, low - 1, 0);
+        if (high > low + 1) ::close_range(low + 1, high - 1, 0);
+        ::close_range(high + 1, ~0U, 0);
+        char end;
+        while (::read(go, &end, 1) < 0 && errno == EINTR) {
+        }
+        ::close(socket);
+        ::_exit(0);
+      },
+      stack.get() + stack_bytes, 0, &k);
+  ::close(fd);
+  ::close(go[0]);
+  ::close(go[1]);
+  return pid;
 }
 
 // The plan (launch_plan.hpp) to init in a memory file, then its word that the command's file
@@ -198,7 +227,7 @@ void child_session::take_sockets() {
   bool has_sock_diag = false, has_netfilter = false;
   auto fds = receive_sockets(control_, has_sock_diag, has_netfilter, capture_.unavailable);
   if (has_netfilter && fds.size() > 1) {
-    close_in_background(fds.back());
+    closer_ = close_in_own_process(fds.back());
     fds.pop_back();
   }
   listener_ = fds.at(0);
@@ -266,6 +295,7 @@ child_session::~child_session() {
   if (end_report_ >= 0) ::close(end_report_);
   // Init said everything ended (its status came from take_end_report): its end follows at once.
   if (pid_ > 0 && status_ >= 0 && !reaped_) ::waitpid(pid_, nullptr, 0);
+  if (closer_ > 0) ::waitpid(closer_, nullptr, WNOHANG | __WALL);
   for (int fd : {listener_, sock_diag_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
     if (fd >= 0) ::close(fd);
 }

@@ -135,6 +135,7 @@ class child_session {
   int end_report_ = -1;  // netns: from init, after launch(), until its word that all ended
   pid_t pid_ = -1;
   bool reaped_ = false;
+  pid_t closer_ = -1;  // the process closing the nfnetlink socket (take_sockets)
   int listener_ = -1;
   int sock_diag_ = -1;
   capture_sockets capture_;

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BROKER_BIN
+from conftest import BROKER_BIN, clean_env
 from test_wrap import (API, NOBODY, PY, REAL, WrapSession, assert_clean, github_policy,
                        nobody, session_lines, ws)  # noqa: F401
 
@@ -382,3 +382,39 @@ def test_a_captured_client_meets_the_budget_and_the_exfiltration_guard(tmp_path,
     spent = [x for x in recs if x.get("error") == "budget_exhausted"]
     assert len(spent) == 2, recs
     ws.assert_logs_clean()
+
+
+# --------------------------------------------------------------------------------------------
+# The session's end
+# --------------------------------------------------------------------------------------------
+
+def test_the_broker_ends_with_its_output_closed_everywhere(tmp_path):
+    """The last close of the socket capture's rules went over waits for the kernel (an RCU grace
+    period, long after a short command has ended), so a process of the broker's own does it
+    while the broker ends with its command. That process holds nothing else of the broker's:
+    whoever reads the broker's output (`$(broker wrap -- ...)`, a pipe) has its end as soon as
+    the broker has ended, not a grace period later."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = clean_env({"HOME": str(home), "XDG_RUNTIME_DIR": str(tmp_path)})
+    for _ in range(5):
+        p = subprocess.Popen([BROKER_BIN, "wrap", "--log-dir", str(tmp_path / "logs"), "--",
+                              "sh", "-c", f"echo {RAN}"], env=env, cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.wait(timeout=60) == 0
+        read = {}
+        for name, pipe in (("stdout", p.stdout), ("stderr", p.stderr)):
+            os.set_blocking(pipe.fileno(), False)
+            read[name] = b""
+            while True:
+                try:
+                    chunk = os.read(pipe.fileno(), 65536)
+                except BlockingIOError:
+                    pytest.fail(f"the broker has ended but its {name} is still held open: "
+                                f"{read[name]!r}")
+                if not chunk:
+                    break
+                read[name] += chunk
+            pipe.close()
+        assert RAN in read["stdout"].decode(), read
+        assert "netns, transparent capture" in read["stderr"].decode(), read
