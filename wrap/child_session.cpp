@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,27 +110,37 @@ int close_in_own_process(int fd) {
     ::close(fd);
     return -1;
   }
+  // Where the kernel has no close_range(2) (before 5.9, or a filter refusing it), the copy
+  // closes one descriptor at a time up to the limit on them (at most 65,536).
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
   struct kept {
     int socket, go;
-  } k{fd, go[0]};
-  constexpr std::size_t stack_bytes = 16 * 1024;
-  auto stack = std::make_unique<char[]>(stack_bytes);
+    unsigned last;
+  } k{fd, go[0], static_cast<unsigned>(std::clamp<rlim_t>(limit.rlim_cur, 1, 65536)) - 1};
+  alignas(16) char stack[16 * 1024];  // the copy's own, copied with the rest of this process
   const pid_t pid = ::clone(
       [](void* arg) -> int {
-        const auto [socket, go] = *static_cast<kept*>(arg);
+        // Only system calls: this is a copy of a process that may have had other threads.
+        const auto [socket, go, last] = *static_cast<kept*>(arg);
+        const auto close_span = [last](unsigned first, unsigned end) {
+          if (first > end || ::close_range(first, end, 0) == 0) return;
+          for (unsigned each = first; each <= std::min(end, last); ++each)
+            ::close(static_cast<int>(each));
+        };
         // Not the broker's output, listeners or control socket: only these two.
         const unsigned low = static_cast<unsigned>(std::min(socket, go));
         const unsigned high = static_cast<unsigned>(std::max(socket, go));
-        if (low > 0) ::close_range(0, low - 1, 0);
-        if (high > low + 1) ::close_range(low + 1, high - 1, 0);
-        ::close_range(high + 1, ~0U, 0);
+        if (low > 0) close_span(0, low - 1);
+        close_span(low + 1, high - 1);
+        close_span(high + 1, ~0U);
         char end;
         while (::read(go, &end, 1) < 0 && errno == EINTR) {
         }
         ::close(socket);
         ::_exit(0);
       },
-      stack.get() + stack_bytes, 0, &k);
+      stack + sizeof stack, 0, &k);
   ::close(fd);
   ::close(go[0]);
   ::close(go[1]);

@@ -417,4 +417,6 @@ def test_the_broker_ends_with_its_output_closed_everywhere(tmp_path):
                 read[name] += chunk
             pipe.close()
         assert RAN in read["stdout"].decode(), read
+        # Capture was set up, so there was a rules socket to close.
         assert "netns, transparent capture" in read["stderr"].decode(), read
+        assert "transparent capture is unavailable" not in read["stderr"].decode(), read
