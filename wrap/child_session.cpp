@@ -15,7 +15,6 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -98,6 +97,36 @@ std::vector<int> receive_sockets(int control, bool& sock_diag, bool& netfilter,
   return fds;
 }
 
+// What the copy of close_in_own_process keeps: the socket to close, the pipe's read end that
+// says when, and the highest descriptor to close one at a time where close_range(2) is missing
+// (before Linux 5.9, or a filter refusing it).
+struct last_close {
+  int socket, go;
+  unsigned last;
+};
+
+// The copy's whole life. Only system calls: it is a copy of a process that may have had other
+// threads.
+int close_last(void* arg) {
+  const auto [socket, go, last] = *static_cast<last_close*>(arg);
+  const auto close_span = [last](unsigned first, unsigned end) {
+    if (first > end || ::close_range(first, end, 0) == 0) return;
+    for (unsigned each = first; each <= std::min(end, last); ++each)
+      ::close(static_cast<int>(each));
+  };
+  // Not the broker's output, listeners or control socket: only these two.
+  const unsigned low = static_cast<unsigned>(std::min(socket, go));
+  const unsigned high = static_cast<unsigned>(std::max(socket, go));
+  if (low > 0) close_span(0, low - 1);
+  close_span(low + 1, high - 1);
+  close_span(high + 1, ~0U);
+  char end;
+  while (::read(go, &end, 1) < 0 && errno == EINTR) {
+  }
+  ::close(socket);
+  ::_exit(0);
+}
+
 // The last close of the nfnetlink socket capture's rules went over waits for the kernel to
 // free their transaction (an RCU grace period, 5-30 ms here). A process's end waits for every
 // thread of it, so a thread closing it held up a short command's end by that much: a copy of
@@ -110,37 +139,12 @@ int close_in_own_process(int fd) {
     ::close(fd);
     return -1;
   }
-  // Where the kernel has no close_range(2) (before 5.9, or a filter refusing it), the copy
-  // closes one descriptor at a time up to the limit on them (at most 65,536).
   rlimit limit{};
   ::getrlimit(RLIMIT_NOFILE, &limit);
-  struct kept {
-    int socket, go;
-    unsigned last;
-  } k{fd, go[0], static_cast<unsigned>(std::clamp<rlim_t>(limit.rlim_cur, 1, 65536)) - 1};
+  last_close what{fd, go[0],
+                  static_cast<unsigned>(std::clamp<rlim_t>(limit.rlim_cur, 1, 65536)) - 1};
   alignas(16) char stack[16 * 1024];  // the copy's own, copied with the rest of this process
-  const pid_t pid = ::clone(
-      [](void* arg) -> int {
-        // Only system calls: this is a copy of a process that may have had other threads.
-        const auto [socket, go, last] = *static_cast<kept*>(arg);
-        const auto close_span = [last](unsigned first, unsigned end) {
-          if (first > end || ::close_range(first, end, 0) == 0) return;
-          for (unsigned each = first; each <= std::min(end, last); ++each)
-            ::close(static_cast<int>(each));
-        };
-        // Not the broker's output, listeners or control socket: only these two.
-        const unsigned low = static_cast<unsigned>(std::min(socket, go));
-        const unsigned high = static_cast<unsigned>(std::max(socket, go));
-        if (low > 0) close_span(0, low - 1);
-        close_span(low + 1, high - 1);
-        close_span(high + 1, ~0U);
-        char end;
-        while (::read(go, &end, 1) < 0 && errno == EINTR) {
-        }
-        ::close(socket);
-        ::_exit(0);
-      },
-      stack + sizeof stack, 0, &k);
+  const pid_t pid = ::clone(close_last, stack + sizeof stack, 0, &what);
   ::close(fd);
   ::close(go[0]);
   ::close(go[1]);
