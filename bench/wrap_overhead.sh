@@ -4,8 +4,10 @@
 # capture) and in env mode; prints the medians and the difference in milliseconds.
 # Usage: bench/wrap_overhead.sh [path/to/broker] [runs]
 # HOME_FILES=N (default 100000): the runs use a home of N files (40 top-level dotfiles, the rest
-# in 40 directories, as a developer's home looks), so that what wrap does per home (its views,
-# the exit's copy-back) is measured at that size; HOME_FILES=0 keeps the caller's HOME.
+# in 40 directories, as a developer's home looks), so that what wrap does per home (its layer,
+# and what the end looks at) is measured at that size; HOME_FILES=0 keeps the caller's HOME.
+# A third pair writes one file in the home and one in the working directory, inside and
+# without wrap: the end of a session that kept something out (set aside, named, recorded).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 broker=$(realpath "${1:-$root/build/broker}")
@@ -42,15 +44,19 @@ for _ in $(seq "$runs"); do
   echo "true $(ms true)"
   echo "netns $(ms "$broker" wrap -- true)"
   echo "env $(ms "$broker" wrap --isolate env -- true)"
+  echo "write $(ms sh -c 'echo x > "$HOME/.bench-new"; echo x > out; rm -f "$HOME/.bench-new"')"
+  echo "netns-write $(ms "$broker" wrap -- sh -c 'echo x > "$HOME/.bench-new"; echo x > out')"
 done > "$work/times"
 python3 - "$work/times" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-med = {k: statistics.median(int(v) for n, v in rows if n == k) / 1000 for k in ("true", "netns", "env")}
+med = {k: statistics.median(int(v) for n, v in rows if n == k) / 1000
+       for k in ("true", "netns", "env", "write", "netns-write")}
 import os
 print(f"home: {os.environ['HOME']} ({os.environ.get('HOME_FILES', '100000')} files)")
 print(f"{'wrap overhead (median of runs)':<34}{'ms':>8}{'goal':>8}")
-for k, label, goal in (("netns", "broker wrap -- true (netns)", "<= 20"),
-                       ("env", "broker wrap --isolate env -- true", "<= 30")):
-    print(f"{label:<34}{med[k] - med['true']:>8.1f}{goal:>8}")
+for k, base, label, goal in (("netns", "true", "broker wrap -- true (netns)", "<= 20"),
+                             ("env", "true", "broker wrap --isolate env -- true", "<= 30"),
+                             ("netns-write", "write", "a write kept out (netns)", "")):
+    print(f"{label:<34}{med[k] - med[base]:>8.1f}{goal:>8}")
 PY

@@ -134,8 +134,7 @@ class login_file_broker final : public request_broker {
   bool rotates() const override { return true; }
   void dummy_variables(std::vector<dummy_variable>&) const override {}
   void dummy_files(std::vector<dummy_file>& out) const override {
-    out.push_back(
-        {"", "login-" + name() + ".json", copy_, name(), path_, spec().login_file->directory_view});
+    out.push_back({"", "login-" + name() + ".json", copy_, name(), path_});
   }
 
   // The family's places (Authorization: Bearer, its header, opted-in query parameters), for

@@ -38,8 +38,7 @@ struct dummy_variable {
 // login file shown at `target` (then `variable` is empty). The content holds dummies only.
 struct dummy_file {
   std::string variable, file_name, content, credential;
-  std::string target;           // absolute: the login file's path, where the child finds the copy
-  bool directory_view = false;  // shown in a view of target's directory (login_file_spec)
+  std::string target;  // absolute: the login file's path, where the child finds the copy
 };
 
 // The values of a credential fixed for the session.

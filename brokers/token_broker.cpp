@@ -218,8 +218,7 @@ void token_broker::dummy_variables(std::vector<dummy_variable>& out) const {
 
 void token_broker::dummy_files(std::vector<dummy_file>& out) const {
   if (spec().type == "gcp" && !spec().env.empty())
-    out.push_back(
-        {spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name(), {}, false});
+    out.push_back({spec().env.front(), "gcp-" + name() + ".json", gcp_key_file(), name(), {}});
 }
 
 int token_broker::swap_header(std::string_view name, std::string& value) const {

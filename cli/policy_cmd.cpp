@@ -1,4 +1,6 @@
 // `broker policy check FILE...`, `broker policy default` and `broker policy suggest`.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -11,11 +13,50 @@
 #include "config/suggest.hpp"
 #include "session/audit_merge.hpp"
 #include "session/log_reader.hpp"
-#include "wrap/file_masks.hpp"
+#include "wrap/home_rules.hpp"
 
 namespace broker::cli {
 
 namespace {
+
+// `path` with the home as "~".
+std::string tilde(const std::string& path, const std::string& home) {
+  if (!home.empty() && home != "/" && path.starts_with(home + "/"))
+    return "~" + path.substr(home.size());
+  return path;
+}
+
+nlohmann::ordered_json wrap_lists(const std::vector<config::policy>& layers) {
+  const char* home_variable = std::getenv("HOME");
+  const std::string home = home_variable ? home_variable : "";
+  wrap::home_rule_inputs in;
+  in.home = home;
+  in.layers = layers;
+  in.root = ::geteuid() == 0;
+  for (const char* name :
+       {"XDG_CACHE_HOME", "CODEX_HOME", "GOMODCACHE", "GOPATH", "npm_config_cache"})
+    if (const char* v = std::getenv(name)) in.env.emplace_back(name, v);
+  const wrap::home_rules rules(in);
+  nlohmann::ordered_json out;
+  auto& writable = out["writable"] = nlohmann::ordered_json::array();
+  writable.push_back({{"path", "the working directory and every --workspace"}, {"how", "live"}});
+  const auto list = [&](wrap::home_rule::kind kind, const char* how, nlohmann::ordered_json& to) {
+    for (const auto& r : rules.all())
+      if (r.what == kind) {
+        nlohmann::ordered_json item{{"path", tilde(r.path, home)}, {"how", how}};
+        if (kind == wrap::home_rule::settings) item["data"] = r.data;
+        if (kind == wrap::home_rule::dropped) item["what"] = r.why;
+        to.push_back(std::move(item));
+      }
+  };
+  list(wrap::home_rule::through, "live where it exists, else when the session ends", writable);
+  list(wrap::home_rule::settings, "its data members, when the session ends", writable);
+  list(wrap::home_rule::key_store, "kept for broker's sessions, never in the home", writable);
+  list(wrap::home_rule::dropped, "the session's changes dropped", out["dropped"]);
+  auto& readonly = out["readonly"] = nlohmann::ordered_json::array();
+  for (const auto& p : wrap::readonly_paths(layers, home)) readonly.push_back(tilde(p, home));
+  return out;
+}
 
 int run_check(const std::vector<std::string>& files) {
   try {
@@ -23,15 +64,9 @@ int run_check(const std::vector<std::string>& files) {
     nlohmann::ordered_json out;
     out["layers"] = nlohmann::ordered_json::array();
     for (const auto& layer : layers) out["layers"].push_back(config::to_json(layer));
-    // What wrap keeps the command from leaving for later (DESIGN §8.1), all layers applied.
-    auto& kept = out["wrap"]["protected"] = nlohmann::ordered_json::array();
-    const char* home_variable = std::getenv("HOME");
-    const std::string home = home_variable ? home_variable : "";
-    for (auto& p : wrap::persistence_paths(layers, home)) {
-      if (!home.empty() && p.path.starts_with(home + "/"))
-        p.path = "~" + p.path.substr(home.size());
-      kept.push_back({{"path", p.path}, {"reason", p.reason}});
-    }
+    // Where wrap lets the command's writes through, and what it holds read-only (DESIGN
+    // §8.1), all layers applied; everything else it writes is kept out of the host.
+    out["wrap"] = wrap_lists(layers);
     // What `broker approve --always` approved: extends the layers that ask (DESIGN §13).
     const auto approved_path = config::default_approved_path();
     if (!approved_path.empty())

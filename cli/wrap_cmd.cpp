@@ -30,6 +30,10 @@ void register_wrap(CLI::App& root, int& exit_status) {
                 "Let through what the policy refuses for want of an allow rule, recorded as "
                 "learned (explicit deny rules and the address guard still hold); then "
                 "broker policy suggest");
+  app->add_option("--workspace", options->workspaces,
+                  "Another directory the command's writes go through to, besides the working "
+                  "directory (everything else outside them is kept out when it ends)")
+      ->allow_extra_args(false);
   app->add_option("command", options->command, "The command and its arguments, after --")
       ->required();
   app->callback([options, &exit_status] {

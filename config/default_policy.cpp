@@ -132,7 +132,6 @@ constexpr std::string_view default_text = R"json({
       "type": "bearer",
       "file": "~/.codex/auth.json",
       "fields": ["OPENAI_API_KEY", "tokens.access_token", "tokens.id_token"],
-      "directory_view": true,  // Codex renames a new auth.json over the old one
       "refresh": {
         "url": "https://auth.openai.com/oauth/token",
         "token": "tokens.refresh_token",

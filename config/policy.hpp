@@ -79,9 +79,6 @@ struct login_file_spec {
     std::string expires_at_ms;  // optional: the file's member set from expires_in (ms since 1970)
   };
   std::optional<refresh_spec> refresh;
-  // The agent replaces the file with rename(2) (Codex): the child gets a view of the file's
-  // directory instead of a copy mounted on the file (a mount point cannot be renamed over).
-  bool directory_view = false;
 };
 
 struct credential_spec {

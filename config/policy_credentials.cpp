@@ -128,7 +128,6 @@ login_file_spec parse_login_file(const json_node& node, const json_node& file,
   if (!fields) node.fail("a login file needs \"fields\" (the members holding its values)");
   for (auto& [text, item] : fields->string_elements()) f.fields.push_back(parse_member_path(item));
   if (auto refresh = node.find("refresh")) f.refresh = parse_refresh(*refresh);
-  if (auto view = node.find("directory_view")) f.directory_view = view->as_bool();
   return f;
 }
 
@@ -139,7 +138,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   node.expect_object("expected a credential object");
   node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
                             "allow_plaintext", "regions", "services", "scopes", "file", "fields",
-                            "refresh", "directory_view", "also_bearer", "programs"});
+                            "refresh", "also_bearer", "programs"});
 
   credential_spec c;
   c.name = name;
@@ -168,7 +167,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   if (auto file = node.find("file")) {
     c.login_file = parse_login_file(node, *file, c.type);
   } else {
-    for (const char* key : {"fields", "refresh", "directory_view"})
+    for (const char* key : {"fields", "refresh"})
       if (auto n = node.find(key))
         n->fail("\"" + std::string(key) + "\" applies only with \"file\"");
   }

@@ -63,7 +63,6 @@ ordered_json credential_json(const credential_spec& c) {
   if (c.login_file) {
     j["file"] = c.login_file->path;
     j["fields"] = c.login_file->fields;
-    if (c.login_file->directory_view) j["directory_view"] = true;
     if (const auto& r = c.login_file->refresh) {
       ordered_json refresh;
       refresh["url"] = r->url;

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev libseccomp-dev libnftnl-dev libmnl-dev libhiredis-dev
-  zlib1g-dev libbrotli-dev libzstd-dev libnghttp2-dev libjs-chart.js
+  zlib1g-dev libbrotli-dev libzstd-dev libnghttp2-dev libjs-chart.js libtomlplusplus-dev
   curl
 )
 if [[ ${1:-} != --build ]]; then

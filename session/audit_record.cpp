@@ -146,12 +146,13 @@ record_json admin_record(const admin_action& a) {
 }
 
 record_json kept_out_record(const std::string& path, const std::string& reason,
-                            const std::string& kept) {
+                            const std::string& kept, const std::string& change) {
   record_json j;
   j["event"] = "kept_out";
   j["path"] = path;
   j["reason"] = reason;
   j["kept"] = kept;
+  j["change"] = change;
   return j;
 }
 

@@ -114,10 +114,12 @@ struct admin_action {
 };
 nlohmann::ordered_json admin_record(const admin_action& a);
 
-// Something the wrapped command left that was kept out of the host (DESIGN §8.1): the real path
-// it would have reached, why not, and where it was set aside.
+// Something the wrapped command changed that was kept out of the host (DESIGN §8.1): the real
+// path it would have reached, why not, where the session's version was set aside ("" for none),
+// and the change: "set_aside", "removed" (the session removed what the host keeps) or
+// "dropped" (a cache's changes, thrown away).
 nlohmann::ordered_json kept_out_record(const std::string& path, const std::string& reason,
-                                       const std::string& kept);
+                                       const std::string& kept, const std::string& change);
 
 // A session's layers as its start and reload records name them: [{"source", "sha256"}].
 nlohmann::ordered_json policy_sources(const config::policy_set& set);

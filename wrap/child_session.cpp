@@ -152,8 +152,8 @@ int close_in_own_process(int fd) {
 }
 
 // The plan (launch_plan.hpp) to init in a memory file, then its word that the command's file
-// system is ready ('M') or what failed.
-void send_plan(int control, const launch_options& options) {
+// system is ready ('M', which layers it mounted, and the tmpfs holding them) or what failed.
+void send_plan(int control, const launch_options& options, std::vector<bool>& layers, int& upper) {
   const std::string plan = encode_launch_plan(options);
   const int file = ::memfd_create("broker-launch-plan", MFD_CLOEXEC);
   if (file < 0) throw launch_error(errno_text("memfd_create"));
@@ -182,14 +182,19 @@ void send_plan(int control, const launch_options& options) {
   const ssize_t sent = ::sendmsg(control, &message, MSG_NOSIGNAL);
   ::close(file);
   if (sent != 1) throw launch_error("the sandbox ended during setup");
-  char reply[512];
+  char reply[4096];
   iovec in{reply, sizeof reply};
+  alignas(cmsghdr) char fds[CMSG_SPACE(sizeof(int))] = {};
   msghdr answer{};
   answer.msg_iov = &in;
   answer.msg_iovlen = 1;
-  // Where the kernel will not stack a view, init copies it within the copies' 30 s.
-  if (receive(control, answer, "set up its file system", 40) < 1 || reply[0] != 'M')
-    throw launch_error("the sandbox did not set up its file system");
+  answer.msg_control = fds;
+  answer.msg_controllen = sizeof fds;
+  const ssize_t n = receive(control, answer, "set up its file system");
+  if (const cmsghdr* h = CMSG_FIRSTHDR(&answer); h && h->cmsg_type == SCM_RIGHTS)
+    std::memcpy(&upper, CMSG_DATA(h), sizeof upper);
+  if (n < 1 || reply[0] != 'M') throw launch_error("the sandbox did not set up its file system");
+  for (ssize_t i = 1; i < n; ++i) layers.push_back(reply[i] == '1');
 }
 
 }  // namespace
@@ -273,7 +278,7 @@ void child_session::launch(const launch_options& options) {
   }
   try {
     take_sockets();
-    send_plan(control_, options_);
+    send_plan(control_, options_, layers_mounted_, layer_upper_);
   } catch (...) {
     end_unlaunched();
     throw;
@@ -311,8 +316,13 @@ child_session::~child_session() {
   // Init said everything ended (its status came from take_end_report): its end follows at once.
   if (pid_ > 0 && status_ >= 0 && !reaped_) ::waitpid(pid_, nullptr, 0);
   if (closer_ > 0) ::waitpid(closer_, nullptr, WNOHANG | __WALL);
-  for (int fd : {listener_, sock_diag_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
+  for (int fd :
+       {listener_, sock_diag_, layer_upper_, capture_.listener, capture_.dns_udp, capture_.dns_tcp})
     if (fd >= 0) ::close(fd);
+}
+
+int child_session::take_layer_upper() {
+  return std::exchange(layer_upper_, -1);
 }
 
 int child_session::take_sock_diag() {

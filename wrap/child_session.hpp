@@ -3,9 +3,11 @@
 // netns: the child is cloned into fresh network, PID, mount, IPC and UTS namespaces (and a user
 // namespace when the broker is not root) first, before the session is prepared. Its first process
 // is a small init that brings up loopback and capture, creates the proxy's listening socket there
-// and hands it to the broker; then, from the broker's plan, mounts a fresh /proc, gives the child
-// private /tmp, /run and the like, the home's views, masks credential files and makes startup
-// files read-only, and runs the command as its own process group and forwards signals to it.
+// and hands it to the broker; then, from the broker's plan, makes the host's file system
+// read-only, mounts a fresh /proc, gives the child private /tmp, /run and the like, its
+// copy-on-write layers over the home (and the system's directories for a root command) with the
+// workspace and the other writable places bound through, masks credential files, and runs the
+// command as its own process group and forwards signals to it.
 // When the command exits, init ends what it left behind, and the kernel ends the rest of the
 // namespace with init.
 // env: the command is a plain child in its own process group; only variables keep it inside.
@@ -19,8 +21,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include "wrap/directory_view.hpp"
 
 #include "wrap/private_dirs.hpp"
 
@@ -45,16 +45,23 @@ struct launch_options {
   std::vector<std::string> argv;  // the command; argv[0] is looked up in PATH
   std::vector<std::string> envp;  // "NAME=VALUE", the whole child environment
   isolation mode = isolation::netns;
-  std::uint16_t proxy_port = 0;         // netns: the listener's port inside the namespace
-  std::vector<view_step> private_view;  // netns: host IPC directories emptied, paths kept
-  // netns: a file the child sees in place of another (a login file's dummy copy, DESIGN §9);
-  // what it writes there stays in the copy.
-  struct overlay {
-    std::string copy, target;  // absolute paths
+  std::uint16_t proxy_port = 0;  // netns: the listener's port inside the namespace
+  // netns: the child's view of the file system, step by step, parents first (private_dirs.hpp):
+  // host IPC directories emptied, paths kept through them, the session's copy-on-write layers
+  // and the places its writes go through to.
+  std::vector<view_step> private_view;
+  // netns: what a layer holds from the start, in its upper directory (absolute targets): a
+  // file copied from `source` (a login file's dummy copy, DESIGN §9; an agent's stored key), or
+  // with no source a name that stays missing whatever the host makes there meanwhile (a
+  // credential file that does not exist yet). `bind_otherwise`: where the target is in no layer,
+  // or its layer could not be made, the copy is bound over the target instead; what the child
+  // writes there stays in the copy either way.
+  struct seed {
+    std::string source, target;
+    bool bind_otherwise = false;
   };
-  std::vector<overlay> overlays;
-  // netns: a login file's directory shown as the session's view of it (directory_view.hpp).
-  std::vector<directory_view> views;
+  std::vector<seed> seeds;
+  std::uint64_t layer_bytes = 0;       // netns: what the layers may hold in all (a tmpfs's size)
   std::vector<std::string> masks;      // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;  // netns: absolute paths the child cannot change
   std::vector<std::string> scratch;    // netns: directories shown empty and private (a tmpfs)
@@ -111,6 +118,13 @@ class child_session {
   // Reaps the child if it has ended; returns its exit status per DESIGN §3 (the code, or
   // 128+N when a signal N ended the command), or -1 while it runs.
   int poll();
+  // netns: the session's layers as init made them: for each layer step of the plan, in order,
+  // whether it was mounted (a kernel that will not stack it leaves the directory read-only).
+  const std::vector<bool>& layers_mounted() const { return layers_mounted_; }
+  // netns: the file system holding every layer's upper directory ("N/u" for the N-th layer),
+  // kept by this descriptor after the namespace ends (ownership passes to the caller, once); -1
+  // when no layer was made.
+  int take_layer_upper();
   // netns: init's word, once the command and everything it left have ended and been reaped,
   // comes before init's own end (the kernel then takes down its mounts, 2-3 ms): SIGIO tells
   // of it. Returns the exit status as poll() does once it has come, else -1. Init is reaped
@@ -138,6 +152,8 @@ class child_session {
   pid_t closer_ = -1;  // the process closing the nfnetlink socket (take_sockets)
   int listener_ = -1;
   int sock_diag_ = -1;
+  int layer_upper_ = -1;
+  std::vector<bool> layers_mounted_;
   capture_sockets capture_;
   int status_ = -1;
 };

@@ -30,31 +30,4 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
                                             const std::string& cwd,
                                             std::vector<std::string>* unhidden = nullptr);
 
-// What a netns-mode child must not leave for a program outside the session to run later
-// (DESIGN §8.1): shell startup files, git's and ssh's configuration, systemd user units and
-// autostart entries, package managers' sources and init scripts under `home`, and every
-// layer's files.readonly ("~/" expanded), existing or not, each with why (for the user); less
-// the floor's paths files.writable opens (those every layer that lists any agrees on).
-struct protected_path {
-  std::string path;
-  const char* reason;
-  // What the child made there is removed rather than set aside: an agent's own programs, which
-  // it installs again every session (hundreds of MB each time).
-  bool discard = false;
-};
-std::vector<protected_path> persistence_paths(const std::vector<config::policy>& layers,
-                                              const std::string& home);
-
-// Those that exist (but the discarded ones, scratch_directories): read-only inside. A missing one
-// is kept out of the host when the child makes it (home_guard.hpp); creating an empty one on the
-// user's behalf would change their shells (an empty ~/.bash_profile hides ~/.profile).
-std::vector<std::string> read_only_files(const std::vector<config::policy>& layers,
-                                         const std::string& home);
-
-// The existing directories of the paths whose new content is discarded (an agent's own
-// programs): the child sees each as an empty private directory (a tmpfs), where the agent
-// installs them again, gone when the session ends; the host's copy is neither seen nor changed.
-std::vector<std::string> scratch_directories(const std::vector<config::policy>& layers,
-                                             const std::string& home);
-
 }  // namespace broker::wrap

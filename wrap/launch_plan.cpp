@@ -7,7 +7,7 @@ namespace broker::wrap {
 
 namespace {
 
-constexpr std::uint32_t plan_version = 1;
+constexpr std::uint32_t plan_version = 2;
 
 class writer {
  public:
@@ -78,30 +78,17 @@ std::string encode_launch_plan(const launch_options& o) {
   w.number(o.proxy_port);
   w.number(o.private_view.size());
   for (const auto& step : o.private_view) {
-    w.number(step.what == view_step::bind ? 1 : 0);
+    w.number(static_cast<std::uint64_t>(step.what));
     w.text(step.path);
     w.number(step.mode);
   }
-  w.number(o.overlays.size());
-  for (const auto& overlay : o.overlays) {
-    w.text(overlay.copy);
-    w.text(overlay.target);
+  w.number(o.seeds.size());
+  for (const auto& seed : o.seeds) {
+    w.text(seed.source);
+    w.text(seed.target);
+    w.number(seed.bind_otherwise ? 1 : 0);
   }
-  w.number(o.views.size());
-  for (const auto& v : o.views) {
-    w.text(v.view);
-    w.text(v.work);
-    w.text(v.target);
-    w.text(v.login_name);
-    w.texts(v.hidden);
-    w.number(v.links_go_back ? 1 : 0);
-    w.texts(v.subdirs);
-    w.texts(v.live_files);
-    std::vector<std::string> files;  // what init copies where it cannot stack: names only
-    for (const auto& f : v.files) files.push_back(f.name);
-    w.texts(files);
-    w.texts(v.links);
-  }
+  w.number(o.layer_bytes);
   w.texts(o.masks);
   w.texts(o.read_only);
   w.texts(o.scratch);
@@ -126,28 +113,19 @@ launch_options decode_launch_plan(std::string_view bytes) {
   o.proxy_port = static_cast<std::uint16_t>(r.number());
   o.private_view.resize(r.count());
   for (auto& step : o.private_view) {
-    step.what = r.number() == 1 ? view_step::bind : view_step::empty;
+    const std::uint64_t what = r.number();
+    if (what > view_step::through) throw launch_error("the launch plan names an unknown step");
+    step.what = static_cast<view_step::kind>(what);
     step.path = r.text();
     step.mode = static_cast<unsigned>(r.number());
   }
-  o.overlays.resize(r.count());
-  for (auto& overlay : o.overlays) {
-    overlay.copy = r.text();
-    overlay.target = r.text();
+  o.seeds.resize(r.count());
+  for (auto& seed : o.seeds) {
+    seed.source = r.text();
+    seed.target = r.text();
+    seed.bind_otherwise = r.number() == 1;
   }
-  o.views.resize(r.count());
-  for (auto& v : o.views) {
-    v.view = r.text();
-    v.work = r.text();
-    v.target = r.text();
-    v.login_name = r.text();
-    v.hidden = r.texts();
-    v.links_go_back = r.number() == 1;
-    v.subdirs = r.texts();
-    v.live_files = r.texts();
-    for (auto& name : r.texts()) v.files.push_back({std::move(name), 0, {}, {}, nullptr});
-    v.links = r.texts();
-  }
+  o.layer_bytes = r.number();
   o.masks = r.texts();
   o.read_only = r.texts();
   o.scratch = r.texts();

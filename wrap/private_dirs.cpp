@@ -36,7 +36,7 @@ bool before(const view_step& a, const view_step& b) {
   };
   const auto pa = parts(a.path), pb = parts(b.path);
   if (pa != pb) return pa < pb;
-  return a.what == view_step::empty && b.what == view_step::bind;
+  return a.what < b.what;  // empty, bind, layer, through
 }
 
 }  // namespace
@@ -52,7 +52,9 @@ std::vector<view_step> host_ipc_dirs(const std::string& xdg_runtime_dir) {
 }
 
 std::vector<view_step> private_view(const std::vector<view_step>& dirs,
-                                    const std::vector<std::string>& kept) {
+                                    const std::vector<std::string>& kept,
+                                    const std::vector<std::string>& layers,
+                                    const std::vector<std::string>& through) {
   std::vector<view_step> steps;
   const auto seen = [&](const std::string& path, view_step::kind what) {
     return std::any_of(steps.begin(), steps.end(),
@@ -61,22 +63,34 @@ std::vector<view_step> private_view(const std::vector<view_step>& dirs,
   for (const auto& dir : dirs)
     if (auto c = canonical(dir.path); c && *c != "/" && !seen(*c, view_step::empty))
       steps.push_back({view_step::empty, *c, dir.mode});
-  for (const auto& path : kept)
-    if (auto c = canonical(path); c && !seen(*c, view_step::bind))
-      steps.push_back({view_step::bind, *c});
-  // A kept path that is itself one of the directories is not made private at all: binding it
-  // back would bring along the tmpfs mounted on that very directory.
+  for (const auto& [list, what] :
+       {std::pair{&kept, view_step::bind}, std::pair{&layers, view_step::layer},
+        std::pair{&through, view_step::through}})
+    for (const auto& path : *list)
+      if (auto c = canonical(path); c && *c != "/" && !seen(*c, what)) steps.push_back({what, *c});
+  // A place that is itself one of the directories is not made private at all: binding it back
+  // would bring along the tmpfs mounted on that very directory. A kept path that is a layer or
+  // a place bound through needs no bind of its own.
   std::erase_if(steps, [&](const view_step& s) {
-    return s.what == view_step::empty && seen(s.path, view_step::bind);
+    return s.what <= view_step::bind &&
+           std::any_of(steps.begin(), steps.end(),
+                       [&](const view_step& o) { return o.path == s.path && o.what > s.what; });
   });
   std::sort(steps.begin(), steps.end(), before);
-  // A kept path matters only when the nearest step that holds it made things empty.
   std::vector<view_step> needed;
   for (auto& step : steps) {
     const view_step* nearest = nullptr;
     for (const auto& s : needed)
       if (within(step.path, s.path)) nearest = &s;
-    if (step.what == view_step::bind && (!nearest || nearest->what == view_step::bind)) continue;
+    const auto holder = nearest ? nearest->what : view_step::bind;  // none: the host's, bound
+    // A kept path matters where the nearest step holding it made things empty or a layer; the
+    // host's own view or a place bound in shows it already.
+    if (step.what == view_step::bind && (holder == view_step::bind || holder == view_step::through))
+      continue;
+    // A layer or through place within one of its own kind is covered by it already.
+    if ((step.what == view_step::layer || step.what == view_step::through) && nearest &&
+        holder == step.what)
+      continue;
     needed.push_back(std::move(step));
   }
   return needed;

@@ -31,14 +31,10 @@
 #include "wrap/ask_notice.hpp"
 #include "wrap/capture_net.hpp"
 #include "wrap/child_session.hpp"
-#include "wrap/directory_view.hpp"
 #include "wrap/env_policy.hpp"
-#include "wrap/file_masks.hpp"
-#include "wrap/git_dirs.hpp"
-#include "wrap/home_guard.hpp"
 #include "wrap/private_dirs.hpp"
 #include "wrap/sandbox_init.hpp"
-#include "wrap/session_views.hpp"
+#include "wrap/session_files.hpp"
 
 extern char** environ;
 
@@ -113,52 +109,6 @@ int supervise(child_session& child, const sigset_t& signals, proxy::proxy_contex
   }
 }
 
-// The child's private /tmp, /run and the like (DESIGN §8.1), with what the command needs from
-// under them kept: its working directory, $HOME, its executable, the session files it reads and
-// files.pass.
-std::vector<view_step> private_view(const env_plan& plan, const std::string& cwd,
-                                    const std::string& home,
-                                    const std::vector<config::policy>& layers,
-                                    std::vector<std::string> kept, const std::string& command) {
-  std::string path_variable;
-  for (const auto& [name, value] : plan.env)
-    if (name == "PATH") path_variable = value;
-  kept.push_back(cwd);
-  kept.push_back(home);
-  kept.push_back(find_command(command, path_variable, cwd));
-  for (auto& path : passed_paths(layers, home)) kept.push_back(std::move(path));
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  auto dirs = host_ipc_dirs(runtime ? runtime : "");
-  // Where sessions' control sockets live is the broker's own state: empty even under a /tmp the
-  // working directory keeps.
-  dirs.push_back({view_step::empty, session::runtime_base().string(), 0700});
-  return private_view(dirs, kept);
-}
-
-// One stderr block naming each path kept out of the host, and one audit record each (DESIGN
-// §8.1); nothing when nothing was. What an agent makes again every session (its programs,
-// removed) is named on one line, and its key store only when it changed.
-void report_kept_out(const std::vector<kept_out>& kept, const std::string& session_id,
-                     session::audit_log& audit) {
-  bool set_aside = false;
-  std::string removed;
-  for (const auto& k : kept) {
-    audit.write(session::kept_out_record(k.path, k.reason, k.kept));
-    if (k.kept.empty()) {
-      removed += (removed.empty() ? "" : ", ") + k.path;
-    } else if (!k.stored || k.store_changed) {
-      std::cerr << "broker: kept out of your home: " << k.path << " (" << k.reason << ") -> "
-                << k.kept << "\n";
-      set_aside |= !k.stored;
-    }
-  }
-  if (!removed.empty())
-    std::cerr << "broker: removed what the command made for later outside the session (an "
-                 "agent's own programs and their state, made again next session): "
-              << removed << "\n";
-  if (set_aside) std::cerr << "broker: to take one anyway: broker keep " << session_id << " PATH\n";
-}
-
 std::string env_value(const env_plan& plan, std::string_view name) {
   for (const auto& [n, value] : plan.env)
     if (n == name) return value;
@@ -187,13 +137,10 @@ struct wrapping {
   std::shared_ptr<certs::certificate_authority> ca;
   std::shared_ptr<proxy::tls_contexts> tls;
   std::unique_ptr<session::session_dir> dir;
-  std::filesystem::path log_dir, views_dir;
+  std::filesystem::path log_dir;
   std::unique_ptr<session::audit_log> audit;
-  std::vector<directory_view> views;  // copied back at the end, parents first
-  std::optional<home_guard> guard;    // what may not go back from them
-  copy_budget copy_in = copy_budget::starting_now();
+  std::unique_ptr<session_files> files;  // what the command sees, and judged at the end
   std::string home, cwd;
-  timespec child_started{};  // what the session changed is what changed after this
   std::shared_ptr<proxy::proxy_context> ctx;
   std::unique_ptr<session::control_socket> control;
   std::unique_ptr<proxy::server> server;
@@ -202,12 +149,12 @@ struct wrapping {
 };
 
 // What the command reads of the session: dummies as variables, files in the session directory,
-// login files' dummy copies (an overlay, or a directory view), and what it must be able to read.
+// login files' dummy copies, and what it must be able to read.
 struct child_files {
   std::vector<brokered_var> dummies;
   std::vector<std::string> session_files;
-  std::vector<launch_options::overlay> overlays;
-  std::vector<std::pair<std::string, std::string>> login_files;  // path, credential
+  std::vector<std::pair<std::string, std::string>> login_copies;  // the copy, its target
+  std::vector<std::pair<std::string, std::string>> login_files;   // path, credential
 };
 
 // The isolation this run gets: in netns mode the namespaces and their init, made before the rest
@@ -251,11 +198,8 @@ void start_session(wrapping& w) {
                                                 w.setup.options.upstream_cas);
   w.dir = std::make_unique<session::session_dir>(w.session_id());
   certs::write_trust_bundle(w.dir->bundle(), *w.ca, base::durability::session);
-  // Login files' directory views live beside the session's log (on disk, hidden from the
-  // child with the log directory, usually on the home's file system so that what goes back is
-  // a rename); what is kept out of the host is set aside there too.
+  // What is kept out of the host is set aside beside the session's log (hidden from the child).
   w.log_dir = proxy::log_dir_or_default(w.c.common.log_dir);
-  w.views_dir = views_place(w.log_dir, w.session_id());
 }
 
 child_files write_child_files(wrapping& w) {
@@ -268,21 +212,10 @@ child_files write_child_files(wrapping& w) {
     // A gcp child's key file (a dummy OAuth client), or a login file's dummy copy shown at the
     // file's own path: in the session directory.
     const auto file = w.dir->path() / f.file_name;
-    if (!f.target.empty()) out.login_files.emplace_back(f.target, f.credential);
-    if (f.directory_view) {
-      std::filesystem::create_directories(w.views_dir);
-      const std::filesystem::path target(f.target);
-      view_plan plan;
-      plan.target = target.parent_path().string();
-      plan.view = (w.views_dir / f.credential).string();
-      plan.login_name = target.filename().string();
-      plan.login_copy = f.content;
-      w.views.push_back(make_directory_view(plan, w.copy_in));
-      continue;
-    }
     base::write_file_atomically(file, f.content, 0600, base::durability::session);
     if (!f.target.empty()) {
-      out.overlays.push_back({file.string(), f.target});
+      out.login_files.emplace_back(f.target, f.credential);
+      out.login_copies.emplace_back(file.string(), f.target);
       continue;
     }
     out.dummies.push_back({f.variable, file.string(), f.credential});
@@ -323,39 +256,26 @@ void add_capture_files(wrapping& w, launch_options& launch) {
   }
 }
 
-// What the command sees of the file system: its private view, the masks over credential files
-// and the broker's state, what is read-only, scratch, and the guarded views of the home.
+// What the command sees of the file system (session_files.hpp).
 void add_file_system(wrapping& w, const env_plan& plan, const child_files& files,
                      launch_options& launch) {
-  const auto& layers = w.setup.policy->layers();
-  launch.private_view =
-      private_view(plan, w.cwd, w.home, layers, files.session_files, w.c.command.front());
-  launch.overlays = files.overlays;
-  launch.masks = credential_file_masks(layers, w.home);
-  launch.read_only = read_only_files(layers, w.home);
-  launch.scratch = scratch_directories(layers, w.home);
-  for (auto& path : protected_git_paths(w.cwd)) launch.read_only.push_back(std::move(path));
-  std::vector<std::string> unhidden;
-  for (auto& m : broker_state_masks(layers, w.log_dir.string(), w.home, w.cwd, &unhidden))
-    launch.masks.push_back(std::move(m));
-  // A login file's copy is what the child sees there: no mask covers it (gh's hosts.yml is
-  // under a masked ~/.config/gh).
-  std::erase_if(launch.masks, [&](const std::string& mask) {
-    return std::any_of(files.login_files.begin(), files.login_files.end(), [&](const auto& f) {
-      return f.first == mask || f.first.starts_with(mask + "/");
-    });
-  });
-  if (w.netns()) {
-    w.guard.emplace(persistence_paths(layers, w.home), w.home, env_value(plan, "PATH"));
-    for (const auto& warning :
-         add_guard_views(*w.guard, w.cwd, launch, w.views, w.views_dir, w.copy_in))
-      std::cerr << "broker: warning: " << warning << "\n";
+  session_files_inputs in;
+  in.layers = &w.setup.policy->layers();
+  in.home = w.home;
+  in.cwd = w.cwd;
+  in.log_dir = w.log_dir.string();
+  for (const auto& dir : w.c.workspaces) {
+    std::error_code ec;
+    in.workspaces.push_back(std::filesystem::absolute(dir, ec).lexically_normal().string());
   }
-  launch.views = w.views;
-  if (w.netns())
-    for (const auto& path : unhidden)
-      std::cerr << "broker: warning: " << path
-                << " holds the working directory, so the command can read and change it\n";
+  in.env = parent_environment();
+  in.kept = files.session_files;
+  in.kept.push_back(find_command(w.c.command.front(), env_value(plan, "PATH"), w.cwd));
+  in.login_copies = files.login_copies;
+  in.netns = w.netns();
+  std::vector<std::string> warnings;
+  w.files = std::make_unique<session_files>(in, launch, warnings);
+  for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
 }
 
 // The command started in its sandbox, with the proxy's listener (and capture's) made inside it.
@@ -376,9 +296,11 @@ void launch_child(wrapping& w) {
   std::error_code ec;
   w.cwd = std::filesystem::current_path(ec).string();
   add_file_system(w, plan, files, launch);
-  ::clock_gettime(CLOCK_REALTIME, &w.child_started);
   w.child->launch(launch);
   if (!w.netns()) return;
+  std::vector<std::string> warnings;
+  w.files->launched(*w.child, warnings);
+  for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
   w.listener = w.child->take_listener();
   w.capture = w.child->take_capture();
   if (w.capture.listener < 0)
@@ -445,21 +367,19 @@ void start_proxy(wrapping& w) {
     w.server->add_capture(w.capture.listener, w.capture.dns_udp, w.capture.dns_tcp);
 }
 
-// After the command: its leftovers ended, the views copied back (less what is kept out), the
-// proxy stopped, and the session's last records.
+// After the command: its leftovers ended, what it changed taken in or kept out, the proxy
+// stopped, and the session's last records.
 void end_session(wrapping& w, std::thread& serving, int code) {
   w.child->end_leftovers();
   take_back_terminal();
   const auto kept_root = w.log_dir / (w.session_id() + ".kept");
-  auto back = return_views(w.views, w.views_dir, kept_root, w.guard ? &*w.guard : nullptr);
-  for (const auto& path : back.copied)
-    session::log(spdlog::level::info, session::log_tag(w.session_id()), "{} copied back", path);
-  if (w.netns()) keep_out_git_leftovers(w.cwd, w.home, w.child_started, w.log_dir, kept_root, back);
-  for (const auto& warning : back.warnings) std::cerr << "broker: warning: " << warning << "\n";
+  std::vector<std::string> warnings;
+  const auto kept = w.files->end(kept_root.string(), warnings);
+  for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
   w.server->stop();
   serving.join();
   auto& audit = w.ctx->audit_log();
-  report_kept_out(back.kept, w.session_id(), audit);
+  report_kept_out(kept, w.session_id(), audit);
   audit.end(session::end_record(proxy::session_end_of(*w.ctx, code)));
   if (w.c.learn)
     std::cerr << "broker: learned " << w.ctx->learned()

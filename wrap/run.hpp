@@ -20,6 +20,9 @@ struct wrap_config {
   bool ask = false;        // --ask: what the layers refuse is asked about (DESIGN §13)
   std::string ask_notify;  // --ask-notify CMD: run per ask
   bool learn = false;      // --learn: what the layers refuse goes through, recorded as learned
+  // --workspace DIR: more places the command's writes go through to (DESIGN §8.1), besides
+  // the working directory.
+  std::vector<std::string> workspaces;
   std::vector<std::string> command;
 };
 

@@ -174,6 +174,30 @@ launch_options receive_plan(int control) {
   }
 }
 
+// 'M', the file system is ready: then for each layer '1' (mounted) or '0' (left read-only),
+// with the tmpfs of their upper directories attached when there is one (the broker reads what
+// the session changed there when it ends, after this namespace is gone).
+void report_mounts(int control, const mounted_layers& layers) {
+  std::string text = "M";
+  for (bool m : layers.mounted) text += m ? '1' : '0';
+  iovec data{text.data(), text.size()};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  if (layers.upper >= 0) {
+    message.msg_control = space;
+    message.msg_controllen = sizeof space;
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &layers.upper, sizeof(int));
+  }
+  if (::sendmsg(control, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) ::_exit(125);
+  if (layers.upper >= 0) ::close(layers.upper);
+}
+
 void ignore_handler(int) {}
 
 // A command started as real root keeps root's everyday powers over files and users (owning
@@ -289,8 +313,7 @@ int sandbox_init(void* arg) {
   // The file system once the broker has prepared it; a failure in it still reaches the broker
   // (it reads the control socket until the word that it is ready).
   const launch_options options = receive_plan(a.control);
-  set_up_mounts(a.control, options);
-  if (const char ready = 'M'; ::send(a.control, &ready, 1, MSG_NOSIGNAL) != 1) ::_exit(125);
+  report_mounts(a.control, set_up_mounts(a.control, options));
 
   // PID 1 receives only signals it has a handler for; they stay blocked and are taken with
   // sigwaitinfo below.

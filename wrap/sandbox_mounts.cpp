@@ -9,8 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include "wrap/path_lists.hpp"
+#include "wrap/sandbox_layers.hpp"
 
 namespace broker::wrap {
 
@@ -60,33 +64,92 @@ void make_mount_point(int control, const std::string& path, bool directory) {
   ::close(fd);
 }
 
-// The host's IPC directories private and empty, and what the command needs from under them
-// bound back (DESIGN §8.1). Kept paths are opened before anything covers them, and bound from
-// the open descriptor.
-void set_up_private_view(int control, const std::vector<view_step>& steps) {
-  std::vector<int> kept(steps.size(), -1);
-  for (std::size_t i = 0; i < steps.size(); ++i)
-    if (steps[i].what == view_step::bind &&
-        (kept[i] = ::open(steps[i].path.c_str(), O_PATH | O_CLOEXEC)) < 0)
+// The host's side of the view's steps and seeds, opened before anything covers them (the
+// private /dev included: a kept path may be in the host's /dev/shm); each is then bound or
+// layered from its descriptor. `owner`: for each seed, the deepest step holding it.
+struct opened_steps {
+  std::vector<int> steps;
+  std::vector<open_seed> seeds;
+  std::vector<std::size_t> owner;
+};
+
+opened_steps open_steps(int control, const launch_options& options) {
+  const auto& steps = options.private_view;
+  opened_steps out;
+  out.steps.assign(steps.size(), -1);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].what == view_step::empty) continue;
+    const int flags = steps[i].what == view_step::layer ? O_PATH | O_DIRECTORY : O_PATH;
+    if ((out.steps[i] = ::open(steps[i].path.c_str(), flags | O_CLOEXEC)) < 0)
       sandbox_fail(control, "opening " + steps[i].path);
+  }
+  for (const auto& seed : options.seeds) {
+    int source = -1;
+    if (!seed.source.empty() && (source = ::open(seed.source.c_str(), O_RDONLY | O_CLOEXEC)) < 0)
+      sandbox_fail(control, "opening " + seed.source);
+    out.seeds.push_back({source, seed.target});
+    std::size_t deepest = steps.size();
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      if (within(seed.target, steps[i].path) && seed.target != steps[i].path) deepest = i;
+    out.owner.push_back(deepest);
+  }
+  return out;
+}
+
+// The view's steps (private_dirs.hpp) in order: the host's IPC directories private and empty,
+// what the command needs from under them bound back, the session's layers (each seed placed in
+// the deepest layer holding it), and the places its writes go through to, bound in writable.
+mounted_layers set_up_steps(int control, const launch_options& options, opened_steps& opened,
+                            const std::vector<host_mount>& host) {
+  const auto& steps = options.private_view;
+  auto& seeds = opened.seeds;
+  const auto& owner = opened.owner;
+  mounted_layers out;
+  std::vector<bool> layered(steps.size(), false);  // by step: a layer that was mounted
+  std::unique_ptr<layer_maker> layers;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const view_step& step = steps[i];
     if (step.what == view_step::empty) {
       make_mount_point(control, step.path, true);
-      char options[32];
-      std::snprintf(options, sizeof options, "mode=%o", step.mode);
-      if (::mount("tmpfs", step.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+      char mode[32];
+      std::snprintf(mode, sizeof mode, "mode=%o", step.mode);
+      if (::mount("tmpfs", step.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, mode) < 0)
         sandbox_fail(control, "making " + step.path + " private");
       continue;
     }
+    const int fd = opened.steps[i];
     struct stat st {};
-    if (::fstat(kept[i], &st) < 0) sandbox_fail(control, "reading " + step.path);
+    if (::fstat(fd, &st) < 0) sandbox_fail(control, "reading " + step.path);
     make_mount_point(control, step.path, S_ISDIR(st.st_mode));
-    const std::string source = "/proc/self/fd/" + std::to_string(kept[i]);
+    if (step.what == view_step::layer) {
+      if (!layers) layers = std::make_unique<layer_maker>(control, options.layer_bytes);
+      std::vector<open_seed> mine;
+      for (std::size_t s = 0; s < seeds.size(); ++s)
+        if (owner[s] == i) mine.push_back(seeds[s]);
+      layered[i] = layers->mount(out.mounted.size(), fd, step.path, mine);
+      out.mounted.push_back(layered[i]);
+      ::close(fd);
+      continue;
+    }
+    const std::string source = "/proc/self/fd/" + std::to_string(fd);
     if (::mount(source.c_str(), step.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) < 0)
       sandbox_fail(control, "binding " + step.path + " through");
-    ::close(kept[i]);
+    ::close(fd);
+    if (step.what == view_step::through) make_writable_again(control, step.path, host);
   }
+  // A login file's copy in no layer (or in one the kernel would not stack) is bound over it.
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    const auto& seed = options.seeds[i];
+    if (seeds[i].source < 0) continue;
+    if (seed.bind_otherwise && !(owner[i] < steps.size() && layered[owner[i]])) {
+      const std::string source = "/proc/self/fd/" + std::to_string(seeds[i].source);
+      if (::mount(source.c_str(), seed.target.c_str(), nullptr, MS_BIND, nullptr) < 0)
+        sandbox_fail(control, "showing a copy at " + seed.target);
+    }
+    ::close(seeds[i].source);
+  }
+  if (layers) out.upper = layers->take_upper();
+  return out;
 }
 
 // A session file (the resolver configuration that names the broker's DNS, the hosts file)
@@ -123,13 +186,9 @@ void show_session_file(int control, int copy, const std::string& target,
 
 // Each directory bound onto itself, outermost first, with what is mounted below it kept
 // (MS_REC; in a user namespace the host's mounts below are locked to it anyway).
-// A directory that is a mount point already (a private directory's bind, a view's target
-// later) needs no pin of its own.
-void pin(int control, const std::vector<std::string>& directories,
-         const std::vector<directory_view>& views) {
+// A directory that is a mount point already (a layer, a place bound through) needs no pin.
+void pin(int control, const std::vector<std::string>& directories) {
   for (const std::string& dir : directories) {
-    if (std::any_of(views.begin(), views.end(), [&](const auto& v) { return v.target == dir; }))
-      continue;
     struct statx st {};
     if (::statx(AT_FDCWD, dir.c_str(), 0, STATX_TYPE, &st) < 0 || !S_ISDIR(st.stx_mode)) continue;
     if ((st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
@@ -188,36 +247,12 @@ void set_up_dev(int control) {
     sandbox_fail(control, "making /dev read-only");
 }
 
-// `fd`'s path in this process, for a mount source or option.
-std::string fd_path(int fd) {
-  return "/proc/self/fd/" + std::to_string(fd);
-}
-
-// A view at its directory (directory_view.hpp): an overlay of the view over the real directory,
-// or, where the kernel will not stack them (no overlay in this kernel or user namespace, a file
-// system it cannot use), the view filled with copies and bound there. Closes the descriptors.
-void show_view(int control, const directory_view& v, int real, int upper, int work) {
-  // No metadata-only copy-up (the view's files must hold their bytes, for the broker to read
-  // them back), no index, no redirects followed; in a user namespace the overlay's own
-  // attributes are user.* ones, and the kernel takes no other redirect setting with those.
-  std::string options = "lowerdir=" + fd_path(real) + ",upperdir=" + fd_path(upper) +
-                        ",workdir=" + fd_path(work) + ",metacopy=off,index=off";
-  options += ::geteuid() != 0 ? ",userxattr,redirect_dir=nofollow" : ",redirect_dir=off";
-  if (::mount("overlay", v.target.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) < 0) {
-    if (const std::string why = fill_view_copies(v, fd_path(real), fd_path(upper)); !why.empty())
-      sandbox_fail(control, why);
-    if (::mount(fd_path(upper).c_str(), v.target.c_str(), nullptr, MS_BIND, nullptr) < 0)
-      sandbox_fail(control, "showing a view at " + v.target);
-  }
-  for (int fd : {real, upper, work}) ::close(fd);
-}
-
 }  // namespace
 
 std::vector<std::string> pinned_directories(const launch_options& options) {
   std::vector<std::string> out;
-  for (const auto& o : options.overlays) add_ancestors(out, o.target);
-  for (const auto& v : options.views) add_ancestors(out, v.target);
+  for (const auto& seed : options.seeds)
+    if (seed.bind_otherwise) add_ancestors(out, seed.target);
   for (const auto& path : options.masks) add_ancestors(out, path);
   for (const auto& path : options.read_only) add_ancestors(out, path);
   for (const auto& path : options.scratch) add_ancestors(out, path);
@@ -227,81 +262,36 @@ std::vector<std::string> pinned_directories(const launch_options& options) {
   return out;
 }
 
-// A fresh /proc shows this PID namespace only: not the broker's nor the user's shell's environ.
-// Then the host's IPC directories become private, login files show their dummy copies, and the
-// credential files are hidden: an empty read-only tmpfs over a directory, /dev/null over a file.
-void set_up_mounts(int control, const launch_options& options) {
+// First the host's file system read-only (a mount namespace's copy of it: the host's own is
+// untouched), then a fresh /proc: it shows this PID namespace only, not the broker's nor the
+// user's shell's environ. Then the private /dev, the steps of the view (the private IPC
+// directories, the layers, the places bound through), the session's files over /etc's, and last
+// what sits on paths within them: login files' copies, masks over credential files (an empty
+// read-only tmpfs over a directory, /dev/null over a file), scratch and read-only paths.
+mounted_layers set_up_mounts(int control, const launch_options& options) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0)
     sandbox_fail(control, "making mounts private");
+  const std::vector<host_mount> host = read_host_mounts(control);
+  // The session files are in the session directory, which the private view covers: opened
+  // first, with the layers' and the bound places' host directories.
+  std::vector<std::pair<int, std::string>> etc_files;
+  for (const auto& [copy, target] : options.etc_files) {
+    etc_files.emplace_back(::open(copy.c_str(), O_PATH | O_CLOEXEC), target);
+    if (etc_files.back().first < 0) sandbox_fail(control, "opening " + copy);
+  }
+  opened_steps opened = open_steps(control, options);
+  make_host_read_only(control, host);
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
     sandbox_fail(control, "mounting a fresh /proc");
   // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"})
     make_read_only(control, path);
-  // The copies are in the session directory, which the private view covers: opened first.
-  std::vector<int> copies;
-  for (const auto& o : options.overlays) {
-    copies.push_back(::open(o.copy.c_str(), O_PATH | O_CLOEXEC));
-    if (copies.back() < 0) sandbox_fail(control, "opening " + o.copy);
-  }
-  // A view's real directory, its subdirectories and its files too large to copy are the real
-  // ones, and its own directories may be in the host's /dev/shm: all opened before anything
-  // covers them.
-  struct view_fds {
-    int real = -1, upper = -1, work = -1;
-  };
-  std::vector<view_fds> views;
-  std::vector<std::vector<int>> subdirs(options.views.size());
-  for (std::size_t i = 0; i < options.views.size(); ++i) {
-    const directory_view& v = options.views[i];
-    view_fds fds;
-    fds.real = ::open(v.target.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    fds.upper = ::open(v.view.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    fds.work = ::open(v.work.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fds.real < 0) sandbox_fail(control, "opening " + v.target);
-    if (fds.upper < 0 || fds.work < 0) sandbox_fail(control, "opening " + v.view);
-    views.push_back(fds);
-    for (const std::string& name : v.subdirs) {
-      const std::string real = v.target + "/" + name;
-      subdirs[i].push_back(::open(real.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (subdirs[i].back() < 0) sandbox_fail(control, "opening " + real);
-    }
-    for (const std::string& name : v.live_files) {
-      const std::string real = v.target + "/" + name;
-      subdirs[i].push_back(::open(real.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
-      if (subdirs[i].back() < 0) sandbox_fail(control, "opening " + real);
-    }
-  }
-  std::vector<std::pair<int, std::string>> etc_files;
-  for (const auto& [copy, target] : options.etc_files) {
-    etc_files.emplace_back(::open(copy.c_str(), O_PATH | O_CLOEXEC), target);
-    if (etc_files.back().first < 0) sandbox_fail(control, "opening " + copy);
-  }
-  // The private /dev after everything is open: a view may live in the host's /dev/shm.
   set_up_dev(control);
-  set_up_private_view(control, options.private_view);
+  mounted_layers layers = set_up_steps(control, options, opened, host);
   for (const auto& [fd, target] : etc_files)
     show_session_file(control, fd, target, options.private_view);
-  pin(control, pinned_directories(options), options.views);
-  auto bind = [&](int fd, const std::string& onto, const std::string& what) {
-    const std::string source = "/proc/self/fd/" + std::to_string(fd);
-    if (::mount(source.c_str(), onto.c_str(), nullptr, MS_BIND, nullptr) < 0)
-      sandbox_fail(control, what + onto);
-    ::close(fd);
-  };
-  // Views first, parents before children, then everything that lands on a path within them
-  // (copies, masks, read-only paths): mounted earlier, it would sit under a view, unseen.
-  for (std::size_t i = 0; i < views.size(); ++i) {
-    const directory_view& v = options.views[i];
-    show_view(control, v, views[i].real, views[i].upper, views[i].work);
-    for (std::size_t j = 0; j < v.subdirs.size(); ++j)
-      bind(subdirs[i][j], v.target + "/" + v.subdirs[j], "binding through ");
-    for (std::size_t j = 0; j < v.live_files.size(); ++j)
-      bind(subdirs[i][v.subdirs.size() + j], v.target + "/" + v.live_files[j], "binding through ");
-  }
-  for (std::size_t i = 0; i < copies.size(); ++i)
-    bind(copies[i], options.overlays[i].target, "showing a copy at ");
+  pin(control, pinned_directories(options));
   for (const std::string& path : options.masks) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) < 0) continue;  // nothing there to hide
@@ -324,6 +314,7 @@ void set_up_mounts(int control, const launch_options& options) {
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd) == nullptr || ::chdir(cwd) < 0)
     sandbox_fail(control, "entering the working directory");
+  return layers;
 }
 
 }  // namespace broker::wrap

@@ -101,7 +101,8 @@ def test_the_deb_holds_the_binary_and_page_and_depends_on_the_libraries(tmp_path
     assert "./usr/bin/broker" in contents
     assert "./usr/share/man/man1/broker.1" in contents
     depends = run("dpkg-deb", "--field", debs[0], "Depends").stdout
-    for library in ("libssl3", "libseccomp2", "libhiredis0.14", "libspdlog1.10", "libc6"):
+    for library in ("libssl3", "libseccomp2", "libhiredis0.14", "libspdlog1.10",
+                    "libtomlplusplus3", "libc6"):
         assert library in depends, depends
     extracted = tmp_path / "root"
     assert run("dpkg-deb", "--extract", debs[0], extracted).returncode == 0

@@ -152,6 +152,14 @@ def test_claude_code_asks_about_its_key_once_and_not_in_the_next_session(make_fa
     exited(t2)
     run = as_run(s, "claude-key", t2)
     assert_no_leaks(run, [ANTHROPIC_KEY])
+    # What persists between sessions: the approved key, the trusted folder, the history; and
+    # nothing of its settings but data (DESIGN §8.1).
+    state = json.loads((run.home / ".claude.json").read_text())
+    assert state["customApiKeyResponses"]["approved"] == [tail]
+    assert state["projects"][str(run.work)]["hasTrustDialogAccepted"] is True, state["projects"]
+    assert PROMPT in (run.home / ".claude" / "history.jsonl").read_text()
+    assert list((run.home / ".claude" / "projects").iterdir()), "no transcript went through"
+    assert not (run.home / ".claude" / "CLAUDE.md").exists()
 
 
 def test_claude_code_waits_on_its_screen_while_a_person_approves_its_fetch(make_fake, sessions,
@@ -269,10 +277,12 @@ def test_codex_signed_in_with_the_api_key_it_detects(make_fake, sessions, termin
     run = as_run(s, "codex-key", t)
     assert not (run.home / ".codex" / "auth.json").exists(), \
         (run.home / ".codex" / "auth.json").read_text()
-    # Said once, when it was first stored; the daemon it installed is removed, on one line.
+    # Said once, when it was first stored; the daemon it installed is dropped, in the log only.
     stored = f"{run.home}/.codex/auth.json (an agent's stored key"
     assert stored in " ".join(run.out.split()), run.out
-    assert "removed what the command made" in run.out, run.out
+    dropped = [r["path"] for r in run.records() if r.get("event") == "kept_out"
+               and r.get("change") == "dropped"]
+    assert f"{run.home}/.codex/packages" in dropped, dropped
 
     # The next session: signed in already, with the key it stored.
     t2 = terminal(s, "codex-key", ["codex"], env=env)
@@ -283,6 +293,7 @@ def test_codex_signed_in_with_the_api_key_it_detects(make_fake, sessions, termin
     exited(t2)
     assert not (run.home / ".codex" / "auth.json").exists()
     assert stored not in " ".join(t2.history().split()), t2.history()
+    assert PROMPT in (run.home / ".codex" / "history.jsonl").read_text()
     assert_no_leaks(as_run(s, "codex-key", t2), [OPENAI_KEY])
 
 
@@ -349,3 +360,6 @@ def test_gemini_cli_first_run_and_the_next(make_fake, sessions, terminal):
     t2.keys("C-c", "C-c", pause=0.3)
     exited(t2)
     assert_no_leaks(as_run(s, "gemini-key", t2), [GEMINI_KEY])
+    # The folder stays trusted (the session's own workspace only), its settings keep data only.
+    trusted = json.loads((run.home / ".gemini" / "trustedFolders.json").read_text())
+    assert list(trusted) == [str(run.work)], trusted

@@ -211,11 +211,13 @@ def test_gh_hosts_yml_is_a_dummy_copy_instead_of_a_mask(tmp_path, pki, tls_upstr
 OPENAI = "sk-proj-" + "C0dexFileKeyAbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 
 
-def test_codex_sees_a_view_of_its_directory_and_may_rename_over_auth_json(tmp_path, pki,
-                                                                         tls_upstream):
-    """Codex saves auth.json by renaming a new file over it, which a mount on the file forbids
-    (EBUSY): its directory is a view instead. The rename works and stays in the session; what
-    else Codex writes there (config, sessions) reaches the real directory."""
+def test_codex_may_rename_over_its_auth_json_in_the_sessions_layer(tmp_path, pki,
+                                                                   tls_upstream):
+    """Codex saves auth.json by renaming a new file over it, which a mount on the file would
+    forbid (EBUSY): the dummy copy is in the session's layer of the home instead. The rename
+    works and stays in the session; of what else Codex writes there, its sessions and the
+    data members of its config reach the real directory, and the skills it made (read as
+    instructions later) do not."""
     home = tmp_path / "home"
     codex = home / ".codex"
     (codex / "sessions").mkdir(parents=True)
@@ -259,6 +261,6 @@ print("status:" + p.stdout)
     assert json.loads(real_auth.read_text())["OPENAI_API_KEY"] == OPENAI
     assert (codex / "config.toml").read_text() == 'model = "gpt-5-codex"\n'
     assert (codex / "sessions" / "rollout.jsonl").read_text() == "{}\n"
-    assert (codex / "skills" / "a" / "SKILL.md").read_text() == "skill\n"  # made inside
+    assert not (codex / "skills").exists()
     assert not (codex / ".auth.json.tmp").exists()
     assert_clean(p.stdout + p.stderr, "wrap output", OPENAI)

@@ -128,13 +128,13 @@ GEMINI_NO_ROUTER = ["gemini", "--skip-trust", "-m", "gemini-2.5-flash", "-p",
 
 
 def with_env_dump(cmd, before=""):
-    """`cmd` run by sh after writing the child's environment to $HOME/child.env (and running
+    """`cmd` run by sh after writing the child's environment to child.env in its workspace (and running
     `before`), keeping the agent's exit status."""
-    return ["sh", "-c", f'env > "$HOME/child.env"; {before} exec "$@"', "sh", *cmd]
+    return ["sh", "-c", f'env > "$PWD/child.env"; {before} exec "$@"', "sh", *cmd]
 
 
 def child_env(run) -> dict:
-    path = run.home / "child.env"
+    path = run.work / "child.env"
     assert path.exists(), f"the child wrote no environment\n{run.describe()}"
     out = {}
     for line in path.read_text().splitlines():

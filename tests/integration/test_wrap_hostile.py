@@ -263,13 +263,17 @@ def plant_startup(home, owner=None):
                 os.chown(home / p, owner, owner)
 
 
-def check_startup_intact(out, home):
+def check_startup_intact(out, err, home):
     assert RAN in out, out
-    assert "written" not in out, f"a startup file was changed from inside:\n{out}"
+    # Written inside (the session's own layer), but files.readonly, which is read-only there.
+    assert ".local/bin/tool:refused" in out and ".bashrc:written" in out, out
     assert "the user's bashrc" in out, f"startup files must stay readable:\n{out}"
     for rel, text in STARTUP.items():
         assert (home / rel).read_text() == text, rel
     assert not (home / ".config/autostart/evil.desktop").exists()
+    for rel in (".bashrc", ".profile", ".gitconfig", ".config/git/config", ".ssh/authorized_keys",
+                ".config/autostart/evil.desktop"):
+        assert f"broker: kept out: {home / rel} (" in err, (rel, err)
 
 
 def test_a_child_cannot_persist_through_the_users_startup_files(tmp_path, pki, tls_upstream):
@@ -277,7 +281,7 @@ def test_a_child_cannot_persist_through_the_users_startup_files(tmp_path, pki, t
     plant_startup(ws.home)
     r = ws.run("sh", "-c", PERSIST)
     assert r.returncode == 0, r.describe()
-    check_startup_intact(r.out, ws.home)
+    check_startup_intact(r.out, r.err, ws.home)
 
 
 def test_an_unprivileged_child_cannot_persist_through_the_users_startup_files(nobody,
@@ -286,7 +290,7 @@ def test_an_unprivileged_child_cannot_persist_through_the_users_startup_files(no
     nobody.policy.write_text(json.dumps(READONLY))
     r = nobody.run(tls_upstream.port, "sh", "-c", PERSIST)
     assert r.returncode == 0, r.describe()
-    check_startup_intact(r.out, nobody.home)
+    check_startup_intact(r.out, r.err, nobody.home)
 
 
 class HostService:

@@ -5,7 +5,6 @@
 #include <string>
 
 using broker::wrap::decode_launch_plan;
-using broker::wrap::directory_view;
 using broker::wrap::encode_launch_plan;
 using broker::wrap::isolation;
 using broker::wrap::launch_error;
@@ -20,20 +19,13 @@ launch_options full_options() {
   o.envp = {"HOME=/home/u", "PATH=/usr/bin:/bin", std::string("ODD=a\0b", 7)};
   o.mode = isolation::netns;
   o.proxy_port = 3128;
-  o.private_view = {{view_step::empty, "/tmp", 01777}, {view_step::bind, "/tmp/work", 0}};
-  o.overlays = {{"/run/s/gh-hosts.yml", "/home/u/.config/gh/hosts.yml"}};
-  directory_view v;
-  v.view = "/dev/shm/broker-0/s-1/codex";
-  v.work = "/dev/shm/broker-0/s-1/codex.work";
-  v.target = "/home/u/.codex";
-  v.login_name = "auth.json";
-  v.hidden = {"token"};
-  v.links_go_back = true;
-  v.subdirs = {"sessions", "log"};
-  v.live_files = {"big.log"};
-  v.files.push_back({"config.toml", 13, {}, {}, nullptr});
-  v.links = {"current"};
-  o.views = {v, directory_view{}};
+  o.private_view = {{view_step::empty, "/tmp", 01777},
+                    {view_step::bind, "/tmp/work", 0},
+                    {view_step::layer, "/home/u", 0},
+                    {view_step::through, "/home/u/src/p", 0}};
+  o.seeds = {{"/run/s/gh-hosts.yml", "/home/u/.config/gh/hosts.yml", true},
+             {"", "/home/u/.aws", false}};
+  o.layer_bytes = 4ull << 30;
   o.masks = {"/home/u/.aws/credentials"};
   o.read_only = {"/home/u/.bashrc", "/home/u/.profile"};
   o.scratch = {"/home/u/.cache/x"};
@@ -54,27 +46,21 @@ TEST_CASE("launch plan: what init needs arrives as the broker prepared it", "[wr
   CHECK(got.envp[2].size() == 7);  // bytes, not C strings
   CHECK(got.mode == isolation::netns);
   CHECK(got.proxy_port == 3128);
-  REQUIRE(got.private_view.size() == 2);
+  REQUIRE(got.private_view.size() == 4);
   CHECK(got.private_view[0].what == view_step::empty);
   CHECK(got.private_view[0].mode == 01777);
   CHECK(got.private_view[1].what == view_step::bind);
   CHECK(got.private_view[1].path == "/tmp/work");
-  REQUIRE(got.overlays.size() == 1);
-  CHECK(got.overlays[0].target == "/home/u/.config/gh/hosts.yml");
-  REQUIRE(got.views.size() == 2);
-  const directory_view& v = got.views[0];
-  CHECK(v.view == sent.views[0].view);
-  CHECK(v.work == sent.views[0].work);
-  CHECK(v.target == "/home/u/.codex");
-  CHECK(v.login_name == "auth.json");
-  CHECK(v.hidden == std::vector<std::string>{"token"});
-  CHECK(v.links_go_back);
-  CHECK(v.subdirs == sent.views[0].subdirs);
-  CHECK(v.live_files == sent.views[0].live_files);
-  REQUIRE(v.files.size() == 1);
-  CHECK(v.files[0].name == "config.toml");
-  CHECK(v.links == sent.views[0].links);
-  CHECK(got.views[1].target.empty());
+  CHECK(got.private_view[2].what == view_step::layer);
+  CHECK(got.private_view[3].what == view_step::through);
+  CHECK(got.private_view[3].path == "/home/u/src/p");
+  REQUIRE(got.seeds.size() == 2);
+  CHECK(got.seeds[0].source == "/run/s/gh-hosts.yml");
+  CHECK(got.seeds[0].target == "/home/u/.config/gh/hosts.yml");
+  CHECK(got.seeds[0].bind_otherwise);
+  CHECK(got.seeds[1].source.empty());
+  CHECK_FALSE(got.seeds[1].bind_otherwise);
+  CHECK(got.layer_bytes == 4ull << 30);
   CHECK(got.masks == sent.masks);
   CHECK(got.read_only == sent.read_only);
   CHECK(got.scratch == sent.scratch);
@@ -96,4 +82,11 @@ TEST_CASE("launch plan: bytes that are not a whole plan are refused, never read 
   const std::uint64_t many = ~std::uint64_t{0};
   huge.replace(8, 8, reinterpret_cast<const char*>(&many), 8);  // argv's count
   CHECK_THROWS_AS(decode_launch_plan(huge), launch_error);
+  // A step of a kind init does not know.
+  launch_options odd;
+  odd.private_view = {{view_step::through, "/w", 0}};
+  std::string unknown = encode_launch_plan(odd);
+  const std::size_t at = unknown.find('/') - 16;  // the step's kind, before the path's length
+  unknown[at] = 9;
+  CHECK_THROWS_AS(decode_launch_plan(unknown), launch_error);
 }

@@ -25,7 +25,8 @@ std::vector<std::string> shown(const std::vector<view_step>& steps, const fs::pa
   const std::string t = fs::canonical(root).string();
   for (const auto& s : steps) {
     std::string p = s.path.starts_with(t) ? "T" + s.path.substr(t.size()) : s.path;
-    out.push_back((s.what == view_step::empty ? "empty " : "bind ") + p);
+    const char* kind[] = {"empty ", "bind ", "layer ", "through "};
+    out.push_back(kind[s.what] + p);
   }
   return out;
 }
@@ -79,6 +80,30 @@ TEST_CASE("private_view: a kept link is kept at its target", "[wrap][private]") 
   fs::create_directory_symlink(t.path / "tmp/real", t.path / "tmp/link");
   const auto steps = private_view({empty(t.path / "tmp")}, {(t.path / "tmp/link").string()});
   CHECK(shown(steps, t.path) == std::vector<std::string>{"empty T/tmp", "bind T/tmp/real"});
+}
+
+TEST_CASE("private_view: a home layered, a workspace bound through it, parents first",
+          "[wrap][private]") {
+  broker::test::temp_dir t;
+  for (const char* sub : {"tmp/x/home/src/p", "tmp/x/home/.claude/projects", "home/u/w", "opt"})
+    fs::create_directories(t.path / sub);
+  const auto d = [&](const char* sub) { return (t.path / sub).string(); };
+  // The home in /tmp with the working directory above it: /tmp private, the working directory
+  // bound through, the home layered over it, a workspace in the home bound through again, the
+  // agent's data too; a kept path in the layer is bound (read-only) over it, a nested layer or
+  // through place needs no step of its own.
+  auto steps = private_view(
+      {empty(t.path / "tmp")}, {d("tmp/x/home/src/p"), d("home/u")},
+      {d("tmp/x/home"), d("tmp/x/home/.claude")},
+      {d("tmp/x"), d("tmp/x/home/src/p"), d("tmp/x/home/.claude/projects"), d("tmp/x/home/src/p")});
+  CHECK(shown(steps, t.path) == std::vector<std::string>{"empty T/tmp", "through T/tmp/x",
+                                                         "layer T/tmp/x/home",
+                                                         "through T/tmp/x/home/.claude/projects",
+                                                         "through T/tmp/x/home/src/p"});
+  // A layer outside any private directory; a workspace inside it.
+  steps = private_view({}, {}, {d("home/u")}, {d("home/u/w"), d("opt")});
+  CHECK(shown(steps, t.path) ==
+        std::vector<std::string>{"layer T/home/u", "through T/home/u/w", "through T/opt"});
 }
 
 TEST_CASE("find_command: as execvpe finds it", "[wrap][private]") {

