@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "wrap/fd_message.hpp"
 #include "wrap/launch_plan.hpp"
 #include "wrap/sandbox_init.hpp"
 
@@ -166,20 +167,7 @@ void send_plan(int control, const launch_options& options, std::vector<bool>& la
     }
     done += static_cast<std::size_t>(n);
   }
-  char word = 'P';
-  iovec data{&word, 1};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = space;
-  message.msg_controllen = sizeof space;
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(header), &file, sizeof file);
-  const ssize_t sent = ::sendmsg(control, &message, MSG_NOSIGNAL);
+  const ssize_t sent = send_with_fds(control, "P", {file});
   ::close(file);
   if (sent != 1) throw launch_error("the sandbox ended during setup");
   char reply[4096];

@@ -33,6 +33,9 @@ constexpr const char* agent_data[] = {
     "~codex/version.json",
     "~codex/models_cache.json",
     "~codex/installation_id",
+    "~codex/state_*",           // its threads (SQLite, with -wal and -shm beside it)
+    "~codex/thread_history_*",  // what was said in them
+    "~codex/logs_*",
     // Gemini CLI
     "~/.gemini/tmp",
     "~/.gemini/history",
@@ -63,16 +66,14 @@ constexpr std::pair<const char*, const char*> agent_dropped[] = {
     {"~codex/tmp", "an agent's session state, made again every session"},
     {"~codex/.tmp", "an agent's session state, made again every session"},
     {"~codex/auth.json.lock", "an agent's lock file"},
+    {"~codex/auth.lock", "an agent's lock file"},
     {"~codex/shell_snapshots", "an agent's shell snapshots, made again every session"},
     {"~codex/thread-writer-locks", "an agent's lock files"},
     {"~codex/.sandbox_migration", "an agent's session state, made again every session"},
-    // Codex's databases: an index of what sessions/ holds, its logs, and memories and skills it
-    // reads as instructions in a later session; made again every session.
-    {"~codex/state_*", "an agent's index of its sessions, made again from them"},
-    {"~codex/logs_*", "an agent's logs"},
+    // Codex's databases of what it is doing now, and the memories and skills it reads as
+    // instructions in a later session (its threads, their history and its logs go through).
     {"~codex/goals_*", "an agent's session state, made again every session"},
     {"~codex/queue_*", "an agent's session state, made again every session"},
-    {"~codex/thread_history_*", "an agent's session state, made again every session"},
     {"~codex/memories_*", "an agent's memories, read as instructions later: never kept"},
     {"~codex/skills", "an agent's skills, read as instructions later: never kept"},
 };
@@ -83,43 +84,108 @@ constexpr std::pair<const char*, const char*> agent_dropped[] = {
 // servers, allowed tools, enabled .mcp.json servers, external include approvals, the bypass
 // mode's acceptance, a stored API key (primaryApiKey).
 const std::vector<std::string> claude_state = {
-    "numStartups", "installMethod", "autoUpdates", "autoUpdatesProtectedForNative",
-    "firstStartTime", "firstStartVersion", "userID", "anonymousId", "machineID",
-    "migrationVersion", "pluginUsage", "hasResetAutoModeOptInForDefaultOffer",
-    "hasCompletedOnboarding", "lastOnboardingVersion",
-    "lastReleaseNotesSeen", "customApiKeyResponses", "tipsHistory", "promptQueueUseCount",
-    "memoryUsageCount", "cachedChangelog", "changelogLastFetched", "oauthAccount",
-    "claudeCodeFirstTokenDate", "subscriptionNoticeCount", "hasAvailableSubscription",
-    "fallbackAvailableWarningThreshold", "isQualifiedForDataSharing",
-    "shiftEnterKeyBindingInstalled", "hasUsedBackslashReturn", "hasSeenTasksHint",
-    "recommendedSubscription", "cachedStatsigGates", "cachedDynamicConfigs",
-    "cachedGrowthBookFeatures", "cachedExtraUsageDisabledReason", "feedbackSurveyState",
-    "lastPlanModeUse", "hasOpusPlanDefault", "theme", "verbose", "editorMode",
-    "autoCompactEnabled", "preferredNotifChannel", "messageIdleNotifThresholdMs",
-    "todoFeatureEnabled", "hasShownOpus45Notice", "opusProMigrationComplete",
-    "sonnet45MigrationComplete", "sonnet1m45MigrationComplete", "s1mAccessCache",
-    "s1mNonSubscriberAccessCache", "passesEligibilityCache", "groveConfigCache",
-    "metricsStatusCache", "clientDataCache", "hasVisitedPasses", "lastShownUpgradeNotice",
-    "officialMarketplaceAutoInstallAttempted", "officialMarketplaceAutoInstalled",
-    "githubRepoPaths", "hasIdeOnboardingBeenShown", "isNewUser", "skillUsage",
-    "projects.*.history", "projects.*.lastCost", "projects.*.lastAPIDuration",
-    "projects.*.lastAPIDurationWithoutRetries", "projects.*.lastToolDuration",
-    "projects.*.lastDuration", "projects.*.lastLinesAdded", "projects.*.lastLinesRemoved",
-    "projects.*.lastTotalInputTokens", "projects.*.lastTotalOutputTokens",
-    "projects.*.lastTotalCacheCreationInputTokens", "projects.*.lastTotalCacheReadInputTokens",
-    "projects.*.lastTotalWebSearchRequests", "projects.*.lastSessionId",
-    "projects.*.lastModelUsage", "projects.*.lastSessionMetrics", "projects.*.lastFpsAverage",
-    "projects.*.lastFpsLow1Pct", "projects.*.exampleFiles", "projects.*.exampleFilesGeneratedAt",
-    "projects.*.projectOnboardingSeenCount", "projects.*.hasCompletedProjectOnboarding",
-    "projects.*.hasClaudeMdExternalIncludesWarningShown", "projects.*.reactVulnerabilityCache",
+    "numStartups",
+    "installMethod",
+    "autoUpdates",
+    "autoUpdatesProtectedForNative",
+    "firstStartTime",
+    "firstStartVersion",
+    "userID",
+    "anonymousId",
+    "machineID",
+    "migrationVersion",
+    "pluginUsage",
+    "hasResetAutoModeOptInForDefaultOffer",
+    "hasCompletedOnboarding",
+    "lastOnboardingVersion",
+    "lastReleaseNotesSeen",
+    "customApiKeyResponses",
+    "tipsHistory",
+    "promptQueueUseCount",
+    "memoryUsageCount",
+    "cachedChangelog",
+    "changelogLastFetched",
+    "oauthAccount",
+    "claudeCodeFirstTokenDate",
+    "subscriptionNoticeCount",
+    "hasAvailableSubscription",
+    "fallbackAvailableWarningThreshold",
+    "isQualifiedForDataSharing",
+    "shiftEnterKeyBindingInstalled",
+    "hasUsedBackslashReturn",
+    "hasSeenTasksHint",
+    "recommendedSubscription",
+    "cachedStatsigGates",
+    "cachedDynamicConfigs",
+    "cachedGrowthBookFeatures",
+    "cachedExtraUsageDisabledReason",
+    "feedbackSurveyState",
+    "lastPlanModeUse",
+    "hasOpusPlanDefault",
+    "theme",
+    "verbose",
+    "editorMode",
+    "autoCompactEnabled",
+    "preferredNotifChannel",
+    "messageIdleNotifThresholdMs",
+    "todoFeatureEnabled",
+    "hasShownOpus45Notice",
+    "opusProMigrationComplete",
+    "sonnet45MigrationComplete",
+    "sonnet1m45MigrationComplete",
+    "s1mAccessCache",
+    "s1mNonSubscriberAccessCache",
+    "passesEligibilityCache",
+    "groveConfigCache",
+    "metricsStatusCache",
+    "clientDataCache",
+    "hasVisitedPasses",
+    "lastShownUpgradeNotice",
+    "officialMarketplaceAutoInstallAttempted",
+    "officialMarketplaceAutoInstalled",
+    "githubRepoPaths",
+    "hasIdeOnboardingBeenShown",
+    "isNewUser",
+    "skillUsage",
+    "projects.*.history",
+    "projects.*.lastCost",
+    "projects.*.lastAPIDuration",
+    "projects.*.lastAPIDurationWithoutRetries",
+    "projects.*.lastToolDuration",
+    "projects.*.lastDuration",
+    "projects.*.lastLinesAdded",
+    "projects.*.lastLinesRemoved",
+    "projects.*.lastTotalInputTokens",
+    "projects.*.lastTotalOutputTokens",
+    "projects.*.lastTotalCacheCreationInputTokens",
+    "projects.*.lastTotalCacheReadInputTokens",
+    "projects.*.lastTotalWebSearchRequests",
+    "projects.*.lastSessionId",
+    "projects.*.lastModelUsage",
+    "projects.*.lastSessionMetrics",
+    "projects.*.lastFpsAverage",
+    "projects.*.lastFpsLow1Pct",
+    "projects.*.exampleFiles",
+    "projects.*.exampleFilesGeneratedAt",
+    "projects.*.projectOnboardingSeenCount",
+    "projects.*.hasCompletedProjectOnboarding",
+    "projects.*.hasClaudeMdExternalIncludesWarningShown",
+    "projects.*.reactVulnerabilityCache",
     "projects.{workspace}.hasTrustDialogAccepted",
 };
 
 // Claude Code's user settings: the model, the look, what it writes into commits. Not:
 // permissions, hooks, env, helpers, the status line, plugins, marketplaces, MCP switches.
 const std::vector<std::string> claude_settings = {
-    "model",         "theme",           "outputStyle", "includeCoAuthoredBy", "cleanupPeriodDays",
-    "alwaysThinkingEnabled", "spinnerTipsEnabled", "language", "feedbackSurveyState",
+    "model",
+    "theme",
+    "outputStyle",
+    "includeCoAuthoredBy",
+    "cleanupPeriodDays",
+    "alwaysThinkingEnabled",
+    "spinnerTipsEnabled",
+    "language",
+    "feedbackSurveyState",
     "$schema",
 };
 
@@ -128,8 +194,14 @@ const std::vector<std::string> claude_settings = {
 // (a base URL that would receive the real key outside broker), profiles, sandbox and approval
 // modes, the shell environment, telemetry exporters.
 const std::vector<std::string> codex_config = {
-    "model", "model_reasoning_effort", "model_reasoning_summary", "model_verbosity",
-    "hide_agent_reasoning", "show_raw_agent_reasoning", "notice", "tui",
+    "model",
+    "model_reasoning_effort",
+    "model_reasoning_summary",
+    "model_verbosity",
+    "hide_agent_reasoning",
+    "show_raw_agent_reasoning",
+    "notice",
+    "tui",
     "projects.{workspace}.trust_level",
 };
 
@@ -137,10 +209,20 @@ const std::vector<std::string> codex_config = {
 // and what it has shown. Not: MCP servers, hooks, tools and their commands, extensions,
 // context directories, the editor it starts, folder trust's switch.
 const std::vector<std::string> gemini_settings = {
-    "theme", "ui.theme", "ui.hideBanner", "ui.hideTips", "ui.showMemoryUsage", "model.name",
-    "security.auth.selectedType", "privacy.usageStatisticsEnabled", "general.disableAutoUpdate",
-    "general.disableUpdateNag", "general.previewFeatures", "ide.hasSeenNudge",
-    "hasSeenIdeIntegrationNudge", "$schema",
+    "theme",
+    "ui.theme",
+    "ui.hideBanner",
+    "ui.hideTips",
+    "ui.showMemoryUsage",
+    "model.name",
+    "security.auth.selectedType",
+    "privacy.usageStatisticsEnabled",
+    "general.disableAutoUpdate",
+    "general.disableUpdateNag",
+    "general.previewFeatures",
+    "ide.hasSeenNudge",
+    "hasSeenIdeIntegrationNudge",
+    "$schema",
 };
 
 struct settings_entry {
@@ -168,10 +250,9 @@ constexpr const char* agent_scratch[] = {"~codex/packages", "~codex/app-server-d
 
 // Caches nothing verifies on read: a poisoned entry is code that runs later.
 constexpr const char* unverified_caches[] = {
-    "~/.npm/_npx",          "~/.npm/_logs",        "~/.npm/_prebuilds",  "~/.cargo/registry",
-    "~/.cargo/git",         "~/.m2/repository",    "~/.gradle/caches",   "~/.gradle/wrapper",
-    "~/.bun/install/cache", "~/.yarn/berry/cache", "~/.local/share/pnpm/store",
-    "~/.cache",
+    "~/.npm/_npx",          "~/.npm/_logs",        "~/.npm/_prebuilds",         "~/.cargo/registry",
+    "~/.cargo/git",         "~/.m2/repository",    "~/.gradle/caches",          "~/.gradle/wrapper",
+    "~/.bun/install/cache", "~/.yarn/berry/cache", "~/.local/share/pnpm/store", "~/.cache",
 };
 constexpr const char* system_caches[] = {"/var/cache", "/var/lib/apt/lists"};
 
@@ -208,7 +289,8 @@ std::vector<std::string> writable_paths(const std::vector<config::policy>& layer
   for (const auto& layer : layers) {
     if (layer.files.writable.empty()) continue;
     std::vector<std::string> mine;
-    for (const auto& p : layer.files.writable) add_unique(mine, absolute_path(expand_home(p, home)));
+    for (const auto& p : layer.files.writable)
+      add_unique(mine, absolute_path(expand_home(p, home)));
     if (first)
       writable = std::move(mine);
     else
@@ -257,8 +339,12 @@ home_rules::home_rules(const home_rule_inputs& in) {
   for (const char* path : agent_data) add({home_rule::through, place(path)});
   // Caches that verify what they read by its hash.
   std::string npm = rule_env(in, "npm_config_cache");
-  add({home_rule::through, npm.starts_with('/') ? npm + "/_cacache" : place("~/.npm/_cacache"),
-       {}, {}, {}, true});
+  add({home_rule::through,
+       npm.starts_with('/') ? npm + "/_cacache" : place("~/.npm/_cacache"),
+       {},
+       {},
+       {},
+       true});
   std::string go = rule_env(in, "GOMODCACHE");
   if (!go.starts_with('/')) {
     const std::string gopath = rule_env(in, "GOPATH");
@@ -266,8 +352,7 @@ home_rules::home_rules(const home_rule_inputs& in) {
     go = first.starts_with('/') ? first + "/pkg/mod" : place("~/go/pkg/mod");
   }
   add({home_rule::through, go, {}, {}, {}, true});
-  for (const auto& s : agent_settings)
-    add({home_rule::settings, place(s.path), s.format, *s.data});
+  for (const auto& s : agent_settings) add({home_rule::settings, place(s.path), s.format, *s.data});
   add({home_rule::settings, place("~/.gemini/trustedFolders.json"), settings_format::json,
        gemini_trust});
   for (const char* path : key_stores) add({home_rule::key_store, place(path)});

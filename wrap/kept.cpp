@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "wrap/host_files.hpp"
+
 namespace broker::wrap {
 
 namespace fs = std::filesystem;
@@ -19,16 +21,6 @@ namespace {
 
 // A directory set aside entry by entry has at most this many in all.
 constexpr std::size_t max_set_aside_entries = 100'000;
-
-std::vector<std::string> kept_names(const std::string& dir) {
-  std::vector<std::string> names;
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
-  if (!d) return names;
-  while (const dirent* e = ::readdir(d.get()))
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      names.emplace_back(e->d_name);
-  return names;
-}
 
 // A link from `from` to `to` (replacing one there), never followed: renamed within one file
 // system, else made again with the same text and the old one removed.
@@ -54,7 +46,7 @@ bool set_aside_counted(const std::string& from, const std::string& to, copy_budg
   if (S_ISDIR(st.st_mode)) {
     if (::mkdir(to.c_str(), 0700) < 0 && errno != EEXIST) return false;
     bool all = true;
-    for (const std::string& name : kept_names(from))
+    for (const std::string& name : directory_names(from))
       all &= ++walked <= max_set_aside_entries &&
              set_aside_counted(from + "/" + name, to + "/" + name, budget, walked);
     ::chmod(to.c_str(), st.st_mode & 0777);

@@ -19,11 +19,11 @@ namespace broker::wrap {
 
 struct layer_inputs {
   std::string home, cwd;
-  std::vector<std::string> workspaces;  // --workspace, absolute
+  std::vector<std::string> workspaces;                   // --workspace, absolute
   std::vector<std::pair<std::string, std::string>> env;  // the caller's (XDG_* variables)
-  bool root = false;                    // the command runs as root: the system's layers too
+  bool root = false;  // the command runs as root: the system's layers too
   const home_rules* rules = nullptr;
-  std::vector<std::string> masks;       // those missing and in a layer stay missing
+  std::vector<std::string> masks;  // those missing and in a layer stay missing
   std::vector<std::pair<std::string, std::string>> login_copies;  // the copy, its target
   std::vector<std::string> kept;        // seen through the private directories (private_dirs)
   std::vector<view_step> private_dirs;  // the directories made private (host_ipc_dirs)
@@ -36,7 +36,7 @@ struct layer_plan {
   std::vector<std::string> workspaces;  // the workspaces kept, canonical
   std::vector<std::string> through;     // bound through besides the workspaces, canonical
   std::vector<launch_options::seed> seeds;
-  std::vector<std::string> warnings;    // for the user
+  std::vector<std::string> warnings;  // for the user
 };
 
 layer_plan plan_layers(const layer_inputs& in);

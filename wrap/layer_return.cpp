@@ -13,9 +13,10 @@
 #include <optional>
 
 #include "base/atomic_file.hpp"
+#include "wrap/file_merge.hpp"
+#include "wrap/host_files.hpp"
 #include "wrap/layer_plan.hpp"
 #include "wrap/path_lists.hpp"
-#include "wrap/file_merge.hpp"
 
 namespace broker::wrap {
 
@@ -30,38 +31,6 @@ constexpr std::size_t max_settings_bytes = 32 << 20;
 // A directory the session made is walked at most this deep and this wide.
 constexpr int max_depth = 64;
 constexpr std::size_t max_entries = 200'000;
-
-std::vector<std::string> upper_entries(const std::string& dir) {
-  std::vector<std::string> names;
-  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
-  if (!d) return names;
-  while (const dirent* e = ::readdir(d.get()))
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      names.emplace_back(e->d_name);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// A regular file's bytes up to `limit` (never through a link, never blocking on a FIFO).
-std::optional<std::string> read_regular(const std::string& path, std::size_t limit) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::optional<std::string> out;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= limit) {
-    std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < bytes.size()) {
-      const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    bytes.resize(got);
-    out = std::move(bytes);
-  }
-  ::close(fd);
-  return out;
-}
 
 // What overlayfs leaves in its upper directory for a name removed from the layer.
 bool whiteout_at(const struct stat& st) {
@@ -94,7 +63,7 @@ bool made_after(const std::string& path, const timespec& changed) {
 
 // Missing directories above `path` made as the session had them (modes from `upper`'s).
 bool make_host_parents(const std::string& upper_root, const std::string& real_root,
-                  const std::string& path) {
+                       const std::string& path) {
   const fs::path rel = fs::path(path.substr(real_root.size() + 1)).parent_path();
   std::string up = upper_root, real = real_root;
   for (const auto& part : rel) {
@@ -134,7 +103,7 @@ class returner {
 
   // The upper directory `up`, at `real`; `fresh`: the session made it (the host's does not show).
   void dir(const std::string& up, const std::string& real, bool fresh, int depth) {
-    for (const std::string& name : upper_entries(up)) {
+    for (const std::string& name : directory_names(up)) {
       const std::string u = up + "/" + name, r = real + "/" + name;
       struct stat st {};
       if (::lstat(u.c_str(), &st) < 0) continue;
@@ -159,7 +128,7 @@ class returner {
           drop(*rule);
         } else if ((in_.rules && in_.rules->any_below(r)) || placed_below(r)) {
           dir(u, r, true, depth + 1);  // some of it may go; what does not is kept out
-        } else if (!upper_entries(u).empty()) {
+        } else if (!directory_names(u).empty()) {
           keep_out(u, r, written_outside);
         }  // an empty directory carries nothing
         continue;
@@ -177,7 +146,7 @@ class returner {
             settings(u, r, *rule);
             continue;
           case home_rule::key_store:
-            if (struct stat there {}; ::lstat(r.c_str(), &there) < 0 && S_ISREG(st.st_mode)) {
+            if (struct stat there{}; ::lstat(r.c_str(), &there) < 0 && S_ISREG(st.st_mode)) {
               store(u, r);
               continue;
             }
@@ -252,7 +221,8 @@ class returner {
 
   // A directory the session made where writes go through: made on the host, with what it holds.
   void back_tree(const std::string& u, const std::string& r, int depth) {
-    struct stat there {}, st {};
+    struct stat there {
+    }, st{};
     ::lstat(u.c_str(), &st);
     if (::lstat(r.c_str(), &there) == 0 && !S_ISDIR(there.st_mode)) {
       keep_out(u, r, "its name was taken outside meanwhile");
@@ -263,7 +233,7 @@ class returner {
       keep_out(u, r, "could not be made outside (" + std::string(std::strerror(errno)) + ")");
       return;
     }
-    for (const std::string& name : upper_entries(u)) {
+    for (const std::string& name : directory_names(u)) {
       const std::string a = u + "/" + name, b = r + "/" + name;
       struct stat e {};
       if (::lstat(a.c_str(), &e) < 0 || whiteout_at(e)) continue;
@@ -302,7 +272,8 @@ class returner {
         there && (!was || now.st_ino != was->ino || now.st_size != was->size ||
                   !same_mtime(now.st_mtim, was->mtime));
     if (host_changed && !made_after(u, now.st_ctim)) {
-      const auto child = read_regular(u, max_merged_bytes), host = read_regular(r, max_merged_bytes);
+      const auto child = read_regular_file(u, max_merged_bytes),
+                 host = read_regular_file(r, max_merged_bytes);
       if (child && host) {
         std::optional<std::string> merged;
         if (was && was->bytes)
@@ -326,7 +297,7 @@ class returner {
   // An agent's settings file: its data members go to the host's; if it changed anything else,
   // the session's file is set aside and named with those members.
   void settings(const std::string& u, const std::string& r, const home_rule& rule) {
-    const auto session = read_regular(u, max_settings_bytes);
+    const auto session = read_regular_file(u, max_settings_bytes);
     if (!session) {
       keep_out(u, r, "settings too large or not a regular file, so not checked");
       return;
@@ -334,15 +305,15 @@ class returner {
     struct stat now {};
     const bool there = ::lstat(r.c_str(), &now) == 0;
     std::optional<std::string> host = std::string();
-    if (there) host = read_regular(r, max_settings_bytes);
+    if (there) host = read_regular_file(r, max_settings_bytes);
     const start_files::file* was = in_.started ? in_.started->find(r) : nullptr;
     if (!host || (was && !was->bytes)) {
       keep_out(u, r, "your settings file is too large or not a regular file, so not merged");
       return;
     }
-    const auto merged = merge_settings(rule.format, {rule.data, in_.workspaces},
-                                       was ? std::string_view(*was->bytes) : std::string_view(),
-                                       *host, *session);
+    const auto merged =
+        merge_settings(rule.format, {rule.data, in_.workspaces},
+                       was ? std::string_view(*was->bytes) : std::string_view(), *host, *session);
     if (!merged.readable) {
       keep_out(u, r, "settings that cannot be read, so not checked");
       return;
@@ -363,13 +334,13 @@ class returner {
   // An agent's stored key (a dummy): kept in broker's own store for its next session, never in
   // the home.
   void store(const std::string& u, const std::string& r) {
-    const auto now = read_regular(u, 1 << 20);
+    const auto now = read_regular_file(u, 1 << 20);
     if (!now) {
       keep_out(u, r, "not a regular file");
       return;
     }
     const std::string to = agent_store_path(in_.home, r);
-    const auto before = read_regular(to, 1 << 20);
+    const auto before = read_regular_file(to, 1 << 20);
     std::error_code ec;
     fs::create_directories(fs::path(to).parent_path(), ec);
     // Private like the rest of ~/.config/broker: every directory from there down.
@@ -410,8 +381,9 @@ start_files::start_files(const home_rules& rules) {
     struct stat st {};
     if (::lstat(rule.path.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) continue;
     file f{rule.path, st.st_dev, st.st_ino, st.st_size, st.st_mtim, nullptr};
-    const std::size_t limit = rule.what == home_rule::settings ? max_settings_bytes : max_merged_bytes;
-    if (auto bytes = read_regular(rule.path, limit))
+    const std::size_t limit =
+        rule.what == home_rule::settings ? max_settings_bytes : max_merged_bytes;
+    if (auto bytes = read_regular_file(rule.path, limit))
       f.bytes = std::make_shared<const std::string>(std::move(*bytes));
     files_.push_back(std::move(f));
   }
@@ -429,8 +401,8 @@ layers_returned return_layers(const layer_return_inputs& in, const std::string& 
   returner back(in, kept_root, out);
   for (std::size_t i = 0; i < in.layers.size() && i < in.mounted.size(); ++i) {
     if (!in.mounted[i]) continue;
-    const std::string upper = "/proc/self/fd/" + std::to_string(in.upper) + "/" +
-                              std::to_string(i) + "/u";
+    const std::string upper =
+        "/proc/self/fd/" + std::to_string(in.upper) + "/" + std::to_string(i) + "/u";
     try {
       back.layer(upper, in.layers[i]);
     } catch (const std::exception& e) {

@@ -40,14 +40,14 @@ class start_files {
 };
 
 struct layer_return_inputs {
-  int upper = -1;                    // the tmpfs of the layers' upper directories
-  std::vector<std::string> layers;   // each layer's path, in order ("N/u" is the N-th's upper)
-  std::vector<bool> mounted;         // which were made
+  int upper = -1;                   // the tmpfs of the layers' upper directories
+  std::vector<std::string> layers;  // each layer's path, in order ("N/u" is the N-th's upper)
+  std::vector<bool> mounted;        // which were made
   const home_rules* rules = nullptr;
   const start_files* started = nullptr;
   std::string home;
   std::vector<std::string> workspaces;
-  std::vector<std::string> placed;   // what the layers held from the start: not the session's
+  std::vector<std::string> placed;  // what the layers held from the start: not the session's
 };
 
 struct layers_returned {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "wrap/capture_net.hpp"
+#include "wrap/fd_message.hpp"
 #include "wrap/launch_plan.hpp"
 #include "wrap/sandbox_mounts.hpp"
 #include "wrap/syscall_filter.hpp"
@@ -87,23 +88,13 @@ int make_any_address_socket(int control, int type, std::uint16_t port, const cha
 // ('-' when not), and why capture is unavailable (nothing when it is available or not asked
 // for), with the sockets attached: the proxy listener, the sock_diag socket, the capture listener
 // and the DNS sockets, then the nfnetlink socket.
+static_assert(max_sandbox_sockets <= max_message_fds);
+
 void send_sockets(int control, const std::vector<int>& fds, bool sock_diag, bool netfilter,
                   const std::string& capture_unavailable) {
   std::string text =
       std::string("L") + (sock_diag ? 'D' : '-') + (netfilter ? 'N' : '-') + capture_unavailable;
-  iovec data{text.data(), text.size()};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int) * max_sandbox_sockets)] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = space;
-  message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_SOCKET;
-  header->cmsg_type = SCM_RIGHTS;
-  header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-  std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
-  if (::sendmsg(control, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(text.size()))
+  if (send_with_fds(control, text, fds) != static_cast<ssize_t>(text.size()))
     sandbox_fail(control, "handing over the listener");
   for (int fd : fds) ::close(fd);
 }
@@ -180,21 +171,9 @@ launch_options receive_plan(int control) {
 void report_mounts(int control, const mounted_layers& layers) {
   std::string text = "M";
   for (bool m : layers.mounted) text += m ? '1' : '0';
-  iovec data{text.data(), text.size()};
-  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  if (layers.upper >= 0) {
-    message.msg_control = space;
-    message.msg_controllen = sizeof space;
-    cmsghdr* header = CMSG_FIRSTHDR(&message);
-    header->cmsg_level = SOL_SOCKET;
-    header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &layers.upper, sizeof(int));
-  }
-  if (::sendmsg(control, &message, MSG_NOSIGNAL) != static_cast<ssize_t>(text.size())) ::_exit(125);
+  std::vector<int> fds;
+  if (layers.upper >= 0) fds.push_back(layers.upper);
+  if (send_with_fds(control, text, fds) != static_cast<ssize_t>(text.size())) ::_exit(125);
   if (layers.upper >= 0) ::close(layers.upper);
 }
 

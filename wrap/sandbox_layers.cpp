@@ -22,7 +22,8 @@ std::string unescape(std::string_view field) {
   for (std::size_t i = 0; i < field.size(); ++i) {
     if (field[i] == '\\' && i + 3 < field.size() &&
         field.substr(i + 1, 3).find_first_not_of("01234567") == std::string_view::npos) {
-      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+      out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 +
+                               (field[i + 3] - '0'));
       i += 3;
     } else {
       out += field[i];
@@ -176,7 +177,8 @@ int make_upper_parents(int lower, int upper, const std::string& rel) {
 
 // `source`'s bytes into a new file `name` in `dir` (0600).
 bool copy_into(int source, int dir, const std::string& name) {
-  const int out = ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int out =
+      ::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) return false;
   char chunk[64 * 1024];
   bool ok = true;
@@ -203,8 +205,7 @@ bool copy_into(int source, int dir, const std::string& name) {
 bool layer_maker::mount(std::size_t index, int lower, const std::string& target,
                         const std::vector<open_seed>& seeds) {
   const std::string n = std::to_string(index);
-  if (::mkdirat(upper_, n.c_str(), 0700) < 0 ||
-      ::mkdirat(upper_, (n + "/u").c_str(), 0755) < 0 ||
+  if (::mkdirat(upper_, n.c_str(), 0700) < 0 || ::mkdirat(upper_, (n + "/u").c_str(), 0755) < 0 ||
       ::mkdirat(upper_, (n + "/w").c_str(), 0700) < 0)
     sandbox_fail(control_, "making a layer for " + target);
   const int up = ::openat(upper_, (n + "/u").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -231,8 +232,9 @@ bool layer_maker::mount(std::size_t index, int lower, const std::string& target,
   // them), no index, no redirects made or followed (renaming a directory of the host's gives
   // EXDEV, and programs copy instead); in a user namespace the overlay's own attributes are
   // user.* ones, with which the kernel takes no other redirect setting.
-  std::string options = "lowerdir=" + layer_fd_path(lower) + ",upperdir=" + layer_fd_path(upper_) + "/" + n +
-                        "/u,workdir=" + layer_fd_path(upper_) + "/" + n + "/w,metacopy=off,index=off";
+  std::string options = "lowerdir=" + layer_fd_path(lower) + ",upperdir=" + layer_fd_path(upper_) +
+                        "/" + n + "/u,workdir=" + layer_fd_path(upper_) + "/" + n +
+                        "/w,metacopy=off,index=off";
   options += ::geteuid() != 0 ? ",userxattr,redirect_dir=nofollow" : ",redirect_dir=off";
   return ::mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) == 0;
 }

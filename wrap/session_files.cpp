@@ -52,7 +52,8 @@ session_files::session_files(const session_files_inputs& in, launch_options& lau
   });
   if (!in.netns) return;
   for (const auto& path : unhidden)
-    warnings.push_back(path + " holds the working directory, so the command can read and change it");
+    warnings.push_back(path +
+                       " holds the working directory, so the command can read and change it");
 
   home_rule_inputs rule_inputs;
   rule_inputs.home = in.home;

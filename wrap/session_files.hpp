@@ -28,9 +28,9 @@ namespace broker::wrap {
 struct session_files_inputs {
   const std::vector<config::policy>* layers = nullptr;
   std::string home, cwd, log_dir;
-  std::vector<std::string> workspaces;                    // --workspace
-  std::vector<std::pair<std::string, std::string>> env;   // the caller's environment
-  std::vector<std::string> kept;                          // the command, the session's files
+  std::vector<std::string> workspaces;                   // --workspace
+  std::vector<std::pair<std::string, std::string>> env;  // the caller's environment
+  std::vector<std::string> kept;                         // the command, the session's files
   std::vector<std::pair<std::string, std::string>> login_copies;  // a copy, its target
   bool netns = true;
 };

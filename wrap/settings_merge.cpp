@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
 namespace broker::wrap {
 
@@ -121,8 +121,8 @@ std::optional<ordered_json> parse(settings_format format, std::string_view text)
 
 std::string render(settings_format format, const ordered_json& doc, std::string_view like) {
   if (format == settings_format::toml) return toml_text_of(doc);
-  const bool indented =
-      like.empty() || (like.find('\n') != std::string_view::npos && like.find('\n') + 1 < like.size());
+  const bool indented = like.empty() || (like.find('\n') != std::string_view::npos &&
+                                         like.find('\n') + 1 < like.size());
   std::string out = indented ? doc.dump(2) : doc.dump();
   if (like.empty() || like.back() == '\n') out += '\n';
   return out;
@@ -167,7 +167,8 @@ class data_members {
     while (name.size() > 1 && name.back() == '/') name.pop_back();
     return std::any_of(workspaces_.begin(), workspaces_.end(), [&](const std::string& w) {
       return !w.empty() && w != "/" &&
-             (name == w || (name.starts_with(w) && name.size() > w.size() && name[w.size()] == '/'));
+             (name == w ||
+              (name.starts_with(w) && name.size() > w.size() && name[w.size()] == '/'));
     });
   }
 

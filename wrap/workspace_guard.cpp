@@ -16,6 +16,7 @@
 #include <set>
 
 #include "wrap/git_config.hpp"
+#include "wrap/host_files.hpp"
 #include "wrap/path_lists.hpp"
 
 namespace broker::wrap {
@@ -26,9 +27,9 @@ namespace fs = std::filesystem;
 using clock = std::chrono::steady_clock;
 
 // Files tools load by themselves from the directory they work in, with no review.
-constexpr const char* loaded_names[] = {".envrc",    ".mcp.json", "CLAUDE.md", "CLAUDE.local.md",
-                                        "AGENTS.md", "GEMINI.md", ".claude",   ".gemini",
-                                        ".codex"};
+constexpr const char* loaded_names[] = {".envrc",          ".mcp.json", "CLAUDE.md",
+                                        "CLAUDE.local.md", "AGENTS.md", "GEMINI.md",
+                                        ".claude",         ".gemini",   ".codex"};
 // In a .vscode directory: tasks that run when the folder opens, settings that name programs.
 constexpr const char* vscode_names[] = {"tasks.json", "settings.json"};
 
@@ -60,13 +61,15 @@ std::vector<dir_entry> dir_entries(int dir_fd) {
     if (type == DT_UNKNOWN) {
       struct stat st {};
       if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-        type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG
-                                            : S_ISLNK(st.st_mode) ? DT_LNK
-                                                                  : DT_UNKNOWN;
+        type = S_ISDIR(st.st_mode)   ? DT_DIR
+               : S_ISREG(st.st_mode) ? DT_REG
+               : S_ISLNK(st.st_mode) ? DT_LNK
+                                     : DT_UNKNOWN;
     }
     out.push_back({e->d_name, type});
   }
-  std::sort(out.begin(), out.end(), [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; });
   return out;
 }
 
@@ -146,27 +149,6 @@ class tree_walker {
   std::size_t seen_ = 0;
 };
 
-// A file's bytes up to `limit`; nullopt when larger or unreadable. Never through a link, never
-// blocking on a FIFO.
-std::optional<std::string> read_small_file(const std::string& path, std::size_t limit) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  std::optional<std::string> out;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) <= limit) {
-    std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < bytes.size()) {
-      const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    if (got == bytes.size()) out = std::move(bytes);
-  }
-  ::close(fd);
-  return out;
-}
-
 // What `path` is now. False when it is too large (or unreadable) to save within `budget`.
 bool save_file(const std::string& path, saved_file& out, std::size_t limit, std::size_t& budget) {
   out = {};
@@ -185,7 +167,7 @@ bool save_file(const std::string& path, saved_file& out, std::size_t limit, std:
   }
   if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode);
   if (static_cast<std::size_t>(st.st_size) > std::min(limit, budget)) return false;
-  auto bytes = read_small_file(path, limit);
+  auto bytes = read_regular_file(path, limit);
   if (!bytes) return false;
   budget -= bytes->size();
   out.bytes = std::move(*bytes);
@@ -392,8 +374,8 @@ class restorer {
 }  // namespace
 
 workspace_guard::workspace_guard(std::vector<std::string> roots,
-                                 std::vector<std::string> workspaces,
-                                 std::vector<std::string> skip, workspace_limits limits)
+                                 std::vector<std::string> workspaces, std::vector<std::string> skip,
+                                 workspace_limits limits)
     : roots_(std::move(roots)),
       workspaces_(std::move(workspaces)),
       skip_(std::move(skip)),
@@ -401,8 +383,9 @@ workspace_guard::workspace_guard(std::vector<std::string> roots,
   tree_walker w(skip_, limits_);
   for (const auto& root : roots_) w.walk(root);
   if (!w.complete)
-    warnings_.push_back("the places the session writes through hold too many files to look at "
-                        "within the bound; a git directory or agent file past it is not guarded");
+    warnings_.push_back(
+        "the places the session writes through hold too many files to look at "
+        "within the bound; a git directory or agent file past it is not guarded");
   std::size_t budget = limits_.total_bytes;
   const auto hold = [&](const std::string& path) {
     struct stat st {};
@@ -413,12 +396,14 @@ workspace_guard::workspace_guard(std::vector<std::string> roots,
     d.path = g.path;
     d.dev = g.dev;
     d.ino = g.ino;
-    for (auto [name, file] : {std::pair{"config", &d.config},
-                              std::pair{"config.worktree", &d.config_worktree},
-                              std::pair{"commondir", &d.commondir}})
-      if (!save_file(g.path + "/" + name, *file, limits_.file_bytes, budget)) hold(g.path + "/" + name);
+    for (auto [name, file] :
+         {std::pair{"config", &d.config}, std::pair{"config.worktree", &d.config_worktree},
+          std::pair{"commondir", &d.commondir}})
+      if (!save_file(g.path + "/" + name, *file, limits_.file_bytes, budget))
+        hold(g.path + "/" + name);
     for (auto [name, tree] : {std::pair{"hooks", &d.hooks}, std::pair{"info", &d.info}})
-      if (!save_tree(g.path + "/" + name, *tree, limits_.file_bytes, budget)) hold(g.path + "/" + name);
+      if (!save_tree(g.path + "/" + name, *tree, limits_.file_bytes, budget))
+        hold(g.path + "/" + name);
     git_dirs_.push_back(std::move(d));
   }
   for (const auto& path : w.found.gitfiles) {
@@ -487,7 +472,8 @@ void changes_for(const std::string& path, const saved_tree& before, std::size_t 
 
 // The working tree holding `path`: the nearest directory above it with a `.git`; "" for none.
 std::string worktree_of(const std::string& path) {
-  for (fs::path dir = fs::path(path).parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
+  for (fs::path dir = fs::path(path).parent_path(); dir.has_relative_path();
+       dir = dir.parent_path()) {
     struct stat st {};
     if (::lstat((dir / ".git").c_str(), &st) == 0) return dir.string();
   }
@@ -524,8 +510,9 @@ void workspace_guard::judge(const std::string& kept_root, std::vector<kept_out>&
   tree_walker w(skip_, limits_);
   for (const auto& root : roots_) w.walk(root);
   if (!w.complete)
-    warnings.push_back("the places the session wrote through hold too many files to look at "
-                       "within the bound; a git directory or agent file past it was not checked");
+    warnings.push_back(
+        "the places the session wrote through hold too many files to look at "
+        "within the bound; a git directory or agent file past it was not checked");
   restorer host(kept_root, kept, warnings);
   const auto non_data = [&](const std::vector<git_entry>& entries, const std::string& git) {
     std::vector<git_entry> out;
@@ -547,7 +534,7 @@ void workspace_guard::judge(const std::string& kept_root, std::vector<kept_out>&
     if (same_saved(before, now)) return;
     const auto was = entries_of_saved(before);
     const auto is = now.exists && S_ISREG(now.mode) ? read_git_config(path)
-                                                   : std::optional<std::vector<git_entry>>{};
+                                                    : std::optional<std::vector<git_entry>>{};
     std::string reason = "git configuration";
     if (was && is && before.exists == now.exists) {
       const auto added = non_data(minus(*is, *was), git);
@@ -595,7 +582,7 @@ void workspace_guard::judge(const std::string& kept_root, std::vector<kept_out>&
         if (!(e.type == DT_REG && e.name.ends_with(".sample")))
           host.keep_out(change{hooks + "/" + e.name, {}}, "a git hook");
       ::close(fd);
-    } else if (struct stat st {}; ::lstat(hooks.c_str(), &st) == 0) {
+    } else if (struct stat st{}; ::lstat(hooks.c_str(), &st) == 0) {
       host.keep_out(change{hooks, {}}, "a git hook");
     }
   }

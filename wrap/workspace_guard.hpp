@@ -28,10 +28,10 @@
 namespace broker::wrap {
 
 struct workspace_limits {
-  std::size_t entries = 200'000;          // each walk
-  std::chrono::milliseconds time{2000};   // each walk
-  std::size_t file_bytes = 4 << 20;       // one saved file (larger: read-only instead)
-  std::size_t total_bytes = 64 << 20;     // all saved files
+  std::size_t entries = 200'000;         // each walk
+  std::chrono::milliseconds time{2000};  // each walk
+  std::size_t file_bytes = 4 << 20;      // one saved file (larger: read-only instead)
+  std::size_t total_bytes = 64 << 20;    // all saved files
 };
 
 // A file or link as it was, or that there was none.

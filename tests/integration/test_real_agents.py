@@ -282,6 +282,17 @@ def test_codex_exec_with_codex_api_key_over_http_when_the_websocket_is_refused(m
     assert rec["credential"] == "codex" and rec["llm_tokens"] == TOKENS, rec
     assert_telemetry_denied(run, CODEX_TELEMETRY)
     assert_no_leaks(run, [CODEX_KEY])
+    # Its session's transcript and its threads went through to the home, nothing was named
+    # kept out; the next session finds them (DESIGN §8.1).
+    codex = run.home / ".codex"
+    assert list((codex / "sessions").rglob("rollout-*.jsonl")), run.describe()
+    assert list(codex.glob("state_*.sqlite")), sorted(p.name for p in codex.iterdir())
+    assert "kept out" not in run.err, run.err
+    again = sessions(fake).run("codex-http", CODEX, env={"CODEX_API_KEY": CODEX_KEY},
+                               timeout=RUN_TIMEOUT)
+    assert_turn_done(again, fake)
+    assert "kept out" not in again.err, again.err
+    assert len(list((codex / "sessions").rglob("rollout-*.jsonl"))) == 2
 
 
 def test_codex_with_openai_api_key_logged_in_from_the_dummy(make_fake, sessions):

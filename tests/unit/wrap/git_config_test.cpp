@@ -54,9 +54,9 @@ TEST_CASE("read_git_config: what git reads, tricks and all", "[wrap][git]") {
 TEST_CASE("git_data_entry: where history comes from and goes is data; commands are not",
           "[wrap][git]") {
   const std::vector<std::string> workspaces{"/w"};
-  for (const char* key : {"core.repositoryformatversion", "core.bare", "remote.origin.url",
-                          "remote.up.stream.fetch", "branch.Main.merge", "user.email",
-                          "submodule.lib.url", "extensions.objectformat"})
+  for (const char* key :
+       {"core.repositoryformatversion", "core.bare", "remote.origin.url", "remote.up.stream.fetch",
+        "branch.Main.merge", "user.email", "submodule.lib.url", "extensions.objectformat"})
     CHECK(git_data_entry({key, "x"}, "/w/.git", workspaces));
   for (const char* key :
        {"core.fsmonitor", "core.hookspath", "core.sshcommand", "core.pager", "core.editor",
@@ -87,8 +87,7 @@ TEST_CASE("write_git_config and git_tracked", "[wrap][git]") {
                           .c_str()) == 0);
   // The repository's own fsmonitor never runs while the broker asks.
   write(fs::path(repo) / ".git/config",
-        "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch " + t.path.string() +
-            "/ran\n");
+        "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch " + t.path.string() + "/ran\n");
   CHECK(broker::wrap::git_tracked(repo, {"tracked", "other", "missing"}) ==
         std::vector<std::string>{"tracked"});
   CHECK_FALSE(fs::exists(t.path / "ran"));

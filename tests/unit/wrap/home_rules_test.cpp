@@ -50,11 +50,11 @@ TEST_CASE("home_rules: the agents' data goes through, their instructions and com
   CHECK_FALSE(rules.any_below("/home/u/.vim"));
 }
 
-TEST_CASE("home_rules: CODEX_HOME, XDG_CACHE_HOME, GOMODCACHE and files.writable",
-          "[wrap][home]") {
+TEST_CASE("home_rules: CODEX_HOME, XDG_CACHE_HOME, GOMODCACHE and files.writable", "[wrap][home]") {
   home_rule_inputs in;
   in.home = "/home/u";
-  in.env = {{"CODEX_HOME", "/data/codex"}, {"XDG_CACHE_HOME", "/data/cache"},
+  in.env = {{"CODEX_HOME", "/data/codex"},
+            {"XDG_CACHE_HOME", "/data/cache"},
             {"GOMODCACHE", "/data/gomod"}};
   in.layers = {parse_policy(R"({"files": {"writable": ["~/.m2", "/usr/local"]}})", "a.json"),
                parse_policy(R"({"files": {"writable": ["~/.m2"]}})", "b.json")};
@@ -67,12 +67,11 @@ TEST_CASE("home_rules: CODEX_HOME, XDG_CACHE_HOME, GOMODCACHE and files.writable
   CHECK(kind_of(rules, "/data/gomod/x") == home_rule::through);
   CHECK(rules.find("/data/gomod/x")->cache);
   CHECK(kind_of(rules, "/home/u/.m2/repository/x") == home_rule::through);  // both layers agree
-  CHECK(rules.find("/usr/local/bin/x") == nullptr);                          // only one does
+  CHECK(rules.find("/usr/local/bin/x") == nullptr);                         // only one does
   CHECK(kind_of(rules, "/var/cache/apt/archives/x.deb") == home_rule::dropped);  // root
 }
 
-TEST_CASE("home_rules: the Codex daemon's existing directories are shown empty",
-          "[wrap][home]") {
+TEST_CASE("home_rules: the Codex daemon's existing directories are shown empty", "[wrap][home]") {
   broker::test::temp_dir t;
   std::filesystem::create_directories(t.path / ".codex/packages/app-server-daemon");
   std::filesystem::create_directories(t.path / ".codex/app-server-control");

@@ -54,10 +54,11 @@ TEST_CASE("plan_layers: the home a layer, the workspace and the agents' data bou
   CHECK(plan.layers == std::vector<std::string>{d + "/home", d + "/state"});
   CHECK(plan.workspaces == std::vector<std::string>{d + "/home/src/app"});
   std::vector<std::string> seeds;
-  for (const auto& s : plan.seeds) seeds.push_back(s.target + (s.source.empty() ? " (missing)" : ""));
+  for (const auto& s : plan.seeds)
+    seeds.push_back(s.target + (s.source.empty() ? " (missing)" : ""));
   CHECK(seeds == std::vector<std::string>{d + "/home/.config/gh/hosts.yml",
-                                          d + "/home/.codex/auth.json",
-                                          d + "/home/.aws (missing)", d + "/home/.docker (missing)",
+                                          d + "/home/.codex/auth.json", d + "/home/.aws (missing)",
+                                          d + "/home/.docker (missing)",
                                           d + "/home/.codex/token (missing)"});
   CHECK(plan.warnings.empty());
 }
@@ -72,13 +73,14 @@ TEST_CASE("plan_layers: the home is never a workspace; a root command's system i
   in.cwd = d + "/home";
   in.root = true;
   // A host mount inside the home: shown again, read-only, over the layer.
-  in.mountinfo = "1 0 8:1 / / rw - ext4 /dev/sda rw\n2 1 8:2 / " + d + "/home/data rw - ext4 x rw\n";
+  in.mountinfo =
+      "1 0 8:1 / / rw - ext4 /dev/sda rw\n2 1 8:2 / " + d + "/home/data rw - ext4 x rw\n";
   const auto plan = plan_layers(in);
   CHECK(plan.workspaces.empty());
   REQUIRE(plan.warnings.size() == 1);
   CHECK(plan.warnings[0].find("is your home") != std::string::npos);
   const auto steps = shown(plan.steps, d);
-  for (const char* want : {"layer T/home", "bind T/home/data", "layer /etc", "layer /usr",
-                           "layer /var"})
+  for (const char* want :
+       {"layer T/home", "bind T/home/data", "layer /etc", "layer /usr", "layer /var"})
     CHECK(std::find(steps.begin(), steps.end(), want) != steps.end());
 }

@@ -51,6 +51,23 @@ struct fake_layer {
     fs::create_directories(h);
     fs::create_directories(u);
   }
+
+  // What the end of the session makes of the layer, by `rules` as they were at `started`.
+  broker::wrap::layers_returned take_back(const home_rules& rules, const start_files& started,
+                                          std::vector<std::string> placed = {}) {
+    const int upper = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    layer_return_inputs back;
+    back.upper = upper;
+    back.layers = {h.string()};
+    back.mounted = {true};
+    back.rules = &rules;
+    back.started = &started;
+    back.home = h.string();
+    back.placed = std::move(placed);
+    auto out = return_layers(back, kept.string());
+    ::close(upper);
+    return out;
+  }
 };
 
 }  // namespace
@@ -90,17 +107,8 @@ TEST_CASE("return_layers: the rules' places go back, the rest is kept out, the h
   write(l.u / ".config/gh/hosts.yml", "dummy");
   REQUIRE(::mknod((l.u / ".netrc").c_str(), S_IFCHR | 0600, makedev(0, 0)) == 0);
 
-  const int upper = ::open(l.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  layer_return_inputs back;
-  back.upper = upper;
-  back.layers = {l.h.string()};
-  back.mounted = {true};
-  back.rules = &rules;
-  back.started = &started;
-  back.home = l.h.string();
-  back.placed = {(l.h / ".config/gh/hosts.yml").string(), (l.h / ".netrc").string()};
-  const auto out = return_layers(back, l.kept.string());
-  ::close(upper);
+  const auto out = l.take_back(
+      rules, started, {(l.h / ".config/gh/hosts.yml").string(), (l.h / ".netrc").string()});
 
   CHECK(read_all(l.h / ".bashrc") == "# mine\n");
   CHECK(read_all(l.h / ".profile") == "# mine\n");
@@ -147,16 +155,7 @@ TEST_CASE("return_layers: two sessions' appends to one history both stay", "[wra
   write(l.u / ".codex/history.jsonl", "one\nmine\n");
   ::usleep(20000);
   std::ofstream(l.h / ".codex/history.jsonl", std::ios::app) << "theirs\n";
-  const int upper = ::open(l.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  layer_return_inputs back;
-  back.upper = upper;
-  back.layers = {l.h.string()};
-  back.mounted = {true};
-  back.rules = &rules;
-  back.started = &started;
-  back.home = l.h.string();
-  const auto out = return_layers(back, l.kept.string());
-  ::close(upper);
+  const auto out = l.take_back(rules, started);
   CHECK(read_all(l.h / ".codex/history.jsonl") == "one\ntheirs\nmine\n");
   CHECK(out.kept.empty());
 }

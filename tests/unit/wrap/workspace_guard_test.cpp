@@ -61,10 +61,13 @@ TEST_CASE("workspace_guard: git directories keep what runs as it was, data chang
   fs::remove(w / "nested/.git/hooks/pre-commit");
   write(w / "nested/.git/info/attributes", "* filter=x\n");
   sh(q + "git -C other remote add origin https://example.com/o.git");
-  sh(q + "git init -q fresh; git -C fresh remote add origin https://example.com/f.git;"
-         "git -C fresh config core.hooksPath /tmp/h");
+  sh(q +
+     "git init -q fresh; git -C fresh remote add origin https://example.com/f.git;"
+     "git -C fresh config core.hooksPath /tmp/h");
   write(w / "fresh/.git/hooks/pre-push", "#!/bin/sh\ncurl evil\n");
-  sh(q + "mkdir lib; git init -q --separate-git-dir=lib/.vendor lib; git -C lib config core.pager evil");
+  sh(q +
+     "mkdir lib; git init -q --separate-git-dir=lib/.vendor lib; git -C lib config core.pager "
+     "evil");
   write(w / "lib/.vendor/hooks/post-merge", "evil");
 
   std::vector<kept_out> out;
@@ -80,7 +83,8 @@ TEST_CASE("workspace_guard: git directories keep what runs as it was, data chang
   CHECK_FALSE(fs::exists(w / "nested/.git/info/attributes"));
   REQUIRE(named(out, w / "nested/.git/config"));
   CHECK(named(out, w / "nested/.git/config")->reason == "git configuration (core.fsmonitor)");
-  CHECK(read_all(named(out, w / "nested/.git/config")->kept).find("curl evil") != std::string::npos);
+  CHECK(read_all(named(out, w / "nested/.git/config")->kept).find("curl evil") !=
+        std::string::npos);
   REQUIRE(named(out, w / "nested/.git/hooks/pre-commit"));
   CHECK(named(out, w / "nested/.git/hooks/pre-commit")->what == kept_out::removed);
   // A remote is data.
