@@ -330,38 +330,51 @@ home_rules::home_rules(const home_rule_inputs& in) {
       }
     rules_.push_back(std::move(rule));
   };
-  for (const char* c : unverified_caches) add({home_rule::dropped, place(c), {}, {}, "a cache"});
+  const auto rule = [&](home_rule::kind what, std::string path, std::string why = {}) {
+    home_rule r;
+    r.what = what;
+    r.path = std::move(path);
+    r.why = std::move(why);
+    return r;
+  };
+  for (const char* c : unverified_caches) add(rule(home_rule::dropped, place(c), "a cache"));
   if (const std::string cache = rule_env(in, "XDG_CACHE_HOME"); cache.starts_with('/'))
-    add({home_rule::dropped, cache, {}, {}, "a cache"});
+    add(rule(home_rule::dropped, cache, "a cache"));
   if (in.root)
-    for (const char* c : system_caches) add({home_rule::dropped, c, {}, {}, "a cache"});
-  for (const auto& [path, why] : agent_dropped) add({home_rule::dropped, place(path), {}, {}, why});
-  for (const char* path : agent_data) add({home_rule::through, place(path)});
+    for (const char* c : system_caches) add(rule(home_rule::dropped, c, "a cache"));
+  for (const auto& [path, why] : agent_dropped) add(rule(home_rule::dropped, place(path), why));
+  for (const char* path : agent_data) add(rule(home_rule::through, place(path)));
   // Caches that verify what they read by its hash.
-  std::string npm = rule_env(in, "npm_config_cache");
-  add({home_rule::through,
-       npm.starts_with('/') ? npm + "/_cacache" : place("~/.npm/_cacache"),
-       {},
-       {},
-       {},
-       true});
+  const std::string npm = rule_env(in, "npm_config_cache");
+  home_rule npm_cache =
+      rule(home_rule::through, npm.starts_with('/') ? npm + "/_cacache" : place("~/.npm/_cacache"));
+  npm_cache.cache = true;
+  add(std::move(npm_cache));
   std::string go = rule_env(in, "GOMODCACHE");
   if (!go.starts_with('/')) {
     const std::string gopath = rule_env(in, "GOPATH");
     const std::string first = gopath.substr(0, gopath.find(':'));
     go = first.starts_with('/') ? first + "/pkg/mod" : place("~/go/pkg/mod");
   }
-  add({home_rule::through, go, {}, {}, {}, true});
-  for (const auto& s : agent_settings) add({home_rule::settings, place(s.path), s.format, *s.data});
-  add({home_rule::settings, place("~/.gemini/trustedFolders.json"), settings_format::json,
-       gemini_trust});
-  for (const char* path : key_stores) add({home_rule::key_store, place(path)});
+  home_rule go_cache = rule(home_rule::through, go);
+  go_cache.cache = true;
+  add(std::move(go_cache));
+  const auto settings = [&](const char* path, settings_format format,
+                            const std::vector<std::string>& data) {
+    home_rule r = rule(home_rule::settings, place(path));
+    r.format = format;
+    r.data = data;
+    add(std::move(r));
+  };
+  for (const auto& s : agent_settings) settings(s.path, s.format, *s.data);
+  settings("~/.gemini/trustedFolders.json", settings_format::json, gemini_trust);
+  for (const char* path : key_stores) add(rule(home_rule::key_store, place(path)));
   // files.writable opens a path on purpose, a cache's below it too.
   for (const auto& path : writable_paths(in.layers, home)) {
     std::erase_if(rules_, [&](const home_rule& r) {
       return r.what == home_rule::dropped && within(r.path, normal_path(path));
     });
-    add({home_rule::through, path});
+    add(rule(home_rule::through, path));
   }
   for (const char* path : agent_scratch)
     if (auto p = place(path); !p.empty()) scratch_.push_back(normal_path(p));

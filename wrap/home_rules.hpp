@@ -22,7 +22,7 @@
 namespace broker::wrap {
 
 struct home_rule {
-  enum kind { through, settings, key_store, dropped } what;
+  enum kind { through, settings, key_store, dropped } what = through;
   std::string path;  // absolute, normal
   // settings: the file's format and its data members (member_rules::data).
   settings_format format = settings_format::json;
