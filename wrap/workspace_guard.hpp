@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "wrap/kept.hpp"
+#include "wrap/saved_files.hpp"
 
 namespace broker::wrap {
 
@@ -32,22 +33,6 @@ struct workspace_limits {
   std::chrono::milliseconds time{2000};  // each walk
   std::size_t file_bytes = 4 << 20;      // one saved file (larger: read-only instead)
   std::size_t total_bytes = 64 << 20;    // all saved files
-};
-
-// A file or link as it was, or that there was none.
-struct saved_file {
-  bool exists = false;
-  mode_t mode = 0;  // with the type bits
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::string bytes;  // a file's content, a link's text
-};
-
-// A directory's entries as they were, at any depth (relative paths, parents first).
-struct saved_tree {
-  bool exists = false;
-  saved_file self;  // the directory's mode and owner
-  std::vector<std::pair<std::string, saved_file>> entries;
 };
 
 class workspace_guard {

@@ -73,8 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
   const auto result = nlohmann::ordered_json::parse(*merged.text, nullptr, false);
   const auto original = nlohmann::ordered_json::parse(host, nullptr, false);
   check(!result.is_discarded(), "the merged file is no JSON");
-  if (!original.is_discarded() && !host.empty() && merged.text != session &&
-      original.is_object() && result.is_object())
+  if (!original.is_discarded() && !host.empty() && merged.text != session && original.is_object() &&
+      result.is_object())
     check(without_data(result) == without_data(original), "a member not data changed");
   return 0;
 }
