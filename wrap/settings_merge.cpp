@@ -103,10 +103,14 @@ std::string toml_text_of(const ordered_json& doc) {
 
 // --- Reading and writing either format ---------------------------------------------------
 
+bool blank(std::string_view text) {
+  return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
 // The document, or nullopt when the text is none of its format. An empty text is an empty
 // document (a file that does not exist).
 std::optional<ordered_json> parse(settings_format format, std::string_view text) {
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return ordered_json::object();
+  if (blank(text)) return ordered_json::object();
   if (format == settings_format::json) {
     auto doc = ordered_json::parse(text, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
@@ -238,8 +242,8 @@ class merger {
     }
     if (value)
       (*node)[at.back()] = *value;
-    else
-      node->erase(at.back());
+    else if (node->erase(at.back()) == 0)
+      return;  // removed where the host has none either
     applied = true;
   }
 
@@ -273,7 +277,7 @@ settings_merge merge_settings(settings_format format, const member_rules& rules,
   }
   if (!m.applied) return out;
   // Only data changed, and the host's file is as it was: the session's text goes, as written.
-  if (out.kept.empty() && result == *s)
+  if (out.kept.empty() && result == *s && !blank(session))
     out.text = std::string(session);
   else
     out.text = render(format, result, host.empty() ? session : host);

@@ -82,6 +82,12 @@ TEST_CASE("merge_settings: what cannot be read", "[wrap][settings]") {
   const auto m = merge_settings(settings_format::json, claude, "", "{oops", R"({"model": "x"})");
   CHECK_FALSE(m.text);
   REQUIRE_FALSE(m.kept.empty());
+  // An emptied file removes what it held, and what goes back is still JSON (found by fuzzing:
+  // the empty text itself went back).
+  CHECK_FALSE(merge_settings(settings_format::json, claude, R"({"model": "a"})", "", "").text);
+  const auto emptied = merge_settings(settings_format::json, claude, R"({"model": "a"})",
+                                      R"({"model": "a", "x": 1})", "");
+  CHECK(doc(emptied.text) == json::parse(R"({"x": 1})"));
   // Duplicate members: the last one is what an agent's parser reads, and what is judged.
   const auto d = merge_settings(settings_format::json, claude, "{}", "{}",
                                 R"({"hooks": {}, "hooks": {"x": 1}})");
