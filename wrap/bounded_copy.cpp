@@ -149,18 +149,4 @@ copy_result copy_file(const std::string& from, const std::string& to, copy_budge
   return r;
 }
 
-copy_result move_file(const std::string& from, const std::string& to, copy_budget& budget) {
-  struct stat st {};
-  if (::lstat(from.c_str(), &st) < 0) return copy_result::failed;
-  if (!S_ISREG(st.st_mode)) return copy_result::not_regular;
-  if (static_cast<std::uint64_t>(st.st_size) > budget.file_bytes) return copy_result::too_large;
-  // Set-ID bits never land outside (a root child cannot make them; the check is cheap).
-  if (st.st_mode & (S_ISUID | S_ISGID)) ::chmod(from.c_str(), st.st_mode & 0777);
-  if (::rename(from.c_str(), to.c_str()) == 0) return copy_result::done;
-  if (errno != EXDEV) return copy_result::failed;
-  const copy_result r = copy_file(from, to, budget);
-  if (r == copy_result::done) ::unlink(from.c_str());
-  return r;
-}
-
 }  // namespace broker::wrap

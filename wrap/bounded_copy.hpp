@@ -41,8 +41,4 @@ std::string describe(copy_result r, const copy_budget& budget);
 // followed if it is a link.
 copy_result copy_file(const std::string& from, const std::string& to, copy_budget& budget);
 
-// `from` to `to` by rename(2) when both are on one file system (a regular file within the
-// size bound), else copy_file then unlink `from`.
-copy_result move_file(const std::string& from, const std::string& to, copy_budget& budget);
-
 }  // namespace broker::wrap

@@ -46,25 +46,33 @@ void add_path(std::vector<std::string>& list, std::string path) {
 
 }  // namespace
 
-std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,
-                                      const std::string& home) {
-  // A path is passed only when every layer that passes anything passes it.
-  std::vector<std::string> passed;
+std::vector<std::string> agreed_paths(const std::vector<config::policy>& layers,
+                                      std::vector<std::string> config::files_spec::*list,
+                                      const std::string& home, bool absolute_paths) {
+  std::vector<std::string> agreed;
   bool first = true;
   for (const auto& layer : layers) {
-    if (layer.files.pass.empty()) continue;
+    const auto& listed = layer.files.*list;
+    if (listed.empty()) continue;
     std::vector<std::string> mine;
-    for (const auto& p : layer.files.pass) add_path(mine, expand(p, home));
-    if (first) {
-      passed = mine;
-      first = false;
-    } else {
-      std::erase_if(passed, [&](const std::string& p) {
+    for (const auto& p : listed) {
+      const std::string path = expand(p, home);
+      add_path(mine, absolute_paths ? absolute(path) : path);
+    }
+    if (first)
+      agreed = std::move(mine);
+    else
+      std::erase_if(agreed, [&](const std::string& p) {
         return std::find(mine.begin(), mine.end(), p) == mine.end();
       });
-    }
+    first = false;
   }
-  return passed;
+  return agreed;
+}
+
+std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,
+                                      const std::string& home) {
+  return agreed_paths(layers, &config::files_spec::pass, home, false);
 }
 
 std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,

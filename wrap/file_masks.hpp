@@ -10,6 +10,13 @@
 
 namespace broker::wrap {
 
+// The paths of a files list (`list`: &files_spec::pass, ::writable...) that every layer which
+// lists any agrees on, "~/" expanded with `home`, and made absolute from the working directory
+// when `absolute` (a layer can only narrow).
+std::vector<std::string> agreed_paths(const std::vector<config::policy>& layers,
+                                      std::vector<std::string> config::files_spec::*list,
+                                      const std::string& home, bool absolute);
+
 // files.pass ("~/" expanded with `home`): the paths every layer that passes anything passes.
 // They are left unmasked, and bound through the child's private /tmp, /run and the like.
 std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,

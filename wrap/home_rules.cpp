@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "wrap/file_masks.hpp"
 #include "wrap/path_lists.hpp"
 
 namespace broker::wrap {
@@ -284,22 +285,7 @@ std::string absolute_path(const std::string& path) {
 
 std::vector<std::string> writable_paths(const std::vector<config::policy>& layers,
                                         const std::string& home) {
-  std::vector<std::string> writable;
-  bool first = true;
-  for (const auto& layer : layers) {
-    if (layer.files.writable.empty()) continue;
-    std::vector<std::string> mine;
-    for (const auto& p : layer.files.writable)
-      add_unique(mine, absolute_path(expand_home(p, home)));
-    if (first)
-      writable = std::move(mine);
-    else
-      std::erase_if(writable, [&](const std::string& w) {
-        return std::find(mine.begin(), mine.end(), w) == mine.end();
-      });
-    first = false;
-  }
-  return writable;
+  return agreed_paths(layers, &config::files_spec::writable, home, true);
 }
 
 std::vector<std::string> readonly_paths(const std::vector<config::policy>& layers,

@@ -148,6 +148,14 @@ class tree_walker {
   std::size_t seen_ = 0;
 };
 
+// Every root walked by one walker, within one bound for them all.
+tree_walker walked(const std::vector<std::string>& roots, const std::vector<std::string>& skip,
+                   const workspace_limits& limits) {
+  tree_walker w(skip, limits);
+  for (const auto& root : roots) w.walk(root);
+  return w;
+}
+
 }  // namespace
 
 workspace_guard::workspace_guard(std::vector<std::string> roots,
@@ -157,8 +165,7 @@ workspace_guard::workspace_guard(std::vector<std::string> roots,
       workspaces_(std::move(workspaces)),
       skip_(std::move(skip)),
       limits_(limits) {
-  tree_walker w(skip_, limits_);
-  for (const auto& root : roots_) w.walk(root);
+  const tree_walker w = walked(roots_, skip_, limits_);
   if (!w.complete)
     warnings_.push_back(
         "the places the session writes through hold too many files to look at "
@@ -284,8 +291,7 @@ void judge_loaded(const std::vector<workspace_guard::loaded>& before,
 
 void workspace_guard::judge(const std::string& kept_root, std::vector<kept_out>& kept,
                             std::vector<std::string>& warnings) const {
-  tree_walker w(skip_, limits_);
-  for (const auto& root : roots_) w.walk(root);
+  const tree_walker w = walked(roots_, skip_, limits_);
   if (!w.complete)
     warnings.push_back(
         "the places the session wrote through hold too many files to look at "

