@@ -152,3 +152,25 @@ TEST_CASE("return_layers: two sessions' appends to one history both stay", "[wra
   CHECK(read_all(l.h / ".codex/history.jsonl") == "one\ntheirs\nmine\n");
   CHECK(out.kept.empty());
 }
+
+TEST_CASE("return_layers: a change of the same length in the same clock tick still goes back",
+          "[wrap][layers]") {
+  fake_layer l;
+  broker::test::write_file(l.h / ".codex/history.jsonl", "before\n");
+  home_rule_inputs in;
+  in.home = l.h.string();
+  const home_rules rules(in);
+  const start_files started(rules);
+  // Another session's line went back meanwhile; this session's is as long, and its file bears
+  // the same time (one tick: what two sessions appending at once can have).
+  broker::test::write_file(l.u / ".codex/history.jsonl", "before\nb\n");
+  broker::test::write_file(l.h / ".codex/history.jsonl", "before\na\n");
+  struct stat st {};
+  ::stat((l.h / ".codex/history.jsonl").c_str(), &st);
+  const timespec times[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(AT_FDCWD, (l.u / ".codex/history.jsonl").c_str(), times, 0);
+  const auto out = l.take_back(rules, started);
+  CHECK(read_all(l.h / ".codex/history.jsonl") != "before\na\n");
+  CHECK(read_all(l.h / ".codex/history.jsonl").find("b\n") != std::string::npos);
+  CHECK(out.kept.empty());
+}
