@@ -51,6 +51,36 @@ std::size_t find_from(std::string_view text, std::string_view needle, std::size_
   return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - text.data()) : not_found;
 }
 
+// What a byte at the end of a text that may go on is, for the hold-back (hold_from). The bytes of
+// the tokens that brokered values are made of (base62, base64 in both alphabets, percent-encoded
+// forms, JWTs) are always held. A value with a byte of another class adds that whole class: what
+// a child can learn by timing held bytes is which of the other classes some value has a byte of,
+// never which value, which byte or where. Line ends are `other`: a stream of events (SSE, NDJSON)
+// is held back nowhere unless a value holds a control byte.
+enum class held_class : std::uint8_t { token, punctuation, blank, other };
+
+held_class class_of(char ch) {
+  const auto c = static_cast<unsigned char>(ch);
+  if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))
+    return held_class::token;
+  switch (c) {
+    case '-':
+    case '.':
+    case '_':
+    case '~':
+    case '+':
+    case '/':
+    case '=':
+    case '%':
+      return held_class::token;
+    case ' ':
+    case '\t':
+      return held_class::blank;
+    default:
+      return c > 0x20 && c < 0x7f ? held_class::punctuation : held_class::other;
+  }
+}
+
 template <class T>
 void cleanse(std::vector<T>& v) {
   if (!v.empty()) ::explicit_bzero(v.data(), v.size() * sizeof(T));
@@ -62,20 +92,19 @@ scrub_index::scrub_index(std::vector<scrub_pattern> patterns, search how)
     : patterns_(std::move(patterns)) {
   if (patterns_.size() >= max_count) throw std::invalid_argument("too many scrub patterns");
   std::size_t shortest_hashed = 0;
+  bool classes[4] = {true, false, false, false};  // by held_class; token bytes are always held
   for (const scrub_pattern& p : patterns_) {
     if (p.find.empty()) throw std::invalid_argument("scrub pattern is empty");
     if (p.replacement.size() != p.find.size())
       throw std::invalid_argument("scrub replacement differs in length from its pattern");
     longest_ = std::max(longest_, p.find.size());
-    starts_[static_cast<unsigned char>(p.find[0])] = true;
-    if (p.find.size() >= 2) {
-      const std::size_t pair = pair_bit(p.find[0], p.find[1]);
-      pairs_[pair >> 6] |= std::uint64_t{1} << (pair & 63);
-    }
+    for (const char c : p.find) classes[static_cast<std::size_t>(class_of(c))] = true;
     if (p.find.size() >= gram)
       shortest_hashed =
           shortest_hashed == 0 ? p.find.size() : std::min(shortest_hashed, p.find.size());
   }
+  for (std::size_t b = 0; b < 256; ++b)
+    holds_[b] = classes[static_cast<std::size_t>(class_of(static_cast<char>(b)))];
   if (how == search::automatic)
     how = patterns_.size() <= max_direct ? search::direct : search::hashed;
   if (how == search::direct) shortest_hashed = 0;
@@ -201,16 +230,12 @@ void scrub_index::each_occurrence(std::string_view text, void (*report)(void*, s
   }
 }
 
-std::size_t scrub_index::partial_from(std::string_view text, std::size_t from) const {
+std::size_t scrub_index::hold_from(std::string_view text, std::size_t from) const {
   const std::size_t n = text.size();
-  for (std::size_t q = std::max(from, n >= longest_ ? n - longest_ + 1 : 0); q < n; ++q) {
-    if (!starts_[static_cast<unsigned char>(text[q])]) continue;
-    if (q + 1 < n && !has_pair(text[q], text[q + 1])) continue;
-    const std::string_view rest = text.substr(q);
-    for (const scrub_pattern& p : patterns_)
-      if (p.find.size() > rest.size() && p.find.starts_with(rest)) return q;
-  }
-  return n;
+  const std::size_t first = std::max(from, n >= longest_ ? n - longest_ + 1 : 0);
+  std::size_t q = n;
+  while (q > first && holds(text[q - 1])) --q;
+  return q;
 }
 
 }  // namespace broker::brokers

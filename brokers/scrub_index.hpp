@@ -56,9 +56,16 @@ class scrub_index {
   // starting there the longest, then the lowest index. Successive calls on one text must not
   // move `from` backwards.
   std::optional<scrub_match> find(std::string_view text, std::size_t from, cursor& at) const;
-  // The earliest position at or after `from` where the rest of `text` is a proper prefix of
-  // some pattern (a match may start there and end past the text); text.size() if none.
-  std::size_t partial_from(std::string_view text, std::size_t from) const;
+  // Where a text that may go on is cut: the earliest position at or after `from`, and no more
+  // than longest() - 1 bytes before its end, from which every byte of `text` is one that
+  // holds() (text.size() if its last byte is not). A match that could end past the text starts
+  // at or after it, since patterns are made of such bytes. What decides it is public, never
+  // whether the bytes begin a pattern: the scrubber is no oracle for the values it hides
+  // (DESIGN §5).
+  std::size_t hold_from(std::string_view text, std::size_t from) const;
+  // Whether a byte at the end of a text that may go on is held back: every byte of the class
+  // (held_class) of a byte of some pattern, and the token bytes always.
+  bool holds(char c) const { return holds_[static_cast<unsigned char>(c)]; }
 
   // Every occurrence of every pattern in `text`, overlapping ones included: found(pattern
   // index) once per occurrence, in no particular order. find() gives the match to replace; a
@@ -76,16 +83,7 @@ class scrub_index {
 
   std::vector<scrub_pattern> patterns_;
   std::size_t longest_ = 0;
-  bool starts_[256] = {};  // the patterns' first bytes
-  // Their first two bytes, hashed to a bit: partial_from() rarely looks at the patterns.
-  std::uint64_t pairs_[64] = {};
-  static std::size_t pair_bit(char a, char b) {
-    return (static_cast<unsigned char>(a) * 0x9E37u ^ static_cast<unsigned char>(b)) & 4095;
-  }
-  bool has_pair(char a, char b) const {
-    const std::size_t bit = pair_bit(a, b);
-    return (pairs_[bit >> 6] >> (bit & 63) & 1) != 0;
-  }
+  bool holds_[256] = {};
   std::vector<std::uint32_t> direct_;  // patterns searched by themselves, by index
 
   // A pattern of length L >= stride_ + 3 that starts at s has, at offset p - s < stride_, the 4

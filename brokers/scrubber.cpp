@@ -1,7 +1,8 @@
 // Multi-pattern find-and-replace over a stream that arrives in pieces (response bodies, request
 // bodies). Each piece is walked match by match through the patterns' index (scrub_index, one
-// pass whatever their number) and copied out in bulk between matches; only a tail that is a
-// proper prefix of some pattern is held back for the next piece.
+// pass whatever their number) and copied out in bulk between matches; only a tail that could be
+// the start of a pattern is held back for the next piece, judged by the classes of its bytes and
+// never by whether it is one (scrub_index::hold_from).
 #include "brokers/scrubber.hpp"
 
 #include <cstring>
@@ -34,8 +35,8 @@ scan_result scan(const scan_input& in, scrub_index::cursor& at, Plain plain, Mat
   const std::size_t n = in.buf.size();
   const std::size_t longest = in.index.longest();
   const std::size_t tail = !in.open ? n : (n >= longest ? n - longest + 1 : 0);
-  const auto partial_from = [&](std::size_t from) {
-    return in.open ? in.index.partial_from(in.buf, from) : n;
+  const auto hold_from = [&](std::size_t from) {
+    return in.open ? in.index.hold_from(in.buf, from) : n;
   };
   at.reset(in.index);
 
@@ -43,10 +44,12 @@ scan_result scan(const scan_input& in, scrub_index::cursor& at, Plain plain, Mat
   std::size_t pos = 0;  // first byte not yet passed to plain() or match()
   while (std::optional<scrub_match> m = in.index.find(in.buf, pos, at)) {
     if (m->start >= tail) {
-      const std::size_t partial = partial_from(pos);
-      if (partial <= m->start) {  // an earlier or longer candidate is still open: decide later
-        plain(in.buf.substr(pos, partial - pos));
-        r.keep_from = partial;
+      // In the held tail, where an earlier or longer candidate may still be open: decided
+      // with the next piece.
+      const std::size_t held = hold_from(pos);
+      if (held <= m->start) {
+        plain(in.buf.substr(pos, held - pos));
+        r.keep_from = held;
         return r;
       }
     }
@@ -56,7 +59,7 @@ scan_result scan(const scan_input& in, scrub_index::cursor& at, Plain plain, Mat
     ++r.count;
     if (!r.first) r.first = m->pattern;
   }
-  r.keep_from = partial_from(pos);
+  r.keep_from = hold_from(pos);
   plain(in.buf.substr(pos, r.keep_from - pos));
   return r;
 }

@@ -1,8 +1,10 @@
 // Finds and replaces fixed byte strings in a stream that arrives in arbitrary pieces, including
 // matches split across pieces. Replacements have the same length as what they replace, so framing
-// (Content-Length) stays valid. Output lags input by at most (longest pattern - 1) bytes: a byte
-// is released only once no match can start at it, so when a match is reported none of its bytes
-// has been released yet.
+// (Content-Length) stays valid. Output lags input by at most (longest pattern - 1) bytes: the
+// tail of each piece that could begin a match is held back, so when a match is reported none of
+// its bytes has been released yet. What is held depends only on the classes of the tail's bytes
+// (scrub_index::hold_from), never on whether they begin a pattern: a child that makes an upstream
+// echo its bytes learns nothing of the values from what is held.
 #pragma once
 
 #include <concepts>

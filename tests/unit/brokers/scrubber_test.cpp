@@ -136,8 +136,8 @@ TEST_CASE("scrubber: a match found only at finish is reported", "[brokers][scrub
   stream_scrubber s(patterns);
   std::string out;
   CHECK_FALSE(s.feed("zab", out));
-  CHECK(out == "z");
-  CHECK(s.held() == 2);
+  CHECK(out.empty());  // every byte could begin a match of a token: all are held
+  CHECK(s.held() == 3);
   auto last = s.finish(out);
   REQUIRE(last);
   CHECK(*last == 1);
@@ -210,6 +210,66 @@ TEST_CASE("scrubber holds at most the longest pattern minus one", "[brokers][scr
   s.feed("a", out);
   CHECK(s.held() == 0);
   CHECK(out == "xbbbb");
+}
+
+// DESIGN §5: how much is held back never depends on whether the tail begins a value. A child
+// that makes an upstream echo "ghp_" plus a guess and pause sees the same cut for every guess.
+TEST_CASE("scrubber holds back the same for a value's prefix and for any other token bytes",
+          "[brokers][scrubber]") {
+  const std::string real = "ghp_R8aZ3kQ0pLm2Xw7Yt5Vb1Nc9Ds4Fe6Gh0Ji";
+  const std::string dummy = "ghp_" + std::string(real.size() - 4, 'd');
+  const std::vector<scrub_pattern> patterns{{real, dummy}};
+  const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=%";
+  for (std::size_t known = 4; known + 1 < real.size(); ++known) {  // short of the whole value
+    const std::string before = "{\"echo\": \"" + real.substr(0, known);
+    std::optional<std::size_t> cut;
+    for (char guess : alphabet) {
+      stream_scrubber s(patterns);
+      std::string out;
+      CHECK_FALSE(s.feed(before + guess, out));
+      if (!cut) cut = out.size();
+      CHECK(out.size() == *cut);
+      CHECK(s.held() == before.size() + 1 - *cut);
+    }
+    CHECK(*cut == before.size() - known);  // from the first token byte on, right or wrong
+  }
+}
+
+TEST_CASE("scrubber holds nothing after a byte no value has", "[brokers][scrubber]") {
+  const std::vector<scrub_pattern> patterns{{"ghp_REALREALREAL", "ghp_dummydummydu"}};
+  for (std::string_view event : {"data: {\"a\": \"ghp_REAL\"}\n\n", "x ghp_REALRE ", "[ghp_RE,",
+                                 "ghp_REALREAL\"", "ghp_RE}", "ghp_REAL\r\n"}) {
+    stream_scrubber s(patterns);
+    std::string out;
+    s.feed(event, out);
+    CHECK(s.held() == 0);
+    CHECK(out == event);
+  }
+}
+
+TEST_CASE("scrubber holds a whole class of bytes when a value has one of it",
+          "[brokers][scrubber]") {
+  const auto held = [](std::string_view value, std::string_view tail) {
+    const std::string replacement(value.size(), 'x');
+    stream_scrubber s(std::vector<scrub_pattern>{{value, replacement}});
+    std::string out;
+    s.feed(tail, out);
+    return s.held();
+  };
+  // Token bytes are always held; punctuation only when some value has punctuation, any of it.
+  CHECK(held("p4ssw0rd", "a:b") == 1);
+  CHECK(held("p4ss!w0rd", "a:b") == 3);
+  CHECK(held("p4ss!w0rd", "a\"b") == 3);
+  CHECK(held("p4ss!w0rd", "a b") == 1);
+  CHECK(held("p4ss w0rd", "a\tb") == 3);
+  CHECK(held("p4ss w0rd", "a\nb") == 1);
+  CHECK(held("p4ss\nw0rd", "a\nb") == 3);
+  CHECK(held("p4ss\nw0rd",
+             "a\x80"
+             "b") == 3);
+  // ... and never more than the longest value less one.
+  CHECK(held("p4ssw0rd", "abcdefghijkl") == 7);
 }
 
 TEST_CASE("scrubber refuses malformed patterns", "[brokers][scrubber]") {

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""A model's streamed answer, direct and through `broker serve`: time to first byte and the delay
+each event gains on the way.
+
+A fake api.openai.com (TLS, on loopback) answers POST /v1/chat/completions with an SSE stream of
+EVENTS chat.completion.chunk events, one every INTERVAL ms, the last with the usage fields the
+meter reads. The client reads it over HTTP/1.1 with keep-alive, directly and through each broker
+given (intercepted: the OpenAI key bound to the host and swapped, its real value scrubbed from
+the response, the usage metered). Each event's delay is when the client has it whole less when
+the upstream wrote it (one machine, one monotonic clock).
+
+  bench/sse_stream.py [--events N] [--interval MS] [--rounds R] BROKER [BROKER...]
+
+Prints, per contender and round: TTFB (request sent → first body byte) and the events' delay
+(p50, p99, max); then each broker's added TTFB and added delay per event (p50, p99, max) against
+direct, medians over the rounds. Two brokers (a binary before and after a change) are measured
+in turn, round by round."""
+
+import argparse
+import json
+import os
+import re
+import select
+import shutil
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+HOST = "api.openai.com"
+REAL_KEY = "sk-proj-" + "R3alKeyForTheBenchOnly" * 3  # never a real key
+
+
+def make_pki(d: Path):
+    def run(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=bench CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", f"/CN={HOST}")
+    (d / "ext").write_text(f"subjectAltName=DNS:{HOST}\n")
+    run("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "ext")
+
+
+class Stream(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n")
+        self.wfile.flush()
+        sent = self.server.sent = []
+        n, interval = self.server.events, self.server.interval
+        start = time.monotonic()
+        for i in range(n):
+            chunk = {"id": "chatcmpl-b", "object": "chat.completion.chunk", "model": "gpt-4o",
+                     "choices": [{"index": 0, "delta": {"content": f"tok{i} "}}]}
+            if i == n - 1:
+                chunk["usage"] = {"prompt_tokens": 12, "completion_tokens": n,
+                                  "total_tokens": 12 + n}
+            data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            if i == n - 1:
+                data += b"data: [DONE]\n\n"
+            # Paced from the start, so one late write does not shift the rest.
+            time.sleep(max(0.0, start + i * interval - time.monotonic()))
+            sent.append(time.monotonic())
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+class Upstream(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, pki: Path, events: int, interval: float):
+        super().__init__(("127.0.0.1", 0), Stream)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(pki / "leaf.pem", pki / "leaf.key")
+        self.socket = ctx.wrap_socket(self.socket, server_side=True)
+        self.events, self.interval, self.sent = events, interval, []
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class Client:
+    """One keep-alive HTTPS connection, directly or through a broker's CONNECT."""
+
+    def __init__(self, port: int, cafile: Path, proxy_port: int = None):
+        raw = socket.create_connection(("127.0.0.1", proxy_port or port))
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if proxy_port:
+            raw.sendall(f"CONNECT {HOST}:{port} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += raw.recv(4096)
+            assert head.startswith(b"HTTP/1.1 200"), head
+        ctx = ssl.create_default_context(cafile=str(cafile))
+        self.sock = ctx.wrap_socket(raw, server_hostname=HOST)
+        self.port = port
+
+    def stream(self, key: str):
+        """(TTFB, [when each event was whole]) of one streamed answer."""
+        body = json.dumps({"model": "gpt-4o", "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]}).encode()
+        req = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {HOST}:{self.port}\r\n"
+               f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        sent = time.monotonic()
+        self.sock.sendall(req)
+        buf, head_done, ttfb, events, body_bytes = b"", False, None, [], b""
+        while True:
+            if not self.sock.pending():
+                select.select([self.sock], [], [], 30)
+            piece = self.sock.recv(65536)
+            now = time.monotonic()
+            if not piece:
+                raise RuntimeError("connection closed mid-stream")
+            buf += piece
+            if not head_done:
+                if b"\r\n\r\n" not in buf:
+                    continue
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 200"), head[:200]
+                head_done = True
+            # De-chunk what is whole.
+            while True:
+                line, sep, rest = buf.partition(b"\r\n")
+                if not sep:
+                    break
+                size = int(line.split(b";")[0], 16)
+                if len(rest) < size + 2:
+                    break
+                if size == 0:
+                    return ttfb, events, body_bytes
+                if ttfb is None:
+                    ttfb = now - sent
+                body_bytes += rest[:size]
+                buf = rest[size + 2:]
+                if body_bytes.endswith(b"\n\n") and body_bytes.count(b"data: {") > len(events):
+                    events.append(now)  # one write of the upstream's is one event
+
+
+def pct(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def start_broker(binary: str, work: Path, port: int, pki: Path):
+    policy = {"version": 1, "allow": [{"host": HOST, "ports": [port]}],
+              "credentials": {"openai": {"type": "bearer", "env": ["OPENAI_API_KEY"],
+                                         "hosts": [HOST]}}}
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "policy.json").write_text(json.dumps(policy))
+    env = {"PATH": os.environ["PATH"], "HOME": str(work), "OPENAI_API_KEY": REAL_KEY}
+    proc = subprocess.Popen(
+        [binary, "serve", "--listen", "127.0.0.1:0", "--policy", str(work / "policy.json"),
+         "--log-dir", str(work / "logs"), "--ca-dir", str(work / "ca"),
+         "--env-file", str(work / "session.env"), "--upstream-ca", str(pki / "ca.pem"),
+         "--connect-to", f"{HOST}:{port}:127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=open(work / "stderr", "wb"), env=env, text=True)
+    line = proc.stdout.readline()
+    m = re.search(r"127\.0\.0\.1:(\d+)", line)
+    if not m:
+        proc.kill()
+        sys.exit(f"{binary} did not start: {line!r} {(work / 'stderr').read_text()[-500:]}")
+    dummy = None
+    for l in (work / "session.env").read_text().splitlines():
+        if l.startswith("OPENAI_API_KEY="):
+            dummy = l.split("=", 1)[1]
+    return proc, int(m.group(1)), dummy, work / "ca" / "ca.pem"
+
+
+def measure(client: Client, key: str, upstream: Upstream):
+    ttfb, got, body = client.stream(key)
+    assert len(got) == upstream.events, (len(got), upstream.events)
+    assert REAL_KEY.encode() not in body
+    delays = [g - s for g, s in zip(got, upstream.sent)]
+    return ttfb, delays
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=200)
+    ap.add_argument("--interval", type=float, default=20.0, help="ms between events")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("brokers", nargs="+")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="sse-bench-"))
+    try:
+        make_pki(work)
+        up = Upstream(work, args.events, args.interval / 1000)
+        contenders = [("direct", None)]
+        procs = []
+        for i, b in enumerate(args.brokers):
+            proc, port, dummy, ca = start_broker(b, work / f"broker{i}", up.server_address[1], work)
+            procs.append(proc)
+            contenders.append((f"{b}", (port, dummy, ca)))
+        clients = {}
+        for name, via in contenders:
+            if via is None:
+                clients[name] = (Client(up.server_address[1], work / "ca.pem"), REAL_KEY)
+            else:
+                port, dummy, ca = via
+                clients[name] = (Client(up.server_address[1], ca, port), dummy)
+        results = {name: [] for name, _ in contenders}
+        for r in range(args.rounds):
+            for name, _ in contenders:
+                c, key = clients[name]
+                ttfb, delays = measure(c, key, up)
+                results[name].append((ttfb, delays))
+                print(f"round {r + 1} {name}: TTFB {ttfb * 1e3:.2f} ms, event delay p50 "
+                      f"{pct(delays, 50) * 1e3:.3f} p99 {pct(delays, 99) * 1e3:.3f} max "
+                      f"{max(delays) * 1e3:.3f} ms", flush=True)
+        direct = results["direct"]
+        print(f"\n{args.events} events every {args.interval:g} ms, {args.rounds} rounds, "
+              "added to direct (median over rounds):")
+        for name, _ in contenders[1:]:
+            added_ttfb = [a[0] - d[0] for a, d in zip(results[name], direct)]
+            added = {p: [] for p in (50, 99, 100)}
+            for (_, da), (_, dd) in zip(results[name], direct):
+                diff = [x - y for x, y in zip(da, dd)]
+                for p in added:
+                    added[p].append(pct(diff, p))
+            print(f"  {name}: TTFB +{statistics.median(added_ttfb) * 1e3:.2f} ms; per event "
+                  f"p50 +{statistics.median(added[50]) * 1e3:.3f} p99 "
+                  f"+{statistics.median(added[99]) * 1e3:.3f} max "
+                  f"+{statistics.median(added[100]) * 1e3:.3f} ms")
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
