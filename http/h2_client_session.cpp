@@ -21,9 +21,11 @@ struct h2_client_session::stream_state {
   std::size_t header_bytes = 0;
   std::size_t header_fields = 0;
   bool too_large = false;
+  bool bad_status = false;     // :status outside 100-599 (RFC 9110 §15)
   bool final_head = false;     // a final (non-1xx) head has arrived
   bool ended = false;          // the response ended (END_STREAM)
   bool handler_done = false;   // reset() by the handler: it is not told of it
+  std::uint32_t refused = 0;   // the RST_STREAM code sent for a response not taken
   std::size_t unconsumed = 0;  // body bytes given to the handler, not yet consumed()
 };
 
@@ -33,11 +35,24 @@ struct h2_client_session::callbacks {
     return *static_cast<h2_client_session*>(user_data);
   }
 
+  // A response not taken: the stream ends in RST_STREAM, and its handler is told that code when
+  // it closes (even where the upstream had ended the stream already).
+  static void refuse(nghttp2_session* session, std::int32_t id, stream_state& st,
+                     std::uint32_t code) {
+    st.refused = code;
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, code);
+  }
+  // A malformed response (RFC 9113 §8.1.1).
+  static void malformed(nghttp2_session* session, std::int32_t id, stream_state& st) {
+    refuse(session, id, st, NGHTTP2_PROTOCOL_ERROR);
+  }
+
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* user_data) {
     if (auto* st = of(user_data).find(frame->hd.stream_id)) {
       st->head = {};
       st->head.headers.reserve(16);  // a usual response's fields at once
       st->header_bytes = st->header_fields = 0;
+      st->bad_status = false;
     }
     return 0;
   }
@@ -57,9 +72,13 @@ struct h2_client_session::callbacks {
       return 0;  // still decoded, so HPACK stays in step; the stream is reset at its end
     }
     if (name == ":status") {
+      // nghttp2 has checked for three digits, and calls every status outside 1xx final: one
+      // outside 100-599 would be a head that is final to it and interim here, its body bytes
+      // before a final head.
       char* end = nullptr;
       const long status = std::strtol(std::string(value).c_str(), &end, 10);
       st->head.status = static_cast<int>(status);
+      st->bad_status = status < 100 || status > 599;
     } else if (!name.starts_with(':')) {
       st->head.headers.push_back({std::string(name), std::string(value)});
     }
@@ -79,7 +98,11 @@ struct h2_client_session::callbacks {
     const bool end_stream = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
     if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_HEADERS)) {
       if (st->too_large) {
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+        refuse(session, id, *st, NGHTTP2_INTERNAL_ERROR);
+        return 0;
+      }
+      if (st->bad_status) {
+        malformed(session, id, *st);
         return 0;
       }
       if (end_stream) st->ended = true;
@@ -95,6 +118,10 @@ struct h2_client_session::callbacks {
       take_content_length(head);
       s.handler_.on_response(id, std::move(head), end_stream);
     } else if (frame->hd.type == NGHTTP2_DATA && end_stream) {
+      if (!st->final_head) {
+        malformed(session, id, *st);
+        return 0;
+      }
       st->ended = true;
       s.handler_.on_data(id, {}, true);
     }
@@ -105,8 +132,11 @@ struct h2_client_session::callbacks {
                            size_t size, void* user_data) {
     auto& s = of(user_data);
     auto* st = s.find(id);
-    if (!st || st->handler_done) {
+    if (!st || st->handler_done || !st->final_head) {
       nghttp2_session_consume(session, id, size);  // nobody takes these bytes
+      // Body before a final head. nghttp2 resets the stream itself for DATA after a 1xx head
+      // or before any; this holds whatever else it lets through.
+      if (st && !st->final_head && !st->handler_done) malformed(session, id, *st);
       return 0;
     }
     st->unconsumed += size;
@@ -123,9 +153,10 @@ struct h2_client_session::callbacks {
     s.streams_.erase(it);
     s.unsent_bytes_ -= st->out.size();
     if (st->unconsumed > 0) nghttp2_session_consume_connection(session, st->unconsumed);
-    if (!st->handler_done && !st->ended)
-      s.handler_.on_reset(
-          id, error_code != NGHTTP2_NO_ERROR ? error_code : std::uint32_t{NGHTTP2_CANCEL});
+    if (!st->handler_done && !st->ended) {
+      if (error_code == NGHTTP2_NO_ERROR) error_code = st->refused ? st->refused : NGHTTP2_CANCEL;
+      s.handler_.on_reset(id, error_code);
+    }
     return 0;
   }
 

@@ -40,7 +40,10 @@ class h2_client_session {
     // Trailer fields: the response's end.
     virtual void on_trailers(std::int32_t stream, std::vector<header_field> fields) = 0;
     // The stream is gone before its response ended (RST_STREAM from the upstream with its error
-    // code, a response head over the limits, or the connection ending).
+    // code; one from this side for a response head over the limits, INTERNAL_ERROR, or for a
+    // malformed response, PROTOCOL_ERROR: a :status outside 100-599, DATA before a final head,
+    // a body not its content-length; or the connection ending). No body byte of a malformed
+    // response reaches the handler.
     virtual void on_reset(std::int32_t stream, std::uint32_t error_code) = 0;
   };
 

@@ -156,9 +156,13 @@ struct h2_server_session::callbacks {
                            size_t size, void* user_data) {
     auto& s = of(user_data);
     auto* st = s.find(id);
-    if (!st || st->too_large || st->answered) {
+    if (!st || !st->head_done || st->too_large || st->answered) {
       // Nobody takes these bytes: the client may send as many more.
       nghttp2_session_consume(session, id, size);
+      // Body before the request's head is malformed (RFC 9113 §8.1.1). nghttp2 ends the
+      // connection for DATA on a stream with no HEADERS; this holds whatever else it lets through.
+      if (st && !st->head_done)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
       return 0;
     }
     st->unconsumed += size;

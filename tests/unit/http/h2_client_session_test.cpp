@@ -6,11 +6,15 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "tests/unit/http/h2_peer.hpp"
 
 using namespace broker::http;
+using broker::test::frame;
+using broker::test::goaway_code;
 using broker::test::recording_handler;
+using broker::test::rst_code;
 
 namespace {
 
@@ -68,6 +72,53 @@ message_head get(std::string method = "GET") {
   h.headers = {{"Host", "api.test"}, {"Connection", "keep-alive"}, {"TE", "gzip"}, {"X-One", "1"}};
   return h;
 }
+
+// An upstream by hand: the client session with three requests open, as the fuzz target has them
+// (streams 1 and 5 GET, 3 a POST whose body is still going up), fed frames no real server sends.
+struct hand_upstream {
+  client_record told;
+  h2_client_session client{told};
+  std::string sent;  // the frames the client session wrote
+
+  hand_upstream() {
+    told.session = &client;
+    client.request(get(), "https", "", "/a", true);
+    auto post = get("POST");
+    post.has_body = true;
+    client.send_data(client.request(post, "https", "", "/b", false), "up", false);
+    client.request(get(), "https", "", "/c", true);
+    drain();
+    sent.erase(0, 24);  // the connection preface: frames follow
+  }
+  bool feed(std::string_view bytes) {
+    const bool more = client.receive(bytes);
+    drain();
+    return more;
+  }
+  void drain() {
+    for (auto out = client.output(); !out.empty(); out = client.output()) sent += out;
+  }
+};
+
+// Response header blocks in HPACK: ":status" as a literal (its name from the static table), and
+// fields as literals with new names; none indexed.
+std::string status(std::string_view code) {
+  return std::string("\x08\x03", 2) + std::string(code);
+}
+std::string field(std::string_view name, std::string_view value) {
+  return std::string(1, '\0') + char(name.size()) + std::string(name) + char(value.size()) +
+         std::string(value);
+}
+
+std::string from_hex(std::string_view hex) {
+  std::string bytes;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    bytes += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  return bytes;
+}
+
+constexpr auto end_headers = NGHTTP2_FLAG_END_HEADERS;
+constexpr auto end_both = NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM;
 
 }  // namespace
 
@@ -179,4 +230,128 @@ TEST_CASE("h2 client: a response head over the limits is a reset, not a response
   pump();
   CHECK(told.heads[id].empty());
   CHECK(told.resets.count(id) == 1);
+}
+
+TEST_CASE("h2 client: a status outside 100-599 is malformed; its DATA is never handed out",
+          "[h2]") {
+  // Found by the fuzz smoke (tests/fuzz/corpus/h2_client_session/status-001): SETTINGS, then
+  // on stream 5 a head with :status "001" (final to nghttp2, which takes any three digits
+  // outside 1xx, and interim to a check of status < 200) and one byte of DATA ending the
+  // stream; on stream 1 a head with no :status at all.
+  const std::string found = from_hex(
+      "00002a0400000000000000040000ffff0005000040000008005d00000003"
+      "0000009c0000040100000000000000040100000000000004010400000005"
+      "4882000100000001050000000100000100010000000589");
+  hand_upstream up;
+  SECTION("whole") {
+    up.feed(found);
+  }
+  SECTION("a byte at a time") {
+    for (char c : found) up.feed(std::string_view(&c, 1));
+  }
+  CHECK(up.told.bodies.empty());
+  CHECK(up.told.heads.empty());
+  CHECK(up.told.resets.at(5) == NGHTTP2_PROTOCOL_ERROR);
+  CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  CHECK(rst_code(up.sent, 5) == NGHTTP2_PROTOCOL_ERROR);
+  CHECK(up.told.resets.count(3) == 0);  // the others go on
+  CHECK(up.client.failure().empty());
+
+  for (const char* code : {"099", "600"}) {
+    hand_upstream other;
+    other.feed(frame(NGHTTP2_SETTINGS, 0, 0) +
+               frame(NGHTTP2_HEADERS, end_headers, 1, status(code)) +
+               frame(NGHTTP2_DATA, 0, 1, "body"));
+    CHECK(other.told.heads.empty());
+    CHECK(other.told.bodies.empty());
+    CHECK(other.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  // One that ends the stream too: the stream closes at once, and is told it was malformed.
+  hand_upstream ended;
+  ended.feed(frame(NGHTTP2_SETTINGS, 0, 0) + frame(NGHTTP2_HEADERS, end_both, 1, status("600")));
+  CHECK(ended.told.heads.empty());
+  CHECK(ended.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+}
+
+TEST_CASE("h2 client: a malformed response is a reset, never a body (RFC 9113 §8.1.1)", "[h2]") {
+  hand_upstream up;
+  up.feed(frame(NGHTTP2_SETTINGS, 0, 0));
+  const std::string ok = status("200");
+  SECTION("DATA after an interim head") {
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 1, status("103")) +
+            frame(NGHTTP2_DATA, 0, 1, "body"));
+    REQUIRE(up.told.heads[1].size() == 1);
+    CHECK(up.told.heads[1][0].status == 103);
+    CHECK(up.told.bodies[1].empty());
+    CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+    CHECK(rst_code(up.sent, 1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  SECTION("an interim head that ends the stream") {
+    up.feed(frame(NGHTTP2_HEADERS, end_both, 1, status("103")));
+    CHECK(up.told.heads[1].empty());
+    CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  SECTION("more DATA than its content-length") {
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 1, ok + field("content-length", "3")) +
+            frame(NGHTTP2_DATA, 0, 1, "abcd"));
+    CHECK(up.told.heads[1].size() == 1);
+    CHECK(up.told.bodies[1].empty());
+    CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  SECTION("less DATA than its content-length") {
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 1, ok + field("content-length", "3")) +
+            frame(NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "ab"));
+    CHECK(up.told.bodies[1] == "ab");
+    CHECK_FALSE(up.told.ended[1]);  // never a whole body
+    CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  SECTION("trailers that do not end the stream") {
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 1, ok) + frame(NGHTTP2_DATA, 0, 1, "ab") +
+            frame(NGHTTP2_HEADERS, end_headers, 1, field("grpc-status", "0")));
+    CHECK(up.told.trailers.count(1) == 0);
+    CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  SECTION("a body of no length after an interim head") {
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 1, status("100")) +
+            frame(NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1));
+    CHECK_FALSE(up.told.ended[1]);
+    CHECK(up.told.resets.at(1) == NGHTTP2_PROTOCOL_ERROR);
+  }
+  CHECK(up.told.resets.count(3) == 0);  // a stream's error, not the connection's
+  CHECK(up.client.failure().empty());
+}
+
+TEST_CASE("h2 client: DATA after a response's end is never handed out", "[h2]") {
+  hand_upstream up;
+  up.feed(frame(NGHTTP2_SETTINGS, 0, 0));
+  const auto trailers = field("grpc-status", "0");
+  SECTION("on a stream still sending its request: the connection fails") {
+    // Half-closed (remote): a connection error STREAM_CLOSED (RFC 9113 §5.1).
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 3, status("200")) +
+            frame(NGHTTP2_HEADERS, end_both, 3, trailers) + frame(NGHTTP2_DATA, 0, 3, "more"));
+    CHECK(up.told.trailers.count(3) == 1);
+    CHECK(up.told.bodies[3].empty());
+    CHECK(goaway_code(up.sent) == NGHTTP2_STREAM_CLOSED);
+    CHECK_FALSE(up.client.wants_read());  // its reader tells the streams still open
+    CHECK_FALSE(up.client.can_start());
+  }
+  SECTION("on a stream closed both ways: ignored") {
+    // nghttp2 keeps no closed streams here, so it cannot tell this from a stream it reset.
+    up.feed(frame(NGHTTP2_HEADERS, end_headers, 1, status("200")) +
+            frame(NGHTTP2_HEADERS, end_both, 1, trailers) + frame(NGHTTP2_DATA, 0, 1, "more"));
+    CHECK(up.told.trailers.count(1) == 1);
+    CHECK(up.told.bodies[1].empty());
+    CHECK(up.client.wants_read());
+  }
+}
+
+TEST_CASE("h2 client: DATA on a stream with no head fails the connection", "[h2]") {
+  hand_upstream up;
+  // nghttp2 takes DATA on a stream it has no response for as the connection's error (stricter
+  // than RFC 9113 §8.1.1's stream error).
+  up.feed(frame(NGHTTP2_SETTINGS, 0, 0) + frame(NGHTTP2_DATA, 0, 1, "body"));
+  CHECK(up.told.bodies.empty());
+  CHECK(goaway_code(up.sent) == NGHTTP2_PROTOCOL_ERROR);
+  CHECK_FALSE(up.client.wants_read());
+  CHECK_FALSE(up.client.can_start());
 }

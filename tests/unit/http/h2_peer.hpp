@@ -1,6 +1,6 @@
 // Test peers for http/h2_server_session: a real HTTP/2 client (nghttp2's own client session, in
 // the same process, its bytes carried to the server and back by pump()), a handler that records
-// what it is told, and hand-made frames for what a well-behaved client never sends.
+// what it is told, and hand-made frames for what a well-behaved peer never sends.
 #pragma once
 
 #include <nghttp2/nghttp2.h>
@@ -217,22 +217,37 @@ inline std::string get_block() {
   return std::string("\x82\x87\x84\x01\x08", 5) + "api.test";
 }
 
-// The error code of the first GOAWAY among `bytes` (frames as a server sends them), or -1.
-inline long goaway_code(const std::string& bytes) {
+// The error code of the first frame of `type` among `bytes` (frames as a peer sends them) whose
+// code is at `offset` in its payload, on `stream` unless that is -1; or -1 when none.
+inline long frame_code(const std::string& bytes, std::uint8_t type, std::size_t offset,
+                       long stream = -1) {
   std::size_t at = 0;
   while (at + 9 <= bytes.size()) {
     const std::size_t n = (std::size_t(std::uint8_t(bytes[at])) << 16) |
                           (std::size_t(std::uint8_t(bytes[at + 1])) << 8) |
                           std::uint8_t(bytes[at + 2]);
-    const auto type = std::uint8_t(bytes[at + 3]);
-    if (type == NGHTTP2_GOAWAY && at + 9 + 8 <= bytes.size()) {
+    long id = 0;
+    for (int i = 5; i < 9; ++i) id = (id << 8) | std::uint8_t(bytes[at + i]);
+    if (std::uint8_t(bytes[at + 3]) == type && (stream == -1 || id == stream) &&
+        at + 9 + offset + 4 <= bytes.size()) {
       long code = 0;
-      for (int i = 4; i < 8; ++i) code = (code << 8) | std::uint8_t(bytes[at + 9 + i]);
+      for (std::size_t i = offset; i < offset + 4; ++i)
+        code = (code << 8) | std::uint8_t(bytes[at + 9 + i]);
       return code;
     }
     at += 9 + n;
   }
   return -1;
+}
+
+// The error code of the first GOAWAY among `bytes`, or -1.
+inline long goaway_code(const std::string& bytes) {
+  return frame_code(bytes, NGHTTP2_GOAWAY, 4);
+}
+
+// The error code of the first RST_STREAM on `stream` among `bytes`, or -1.
+inline long rst_code(const std::string& bytes, std::int32_t stream) {
+  return frame_code(bytes, NGHTTP2_RST_STREAM, 0, stream);
 }
 
 }  // namespace broker::test

@@ -14,6 +14,7 @@ using broker::test::goaway_code;
 using broker::test::h2_client;
 using broker::test::pump;
 using broker::test::recording_handler;
+using broker::test::rst_code;
 
 namespace {
 
@@ -321,6 +322,69 @@ TEST_CASE("h2: a request nghttp2 finds malformed is reset without reaching the h
   CHECK(s.handler.requests.empty());
   CHECK(s.session.failure().empty());  // the stream, not the connection
   CHECK(goaway_code(s.session.output()) == -1);
+}
+
+TEST_CASE("h2: DATA before a request's head fails the connection; the handler sees nothing",
+          "[h2]") {
+  server s;
+  s.session.receive(client_preface + frame(NGHTTP2_DATA, 0, 1, "body"),
+                    h2_server_session::clock::now());
+  CHECK(s.handler.requests.empty());
+  CHECK(s.handler.bodies.empty());
+  CHECK(goaway_code(s.session.output()) == NGHTTP2_PROTOCOL_ERROR);  // RFC 9113 §5.1: idle
+}
+
+TEST_CASE("h2: a malformed body or trailers reset the stream; the handler is told", "[h2]") {
+  server s;
+  const auto now = h2_server_session::clock::now();
+  // POST https "/" api.test, and content-length: 3 (a literal, its name from the static table).
+  const std::string post = std::string("\x83\x87\x84\x01\x08", 5) + "api.test";
+  const std::string three = std::string("\x0f\x0d\x01", 3) + "3";
+  const std::string trailer = std::string("\x00\x0bgrpc-status\x01", 14) + "0";
+  const auto end_both = NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS;
+  std::string sent = client_preface;
+  SECTION("more DATA than its content-length") {
+    sent += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, post + three) +
+            frame(NGHTTP2_DATA, 0, 1, "abcd");
+  }
+  SECTION("less DATA than its content-length") {
+    sent += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, post + three) +
+            frame(NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, "ab");
+  }
+  SECTION("trailers that do not end the stream") {
+    sent += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, post) +
+            frame(NGHTTP2_DATA, 0, 1, "ab") +
+            frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, trailer);
+  }
+  SECTION("trailers with a pseudo-header") {
+    sent += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, post) +
+            frame(NGHTTP2_DATA, 0, 1, "ab") + frame(NGHTTP2_HEADERS, end_both, 1, "\x84");
+  }
+  s.session.receive(sent, now);
+  const auto answer = s.session.output();  // the stream closes as its RST_STREAM goes
+  REQUIRE(s.handler.requests.size() == 1);
+  CHECK(s.handler.bodies[1].size() <= 2);  // never past its content-length
+  CHECK(s.handler.ended.count(1) == 0);    // never a whole request
+  CHECK(s.handler.trailers.empty());
+  REQUIRE(s.handler.resets.size() == 1);
+  CHECK(s.handler.resets[0] == std::pair<std::int32_t, std::uint32_t>(1, NGHTTP2_PROTOCOL_ERROR));
+  CHECK(rst_code(answer, 1) == NGHTTP2_PROTOCOL_ERROR);
+  CHECK(s.session.failure().empty());  // the stream's error, not the connection's
+}
+
+TEST_CASE("h2: DATA after a request's trailers fails the connection", "[h2]") {
+  server s;
+  const std::string post = std::string("\x83\x87\x84\x01\x08", 5) + "api.test";
+  const std::string trailer = std::string("\x00\x0bgrpc-status\x01", 14) + "0";
+  s.session.receive(
+      client_preface + frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, post) +
+          frame(NGHTTP2_DATA, 0, 1, "ab") +
+          frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS, 1, trailer) +
+          frame(NGHTTP2_DATA, 0, 1, "more"),
+      h2_server_session::clock::now());
+  CHECK(s.handler.bodies[1] == "ab");
+  CHECK(s.handler.trailers.count(1) == 1);
+  CHECK(goaway_code(s.session.output()) == NGHTTP2_STREAM_CLOSED);  // RFC 9113 §5.1
 }
 
 TEST_CASE("h2: no h2c, no extended CONNECT: a bad preface fails the session", "[h2]") {
