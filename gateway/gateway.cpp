@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <vector>
 
 #include "base/text.hpp"
 #include "config/policy.hpp"
@@ -342,9 +343,20 @@ void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team
 
 void gateway::end_sessions() {
   if (relay_) relay_->stop();  // no more calls from the store's thread
-  std::lock_guard lock(mutex_);
-  for (auto& [id, l] : live_) {
-    if (l.shared) l.shared->flush();
+  // The sessions are ended outside mutex_: the store's thread takes it (a revocation polled
+  // from another replica, revoked_elsewhere), and below this thread waits on that one (settle,
+  // close). Held here, a revoke polled in that moment stopped the store's thread on the lock
+  // and the stop waited for it forever. The workers have stopped: no session opens now.
+  std::vector<live> ending;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, l] : live_) ending.push_back(l);
+  }
+  // Once Redis has not answered, the other sessions' usage is not tried: each try would wait
+  // the store's timeout, and a stop must not take one timeout per session.
+  bool shared = true;
+  for (const auto& l : ending) {
+    if (l.shared && shared) shared = l.shared->flush();
     l.ctx->audit_log().end(session::end_record(proxy::session_end_of(*l.ctx, std::nullopt)));
   }
   for (const auto& sink : setup_.audit_sinks) sink->settle(std::chrono::seconds(2));

@@ -8,8 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/atomic_file.hpp"
@@ -59,6 +64,11 @@ std::string credential_specs(const config::policy_set& set) {
   for (const auto& layer : set.layers()) out += config::to_json(layer)["credentials"].dump();
   return out;
 }
+
+// What the stop may take once the drain is over (stop_backstop): the admin listener's slow
+// handlers (an ask forwarded to another replica: 3 s), the audit sinks' settling (2 s) and last
+// flushes (1 s each), the shared state's round trips (1 s each).
+constexpr std::chrono::seconds stop_limit{15};
 
 // The parts of a running serve, each made by one step below.
 struct serving {
@@ -363,12 +373,46 @@ void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& fi
   }
 }
 
+// The last resort of a stop: once the drain is over, what is left (the admin listener's
+// handlers, the sessions' ends, the sinks, the shared store's thread) is given `limit`; past it
+// the process exits (status 1, said in its log) rather than hang. Every step has its own
+// deadline, so this is for a bug or a wait nobody foresaw.
+class stop_backstop {
+ public:
+  stop_backstop(std::chrono::seconds limit, std::string id)
+      : thread_([this, limit, id = std::move(id)] {
+          std::unique_lock lock(mutex_);
+          if (done_cv_.wait_for(lock, limit, [this] { return done_; })) return;
+          session::log(spdlog::level::err, session::log_tag(id),
+                       "the stop did not end within {} s of the drain: exiting now", limit.count());
+          std::_Exit(1);
+        }) {}
+  ~stop_backstop() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    done_cv_.notify_all();
+    thread_.join();
+  }
+  stop_backstop(const stop_backstop&) = delete;
+  stop_backstop& operator=(const stop_backstop&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: it starts once the members it reads are made
+};
+
 }  // namespace
 
 void serve(const serve_config& c) {
   if (!c.gateway && (!c.audit_sinks.empty() || !c.redis.empty()))
     throw start_error(
         std::string(c.redis.empty() ? "--audit-sink" : "--redis") + " needs --gateway", true);
+  // Declared before the session's parts: it watches their destructors too.
+  std::optional<stop_backstop> backstop;
   serving s;
   load_session(c, s);
   start_listeners(c, s);
@@ -395,6 +439,7 @@ void serve(const serve_config& c) {
   s.server->run([ctx = s.ctx, files = c.common.policies, loaded_credentials, team = s.team] {
     reload_policy(*ctx, files, loaded_credentials, team.get());
   });
+  backstop.emplace(stop_limit, ctx.session_id());
   s.admin.reset();  // nothing is written to the logs after their ends
   if (s.team) s.team->end_sessions();
   ctx.audit_log().end(session::end_record(proxy::session_end_of(ctx, std::nullopt)));

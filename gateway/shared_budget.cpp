@@ -292,11 +292,11 @@ void shared_budget::recorded(const session::audit_entry& entry) {
       });
 }
 
-void shared_budget::flush() {
+bool shared_budget::flush() {
   // Twice at most: a batch still unanswered goes first, then the rest with the lease.
   for (int round = 0; round < 2; ++round) {
     const auto b = pending(true);
-    if (!b) return;
+    if (!b) return true;
     std::vector<std::string> command = {"EVAL", admit_script.text, "2", keys_[0], keys_[1]};
     for (auto& a : script_args(b, ask{})) command.push_back(std::move(a));
     try {
@@ -304,11 +304,12 @@ void shared_budget::flush() {
     } catch (const std::exception& e) {
       session::log(spdlog::level::err, session::log_tag(session_id_),
                    "usage not shared with the other replicas at shutdown: {}", e.what());
-      return;
+      return false;
     }
     std::lock_guard lock(mutex_);
     if (pending_ && pending_->number == b->number) pending_.reset();
   }
+  return true;
 }
 
 }  // namespace broker::gateway

@@ -62,8 +62,8 @@ class shared_budget final : public proxy::shared_admission,
   asio::awaitable<std::optional<proxy::refusal>> admit(const std::string& host) override;
   void recorded(const session::audit_entry& entry) override;
   // At shutdown: what this replica spent and has not shared yet, and its unused lease (one
-  // blocking round trip).
-  void flush();
+  // blocking round trip). False when Redis could not be reached (it was logged).
+  bool flush();
 
   // Requests this replica may still admit without asking (for tests and metrics).
   std::uint64_t leased() const;

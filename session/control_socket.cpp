@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -124,6 +125,10 @@ void control_socket::serve() {
     if (::poll(p, 2, -1) < 1 || (p[1].revents & POLLIN) || !(p[0].revents & POLLIN)) continue;
     const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
+    // A client that stops reading holds the answer at most this long (the session's end joins
+    // this thread).
+    const timeval send_wait{2, 0};
+    ::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &send_wait, sizeof send_wait);
     const std::string command = read_line(client, 2000);
     nlohmann::ordered_json answer;
     try {

@@ -36,7 +36,8 @@ bool contains(const std::string& text, const std::string& part) {
 console_index::console_index(std::filesystem::path dir, std::size_t max_refusals)
     : dir_(std::move(dir)), max_refusals_(std::max<std::size_t>(1, max_refusals)) {}
 
-void console_index::scan() {
+void console_index::scan(const std::atomic<bool>* stop) {
+  const auto stopped = [stop] { return stop && stop->load(std::memory_order_relaxed); };
   const auto started = std::chrono::steady_clock::now();
   std::error_code ec;
   std::vector<std::pair<fs::path, file_state>> found;
@@ -63,7 +64,10 @@ void console_index::scan() {
   }
   for (auto& [path, state] : found) files_.emplace(path, std::move(state));
   // In path order: a replica's generations oldest first, so that its records are taken in order.
-  for (auto& [path, state] : files_) read_new(path, state);
+  for (auto& [path, state] : files_) {
+    if (stopped()) return;
+    read_new(path, state, stop);
+  }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   std::lock_guard lock(mutex_);
@@ -73,7 +77,8 @@ void console_index::scan() {
   stats_.scanned = true;
 }
 
-void console_index::read_new(const fs::path& path, file_state& state) {
+void console_index::read_new(const fs::path& path, file_state& state,
+                             const std::atomic<bool>* stop) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec || size <= state.offset) return;
@@ -88,11 +93,12 @@ void console_index::read_new(const fs::path& path, file_state& state) {
   if (end == std::string::npos) return;
   std::size_t start = 0;
   while (start <= end) {
+    if (stop && stop->load(std::memory_order_relaxed)) break;
     const auto newline = bytes.find('\n', start);
     take(bytes.substr(start, newline - start), state);
     start = newline + 1;
   }
-  state.offset += end + 1;
+  state.offset += start;  // end + 1 unless stopped
 }
 
 void console_index::take(const std::string& line, const file_state& state) {
@@ -199,6 +205,7 @@ console_scanner::console_scanner(std::shared_ptr<console_index> index,
 }
 
 console_scanner::~console_scanner() {
+  stopping_ = true;  // a scan under way ends at its next record
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -226,7 +233,7 @@ void console_scanner::run() {
     if (stop_) return;
     lock.unlock();
     try {
-      index_->scan();
+      index_->scan(&stopping_);
     } catch (const std::exception&) {
       // A file that vanished mid-read: the next scan sees the directory as it is then.
     }

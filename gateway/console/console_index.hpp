@@ -10,6 +10,7 @@
 // the latest `max_refusals`.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -68,8 +69,10 @@ class console_index {
   explicit console_index(std::filesystem::path dir, std::size_t max_refusals = 10'000);
 
   // Reads what the files gained since the last scan. Not thread-safe with itself (one scanner);
-  // the readers below may run meanwhile.
-  void scan();
+  // the readers below may run meanwhile. When `stop` turns true the scan ends at the next
+  // record (a gateway's stop never waits for a first scan of a large log directory); the next
+  // scan goes on from there.
+  void scan(const std::atomic<bool>* stop = nullptr);
 
   std::optional<session_usage> usage(const std::string& session) const;
   // The newest refusals first that match; `total` gets how many match among those kept.
@@ -94,7 +97,8 @@ class console_index {
     std::string replica;
     std::uint64_t offset = 0;
   };
-  void read_new(const std::filesystem::path& path, file_state& state);
+  void read_new(const std::filesystem::path& path, file_state& state,
+                const std::atomic<bool>* stop);
   void take(const std::string& line, const file_state& state);
 
   const std::filesystem::path dir_;
@@ -133,6 +137,7 @@ class console_scanner {
   std::condition_variable wake_;
   std::chrono::steady_clock::time_point wanted_at_{};
   bool stop_ = false;
+  std::atomic<bool> stopping_{false};  // stop_, read by a scan under way without the lock
   std::thread thread_;
 };
 

@@ -2,8 +2,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "../../temp_dir.hpp"
 
@@ -110,4 +114,39 @@ TEST_CASE("console index: keeps the latest refusals only, and survives damage", 
   fs::remove_all(dir.path);
   index.scan();
   CHECK(index.usage("g-2")->denied == 31);
+}
+
+TEST_CASE("console index: a stopped scan ends at once and the next goes on from there",
+          "[console_index]") {
+  broker::test::temp_dir dir;
+  const auto file = dir.path / "g-1" / "r1.000001.jsonl";
+  for (int i = 1; i <= 3; ++i) append(file, exchange("2026-12-01T10:00:00.000Z", i, "allow"));
+  console_index index(dir.path);
+  std::atomic<bool> stop{true};
+  index.scan(&stop);  // a gateway stopping: nothing read, nothing to wait for
+  CHECK_FALSE(index.usage("g-1"));
+  CHECK(index.statistics().records == 0);
+  stop = false;
+  index.scan(&stop);
+  REQUIRE(index.usage("g-1"));
+  CHECK(index.usage("g-1")->requests == 3);
+  CHECK(index.statistics().records == 3);
+}
+
+TEST_CASE("console scanner: its end does not wait for the scan under way", "[console_index]") {
+  broker::test::temp_dir dir;
+  // Enough records that a whole scan takes far longer than the end may.
+  std::string lines;
+  for (int i = 1; i <= 200'000; ++i) lines += exchange("2026-12-01T10:00:00.000Z", i, "allow");
+  append(dir.path / "g-1" / "r1.000001.jsonl", lines);
+  auto index = std::make_shared<console_index>(dir.path);
+  auto scanner = std::make_unique<console_scanner>(index, std::chrono::milliseconds(10));
+  scanner->wanted();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (index->statistics().records == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  const auto started = std::chrono::steady_clock::now();
+  scanner.reset();
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds(500));
+  CHECK(index->statistics().records < 200'000);  // stopped part-way
 }
