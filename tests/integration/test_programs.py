@@ -160,8 +160,8 @@ def test_a_socket_git_shares_with_python_is_pythons_too(tmp_path, pki, tls_upstr
     assert len(refused) == 1 and refused[0]["error"] == "credential_not_bound", refused
     holders = refused[0].get("holders")
     assert holders and len(holders) == 2, refused
-    exes = sorted(h["exe"] for h in holders)
-    assert exes[0] == "/usr/bin/git" and "/python3" in exes[1], holders
+    exes = [h["exe"] for h in holders]
+    assert "/usr/bin/git" in exes and any("/python3" in e for e in exes), holders
     assert refused[0]["pid"] == holders[0]["pid"] and refused[0]["exe"] == holders[0]["exe"]
     # git alone is git.
     git = [r for r in tls_upstream.requests if r["path"].startswith("/o/r.git/info/refs")]
