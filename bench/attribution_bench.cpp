@@ -1,9 +1,9 @@
-// Per-connection cost of attribution (DESIGN §7: the audit record's pid and exe): the client
-// socket's inode through NETLINK_SOCK_DIAG, the whole find_socket_owner with it (inode, then the
-// /proc/<pid>/fd scan of the candidate tree), and the same with the /proc/net/tcp read it
-// replaces. The candidate root is a forked "init" holding descriptors 0-2, as wrap's is; the
-// connection is held by init itself (depth 0), its child (depth 1, the command) or a grandchild
-// (depth 2, a shell's command).
+// Per-connection cost of attribution (DESIGN §7: the audit record's pid and exe; §5: who the
+// "programs" are judged against): the client socket's inode through NETLINK_SOCK_DIAG, the whole
+// find_socket_holders with it (inode, then every descriptor of the candidate tree), and the same
+// with the /proc/net/tcp read it replaces. The candidate root is a forked "init" holding
+// descriptors 0-2, as wrap's is; the connection is held by init itself (depth 0), its child (depth
+// 1, the command) or a grandchild (depth 2, a shell's command).
 //
 //   cmake -S . -B build-bench -G Ninja -DBROKER_BENCH=ON -DBROKER_TESTS=OFF
 //   cmake --build build-bench -j2 --target attribution_bench
@@ -110,51 +110,29 @@ void attribute(benchmark::State& state, proxy::sock_diag* diag) {
   held_connection c(static_cast<int>(state.range(0)));
   const std::vector<int> candidates{c.root};
   for (auto _ : state) {
-    auto owner = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1", c.server_port, 0,
-                                          candidates, diag);
-    if (!owner) return state.SkipWithError("not attributed");
-    benchmark::DoNotOptimize(owner);
+    auto holders = proxy::find_socket_holders("127.0.0.1", c.client_port, "127.0.0.1",
+                                              c.server_port, 0, candidates, diag);
+    if (!holders) return state.SkipWithError("not attributed");
+    benchmark::DoNotOptimize(holders);
   }
 }
 
-void BM_find_socket_owner_sock_diag(benchmark::State& state) {
+void BM_find_socket_holders_sock_diag(benchmark::State& state) {
   auto diag = proxy::sock_diag::open();
   if (!diag) return state.SkipWithError("no NETLINK_SOCK_DIAG socket");
   attribute(state, diag.get());
 }
-BENCHMARK(BM_find_socket_owner_sock_diag)
+BENCHMARK(BM_find_socket_holders_sock_diag)
     ->ArgName("depth")
     ->Arg(0)
     ->Arg(1)
     ->Arg(2)
     ->Unit(benchmark::kMicrosecond);
 
-// The owner of an earlier connection probed first (recent_owners), as for an agent's API calls.
-void BM_find_socket_owner_sock_diag_recent(benchmark::State& state) {
-  auto diag = proxy::sock_diag::open();
-  if (!diag) return state.SkipWithError("no NETLINK_SOCK_DIAG socket");
-  held_connection c(static_cast<int>(state.range(0)));
-  const std::vector<int> candidates{c.root};
-  const auto first = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1",
-                                              c.server_port, 0, candidates, diag.get());
-  if (!first) return state.SkipWithError("not attributed");
-  const std::vector<int> recent{first->pid};
-  for (auto _ : state) {
-    auto owner = proxy::find_socket_owner("127.0.0.1", c.client_port, "127.0.0.1", c.server_port, 0,
-                                          candidates, diag.get(), recent);
-    if (!owner) return state.SkipWithError("not attributed");
-    benchmark::DoNotOptimize(owner);
-  }
-}
-BENCHMARK(BM_find_socket_owner_sock_diag_recent)
-    ->ArgName("depth")
-    ->Arg(2)
-    ->Unit(benchmark::kMicrosecond);
-
-void BM_find_socket_owner_proc_net_tcp(benchmark::State& state) {
+void BM_find_socket_holders_proc_net_tcp(benchmark::State& state) {
   attribute(state, nullptr);
 }
-BENCHMARK(BM_find_socket_owner_proc_net_tcp)
+BENCHMARK(BM_find_socket_holders_proc_net_tcp)
     ->ArgName("depth")
     ->Arg(0)
     ->Arg(1)

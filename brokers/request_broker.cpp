@@ -22,7 +22,7 @@ bool request_broker::bound(std::string_view host) const {
 
 bool request_broker::usable(const request_context& where) const {
   if (!bound(where.host)) return false;
-  if (!spec_.programs.empty() && !config::program_matches(spec_.programs, where.program))
+  if (!spec_.programs.empty() && !config::program_matches(spec_.programs, where.client))
     return false;
   return !where.plaintext || where.loopback || spec_.allow_plaintext;
 }

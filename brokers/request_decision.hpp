@@ -8,6 +8,8 @@
 #include <string_view>
 #include <utility>
 
+#include "config/program_identity.hpp"
+
 namespace broker::brokers {
 
 enum class request_action {
@@ -35,9 +37,9 @@ struct request_context {
   std::string_view host;   // normalized host name or IP literal text
   bool plaintext = false;  // http:// (no TLS to the upstream)
   bool loopback = false;   // the destination is a loopback address
-  // The executable of the process that sent it (wrap's attribution); empty when unknown. A
-  // credential with "programs" is usable only for those (DESIGN §13).
-  std::string_view program{};
+  // The processes holding the connection it came on (wrap's attribution); null when unknown. A
+  // credential with "programs" is usable only when every one runs a listed program (DESIGN §5).
+  const config::client_identity* client = nullptr;
 };
 
 // Thrown by a body_rewriter for body bytes that must not go on; none of them was released.

@@ -14,6 +14,7 @@
 #include "session/audit_merge.hpp"
 #include "session/log_reader.hpp"
 #include "wrap/home_rules.hpp"
+#include "wrap/program_check.hpp"
 
 namespace broker::cli {
 
@@ -26,16 +27,23 @@ std::string tilde(const std::string& path, const std::string& home) {
   return path;
 }
 
-nlohmann::ordered_json wrap_lists(const std::vector<config::policy>& layers) {
+// What wrap would make of the layers for this user, in this environment.
+wrap::home_rule_inputs wrap_inputs(const std::vector<config::policy>& layers) {
   const char* home_variable = std::getenv("HOME");
-  const std::string home = home_variable ? home_variable : "";
   wrap::home_rule_inputs in;
-  in.home = home;
+  in.home = home_variable ? home_variable : "";
   in.layers = layers;
   in.root = ::geteuid() == 0;
   for (const char* name :
-       {"XDG_CACHE_HOME", "CODEX_HOME", "GOMODCACHE", "GOPATH", "npm_config_cache"})
+       {"XDG_CACHE_HOME", "CODEX_HOME", "GOMODCACHE", "GOPATH", "npm_config_cache",
+        "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"})
     if (const char* v = std::getenv(name)) in.env.emplace_back(name, v);
+  return in;
+}
+
+nlohmann::ordered_json wrap_lists(const std::vector<config::policy>& layers) {
+  const auto in = wrap_inputs(layers);
+  const std::string& home = in.home;
   const wrap::home_rules rules(in);
   nlohmann::ordered_json out;
   auto& writable = out["writable"] = nlohmann::ordered_json::array();
@@ -61,6 +69,11 @@ nlohmann::ordered_json wrap_lists(const std::vector<config::policy>& layers) {
 int run_check(const std::vector<std::string>& files) {
   try {
     const auto layers = load_layers(files);
+    // "programs" a session could defeat (DESIGN §5): each named; no workspace is known here.
+    const auto problems =
+        wrap::program_problems(layers, wrap::session_write_places(wrap_inputs(layers), {}));
+    for (const auto& p : problems) std::cerr << "broker: " << p.text() << "\n";
+    if (!problems.empty()) return exit_usage;
     nlohmann::ordered_json out;
     out["layers"] = nlohmann::ordered_json::array();
     for (const auto& layer : layers) out["layers"].push_back(config::to_json(layer));

@@ -51,10 +51,12 @@ struct rule {
   // Allow rules only: false keeps an intercepted connection to the host on HTTP/1.1 (no ALPN
   // h2 offered to the client; DESIGN §14), for a client or server that misbehaves on h2.
   bool http2 = true;
-  // Allow rules only: globs on the executable of the process that opened the connection
-  // ("/usr/bin/git", "*/gh"; '*' matches any run, '/' too). Empty = any program. A process
-  // broker could not attribute matches none (DESIGN §13).
+  // Allow rules only: the programs whose connections it admits, absolute paths or globs on the
+  // executable's path ('*' matches any run, '/' too), matched by program_matches
+  // (program_identity.hpp). Empty = any program. A connection broker could not attribute
+  // matches none (DESIGN §5, §13).
   std::vector<std::string> programs;
+  std::vector<int> program_lines;  // where each of `programs` is, for policy check's errors
   // An allow rule a person approved (DESIGN §13): for the running session, or read from
   // approved.json. It never admits a host a layer lists under "approvals": {"never": [...]}.
   bool approved = false;
@@ -99,9 +101,9 @@ struct credential_spec {
   std::vector<std::string> services;
   // gcp: the OAuth scopes the broker asks for with a service-account key.
   std::vector<std::string> scopes;
-  // Globs on the executable of the process that opened the connection, as on allow rules: the
-  // credential is swapped for those programs only. Empty = any program.
+  // The programs it is swapped for, as on allow rules. Empty = any program.
   std::vector<std::string> programs;
+  std::vector<int> program_lines;
   // github, bearer, header: the values come from a login file (then "source" is unused).
   std::optional<login_file_spec> login_file;
 };
@@ -188,10 +190,6 @@ struct policy {
   bool has_egress_rules() const { return !allow.empty() || !deny.empty(); }
   bool asks() const { return on_deny == config::on_deny::ask; }
 };
-
-// Whether `exe` (an attributed executable's path; empty when unknown) matches one of `globs`.
-// An unknown executable matches nothing.
-bool program_matches(const std::vector<std::string>& globs, std::string_view exe);
 
 // Parses one layer. `source` names it in errors (a path or "<default>"). Throws policy_error.
 // Unknown keys are errors (a typo must not silently loosen or ignore a rule).

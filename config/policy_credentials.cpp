@@ -153,7 +153,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   auto hosts = node.find("hosts");
   if (!hosts) node.fail("missing \"hosts\" (the hosts this credential may be sent to)");
   c.hosts = parse_hosts(*hosts, allow);
-  if (auto programs = node.find("programs")) c.programs = parse_programs(*programs);
+  if (auto programs = node.find("programs")) parse_programs(*programs, c.programs, c.program_lines);
 
   if (auto env = node.find("env")) {
     for (auto& [text, item] : env->string_elements()) {

@@ -28,7 +28,9 @@ ordered_json rule_json(const rule& r, bool allow_list) {
   if (allow_list && !r.http2) j["http2"] = false;
   if (!r.programs.empty()) {
     j["programs"] = r.programs;
-    j["programs_note"] = "matches only processes wrap attributes; never in serve";
+    j["programs_note"] =
+        "matches only connections whose every holder runs one of them, as wrap attributes; "
+        "never in serve";
   }
   if (r.approved) j["approved"] = true;
   return j;
@@ -58,7 +60,9 @@ ordered_json credential_json(const credential_spec& c) {
   j["allow_plaintext"] = c.allow_plaintext;
   if (!c.programs.empty()) {
     j["programs"] = c.programs;
-    j["programs_note"] = "swapped only for processes wrap attributes; never in serve";
+    j["programs_note"] =
+        "swapped only for connections whose every holder runs one of them, as wrap attributes; "
+        "never in serve";
   }
   if (c.login_file) {
     j["file"] = c.login_file->path;

@@ -1,5 +1,4 @@
 // "allow" and "deny" rule lists (DESIGN §4).
-#include <fnmatch.h>
 
 #include <algorithm>
 #include <string_view>
@@ -83,18 +82,19 @@ std::vector<path_pattern> parse_path_patterns(const json_node& node) {
 
 }  // namespace
 
-std::vector<std::string> parse_programs(const json_node& node) {
-  std::vector<std::string> globs;
+void parse_programs(const json_node& node, std::vector<std::string>& programs,
+                    std::vector<int>& lines) {
   auto items = node.string_elements();
   if (items.empty()) node.fail("expected a non-empty array of program paths or globs");
   for (auto& [text, item] : items) {
     // A program is named by its path: a bare name ("git") would match nothing.
     if (text.empty() || (text.front() != '/' && text.front() != '*'))
       item.fail("\"" + text + "\" is not a path or a glob starting with \"*\" (e.g. " +
-                "\"/usr/bin/git\", \"*/gh\")");
-    if (std::find(globs.begin(), globs.end(), text) == globs.end()) globs.push_back(text);
+                "\"/usr/bin/git\", \"/usr/bin/gh\")");
+    if (std::find(programs.begin(), programs.end(), text) != programs.end()) continue;
+    programs.push_back(text);
+    lines.push_back(item.line());
   }
-  return globs;
 }
 
 std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
@@ -121,7 +121,8 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     if (auto ports = item.find("ports")) r.ports = parse_ports(*ports);
     if (auto methods = item.find("methods")) r.methods = parse_methods(*methods);
     if (auto paths = item.find("paths")) r.paths = parse_path_patterns(*paths);
-    if (auto programs = item.find("programs")) r.programs = parse_programs(*programs);
+    if (auto programs = item.find("programs"))
+      parse_programs(*programs, r.programs, r.program_lines);
     if (auto http2 = item.find("http2")) r.http2 = http2->as_bool();
     if (auto tunnel = item.find("tunnel")) {
       r.tunnel = tunnel->as_bool();
@@ -134,14 +135,6 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     rules.push_back(std::move(r));
   }
   return rules;
-}
-
-bool program_matches(const std::vector<std::string>& globs, std::string_view exe) {
-  if (exe.empty()) return false;
-  const std::string path(exe);
-  for (const auto& glob : globs)
-    if (::fnmatch(glob.c_str(), path.c_str(), 0) == 0) return true;
-  return false;
 }
 
 std::vector<host_pattern> parse_approvals(const json_node& section) {

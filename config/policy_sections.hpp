@@ -17,8 +17,9 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list);
 std::map<std::string, credential_spec> parse_credentials(const json_node& section,
                                                          const std::vector<rule>& allow);
 
-// "programs" (allow rules, credentials): paths or globs of executables.
-std::vector<std::string> parse_programs(const json_node& node);
+// "programs" (allow rules, credentials): paths or globs of executables, and the line of each.
+void parse_programs(const json_node& node, std::vector<std::string>& programs,
+                    std::vector<int>& lines);
 
 // "approvals": {"never": [host patterns]}.
 std::vector<host_pattern> parse_approvals(const json_node& section);

@@ -65,7 +65,7 @@ struct layer_result {
 };
 
 bool program_allowed(const rule& r, const client_program& who) {
-  return r.programs.empty() || who.any || program_matches(r.programs, who.exe);
+  return r.programs.empty() || who.any || program_matches(r.programs, who.client);
 }
 
 // `never_approved`: the destination is one no approval may open, so approved rules do not match.
@@ -318,7 +318,7 @@ verdict policy_set::check_name(const std::string& host) const {
   std::optional<verdict> first;
   for (std::uint16_t port : ports) {
     // Whoever asks the name: the connection is decided for its program when it comes.
-    verdict v = check_connect({*name, std::nullopt, port}, client_program{{}, true});
+    verdict v = check_connect({*name, std::nullopt, port}, client_program{nullptr, true});
     if (v.allowed) return v;
     if (!first) first = std::move(v);
   }

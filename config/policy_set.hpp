@@ -10,6 +10,7 @@
 
 #include "config/address.hpp"
 #include "config/policy.hpp"
+#include "config/program_identity.hpp"
 
 namespace broker::config {
 
@@ -19,11 +20,12 @@ struct destination {
   std::uint16_t port = 0;
 };
 
-// Who opened the connection, for allow rules with "programs" (DESIGN §13): its executable as
-// attribution found it, empty when unknown (then such rules match nothing: fail closed); `any`
-// for a question no process is known for yet (a DNS name), where they match whoever asks.
+// Who opened the connection, for allow rules with "programs" (DESIGN §5, §13): the processes
+// attribution found holding its socket, null when unknown (then such rules match nothing: fail
+// closed); `any` for a question no process is known for yet (a DNS name), where they match
+// whoever asks.
 struct client_program {
-  std::string_view exe;
+  const client_identity* client = nullptr;
   bool any = false;
 };
 

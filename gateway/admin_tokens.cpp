@@ -15,7 +15,7 @@
 namespace broker::gateway {
 namespace {
 
-constexpr const char* redis_key = "broker:admin-tokens";
+constexpr const char* tokens_key = "broker:admin-tokens";
 
 bool valid_name(const std::string& name) {
   return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
@@ -49,7 +49,7 @@ std::vector<std::string> named(const std::map<std::string, admin_token_info>& al
 }
 
 std::map<std::string, admin_token_info> read_all(redis_store& redis) {
-  const auto all = redis.blocking({redis_command("HGETALL", redis_key)}).at(0).checked();
+  const auto all = redis.blocking({redis_command("HGETALL", tokens_key)}).at(0).checked();
   std::map<std::string, admin_token_info> out;
   for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
     out.emplace(all.elements[i].text, info_from_json(all.elements[i + 1].text));
@@ -87,7 +87,7 @@ admin_tokens::created admin_tokens::create(const std::string& name) {
   out.token = base::secret(std::move(text));
   const auto hash = token_sha256(out.token);
   if (redis_) {
-    redis_->blocking({redis_command("HSET", redis_key, hash, to_json(out.info).dump())})
+    redis_->blocking({redis_command("HSET", tokens_key, hash, to_json(out.info).dump())})
         .at(0)
         .checked();
     std::lock_guard lock(mutex_);
@@ -102,7 +102,7 @@ admin_tokens::created admin_tokens::create(const std::string& name) {
 std::vector<admin_token_info> admin_tokens::list() {
   std::vector<admin_token_info> out;
   if (redis_) {
-    const auto values = redis_->blocking({redis_command("HVALS", redis_key)}).at(0).checked();
+    const auto values = redis_->blocking({redis_command("HVALS", tokens_key)}).at(0).checked();
     for (const auto& v : values.elements) out.push_back(info_from_json(v.text));
   } else {
     std::lock_guard lock(mutex_);
@@ -117,7 +117,7 @@ std::vector<admin_token_info> admin_tokens::revoke(const std::string& id_or_name
   std::vector<admin_token_info> gone;
   if (redis_) {
     const auto all = read_all(*redis_);
-    std::vector<std::string> hdel{"HDEL", redis_key};
+    std::vector<std::string> hdel{"HDEL", tokens_key};
     for (const auto& hash : named(all, id_or_name)) {
       hdel.push_back(hash);
       gone.push_back(all.at(hash));

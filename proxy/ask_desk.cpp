@@ -43,8 +43,8 @@ namespace {
 
 bool now_allowed(const config::policy_set& policy, const session::audit_entry& r,
                  const config::destination& dest, bool tunnel, std::string& rule) {
-  const auto v = tunnel ? policy.check_connect(dest, {r.exe})
-                        : policy.check_request(dest, r.method, r.target, {r.exe});
+  const auto v = tunnel ? policy.check_connect(dest, {r.client.get()})
+                        : policy.check_request(dest, r.method, r.target, {r.client.get()});
   if (v.allowed) rule = v.rule;
   return v.allowed;
 }

@@ -3,13 +3,17 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <deque>
-#include <functional>
 #include <unordered_set>
 
 namespace broker::proxy {
@@ -129,14 +133,16 @@ std::optional<int> parse_pid(std::string_view text) {
   return detail::parse_number(text, pid) && pid > 0 ? std::optional<int>(pid) : std::nullopt;
 }
 
+// What a search may still do, and whether it has had to leave something unsearched.
 struct scan_budget {
   std::size_t processes = max_scanned_processes;
   std::size_t fds = max_scanned_fds;
+  bool complete = true;
 };
 
 // The names in directory `path` (a /proc directory), each passed to `take` until it returns
-// false; false when the directory cannot be opened. Raw getdents64 with one large buffer: a
-// /proc directory of a few entries costs open, one getdents64 and close.
+// false; false when the directory cannot be opened (errno says why). Raw getdents64 with one
+// large buffer: a /proc directory of a few entries costs open, one getdents64 and close.
 template <typename F>
 bool for_each_entry(const std::string& path, F take, int* keep_open = nullptr) {
   const int dir = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -165,28 +171,39 @@ bool for_each_entry(const std::string& path, F take, int* keep_open = nullptr) {
   return true;
 }
 
-// Whether `pid` holds `link`, reading its descriptors newest-numbered first: a process that
-// just connected usually holds the socket under its highest number (the lowest free one, above
-// the descriptors it keeps). Only the `newest` highest ones when given.
-bool holds_socket(int pid, std::string_view link, scan_budget& budget,
-                  std::size_t newest = max_fds_per_scanned_process) {
+// A /proc directory that could not be opened: its process or thread has gone (nothing of it
+// is left to search), or it could not be searched.
+void note_unopened(scan_budget& budget) {
+  if (errno != ENOENT && errno != ESRCH) budget.complete = false;
+}
+
+// Whether the descriptor table /proc/<pid>/task/<tid>/fd holds `link`, reading its descriptors
+// newest-numbered first: a process that just connected usually holds the socket under its
+// highest number (the lowest free one, above the descriptors it keeps).
+bool table_holds(int pid, int tid, std::string_view link, scan_budget& budget) {
   std::array<int, max_fds_per_scanned_process> fds;
   std::size_t count = 0;
   int dir = -1;
   const bool listed = for_each_entry(
-      "/proc/" + std::to_string(pid) + "/fd",
+      "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/fd",
       [&](std::string_view name) {
-        if (count == fds.size()) return false;
+        if (count == fds.size()) return budget.complete = false;
         if (int fd = 0; detail::parse_number(name, fd)) fds[count++] = fd;
         return true;
       },
       &dir);
-  if (!listed) return false;
+  if (!listed) {
+    note_unopened(budget);
+    return false;
+  }
   char name[16];
   char target[64];
   bool found = false;
-  for (std::size_t checked = 0; !found && count > 0 && checked < newest && budget.fds > 0;
-       ++checked) {
+  while (!found && count > 0) {
+    if (budget.fds == 0) {
+      budget.complete = false;
+      break;
+    }
     --budget.fds;
     *std::to_chars(name, name + sizeof name - 1, fds[--count]).ptr = '\0';
     const ssize_t n = readlinkat(dir, name, target, sizeof target);
@@ -196,19 +213,60 @@ bool holds_socket(int pid, std::string_view link, scan_budget& budget,
   return found;
 }
 
-std::string exe_of(int pid) {
-  char path[4096];
-  const ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), path, sizeof path);
-  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string();
+// Whether two threads share one descriptor table; false when kcmp(2) cannot tell (then both
+// are searched).
+bool same_table(int a, int b) {
+  return ::syscall(SYS_kcmp, a, b, KCMP_FILES, 0, 0) == 0;
 }
 
-// Children of every thread of `pid` (a thread that forks is the child's parent).
-void append_children(int pid, std::deque<int>& out) {
-  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task/";
-  for_each_entry(task_dir, [&](std::string_view thread) {
-    const int fd =
-        open((task_dir + std::string(thread) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return true;
+// The threads of `pid`; empty when it has gone.
+std::vector<int> threads_of(int pid, scan_budget& budget) {
+  std::vector<int> tids;
+  if (!for_each_entry("/proc/" + std::to_string(pid) + "/task", [&](std::string_view name) {
+        if (auto tid = parse_pid(name)) tids.push_back(*tid);
+        return true;
+      }))
+    note_unopened(budget);
+  return tids;
+}
+
+// The thread of process `pid` (threads `tids`) whose table holds `link`; 0 for none. Threads
+// share their process's table unless made without CLONE_FILES, and a thread-group leader that
+// has exited leaves its threads' table out of /proc/<pid>/fd: each distinct table is read once.
+int thread_holding(int pid, const std::vector<int>& tids, std::string_view link,
+                   scan_budget& budget) {
+  std::vector<int> read;
+  for (int tid : tids) {
+    if (std::any_of(read.begin(), read.end(), [&](int seen) { return same_table(seen, tid); }))
+      continue;
+    read.push_back(tid);
+    if (table_holds(pid, tid, link, budget)) return tid;
+  }
+  return 0;
+}
+
+// A process as its thread `tid` shows it (the leader may have exited, and its /proc/<pid>/exe
+// with it): the executable's path, and what stat of the link says, which follows it to the very
+// file the process runs, in whatever mount namespace it was named.
+config::program_holder holder_of(int pid, int tid) {
+  const std::string link = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/exe";
+  config::program_holder h{pid, {}, std::nullopt};
+  char path[4096];
+  if (const ssize_t n = readlink(link.c_str(), path, sizeof path); n > 0)
+    h.exe.assign(path, static_cast<std::size_t>(n));
+  if (struct stat st{}; ::stat(link.c_str(), &st) == 0)
+    h.file = config::file_id{static_cast<std::uint64_t>(st.st_dev),
+                             static_cast<std::uint64_t>(st.st_ino)};
+  return h;
+}
+
+// Children of every thread of a process (a thread that forks is the child's parent).
+void append_children(int pid, const std::vector<int>& tids, std::deque<int>& out) {
+  for (int tid : tids) {
+    const int fd = open(
+        ("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/children").c_str(),
+        O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
     std::string text;
     char chunk[4096];
     for (ssize_t n; text.size() < 1024 * 1024 && (n = read(fd, chunk, sizeof chunk)) > 0;) {
@@ -225,59 +283,51 @@ void append_children(int pid, std::deque<int>& out) {
       }
       pos = end;
     }
-    return true;
-  });
+  }
 }
 
-// The recent owners' newest descriptors first; then every process of the trees under `roots`
-// (breadth-first), newest (highest pid) first: a connection usually comes from the process
-// started last, a leaf (curl under a shell under the agent), and the pid order needs no extra
-// read. Pids wrap around, which costs time, not correctness.
-std::optional<int> scan_tree(const std::vector<int>& roots, const std::vector<int>& recent,
-                             std::string_view link) {
-  scan_budget budget;
-  for (int pid : recent)
-    if (pid > 0 && holds_socket(pid, link, budget, recent_owner_probe_fds)) return pid;
-  std::vector<int> tree;
+struct listed_process {
+  int pid = 0;
+  std::vector<int> tids;
+};
+
+// Every process of the trees under `roots` (breadth-first), or every process there is when
+// `roots` is empty; highest pid first: a connection usually comes from the process started
+// last, a leaf (curl under a shell under the agent). Pids wrap around, which changes the order,
+// never who is found.
+std::vector<listed_process> list_processes(const std::vector<int>& roots, scan_budget& budget) {
+  std::vector<listed_process> out;
   std::deque<int> queue(roots.begin(), roots.end());
+  if (roots.empty())
+    for_each_entry("/proc", [&](std::string_view name) {
+      if (auto pid = parse_pid(name)) queue.push_back(*pid);
+      return true;
+    });
   std::unordered_set<int> seen;
-  while (!queue.empty() && tree.size() < budget.processes) {
+  while (!queue.empty()) {
     const int pid = queue.front();
     queue.pop_front();
     if (pid <= 0 || !seen.insert(pid).second) continue;
-    tree.push_back(pid);
-    append_children(pid, queue);
+    if (out.size() == budget.processes) {
+      budget.complete = false;
+      break;
+    }
+    listed_process p{pid, threads_of(pid, budget)};
+    if (!roots.empty()) append_children(pid, p.tids, queue);
+    out.push_back(std::move(p));
   }
-  std::sort(tree.begin(), tree.end(), std::greater<>());
-  for (int pid : tree) {
-    if (budget.fds == 0) break;
-    if (holds_socket(pid, link, budget)) return pid;
-  }
-  return std::nullopt;
-}
-
-std::optional<int> scan_all(std::string_view link) {
-  scan_budget budget;
-  std::optional<int> found;
-  for_each_entry("/proc", [&](std::string_view name) {
-    if (budget.processes == 0 || budget.fds == 0) return false;
-    auto pid = parse_pid(name);
-    if (!pid) return true;
-    --budget.processes;
-    if (holds_socket(*pid, link, budget)) found = pid;
-    return !found;
-  });
-  return found;
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pid > b.pid; });
+  return out;
 }
 
 }  // namespace
 
-std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
-                                              std::uint16_t client_port,
-                                              const std::string& server_ip,
-                                              std::uint16_t server_port, int netns_pid,
-                                              const std::vector<int>& candidates, sock_diag* diag,
-                                              const std::vector<int>& recent) noexcept {
+std::optional<socket_holders> find_socket_holders(const std::string& client_ip,
+                                                  std::uint16_t client_port,
+                                                  const std::string& server_ip,
+                                                  std::uint16_t server_port, int netns_pid,
+                                                  const std::vector<int>& candidates,
+                                                  sock_diag* diag) noexcept {
   try {
     const auto client = detail::parse_ip(client_ip);
     const auto server = detail::parse_ip(server_ip);
@@ -299,28 +349,17 @@ std::optional<socket_owner> find_socket_owner(const std::string& client_ip,
     }
     if (inode == 0) return std::nullopt;
     const std::string link = "socket:[" + std::to_string(inode) + "]";
-    const auto pid = candidates.empty() ? scan_all(link) : scan_tree(candidates, recent, link);
-    if (!pid) return std::nullopt;
-    return socket_owner{*pid, exe_of(*pid)};
+    scan_budget budget;
+    socket_holders found;
+    for (const auto& p : list_processes(candidates, budget))
+      if (const int tid = thread_holding(p.pid, p.tids, link, budget))
+        found.holders.push_back(holder_of(p.pid, tid));
+    if (found.holders.empty()) return std::nullopt;
+    found.complete = budget.complete;
+    return found;
   } catch (...) {
     return std::nullopt;  // allocation failure: attribution is best effort
   }
-}
-
-void recent_owners::note(int pid) {
-  std::lock_guard lock(mutex_);
-  auto at = std::find(pids_.begin(), pids_.end(), pid);
-  if (at == pids_.end()) at = pids_.end() - 1;
-  std::rotate(pids_.begin(), at, at + 1);
-  pids_.front() = pid;
-}
-
-std::vector<int> recent_owners::list() const {
-  std::lock_guard lock(mutex_);
-  std::vector<int> out;
-  for (int pid : pids_)
-    if (pid > 0) out.push_back(pid);
-  return out;
 }
 
 }  // namespace broker::proxy

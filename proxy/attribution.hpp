@@ -1,74 +1,65 @@
-// Which local process opened a client connection to the proxy: the audit log's `pid` and `exe`
-// (DESIGN.md §7). Linux only. Two steps: the connection's client end to its socket inode, then
-// that inode among the /proc/<pid>/fd links of the client's process tree.
+// Which local processes hold a client connection to the proxy: the audit log's `pid` and `exe`
+// (DESIGN.md §7), and who a rule's or a credential's "programs" are judged against (§5). Linux
+// only. Two steps: the connection's client end to its socket inode, then that inode among the
+// descriptor links of the client's process tree.
 // The inode comes from NETLINK_SOCK_DIAG (sock_diag.hpp: one exact lookup, a few microseconds)
 // when the caller has such a socket in the client's network namespace, otherwise from
 // /proc/<pid>/net/tcp{,6} (~1 ms: the kernel prints its whole established-connection table).
 // Best effort by nature: the client may exit, or /proc may deny access, before the scan finds
-// it; the record says null then.
+// it; the record says null then, and an incomplete search matches no "programs".
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "config/program_identity.hpp"
 #include "proxy/sock_diag.hpp"
 
 namespace broker::proxy {
 
-struct socket_owner {
-  int pid = 0;      // as seen from the broker's pid namespace
-  std::string exe;  // readlink of /proc/<pid>/exe; "" when unreadable (kernel thread, no access)
+// Every process holding the client end of a connection, for the audit record's pid and exe and
+// for "programs" (DESIGN §5, §7).
+struct socket_holders {
+  std::vector<config::program_holder> holders;  // highest pid first; never empty
+  // Every process (and every thread with a descriptor table of its own) that could hold the
+  // socket was searched, within the bounds below: no other holder exists.
+  bool complete = false;
 };
 
 // One lookup runs per accepted connection on the proxy's thread, so its work is bounded: past
-// any of these it gives up with nullopt rather than stall every other connection. A process
-// holding the socket beyond its first max_fds_per_scanned_process descriptors is not found.
+// any of these it stops and says the search is incomplete rather than stall every other
+// connection. A process with more than max_fds_per_scanned_process descriptors is not searched
+// whole (incomplete too).
 // The /proc/net/tcp read alone costs ~1 ms however few sockets exist: the kernel walks its whole
 // established-connection hash (262144 buckets on a typical host); sock_diag hashes the tuple.
 inline constexpr std::size_t max_scanned_processes = 4096;
 inline constexpr std::size_t max_fds_per_scanned_process = 1024;
 inline constexpr std::size_t max_scanned_fds = 16 * 1024;  // ~20 ms at ~1.2 us per readlink
-// A recent owner is tried first, but only its highest-numbered descriptors (where a new socket
-// lands): a miss there costs a few readlinks, not a scan of a process with hundreds.
-inline constexpr std::size_t recent_owner_probe_fds = 4;
 
-// The process holding the client end of a TCP connection accepted by the proxy. `client` is the
-// peer address (the client's ip:port as the proxy sees it), `server` the proxy's local ip:port;
-// IPs are textual, IPv4, IPv6 or v4-mapped IPv6 ("::ffff:127.0.0.1"), optionally bracketed or
-// with a %scope. `diag`: a NETLINK_SOCK_DIAG socket of the client's network namespace, asked for
-// the inode; null, or one that has never found a socket (sock_diag::proven), falls back to the
-// tables: `netns_pid` 0 when the client lives in the broker's own network namespace, otherwise a
-// pid inside the client's namespace, whose /proc/<pid>/net/tcp{,6} is read.
-// `candidates`: when non-empty, only these pids and their descendants (/proc/<pid>/task/*/children)
-// are searched (the whole trees are listed, then searched newest, i.e. highest pid, first: a
-// connection usually comes from the process started last); when empty, every /proc/<pid>/fd is.
-// `recent`: pids that owned earlier connections (recent_owners), probed first, before the tree
-// is listed. When several processes share the socket (inherited across fork), which of them is
-// returned is unspecified.
-// Never throws: every failure, including an unparsable IP, is nullopt.
-std::optional<socket_owner> find_socket_owner(
-    const std::string& client_ip, std::uint16_t client_port, const std::string& server_ip,
-    std::uint16_t server_port, int netns_pid, const std::vector<int>& candidates,
-    sock_diag* diag = nullptr, const std::vector<int>& recent = {}) noexcept;
-
-// The last few owners found, most recent first, for find_socket_owner's `recent`: a client that
-// opens many connections (an agent's API calls) is found by a probe of its newest descriptors.
-// Thread-safe.
-class recent_owners {
- public:
-  void note(int pid);
-  std::vector<int> list() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::array<int, 3> pids_{};
-};
+// The processes holding the client end of a TCP connection accepted by the proxy. `client` is
+// the peer address (the client's ip:port as the proxy sees it), `server` the proxy's local
+// ip:port; IPs are textual, IPv4, IPv6 or v4-mapped IPv6 ("::ffff:127.0.0.1"), optionally
+// bracketed or with a %scope. `diag`: a NETLINK_SOCK_DIAG socket of the client's network
+// namespace, asked for the inode; null, or one that has never found a socket
+// (sock_diag::proven), falls back to the tables: `netns_pid` 0 when the client lives in the
+// broker's own network namespace, otherwise a pid inside the client's namespace, whose
+// /proc/<pid>/net/tcp{,6} is read.
+// `candidates`: when non-empty, only these pids and their descendants
+// (/proc/<pid>/task/*/children) are searched; when empty, every process is. Every one of them is
+// searched, not only until a holder is found: a socket made by one process is held by every
+// child that inherited it, and any of them may be the one writing to it. A process's threads
+// that do not share its descriptor table (kcmp(2) tells) are searched too.
+// Never throws: every failure, including an unparsable IP, is nullopt, as is finding no holder.
+std::optional<socket_holders> find_socket_holders(const std::string& client_ip,
+                                                  std::uint16_t client_port,
+                                                  const std::string& server_ip,
+                                                  std::uint16_t server_port, int netns_pid,
+                                                  const std::vector<int>& candidates,
+                                                  sock_diag* diag = nullptr) noexcept;
 
 namespace detail {
 

@@ -70,14 +70,11 @@ void client_connection::attribute() {
   // A captured client's socket is connected to the address it dialed, not to this listener.
   const auto local = dialed_ ? *dialed_ : client_.socket().local_endpoint(e2);
   if (e1 || e2) return;
-  auto& recent = ctx_->client_owners();
-  if (auto found = find_socket_owner(
-          peer.address().to_string(), peer.port(), local.address().to_string(), local.port(),
-          ctx_->client_netns_pid(), {root}, ctx_->client_sock_diag(), recent.list())) {
-    recent.note(found->pid);
-    owner_pid_ = found->pid;
-    owner_exe_ = std::move(found->exe);
-  }
+  if (auto found = find_socket_holders(peer.address().to_string(), peer.port(),
+                                       local.address().to_string(), local.port(),
+                                       ctx_->client_netns_pid(), {root}, ctx_->client_sock_diag()))
+    holders_ = std::make_shared<const config::client_identity>(
+        config::client_identity{std::move(found->holders), found->complete, ctx_->client_writes()});
 }
 
 asio::awaitable<void> client_connection::run() {
@@ -260,7 +257,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     co_return;
   }
   auto policy = ctx_->policy();
-  auto verdict = policy->check_connect(dest, {owner_exe_});
+  auto verdict = policy->check_connect(dest, {holders_.get()});
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
   std::optional<refusal> why;
@@ -371,7 +368,7 @@ asio::awaitable<void> client_connection::watch_tunnel_budget() {
 http_exchange& client_connection::begin_exchange(std::string method) {
   exchange_.reset();
   auto& ex = exchange_.emplace(http_exchange::connection{h1_, deadline_, *ctx_, pool_, tag_},
-                               std::move(method), owner_pid_, owner_exe_);
+                               std::move(method), holders_);
   ex.entry().captured = captured_;
   return ex;
 }

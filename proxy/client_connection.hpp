@@ -54,7 +54,8 @@ class client_connection {
   enum class head_result { ok, closed, refused };
   enum class binding { bound, refused_keep, refused_close };
 
-  // Finds the process that opened this connection (wrap sessions), for the audit records.
+  // Finds the processes holding this connection (wrap sessions), for the audit records and
+  // "programs".
   void attribute();
   asio::awaitable<void> serve();
   asio::awaitable<head_result> read_request_head(http::parser& parser, bool first);
@@ -114,8 +115,8 @@ class client_connection {
   bool cut_short_ = false;
   const bool captured_;
   std::optional<tcp::endpoint> dialed_;  // captured: the address and port the client dialed
-  int owner_pid_ = 0;
-  std::string owner_exe_;
+  // The processes holding the client's socket (wrap); null when unknown.
+  std::shared_ptr<const config::client_identity> holders_;
 };
 
 }  // namespace broker::proxy

@@ -321,7 +321,7 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
   auto& ctx = *s_.ctx;
   auto& head = st->request.head;
   const auto& timeouts = ctx.options().timeouts;
-  http_exchange ex({*st, st->deadline, ctx, s_.pool, s_.tag}, head.method, s_.pid, s_.exe);
+  http_exchange ex({*st, st->deadline, ctx, s_.pool, s_.tag}, head.method, s_.holders);
   auto& entry = ex.entry();
   entry.scheme = "https";
   entry.host = s_.dest.host;

@@ -35,8 +35,7 @@ class h2_connection final : private http::h2_server_session::handler {
     config::destination dest;        // the CONNECT (or captured) target
     std::optional<refusal> refused;  // decided before the handshake: every stream gets it
     bool captured = false;
-    int pid = 0;
-    std::string exe;
+    std::shared_ptr<const config::client_identity> holders;  // who holds the socket; null: unknown
   };
 
   explicit h2_connection(setup s);

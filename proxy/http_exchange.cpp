@@ -91,19 +91,23 @@ refusal credential_refusal(const brokers::credential_set& credentials,
       const auto& b = credentials[i];
       if (b.name() == d.credential && !b.spec().programs.empty() && b.bound(where.host))
         return refusal::credential_program(d.credential, where.host, d.where, b.spec().programs,
-                                           where.program);
+                                           where.client);
     }
   return refusal::of(d, where.host, where.plaintext);
 }
 
 }  // namespace
 
-http_exchange::http_exchange(connection io, std::string method, int pid, std::string exe)
+http_exchange::http_exchange(connection io, std::string method,
+                             std::shared_ptr<const config::client_identity> client)
     : io_(io), start_(std::chrono::steady_clock::now()) {
   entry_.event = "request";
   entry_.method = std::move(method);
-  entry_.pid = pid;
-  entry_.exe = std::move(exe);
+  if (client) {
+    entry_.pid = client->holders.front().pid;
+    entry_.exe = client->holders.front().exe;
+  }
+  entry_.client = std::move(client);
 }
 
 http_exchange::~http_exchange() = default;
@@ -111,7 +115,8 @@ http_exchange::~http_exchange() = default;
 asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::policy_set& policy,
                                                              const http::message_head& head,
                                                              const request_target& to) {
-  const auto verdict = policy.check_request(to.dest, head.method, to.path_and_query, {entry_.exe});
+  const auto verdict =
+      policy.check_request(to.dest, head.method, to.path_and_query, {entry_.client.get()});
   entry_.rule = verdict.rule;
   entry_.would_deny = verdict.would_deny;
   http2_allowed_ = verdict.http2;
@@ -175,7 +180,8 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     base::wipe(target);
   });
   loopback_ = loopback_destination(io_.ctx, dest);
-  const brokers::request_context where{dest.host, to.scheme == "http", loopback_, entry_.exe};
+  const brokers::request_context where{dest.host, to.scheme == "http", loopback_,
+                                       entry_.client.get()};
   auto& plan =
       plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();

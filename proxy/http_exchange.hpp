@@ -64,8 +64,10 @@ class http_exchange {
     const session::log_tag& tag;
   };
 
-  // Starts the exchange's clock; `pid`/`exe` own the client socket (0/"" when unknown).
-  http_exchange(connection io, std::string method, int pid, std::string exe);
+  // Starts the exchange's clock; `client`: the processes holding the client socket (null when
+  // unknown), the first of which is the record's pid and exe.
+  http_exchange(connection io, std::string method,
+                std::shared_ptr<const config::client_identity> client);
   ~http_exchange();
   http_exchange(const http_exchange&) = delete;
   http_exchange& operator=(const http_exchange&) = delete;

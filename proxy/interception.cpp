@@ -71,7 +71,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
 
 asio::awaitable<void> client_connection::serve_h2() {
   h2_connection h2({client_, deadline_, ctx_, pool_, tag_, intercept_->dest, intercept_->refused,
-                    captured_, owner_pid_, owner_exe_});
+                    captured_, holders_});
   h2_ = &h2;
   try {
     co_await h2.run();

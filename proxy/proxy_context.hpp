@@ -67,6 +67,9 @@ struct context_attachments {
   int client_netns_pid = 0;
   int client_root_pid = 0;
   std::shared_ptr<sock_diag> client_sock_diag;
+  // wrap: what of the broker's file system the session can change, which proves nothing about
+  // the programs a connection's processes run (DESIGN §5). Null: everything.
+  std::shared_ptr<const config::session_writes> client_writes;
   // wrap with transparent capture: the names the child resolved through the broker's DNS and
   // their synthetic addresses (DESIGN §11).
   std::shared_ptr<synthetic_addresses> synthetic_names;
@@ -149,8 +152,9 @@ class proxy_context {
   int client_netns_pid() const { return attached_.client_netns_pid; }
   int client_root_pid() const { return attached_.client_root_pid; }
   sock_diag* client_sock_diag() const { return attached_.client_sock_diag.get(); }
-  // The processes that owned the latest connections, probed first for the next one.
-  recent_owners& client_owners() { return client_owners_; }
+  const std::shared_ptr<const config::session_writes>& client_writes() const {
+    return attached_.client_writes;
+  }
   // wrap with transparent capture: the synthetic names (context_attachments); null otherwise.
   synthetic_addresses* synthetic_names() const { return attached_.synthetic_names.get(); }
   // Writes a `dns` record (a name the policy refused); not counted as a request.
@@ -175,7 +179,6 @@ class proxy_context {
   const context_attachments attached_;
   std::shared_ptr<session_resolver> resolver_;
   std::atomic<bool> revoked_{false};
-  recent_owners client_owners_;
   mutable std::mutex end_mutex_;
   std::optional<session_end> ender_;
   std::atomic<std::uint64_t> connection_ids_{0};

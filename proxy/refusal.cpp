@@ -87,16 +87,25 @@ refusal refusal::credential_not_bound(std::string_view credential, std::string_v
 refusal refusal::credential_program(std::string_view credential, std::string_view host,
                                     std::string_view where,
                                     const std::vector<std::string>& programs,
-                                    std::string_view program) {
+                                    const config::client_identity* client) {
   std::string names;
   for (const auto& p : programs) names += (names.empty() ? "" : ", ") + p;
+  std::string from;
+  if (client)
+    for (const auto& h : client->holders)
+      from +=
+          (from.empty() ? "" : " and ") + (h.exe.empty() ? "pid " + std::to_string(h.pid) : h.exe);
+  if (from.empty())
+    from = "a process broker could not identify";
+  else if (client->holders.size() > 1)
+    from = "a connection held by " + from;
+  if (client && !client->complete) from += " (and maybe processes broker could not search)";
   std::string message = "the request carries the session's dummy for credential \"" +
                         std::string(credential) + "\" (" + std::string(where) +
                         "), which is bound to " + std::string(host) + " for the programs " + names +
-                        " only; this request came from " +
-                        (program.empty() ? std::string("a process broker could not identify")
-                                         : std::string(program)) +
-                        "; the request was blocked and recorded";
+                        " only (each process holding the connection must run the very file at " +
+                        "a listed path, one the session cannot change); this request came from " +
+                        from + "; the request was blocked and recorded";
   return {"credential_not_bound", 403, std::move(message), {}};
 }
 

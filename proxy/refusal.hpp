@@ -40,13 +40,13 @@ struct refusal {
   // `where` says where it was found ("header authorization", "query", "body"); never the value.
   static refusal credential_not_bound(std::string_view credential, std::string_view host,
                                       std::string_view where, bool plaintext);
-  // A dummy sent to a host its credential is bound to, by a program its "programs" do not name
-  // (DESIGN §13): credential_not_bound, naming the binding and the program (or that none was
-  // known).
+  // A dummy sent to a host its credential is bound to, from a connection its "programs" do not
+  // admit (DESIGN §5, §13): credential_not_bound, naming the binding and every process holding
+  // the connection (or that none was known).
   static refusal credential_program(std::string_view credential, std::string_view host,
                                     std::string_view where,
                                     const std::vector<std::string>& programs,
-                                    std::string_view program);
+                                    const config::client_identity* client);
   static refusal real_secret_blocked(std::string_view credential, std::string_view where);
   // A credential bound to the host that may not be used for this request (a signing scope outside
   // the credential's regions or services): credential_not_bound, saying why.

@@ -153,7 +153,7 @@ asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client)
   brokers::body_scan outbound;  // the inspector's patterns view into it: declared first
   if (!credentials.empty())
     outbound = credentials.request_body_scan(
-        brokers::request_context{entry.host, plaintext, ex_.loopback_, entry.exe});
+        brokers::request_context{entry.host, plaintext, ex_.loopback_, entry.client.get()});
   const auto llm = session::classify_llm_websocket(entry.host, entry.target);
 
   mask_keys keys;

@@ -33,6 +33,13 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
   } else {
     j.add_null("pid").add_null("exe");
   }
+  // A socket several processes hold (inherited, passed): every one of them.
+  if (e.client && e.client->holders.size() > 1) {
+    auto holders = nlohmann::ordered_json::array();
+    for (const auto& h : e.client->holders)
+      holders.push_back({{"pid", h.pid}, {"exe", text_or_null(h.exe)}});
+    j.add_json("holders", holders);
+  }
   j.add_text_or_null("method", e.method).add_text_or_null("scheme", e.scheme);
   j.add("host", scrub(e.host)).add("port", unsigned{e.port});
   if (e.target.empty()) {

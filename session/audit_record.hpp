@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "base/json_text.hpp"
 #include "config/policy_set.hpp"
+#include "config/program_identity.hpp"
 
 namespace broker::session {
 
@@ -47,6 +49,9 @@ struct audit_entry {
   double llm_cost_usd = 0;  // ... priced by the session's table ("cost_usd" when above 0)
   int pid = 0;              // the client socket's owner; 0 = unknown
   std::string exe;
+  // Every process attribution found holding the client socket (pid and exe are the first's):
+  // for "programs" (DESIGN §5), and in the record as "holders" when there is more than one.
+  std::shared_ptr<const config::client_identity> client;
   // Reached the broker by transparent capture (DESIGN §11), not through the proxy variables.
   bool captured = false;
   bool http2 = false;  // a stream of an HTTP/2 connection (the record says "http": "2")

@@ -18,6 +18,7 @@
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
 #include "certs/trust_bundle.hpp"
+#include "config/program_identity.hpp"
 #include "proxy/ask_desk.hpp"
 #include "proxy/server.hpp"
 #include "proxy/sock_diag.hpp"
@@ -33,6 +34,7 @@
 #include "wrap/child_session.hpp"
 #include "wrap/env_policy.hpp"
 #include "wrap/private_dirs.hpp"
+#include "wrap/program_check.hpp"
 #include "wrap/sandbox_init.hpp"
 #include "wrap/session_files.hpp"
 
@@ -183,10 +185,38 @@ void start_child(wrapping& w) {
   w.child = std::make_unique<child_session>(network);
 }
 
+// Every --workspace, absolute.
+std::vector<std::string> asked_workspaces(const wrap_config& c) {
+  std::vector<std::string> out;
+  for (const auto& dir : c.workspaces) {
+    std::error_code ec;
+    out.push_back(std::filesystem::absolute(dir, ec).lexically_normal().string());
+  }
+  return out;
+}
+
+// A policy whose "programs" this session could defeat is refused, each one named (DESIGN §5).
+void check_programs(const wrapping& w) {
+  home_rule_inputs in;
+  const char* home = std::getenv("HOME");
+  in.home = home ? home : "";
+  in.env = parent_environment();
+  in.layers = w.setup.policy->layers();
+  in.root = ::geteuid() == 0;
+  auto workspaces = asked_workspaces(w.c);
+  std::error_code ec;
+  workspaces.push_back(std::filesystem::current_path(ec).string());
+  std::string refused;
+  for (const auto& p : program_problems(in.layers, session_write_places(in, workspaces)))
+    refused += (refused.empty() ? "" : "\nbroker: ") + p.text();
+  if (!refused.empty()) throw std::runtime_error(refused);
+}
+
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
   w.setup =
       proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
+  check_programs(w);
   start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
@@ -264,10 +294,7 @@ void add_file_system(wrapping& w, const env_plan& plan, const child_files& files
   in.home = w.home;
   in.cwd = w.cwd;
   in.log_dir = w.log_dir.string();
-  for (const auto& dir : w.c.workspaces) {
-    std::error_code ec;
-    in.workspaces.push_back(std::filesystem::absolute(dir, ec).lexically_normal().string());
-  }
+  in.workspaces = asked_workspaces(w.c);
   in.env = parent_environment();
   in.kept = files.session_files;
   in.kept.push_back(find_command(w.c.command.front(), env_value(plan, "PATH"), w.cwd));
@@ -320,6 +347,10 @@ void start_proxy(wrapping& w) {
   // socket made there by its init) or, in env mode, this one.
   attached.client_sock_diag =
       w.netns() ? proxy::sock_diag::adopt(child.take_sock_diag()) : proxy::sock_diag::open();
+  // What the session can change of this process's view proves nothing about a program
+  // (DESIGN §5): in netns only the places its writes go through to, else all the user can write.
+  attached.client_writes = w.netns() ? config::session_writes::through(w.files->written_through())
+                                     : config::session_writes::user();
   if (w.capture.listener >= 0) {
     config::ip_address v6_base;
     v6_base.v4 = false;

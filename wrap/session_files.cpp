@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 
+#include "config/program_identity.hpp"
 #include "session/audit_log.hpp"
 #include "session/audit_record.hpp"
 #include "session/session_dir.hpp"
@@ -24,6 +26,24 @@ std::string env_of(const std::vector<std::pair<std::string, std::string>>& env,
   for (const auto& [n, v] : env)
     if (n == name) return v;
   return {};
+}
+
+// The regular files the layers' "programs" name by path (not by glob), canonical.
+std::vector<std::string> program_files(const std::vector<config::policy>& layers) {
+  std::vector<std::string> out;
+  const auto add = [&](const std::vector<std::string>& programs) {
+    for (const auto& entry : programs) {
+      if (config::is_program_glob(entry)) continue;
+      std::error_code ec;
+      const auto real = std::filesystem::canonical(entry, ec);
+      if (!ec && std::filesystem::is_regular_file(real, ec)) add_unique(out, real.string());
+    }
+  };
+  for (const auto& layer : layers) {
+    for (const auto& r : layer.allow) add(r.programs);
+    for (const auto& [name, c] : layer.credentials) add(c.programs);
+  }
+  return out;
 }
 
 std::string read_mountinfo() {
@@ -74,6 +94,10 @@ session_files::session_files(const session_files_inputs& in, launch_options& lau
   plan.login_copies = in.login_copies;
   plan.kept = in.kept;
   for (auto& path : passed_paths(layers, in.home)) plan.kept.push_back(std::move(path));
+  // The programs the policy names by path are the host's files inside too, read-only, even in a
+  // layer (through which the file the command ran would be the layer's, not the host's: DESIGN
+  // §5 compares device and inode).
+  for (auto& path : program_files(layers)) plan.kept.push_back(std::move(path));
   plan.private_dirs = host_ipc_dirs(env_of(in.env, "XDG_RUNTIME_DIR"));
   // Where sessions' control sockets live is the broker's own state: empty even under a /tmp the
   // working directory keeps.
@@ -103,6 +127,12 @@ session_files::session_files(const session_files_inputs& in, launch_options& lau
   for (const auto& path : workspace_->read_only()) add_unique(launch.read_only, path);
   // The workspace's own repository above it, held read-only while the session runs.
   for (auto& path : protected_git_paths(in.cwd)) add_unique(launch.read_only, path);
+}
+
+std::vector<std::string> session_files::written_through() const {
+  std::vector<std::string> places = plan_.workspaces;
+  places.insert(places.end(), plan_.through.begin(), plan_.through.end());
+  return places;
 }
 
 void session_files::launched(child_session& child, std::vector<std::string>& warnings) {

@@ -48,6 +48,10 @@ class session_files {
   // Once the command started: the layers as init made them.
   void launched(child_session& child, std::vector<std::string>& warnings);
 
+  // netns: the host's places the session's writes go through to (the workspaces, the home
+  // rules' places), canonical.
+  std::vector<std::string> written_through() const;
+
   // Once no process of the session is left: what it changed outside its workspace, taken in
   // or kept out (set aside under `kept_root`), and what it left in the places it wrote through.
   std::vector<kept_out> end(const std::string& kept_root, std::vector<std::string>& warnings);

@@ -131,6 +131,49 @@ def test_policy_check_ip_literal_host(tmp_path):
     run_check_expect_error(tmp_path, "ip.json", content, r"ip\.json:3: allow\[0\]\.host")
 
 
+def test_policy_check_names_every_programs_glob_the_session_could_satisfy(tmp_path):
+    """DESIGN §5: a "programs" glob that could match a file the session can write (anywhere, or
+    in its /tmp or home) is refused, each one named by file, line and key; absolute paths pass."""
+    home = tmp_path / "home"
+    home.mkdir()
+    content = ('{\n'
+               '  "version": 1,\n'
+               '  "allow": [\n'
+               '    { "host": "a.example.test", "programs": ["/usr/bin/git", "*/gh"] },\n'
+               f'    {{ "host": "b.example.test", "programs": ["{home}/bin/*"] }}\n'
+               '  ],\n'
+               '  "credentials": { "gh": { "type": "bearer", "env": ["GH_TOKEN"],\n'
+               '    "hosts": ["a.example.test"], "programs": ["/tmp/x/g?"] } }\n'
+               '}\n')
+    (tmp_path / "globs.json").write_text(content)
+
+    def check_with_home(name):
+        return subprocess.run([BROKER_BIN, "policy", "check", name], capture_output=True,
+                              text=True, timeout=30, cwd=tmp_path,
+                              env=clean_env({"HOME": str(home)}))
+
+    r = check_with_home("globs.json")
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.strip() == "", r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith('broker: globs.json:4: allow[0].programs[1]: "*/gh" could match '
+                               'a file the session can write'), lines
+    assert lines[1].startswith(f'broker: globs.json:5: allow[1].programs[0]: "{home}/bin/*" '
+                               f'could match a file the session can write: it lies in '), lines  # /tmp or the home
+    assert lines[2].startswith('broker: globs.json:8: credentials.gh.programs[0]: "/tmp/x/g?" '
+                               'could match a file the session can write: it lies in /tmp'), lines
+    # Paths the session cannot change pass (a glob in /usr would not for root: its own layer).
+    (tmp_path / "paths.json").write_text(
+        content.replace('"*/gh"', '"/usr/bin/gh"').replace(f'"{home}/bin/*"', '"/usr/bin/git"')
+        .replace('"/tmp/x/g?"', '"/usr/bin/curl"'))
+    r = check_with_home("paths.json")
+    assert r.returncode == 0, r.stderr
+    layer = json.loads(r.stdout)["layers"][0]
+    assert layer["allow"][0]["programs"] == ["/usr/bin/git", "/usr/bin/gh"]
+    assert "every holder" in layer["allow"][0]["programs_note"]
+
+
 def test_policy_check_missing_file(tmp_path):
     r = run_broker_cli("policy", "check", "nope.json", cwd=tmp_path)
     assert r.returncode == 2

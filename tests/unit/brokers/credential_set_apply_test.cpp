@@ -6,6 +6,7 @@
 #include "base/text.hpp"
 #include "brokers/credential_set.hpp"
 #include "config/host_pattern.hpp"
+#include "tests/unit/config/program_files.hpp"
 #include "value_broker_test_support.hpp"
 
 namespace base = broker::base;
@@ -276,28 +277,62 @@ TEST_CASE("a credential with programs swaps for those programs only",
           "[brokers][apply][programs]") {
   std::vector<value_broker::init> list;
   list.push_back(make("github", "github", {"api.github.com"}, gh_real, gh_dummy));
-  list.back().spec.programs = {"*/git", "*/git-remote-http*", "*/gh"};
+  broker::test::program_files files;
+  const auto git = files.add("usr/bin/git");
+  const auto remote = files.add("usr/lib/git-core/git-remote-http");
+  const auto gh = files.add("opt/bin/gh");
+  const auto curl = files.add("usr/bin/curl");
+  list.back().spec.programs = {git, files.path("usr/lib/git-core/git-remote-http*"), "*/gh"};
   credential_set set(brokers_of(std::move(list)));
-  auto from = [](const char* exe) { return request_context{"api.github.com", false, false, exe}; };
-  for (const char* exe : {"/usr/bin/git", "/usr/lib/git-core/git-remote-https", "/opt/bin/gh"}) {
-    INFO(exe);
+  std::vector<std::shared_ptr<const broker::config::client_identity>> kept;
+  auto from = [&](const std::vector<std::string>& exes) {
+    kept.push_back(broker::test::program_files::held_by(exes));
+    return request_context{"api.github.com", false, false, kept.back().get()};
+  };
+  for (const auto& exes :
+       std::vector<std::vector<std::string>>{{git}, {remote}, {gh}, {remote, git}}) {
+    INFO(exes[0]);
     request r;
     r.headers.push_back({"Authorization", "token " + gh_dummy});
-    auto d = set.apply(from(exe), r.target, r.headers);
+    auto d = set.apply(from(exes), r.target, r.headers);
     CHECK(d.action == request_action::pass);
     CHECK(r.headers[2].value == "token " + gh_real);
   }
-  // Another program, or one nobody could identify: the dummy is refused, never swapped.
-  for (const char* exe : {"/usr/bin/curl", ""}) {
-    INFO(exe);
+  // Another program, one nobody could identify, a listed one sharing its socket with another,
+  // or a copy of a listed one elsewhere: the dummy is refused, never swapped.
+  const auto copy = files.add("tmp/x/git");
+  for (const auto& exes :
+       std::vector<std::vector<std::string>>{{curl}, {""}, {git, curl}, {copy}}) {
+    INFO(exes[0]);
     request r;
     r.headers.push_back({"Authorization", "token " + gh_dummy});
-    auto d = set.apply(from(exe), r.target, r.headers);
+    auto d = set.apply(from(exes), r.target, r.headers);
     CHECK(d.action == request_action::credential_not_bound);
     CHECK(d.credential == "github");
     CHECK(r.headers[2].value == "token " + gh_dummy);
     // Nor may it go in a body: the dummy joins what a body is searched for.
-    CHECK(set.request_body_scan(from(exe)).patterns().size() >
-          set.request_body_scan(from("/usr/bin/git")).patterns().size());
+    CHECK(set.request_body_scan(from(exes)).patterns().size() >
+          set.request_body_scan(from({git})).patterns().size());
   }
+  // A copy of gh where the session writes matches "*/gh" by its path only: whatever the session
+  // put there is refused. The same file out of its reach is a program like any other; a search
+  // that could not reach every process proves nothing.
+  using broker::test::program_files;
+  const auto gh_copy = files.add("tmp/x/gh");
+  const auto in_tmp = broker::config::session_writes::through({files.path("tmp")});
+  for (const auto& client :
+       {program_files::held_by({gh_copy}, in_tmp), program_files::held_by({gh}, in_tmp, false),
+        program_files::held_by({gh}, nullptr)}) {
+    request r;
+    r.headers.push_back({"Authorization", "token " + gh_dummy});
+    CHECK(set.apply(request_context{"api.github.com", false, false, client.get()}, r.target,
+                    r.headers)
+              .action == request_action::credential_not_bound);
+  }
+  request r;
+  r.headers.push_back({"Authorization", "token " + gh_dummy});
+  const auto out_of_reach = program_files::held_by({gh_copy});
+  CHECK(set.apply(request_context{"api.github.com", false, false, out_of_reach.get()}, r.target,
+                  r.headers)
+            .action == request_action::pass);
 }

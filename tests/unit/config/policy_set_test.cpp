@@ -3,6 +3,7 @@
 #include "config/approved_file.hpp"
 #include "config/policy_set.hpp"
 #include "tests/unit/config/policy_test_support.hpp"
+#include "tests/unit/config/program_files.hpp"
 
 using broker::config::destination;
 using broker::config::ip_address;
@@ -638,21 +639,39 @@ TEST_CASE("ask: a CONNECT the other layers tunnel is approved as a tunnel, and n
 
 TEST_CASE("programs: an allow rule with programs admits only the processes it names",
           "[config][policy_set][programs]") {
-  auto set = single(R"({"allow": [
-    {"host": "github.com", "programs": ["/usr/bin/git", "/usr/lib/git-core/git-remote-http*"]},
+  broker::test::program_files files;
+  const auto git = files.add("usr/bin/git");
+  const auto remote = files.add("usr/lib/git-core/git-remote-http");
+  const auto gh = files.add("opt/gh/bin/gh");
+  const auto curl = files.add("usr/bin/curl");
+  const auto ghx = files.add("usr/bin/ghx");
+  const std::string text = R"({"allow": [
+    {"host": "github.com", "programs": [")" +
+                           git + R"(", ")" + files.path("usr/lib/git-core") +
+                           R"(/git-remote-http*"]},
     {"host": "api.github.com", "programs": ["*/gh"]},
-    {"host": "pypi.org"}]})");
-  using broker::config::client_program;
-  CHECK(set.check_connect(host("github.com"), {"/usr/bin/git"}).allowed);
-  CHECK(set.check_connect(host("github.com"), {"/usr/lib/git-core/git-remote-https"}).allowed);
-  auto curl = set.check_request(host("github.com"), "GET", "/", {"/usr/bin/curl"});
-  CHECK_FALSE(curl.allowed);
-  CHECK(curl.rule == "default_deny");
-  CHECK(set.check_request(host("api.github.com"), "GET", "/", {"/opt/gh/bin/gh"}).allowed);
-  CHECK_FALSE(set.check_request(host("api.github.com"), "GET", "/", {"/usr/bin/ghx"}).allowed);
+    {"host": "pypi.org"}]})";
+  auto set = single(text.c_str());
+  using broker::test::program_files;
+  const auto allowed = [&](const char* name, const std::vector<std::string>& exes) {
+    const auto client = program_files::held_by(exes);
+    return set.check_request(host(name), "GET", "/", {client.get()}).allowed;
+  };
+  CHECK(set.check_connect(host("github.com"), {program_files::held_by({git}).get()}).allowed);
+  CHECK(allowed("github.com", {remote}));
+  CHECK(allowed("github.com", {remote, git}));  // git and its transport share the socket
+  auto by_curl = program_files::held_by({curl});
+  auto refused = set.check_request(host("github.com"), "GET", "/", {by_curl.get()});
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.rule == "default_deny");
+  CHECK(allowed("api.github.com", {gh}));
+  CHECK_FALSE(allowed("api.github.com", {ghx}));
+  // Every holder must be listed: git's socket shared with curl is curl's too.
+  CHECK_FALSE(allowed("github.com", {git, curl}));
+  CHECK_FALSE(allowed("github.com", {curl, git}));
   // No attribution (serve, or a process broker could not identify): no match, fail closed.
   CHECK_FALSE(set.check_connect(host("github.com")).allowed);
-  CHECK_FALSE(set.check_connect(host("github.com"), {""}).allowed);
+  CHECK_FALSE(allowed("github.com", {""}));
   // Rules without programs: anyone.
   CHECK(set.check_connect(host("pypi.org")).allowed);
   // DNS (capture): the name resolves for whoever asks; the connection decides.
@@ -679,9 +698,8 @@ TEST_CASE("programs: a glob, a path, never a bare name, and only on allow rules"
   CHECK(shown["allow"][0]["programs_note"].get<std::string>().find("never in serve") !=
         std::string::npos);
   CHECK(shown["credentials"]["gh"]["programs"][1] == "*/gh");
-  CHECK(broker::config::program_matches({"*/git"}, "/usr/bin/git"));
-  CHECK_FALSE(broker::config::program_matches({"*/git"}, "/usr/bin/gitk"));
-  CHECK_FALSE(broker::config::program_matches({"*"}, ""));
+  CHECK(p.allow[0].program_lines == std::vector<int>{1});
+  CHECK(p.credentials.at("gh").program_lines == std::vector<int>{3, 3});
 }
 
 TEST_CASE("http2: an allow rule saying false keeps the host on HTTP/1.1, in any layer",

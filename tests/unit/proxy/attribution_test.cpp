@@ -5,9 +5,12 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +18,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "tests/unit/proxy/loopback_connection.hpp"
@@ -24,10 +29,20 @@ using namespace broker::test;
 
 namespace {
 
-std::optional<socket_owner> owner_of(const connection& c, int netns_pid = 0,
-                                     const std::vector<int>& candidates = {}) {
-  return find_socket_owner(c.client_end.ip, c.client_end.port, c.server_end.ip, c.server_end.port,
-                           netns_pid, candidates);
+// The first holder found (the highest pid), as the audit record names it.
+std::optional<broker::config::program_holder> owner_of(const connection& c, int netns_pid = 0,
+                                                       const std::vector<int>& candidates = {}) {
+  auto found = find_socket_holders(c.client_end.ip, c.client_end.port, c.server_end.ip,
+                                   c.server_end.port, netns_pid, candidates);
+  if (!found) return std::nullopt;
+  return found->holders.front();
+}
+
+std::vector<int> pids_of(const std::optional<socket_holders>& found) {
+  std::vector<int> pids;
+  if (found)
+    for (const auto& h : found->holders) pids.push_back(h.pid);
+  return pids;
 }
 
 }  // namespace
@@ -41,10 +56,10 @@ TEST_CASE("an IPv4 loopback client is attributed to this process", "[attribution
   CHECK(owner->exe == std::filesystem::read_symlink("/proc/self/exe").string());
   CHECK(owner_of(*c, 0, {getpid()})->pid == getpid());
   CHECK(owner_of(*c, getpid(), {})->pid == getpid());  // our own netns, named by a pid
-  CHECK(find_socket_owner(c->client_end.ip, c->client_end.port, c->server_end.ip,
-                          static_cast<std::uint16_t>(c->server_end.port + 1), 0,
-                          {}) == std::nullopt);
-  CHECK(find_socket_owner("not an ip", 1, "127.0.0.1", 2, 0, {}) == std::nullopt);
+  CHECK(find_socket_holders(c->client_end.ip, c->client_end.port, c->server_end.ip,
+                            static_cast<std::uint16_t>(c->server_end.port + 1), 0,
+                            {}) == std::nullopt);
+  CHECK(find_socket_holders("not an ip", 1, "127.0.0.1", 2, 0, {}) == std::nullopt);
   CHECK(owner_of(*c, 999999999, {}) == std::nullopt);  // no such netns_pid
 }
 
@@ -65,22 +80,22 @@ TEST_CASE("a client connection opened by a forked child is the child's", "[attri
   REQUIRE(accepted.fd >= 0);
   const endpoint client = name_of(accepted.fd, true);
   const endpoint server = name_of(accepted.fd, false);
-  auto everywhere = find_socket_owner(client.ip, client.port, server.ip, server.port, 0, {});
+  auto everywhere = find_socket_holders(client.ip, client.port, server.ip, server.port, 0, {});
   REQUIRE(everywhere);
-  CHECK(everywhere->pid == child.pid);
-  CHECK(everywhere->exe == std::filesystem::read_symlink("/proc/self/exe").string());
+  CHECK(pids_of(everywhere) == std::vector<int>{child.pid});
+  CHECK(everywhere->complete);
+  CHECK(everywhere->holders[0].exe == std::filesystem::read_symlink("/proc/self/exe").string());
   // Found as a descendant of a candidate.
-  auto in_tree = find_socket_owner(client.ip, client.port, server.ip, server.port, 0, {getpid()});
-  REQUIRE(in_tree);
-  CHECK(in_tree->pid == child.pid);
+  auto in_tree = find_socket_holders(client.ip, client.port, server.ip, server.port, 0, {getpid()});
+  CHECK(pids_of(in_tree) == std::vector<int>{child.pid});
 }
 
 TEST_CASE("IPv6 and v4-mapped client ends", "[attribution]") {
   if (auto c = open_connection(AF_INET6, "::1", AF_INET6, "::1")) {
     CHECK(c->client_end.ip == "::1");
     CHECK(owner_of(*c)->pid == getpid());
-    CHECK(find_socket_owner("[::1]", c->client_end.port, "::1", c->server_end.port, 0, {})->pid ==
-          getpid());
+    CHECK(pids_of(find_socket_holders("[::1]", c->client_end.port, "::1", c->server_end.port, 0,
+                                      {})) == std::vector<int>{getpid()});
   } else {
     WARN("no IPv6 loopback here; skipped the ::1 case");
   }
@@ -120,21 +135,24 @@ TEST_CASE("a client in another network namespace, named by netns_pid", "[attribu
   if (found[0] == 0 || found[1] == 0) {
     FAIL("cannot create a network namespace here, so this cannot be tested");
   }
-  auto owner = find_socket_owner("127.0.0.1", found[0], "127.0.0.1", found[1], child.pid, {});
-  REQUIRE(owner);
-  CHECK(owner->pid == child.pid);
-  CHECK(find_socket_owner("127.0.0.1", found[0], "127.0.0.1", found[1], child.pid, {child.pid})
-            ->pid == child.pid);
+  CHECK(pids_of(find_socket_holders("127.0.0.1", found[0], "127.0.0.1", found[1], child.pid, {})) ==
+        std::vector<int>{child.pid});
+  CHECK(pids_of(find_socket_holders("127.0.0.1", found[0], "127.0.0.1", found[1], child.pid,
+                                    {child.pid})) == std::vector<int>{child.pid});
   // Not in the broker's own namespace's table.
-  CHECK(find_socket_owner("127.0.0.1", found[0], "127.0.0.1", found[1], 0, {}) == std::nullopt);
+  CHECK(find_socket_holders("127.0.0.1", found[0], "127.0.0.1", found[1], 0, {}) == std::nullopt);
 }
 
 TEST_CASE("with a sock_diag socket, the same owners without the table", "[attribution]") {
   auto diag = sock_diag::open();
   REQUIRE(diag);
-  auto owner = [&](const connection& c, const std::vector<int>& candidates) {
-    return find_socket_owner(c.client_end.ip, c.client_end.port, c.server_end.ip, c.server_end.port,
-                             0, candidates, diag.get());
+  auto owner =
+      [&](const connection& c,
+          const std::vector<int>& candidates) -> std::optional<broker::config::program_holder> {
+    auto found = find_socket_holders(c.client_end.ip, c.client_end.port, c.server_end.ip,
+                                     c.server_end.port, 0, candidates, diag.get());
+    if (!found) return std::nullopt;
+    return found->holders.front();
   };
   auto v4 = open_connection(AF_INET, "127.0.0.1", AF_INET, "127.0.0.1");
   REQUIRE(v4);
@@ -144,10 +162,10 @@ TEST_CASE("with a sock_diag socket, the same owners without the table", "[attrib
   CHECK(diag->proven());
   // A miss is not retried in the table once sock_diag has proven itself (the table would not
   // have it either); a bad address is nullopt as before.
-  CHECK(find_socket_owner(v4->client_end.ip, v4->client_end.port, v4->server_end.ip,
-                          static_cast<std::uint16_t>(v4->server_end.port + 1), 0, {getpid()},
-                          diag.get()) == std::nullopt);
-  CHECK(find_socket_owner("not an ip", 1, "127.0.0.1", 2, 0, {}, diag.get()) == std::nullopt);
+  CHECK(find_socket_holders(v4->client_end.ip, v4->client_end.port, v4->server_end.ip,
+                            static_cast<std::uint16_t>(v4->server_end.port + 1), 0, {getpid()},
+                            diag.get()) == std::nullopt);
+  CHECK(find_socket_holders("not an ip", 1, "127.0.0.1", 2, 0, {}, diag.get()) == std::nullopt);
   if (auto v6 = open_connection(AF_INET6, "::1", AF_INET6, "::1")) {
     CHECK(owner(*v6, {getpid()})->pid == getpid());
   }
@@ -173,40 +191,94 @@ TEST_CASE("with a sock_diag socket, the same owners without the table", "[attrib
   CHECK(owner(c, {child.pid})->pid == child.pid);
 }
 
-TEST_CASE("recent owners are probed first, and a wrong one costs nothing but time",
-          "[attribution]") {
+TEST_CASE("every process holding the socket is found, the newest first", "[attribution]") {
   auto diag = sock_diag::open();
   REQUIRE(diag);
+  auto c = open_connection(AF_INET, "127.0.0.1", AF_INET, "127.0.0.1");
+  REQUIRE(c);
+  child_process inherited([] {});  // forked after the connection: it holds the client end too
+  auto holders = [&](const std::vector<int>& candidates) {
+    return find_socket_holders(c->client_end.ip, c->client_end.port, c->server_end.ip,
+                               c->server_end.port, 0, candidates, diag.get());
+  };
+  const auto found = holders({getpid()});
+  REQUIRE(found);
+  CHECK(found->complete);
+  CHECK(pids_of(found) ==
+        std::vector<int>{std::max(getpid(), inherited.pid), std::min(getpid(), inherited.pid)});
+  struct stat self {};
+  REQUIRE(stat("/proc/self/exe", &self) == 0);
+  for (const auto& h : found->holders) {
+    CHECK(h.exe == std::filesystem::read_symlink("/proc/self/exe").string());
+    REQUIRE(h.file);
+    CHECK(h.file->dev == self.st_dev);
+    CHECK(h.file->ino == self.st_ino);
+  }
+  // A search of the child's tree alone finds the child alone; the table gives the same.
+  CHECK(pids_of(holders({inherited.pid})) == std::vector<int>{inherited.pid});
+  CHECK(pids_of(find_socket_holders(c->client_end.ip, c->client_end.port, c->server_end.ip,
+                                    c->server_end.port, 0, {getpid()})) == pids_of(found));
+}
+
+namespace {
+
+int held_until_closed = -1;  // the read end the thread below waits on
+
+void* wait_then_exit(void*) {
+  char byte;
+  (void)!read(held_until_closed, &byte, 1);
+  _exit(0);
+}
+
+}  // namespace
+
+TEST_CASE("a socket held by a process whose first thread has exited is found in its threads",
+          "[attribution]") {
   fd_guard listener(make_socket(AF_INET, "127.0.0.1", 0, true));
   REQUIRE(listener.fd >= 0);
   const std::uint16_t port = name_of(listener.fd, false).port;
-  child_process idle([] {});
-  child_process child([port] { make_socket(AF_INET, "127.0.0.1", port, false); });
+  int release[2];
+  REQUIRE(pipe2(release, O_CLOEXEC) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(release[1]);
+    held_until_closed = release[0];
+    make_socket(AF_INET, "127.0.0.1", port, false);  // kept open by the thread left
+    pthread_t thread;
+    if (pthread_create(&thread, nullptr, wait_then_exit, nullptr) != 0) _exit(1);
+    syscall(SYS_exit, 0);  // this thread alone: /proc/<pid>/fd shows nothing from now on
+  }
+  close(release[0]);
+  fd_guard done(release[1]);
   fd_guard accepted(accept_within(listener.fd, 5000));
   REQUIRE(accepted.fd >= 0);
   const endpoint client = name_of(accepted.fd, true);
   const endpoint server = name_of(accepted.fd, false);
-  auto owner = [&](const std::vector<int>& candidates, const std::vector<int>& recent) {
-    auto found = find_socket_owner(client.ip, client.port, server.ip, server.port, 0, candidates,
-                                   diag.get(), recent);
-    return found ? found->pid : 0;
-  };
-  CHECK(owner({getpid()}, {child.pid}) == child.pid);
-  CHECK(owner({getpid()}, {idle.pid, 999999999, getpid()}) == child.pid);
-  CHECK(owner({idle.pid}, {}) == 0);
-  // A recent owner that holds the socket is taken even outside the candidate trees: the
-  // socket's inode is unique, so whoever holds it is an owner.
-  CHECK(owner({idle.pid}, {child.pid}) == child.pid);
-
-  recent_owners recent;
-  CHECK(recent.list().empty());
-  recent.note(10);
-  recent.note(20);
-  recent.note(10);
-  CHECK(recent.list() == std::vector<int>{10, 20});
-  recent.note(30);
-  recent.note(40);
-  CHECK(recent.list() == std::vector<int>{40, 30, 10});
+  // Until the first thread is a zombie, its table is the one searched.
+  const std::string leader = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid);
+  bool exited = false;
+  for (int i = 0; i < 500 && !exited; ++i) {
+    std::ifstream stat(leader + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    exited = text.find(") Z ") != std::string::npos;
+    if (!exited) usleep(10 * 1000);
+  }
+  REQUIRE(exited);
+  std::error_code ec;
+  CHECK(std::filesystem::directory_iterator(leader + "/fd", ec) ==
+        std::filesystem::directory_iterator());
+  const auto found = find_socket_holders(client.ip, client.port, server.ip, server.port, 0, {pid});
+  CHECK(pids_of(found) == std::vector<int>{pid});
+  if (found) {
+    CHECK(found->complete);
+    CHECK(found->holders[0].exe == std::filesystem::read_symlink("/proc/self/exe").string());
+    CHECK(found->holders[0].file);
+  }
+  CHECK(pids_of(find_socket_holders(client.ip, client.port, server.ip, server.port, 0,
+                                    {getpid()})) == std::vector<int>{pid});
+  done.reset();
+  waitpid(pid, nullptr, 0);
 }
 
 TEST_CASE("the /proc/net/tcp hex format", "[attribution]") {

@@ -195,7 +195,7 @@ outcome run_exchange(scripted_client& client, const std::string& body, const std
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        http_exchange ex({client, timer, *ctx, pool, tag}, "POST", 0, "");
+        http_exchange ex({client, timer, *ctx, pool, tag}, "POST", nullptr);
         ex.entry().host = "api.test";
         ex.entry().port = 80;
         ex.entry().scheme = "http";

@@ -264,8 +264,9 @@ TEST_CASE("a sock_diag socket answers about the namespace it was made in", "[soc
   CHECK(entry->inode == r.inode);
   CHECK(ours->find(loopback, r.client_port, loopback, r.server_port) == std::nullopt);
   // The whole attribution through it, with no table read.
-  const auto owner = find_socket_owner("127.0.0.1", r.client_port, "127.0.0.1", r.server_port,
-                                       child.pid, {child.pid}, theirs.get());
-  REQUIRE(owner);
-  CHECK(owner->pid == child.pid);
+  const auto found = find_socket_holders("127.0.0.1", r.client_port, "127.0.0.1", r.server_port,
+                                         child.pid, {child.pid}, theirs.get());
+  REQUIRE(found);
+  REQUIRE(found->holders.size() == 1);
+  CHECK(found->holders[0].pid == child.pid);
 }

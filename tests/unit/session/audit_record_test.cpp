@@ -71,6 +71,39 @@ TEST_CASE("an exchange record scrubs and redacts what the client chose", "[audit
   CHECK(j["estimated"] == true);
 }
 
+TEST_CASE("a connection several processes hold names every one, after pid and exe",
+          "[audit_record][programs]") {
+  audit_entry e;
+  e.event = "refused";
+  e.method = "GET";
+  e.host = "github.com";
+  e.port = 443;
+  e.pid = 51;
+  e.exe = "/usr/bin/git";
+  auto client = std::make_shared<broker::config::client_identity>();
+  client->holders = {{51, "/usr/bin/git", std::nullopt},
+                     {50, "/usr/bin/python3", std::nullopt},
+                     {49, "", std::nullopt}};
+  client->complete = true;
+  e.client = client;
+  auto j = as_json(exchange_record(e, no_scrub));
+  const auto k = keys(j);
+  REQUIRE(k.size() > 3);
+  CHECK(std::vector<std::string>(k.begin(), k.begin() + 4) ==
+        std::vector<std::string>{"event", "pid", "exe", "holders"});
+  CHECK(j["pid"] == 51);
+  CHECK(j["exe"] == "/usr/bin/git");
+  CHECK(j["holders"] == nlohmann::ordered_json::parse(
+                            R"([{"pid": 51, "exe": "/usr/bin/git"},
+                               {"pid": 50, "exe": "/usr/bin/python3"},
+                               {"pid": 49, "exe": null}])"));
+  // One holder: the record is as it always was.
+  client->holders.resize(1);
+  j = as_json(exchange_record(e, no_scrub));
+  CHECK_FALSE(j.contains("holders"));
+  CHECK(j["exe"] == "/usr/bin/git");
+}
+
 TEST_CASE("session records name what serve and wrap each have", "[audit_record]") {
   session_start serve;
   serve.mode = "serve";
