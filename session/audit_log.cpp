@@ -126,6 +126,8 @@ audit_log::audit_log(std::filesystem::path dir, std::string session_id, audit_lo
       prev_(zero_hash) {
   base::append_json_string(session_json_, session_id_);
   if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
+  if (options_.sync == audit_sync_mode::batch)
+    sync_ = std::make_shared<audit_sync_file>(options_.calls.fdatasync);
 }
 
 audit_log::~audit_log() {
@@ -182,6 +184,12 @@ void audit_log::open_files() {
     return;
   }
   fd_ = fd;
+  if (sync_) {
+    if (const int err = sync_->follow(fd)) {
+      fail(errno_reason(path_, err) + " (a descriptor to sync it)");
+      return;
+    }
+  }
 
   // A reused session id continues the existing chain, so `broker log --verify` checks all of
   // it. Only regular files have a past (a FIFO or device has nothing to read back).
@@ -254,6 +262,14 @@ void audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_cloc
     fail(errno_reason(next, err) + " (rotating the audit log)", err);
     return;
   }
+  if (sync_) {
+    // The file left is synced once more with the next batch.
+    if (const int err = sync_->follow(fd)) {
+      ::close(fd);
+      fail(errno_reason(next, err) + " (a descriptor to sync it)");
+      return;
+    }
+  }
   ::close(fd_);
   fd_ = fd;
   path_ = std::move(next);
@@ -281,7 +297,12 @@ bool audit_log::flush() {
 }
 
 bool audit_log::end(const nlohmann::ordered_json& fields) {
-  return append_fields(fields, true);
+  if (!append_fields(fields, true)) return false;
+  if (!sync_) return true;
+  // The last record does not wait for the batch: the session is over.
+  std::lock_guard lock(mutex_);
+  sync_->sync_now();
+  return ready(false);
 }
 
 void audit_log::sign_with(std::shared_ptr<const audit_key> key) {
@@ -382,6 +403,11 @@ bool audit_log::flush_staged() {
 }
 
 bool audit_log::ready(bool at_once) {
+  if (sync_ && !lasting_) {
+    if (const int err = sync_->error())
+      fail(path_.string() + ": fdatasync: " + std::strerror(err) +
+           " (records written may not be on the disk)");
+  }
   if (!failed_.load(std::memory_order_relaxed)) return true;
   if (lasting_) return false;
   const auto now = std::chrono::steady_clock::now();
@@ -408,7 +434,7 @@ bool audit_log::recover() {
 }
 
 bool audit_log::available() {
-  if (!failed_.load(std::memory_order_acquire)) return true;
+  if (!failed_.load(std::memory_order_acquire) && !(sync_ && sync_->error() != 0)) return true;
   std::lock_guard lock(mutex_);
   return ready(false);
 }
@@ -475,6 +501,17 @@ bool audit_log::write_whole(const std::string& lines) {
     done += static_cast<std::size_t>(n);
   }
   whole_bytes_ += lines.size();
+  if (options_.sync == audit_sync_mode::every) {
+    const int synced = options_.calls.fdatasync ? options_.calls.fdatasync(fd_) : ::fdatasync(fd_);
+    if (synced != 0) {
+      // Linux may drop what a failed sync did not write: whether the records are on the disk is
+      // unknown, so none after them is claimed to be (the log fails for good).
+      fail(errno_reason(path_, errno) + " (fdatasync; records written may not be on the disk)");
+      return false;
+    }
+  } else if (sync_) {
+    audit_sync_file::written(sync_);
+  }
   return true;
 }
 

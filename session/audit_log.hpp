@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json_text.hpp"
+#include "session/audit_sync.hpp"
 
 namespace broker::session {
 
@@ -34,9 +35,10 @@ struct audit_rotation {
 };
 
 // The system calls a log makes on its file (a fake peer failing the Nth one reaches every error
-// path). Empty: write(2).
+// path). Empty: write(2) and fdatasync(2).
 struct audit_file_calls {
   std::function<ssize_t(int fd, const char* data, std::size_t size)> write;
+  sync_call fdatasync;
 };
 
 struct audit_log_options {
@@ -44,6 +46,9 @@ struct audit_log_options {
   std::string replica;  // a gateway replica's name ([A-Za-z0-9._-], 1..64); "" for none
   // Stamps each record's ts and measures a file's age (tests inject one); empty: system_clock.
   std::function<std::chrono::system_clock::time_point()> clock;
+  // When records reach the disk (DESIGN §7): with a failed fdatasync they may not have, and the
+  // log fails for good.
+  audit_sync_mode sync = audit_sync_mode::batch;
   audit_file_calls calls;
 };
 
@@ -55,6 +60,11 @@ struct audit_log_options {
 // most every retry_interval (from available(), flush() and each record) or at once (end()); a file
 // that could not be opened for want of room is opened by the next try. Any other failure puts the
 // log in the failed state for good.
+//
+// Written records reach the disk by options.sync: with an fdatasync after each write, under the
+// lock (every); by the process's syncing thread within batch_delay, off the request path, and at
+// end() (batch); when the kernel writes them back (none). A failed fdatasync fails the log for
+// good (from the next record or available(), in batch mode).
 class audit_log {
  public:
   // Opens the session's log, creating directories (0700) and files (0600) as needed. Never
@@ -103,7 +113,7 @@ class audit_log {
 
   // The session's last record (session_end): written as write() does, plus a "signature" field
   // (before "hash") over the chain head when a key was given (DESIGN §8.2). An unavailable log
-  // is tried again at once for it.
+  // is tried again at once for it. In batch mode the file is synced before it returns.
   bool end(const nlohmann::ordered_json& fields);
   void sign_with(std::shared_ptr<const audit_key> key);
 
@@ -144,8 +154,9 @@ class audit_log {
   // Puts the log in the failed state with `reason`: until it can be written again when `err` is
   // a want of room (ENOSPC, EDQUOT), for good otherwise. Under mutex_ (or before sharing).
   void fail(std::string reason, int err = 0);
-  // Under mutex_: whether records can be written now. An unavailable log is tried again, `at_once`
-  // or once retry_interval has passed since the last try.
+  // Under mutex_: whether records can be written now. A failed batch sync fails the log here;
+  // an unavailable log is tried again, `at_once` or once retry_interval has passed since the
+  // last try.
   bool ready(bool at_once);
   // Under mutex_: opens the files if they were not and writes what waited; the log is available
   // again when that succeeded.
@@ -165,7 +176,8 @@ class audit_log {
   mutable std::mutex mutex_;
   std::filesystem::path path_;
   int fd_ = -1;
-  bool regular_ = false;  // fd_ is a regular file (it can be cut back)
+  bool regular_ = false;                   // fd_ is a regular file (it can be cut back)
+  std::shared_ptr<audit_sync_file> sync_;  // batch mode: what the shared syncer syncs
   // The file's generation in the rotated layout; 0 in the single-file one (never rotated).
   std::uint64_t generation_ = 0;
   std::uint64_t file_bytes_ = 0;   // the file's size with what is staged for it
