@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "config/units.hpp"
+#include "session/audit_sync.hpp"
 #include "session/control_socket.hpp"
 #include "session/log_reader.hpp"
 #include "session/session_dir.hpp"
@@ -61,6 +62,18 @@ void add_common_options(CLI::App& app, common_options& o) {
          "Start a new audit file once the current one's first record is DURATION old (e.g. "
          "1h; 0: never)")
       ->type_name("DURATION");
+  app.add_option_function<std::string>(
+         "--audit-sync",
+         [&o](const std::string& text) {
+           const auto mode = session::parse_audit_sync(text);
+           if (!mode)
+             throw CLI::ValidationError("--audit-sync",
+                                        "\"" + text + "\" is not one of every, batch, none");
+           o.audit_sync = *mode;
+         },
+         "When audit records reach the disk: fdatasync after each (every), within 100 ms, "
+         "shared (batch, the default), or as the kernel writes back (none)")
+      ->type_name("every|batch|none");
 }
 
 void setup_logging(const std::string& level) {

@@ -55,11 +55,12 @@ void print_lines(session::merged_log& log, const log_options& o, session::ocsf_m
   std::cout.flush();
 }
 
-// How a verification reads (DESIGN §8.2): "ok" only for an intact chain that ends in a
-// session_end signed with the user's audit key; "tampered at seq N", "unsigned", "incomplete"
-// and "unverified" otherwise. `name` says which chain. `with_files`: a replica's chain across its
-// files, so the count of files is shown and a bad line is named by file (in a single file the
-// line number is enough, and the output is as it always was).
+// How a verification reads (DESIGN §7, §8.2): "ok" only for an intact chain that ends in a
+// session_end signed with the user's audit key; "tampered at seq N", "truncated at seq N" (a
+// partial last line), "unsigned", "incomplete" and "unverified" otherwise. `name` says which chain.
+// `with_files`: a replica's chain across its files, so the count of files is shown and a bad line
+// is named by file (in a single file the line number is enough, and the output is as it always
+// was).
 int report(const std::string& name, const session::verify_result& result,
            const std::string& key_file, bool with_files) {
   const std::string verified =
@@ -69,6 +70,12 @@ int report(const std::string& name, const session::verify_result& result,
   const std::string before_it = std::to_string(result.records) + " record(s) before it verified";
   if (!result.ok && result.bad_line == 0 && result.bad_file.empty()) {
     std::cout << name << "incomplete: " << result.error << "\n";
+    return exit_failure;
+  }
+  if (result.truncated) {
+    std::cout << name << "truncated at seq " << result.records + 1 << " (" << where << "line "
+              << result.bad_line << "): " << result.error << "; " << before_it
+              << ", hash chain intact up to the cut\n";
     return exit_failure;
   }
   if (!result.ok && result.bad_line == 0) {  // a whole file missing or emptied
@@ -184,7 +191,8 @@ void register_log(CLI::App& root, int& exit_status) {
       ->excludes("--json");
   app->add_flag("--verify", options->verify,
                 "Check the hash chain (each replica's, across its files) and the session_end "
-                "signature: ok (exit 0), tampered at seq N, unsigned or incomplete (exit 1)");
+                "signature: ok (exit 0), tampered at seq N, truncated at seq N (a partial last "
+                "record), unsigned or incomplete (exit 1)");
   app->add_option("--key", options->key,
                   "With --verify: the audit key (PEM, private or public) the signature must be "
                   "made with (default: ~/.config/broker/audit-key)");

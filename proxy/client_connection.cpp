@@ -252,12 +252,21 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   auto& entry = ex.entry();
   entry.host = dest.host;
   entry.port = dest.port;
-  if (!ctx_->audit_ok()) {
-    co_await ex.refuse(refusal::audit_unavailable(), false);
-    co_return;
-  }
   auto policy = ctx_->policy();
   auto verdict = policy->check_connect(dest, {holders_.get()});
+  if (!ctx_->audit_ok()) {
+    // DESIGN §6: a refusal decided at CONNECT goes inside TLS, where the client shows it. Each
+    // request there asks the log again (and meets the policy once it can be written), so a
+    // connection outlives a full disk; only a tunnel's CONNECT is refused itself.
+    if (verdict.allowed && verdict.tunnel) {
+      co_await ex.refuse(refusal::audit_unavailable(), false);
+      co_return;
+    }
+    ex.dismiss();
+    if (!co_await start_interception(dest, std::nullopt, verdict.allowed && verdict.http2))
+      draining_ = true;
+    co_return;
+  }
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
   std::optional<refusal> why;

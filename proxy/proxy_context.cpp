@@ -89,9 +89,14 @@ bool proxy_context::record(const audit_entry& e, bool staged) {
   if (!e.allowed) ++denied_;
   if (e.allowed && !e.would_deny.empty()) ++would_deny_;
   if (e.allowed && e.learned) ++learned_;
-  const text_scrubber scrub(*credentials_);
-  const auto fields = session::exchange_record(e, std::cref(scrub));
-  const bool written = staged ? audit_->stage(fields) : audit_->write(fields);
+  // A request refused because the log cannot be written gets no record: it went nowhere, and
+  // its record would only take the room an unavailable log keeps for those that did.
+  bool written = false;
+  if (e.error != "audit_unavailable") {
+    const text_scrubber scrub(*credentials_);
+    const auto fields = session::exchange_record(e, std::cref(scrub));
+    written = staged ? audit_->stage(fields) : audit_->write(fields);
+  }
   if (attached_.shared) attached_.shared->recorded(e);
   if (attached_.observer) attached_.observer(session_id(), e);
   return written;

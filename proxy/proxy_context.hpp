@@ -131,8 +131,9 @@ class proxy_context {
   // that carries client-chosen text (hosts, paths, log lines).
   std::string scrub(std::string_view text) const;
 
-  // False once the audit log has failed: the session then refuses everything (fail closed).
-  bool audit_ok() const { return !audit_->failed(); }
+  // False while the audit log cannot be written: the session then refuses every new request
+  // (fail closed) until it can again (session::audit_log::available()).
+  bool audit_ok() { return audit_->available(); }
   // Charges the budget with the bytes of `entry` it has not been charged with yet.
   void charge(audit_entry& entry);
   // Writes the exchange's record (and counts it); false when it could not be written. `staged`:

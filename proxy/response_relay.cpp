@@ -25,15 +25,17 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
   const auto next = keep_client ? next_step::keep_alive : next_step::close;
   if (const std::size_t limit = ex_.plan_ ? ex_.plan_->response_whole_body(head.status) : 0;
       limit > 0 && !response.complete) {
-    co_await relay_rewritten_body(*response.head, limit, keep_client);
-    co_return next;
+    co_return co_await relay_rewritten_body(*response.head, limit, keep_client) ? next
+                                                                                : next_step::close;
   }
   ex_.response_started_ = true;
   ex_.entry_.status = head.status;
 
   if (response.complete) {
     ex_.upstream_reusable_ = true;
-    if (!ex_.finish(head.status, true)) throw audit_failed();
+    // Nothing of the response has gone out: the client is told why it gets none.
+    if (!ex_.finish(head.status, true))
+      co_return co_await ex_.refuse(refusal::audit_unavailable(), false);
     co_await ex_.io_.client.send_head(head, keep_client, true);
   } else {
     co_await ex_.io_.client.send_head(head, keep_client, false);
@@ -78,7 +80,7 @@ asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
   }
 }
 
-asio::awaitable<void> response_relay::relay_rewritten_body(http::message_head& head,
+asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& head,
                                                            std::size_t limit, bool keep_client) {
   auto& up = *ex_.upstream_;
   std::string body;  // holds new real values until rewritten
@@ -107,9 +109,13 @@ asio::awaitable<void> response_relay::relay_rewritten_body(http::message_head& h
   head.content_length = body.size();
   ex_.response_started_ = true;
   ex_.upstream_reusable_ = true;
-  if (!ex_.finish(head.status, true)) throw audit_failed();
+  if (!ex_.finish(head.status, true)) {
+    co_await ex_.refuse(refusal::audit_unavailable(), false);
+    co_return false;
+  }
   co_await ex_.io_.client.send_head(head, keep_client, false);
   co_await ex_.io_.client.send_body(body, true);
+  co_return true;
 }
 
 std::optional<refusal> response_relay::coded_body_refusal(const http::message_head& head) const {

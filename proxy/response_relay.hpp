@@ -39,8 +39,9 @@ class response_relay {
   // when the exchange ended first (answered with a refusal, or abandoned).
   asio::awaitable<upstream_side::response_head> read_final_head(const std::string& method);
   // A body a credential step rewrites whole (an OAuth token response's new tokens become
-  // dummies): read decoded, at most `limit` bytes, and sent with its new length.
-  asio::awaitable<void> relay_rewritten_body(http::message_head& head, std::size_t limit,
+  // dummies): read decoded, at most `limit` bytes, and sent with its new length. False when its
+  // record could not be written: the client got 503 audit_unavailable instead.
+  asio::awaitable<bool> relay_rewritten_body(http::message_head& head, std::size_t limit,
                                              bool keep_client);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<refusal> coded_body_refusal(const http::message_head& head) const;

@@ -112,6 +112,7 @@ std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                                                const std::string& replica) {
   session::audit_log_options options;
   options.rotation = common.audit_rotation;
+  options.sync = common.audit_sync;
   options.replica = replica;
   auto audit =
       session::audit_log::open(log_dir_or_default(common.log_dir), session_id, std::move(options));

@@ -30,6 +30,8 @@ struct common_options {
   std::string log_level = "info";
   // --audit-rotate-size SIZE, --audit-rotate-age DURATION (0: never; both unset: one file).
   session::audit_rotation audit_rotation;
+  // --audit-sync every|batch|none: when the records reach the disk (DESIGN §7).
+  session::audit_sync_mode audit_sync = session::audit_sync_mode::batch;
 };
 
 // A session that cannot start: the message for the user, and whether the command line was at

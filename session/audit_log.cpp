@@ -19,6 +19,7 @@
 #include "base/text.hpp"
 #include "session/audit_files.hpp"
 #include "session/audit_key.hpp"
+#include "session/log.hpp"
 
 namespace broker::session {
 namespace {
@@ -102,6 +103,12 @@ std::string member_text(const ordered_json& fields) {
   return members.text();
 }
 
+// A write that failed for want of room may succeed once some is freed; any other failure is
+// taken to last.
+bool wants_room(int err) {
+  return err == ENOSPC || err == EDQUOT;
+}
+
 }  // namespace
 
 std::string sha256_hex(std::string_view data) {
@@ -119,6 +126,8 @@ audit_log::audit_log(std::filesystem::path dir, std::string session_id, audit_lo
       prev_(zero_hash) {
   base::append_json_string(session_json_, session_id_);
   if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
+  if (options_.sync == audit_sync_mode::batch)
+    sync_ = std::make_shared<audit_sync_file>(options_.calls.fdatasync);
 }
 
 audit_log::~audit_log() {
@@ -170,10 +179,17 @@ void audit_log::open_files() {
   }
   int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    fail(errno_reason(path_, errno));
+    const int err = errno;
+    fail(errno_reason(path_, err), err);
     return;
   }
   fd_ = fd;
+  if (sync_) {
+    if (const int err = sync_->follow(fd)) {
+      fail(errno_reason(path_, err) + " (a descriptor to sync it)");
+      return;
+    }
+  }
 
   // A reused session id continues the existing chain, so `broker log --verify` checks all of
   // it. Only regular files have a past (a FIFO or device has nothing to read back).
@@ -183,7 +199,8 @@ void audit_log::open_files() {
     return;
   }
   if (!S_ISREG(st.st_mode)) return;
-  file_bytes_ = static_cast<std::uint64_t>(st.st_size);
+  regular_ = true;
+  file_bytes_ = whole_bytes_ = static_cast<std::uint64_t>(st.st_size);
   if (st.st_size > 0) {
     if (!resume_chain(path_, file_bytes_)) return;
     // Age counts from the file's first record; one without a readable ts ages from now.
@@ -224,34 +241,41 @@ bool audit_log::resume_chain(const std::filesystem::path& file, std::uint64_t si
   return true;
 }
 
-// Under the lock, before a record of `record_bytes` is written: begins the next generation when
-// the rotation policy says so. The new file exists before the old one is closed, so a reader
-// following the log always has a file to read; O_EXCL, because a next generation that already
-// exists means a second writer with this replica name, and two chains must not share a file.
-bool audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_clock::time_point now) {
-  if (generation_ == 0 || file_bytes_ == 0) return true;  // an empty file takes any record
+// Under the lock. The new file exists before the old one is closed, so a reader following the
+// log always has a file to read; O_EXCL, because a next generation that already exists means a
+// second writer with this replica name, and two chains must not share a file.
+void audit_log::rotate_if_due(std::size_t record_bytes, std::chrono::system_clock::time_point now) {
+  if (generation_ == 0 || file_bytes_ == 0) return;  // an empty file takes any record
   const auto& rotation = options_.rotation;
   const bool by_size = rotation.max_bytes > 0 && file_bytes_ + record_bytes > rotation.max_bytes;
   const bool by_age =
       rotation.max_age.count() > 0 && file_started_ && now - *file_started_ >= rotation.max_age;
-  if (!by_size && !by_age) return true;
+  if (!by_size && !by_age) return;
   // What is staged belongs to the file it was counted in.
-  if (!flush_staged()) return false;
+  if (!flush_staged()) return;
   const std::string replica =
       options_.replica.empty() ? std::string(local_replica) : options_.replica;
   fs::path next = generation_log_path(dir_, session_id_, replica, generation_ + 1);
   int fd = ::open(next.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    fail(errno_reason(next, errno) + " (rotating the audit log)");
-    return false;
+    const int err = errno;
+    fail(errno_reason(next, err) + " (rotating the audit log)", err);
+    return;
+  }
+  if (sync_) {
+    // The file left is synced once more with the next batch.
+    if (const int err = sync_->follow(fd)) {
+      ::close(fd);
+      fail(errno_reason(next, err) + " (a descriptor to sync it)");
+      return;
+    }
   }
   ::close(fd_);
   fd_ = fd;
   path_ = std::move(next);
   ++generation_;
-  file_bytes_ = 0;
+  file_bytes_ = whole_bytes_ = 0;
   file_started_.reset();
-  return true;
 }
 
 bool audit_log::write(const nlohmann::ordered_json& fields) {
@@ -267,13 +291,18 @@ bool audit_log::stage(const base::json_members& fields) {
 }
 
 bool audit_log::flush() {
-  if (!has_staged_.load(std::memory_order_acquire)) return !failed();
+  if (!has_staged_.load(std::memory_order_acquire) && !failed()) return true;
   std::lock_guard lock(mutex_);
-  return failure_.empty() && flush_staged();
+  return ready(false) && flush_staged();
 }
 
 bool audit_log::end(const nlohmann::ordered_json& fields) {
-  return append_fields(fields, true);
+  if (!append_fields(fields, true)) return false;
+  if (!sync_) return true;
+  // The last record does not wait for the batch: the session is over.
+  std::lock_guard lock(mutex_);
+  sync_->sync_now();
+  return ready(false);
 }
 
 void audit_log::sign_with(std::shared_ptr<const audit_key> key) {
@@ -315,16 +344,30 @@ bool audit_log::append_fields(const nlohmann::ordered_json& fields, bool sign) {
 
 bool audit_log::append(std::string_view members, bool sign, bool staged) {
   std::lock_guard lock(mutex_);
-  if (!failure_.empty()) return false;
+  return add_line(members, sign, staged);
+}
+
+bool audit_log::add_line(std::string_view members, bool sign, bool staged) {
+  // The session_end does not wait for the next try: it is the last record there is.
+  const bool writable = ready(sign);
+  if (lasting_ || fd_ < 0) return false;
+  if (!writable && staged_.size() >= pending_limit) {
+    if (dropped_++ == 0)
+      log(spdlog::level::err, log_tag(session_id_),
+          "audit records dropped: more than {} bytes of them wait for the log", pending_limit);
+    return false;
+  }
   const auto now = options_.clock();
-  std::string line;
+  std::string line, hash;
   try {
-    line = chained_line(members, sign, now);
+    line = chained_line(members, sign, now, hash);
   } catch (const std::exception& e) {
     fail(path_.string() + ": cannot build record: " + e.what());
     return false;
   }
-  if (!rotate_if_due(line.size(), now)) return false;
+  if (writable) rotate_if_due(line.size(), now);
+  if (lasting_) return false;
+  prev_ = std::move(hash);
   ++seq_;
   file_bytes_ += line.size();
   if (!file_started_) file_started_ = now;
@@ -333,17 +376,16 @@ bool audit_log::append(std::string_view members, bool sign, bool staged) {
   } else {
     staged_ += line;
   }
-  if (staged && staged_.size() < staged_limit) {
-    has_staged_.store(true, std::memory_order_release);
-    return true;
-  }
+  has_staged_.store(true, std::memory_order_release);
+  if (failed_.load(std::memory_order_relaxed)) return false;  // it waits with the others
+  if (staged && staged_.size() < staged_limit) return true;
   return flush_staged();
 }
 
 bool audit_log::flush_staged() {
   if (staged_.empty()) return true;
-  const bool written = write_line(staged_);
-  if (written && sink_) {
+  if (!write_whole(staged_)) return false;
+  if (sink_) {
     std::string_view lines = staged_;
     while (!lines.empty()) {
       const auto end = lines.find('\n');
@@ -357,11 +399,49 @@ bool audit_log::flush_staged() {
   }
   staged_.clear();
   has_staged_.store(false, std::memory_order_release);
-  return written;
+  return true;
+}
+
+bool audit_log::ready(bool at_once) {
+  if (sync_ && !lasting_) {
+    if (const int err = sync_->error())
+      fail(path_.string() + ": fdatasync: " + std::strerror(err) +
+           " (records written may not be on the disk)");
+  }
+  if (!failed_.load(std::memory_order_relaxed)) return true;
+  if (lasting_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!at_once && now < retry_at_) return false;
+  retry_at_ = now + retry_interval;
+  return recover();
+}
+
+bool audit_log::recover() {
+  if (fd_ < 0) open_files();
+  if (fd_ < 0 || lasting_) return false;
+  const std::size_t waited = staged_.size();
+  if (!flush_staged()) return false;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - failed_at_)
+                      .count();
+  log(spdlog::level::warn, log_tag(session_id_),
+      "audit log written again after {} ms ({} bytes of records that waited written{})", ms, waited,
+      dropped_ > 0 ? fmt::format(", {} record(s) dropped", dropped_) : std::string());
+  failure_.clear();
+  dropped_ = 0;
+  failed_.store(false, std::memory_order_release);
+  return true;
+}
+
+bool audit_log::available() {
+  if (!failed_.load(std::memory_order_acquire) && !(sync_ && sync_->error() != 0)) return true;
+  std::lock_guard lock(mutex_);
+  return ready(false);
 }
 
 std::string audit_log::chained_line(std::string_view members, bool sign,
-                                    std::chrono::system_clock::time_point now) {
+                                    std::chrono::system_clock::time_point now,
+                                    std::string& hash) const {
   std::string line;
   line.reserve(members.size() + 256);
   line += "{\"ts\":\"";
@@ -385,25 +465,52 @@ std::string audit_log::chained_line(std::string_view members, bool sign,
     line += ",\"signature\":{\"alg\":\"ed25519\",\"key\":\"" + key_->public_key_hex() +
             "\",\"sig\":\"" + key_->sign_head(head) + "\"}}";
   }
-  std::string hash = chain_hash(prev_, line);
+  hash = chain_hash(prev_, line);
   line.pop_back();  // the closing '}'
   line += ",\"hash\":\"";
   line += hash;
   line += "\"}\n";
-  prev_ = std::move(hash);
   return line;
 }
 
-bool audit_log::write_line(const std::string& line) {
+bool audit_log::write_whole(const std::string& lines) {
   std::size_t done = 0;
-  while (done < line.size()) {
-    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+  while (done < lines.size()) {
+    const ssize_t n = options_.calls.write
+                          ? options_.calls.write(fd_, lines.data() + done, lines.size() - done)
+                          : ::write(fd_, lines.data() + done, lines.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      fail(n < 0 ? errno_reason(path_, errno) : path_.string() + ": write made no progress");
+      const int err = n < 0 ? errno : 0;
+      std::string reason =
+          n < 0 ? errno_reason(path_, err) : path_.string() + ": write made no progress";
+      // A torn line would weld itself to the next record written: the file goes back to its
+      // last whole record, and the lines are written again whole once they can be.
+      if (done > 0 && !regular_) {
+        fail(reason + "; a partial record is left at its end");
+        return false;
+      }
+      if (done > 0 && ::ftruncate(fd_, static_cast<off_t>(whole_bytes_)) != 0) {
+        fail(reason + "; a partial record is left at its end (cutting it off: " +
+             std::strerror(errno) + ")");
+        return false;
+      }
+      fail(std::move(reason), err);
       return false;
     }
     done += static_cast<std::size_t>(n);
+  }
+  whole_bytes_ += lines.size();
+  if (options_.sync == audit_sync_mode::every) {
+    const int synced = options_.calls.fdatasync ? options_.calls.fdatasync(fd_) : ::fdatasync(fd_);
+    if (synced != 0) {
+      // Linux may drop what a failed sync did not write: whether the records are on the disk is
+      // unknown, so none after them is claimed to be (the log fails for good).
+      fail(errno_reason(path_, errno) + " (fdatasync; records written may not be on the disk)");
+      return false;
+    }
+  } else if (sync_) {
+    audit_sync_file::written(sync_);
   }
   return true;
 }
@@ -412,7 +519,15 @@ bool audit_log::failed() const {
   return failed_.load(std::memory_order_acquire);
 }
 
-void audit_log::fail(std::string reason) {
+void audit_log::fail(std::string reason, int err) {
+  if (!wants_room(err)) {
+    lasting_ = true;
+  } else if (!failed_.load(std::memory_order_relaxed)) {
+    failed_at_ = std::chrono::steady_clock::now();
+    retry_at_ = failed_at_ + retry_interval;
+    log(spdlog::level::err, log_tag(session_id_),
+        "audit log cannot be written ({}): new requests are refused until it can", reason);
+  }
   failure_ = std::move(reason);
   failed_.store(true, std::memory_order_release);
 }

@@ -140,9 +140,15 @@ bool check_stream(std::istream& in, chain_checker& chain, verify_result& result,
       return false;
     }
     // getline stopping at EOF instead of '\n' means the writer never finished this record.
-    std::optional<std::string> error =
-        in.eof() ? "truncated record (no newline at end of file)" : chain.check(line);
-    if (error) {
+    if (in.eof()) {
+      result.bad_line = line_number;
+      result.truncated = true;
+      result.error =
+          "the last record is partial (no newline at the end of the file: its write "
+          "was cut short)";
+      return false;
+    }
+    if (auto error = chain.check(line)) {
       result.bad_line = line_number;
       result.error = std::move(*error);
       return false;
@@ -228,7 +234,11 @@ verify_result verify_replica(const replica_files& replica, const std::atomic<boo
     const std::size_t before = chain.records;
     const bool last = i + 1 == replica.files.size();
     if (!check_stream(in, chain, result, stop)) {
-      if (i > 0 && result.bad_line == 1 && chain.records == before)
+      if (result.truncated && !last) {
+        result.truncated = false;
+        result.error += ", and a newer file follows it (records removed after the cut)";
+      }
+      if (!result.truncated && i > 0 && result.bad_line == 1 && chain.records == before)
         result.error += "; the first record of this file does not follow the last one of " +
                         replica.files[i - 1].path.filename().string() +
                         " (records removed there: truncated, or a file removed)";

@@ -22,22 +22,27 @@ struct verify_result {
   std::size_t bad_line = 0;  // 1-based line of the first bad record, 0 when ok or not a line's
   std::string error;         // what is wrong there ("hash mismatch", "prev does not...")
   bool has_end = false;      // the last record is session_end (else: running or cut)
-  std::string signer;        // the last record's signature's key (hex), "" when it has none
+  // The bad line is the last one and has no newline: the writer was stopped in the middle of it
+  // (killed, the machine stopped, the disk full), a cut rather than an edit (DESIGN §7). Every
+  // record before it verified. Only ever at the end of the newest file of a replica.
+  bool truncated = false;
+  std::string signer;  // the last record's signature's key (hex), "" when it has none
   // verify_replica only: the file the problem is in (or the missing one), and files checked.
   std::filesystem::path bad_file;
   std::size_t files = 0;
 };
-// Records must start at seq 1 with prev = 64 zeros and end with a newline; the first record
-// that does not parse, chain or follow in order, or whose "signature" (DESIGN §8.2) does not
-// sign its chain head with the key it names, stops the check. Whether that key is the right one
-// is the caller's to decide.
+// Records must start at seq 1 with prev = 64 zeros and end with a newline (a last line without
+// one is a cut: truncated); the first record that does not parse, chain or follow in order, or
+// whose "signature" (DESIGN §8.2) does not sign its chain head with the key it names, stops the
+// check. Whether that key is the right one is the caller's to decide.
 verify_result verify_log(std::istream& in);
 
 // One replica's chain across its files, in generation order, as verify_log checks one stream:
 // seq and prev continue from each file's last record into the next file's first. Also a gap in
 // the generations (a removed file, named in bad_file) and an empty file that is not the newest.
-// bad_line is the line within bad_file. Setting `stop` (from another thread) ends the check
-// early, as a failure ("stopped before the end").
+// bad_line is the line within bad_file. A partial last line is a cut (truncated) only in the
+// newest file: in an older one the writer went on after it, which it never does. Setting `stop`
+// (from another thread) ends the check early, as a failure ("stopped before the end").
 verify_result verify_replica(const replica_files& replica, const std::atomic<bool>* stop = nullptr);
 
 // Field access that tolerates any JSON: a reader of a damaged or foreign log must not throw.

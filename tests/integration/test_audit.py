@@ -262,3 +262,16 @@ def test_a_killed_broker_leaves_an_incomplete_log(broker_factory, upstream):
     b.returncode = 0  # killed on purpose
     r = verify(b)
     assert r.returncode == 1 and ": incomplete: 2 record(s)" in r.stdout, r.stdout
+
+
+def test_a_log_cut_mid_record_reads_truncated_not_tampered(finished_session):
+    b = finished_session
+    text = b.log_path.read_bytes()
+    lines = text.count(b"\n")
+    b.log_path.write_bytes(text[:-30])  # its last record's write was cut short
+    r = verify(b)
+    assert r.returncode == 1, r.stdout
+    assert (f": truncated at seq {lines} (line {lines}): the last record is partial" in r.stdout
+            and f"{lines - 1} record(s) before it verified, hash chain intact up to the cut"
+            in r.stdout), r.stdout
+    assert "tampered" not in r.stdout

@@ -198,7 +198,7 @@ TEST_CASE("audit_log open failures leave it failed", "[audit_log]") {
   }
 }
 
-TEST_CASE("audit_log write failure is permanent", "[audit_log]") {
+TEST_CASE("audit_log on a device that is always full stays unavailable", "[audit_log]") {
   temp_dir tmp;
   fs::create_symlink("/dev/full", tmp.path / "s-full.jsonl");
   auto log = audit_log::open(tmp.path, "s-full");
@@ -206,7 +206,31 @@ TEST_CASE("audit_log write failure is permanent", "[audit_log]") {
   CHECK_FALSE(log->write({{"event", "session_start"}}));
   CHECK(log->failed());
   CHECK(log->failure().find("No space left on device") != std::string::npos);
-  CHECK_FALSE(log->write({{"event", "request"}}));
+  CHECK_FALSE(log->available());
+  std::this_thread::sleep_for(audit_log::retry_interval + std::chrono::milliseconds(50));
+  CHECK_FALSE(log->available());  // tried again, and full again
+  CHECK_FALSE(log->end({{"event", "session_end"}}));
+}
+
+TEST_CASE("audit_log write failure other than a full disk is permanent", "[audit_log]") {
+  temp_dir tmp;
+  broker::session::audit_log_options options;
+  auto broken = std::make_shared<std::atomic<bool>>(false);
+  options.calls.write = [broken](int fd, const char* data, std::size_t size) -> ssize_t {
+    if (!*broken) return ::write(fd, data, size);
+    errno = EIO;
+    return -1;
+  };
+  auto log = audit_log::open(tmp.path, "s-eio", options);
+  REQUIRE(log->write({{"event", "session_start"}}));
+  *broken = true;
+  CHECK_FALSE(log->write(request_fields(1)));
+  CHECK(log->failure().find("Input/output error") != std::string::npos);
+  *broken = false;
+  std::this_thread::sleep_for(audit_log::retry_interval + std::chrono::milliseconds(50));
+  CHECK_FALSE(log->available());
+  CHECK_FALSE(log->end({{"event", "session_end"}}));
+  CHECK(read_lines(log->path()).size() == 1);
 }
 
 TEST_CASE("audit_log sanitizes caller fields", "[audit_log]") {
@@ -316,7 +340,7 @@ TEST_CASE("audit_log writes staged records once they pass the bound", "[audit_lo
   CHECK(verify_file(log->path()).ok);
 }
 
-TEST_CASE("audit_log staging on a full disk fails at the flush, for good", "[audit_log]") {
+TEST_CASE("audit_log staging on a full device fails at the flush", "[audit_log]") {
   temp_dir tmp;
   fs::create_symlink("/dev/full", tmp.path / "s-full.jsonl");
   auto log = audit_log::open(tmp.path, "s-full");

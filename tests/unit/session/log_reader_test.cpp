@@ -103,6 +103,7 @@ TEST_CASE("verify_log detects tampering", "[log_reader]") {
     CHECK(result.bad_line == line);
     CHECK(result.records == line - 1);
     CHECK(result.error.find(error) != std::string::npos);
+    CHECK(result.truncated == (error == "partial"));
   };
 
   SECTION("a modified field") {
@@ -143,15 +144,19 @@ TEST_CASE("verify_log detects tampering", "[log_reader]") {
     }
     expect_bad(join(lines), 2, "does not end with a \"hash\" field");
   }
-  SECTION("a truncated last line") {
+  SECTION("a last line cut short is a cut, not an edit") {
     std::string text = join(lines);
     text.resize(text.size() - 20);
-    expect_bad(text, 6, "truncated");
+    expect_bad(text, 6, "partial");
   }
-  SECTION("a complete last line without its newline") {
+  SECTION("a complete last line without its newline is a cut too") {
     std::string text = join(lines);
     text.pop_back();
-    expect_bad(text, 6, "truncated");
+    expect_bad(text, 6, "partial");
+  }
+  SECTION("a line cut short before others is an edit") {
+    lines[2].resize(lines[2].size() - 20);
+    expect_bad(join(lines), 3, "does not end with a \"hash\" field");
   }
   SECTION("an inserted garbage line") {
     lines.insert(lines.begin() + 1, "hello");
@@ -467,10 +472,20 @@ TEST_CASE("verify_replica checks one chain across files", "[log_reader]") {
     const std::size_t line = std::count(text.begin(), text.begin() + at, '\n') + 1;
     expect_bad(files[2], line, "hash mismatch");
   }
-  SECTION("a middle file cut mid-record is named") {
+  SECTION("a middle file cut mid-record is named, and not taken for a cut") {
     std::string text = read_file(files[1]);
     write_file(files[1], text.substr(0, text.size() - 30));
-    expect_bad(files[1], std::count(text.begin(), text.end(), '\n'), "truncated record");
+    expect_bad(files[1], std::count(text.begin(), text.end(), '\n'), "a newer file follows it");
+    CHECK_FALSE(verify().truncated);
+  }
+  SECTION("the newest file cut mid-record is truncated") {
+    std::string text = read_file(files.back());
+    write_file(files.back(), text.substr(0, text.size() - 30));
+    const std::size_t lines = std::count(text.begin(), text.end(), '\n');
+    expect_bad(files.back(), lines, "partial");
+    const auto result = verify();
+    CHECK(result.truncated);
+    CHECK(result.records == 13);
   }
   SECTION("a middle file cut at a record boundary names the next file and the one before") {
     std::string text = read_file(files[1]);
