@@ -94,6 +94,10 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
     const auto decision = checks.decision(e.pattern);
     entry_.credential = decision.credential;
     refused = refusal::of(decision, entry_.host, where.plaintext);
+  } catch (const client_gone&) {
+    // The upstream has the head and what body came: allowed, cut short, and no one to answer.
+    upstream_.reset();
+    throw;
   } catch (const body_error& e) {
     upstream_.reset();
     if (response_started_) throw;

@@ -36,7 +36,7 @@ asio::awaitable<client_side::body_piece> h1_client_side::read_body(bool decode) 
     }
     timer_.arm(ctx_->options().timeouts.body, waiting_for::request_body);
     auto [ec, n] = co_await client_.read_some(in_.space());
-    if (ec) throw body_error("client closed the connection mid-body");
+    if (ec) throw client_gone("client closed the connection mid-body");
     in_.commit(n);
   }
 }

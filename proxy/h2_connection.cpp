@@ -61,7 +61,7 @@ class h2_connection::h2_stream final : public client_side {
     // Each wait for body bytes is bounded by the body deadline, as on HTTP/1.1.
     deadline.arm(c_.s_.ctx->options().timeouts.body, waiting_for::request_body);
     while (!gone && pending_.empty() && !body_done_) co_await wait();
-    if (gone) throw body_error("the client reset the stream mid-body");
+    if (gone) throw client_gone("the client reset the stream mid-body");
     // The bytes handed out last are taken: the client may send as many more.
     taken_ = std::move(pending_);
     pending_.clear();

@@ -14,6 +14,12 @@ namespace broker::proxy {
 struct body_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// The client went away mid-body (its connection closed or reset, or it reset its stream): nothing
+// is malformed and no one is left to answer. Once the request has gone up, an exchange the
+// policy allowed, cut short: recorded as such ("aborted"), never as a refusal.
+struct client_gone : body_error {
+  using body_error::body_error;
+};
 // An upstream that breaks its response after the head went out: the client connection is cut.
 struct upstream_error : std::runtime_error {
   using std::runtime_error::runtime_error;

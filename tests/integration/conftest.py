@@ -775,6 +775,20 @@ class RawClient:
         self.close()
 
 
+def tls_through_connect(b, target, server_name, ca):
+    """A TLS connection through the broker: CONNECT to `target`, then a handshake naming
+    `server_name` that trusts `ca` (the broker's, for an intercepted host)."""
+    raw = socket.create_connection(("127.0.0.1", b.port), timeout=10)
+    raw.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(1)
+    assert head.startswith(b"HTTP/1.1 200")
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    return ctx.wrap_socket(raw, server_hostname=server_name)
+
+
 def raw_exchange(port: int, data: bytes, timeout=10.0) -> RawResponse:
     """Sends `data` on a fresh connection to the proxy and reads one response."""
     with RawClient(port, timeout=timeout) as c:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (RawClient, allow_policy, assert_refusal, connect_to_arg, curl,
-                      pattern_bytes, sha256)
+                      pattern_bytes, sha256, tls_through_connect)
 from websocket_peer import TEXT, Peer, echo, encode_frame
 
 GITHUB = "api.github.com"
@@ -245,18 +245,6 @@ def test_host_header_must_match_the_connect_target(session, tls_upstream):
              args=["-H", f"Host: {OTHER}:{tls_upstream.port}"])
     assert_refusal(r.status, r.headers, r.body, "host_mismatch", 421)
     assert tls_upstream.requests == []
-
-
-def tls_through_connect(b, target, server_name, ca):
-    raw = socket.create_connection(("127.0.0.1", b.port), timeout=10)
-    raw.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += raw.recv(1)
-    assert head.startswith(b"HTTP/1.1 200")
-    ctx = ssl.create_default_context(cafile=str(ca))
-    ctx.check_hostname = False
-    return ctx.wrap_socket(raw, server_hostname=server_name)
 
 
 def test_sni_must_match_the_connect_target(session, tls_upstream):
