@@ -1,8 +1,9 @@
-// Dummy credentials (DESIGN §5): random per session, same length as the real value, the same
-// known prefix (ghp_, github_pat_, sk-proj-, sk-ant-api03-, AKIA, xoxb-, ...), and every other
-// character replaced by a random one of the same class (upper, lower, digit); other characters
-// ('-', '_', '.', ...) stay where they are. Never equal to the real value. A JWT keeps its header
-// and claims, decodable as before, with a random signature of the same shape.
+// Dummy credentials (DESIGN §5): the real value's public shape and nothing else of it
+// (brokers/dummy_shape.hpp): its length, a known prefix (ghp_, github_pat_, sk-proj-,
+// sk-ant-api03-, AKIA, xoxb-, ...), a JWT's header and claims, a family's separators, and
+// GitHub's checksum, valid for the dummy, where the real value's is; every other character is
+// drawn uniformly from the whole of a public alphabet (base62, base64url, hex, ...), never kept
+// per position from the real value. Never equal to the real value.
 //
 // The randomness comes from one of three places; the shaping is one code path for all:
 // - a per-user key and the real value (wrap, brokers/dummy_key.hpp): the same user gets the same
@@ -20,11 +21,9 @@
 #include <string_view>
 
 #include "base/secret.hpp"
+#include "brokers/dummy_shape.hpp"
 
 namespace broker::brokers {
-
-// The known prefix of a token, or "" when it has none this table knows.
-std::string_view known_prefix(std::string_view token);
 
 // A deterministic byte stream: HMAC-SHA256(seed, label ‖ counter) blocks, the counter a 64-bit
 // big-endian number from 0 (a key derivation in counter mode, NIST SP 800-108 §4.1). Equal seeds

@@ -19,20 +19,21 @@ constexpr std::string_view token_request_why =
 
 constexpr std::string_view default_gcp_scope = "https://www.googleapis.com/auth/cloud-platform";
 
-// A random string shaped like `example` (same length, character classes and punctuation), from
-// the CSPRNG or, for a gateway's session, from its seed.
+// A random string of `example`'s public shape (its length and alphabet, brokers/dummy_shape.hpp),
+// from the CSPRNG or, for a gateway's session, from its seed.
 std::string shaped_like(std::string example, const dummy_seed* seed = nullptr,
                         std::string_view credential = {}, std::string_view field = {}) {
   const base::secret shape(std::move(example));
   return seed ? seed->dummy(shape, credential, field) : make_dummy(shape);
 }
 
-// Shapes of Google's own OAuth clients and refresh tokens, with every letter and digit random.
+// Shapes of Google's own OAuth clients and refresh tokens, random but for their fixed parts. A
+// client id is a project number, '-' and 32 of [a-z0-9]: each part drawn from its own alphabet.
 gcp_dummy_client gcp_client_like_googles(const dummy_seed* seed, std::string_view credential) {
   gcp_dummy_client c;
-  c.client_id =
-      shaped_like("764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur", seed, credential, "client id") +
-      ".apps.googleusercontent.com";
+  c.client_id = shaped_like("764086051850", seed, credential, "client id number") + "-" +
+                shaped_like("6qr4p6gpi6hn506pt8ejuq83di341hur", seed, credential, "client id") +
+                ".apps.googleusercontent.com";
   c.client_secret =
       "GOCSPX-" + shaped_like("d4FL95Q19q7MQmFpd7hHD0TyQm2x", seed, credential, "client secret");
   c.refresh_token = "1//0" + shaped_like(

@@ -8,7 +8,7 @@
 namespace broker::gateway {
 namespace {
 
-std::string redis_key(const std::string& hash) {
+std::string login_key(const std::string& hash) {
   return "broker:console-login:" + hash;
 }
 
@@ -50,7 +50,7 @@ base::secret admin_logins::open(const admin_token_info& holder) {
   if (redis_) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(lifetime).count();
     redis_
-        ->blocking({redis_command("SET", redis_key(hash), to_json(login).dump(), "PX",
+        ->blocking({redis_command("SET", login_key(hash), to_json(login).dump(), "PX",
                                   std::to_string(ms))})
         .at(0)
         .checked();
@@ -72,7 +72,7 @@ std::optional<admin_login> admin_logins::find(const base::secret& cookie) {
     if (const auto it = by_hash_.find(hash); it != by_hash_.end()) found = it->second.login;
   }
   if (!found && redis_) {
-    const auto reply = redis_->blocking({redis_command("GET", redis_key(hash))}).at(0).checked();
+    const auto reply = redis_->blocking({redis_command("GET", login_key(hash))}).at(0).checked();
     if (!reply.is_nil()) found = login_from_json(reply.text);
     if (found) {
       std::lock_guard lock(mutex_);
@@ -90,7 +90,7 @@ void admin_logins::close(const base::secret& cookie) {
     std::lock_guard lock(mutex_);
     by_hash_.erase(hash);
   }
-  if (redis_) redis_->blocking({redis_command("DEL", redis_key(hash))}).at(0).checked();
+  if (redis_) redis_->blocking({redis_command("DEL", login_key(hash))}).at(0).checked();
 }
 
 std::optional<base::secret> cookie_value(std::string_view field, std::string_view name) {

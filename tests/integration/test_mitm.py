@@ -4,8 +4,10 @@ upstream verification, plain HTTP after CONNECT and tunnel rules."""
 
 import base64
 import json
+import re
 import socket
 import ssl
+import zlib
 from pathlib import Path
 
 import pytest
@@ -64,13 +66,44 @@ def test_dummy_has_the_real_shape_and_is_not_the_real_value(session):
     d = session.dummy
     assert d != REAL
     assert d.startswith("ghp_") and len(d) == len(REAL)
-    assert all(a.isdigit() == b.isdigit() and a.isupper() == b.isupper()
-               for a, b in zip(d[4:], REAL[4:]))
+    # Only the public shape: GitHub's base62 alphabet, drawn anew at every position.
+    assert re.fullmatch(r"ghp_[A-Za-z0-9]+", d), "not a GitHub token's shape"
     env = session.session_env()
     assert env["SSL_CERT_FILE"] == env["REQUESTS_CA_BUNDLE"] == env["GIT_SSL_CAINFO"]
     bundle = Path(env["SSL_CERT_FILE"]).read_text()
     assert session.ca_cert.read_text().strip() in bundle
     assert_nothing_written_contains(session, REAL)
+
+
+BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # GitHub's digit order
+
+
+def github_checksum(random):
+    """GitHub's published token checksum: the CRC32 of the 30-character random part, in base62,
+    zero-padded to 6 characters."""
+    crc, digits = zlib.crc32(random.encode()), ""
+    for _ in range(6):
+        crc, digit = divmod(crc, 62)
+        digits = BASE62[digit] + digits
+    return digits
+
+
+def test_a_github_tokens_dummy_has_a_valid_checksum_of_its_own(broker_factory, tls_upstream, pki):
+    random = "".join(BASE62[(i * 7 + 3) % 62] for i in range(30))  # built: no literal token
+    real = "ghp_" + random + github_checksum(random)
+    b = broker_factory(policy=github_policy(tls_upstream.port),
+                       connect_to=[connect_to_arg(GITHUB, tls_upstream.port)],
+                       upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": real}, env_file=True)
+    d = b.session_env()["GITHUB_TOKEN"]
+    assert re.fullmatch(r"ghp_[A-Za-z0-9]{36}", d), "not a GitHub token's shape"
+    assert d[4:34] != random
+    assert d[34:] == github_checksum(d[4:34]), "the dummy's checksum is not GitHub's"
+    r = curl(url(GITHUB, tls_upstream.port, "/user"), proxy=b.proxy, cacert=b.ca_cert,
+             args=["-H", f"Authorization: token {d}"])
+    assert r.returncode == 0, r.stderr
+    assert tls_upstream.requests[-1]["headers"]["Authorization"] == f"token {real}"
+    b.stop()
+    assert_nothing_written_contains(b, real)
 
 
 def test_dummy_becomes_real_on_the_bound_host(session, tls_upstream):
