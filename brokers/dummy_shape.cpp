@@ -23,7 +23,7 @@ enum alphabet_at : std::size_t {
   base62_chars,
   base64url_chars,  // RFC 4648 §5
   base64_chars,     // RFC 4648 §4
-  url_unreserved,   // RFC 3986 §2.3: also what a run of any other characters is drawn from
+  plain_chars,      // what a run of any other characters is drawn from (below)
 };
 
 constexpr std::array<std::string_view, 11> public_alphabets{
@@ -37,7 +37,9 @@ constexpr std::array<std::string_view, 11> public_alphabets{
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~",
+    // What every encoder a dummy meets leaves as it is: RFC 3986's unreserved characters less
+    // '~', which a form encoder (WHATWG URLSearchParams, so Node's clients) writes as %7E.
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._",
 };
 
 // GitHub's base62 digits, in the order its checksum is written (not the order drawn above).
@@ -45,9 +47,9 @@ constexpr std::string_view github_digits =
     "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 std::size_t alphabet_of(std::string_view run, std::size_t floor) {
-  for (std::size_t a = floor; a < url_unreserved; ++a)
+  for (std::size_t a = floor; a < plain_chars; ++a)
     if (run.find_first_not_of(public_alphabets[a]) == std::string_view::npos) return a;
-  return url_unreserved;
+  return plain_chars;
 }
 
 // A family of tokens that client libraries (and secret scanners) recognise by their prefix.
@@ -141,7 +143,7 @@ void shape_run(std::string_view value, std::size_t at, std::size_t end, std::siz
   while (padding < 2 && padding + 1 < run.size() && run[run.size() - 1 - padding] == '=') ++padding;
   if (padding > 0) {
     const std::size_t alphabet = alphabet_of(run.substr(0, run.size() - padding), floor);
-    if (alphabet != url_unreserved) {
+    if (alphabet != plain_chars) {
       draw(shape, at, run.size() - padding, alphabet);
       keep(shape, end - padding, padding);
       return;

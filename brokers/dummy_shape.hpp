@@ -7,13 +7,13 @@
 // - GitHub's checksum (the last 6 base62 characters are the CRC32 of the random part before
 //   them), made valid for the dummy's own random part, where the real value's checksum is valid.
 // Every other character is drawn from the whole of one public alphabet: the smallest of a fixed
-// list (decimal, hex, base32, base36, letters, base62, base64url, base64, URL-unreserved) that
+// list (decimal, hex, base32, base36, letters, base62, base64url, base64, plain) that
 // holds every character of its run, never below its family's (a GitHub token's is base62, an AWS
-// key id's base32). A run with characters none of them holds is drawn from URL-unreserved
-// characters, which need no escaping in a URL, a header, JSON or a shell. Nothing is kept per
-// position from the real value. Which alphabet a random value falls in tells at most a bit or
-// two of it (a 40-character AWS secret key has no '+' or '/' about one time in four, and its
-// dummy is then drawn from base62).
+// key id's base32). A run with characters none of them holds is drawn from plain characters
+// (letters, digits, '-', '.', '_'), which no URL, form, header, JSON or shell encoder changes.
+// Nothing is kept per position from the real value. Which alphabet a random value falls in tells at
+// most a bit or two of it (a 40-character AWS secret key has no '+' or '/' about one time in four,
+// and its dummy is then drawn from base62).
 #pragma once
 
 #include <array>
