@@ -4,8 +4,10 @@
 # (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone. It
 # also reports the CPU each proxy spent per request (on this VM it moves between runs about as
 # much as a rate does).
+# SYNC_MODES="none every" adds a MITM contender for each --audit-sync mode named (broker-mitm is
+# the default, batch): what making the log durable costs on each column (issue 50).
 # Needs the peers of ../shared/bench up (bench/yardstick.sh starts them) and curl.
-# Usage: bench/interleaved.sh [path/to/broker] [rounds]
+# Usage: [SYNC_MODES=...] bench/interleaved.sh [path/to/broker] [rounds]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 broker=${1:-$root/build/broker}
@@ -16,6 +18,12 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 
 source "$root/bench/contenders.sh"
+port=18450
+for mode in ${SYNC_MODES:-}; do
+  port=$((port + 1))
+  start_contender "mitm-$mode" "$port" "$work/mitm.json" --upstream-ca "$PEERS/upstream-ca.pem" \
+    --audit-sync "$mode"
+done
 
 N=2000 NC=200
 urls() { for i in $(seq "$1"); do printf 'url = "%s/small?i=%d"\noutput = "/dev/null"\n' "$U" "$i"; done; }
@@ -32,13 +40,17 @@ contenders=(
   "haproxy|--connect-to api.example.test:8443:127.0.0.1:19443|$PEERS/upstream-ca.pem"
   "nghttpx|--connect-to api.example.test:8443:127.0.0.1:19444|$PEERS/upstream-ca.pem"
 )
+port=18450
+for mode in ${SYNC_MODES:-}; do
+  port=$((port + 1))
+  contenders+=("broker-mitm-$mode|-x http://127.0.0.1:$port|$work/ca/ca.pem")
+done
 now() { date +%s.%N; }
 # CPU a proxy spent (µs, user and system, every thread of its processes and their children).
 pids_of() {
   local file
   case $1 in
-    broker-tunnel) file=$work/broker-tunnel.pid ;;
-    broker-mitm) file=$work/broker-mitm.pid ;;
+    broker-*) file=$work/$1.pid ;;
     haproxy) file=$PEERS/haproxy-tls.pid ;;
     nghttpx) file=$PEERS/nghttpx.pid ;;
     squid) file=$PEERS/squid.pid ;;
