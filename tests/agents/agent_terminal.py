@@ -106,6 +106,19 @@ class Terminal:
             time.sleep(pause)
             self.tmux("send-keys", "-t", "agent", key)
 
+    def press(self, key, *texts, tries=3, each=20.0):
+        """Presses `key` until the screen shows every one of `texts`, at most `tries` times, each
+        waited on for `each` s; returns the screen. For a screen drawn by a process that may
+        still be starting (Gemini CLI draws its menu again after restarting itself, and a key
+        sent before the new one reads its terminal is lost)."""
+        for attempt in range(tries):
+            self.keys(key)
+            try:
+                return self.wait_for(*texts, timeout=each)
+            except AssertionError:
+                if attempt == tries - 1:
+                    raise
+
     def type(self, text: str):
         """Types `text` literally, a character at a time as a person would (no paste)."""
         for ch in text:
