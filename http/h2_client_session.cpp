@@ -154,7 +154,8 @@ struct h2_client_session::callbacks {
     s.unsent_bytes_ -= st->out.size();
     if (st->unconsumed > 0) nghttp2_session_consume_connection(session, st->unconsumed);
     if (!st->handler_done && !st->ended) {
-      if (error_code == NGHTTP2_NO_ERROR) error_code = st->refused ? st->refused : NGHTTP2_CANCEL;
+      if (error_code == NGHTTP2_NO_ERROR)
+        error_code = st->refused != 0 ? st->refused : std::uint32_t{NGHTTP2_CANCEL};
       s.handler_.on_reset(id, error_code);
     }
     return 0;
