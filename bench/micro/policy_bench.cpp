@@ -3,10 +3,12 @@
 // programs by glob, DESIGN §13) and 20 deny rules: the request matched by the last rule (every
 // rule is looked at), a refused one (every rule, no match), and the same without programs.
 #include <benchmark/benchmark.h>
+#include <sys/stat.h>
 
 #include <string>
 
 #include "config/policy_set.hpp"
+#include "config/program_identity.hpp"
 
 namespace {
 
@@ -40,8 +42,18 @@ config::policy_set make(bool programs) {
 void evaluate(benchmark::State& state, bool programs, const char* host, bool expect) {
   const auto set = make(programs);
   const config::destination d{host, std::nullopt, 443};
+  // The connection's one holder runs /usr/bin/git, the very file, in a session that writes
+  // nowhere outside its own.
+  struct stat st {};
+  if (::stat("/usr/bin/git", &st) != 0) return state.SkipWithError("no /usr/bin/git");
+  config::client_identity git;
+  git.holders.push_back({1234, "/usr/bin/git",
+                         config::file_id{static_cast<std::uint64_t>(st.st_dev),
+                                         static_cast<std::uint64_t>(st.st_ino)}});
+  git.complete = true;
+  git.writes = config::session_writes::through({});
   for (auto _ : state) {
-    auto v = set.check_request(d, "GET", "/v1/items/42?x=1", {"/usr/lib/git-core/git-remote-http"});
+    auto v = set.check_request(d, "GET", "/v1/items/42?x=1", {&git});
     if (v.allowed != expect) {
       state.SkipWithError("unexpected verdict");
       break;
