@@ -218,8 +218,8 @@ class Attacked:
         assert not new, f"made on the host: {new}"
         # The repository made in the workspace keeps no command, and git still works in it.
         vendor = self.work / "lib/.vendor"
-        assert "fsmonitor" not in (vendor / "config").read_text()
-        assert not (vendor / "hooks/post-checkout").exists()
+        assert "fsmonitor" not in (vendor / "config").read_text(), err
+        assert not (vendor / "hooks/post-checkout").exists(), err
         sh(["git", "-C", str(self.work / "lib"), "status"], owner=self.owner)
         # Nothing planted runs outside: git in each repository, python, a shell, the tool.
         env = clean_env(self.env())
