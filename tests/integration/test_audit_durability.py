@@ -285,6 +285,7 @@ def test_a_broker_killed_at_any_instant_leaves_a_log_intact_to_its_last_record(u
     rng = random.Random(int(os.environ.get("BROKER_KILL_SEED", "50")))
     ca_dir, home = tmp_path / "ca", tmp_path / "home"
     verdicts = {"incomplete": 0, "truncated": 0}
+    counts = {"records": 0, "answered": 0}
     started = time.monotonic()
     for run in range(KILL_RUNS):
         b = Broker(tmp_path / f"run{run}", policy=allow_policy(HOST, ports=[upstream.port]),
@@ -316,4 +317,7 @@ def test_a_broker_killed_at_any_instant_leaves_a_log_intact_to_its_last_record(u
         missing = [p for p in answered if p not in recorded]
         assert not missing, f"run {run}: answered but not recorded: {missing[:5]}"
         assert records and records[0]["event"] == "session_start"
-    print(f"\n{KILL_RUNS} runs killed in {time.monotonic() - started:.0f} s: {verdicts}")
+        counts["records"] += len(records)
+        counts["answered"] += len(answered)
+    print(f"\n{KILL_RUNS} runs killed in {time.monotonic() - started:.0f} s: {verdicts}; "
+          f"{counts['records']} records, {counts['answered']} requests answered, all recorded")
