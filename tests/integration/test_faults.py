@@ -61,6 +61,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def sanitized(pid) -> bool:
+    """Whether the broker is an ASan build, which keeps freed memory in quarantine (256 MiB): its
+    RSS says nothing of what is still held, and LeakSanitizer at exit is the measure there."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 class Footprint:
     """Descriptors and RSS of a broker at one moment, and a check that a later moment is back."""
 
@@ -68,6 +75,7 @@ class Footprint:
         self.pid = b.proc.pid
         self.fds = fd_count(self.pid)
         self.rss = rss_kib(self.pid)
+        self.sanitized = sanitized(self.pid)
 
     def assert_back(self, what):
         """Waits (bounded) for the descriptors to come back to the baseline, then checks RSS."""
@@ -79,7 +87,7 @@ class Footprint:
                        for n in os.listdir(f"/proc/{self.pid}/fd"))
         assert fds <= self.fds, f"{what}: {fds} descriptors, {self.fds} before: {links}"
         rss = rss_kib(self.pid)
-        assert rss <= self.rss + RSS_TOLERANCE_KIB, \
+        assert self.sanitized or rss <= self.rss + RSS_TOLERANCE_KIB, \
             f"{what}: RSS {rss} KiB, {self.rss} KiB before (tolerance {RSS_TOLERANCE_KIB})"
         return fds, rss
 
@@ -497,7 +505,8 @@ def test_client_that_stops_reading_holds_no_more_than_its_buffers(broker_factory
             s.sendall(request(b, "GET", f"/big/{size}"))
             head = read_head(s)
             time.sleep(4)
-            assert rss_kib(b.proc.pid) < base_rss + 8 * 1024, "the broker buffered the body"
+            assert sanitized(b.proc.pid) or rss_kib(b.proc.pid) < base_rss + 8 * 1024, \
+                "the broker buffered the body"
             got = len(head.split(b"\r\n\r\n", 1)[1]) + len(read_all(s))
             assert got == size
 
