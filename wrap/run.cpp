@@ -198,14 +198,12 @@ std::vector<std::string> asked_workspaces(const wrap_config& c) {
 // A policy whose "programs" this session could defeat is refused, each one named (DESIGN §5).
 void check_programs(const wrapping& w) {
   home_rule_inputs in;
-  const char* home = std::getenv("HOME");
-  in.home = home ? home : "";
+  in.home = w.home;
   in.env = parent_environment();
   in.layers = w.setup.policy->layers();
   in.root = ::geteuid() == 0;
   auto workspaces = asked_workspaces(w.c);
-  std::error_code ec;
-  workspaces.push_back(std::filesystem::current_path(ec).string());
+  workspaces.push_back(w.cwd);
   std::string refused;
   for (const auto& p : program_problems(in.layers, session_write_places(in, workspaces)))
     refused += (refused.empty() ? "" : "\nbroker: ") + p.text();
@@ -216,6 +214,10 @@ void check_programs(const wrapping& w) {
 void start_session(wrapping& w) {
   w.setup =
       proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
+  const char* home_variable = std::getenv("HOME");
+  w.home = home_variable ? home_variable : "";
+  std::error_code ec;
+  w.cwd = std::filesystem::current_path(ec).string();
   check_programs(w);
   start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
@@ -318,10 +320,6 @@ void launch_child(wrapping& w) {
   launch.mode = w.mode;
   launch.proxy_port = w.port;
   if (w.netns()) add_capture_files(w, launch);
-  const char* home_variable = std::getenv("HOME");
-  w.home = home_variable ? home_variable : "";
-  std::error_code ec;
-  w.cwd = std::filesystem::current_path(ec).string();
   add_file_system(w, plan, files, launch);
   w.child->launch(launch);
   if (!w.netns()) return;
