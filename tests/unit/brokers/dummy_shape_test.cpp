@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/brokers/dummy_alphabets.hpp"
+
 using broker::brokers::github_checksum;
 using broker::brokers::known_prefix;
 using broker::brokers::public_shape;
@@ -13,12 +15,7 @@ using broker::brokers::shape_piece;
 
 namespace {
 
-constexpr std::string_view base62 =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-constexpr std::string_view base64url =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-constexpr std::string_view plain =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._";
+using namespace broker::brokers::test;
 
 using kind = shape_piece::kind;
 

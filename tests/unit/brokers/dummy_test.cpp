@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/unit/brokers/dummy_alphabets.hpp"
+
 namespace base = broker::base;
 
 using broker::base::secret;
@@ -22,13 +24,7 @@ using broker::brokers::seeded_bytes;
 
 namespace {
 
-constexpr std::string_view base62 =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-constexpr std::string_view base64url =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-constexpr std::string_view base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-constexpr std::string_view plain =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._";
+using namespace broker::brokers::test;
 
 const std::string seed_a = "0123456789abcdef0123456789abcdef";
 const std::string seed_b = "fedcba9876543210fedcba9876543210";
