@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "proxy/attribution.hpp"
-#include "proxy/sock_diag.hpp"
+#include "capture/attribution.hpp"
+#include "capture/sock_diag.hpp"
 
 namespace {
 
@@ -92,11 +92,11 @@ class held_connection {
   int listener_ = -1, accepted_ = -1, release_ = -1;
 };
 
-const proxy::ip_bytes loopback = *proxy::detail::parse_ip("127.0.0.1");
+const capture::ip_bytes loopback = *capture::detail::parse_ip("127.0.0.1");
 
 void BM_sock_diag_inode(benchmark::State& state) {
   held_connection c(1);
-  auto diag = proxy::sock_diag::open();
+  auto diag = capture::sock_diag::open();
   if (!diag) return state.SkipWithError("no NETLINK_SOCK_DIAG socket");
   for (auto _ : state) {
     auto entry = diag->find(loopback, c.client_port, loopback, c.server_port);
@@ -106,19 +106,19 @@ void BM_sock_diag_inode(benchmark::State& state) {
 }
 BENCHMARK(BM_sock_diag_inode)->Unit(benchmark::kMicrosecond);
 
-void attribute(benchmark::State& state, proxy::sock_diag* diag) {
+void attribute(benchmark::State& state, capture::sock_diag* diag) {
   held_connection c(static_cast<int>(state.range(0)));
   const std::vector<int> candidates{c.root};
   for (auto _ : state) {
-    auto holders = proxy::find_socket_holders("127.0.0.1", c.client_port, "127.0.0.1",
-                                              c.server_port, 0, candidates, diag);
+    auto holders = capture::find_socket_holders("127.0.0.1", c.client_port, "127.0.0.1",
+                                                c.server_port, 0, candidates, diag);
     if (!holders) return state.SkipWithError("not attributed");
     benchmark::DoNotOptimize(holders);
   }
 }
 
 void BM_find_socket_holders_sock_diag(benchmark::State& state) {
-  auto diag = proxy::sock_diag::open();
+  auto diag = capture::sock_diag::open();
   if (!diag) return state.SkipWithError("no NETLINK_SOCK_DIAG socket");
   attribute(state, diag.get());
 }

@@ -56,7 +56,7 @@ std::string message_text(std::size_t size) {
 proxy::websocket_inspector make_inspector(const loaded& l, session::llm_api llm) {
   proxy::websocket_hooks hooks;
   hooks.mask_key = [n = 0u]() mutable { return 0x9e3779b9u * ++n; };
-  hooks.admit_llm_request = [] { return std::optional<proxy::refusal>(); };
+  hooks.admit_llm_request = [] { return std::optional<live::refusal>(); };
   hooks.llm_usage = [](const session::llm_usage&) { return true; };
   return proxy::websocket_inspector(
       proxy::websocket_checks{&l.scan, "api.openai.com", false, l.inbound, llm,

@@ -7,24 +7,25 @@
 
 #include <CLI/CLI.hpp>
 
-#include "proxy/session_setup.hpp"
+#include "live/session_setup.hpp"
+#include "live/session_status.hpp"
 #include "session/audit_files.hpp"
 
 namespace broker::cli {
 
-using proxy::check_upstream_cas;
-using proxy::load_credentials;
-using proxy::load_layers;
-using proxy::load_options_and_policy;
-using proxy::log_dir_or_default;
-using proxy::open_audit;
-using proxy::parse_connect_to_rules;
-using proxy::session_end_of;
-using proxy::session_setup;
-using proxy::session_status;
+using live::check_upstream_cas;
+using live::load_credentials;
+using live::load_layers;
+using live::load_options_and_policy;
+using live::log_dir_or_default;
+using live::open_audit;
+using live::parse_connect_to_rules;
+using live::session_end_of;
+using live::session_setup;
+using live::session_status;
 using session::valid_session_name;
 
-using proxy::common_options;
+using live::common_options;
 
 void add_common_options(CLI::App& app, common_options& options);
 void add_log_dir_option(CLI::App& app, std::string& log_dir);

@@ -16,9 +16,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "proxy/session_setup.hpp"
+#include "live/session_setup.hpp"
+#include "sandbox/kept.hpp"
 #include "session/audit_log.hpp"
-#include "wrap/kept.hpp"
 
 extern char** environ;
 
@@ -108,7 +108,7 @@ void take(const fs::path& kept_root, const kept_entry& e) {
     throw std::runtime_error("the session's version of " + e.path + " was not set aside (" +
                              e.reason + ")");
   if (e.change != "removed") {
-    wrap::take_kept(kept_root, e.path);
+    sandbox::take_kept(kept_root, e.path);
     return;
   }
   struct stat st {};

@@ -11,10 +11,10 @@
 #include "cli/common.hpp"
 #include "config/approved_file.hpp"
 #include "config/suggest.hpp"
+#include "sandbox/home_rules.hpp"
+#include "sandbox/program_check.hpp"
 #include "session/audit_merge.hpp"
 #include "session/log_reader.hpp"
-#include "wrap/home_rules.hpp"
-#include "wrap/program_check.hpp"
 
 namespace broker::cli {
 
@@ -28,9 +28,9 @@ std::string tilde(const std::string& path, const std::string& home) {
 }
 
 // What wrap would make of the layers for this user, in this environment.
-wrap::home_rule_inputs wrap_inputs(const std::vector<config::policy>& layers) {
+sandbox::home_rule_inputs wrap_inputs(const std::vector<config::policy>& layers) {
   const char* home_variable = std::getenv("HOME");
-  wrap::home_rule_inputs in;
+  sandbox::home_rule_inputs in;
   in.home = home_variable ? home_variable : "";
   in.layers = layers;
   in.root = ::geteuid() == 0;
@@ -44,25 +44,26 @@ wrap::home_rule_inputs wrap_inputs(const std::vector<config::policy>& layers) {
 nlohmann::ordered_json wrap_lists(const std::vector<config::policy>& layers) {
   const auto in = wrap_inputs(layers);
   const std::string& home = in.home;
-  const wrap::home_rules rules(in);
+  const sandbox::home_rules rules(in);
   nlohmann::ordered_json out;
   auto& writable = out["writable"] = nlohmann::ordered_json::array();
   writable.push_back({{"path", "the working directory and every --workspace"}, {"how", "live"}});
-  const auto list = [&](wrap::home_rule::kind kind, const char* how, nlohmann::ordered_json& to) {
+  const auto list = [&](sandbox::home_rule::kind kind, const char* how,
+                        nlohmann::ordered_json& to) {
     for (const auto& r : rules.all())
       if (r.what == kind) {
         nlohmann::ordered_json item{{"path", tilde(r.path, home)}, {"how", how}};
-        if (kind == wrap::home_rule::settings) item["data"] = r.data;
-        if (kind == wrap::home_rule::dropped) item["what"] = r.why;
+        if (kind == sandbox::home_rule::settings) item["data"] = r.data;
+        if (kind == sandbox::home_rule::dropped) item["what"] = r.why;
         to.push_back(std::move(item));
       }
   };
-  list(wrap::home_rule::through, "live where it exists, else when the session ends", writable);
-  list(wrap::home_rule::settings, "its data members, when the session ends", writable);
-  list(wrap::home_rule::key_store, "kept for broker's sessions, never in the home", writable);
-  list(wrap::home_rule::dropped, "the session's changes dropped", out["dropped"]);
+  list(sandbox::home_rule::through, "live where it exists, else when the session ends", writable);
+  list(sandbox::home_rule::settings, "its data members, when the session ends", writable);
+  list(sandbox::home_rule::key_store, "kept for broker's sessions, never in the home", writable);
+  list(sandbox::home_rule::dropped, "the session's changes dropped", out["dropped"]);
   auto& readonly = out["readonly"] = nlohmann::ordered_json::array();
-  for (const auto& p : wrap::readonly_paths(layers, home)) readonly.push_back(tilde(p, home));
+  for (const auto& p : sandbox::readonly_paths(layers, home)) readonly.push_back(tilde(p, home));
   return out;
 }
 
@@ -71,7 +72,7 @@ int run_check(const std::vector<std::string>& files) {
     const auto layers = load_layers(files);
     // "programs" a session could defeat (DESIGN §5): each named; no workspace is known here.
     const auto problems =
-        wrap::program_problems(layers, wrap::session_write_places(wrap_inputs(layers), {}));
+        sandbox::program_problems(layers, sandbox::session_write_places(wrap_inputs(layers), {}));
     for (const auto& p : problems) std::cerr << "broker: " << p.text() << "\n";
     if (!problems.empty()) return exit_usage;
     nlohmann::ordered_json out;

@@ -45,7 +45,7 @@ int run_serve(serve_options& o) {
   }
   try {
     gateway::serve(c);
-  } catch (const proxy::start_error& e) {
+  } catch (const live::start_error& e) {
     std::cerr << "broker: " << e.what() << "\n";
     return e.usage_error ? exit_usage : exit_failure;
   }

@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "gateway/audit_sink.hpp"
-#include "gateway/redis_store.hpp"
+#include "gateway/redis/redis_store.hpp"
 
 namespace broker::gateway {
 

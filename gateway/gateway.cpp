@@ -9,6 +9,7 @@
 
 #include "base/text.hpp"
 #include "config/policy.hpp"
+#include "live/session_status.hpp"
 #include "session/budget.hpp"
 #include "session/child_env.hpp"
 #include "session/log.hpp"
@@ -22,8 +23,8 @@ std::int64_t now_ms() {
       .count();
 }
 
-proxy::resolution refused(std::string why) {
-  return {nullptr, proxy::refusal::proxy_auth_required(std::move(why))};
+live::resolution refused(std::string why) {
+  return {nullptr, live::refusal::proxy_auth_required(std::move(why))};
 }
 
 // A session's own layers, parsed as every replica parses them. A session cannot add
@@ -70,7 +71,7 @@ std::shared_ptr<const brokers::credential_set> gateway::credentials_of(
       setup_.credentials->for_session(r.dummy_seed));
 }
 
-std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record& r) {
+std::shared_ptr<live::live_session> gateway::open_session(const session_record& r) {
   if (auto it = live_.find(r.id); it != live_.end()) return it->second.ctx;
   auto policy = policy_of(r, *setup_.team_policy);
   auto options = setup_.options;
@@ -79,7 +80,7 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   if (!setup_.audit_sinks.empty()) audit->set_sink(ship_to(setup_.audit_sinks, r.id));
   auto budget = std::make_shared<session::session_budget>(session::tightest(policy->layers()),
                                                           std::chrono::steady_clock::now());
-  proxy::context_attachments attached;
+  live::session_attachments attached;
   attached.budget = budget;
   std::shared_ptr<shared_budget> shared;
   if (setup_.redis && shares_budgets(budget->limits())) {
@@ -93,7 +94,7 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   const auto& layers = policy->layers();
   if (std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.asks(); })) {
     // Decided by an operator through the admin API; no approved.json, so never "always".
-    auto asks = std::make_shared<proxy::ask_options>();
+    auto asks = std::make_shared<live::ask_options>();
     asks->on_ask = [gateway = setup_.options.session_id](const nlohmann::ordered_json& ask) {
       session::log(spdlog::level::warn, session::log_tag(gateway),
                    "ask {}: {} {} is not in the session's policy: POST /api/asks/{}/approve or "
@@ -103,7 +104,7 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
     };
     attached.asks = std::move(asks);
   }
-  auto ctx = std::make_shared<proxy::proxy_context>(
+  auto ctx = std::make_shared<live::live_session>(
       options, policy, std::move(audit), credentials_of(r), setup_.tls, std::move(attached));
   if (r.revoked) ctx->revoke();
   session::session_start start;
@@ -121,11 +122,11 @@ std::shared_ptr<proxy::proxy_context> gateway::open_session(const session_record
   }
   ctx->audit_log().write(first);
   session::log(spdlog::level::info, session::log_tag(r.id), "session served here from now on");
-  live_.emplace(r.id, live{r, ctx, shared});
+  live_.emplace(r.id, served{r, ctx, shared});
   return ctx;
 }
 
-asio::awaitable<proxy::resolution> gateway::resolve(const http::message_head& head) {
+asio::awaitable<live::resolution> gateway::resolve(const http::message_head& head) {
   const std::string* value = head.find("proxy-authorization");
   if (!value)
     co_return refused(
@@ -138,7 +139,7 @@ asio::awaitable<proxy::resolution> gateway::resolve(const http::message_head& he
     if (auto it = live_.find(credential->id); it != live_.end()) {
       if (!token_matches(it->second.record, credential->token))
         co_return refused("wrong credential for session " + credential->id);
-      co_return proxy::resolution{it->second.ctx, std::nullopt};
+      co_return live::resolution{it->second.ctx, std::nullopt};
     }
   }
   std::optional<session_record> record;
@@ -147,14 +148,14 @@ asio::awaitable<proxy::resolution> gateway::resolve(const http::message_head& he
   } catch (const std::exception& e) {
     session::log(spdlog::level::err, session::log_tag(setup_.options.session_id),
                  "session store unavailable: {}", e.what());
-    co_return proxy::resolution{nullptr, proxy::refusal::state_unavailable(
-                                             "the gateway's session store cannot be reached")};
+    co_return live::resolution{
+        nullptr, live::refusal::state_unavailable("the gateway's session store cannot be reached")};
   }
   if (!record || !token_matches(*record, credential->token))
     co_return refused("no session " + credential->id + " with this credential");
   std::lock_guard lock(mutex_);
   try {
-    co_return proxy::resolution{open_session(*record), std::nullopt};
+    co_return live::resolution{open_session(*record), std::nullopt};
   } catch (const std::exception& e) {
     session::log(spdlog::level::err, session::log_tag(record->id), "cannot serve the session: {}",
                  e.what());
@@ -235,7 +236,7 @@ nlohmann::ordered_json gateway::show(const std::string& id) {
   auto out = public_view(*r, now_ms());
   std::lock_guard lock(mutex_);
   if (auto it = live_.find(id); it != live_.end()) {
-    auto here = proxy::session_status(*it->second.ctx, "serve", 0);
+    auto here = live::session_status(*it->second.ctx, "serve", 0);
     here.erase("pid");
     out["here"] = here;
   }
@@ -280,7 +281,7 @@ std::optional<nlohmann::ordered_json> gateway::command(const std::string& line) 
 }
 
 nlohmann::ordered_json gateway::pending() const {
-  std::vector<std::shared_ptr<proxy::proxy_context>> sessions;
+  std::vector<std::shared_ptr<live::live_session>> sessions;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [id, l] : live_)
@@ -308,7 +309,7 @@ nlohmann::ordered_json gateway::pending_everywhere() const {
 }
 
 nlohmann::ordered_json gateway::decide_anywhere(const std::string& id,
-                                                const proxy::ask_answer& answer) {
+                                                const live::ask_answer& answer) {
   try {
     return decide(id, answer);
   } catch (const std::invalid_argument& e) {
@@ -317,10 +318,10 @@ nlohmann::ordered_json gateway::decide_anywhere(const std::string& id,
   return relay_->forward(id, answer);  // held by another replica, if any
 }
 
-nlohmann::ordered_json gateway::decide(const std::string& id, const proxy::ask_answer& answer) {
+nlohmann::ordered_json gateway::decide(const std::string& id, const live::ask_answer& answer) {
   // An ask's id is its session's id, '-' and a number.
   const auto dash = id.rfind('-');
-  std::shared_ptr<proxy::proxy_context> ctx;
+  std::shared_ptr<live::live_session> ctx;
   if (dash != std::string::npos) {
     std::lock_guard lock(mutex_);
     if (auto it = live_.find(id.substr(0, dash)); it != live_.end()) ctx = it->second.ctx;
@@ -337,8 +338,7 @@ void gateway::replace_team_policy(std::shared_ptr<const config::policy_set> team
   setup_.team_policy = std::move(team);
   // Each session's own layers parsed when it was made; they parse the same now.
   // What an operator approved for a session is carried onto its new policy by its desk.
-  for (auto& [id, l] : live_)
-    proxy::reload_policy(*l.ctx, policy_of(l.record, *setup_.team_policy));
+  for (auto& [id, l] : live_) live::reload_policy(*l.ctx, policy_of(l.record, *setup_.team_policy));
 }
 
 void gateway::end_sessions() {
@@ -347,7 +347,7 @@ void gateway::end_sessions() {
   // from another replica, revoked_elsewhere), and below this thread waits on that one (settle,
   // close). Held here, a revoke polled in that moment stopped the store's thread on the lock
   // and the stop waited for it forever. The workers have stopped: no session opens now.
-  std::vector<live> ending;
+  std::vector<served> ending;
   {
     std::lock_guard lock(mutex_);
     for (const auto& [id, l] : live_) ending.push_back(l);
@@ -357,7 +357,7 @@ void gateway::end_sessions() {
   bool shared = true;
   for (const auto& l : ending) {
     if (l.shared && shared) shared = l.shared->flush();
-    l.ctx->audit_log().end(session::end_record(proxy::session_end_of(*l.ctx, std::nullopt)));
+    l.ctx->audit_log().end(session::end_record(live::session_end_of(*l.ctx, std::nullopt)));
   }
   for (const auto& sink : setup_.audit_sinks) sink->settle(std::chrono::seconds(2));
   if (setup_.redis) setup_.redis->close();  // before the workers' io_contexts go

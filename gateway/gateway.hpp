@@ -17,24 +17,24 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gateway/ask_relay.hpp"
+#include "gateway/admin/ask_relay.hpp"
 #include "gateway/audit_sink.hpp"
 #include "gateway/audit_stream.hpp"
+#include "gateway/redis/shared_budget.hpp"
 #include "gateway/session_store.hpp"
-#include "gateway/shared_budget.hpp"
-#include "proxy/ask_desk.hpp"
-#include "proxy/proxy_context.hpp"
-#include "proxy/session_resolver.hpp"
+#include "live/ask_desk.hpp"
+#include "live/live_session.hpp"
+#include "live/session_resolver.hpp"
 
 namespace broker::gateway {
 
 struct gateway_setup {
   // The gateway's own options; options.session_id names its own log, which holds what comes
   // before a session is known (407s).
-  proxy::proxy_options options;
+  live::session_options options;
   std::shared_ptr<const config::policy_set> team_policy;
   std::shared_ptr<const brokers::credential_set> credentials;  // the team's, loaded once
-  std::shared_ptr<proxy::tls_contexts> tls;
+  std::shared_ptr<certs::tls_contexts> tls;
   // Opens a session's audit log on this replica (it fails closed when it cannot be written).
   std::function<std::unique_ptr<session::audit_log>(const std::string& session_id)> open_audit;
   std::string proxy_authority;  // "host:port" the clients dial (a front such as haproxy's)
@@ -46,12 +46,12 @@ struct gateway_setup {
   // --audit-sink: where every session's records also go (audit_sink.hpp); may be empty.
   std::vector<std::shared_ptr<audit_sink>> audit_sinks;
   // Told of every session's records (metrics); may be empty.
-  proxy::record_observer observer;
+  live::record_observer observer;
   // A session revoked here or elsewhere: its series go (metrics); may be empty.
   std::function<void(const std::string& session_id)> on_revoked;
 };
 
-class gateway final : public proxy::session_resolver, public proxy::ask_decider {
+class gateway final : public live::session_resolver, public live::ask_decider {
  public:
   // Keeps its sessions in setup.redis when set, else in this process.
   explicit gateway(gateway_setup setup);
@@ -59,7 +59,7 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
 
-  asio::awaitable<proxy::resolution> resolve(const http::message_head& head) override;
+  asio::awaitable<live::resolution> resolve(const http::message_head& head) override;
 
   // The control socket's lines: "session-create JSON", "session-list", "session-show ID",
   // "session-revoke ID"; nullopt for any other line. Answers carry {"error": sentence} when
@@ -84,13 +84,13 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   // decision about one of them (its id names its session). An approval's scope is once or
   // session: a gateway has no approved.json.
   nlohmann::ordered_json pending() const override;
-  nlohmann::ordered_json decide(const std::string& id, const proxy::ask_answer& answer) override;
+  nlohmann::ordered_json decide(const std::string& id, const live::ask_answer& answer) override;
 
   // With replicas (ask_relay.hpp): every replica's held requests, each naming its "replica"
   // (without, this one's), and a decision about one of them, held here or on another replica.
   void relay_asks(std::shared_ptr<ask_relay> relay);
   nlohmann::ordered_json pending_everywhere() const;
-  nlohmann::ordered_json decide_anywhere(const std::string& id, const proxy::ask_answer& answer);
+  nlohmann::ordered_json decide_anywhere(const std::string& id, const live::ask_answer& answer);
 
   // SIGHUP: the team's layers change under every session (credentials cannot).
   void replace_team_policy(std::shared_ptr<const config::policy_set> team);
@@ -106,13 +106,14 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   std::uint64_t denied() const;
 
  private:
-  struct live {
+  // A session this replica serves.
+  struct served {
     session_record record;
-    std::shared_ptr<proxy::proxy_context> ctx;
+    std::shared_ptr<live::live_session> ctx;
     std::shared_ptr<shared_budget> shared;  // set when replicas share its budgets
   };
   // The session's context on this replica, made on its first request here (under mutex_).
-  std::shared_ptr<proxy::proxy_context> open_session(const session_record& r);
+  std::shared_ptr<live::live_session> open_session(const session_record& r);
   std::shared_ptr<const config::policy_set> policy_of(const session_record& r,
                                                       const config::policy_set& team) const;
   std::shared_ptr<const brokers::credential_set> credentials_of(const session_record& r) const;
@@ -120,7 +121,7 @@ class gateway final : public proxy::session_resolver, public proxy::ask_decider 
   gateway_setup setup_;
   std::shared_ptr<session_store> store_;
   mutable std::mutex mutex_;
-  std::map<std::string, live> live_;
+  std::map<std::string, served> live_;
   std::shared_ptr<ask_relay> relay_;  // set once, before serving
 };
 

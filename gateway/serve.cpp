@@ -21,19 +21,21 @@
 #include "base/text.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
+#include "certs/tls_contexts.hpp"
 #include "certs/trust_bundle.hpp"
-#include "gateway/admin_api.hpp"
-#include "gateway/admin_auth.hpp"
-#include "gateway/admin_listener.hpp"
-#include "gateway/admin_tokens.hpp"
+#include "gateway/admin/admin_api.hpp"
+#include "gateway/admin/admin_auth.hpp"
+#include "gateway/admin/admin_listener.hpp"
+#include "gateway/admin/admin_tokens.hpp"
 #include "gateway/console/console.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/serve_metrics.hpp"
 #include "gateway/syslog_sink.hpp"
-#include "proxy/ask_desk.hpp"
+#include "live/ask_desk.hpp"
+#include "live/session_setup.hpp"
+#include "live/session_status.hpp"
 #include "proxy/server.hpp"
-#include "proxy/tls.hpp"
 #include "session/audit_files.hpp"
 #include "session/child_env.hpp"
 #include "session/control_socket.hpp"
@@ -44,7 +46,7 @@ namespace broker::gateway {
 
 namespace {
 
-using proxy::start_error;
+using live::start_error;
 
 // serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
 // once: `broker ca path` names the file.
@@ -72,13 +74,13 @@ constexpr std::chrono::seconds stop_limit{15};
 
 // The parts of a running serve, each made by one step below.
 struct serving {
-  proxy::session_setup setup;
+  live::session_setup setup;
   std::filesystem::path bundle;  // the trust bundle beside the CA
   std::shared_ptr<certs::certificate_authority> ca;
-  std::shared_ptr<proxy::tls_contexts> tls;
-  std::shared_ptr<proxy::proxy_context> ctx;
+  std::shared_ptr<certs::tls_contexts> tls;
+  std::shared_ptr<live::live_session> ctx;
   std::shared_ptr<broker::gateway::metrics> counters;
-  proxy::record_observer observe;
+  live::record_observer observe;
   // Made before the server and ended after it: the server's context resolves sessions with it.
   std::shared_ptr<broker::gateway::gateway> team;
   std::shared_ptr<admin_tokens> tokens;       // a gateway's operators' credentials
@@ -94,7 +96,7 @@ struct serving {
 void load_session(const serve_config& c, serving& s) {
   try {
     // A gateway's operators approve per session: no user's approved.json extends its team.
-    s.setup = proxy::load_options_and_policy(c.common, c.timeouts, c.session, false, !c.gateway);
+    s.setup = live::load_options_and_policy(c.common, c.timeouts, c.session, false, !c.gateway);
   } catch (const std::exception& e) {
     throw start_error(e.what(), true);
   }
@@ -102,25 +104,25 @@ void load_session(const serve_config& c, serving& s) {
       c.ca_dir.empty() ? certs::default_ca_dir() : std::filesystem::path(c.ca_dir);
   s.bundle = ca_dir / "bundle.pem";
   try {
-    proxy::load_credentials(s.setup);
+    live::load_credentials(s.setup);
     s.ca = std::make_shared<certs::certificate_authority>(load_or_create_ca(ca_dir));
-    s.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*s.ca),
+    s.tls = std::make_shared<certs::tls_contexts>(std::make_shared<certs::leaf_cache>(*s.ca),
                                                   s.setup.options.upstream_cas);
   } catch (const std::exception& e) {
     throw start_error(e.what(), false);
   }
   s.counters = std::make_shared<metrics>();
-  s.observe = [m = s.counters](const std::string& session, const proxy::audit_entry& e) {
+  s.observe = [m = s.counters](const std::string& session, const session::audit_entry& e) {
     m->exchange(session, e);
     if (e.llm_cost_usd > 0) m->llm_cost(session, e.credential, "", e.llm_cost_usd);
   };
-  proxy::context_attachments attached;
+  live::session_attachments attached;
   // A gateway's own context holds no budget: its sessions have theirs.
   if (!c.gateway) attached.budget = s.setup.budget;
   attached.observer = s.observe;
   if (s.setup.asks && !c.gateway) {
     // serve's asks are decided with broker approve/deny; each is one line of its log.
-    auto asks = std::make_shared<proxy::ask_options>();
+    auto asks = std::make_shared<live::ask_options>();
     asks->approved_file = s.setup.approved_file;
     asks->on_ask = [session = s.setup.options.session_id](const nlohmann::ordered_json& ask) {
       session::log(spdlog::level::warn, session::log_tag(session),
@@ -131,9 +133,9 @@ void load_session(const serve_config& c, serving& s) {
     attached.asks = std::move(asks);
   }
   const auto& options = s.setup.options;
-  s.ctx = std::make_shared<proxy::proxy_context>(options, s.setup.policy,
-                                                 proxy::open_audit(c.common, options.session_id),
-                                                 s.setup.credentials, s.tls, std::move(attached));
+  s.ctx = std::make_shared<live::live_session>(options, s.setup.policy,
+                                               live::open_audit(c.common, options.session_id),
+                                               s.setup.credentials, s.tls, std::move(attached));
   attach_serve_metrics(*s.counters, *s.ctx, *s.tls);
 }
 
@@ -238,7 +240,7 @@ void start_gateway(const serve_config& c, serving& s) {
                       true);
   // Each replica writes its own files of a session: <log-dir>/<session>/<replica>.<n>.jsonl.
   g.open_audit = [common = c.common, replica = g.replica](const std::string& id) {
-    return proxy::open_audit(common, id, replica);
+    return live::open_audit(common, id, replica);
   };
   g.proxy_authority = c.proxy_authority.empty() ? s.url.substr(std::string_view("http://").size())
                                                 : c.proxy_authority;
@@ -276,7 +278,7 @@ void start_gateway(const serve_config& c, serving& s) {
           auto gw = weak.lock();
           return gw ? gw->pending() : nlohmann::ordered_json::array();
         },
-        [weak](const std::string& id, const proxy::ask_answer& answer) {
+        [weak](const std::string& id, const live::ask_answer& answer) {
           auto gw = weak.lock();
           if (!gw) throw std::invalid_argument("no request " + id + ": the gateway is stopping");
           return gw->decide(id, answer);
@@ -320,16 +322,16 @@ void open_control(const serve_config& c, serving& s) {
         if (auto answer = answer_admin_token_command(*tokens, line, who, ctx->audit_log()))
           return answer;
       // A gateway's asks are its sessions'; serve's are its own.
-      proxy::ask_decider* desk = team ? static_cast<proxy::ask_decider*>(team.get())
-                                      : static_cast<proxy::ask_decider*>(ctx->asks());
-      if (auto asked = proxy::answer_ask_command(desk, line, who)) return asked;
+      live::ask_decider* desk = team ? static_cast<live::ask_decider*>(team.get())
+                                     : static_cast<live::ask_decider*>(ctx->asks());
+      if (auto asked = live::answer_ask_command(desk, line, who)) return asked;
       return team ? team->command(line) : std::nullopt;
     };
     s.control = std::make_unique<session::control_socket>(
         s.dir->control_socket(),
         [&s, gateway_mode = c.gateway] {
           auto status =
-              proxy::session_status(*s.ctx, gateway_mode ? "gateway" : "serve", ::getpid());
+              live::session_status(*s.ctx, gateway_mode ? "gateway" : "serve", ::getpid());
           if (s.team) {
             status["sessions_served"] = s.team->sessions_served();
             status["session_requests"] = s.team->requests();
@@ -345,14 +347,14 @@ void open_control(const serve_config& c, serving& s) {
 }
 
 // SIGHUP: the policy files read again; a broken file never replaces a working policy.
-void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& files,
+void reload_policy(live::live_session& ctx, const std::vector<std::string>& files,
                    const std::string& loaded_credentials, gateway* team) {
   try {
-    auto layers = proxy::load_layers(files);
+    auto layers = live::load_layers(files);
     // approved.json as it is now (a gateway reads none); what the session approved is carried
     // onto the new policy by its desk.
     std::filesystem::path approved_file;
-    proxy::prepare_asking(layers, false, team ? nullptr : &approved_file);
+    live::prepare_asking(layers, false, team ? nullptr : &approved_file);
     auto fresh = std::make_shared<config::policy_set>(std::move(layers));
     // The real values were read at start and their sources wiped; a binding that changed could
     // not be honoured half-way, so it takes a restart.
@@ -364,7 +366,7 @@ void reload_policy(proxy::proxy_context& ctx, const std::vector<std::string>& fi
     for (const auto& layer : fresh->layers()) digests += " " + layer.source + "=" + layer.sha256;
     ctx.audit_log().write(session::policy_reload_record(session::policy_sources(*fresh)));
     if (team) team->replace_team_policy(fresh);
-    proxy::reload_policy(ctx, std::move(fresh));
+    live::reload_policy(ctx, std::move(fresh));
     session::log(spdlog::level::info, session::log_tag(ctx.session_id()), "policy reloaded:{}",
                  digests);
   } catch (const std::exception& e) {
@@ -429,7 +431,7 @@ void serve(const serve_config& c) {
     auto gate = std::make_shared<admin_gate>(
         s.tokens, std::make_shared<admin_logins>(s.shared_state, s.tokens), ctx.audit_log());
     add_admin_api(*s.admin, s.team, gate);
-    add_console(*s.admin, s.team, gate, proxy::log_dir_or_default(c.common.log_dir));
+    add_console(*s.admin, s.team, gate, live::log_dir_or_default(c.common.log_dir));
   }
   if (!c.env_file.empty()) write_env_file(c, s);
   open_control(c, s);
@@ -442,7 +444,7 @@ void serve(const serve_config& c) {
   backstop.emplace(stop_limit, ctx.session_id());
   s.admin.reset();  // nothing is written to the logs after their ends
   if (s.team) s.team->end_sessions();
-  ctx.audit_log().end(session::end_record(proxy::session_end_of(ctx, std::nullopt)));
+  ctx.audit_log().end(session::end_record(live::session_end_of(ctx, std::nullopt)));
   session::log(spdlog::level::info, session::log_tag(ctx.session_id()),
                "stopped after {} request(s), {} denied", ctx.requests(), ctx.denied());
 }

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "proxy/session_setup.hpp"
+#include "live/common_options.hpp"
 
 namespace broker::gateway {
 
 struct serve_config {
-  proxy::common_options common;
+  live::common_options common;
   std::string host;  // the listening address (an IP) and port (0: any free port)
   std::uint16_t port = 0;
   std::string session;

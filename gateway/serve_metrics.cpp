@@ -5,11 +5,11 @@
 #include <limits>
 #include <utility>
 
-#include "proxy/tls.hpp"
+#include "certs/tls_contexts.hpp"
 
 namespace broker::gateway {
 
-void attach_serve_metrics(metrics& m, proxy::proxy_context& ctx, proxy::tls_contexts& tls) {
+void attach_serve_metrics(metrics& m, live::live_session& ctx, certs::tls_contexts& tls) {
   m.add_gauge("broker_open_connections", "Client connections open now",
               [&ctx] { return static_cast<double>(ctx.active_connections.load()); });
   m.add_gauge("broker_leaf_cache_entries", "Leaf certificates held for intercepted hosts",

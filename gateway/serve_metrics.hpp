@@ -6,13 +6,13 @@
 #include <memory>
 
 #include "gateway/metrics.hpp"
-#include "gateway/redis_stats.hpp"
-#include "proxy/proxy_context.hpp"
+#include "gateway/redis/redis_stats.hpp"
+#include "live/live_session.hpp"
 
 namespace broker::gateway {
 
 // Open connections, leaf cache entries and mints. `ctx` and `tls` must outlive `m`'s scrapes.
-void attach_serve_metrics(metrics& m, proxy::proxy_context& ctx, proxy::tls_contexts& tls);
+void attach_serve_metrics(metrics& m, live::live_session& ctx, certs::tls_contexts& tls);
 
 // Redis as the requests see it (path="request": admissions, session lookups) and as the
 // replica's own thread does (path="background": revocation polls, shared usage, audit records).

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <stdexcept>
 
-#include "proxy/target.hpp"
+#include "config/request_target.hpp"
 #include "session/log.hpp"
 
 namespace broker::gateway {
@@ -51,7 +51,7 @@ syslog_sink::syslog_sink(const std::string& spec, std::string replica)
   config::destination dest{"127.0.0.1", std::nullopt, 514};
   if (spec != "syslog") {
     const auto where = spec.rfind("syslog:", 0) == 0
-                           ? proxy::parse_authority(std::string_view(spec).substr(7))
+                           ? config::parse_authority(std::string_view(spec).substr(7))
                            : std::nullopt;
     if (!where)
       throw std::invalid_argument("--audit-sink " + spec +
@@ -60,7 +60,7 @@ syslog_sink::syslog_sink(const std::string& spec, std::string replica)
   }
   host_ = dest.host;
   port_ = dest.port;
-  endpoint_ = proxy::to_string(dest);
+  endpoint_ = config::to_string(dest);
   thread_ = std::thread([this] { run(); });
 }
 

@@ -17,31 +17,31 @@ std::optional<search_stop> stop_of(const brokers::coded_body_scan::outcome& o) {
     case verdict::match:
       return o.pattern;
     case verdict::too_large:
-      return refusal::body_too_large("the request body is coded, and " + o.why);
+      return live::refusal::body_too_large("the request body is coded, and " + o.why);
     case verdict::corrupt:
       // A coding the broker reads, with bytes that are not that coding: malformed, like a
       // broken chunked frame.
-      return refusal::bad_request("malformed request body: " + o.why);
+      return live::refusal::bad_request("malformed request body: " + o.why);
     case verdict::withholding:
-      return refusal::unsupported_encoding("the request body is coded, and " + o.why);
+      return live::refusal::unsupported_encoding("the request body is coded, and " + o.why);
   }
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<refusal> read_body_codings(const http::message_head& head,
-                                         const std::optional<brokers::whole_body_need>& whole,
-                                         std::vector<http::content_coding>& applied) {
+std::optional<live::refusal> read_body_codings(const http::message_head& head,
+                                               const std::optional<brokers::whole_body_need>& whole,
+                                               std::vector<http::content_coding>& applied) {
   auto parsed = http::parse_content_codings(head.list("content-encoding"));
   if (!parsed.unsupported.empty())
-    return refusal::unsupported_encoding(
+    return live::refusal::unsupported_encoding(
         "the request body's Content-Encoding (" + parsed.unsupported +
         ") is not one the broker can search through (gzip, deflate, br, zstd, up to " +
         std::to_string(http::max_codings) + " in a row); send it uncoded");
   applied = std::move(parsed.applied);
   if (!applied.empty() && whole && whole->reads_content)
-    return refusal::unsupported_encoding(
+    return live::refusal::unsupported_encoding(
         "the broker reads this request's body (" + std::string(whole->why) +
         ") and does not undo a Content-Encoding for that; send it uncoded");
   return std::nullopt;
@@ -68,7 +68,7 @@ std::optional<search_stop> body_search::feed(std::string_view piece, bool last, 
 
 void throw_stop(search_stop stop) {
   if (auto* pattern = std::get_if<std::size_t>(&stop)) throw value_in_body(*pattern);
-  throw body_unreadable(std::get<refusal>(std::move(stop)));
+  throw body_unreadable(std::get<live::refusal>(std::move(stop)));
 }
 
 std::size_t body_search::held() const {

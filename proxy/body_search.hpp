@@ -14,7 +14,7 @@
 #include "brokers/request_broker.hpp"
 #include "http/content_coding.hpp"
 #include "http/message.hpp"
-#include "proxy/refusal.hpp"
+#include "live/refusal.hpp"
 
 namespace broker::proxy {
 
@@ -22,13 +22,13 @@ namespace broker::proxy {
 // searched, i.e. the session brokers credentials): `applied` set to the codings to search
 // through, or the refusal when the body cannot be searched: a coding the broker cannot read,
 // or a body a credential family reads whole for what it says (`whole`).
-std::optional<refusal> read_body_codings(const http::message_head& head,
-                                         const std::optional<brokers::whole_body_need>& whole,
-                                         std::vector<http::content_coding>& applied);
+std::optional<live::refusal> read_body_codings(const http::message_head& head,
+                                               const std::optional<brokers::whole_body_need>& whole,
+                                               std::vector<http::content_coding>& applied);
 
 // Why a body's search stops it: a value that must not leave (the index of the body pattern it
 // matched), or the refusal for a coded body that cannot be searched through.
-using search_stop = std::variant<std::size_t, refusal>;
+using search_stop = std::variant<std::size_t, live::refusal>;
 
 class body_search {
  public:

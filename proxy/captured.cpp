@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "capture/synthetic_addresses.hpp"
 #include "proxy/client_connection.hpp"
 
 namespace broker::proxy {
@@ -64,7 +65,7 @@ asio::awaitable<void> client_connection::handle_captured() {
   entry.host = address.empty() ? "unknown" : address;
   entry.port = dialed_ ? dialed_->port() : 0;
   entry.event = "refused";
-  std::optional<refusal> why = refusal::policy_denied("default_deny", entry.host);
+  std::optional<live::refusal> why = live::refusal::policy_denied("default_deny", entry.host);
   entry.rule = why->rule;
   if (!ex.finish(why->status, false, why->code)) co_return;
   config::destination unknown{entry.host, config::ip_address::parse(entry.host), entry.port};

@@ -3,13 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include "base/race.hpp"
-#include "proxy/ask_desk.hpp"
-#include "proxy/attribution.hpp"
+#include "capture/attribution.hpp"
+#include "config/request_target.hpp"
+#include "live/ask_desk.hpp"
+#include "live/session_resolver.hpp"
 #include "proxy/captured.hpp"
 #include "proxy/idle_read.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/session_resolver.hpp"
-#include "proxy/target.hpp"
 #include "proxy/tunnel.hpp"
 #include "proxy/upstream_dialer.hpp"
 #include "session/log.hpp"
@@ -18,19 +18,19 @@ namespace broker::proxy {
 
 namespace {
 
-const char* name_of(waiting_for p) {
+const char* name_of(live::waiting_for p) {
   switch (p) {
-    case waiting_for::client_head:
+    case live::waiting_for::client_head:
       return "request head";
-    case waiting_for::client_idle:
+    case live::waiting_for::client_idle:
       return "next request";
-    case waiting_for::request_body:
+    case live::waiting_for::request_body:
       return "request body";
-    case waiting_for::upstream:
+    case live::waiting_for::upstream:
       return "upstream";
-    case waiting_for::tunnel:
+    case live::waiting_for::tunnel:
       return "tunnel traffic";
-    case waiting_for::approval:
+    case live::waiting_for::approval:
       return "a person's approval";
   }
   return "?";
@@ -38,7 +38,7 @@ const char* name_of(waiting_for p) {
 
 }  // namespace
 
-client_connection::client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx,
+client_connection::client_connection(tcp::socket socket, std::shared_ptr<live::live_session> ctx,
                                      upstream_pool& pool, bool captured)
     : client_(std::move(socket)),
       ctx_(ctx),
@@ -56,7 +56,7 @@ void client_connection::drain(bool now) {
   draining_ = true;
   cut_short_ = cut_short_ || now;
   const auto p = deadline_.waiting();
-  if (now || p == waiting_for::client_idle || p == waiting_for::client_head)
+  if (now || p == live::waiting_for::client_idle || p == live::waiting_for::client_head)
     deadline_.arm(std::chrono::steady_clock::duration::zero(), p);
 }
 
@@ -70,9 +70,9 @@ void client_connection::attribute() {
   // A captured client's socket is connected to the address it dialed, not to this listener.
   const auto local = dialed_ ? *dialed_ : client_.socket().local_endpoint(e2);
   if (e1 || e2) return;
-  if (auto found = find_socket_holders(peer.address().to_string(), peer.port(),
-                                       local.address().to_string(), local.port(),
-                                       ctx_->client_netns_pid(), {root}, ctx_->client_sock_diag()))
+  if (auto found = capture::find_socket_holders(
+          peer.address().to_string(), peer.port(), local.address().to_string(), local.port(),
+          ctx_->client_netns_pid(), {root}, ctx_->client_sock_diag()))
     holders_ = std::make_shared<const config::client_identity>(
         config::client_identity{std::move(found->holders), found->complete, ctx_->client_writes()});
 }
@@ -85,20 +85,20 @@ asio::awaitable<void> client_connection::run() {
   try {
     if (co_await base::race(serve(), deadline_.watch()) == 1) {
       const auto p = deadline_.waiting();
-      if (p != waiting_for::client_idle)
+      if (p != live::waiting_for::client_idle)
         session::log(spdlog::level::debug, tag_, "deadline passed waiting for {}", name_of(p));
       if (cut_short_) {
         if (exchange_ && exchange_->active())
           exchange_->finish(exchange_->entry().status, true, "shutdown");
       } else if (exchange_ && exchange_->active() && !exchange_->response_started() &&
-                 p == waiting_for::upstream) {
+                 p == live::waiting_for::upstream) {
         exchange_->drop_upstream();
-        const auto r = refusal::upstream_timeout(exchange_->entry().host);
+        const auto r = live::refusal::upstream_timeout(exchange_->entry().host);
         exchange_->finish(r.status, true, r.code);
-        const auto text =
-            render_refusal(r, ctx_->scrub(exchange_->entry().host), ctx_->session_id(), false);
+        const auto text = live::render_refusal(r, ctx_->scrub(exchange_->entry().host),
+                                               ctx_->session_id(), false);
         // The client gets a bounded time to take the answer.
-        deadline_.arm(timeouts().body, waiting_for::request_body);
+        deadline_.arm(timeouts().body, live::waiting_for::request_body);
         co_await base::race(write_all(client_, text), deadline_.watch());
       } else if (exchange_ && exchange_->active()) {
         exchange_->finish(exchange_->entry().status, true, "timeout");
@@ -115,7 +115,7 @@ asio::awaitable<void> client_connection::run() {
   if (client_.is_tls() && failure.empty()) {
     // close_notify, so a client reading until close sees a clean end (RFC 8446 §6.1); bounded,
     // as the client need not answer.
-    deadline_.arm(std::chrono::seconds(1), waiting_for::client_idle);
+    deadline_.arm(std::chrono::seconds(1), live::waiting_for::client_idle);
     co_await base::race(client_.shutdown(), deadline_.watch());
   }
   client_.close();
@@ -161,13 +161,13 @@ asio::awaitable<void> client_connection::serve() {
 asio::awaitable<client_connection::head_result> client_connection::read_request_head(
     http::parser& parser, bool first) {
   if (first)
-    deadline_.arm(timeouts().head, waiting_for::client_head);
+    deadline_.arm(timeouts().head, live::waiting_for::client_head);
   else
-    deadline_.arm(timeouts().idle, waiting_for::client_idle);
+    deadline_.arm(timeouts().idle, live::waiting_for::client_idle);
   bool started = false;
   for (;;) {
     if (!in_.empty()) {
-      if (!started && !first) deadline_.arm(timeouts().head, waiting_for::client_head);
+      if (!started && !first) deadline_.arm(timeouts().head, live::waiting_for::client_head);
       started = true;
       const auto r = parser.feed(in_.view());
       in_.consume(r.consumed);
@@ -175,9 +175,10 @@ asio::awaitable<client_connection::head_result> client_connection::read_request_
           r.status == http::parse_status::message_complete)
         co_return head_result::ok;
       if (r.status == http::parse_status::error) {
-        const auto why = parser.error() == http::parse_error::header_too_large
-                             ? refusal::header_too_large()
-                             : refusal::bad_request("malformed request: " + parser.error_reason());
+        const auto why =
+            parser.error() == http::parse_error::header_too_large
+                ? live::refusal::header_too_large()
+                : live::refusal::bad_request("malformed request: " + parser.error_reason());
         auto& ex = begin_exchange(parser.head().method);
         if (intercept_) {
           // Inside an intercepted CONNECT (or a captured connection): whose bytes they were.
@@ -199,10 +200,10 @@ asio::awaitable<void> client_connection::handle_connect(const http::message_head
   auto& ex = begin_exchange("CONNECT");
   auto& entry = ex.entry();
   entry.event = "tunnel";
-  auto where = parse_authority(head.target);
+  auto where = config::parse_authority(head.target);
   if (!where) {
     entry.host = head.target;
-    co_await ex.refuse(refusal::bad_request("CONNECT needs a host:port target"), false);
+    co_await ex.refuse(live::refusal::bad_request("CONNECT needs a host:port target"), false);
     co_return;
   }
   co_await open_target(ex, where->dest);
@@ -228,11 +229,11 @@ asio::awaitable<client_connection::binding> client_connection::bind_session(
   auto& entry = ex.entry();
   if (connect) {
     entry.event = "tunnel";
-    if (auto where = parse_authority(head.target)) {
+    if (auto where = config::parse_authority(head.target)) {
       entry.host = where->dest.host;
       entry.port = where->dest.port;
     }
-  } else if (auto uri = parse_absolute_uri(head.target)) {
+  } else if (auto uri = config::parse_absolute_uri(head.target)) {
     entry.scheme = uri->scheme;
     entry.host = uri->where.dest.host;
     entry.port = uri->where.dest.port;
@@ -241,8 +242,9 @@ asio::awaitable<client_connection::binding> client_connection::bind_session(
   // A request's unread body would be taken for the next head, so only a bodiless one keeps the
   // connection (the client may answer the 407 with credentials on it).
   const bool keep = !connect && request.keep_alive() && !head.has_body && !draining_;
-  const refusal why =
-      found.refused ? *found.refused : refusal::proxy_auth_required("no session for this request");
+  const live::refusal why = found.refused
+                                ? *found.refused
+                                : live::refusal::proxy_auth_required("no session for this request");
   co_await ex.refuse(why, keep);
   co_return keep ? binding::refused_keep : binding::refused_close;
 }
@@ -259,7 +261,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     // request there asks the log again (and meets the policy once it can be written), so a
     // connection outlives a full disk; only a tunnel's CONNECT is refused itself.
     if (verdict.allowed && verdict.tunnel) {
-      co_await ex.refuse(refusal::audit_unavailable(), false);
+      co_await ex.refuse(live::refusal::audit_unavailable(), false);
       co_return;
     }
     ex.dismiss();
@@ -269,7 +271,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   }
   entry.rule = verdict.rule;
   entry.would_deny = verdict.would_deny;
-  std::optional<refusal> why;
+  std::optional<live::refusal> why;
   if (!verdict.allowed && verdict.askable && (ctx_->learns() || ctx_->asks())) {
     if (!verdict.askable_tunnel) {
       // Learned or asked about (DESIGN §13) request by request, with its method and path, once
@@ -284,7 +286,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   if (!verdict.allowed) {
     // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
     // audited as refused and nothing is dialed.
-    if (!why) why = refusal::policy_denied(verdict.rule, entry.host);
+    if (!why) why = live::refusal::policy_denied(verdict.rule, entry.host);
     entry.event = "refused";
     if (!ex.finish(why->status, false, why->code)) co_return;
     // A client gone after the 200 (or whose TLS handshake failed) ends the connection now.
@@ -294,7 +296,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   if (!verdict.tunnel) {
     // Interception is the default (DESIGN §1): the exchanges inside are audited one by one.
     ex.dismiss();
-    std::optional<refusal> none;
+    std::optional<live::refusal> none;
     if (!co_await start_interception(dest, std::move(none), verdict.http2)) draining_ = true;
     co_return;
   }
@@ -318,19 +320,19 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   co_await relay_to(ex, *dialed.socket);
 }
 
-asio::awaitable<std::optional<refusal>> client_connection::settle_askable_tunnel(
-    audit_entry& entry, const config::destination& dest, config::verdict& verdict) {
+asio::awaitable<std::optional<live::refusal>> client_connection::settle_askable_tunnel(
+    session::audit_entry& entry, const config::destination& dest, config::verdict& verdict) {
   if (ctx_->learns()) {
     entry.learned = true;  // wrap --learn: through, and recorded as learned
     verdict.allowed = verdict.tunnel = true;
     co_return std::nullopt;
   }
-  deadline_.arm(timeouts().ask + std::chrono::seconds(5), waiting_for::approval);
+  deadline_.arm(timeouts().ask + std::chrono::seconds(5), live::waiting_for::approval);
   const auto outcome = co_await ctx_->asks()->hold(entry, dest, /*tunnel=*/true);
-  if (outcome.what == ask_outcome::kind::full) co_return std::nullopt;  // refused as before
-  if (outcome.what != ask_outcome::kind::approved)
-    co_return refusal::approval_denied(verdict.rule, entry.host,
-                                       outcome.what == ask_outcome::kind::timed_out);
+  if (outcome.what == live::ask_outcome::kind::full) co_return std::nullopt;  // refused as before
+  if (outcome.what != live::ask_outcome::kind::approved)
+    co_return live::refusal::approval_denied(verdict.rule, entry.host,
+                                             outcome.what == live::ask_outcome::kind::timed_out);
   // Approved (for --once, this connection alone): a tunnel, as the other layers have it.
   entry.rule = outcome.rule;
   verdict.allowed = verdict.tunnel = true;

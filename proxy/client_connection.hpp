@@ -14,14 +14,14 @@
 #include "base/asio.hpp"
 #include "base/deadline.hpp"
 #include "http/parser.hpp"
+#include "live/live_session.hpp"
+#include "live/refusal.hpp"
+#include "live/timeouts.hpp"
 #include "proxy/h1_client_side.hpp"
 #include "proxy/h2_connection.hpp"
 #include "proxy/http_exchange.hpp"
-#include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
-#include "proxy/refusal.hpp"
 #include "proxy/stream.hpp"
-#include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "session/log.hpp"
 
@@ -31,8 +31,8 @@ class client_connection {
  public:
   // `pool` belongs to the thread whose io_context owns `socket`. `captured`: accepted on the
   // transparent-capture listener, where the address the client dialed is the target.
-  client_connection(tcp::socket socket, std::shared_ptr<proxy_context> ctx, upstream_pool& pool,
-                    bool captured = false);
+  client_connection(tcp::socket socket, std::shared_ptr<live::live_session> ctx,
+                    upstream_pool& pool, bool captured = false);
 
   // Serves the connection to its end. Never throws for client or upstream behaviour.
   asio::awaitable<void> run();
@@ -47,9 +47,9 @@ class client_connection {
   // After an intercepted CONNECT: every request on this connection goes to `dest`.
   struct interception {
     config::destination dest;
-    std::string scheme;              // "https" after a TLS handshake, "http" for plain bytes
-    std::optional<refusal> refused;  // decided at CONNECT time, answered to every request
-    bool h2 = false;                 // the client chose HTTP/2 (ALPN): h2_connection serves it
+    std::string scheme;                    // "https" after a TLS handshake, "http" for plain bytes
+    std::optional<live::refusal> refused;  // decided at CONNECT time, answered to every request
+    bool h2 = false;  // the client chose HTTP/2 (ALPN): h2_connection serves it
   };
   enum class head_result { ok, closed, refused };
   enum class binding { bound, refused_keep, refused_close };
@@ -69,9 +69,8 @@ class client_connection {
   // A refused CONNECT to a host the other layers tunnel that a person may approve (DESIGN §13):
   // learned (wrap --learn), or held while the session asks. Sets `verdict` allowed (a tunnel)
   // when it goes; returns the refusal when it does not (approval_denied).
-  asio::awaitable<std::optional<refusal>> settle_askable_tunnel(audit_entry& entry,
-                                                                const config::destination& dest,
-                                                                config::verdict& verdict);
+  asio::awaitable<std::optional<live::refusal>> settle_askable_tunnel(
+      session::audit_entry& entry, const config::destination& dest, config::verdict& verdict);
   // A captured connection: its target is the address it dialed (the name a synthetic address
   // was given to, or a literal IP); no CONNECT line to read and no 200 to send.
   asio::awaitable<void> handle_captured();
@@ -87,24 +86,24 @@ class client_connection {
   // connection cannot go on (the client left, its TLS handshake failed).
   // `http2`: the client may choose h2 (ALPN); a rule's "http2": false keeps it on HTTP/1.1.
   asio::awaitable<bool> start_interception(const config::destination& dest,
-                                           std::optional<refusal> refused, bool http2 = true);
+                                           std::optional<live::refusal> refused, bool http2 = true);
   asio::awaitable<next_step> handle_intercepted(http::parser& request);
   // An intercepted connection whose client chose HTTP/2: served to its end by an h2_connection.
   asio::awaitable<void> serve_h2();
   asio::awaitable<next_step> handle_forward(http::parser& request);
   // The exchange for the request (or CONNECT) whose head was just read; the one before it ends.
   http_exchange& begin_exchange(std::string method);
-  const proxy::timeouts& timeouts() const { return ctx_->options().timeouts; }
+  const live::timeouts& timeouts() const { return ctx_->options().timeouts; }
 
   stream client_;
-  std::shared_ptr<proxy_context> ctx_;
+  std::shared_ptr<live::live_session> ctx_;
   // The context the listener gave: ctx_ too, except on a gateway, where ctx_ is the session.
-  const std::shared_ptr<proxy_context> listener_ctx_;
+  const std::shared_ptr<live::live_session> listener_ctx_;
   const std::uint64_t connection_id_;
   upstream_pool& pool_;
   session::log_tag tag_;
   read_buffer in_;
-  connection_deadline deadline_;
+  live::connection_deadline deadline_;
   bool draining_ = false;
   // What an exchange reads its request body from and answers through.
   h1_client_side h1_{client_, in_, deadline_, ctx_, draining_};

@@ -17,11 +17,14 @@ struct message_head;
 struct header_field;
 }  // namespace broker::http
 
+namespace broker::live {
+struct refusal;
+}  // namespace broker::live
+
 namespace broker::proxy {
 
 class read_buffer;
 class stream;
-struct refusal;
 
 // What the client's connection does once an exchange is over.
 enum class next_step {
@@ -73,7 +76,7 @@ class client_side {
   virtual asio::awaitable<void> flush() = 0;
 
   // A refusal (DESIGN §6) as the whole response.
-  virtual asio::awaitable<void> send_refusal(const refusal& r, std::string_view host,
+  virtual asio::awaitable<void> send_refusal(const live::refusal& r, std::string_view host,
                                              std::string_view session, bool keep_alive) = 0;
 
   // The connection, taken over for a WebSocket the upstream agreed to with `head` (a 101): the

@@ -30,7 +30,7 @@ asio::awaitable<next_step> http_exchange::exchange_with_upstream(
     const brokers::request_context& where) {
   const bool client_keep_alive = io_.client.keep_alive();
   upstream_->bind(io_.timer, timeouts().upstream, entry_);
-  io_.timer.arm(timeouts().upstream, waiting_for::upstream);
+  io_.timer.arm(timeouts().upstream, live::waiting_for::upstream);
   if (auto ec =
           co_await upstream_->send_head(request, target, to.dest, to.scheme == "https", websocket_))
     co_return co_await refuse_unsent(ec);
@@ -46,7 +46,7 @@ asio::awaitable<next_step> http_exchange::exchange_with_upstream(
 
 asio::awaitable<next_step> http_exchange::refuse_unsent(const error_code& ec) {
   upstream_.reset();
-  co_return co_await refuse(refusal::upstream_unreachable(entry_.host, ec.message()), false);
+  co_return co_await refuse(live::refusal::upstream_unreachable(entry_.host, ec.message()), false);
 }
 
 asio::awaitable<bool> http_exchange::send_whole_body() {
@@ -72,7 +72,7 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
     search.emplace(*scan, body_codings_);
   }
   bool body_done = false;
-  std::optional<refusal> refused;
+  std::optional<live::refusal> refused;
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
@@ -93,7 +93,7 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
     if (response_started_) throw upstream_error("request body refused mid-response");
     const auto decision = checks.decision(e.pattern);
     entry_.credential = decision.credential;
-    refused = refusal::of(decision, entry_.host, where.plaintext);
+    refused = live::refusal::of(decision, entry_.host, where.plaintext);
   } catch (const client_gone&) {
     // The upstream has the head and what body came: allowed, cut short, and no one to answer.
     upstream_.reset();
@@ -101,7 +101,7 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
   } catch (const body_error& e) {
     upstream_.reset();
     if (response_started_) throw;
-    refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
+    refused = live::refusal::bad_request(std::string("malformed request body: ") + e.what());
   } catch (const body_unreadable& e) {
     // A coded body the broker could not search through: its unsearched bytes never went up.
     upstream_.reset();
@@ -112,7 +112,7 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
     // it went up, and the upstream's request never ends.
     upstream_.reset();
     if (response_started_) throw upstream_error("request body refused mid-response");
-    refused = refusal::of(e.decision(), entry_.host, where.plaintext);
+    refused = live::refusal::of(e.decision(), entry_.host, where.plaintext);
   }
   co_return co_await refuse(*refused, false);
 }
@@ -146,7 +146,7 @@ asio::awaitable<void> http_exchange::pump_request_body(body_search* search, bool
     if (piece.last) break;
   }
   done = true;
-  io_.timer.arm(timeouts().upstream, waiting_for::upstream);
+  io_.timer.arm(timeouts().upstream, live::waiting_for::upstream);
   co_await base::hold_until_cancelled();
 }
 

@@ -2,7 +2,7 @@
 #include "proxy/h1_client_side.hpp"
 
 #include "base/deadline.hpp"
-#include "proxy/refusal.hpp"
+#include "live/refusal.hpp"
 #include "proxy/relay_errors.hpp"
 
 namespace broker::proxy {
@@ -34,7 +34,7 @@ asio::awaitable<client_side::body_piece> h1_client_side::read_body(bool decode) 
         co_return body_piece{decoded_, in_.view().substr(0, r.consumed), last};
       }
     }
-    timer_.arm(ctx_->options().timeouts.body, waiting_for::request_body);
+    timer_.arm(ctx_->options().timeouts.body, live::waiting_for::request_body);
     auto [ec, n] = co_await client_.read_some(in_.space());
     if (ec) throw client_gone("client closed the connection mid-body");
     in_.commit(n);
@@ -78,9 +78,9 @@ asio::awaitable<void> h1_client_side::flush() {
   wire_.clear();
 }
 
-asio::awaitable<void> h1_client_side::send_refusal(const refusal& r, std::string_view host,
+asio::awaitable<void> h1_client_side::send_refusal(const live::refusal& r, std::string_view host,
                                                    std::string_view session, bool keep_alive) {
-  co_await write_all(client_, render_refusal(r, host, session, keep_alive));
+  co_await write_all(client_, live::render_refusal(r, host, session, keep_alive));
 }
 
 asio::awaitable<std::optional<client_side::raw_connection>> h1_client_side::accept_websocket(

@@ -8,11 +8,11 @@
 #include <string>
 
 #include "http/parser.hpp"
+#include "live/live_session.hpp"
+#include "live/timeouts.hpp"
 #include "proxy/client_side.hpp"
-#include "proxy/proxy_context.hpp"
 #include "proxy/read_buffer.hpp"
 #include "proxy/stream.hpp"
-#include "proxy/timeouts.hpp"
 
 namespace broker::proxy {
 
@@ -20,8 +20,8 @@ class h1_client_side final : public client_side {
  public:
   // All of it belongs to the connection and outlives this side (`ctx` is the connection's, which
   // a gateway rebinds per request). `draining`: the connection ends after the current exchange.
-  h1_client_side(stream& client, read_buffer& in, connection_deadline& timer,
-                 const std::shared_ptr<proxy_context>& ctx, const bool& draining)
+  h1_client_side(stream& client, read_buffer& in, live::connection_deadline& timer,
+                 const std::shared_ptr<live::live_session>& ctx, const bool& draining)
       : client_(client), in_(in), timer_(timer), ctx_(ctx), draining_(draining) {}
 
   // The request whose head `request` holds is the next exchange's (its body still to read).
@@ -45,7 +45,7 @@ class h1_client_side final : public client_side {
     co_await send_body({}, true);
   }
   asio::awaitable<void> flush() override;
-  asio::awaitable<void> send_refusal(const refusal& r, std::string_view host,
+  asio::awaitable<void> send_refusal(const live::refusal& r, std::string_view host,
                                      std::string_view session, bool keep_alive) override;
   asio::awaitable<std::optional<raw_connection>> accept_websocket(
       const http::message_head& head) override;
@@ -53,8 +53,8 @@ class h1_client_side final : public client_side {
  private:
   stream& client_;
   read_buffer& in_;
-  connection_deadline& timer_;
-  const std::shared_ptr<proxy_context>& ctx_;
+  live::connection_deadline& timer_;
+  const std::shared_ptr<live::live_session>& ctx_;
   const bool& draining_;
   http::parser* request_ = nullptr;
   std::size_t lent_ = 0;  // bytes of in_ the last body piece points into

@@ -3,9 +3,9 @@
 #include <array>
 
 #include "base/secret.hpp"
+#include "config/request_target.hpp"
 #include "http/message.hpp"
 #include "proxy/relay_errors.hpp"
-#include "proxy/target.hpp"
 
 namespace broker::proxy {
 

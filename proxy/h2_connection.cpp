@@ -9,10 +9,10 @@
 #include <array>
 #include <exception>
 
+#include "config/request_target.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
-#include "proxy/target.hpp"
 
 namespace broker::proxy {
 
@@ -35,7 +35,7 @@ class h2_connection::h2_stream final : public client_side {
 
   const std::int32_t id;
   http::h2_request request;
-  connection_deadline deadline;
+  live::connection_deadline deadline;
   asio::cancellation_signal cancel;
   bool gone = false;      // reset by the client, or the connection ended
   bool answered = false;  // its response was given whole (the session sends it)
@@ -59,7 +59,7 @@ class h2_connection::h2_stream final : public client_side {
 
   asio::awaitable<body_piece> read_body(bool) override {
     // Each wait for body bytes is bounded by the body deadline, as on HTTP/1.1.
-    deadline.arm(c_.s_.ctx->options().timeouts.body, waiting_for::request_body);
+    deadline.arm(c_.s_.ctx->options().timeouts.body, live::waiting_for::request_body);
     while (!gone && pending_.empty() && !body_done_) co_await wait();
     if (gone) throw client_gone("the client reset the stream mid-body");
     // The bytes handed out last are taken: the client may send as many more.
@@ -110,7 +110,7 @@ class h2_connection::h2_stream final : public client_side {
     co_return;
   }
 
-  asio::awaitable<void> send_refusal(const refusal& r, std::string_view host,
+  asio::awaitable<void> send_refusal(const live::refusal& r, std::string_view host,
                                      std::string_view session, bool) override {
     ensure_open();
     refuse_now(r, host, session);
@@ -118,7 +118,7 @@ class h2_connection::h2_stream final : public client_side {
   }
 
   // The refusal given to the session at once (no wait): also from outside the exchange.
-  void refuse_now(const refusal& r, std::string_view host, std::string_view session) {
+  void refuse_now(const live::refusal& r, std::string_view host, std::string_view session) {
     c_.respond_refused(id, request.head, r, host, session);
     answered = true;
     c_.wake_writer();
@@ -175,9 +175,9 @@ asio::awaitable<void> h2_connection::run() {
 void h2_connection::arm_idle() {
   const auto& t = s_.ctx->options().timeouts;
   if (streams_.empty())
-    s_.idle.arm(t.idle, waiting_for::client_idle);
+    s_.idle.arm(t.idle, live::waiting_for::client_idle);
   else
-    s_.idle.arm(std::chrono::hours(24), waiting_for::request_body);
+    s_.idle.arm(std::chrono::hours(24), live::waiting_for::request_body);
 }
 
 void h2_connection::drain(bool now) {
@@ -268,20 +268,20 @@ void h2_connection::on_request(std::int32_t id, http::h2_request request, bool e
 }
 
 void h2_connection::on_head_too_large(std::int32_t id) {
-  respond_refused(id, {}, refusal::header_too_large(), s_.ctx->scrub(s_.dest.host),
+  respond_refused(id, {}, live::refusal::header_too_large(), s_.ctx->scrub(s_.dest.host),
                   s_.ctx->session_id());
 }
 
 void h2_connection::respond_refused(std::int32_t id, const http::message_head& request,
-                                    const refusal& r, std::string_view host,
+                                    const live::refusal& r, std::string_view host,
                                     std::string_view session) {
-  const std::string body = refusal_body(r, host, session);
+  const std::string body = live::refusal_body(r, host, session);
   const std::string* type = request.find("content-type");
   if (type && type->starts_with("application/grpc")) {
-    session_.respond(id, grpc_refusal_head(r, body), true);
+    session_.respond(id, live::grpc_refusal_head(r, body), true);
     return;
   }
-  session_.respond(id, refusal_head(r, body.size()), false);
+  session_.respond(id, live::refusal_head(r, body.size()), false);
   session_.send_data(id, body, true);
 }
 
@@ -298,22 +298,22 @@ void h2_connection::on_reset(std::int32_t id, std::uint32_t) {
   if (auto it = streams_.find(id); it != streams_.end()) it->second->end();
 }
 
-std::optional<refusal> h2_connection::check_target(const http::h2_request& request) const {
+std::optional<live::refusal> h2_connection::check_target(const http::h2_request& request) const {
   if (s_.refused) return s_.refused;
   const auto& head = request.head;
   if (head.method == "CONNECT")
-    return refusal::bad_request("CONNECT inside an intercepted HTTP/2 connection");
+    return live::refusal::bad_request("CONNECT inside an intercepted HTTP/2 connection");
   if (request.scheme != "https")
-    return refusal::host_mismatch("the request's :scheme is not https");
+    return live::refusal::host_mismatch("the request's :scheme is not https");
   const std::string* host = head.find("host");
-  authority where{s_.dest, true};
-  if (!host || !host_header_matches(*host, where, 443))
-    return refusal::host_mismatch(host ? "the request's authority is not the CONNECT host"
-                                       : "the request has no :authority");
+  config::authority where{s_.dest, true};
+  if (!host || !config::host_header_matches(*host, where, 443))
+    return live::refusal::host_mismatch(host ? "the request's authority is not the CONNECT host"
+                                             : "the request has no :authority");
   if (!request.authority.empty() && request.authority != *host)
-    return refusal::host_mismatch("the request's :authority and Host disagree");
+    return live::refusal::host_mismatch("the request's :authority and Host disagree");
   if (head.target.empty() || (head.target.front() != '/' && head.target != "*"))
-    return refusal::bad_request("the request's :path is not a path");
+    return live::refusal::bad_request("the request's :path is not a path");
   return std::nullopt;
 }
 
@@ -334,7 +334,7 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
     if (auto refused = check_target(st->request)) {
       co_await ex.refuse(*refused, true);
     } else {
-      st->deadline.arm(timeouts.body, waiting_for::request_body);
+      st->deadline.arm(timeouts.body, live::waiting_for::request_body);
       // The deadline cancels the exchange (through the stream's cancellation slot, as a reset by
       // the client does) rather than racing it: a race is two coroutines spawned per stream.
       bool expired = false;
@@ -352,9 +352,9 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       // What the deadline's cancellation threw is its timeout, handled below.
       if (failure && !expired) std::rethrow_exception(failure);
       if (expired && ex.active()) {
-        if (!ex.response_started() && st->deadline.waiting() == waiting_for::upstream) {
+        if (!ex.response_started() && st->deadline.waiting() == live::waiting_for::upstream) {
           ex.drop_upstream();
-          const auto r = refusal::upstream_timeout(entry.host);
+          const auto r = live::refusal::upstream_timeout(entry.host);
           ex.finish(r.status, true, r.code);
           if (!st->gone) st->refuse_now(r, ctx.scrub(entry.host), ctx.session_id());
         } else {

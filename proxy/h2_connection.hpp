@@ -14,10 +14,10 @@
 #include "base/asio.hpp"
 #include "config/policy_set.hpp"
 #include "http/h2_server_session.hpp"
-#include "proxy/proxy_context.hpp"
-#include "proxy/refusal.hpp"
+#include "live/live_session.hpp"
+#include "live/refusal.hpp"
+#include "live/timeouts.hpp"
 #include "proxy/stream.hpp"
-#include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "session/log.hpp"
 
@@ -28,12 +28,12 @@ class h2_connection final : private http::h2_server_session::handler {
   struct setup {
     stream& client;  // TLS, handshake done, h2 chosen
     // The connection's watchdog: armed for idleness while no stream is open.
-    connection_deadline& idle;
-    std::shared_ptr<proxy_context> ctx;
+    live::connection_deadline& idle;
+    std::shared_ptr<live::live_session> ctx;
     upstream_pool& pool;
     const session::log_tag& tag;
-    config::destination dest;        // the CONNECT (or captured) target
-    std::optional<refusal> refused;  // decided before the handshake: every stream gets it
+    config::destination dest;              // the CONNECT (or captured) target
+    std::optional<live::refusal> refused;  // decided before the handshake: every stream gets it
     bool captured = false;
     std::shared_ptr<const config::client_identity> holders;  // who holds the socket; null: unknown
   };
@@ -64,13 +64,13 @@ class h2_connection final : private http::h2_server_session::handler {
   asio::awaitable<void> serve_stream(std::shared_ptr<h2_stream> st);
   // The refusal a request on this connection gets before any policy, if any (the CONNECT's
   // own, a target or authority that is not the CONNECT host, a CONNECT inside it).
-  std::optional<refusal> check_target(const http::h2_request& request) const;
+  std::optional<live::refusal> check_target(const http::h2_request& request) const;
   void wake_writer();
   // The reader stops (the session has nothing more to read).
   void stop_reading();
   // A refusal as the stream's whole response: the JSON of DESIGN §6, or for a gRPC `request` the
   // gRPC status clients show.
-  void respond_refused(std::int32_t id, const http::message_head& request, const refusal& r,
+  void respond_refused(std::int32_t id, const http::message_head& request, const live::refusal& r,
                        std::string_view host, std::string_view session);
   // The connection's deadline: idle while no stream is open, else the streams' own.
   void arm_idle();

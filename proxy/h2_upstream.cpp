@@ -7,10 +7,10 @@
 #include <array>
 #include <vector>
 
+#include "config/request_target.hpp"
+#include "live/refusal.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/refusal.hpp"
 #include "proxy/relay_errors.hpp"
-#include "proxy/target.hpp"
 
 namespace broker::proxy {
 

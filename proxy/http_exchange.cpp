@@ -6,14 +6,14 @@
 #include <algorithm>
 
 #include "brokers/scrubber.hpp"
+#include "config/request_target.hpp"
+#include "live/ask_desk.hpp"
+#include "live/shared_admission.hpp"
 #include "proxy/address_guard.hpp"
-#include "proxy/ask_desk.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/h1_upstream_side.hpp"
 #include "proxy/h2_upstream.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/shared_admission.hpp"
-#include "proxy/target.hpp"
 #include "proxy/upstream_dialer.hpp"
 #include "session/llm_usage.hpp"
 
@@ -22,19 +22,19 @@ namespace broker::proxy {
 namespace {
 
 // Upstream-side failures are answered by the broker but were allowed by policy.
-bool is_policy_refusal(const refusal& r) {
+bool is_policy_refusal(const live::refusal& r) {
   return r.status != 502 && r.status != 504;
 }
 
 // Decided before anything is dialed, so a refused credential never costs a connection: an
 // IP literal, "localhost", or a --connect-to mapping onto a loopback address.
-bool loopback_destination(const proxy_context& ctx, const config::destination& dest) {
+bool loopback_destination(const live::live_session& ctx, const config::destination& dest) {
   auto is_loopback = [](std::string_view host) {
     if (host == "localhost") return true;
     auto ip = config::ip_address::parse(host);
     return ip && classify(*ip) == address_class::loopback;
   };
-  if (auto mapped = apply_connect_to(ctx.options().connect_to, dest.host, dest.port))
+  if (auto mapped = live::apply_connect_to(ctx.options().connect_to, dest.host, dest.port))
     return is_loopback(mapped->host);
   return is_loopback(dest.host);
 }
@@ -83,17 +83,17 @@ void drop_extension_offers(http::message_head& head) {
 
 // The brokers' refusal; a dummy refused only because its credential names other programs says
 // so (DESIGN §13).
-refusal credential_refusal(const brokers::credential_set& credentials,
-                           const brokers::request_decision& d,
-                           const brokers::request_context& where) {
+live::refusal credential_refusal(const brokers::credential_set& credentials,
+                                 const brokers::request_decision& d,
+                                 const brokers::request_context& where) {
   if (d.action == brokers::request_action::credential_not_bound && !where.plaintext)
     for (std::size_t i = 0; i < credentials.size(); ++i) {
       const auto& b = credentials[i];
       if (b.name() == d.credential && !b.spec().programs.empty() && b.bound(where.host))
-        return refusal::credential_program(d.credential, where.host, d.where, b.spec().programs,
-                                           where.client);
+        return live::refusal::credential_program(d.credential, where.host, d.where,
+                                                 b.spec().programs, where.client);
     }
-  return refusal::of(d, where.host, where.plaintext);
+  return live::refusal::of(d, where.host, where.plaintext);
 }
 
 }  // namespace
@@ -112,20 +112,20 @@ http_exchange::http_exchange(connection io, std::string method,
 
 http_exchange::~http_exchange() = default;
 
-asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::policy_set& policy,
-                                                             const http::message_head& head,
-                                                             const request_target& to) {
+asio::awaitable<std::optional<live::refusal>> http_exchange::admit(const config::policy_set& policy,
+                                                                   const http::message_head& head,
+                                                                   const request_target& to) {
   const auto verdict =
       policy.check_request(to.dest, head.method, to.path_and_query, {entry_.client.get()});
   entry_.rule = verdict.rule;
   entry_.would_deny = verdict.would_deny;
   http2_allowed_ = verdict.http2;
-  if (verdict.ambiguous_path) co_return refusal::bad_request(*verdict.ambiguous_path);
+  if (verdict.ambiguous_path) co_return live::refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) {
     if (verdict.askable && io_.ctx.learns()) {
       entry_.learned = true;  // wrap --learn: through, and recorded as learned
     } else if (!verdict.askable || !io_.ctx.asks()) {
-      co_return refusal::policy_denied(verdict.rule, entry_.host);
+      co_return live::refusal::policy_denied(verdict.rule, entry_.host);
     } else if (auto refused = co_await ask_person(to.dest)) {
       co_return refused;
     }
@@ -133,33 +133,35 @@ asio::awaitable<std::optional<refusal>> http_exchange::admit(const config::polic
   co_return admit_by_session(to.dest.host);
 }
 
-asio::awaitable<std::optional<refusal>> http_exchange::ask_person(const config::destination& dest) {
+asio::awaitable<std::optional<live::refusal>> http_exchange::ask_person(
+    const config::destination& dest) {
   // The connection's watchdog outlasts the ask's own timeout, which answers first.
-  io_.timer.arm(timeouts().ask + std::chrono::seconds(5), waiting_for::approval);
+  io_.timer.arm(timeouts().ask + std::chrono::seconds(5), live::waiting_for::approval);
   const auto outcome = co_await io_.ctx.asks()->hold(entry_, dest);
-  using kind = ask_outcome::kind;
+  using kind = live::ask_outcome::kind;
   switch (outcome.what) {
     case kind::approved:
       entry_.rule = outcome.rule;
       co_return std::nullopt;
     case kind::full:
-      co_return refusal::policy_denied(entry_.rule, entry_.host);
+      co_return live::refusal::policy_denied(entry_.rule, entry_.host);
     case kind::denied:
     case kind::timed_out:
     case kind::cut_short:
       break;
   }
-  co_return refusal::approval_denied(entry_.rule, entry_.host, outcome.what == kind::timed_out);
+  co_return live::refusal::approval_denied(entry_.rule, entry_.host,
+                                           outcome.what == kind::timed_out);
 }
 
 asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
                                                   const request_target& to) {
   const auto& dest = to.dest;
   if (!io_.ctx.audit_ok())
-    co_return co_await refuse(refusal::audit_unavailable(), to.keep_after_refusal);
+    co_return co_await refuse(live::refusal::audit_unavailable(), to.keep_after_refusal);
   websocket_ = head.has_token("connection", "upgrade") && head.has_token("upgrade", "websocket");
   if (auto why = malformed_for_proxying(head, websocket_))
-    co_return co_await refuse(refusal::bad_request(*why), false);
+    co_return co_await refuse(live::refusal::bad_request(*why), false);
 
   const auto policy = io_.ctx.policy();
   if (auto refused = co_await admit(*policy, head, to))
@@ -198,7 +200,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     co_return co_await refuse(credential_refusal(credentials, completed, where),
                               to.keep_after_refusal && !body_);
   if (plan.rewriter() && !body_codings_.empty())
-    co_return co_await refuse(refusal::unsupported_encoding(
+    co_return co_await refuse(live::refusal::unsupported_encoding(
                                   "a body the broker rewrites as it streams cannot be coded too"),
                               false);
   if (const auto& answer = plan.answer())
@@ -210,7 +212,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   co_return co_await send_upstream(head, target, to, where, *policy);
 }
 
-asio::awaitable<std::optional<refusal>> http_exchange::prepare_body(
+asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     http::message_head& head, const brokers::request_context& where) {
   // A coded body is searched through its decoding, or refused before any of it is read.
   if (head.has_body && !io_.ctx.credentials().empty())
@@ -257,13 +259,13 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
   if (grpc && (!upstream_ || upstream_->carries_wire())) {
     upstream_.reset();
     co_return co_await refuse(
-        refusal::upstream_protocol_error(
+        live::refusal::upstream_protocol_error(
             entry_.host, "gRPC needs HTTP/2 to the upstream, which answered in HTTP/1.1 only"),
         to.keep_after_refusal);
   }
   if (!upstream_)
     co_return co_await refuse(
-        refusal::upstream_unreachable(entry_.host, "no HTTP/2 stream could start"),
+        live::refusal::upstream_unreachable(entry_.host, "no HTTP/2 stream could start"),
         to.keep_after_refusal);
   co_return co_await exchange_with_upstream(head, target, to, where);
 }
@@ -297,7 +299,7 @@ asio::awaitable<next_step> http_exchange::answer_locally(const std::string& cred
   co_return keep_alive ? next_step::keep_alive : next_step::close;
 }
 
-asio::awaitable<next_step> http_exchange::refuse(const refusal& r, bool keep_alive) {
+asio::awaitable<next_step> http_exchange::refuse(const live::refusal& r, bool keep_alive) {
   const bool policy_refusal = is_policy_refusal(r);
   // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
   if (policy_refusal)
@@ -307,7 +309,7 @@ asio::awaitable<next_step> http_exchange::refuse(const refusal& r, bool keep_ali
   if (r.code == "real_secret_blocked") entry_.target.clear();
   finish(r.status, !policy_refusal, r.code);
   // Hosts and messages hold client-chosen text; what the broker writes holds no real value.
-  refusal shown = r;
+  live::refusal shown = r;
   shown.message = io_.ctx.scrub(r.message);
   const std::string host = io_.ctx.scrub(entry_.host);
   session::log(spdlog::level::debug, io_.tag, "{} {} {}: {}", entry_.method, host, shown.code,
@@ -316,30 +318,30 @@ asio::awaitable<next_step> http_exchange::refuse(const refusal& r, bool keep_ali
   co_return keep_alive ? next_step::keep_alive : next_step::close;
 }
 
-asio::awaitable<std::optional<refusal>> http_exchange::admit_shared(const std::string& host) {
+asio::awaitable<std::optional<live::refusal>> http_exchange::admit_shared(const std::string& host) {
   auto* shared = io_.ctx.shared();
   if (!shared) co_return std::nullopt;
   co_return co_await shared->admit(host);
 }
 
-std::optional<refusal> http_exchange::admit_by_session(const std::string& host) {
+std::optional<live::refusal> http_exchange::admit_by_session(const std::string& host) {
   if (auto why = io_.ctx.ended_why(std::chrono::system_clock::now()))
-    return refusal::proxy_auth_required(std::move(*why));
+    return live::refusal::proxy_auth_required(std::move(*why));
   auto* budget = io_.ctx.budget();
   if (!budget) return std::nullopt;
   auto spent = budget->admit(host, std::chrono::steady_clock::now());
   if (!spent) return std::nullopt;
-  if (spent->kill) io_.ctx.end_session({session_end::cause::budget, *spent});
+  if (spent->kill) io_.ctx.end_session({live::session_end::cause::budget, *spent});
   const auto retry_ms = spent->retry_after.count();
-  return refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
-                                   retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);
+  return live::refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
+                                         retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);
 }
 
 void http_exchange::arm_for_dial() {
   // dial_upstream bounds each of its own steps; this only keeps an earlier phase's deadline
   // from cutting the dial short.
   io_.timer.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
-                waiting_for::upstream);
+                live::waiting_for::upstream);
 }
 
 double http_exchange::elapsed_ms() const {

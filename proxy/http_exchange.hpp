@@ -23,11 +23,11 @@
 #include "brokers/credential_set.hpp"
 #include "http/content_coding.hpp"
 #include "http/parser.hpp"
+#include "live/live_session.hpp"
+#include "live/refusal.hpp"
+#include "live/timeouts.hpp"
 #include "proxy/client_side.hpp"
 #include "proxy/held_bytes.hpp"
-#include "proxy/proxy_context.hpp"
-#include "proxy/refusal.hpp"
-#include "proxy/timeouts.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "proxy/upstream_side.hpp"
 #include "session/log.hpp"
@@ -43,7 +43,7 @@ enum class llm_api;
 namespace broker::proxy {
 
 class body_search;
-using search_stop = std::variant<std::size_t, refusal>;
+using search_stop = std::variant<std::size_t, live::refusal>;
 
 // Where one request goes, once its target is known.
 struct request_target {
@@ -58,8 +58,8 @@ class http_exchange {
   // What of its client connection an exchange uses; all of it outlives the exchange.
   struct connection {
     client_side& client;  // where the request comes from and the response goes
-    connection_deadline& timer;
-    proxy_context& ctx;
+    live::connection_deadline& timer;
+    live::live_session& ctx;
     upstream_pool& pool;
     const session::log_tag& tag;
   };
@@ -76,18 +76,18 @@ class http_exchange {
   // answering the client.
   asio::awaitable<next_step> forward(http::message_head& head, const request_target& to);
   // Answers with the refusal and records it; keep_alive when `keep_alive`, else close.
-  asio::awaitable<next_step> refuse(const refusal& r, bool keep_alive);
+  asio::awaitable<next_step> refuse(const live::refusal& r, bool keep_alive);
   // Writes the record once (later calls do nothing); false when the audit log failed.
   bool finish(int status, bool allowed, const std::string& error = {});
   // Whether the session takes one more request: 407 when it was revoked or has expired (a
   // gateway's), 429 budget_exhausted when its (or the host's) budget refuses.
-  std::optional<refusal> admit_by_session(const std::string& host);
+  std::optional<live::refusal> admit_by_session(const std::string& host);
   // Then what other processes share (a gateway's budgets across replicas, one round trip).
-  asio::awaitable<std::optional<refusal>> admit_shared(const std::string& host);
+  asio::awaitable<std::optional<live::refusal>> admit_shared(const std::string& host);
   // Keeps an earlier phase's deadline from cutting a dial short (dials bound their own steps).
   void arm_for_dial();
 
-  audit_entry& entry() { return entry_; }
+  session::audit_entry& entry() { return entry_; }
   bool active() const { return active_; }
   bool response_started() const { return response_started_; }
   void response_started(bool started) { response_started_ = started; }
@@ -106,16 +106,16 @@ class http_exchange {
 
   // Policy on host, port, method and path (a refusal a person may approve held while the
   // session asks), then the budget: the refusal, if any.
-  asio::awaitable<std::optional<refusal>> admit(const config::policy_set& policy,
-                                                const http::message_head& head,
-                                                const request_target& to);
+  asio::awaitable<std::optional<live::refusal>> admit(const config::policy_set& policy,
+                                                      const http::message_head& head,
+                                                      const request_target& to);
   // The request held until a person decides (DESIGN §13): nullopt when approved (the record's
   // rule then names the approval), else the refusal (403 approval_denied).
-  asio::awaitable<std::optional<refusal>> ask_person(const config::destination& dest);
+  asio::awaitable<std::optional<live::refusal>> ask_person(const config::destination& dest);
   // The body's codings checked (DESIGN §5.1) and, when the plan asks, the body read whole
   // before anything goes up: the refusal when either fails.
-  asio::awaitable<std::optional<refusal>> prepare_body(http::message_head& head,
-                                                       const brokers::request_context& where);
+  asio::awaitable<std::optional<live::refusal>> prepare_body(http::message_head& head,
+                                                             const brokers::request_context& where);
   // The request, as the brokers left it (`target` too), to an upstream from the pool or a new one.
   asio::awaitable<next_step> send_upstream(const http::message_head& head,
                                            const std::string& target, const request_target& to,
@@ -129,15 +129,15 @@ class http_exchange {
                                             bool keep_alive);
   // Reads the whole request body into body_ (scanned like a streamed one), as the plan asks
   // (at most need.limit decoded bytes). Returns the refusal when it cannot.
-  asio::awaitable<std::optional<refusal>> read_whole_body(http::message_head& head,
-                                                          const brokers::request_context& where,
-                                                          const brokers::whole_body_need& need);
+  asio::awaitable<std::optional<live::refusal>> read_whole_body(
+      http::message_head& head, const brokers::request_context& where,
+      const brokers::whole_body_need& need);
   struct body_reading;
   // Its pieces into body_, the allowance taken as it grows (whole_body.cpp).
-  asio::awaitable<std::optional<refusal>> read_body_into(body_reading& r);
+  asio::awaitable<std::optional<live::refusal>> read_body_into(body_reading& r);
   static std::string whole_body_too_large(const body_reading& r);
   // A search's stop as the refusal (a value's credential named in the record).
-  refusal stopped(const body_reading& r, const search_stop& stop);
+  live::refusal stopped(const body_reading& r, const search_stop& stop);
   // The head up, then the body (held whole, or pumped while the response comes down).
   asio::awaitable<next_step> exchange_with_upstream(const http::message_head& request,
                                                     const std::string& target,
@@ -166,7 +166,7 @@ class http_exchange {
   // The same, its result stored, to race the request body's pump (race() takes void coroutines).
   asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
   double elapsed_ms() const;
-  const proxy::timeouts& timeouts() const { return io_.ctx.options().timeouts; }
+  const live::timeouts& timeouts() const { return io_.ctx.options().timeouts; }
 
   // The exchange's response half and its WebSocket relay: types of their own that carry the
   // exchange's state (below) from the upstream's response to its record; nothing else touches it.
@@ -174,7 +174,7 @@ class http_exchange {
   friend class websocket_relay;
 
   connection io_;
-  audit_entry entry_;
+  session::audit_entry entry_;
   std::chrono::steady_clock::time_point start_;
   bool active_ = true;
   bool response_started_ = false;

@@ -5,11 +5,11 @@
 #include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 
+#include "certs/tls_contexts.hpp"
 #include "config/host_pattern.hpp"
+#include "config/request_target.hpp"
 #include "proxy/client_connection.hpp"
 #include "proxy/idle_read.hpp"
-#include "proxy/target.hpp"
-#include "proxy/tls.hpp"
 #include "session/log.hpp"
 
 namespace broker::proxy {
@@ -32,13 +32,13 @@ bool sni_matches(SSL* ssl, const config::destination& dest) {
 }  // namespace
 
 asio::awaitable<bool> client_connection::start_interception(const config::destination& dest,
-                                                            std::optional<refusal> refused,
+                                                            std::optional<live::refusal> refused,
                                                             bool http2) {
   if (!captured_) co_await write_all(client_, "HTTP/1.1 200 Connection Established\r\n\r\n");
   intercept_.emplace(interception{dest, "http", std::move(refused)});
 
   // What comes next decides between TLS and plain HTTP; it may already be buffered.
-  deadline_.arm(timeouts().head, waiting_for::client_head);
+  deadline_.arm(timeouts().head, live::waiting_for::client_head);
   if (in_.empty()) {
     auto [ec, n] = co_await read_idle(client_, in_);
     if (ec) co_return false;
@@ -50,7 +50,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   SSL* ssl = client_.native_tls();
   tls.use_leaf(ssl, dest.host);
   if (http2) tls.offer_h2(ssl);
-  deadline_.arm(timeouts().tls, waiting_for::client_head);
+  deadline_.arm(timeouts().tls, live::waiting_for::client_head);
   // The bytes already read are the start of the ClientHello.
   const std::string early(in_.view());
   in_.consume(in_.size());
@@ -65,7 +65,7 @@ asio::awaitable<bool> client_connection::start_interception(const config::destin
   intercept_->h2 = tls.chose_h2(ssl);
   if (!intercept_->refused && !sni_matches(ssl, dest))
     intercept_->refused =
-        refusal::host_mismatch("the TLS server name (SNI) is not the CONNECT host");
+        live::refusal::host_mismatch("the TLS server name (SNI) is not the CONNECT host");
   co_return true;
 }
 
@@ -97,17 +97,18 @@ asio::awaitable<next_step> client_connection::handle_intercepted(http::parser& r
   if (intercept_->refused)
     co_return co_await ex.refuse(*intercept_->refused, to.keep_after_refusal);
   if (head.method == "CONNECT")
-    co_return co_await ex.refuse(refusal::bad_request("CONNECT inside a CONNECT tunnel"), false);
+    co_return co_await ex.refuse(live::refusal::bad_request("CONNECT inside a CONNECT tunnel"),
+                                 false);
   if (head.target.empty() || head.target.front() != '/') {
     // Absolute-form is allowed too (RFC 9112 §3.2.2) when it names the CONNECT target.
-    auto uri = parse_absolute_uri(head.target);
+    auto uri = config::parse_absolute_uri(head.target);
     if (!uri || uri->where.dest.host != dest.host || uri->where.dest.port != dest.port ||
         uri->scheme != intercept_->scheme) {
       if (head.method == "OPTIONS" && head.target == "*") {
         to.path_and_query = "*";
       } else {
         co_return co_await ex.refuse(
-            refusal::host_mismatch("the request target does not name the CONNECT host"),
+            live::refusal::host_mismatch("the request target does not name the CONNECT host"),
             to.keep_after_refusal);
       }
     } else {
@@ -117,11 +118,11 @@ asio::awaitable<next_step> client_connection::handle_intercepted(http::parser& r
   }
   const std::string* host_header = head.find("host");
   const std::uint16_t default_port = intercept_->scheme == "https" ? 443 : 80;
-  authority where{dest, true};
-  if (!host_header || !host_header_matches(*host_header, where, default_port))
+  config::authority where{dest, true};
+  if (!host_header || !config::host_header_matches(*host_header, where, default_port))
     co_return co_await ex.refuse(
-        refusal::host_mismatch(host_header ? "the Host header is not the CONNECT host"
-                                           : "the request has no Host header"),
+        live::refusal::host_mismatch(host_header ? "the Host header is not the CONNECT host"
+                                                 : "the request has no Host header"),
         to.keep_after_refusal);
   co_return co_await ex.forward(request.head(), to);
 }

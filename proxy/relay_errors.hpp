@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "proxy/refusal.hpp"
+#include "live/refusal.hpp"
 
 namespace broker::proxy {
 
@@ -37,8 +37,8 @@ struct value_in_body : std::runtime_error {
 // A coded request body that cannot be searched through (DESIGN §5.1): past a decode limit,
 // corrupt, or holding too much back; `answer` tells the client which.
 struct body_unreadable : std::runtime_error {
-  explicit body_unreadable(refusal r) : std::runtime_error(r.message), answer(std::move(r)) {}
-  refusal answer;
+  explicit body_unreadable(live::refusal r) : std::runtime_error(r.message), answer(std::move(r)) {}
+  live::refusal answer;
 };
 
 }  // namespace broker::proxy

@@ -35,7 +35,7 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
     ex_.upstream_reusable_ = true;
     // Nothing of the response has gone out: the client is told why it gets none.
     if (!ex_.finish(head.status, true))
-      co_return co_await ex_.refuse(refusal::audit_unavailable(), false);
+      co_return co_await ex_.refuse(live::refusal::audit_unavailable(), false);
     co_await ex_.io_.client.send_head(head, keep_client, true);
   } else {
     co_await ex_.io_.client.send_head(head, keep_client, false);
@@ -53,15 +53,15 @@ asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
   for (;;) {
     auto response = co_await up.read_head(method);
     if (response.failed == failure::malformed) {
-      co_await ex_.refuse(refusal::upstream_protocol_error(
+      co_await ex_.refuse(live::refusal::upstream_protocol_error(
                               ex_.entry_.host, "malformed response: " + response.detail),
                           false);
       co_return upstream_side::response_head{};
     }
     if (response.failed == failure::closed) {
-      co_await ex_.refuse(
-          refusal::upstream_unreachable(ex_.entry_.host, "connection closed before a response"),
-          false);
+      co_await ex_.refuse(live::refusal::upstream_unreachable(
+                              ex_.entry_.host, "connection closed before a response"),
+                          false);
       co_return upstream_side::response_head{};
     }
     if (!response.head) co_return response;  // the request body failed first
@@ -72,7 +72,8 @@ asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
     // exchange open forever with them.
     if (++interim > limits::max_interim_responses) {
       co_await ex_.refuse(
-          refusal::upstream_protocol_error(ex_.entry_.host, "too many interim responses"), false);
+          live::refusal::upstream_protocol_error(ex_.entry_.host, "too many interim responses"),
+          false);
       co_return upstream_side::response_head{};
     }
     if (head.status == 101) co_return response;  // nothing HTTP follows it
@@ -110,7 +111,7 @@ asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& h
   ex_.response_started_ = true;
   ex_.upstream_reusable_ = true;
   if (!ex_.finish(head.status, true)) {
-    co_await ex_.refuse(refusal::audit_unavailable(), false);
+    co_await ex_.refuse(live::refusal::audit_unavailable(), false);
     co_return false;
   }
   co_await ex_.io_.client.send_head(head, keep_client, false);
@@ -118,12 +119,13 @@ asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& h
   co_return true;
 }
 
-std::optional<refusal> response_relay::coded_body_refusal(const http::message_head& head) const {
+std::optional<live::refusal> response_relay::coded_body_refusal(
+    const http::message_head& head) const {
   if (!head.has_body || ex_.scrub_patterns_.empty()) return std::nullopt;
   const std::string coding = http::coded_body(head);
   if (coding.empty()) return std::nullopt;
   // It was asked for identity; a coded body could carry a real value past the scrubber.
-  return refusal::upstream_protocol_error(
+  return live::refusal::upstream_protocol_error(
       ex_.entry_.host, "compressed or coded response (" + coding +
                            ") to a request that asked for identity; the broker scrubs "
                            "real values from responses and cannot read through a coding");

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "base/asio.hpp"
+#include "live/refusal.hpp"
 #include "proxy/client_side.hpp"
-#include "proxy/refusal.hpp"
 #include "proxy/upstream_side.hpp"
 
 namespace broker::brokers {
@@ -44,7 +44,7 @@ class response_relay {
   asio::awaitable<bool> relay_rewritten_body(http::message_head& head, std::size_t limit,
                                              bool keep_client);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
-  std::optional<refusal> coded_body_refusal(const http::message_head& head) const;
+  std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;
   // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(const http::message_head& head, session::llm_usage_meter* meter);

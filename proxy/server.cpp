@@ -18,11 +18,11 @@
 
 #include "base/asio.hpp"
 #include "base/listener.hpp"
+#include "capture/dns_responder.hpp"
+#include "live/refusal.hpp"
 #include "proxy/buffer_pool.hpp"
 #include "proxy/client_connection.hpp"
-#include "proxy/dns_responder.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/refusal.hpp"
 #include "session/log.hpp"
 
 namespace broker::proxy {
@@ -57,7 +57,7 @@ struct server::impl {
     return out;
   }
 
-  std::shared_ptr<proxy_context> ctx;
+  std::shared_ptr<live::live_session> ctx;
   // One single-threaded io_context per thread, each connection living on one of them: both
   // directions of a relay then run on one thread with no cross-thread wake-ups or strand
   // hand-offs, which is what per-request latency through the proxy is made of.
@@ -108,7 +108,8 @@ struct server::impl {
         continue;
       }
       if (ctx->active_connections.load() >= connection_limit) {
-        const auto text = render_refusal(refusal::overloaded(), "", ctx->session_id(), false);
+        const auto text =
+            live::render_refusal(live::refusal::overloaded(), "", ctx->session_id(), false);
         error_code ignored;
         socket.write_some(asio::buffer(text), ignored);
         continue;
@@ -223,7 +224,7 @@ struct server::impl {
   }
 };
 
-server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std::uint16_t port,
+server::server(std::shared_ptr<live::live_session> ctx, const std::string& host, std::uint16_t port,
                unsigned threads)
     : impl_(std::make_unique<impl>(threads == 0 ? 1 : threads)) {
   impl_->ctx = std::move(ctx);
@@ -237,7 +238,7 @@ server::server(std::shared_ptr<proxy_context> ctx, const std::string& host, std:
                              ec.message());
 }
 
-server::server(std::shared_ptr<proxy_context> ctx, int listener_fd, unsigned threads)
+server::server(std::shared_ptr<live::live_session> ctx, int listener_fd, unsigned threads)
     : impl_(std::make_unique<impl>(threads == 0 ? 1 : threads)) {
   impl_->ctx = std::move(ctx);
   error_code ec;
@@ -253,7 +254,7 @@ void server::add_capture(int listener_fd, int dns_udp_fd, int dns_tcp_fd) {
     ::close(dns_tcp_fd);
     throw std::runtime_error("cannot use the sandbox's capture listener: " + ec.message());
   }
-  start_dns_responder(impl_->io, dns_udp_fd, dns_tcp_fd, impl_->ctx);
+  capture::start_dns_responder(impl_->io, dns_udp_fd, dns_tcp_fd, impl_->ctx);
 }
 
 server::~server() = default;

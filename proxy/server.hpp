@@ -7,18 +7,18 @@
 #include <memory>
 #include <string>
 
-#include "proxy/proxy_context.hpp"
+#include "live/live_session.hpp"
 
 namespace broker::proxy {
 
 class server {
  public:
   // Binds HOST:PORT (port 0 = any free port). Throws std::runtime_error naming the address.
-  server(std::shared_ptr<proxy_context> ctx, const std::string& host, std::uint16_t port,
+  server(std::shared_ptr<live::live_session> ctx, const std::string& host, std::uint16_t port,
          unsigned threads);
   // On a listening IPv4 socket made elsewhere (wrap: inside the child's network namespace); the
   // server owns it. Signals are left to the caller: stop() ends the server.
-  server(std::shared_ptr<proxy_context> ctx, int listener_fd, unsigned threads);
+  server(std::shared_ptr<live::live_session> ctx, int listener_fd, unsigned threads);
   ~server();
   server(const server&) = delete;
   server& operator=(const server&) = delete;

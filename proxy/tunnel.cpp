@@ -15,7 +15,7 @@ using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
-using idle_duration = connection_deadline::clock::duration;
+using idle_duration = live::connection_deadline::clock::duration;
 
 [[noreturn]] void throw_errno() {
   throw boost::system::system_error(error_code(errno, boost::system::system_category()));
@@ -107,13 +107,13 @@ asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pip
 // (limits::splice_after_large_reads large reads in a row); the rest then moves by splice(2).
 // Short exchanges (a TLS handshake, API calls) thus never pay for a pipe.
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
-                           connection_deadline& idle, idle_duration idle_timeout,
+                           live::connection_deadline& idle, idle_duration idle_timeout,
                            std::uint64_t& counter) {
   std::optional<kernel_pipe> pipe;
   int large_reads = 0;
   for (;;) {
     co_await write_early_bytes(to, buffer, counter);
-    idle.arm(idle_timeout, waiting_for::tunnel);
+    idle.arm(idle_timeout, live::waiting_for::tunnel);
     if (!pipe && large_reads >= limits::splice_after_large_reads) {
       pipe.emplace();
       if (pipe->ok()) {
@@ -135,7 +135,7 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
 }
 
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
-                            connection_deadline& idle, idle_duration idle_timeout,
+                            live::connection_deadline& idle, idle_duration idle_timeout,
                             std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
   read_buffer back;
   co_await (pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
@@ -145,9 +145,9 @@ asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, read_buf
 }  // namespace
 
 asio::awaitable<void> relay_tunnel(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
-                                   connection_deadline& idle, idle_duration idle_timeout,
+                                   live::connection_deadline& idle, idle_duration idle_timeout,
                                    std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
-  idle.arm(idle_timeout, waiting_for::tunnel);
+  idle.arm(idle_timeout, live::waiting_for::tunnel);
   try {
     try {
       co_await relay(client, upstream, early, idle, idle_timeout, bytes_out, bytes_in);

@@ -6,8 +6,8 @@
 
 #include "base/asio.hpp"
 #include "base/deadline.hpp"
+#include "live/timeouts.hpp"
 #include "proxy/read_buffer.hpp"
-#include "proxy/timeouts.hpp"
 
 namespace broker::proxy {
 
@@ -15,8 +15,8 @@ namespace broker::proxy {
 // Returns when both directions are done (or one failed). The counters (client->upstream and
 // upstream->client) are updated as bytes move, so they are right even if the relay is cancelled.
 asio::awaitable<void> relay_tunnel(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
-                                   connection_deadline& idle,
-                                   connection_deadline::clock::duration idle_timeout,
+                                   live::connection_deadline& idle,
+                                   live::connection_deadline::clock::duration idle_timeout,
                                    std::uint64_t& bytes_out, std::uint64_t& bytes_in);
 
 }  // namespace broker::proxy

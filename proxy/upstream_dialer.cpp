@@ -4,9 +4,9 @@
 
 #include <vector>
 
+#include "certs/tls_contexts.hpp"
+#include "config/request_target.hpp"
 #include "proxy/address_guard.hpp"
-#include "proxy/target.hpp"
-#include "proxy/tls.hpp"
 
 namespace broker::proxy {
 
@@ -35,7 +35,7 @@ asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d) {
 
 struct resolved {
   std::vector<tcp::endpoint> endpoints;
-  std::optional<refusal> refused;
+  std::optional<live::refusal> refused;
 };
 
 asio::awaitable<resolved> resolve(const std::string& host, std::uint16_t port,
@@ -43,31 +43,33 @@ asio::awaitable<resolved> resolve(const std::string& host, std::uint16_t port,
   tcp::resolver resolver(co_await asio::this_coro::executor);
   auto result = co_await (resolver.async_resolve(host, std::to_string(port), use_tuple) ||
                           sleep_for(timeout));
-  if (result.index() == 1) co_return resolved{{}, refusal::dns_failed(host, "timed out")};
+  if (result.index() == 1) co_return resolved{{}, live::refusal::dns_failed(host, "timed out")};
   auto [ec, results] = std::get<0>(std::move(result));
-  if (ec) co_return resolved{{}, refusal::dns_failed(host, ec.message())};
+  if (ec) co_return resolved{{}, live::refusal::dns_failed(host, ec.message())};
   resolved out;
   for (const auto& entry : results) out.endpoints.push_back(entry.endpoint());
-  if (out.endpoints.empty()) out.refused = refusal::dns_failed(host, "no addresses");
+  if (out.endpoints.empty()) out.refused = live::refusal::dns_failed(host, "no addresses");
   co_return out;
 }
 
 // Drops the addresses policy denies or the SSRF guard refuses. The refusal for the first
 // dropped address is kept to explain an empty result.
-std::optional<refusal> screen(std::vector<tcp::endpoint>& endpoints,
-                              const config::policy_set& policy, const config::destination& dest) {
-  std::optional<refusal> first;
+std::optional<live::refusal> screen(std::vector<tcp::endpoint>& endpoints,
+                                    const config::policy_set& policy,
+                                    const config::destination& dest) {
+  std::optional<live::refusal> first;
   std::vector<tcp::endpoint> kept;
   for (const auto& ep : endpoints) {
     const auto address = to_config(ep.address());
     const auto verdict = policy.check_address(address, dest.port);
     if (verdict.denied) {
-      if (!first) first = refusal::policy_denied(verdict.rule, dest.host);
+      if (!first) first = live::refusal::policy_denied(verdict.rule, dest.host);
       continue;
     }
     const auto cls = classify(address);
     if (cls != address_class::global && !verdict.private_ok) {
-      if (!first) first = refusal::private_address(dest.host, address.to_string(), to_string(cls));
+      if (!first)
+        first = live::refusal::private_address(dest.host, address.to_string(), to_string(cls));
       continue;
     }
     kept.push_back(ep);
@@ -78,12 +80,12 @@ std::optional<refusal> screen(std::vector<tcp::endpoint>& endpoints,
 
 }  // namespace
 
-asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
+asio::awaitable<dial_outcome> dial_upstream(const live::live_session& ctx,
                                             const config::policy_set& policy,
                                             const config::destination& dest) {
   dial_outcome out;
   std::vector<tcp::endpoint> endpoints;
-  if (auto mapped = apply_connect_to(ctx.options().connect_to, dest.host, dest.port)) {
+  if (auto mapped = live::apply_connect_to(ctx.options().connect_to, dest.host, dest.port)) {
     // The operator's choice: dialed as given, exempt from the guard (DESIGN §3).
     if (auto ip = config::ip_address::parse(mapped->host)) {
       endpoints.emplace_back(asio::ip::make_address(ip->to_string()), mapped->port);
@@ -117,12 +119,12 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
   auto result = co_await (asio::async_connect(socket, endpoints, use_tuple) ||
                           sleep_for(ctx.options().timeouts.connect));
   if (result.index() == 1) {
-    out.refused = refusal::upstream_timeout(to_string(dest));
+    out.refused = live::refusal::upstream_timeout(to_string(dest));
     co_return out;
   }
   auto [ec, endpoint] = std::get<0>(result);
   if (ec) {
-    out.refused = refusal::upstream_unreachable(to_string(dest), ec.message());
+    out.refused = live::refusal::upstream_unreachable(to_string(dest), ec.message());
     co_return out;
   }
   socket.set_option(tcp::no_delay(true));
@@ -134,7 +136,8 @@ asio::awaitable<dial_outcome> dial_upstream(const proxy_context& ctx,
   co_return out;
 }
 
-asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::policy_set& policy,
+asio::awaitable<open_outcome> open_upstream(live::live_session& ctx,
+                                            const config::policy_set& policy,
                                             const config::destination& dest, bool tls,
                                             std::string key, bool offer_h2) {
   open_outcome out;
@@ -147,8 +150,8 @@ asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::po
   if (tls) {
     s.start_tls(ctx.tls().client());
     SSL* ssl = s.native_tls();
-    if (!tls_contexts::expect_peer(ssl, dest.host, dest.ip.has_value())) {
-      out.refused = refusal::upstream_tls_failed(to_string(dest), "cannot set up TLS");
+    if (!certs::tls_contexts::expect_peer(ssl, dest.host, dest.ip.has_value())) {
+      out.refused = live::refusal::upstream_tls_failed(to_string(dest), "cannot set up TLS");
       co_return out;
     }
     if (offer_h2) {
@@ -157,12 +160,13 @@ asio::awaitable<open_outcome> open_upstream(proxy_context& ctx, const config::po
     }
     auto result = co_await (s.tls().handshake_client() || sleep_for(ctx.options().timeouts.tls));
     if (result.index() == 1) {
-      out.refused = refusal::upstream_timeout(to_string(dest));
+      out.refused = live::refusal::upstream_timeout(to_string(dest));
       co_return out;
     }
     const auto ec = std::get<0>(result);
     if (ec) {
-      out.refused = refusal::upstream_tls_failed(to_string(dest), tls_failure(ssl, ec.message()));
+      out.refused = live::refusal::upstream_tls_failed(to_string(dest),
+                                                       certs::tls_failure(ssl, ec.message()));
       co_return out;
     }
   }

@@ -18,8 +18,8 @@
 #include "base/deadline.hpp"
 #include "config/policy.hpp"
 #include "http/message.hpp"
+#include "live/timeouts.hpp"
 #include "proxy/client_side.hpp"
-#include "proxy/timeouts.hpp"
 #include "session/audit_record.hpp"
 
 namespace broker::proxy {
@@ -32,7 +32,7 @@ class upstream_side {
 
   // The exchange the side now carries: its deadline, re-armed for `silence` whenever the upstream
   // sends something, and its record, where the bytes each way are counted.
-  void bind(connection_deadline& timer, std::chrono::steady_clock::duration silence,
+  void bind(live::connection_deadline& timer, std::chrono::steady_clock::duration silence,
             session::audit_entry& counts) {
     timer_ = &timer;
     silence_ = silence;
@@ -91,7 +91,7 @@ class upstream_side {
 
  protected:
   void heard_from_upstream() {
-    if (timer_) timer_->arm(silence_, waiting_for::upstream);
+    if (timer_) timer_->arm(silence_, live::waiting_for::upstream);
   }
   void count_in(std::size_t n) {
     if (counts_) counts_->bytes_in += n;
@@ -101,7 +101,7 @@ class upstream_side {
   }
 
  private:
-  connection_deadline* timer_ = nullptr;
+  live::connection_deadline* timer_ = nullptr;
   std::chrono::steady_clock::duration silence_{};
   session::audit_entry* counts_ = nullptr;
 };

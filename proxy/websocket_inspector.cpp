@@ -110,8 +110,8 @@ void websocket_inspector::server_message(ws::message& m, std::string& to_client)
   if (m.type == ws::opcode::close) server_closed_ = true;
 }
 
-std::optional<refusal> websocket_inspector::outbound_refusal(std::string_view payload,
-                                                             std::string& credential) {
+std::optional<live::refusal> websocket_inspector::outbound_refusal(std::string_view payload,
+                                                                   std::string& credential) {
   if (!outbound_index_ || payload.empty()) return std::nullopt;
   cursor_.reset(*outbound_index_);
   const auto match = outbound_index_->find(payload, 0, cursor_);
@@ -121,7 +121,7 @@ std::optional<refusal> websocket_inspector::outbound_refusal(std::string_view pa
   // The scan's findings say "body"; here the body is a message.
   if (decision.where.starts_with("body")) decision.where.replace(0, 4, "a WebSocket message");
   credential = decision.credential;
-  return refusal::of(decision, checks_.host, checks_.plaintext);
+  return live::refusal::of(decision, checks_.host, checks_.plaintext);
 }
 
 void websocket_inspector::end_overloaded() {
@@ -142,7 +142,8 @@ void websocket_inspector::end_for_protocol(const ws::reader& r) {
   ending_->to_upstream = ws::encode_frame(ws::opcode::close, close, hooks_.mask_key());
 }
 
-void websocket_inspector::end_for(refusal r, std::string credential, std::string client_first) {
+void websocket_inspector::end_for(live::refusal r, std::string credential,
+                                  std::string client_first) {
   ending_.emplace();
   ending_->error = r.code;
   ending_->to_client = std::move(client_first);
@@ -154,7 +155,7 @@ void websocket_inspector::end_for(refusal r, std::string credential, std::string
   ending_->credential = std::move(credential);
 }
 
-std::string websocket_error_event(const refusal& r) {
+std::string websocket_error_event(const live::refusal& r) {
   nlohmann::ordered_json error = {{"type", r.code}, {"code", r.code}, {"message", r.message}};
   if (!r.budget.empty()) {
     error["budget"] = r.budget;

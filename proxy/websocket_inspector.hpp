@@ -20,8 +20,8 @@
 
 #include "brokers/credential_set.hpp"
 #include "http/websocket.hpp"
+#include "live/refusal.hpp"
 #include "proxy/limits.hpp"
-#include "proxy/refusal.hpp"
 #include "session/llm_usage.hpp"
 
 namespace broker::proxy {
@@ -44,7 +44,7 @@ struct websocket_hooks {
   // A fresh, unpredictable masking key for each frame sent upstream (RFC 6455 §5.3).
   std::function<std::uint32_t()> mask_key;
   // A client message asks the LLM API for a response: the refusal when the budget says no.
-  std::function<std::optional<refusal>()> admit_llm_request;
+  std::function<std::optional<live::refusal>()> admit_llm_request;
   // A response ended with this usage: metered and recorded by the caller; false when its
   // record could not be written (the connection then ends).
   std::function<bool(const session::llm_usage&)> llm_usage;
@@ -57,7 +57,7 @@ struct websocket_ending {
   std::string error;        // the audit record's error code
   // A refusal of the client's traffic (a value that must not leave, a spent budget), recorded
   // as its HTTP counterpart is; unset for a protocol error.
-  std::optional<refusal> refused;
+  std::optional<live::refusal> refused;
   std::string credential;  // the credential a refused value belongs to
 };
 
@@ -92,9 +92,9 @@ class websocket_inspector {
   void client_message(http::websocket::message& m, std::string& to_upstream);
   void server_message(http::websocket::message& m, std::string& to_client);
   // The client's message carries a value that must not leave: the refusal, if so.
-  std::optional<refusal> outbound_refusal(std::string_view payload, std::string& credential);
+  std::optional<live::refusal> outbound_refusal(std::string_view payload, std::string& credential);
   void end_for_protocol(const http::websocket::reader& r);
-  void end_for(refusal r, std::string credential, std::string client_first = {});
+  void end_for(live::refusal r, std::string credential, std::string client_first = {});
 
   websocket_checks checks_;
   websocket_hooks hooks_;
@@ -112,6 +112,6 @@ class websocket_inspector {
 // The Responses API's error event for a refused request message, in DESIGN §6's words:
 // {"type":"error","error":{"type":CODE,"code":CODE,"message":...}} (and the budget's name, limit
 // and use for budget_exhausted).
-std::string websocket_error_event(const refusal& r);
+std::string websocket_error_event(const live::refusal& r);
 
 }  // namespace broker::proxy

@@ -43,9 +43,9 @@ class mask_keys {
 // is mid-write waits for that write rather than cut it short (race() would cancel it half sent).
 struct websocket_pumps {
   websocket_inspector& inspect;
-  audit_entry& entry;  // its message counts kept current: a deadline may end the relay
-  connection_deadline& idle;
-  connection_deadline::clock::duration idle_timeout;
+  session::audit_entry& entry;  // its message counts kept current: a deadline may end the relay
+  live::connection_deadline& idle;
+  live::connection_deadline::clock::duration idle_timeout;
   bool writing_upstream = false;
   bool writing_client = false;
   // A message on its way in is held whole, against the process's allowance for bytes held.
@@ -88,7 +88,7 @@ asio::awaitable<void> pump_frames(websocket_pumps& p, bool from_client, stream& 
         co_return;
       }
     }
-    p.idle.arm(p.idle_timeout, waiting_for::tunnel);
+    p.idle.arm(p.idle_timeout, live::waiting_for::tunnel);
     auto [ec, n] = co_await read_idle(from, in);
     if (ec) co_return;
   }
@@ -97,12 +97,12 @@ asio::awaitable<void> pump_frames(websocket_pumps& p, bool from_client, stream& 
 // An LLM answer that came over the WebSocket: metered as an HTTP response is
 // (account_llm_usage) and recorded on its own, since the connection's record comes when it ends,
 // maybe hours later. False when the record could not be written.
-bool record_llm_answer(proxy_context& ctx, const audit_entry& connection,
+bool record_llm_answer(live::live_session& ctx, const session::audit_entry& connection,
                        const session::llm_usage& usage,
                        std::chrono::steady_clock::time_point started) {
   if (auto* budget = ctx.budget())
     budget->add_llm_usage(connection.host, usage.model, usage.input_tokens, usage.output_tokens);
-  audit_entry response = connection;
+  session::audit_entry response = connection;
   response.method = "WS";
   response.status = 0;
   response.bytes_out = response.bytes_in = 0;  // counted in the connection's record
@@ -119,14 +119,14 @@ bool record_llm_answer(proxy_context& ctx, const audit_entry& connection,
 
 asio::awaitable<next_step> websocket_relay::run(const http::message_head& head) {
   if (!ex_.websocket_)
-    co_return co_await ex_.refuse(
-        refusal::upstream_protocol_error(ex_.entry_.host, "an upgrade that was not asked for"),
-        false);
+    co_return co_await ex_.refuse(live::refusal::upstream_protocol_error(
+                                      ex_.entry_.host, "an upgrade that was not asked for"),
+                                  false);
   // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
   // value past the checks.
   if (head.find("sec-websocket-extensions"))
     co_return co_await ex_.refuse(
-        refusal::upstream_protocol_error(
+        live::refusal::upstream_protocol_error(
             ex_.entry_.host,
             "the upstream agreed to a WebSocket extension (compression) "
             "that was not offered; the broker inspects frames uncompressed"),
@@ -136,7 +136,7 @@ asio::awaitable<next_step> websocket_relay::run(const http::message_head& head) 
   auto client = co_await ex_.io_.client.accept_websocket(head);
   if (!client) {
     ex_.response_started_ = false;
-    co_return co_await ex_.refuse(refusal::upstream_protocol_error(
+    co_return co_await ex_.refuse(live::refusal::upstream_protocol_error(
                                       ex_.entry_.host, "a WebSocket this connection cannot carry"),
                                   false);
   }
@@ -160,7 +160,7 @@ asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client)
   auto response_started = std::chrono::steady_clock::now();
   websocket_hooks hooks;
   hooks.mask_key = [&keys] { return keys.next(); };
-  hooks.admit_llm_request = [&]() -> std::optional<refusal> {
+  hooks.admit_llm_request = [&]() -> std::optional<live::refusal> {
     ex_.io_.ctx.charge(entry);  // the bytes so far count toward the budget's verdict
     response_started = std::chrono::steady_clock::now();
     return ex_.admit_by_session(entry.host);
@@ -198,7 +198,7 @@ asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client)
   }
   ex_.finish(101, allowed, ending->error);
   // Each side is told, within a bounded time: neither has to read.
-  ex_.io_.timer.arm(ex_.timeouts().body, waiting_for::tunnel);
+  ex_.io_.timer.arm(ex_.timeouts().body, live::waiting_for::tunnel);
   co_await up.io.write(ending->to_upstream);
   co_await write_all(client.io, ending->to_client);
 }

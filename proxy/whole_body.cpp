@@ -21,7 +21,7 @@ struct http_exchange::body_reading {
   const brokers::request_context& where;
 };
 
-asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
+asio::awaitable<std::optional<live::refusal>> http_exchange::read_whole_body(
     http::message_head& head, const brokers::request_context& where,
     const brokers::whole_body_need& need) {
   const auto& credentials = io_.ctx.credentials();
@@ -32,10 +32,10 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
       need.limit, need.why, head.content_length.value_or(limits::relay_buffer_bytes),
       search,     checks,   where};
   if (head.content_length > need.limit)
-    co_return refusal::bad_request(whole_body_too_large(reading));
+    co_return live::refusal::bad_request(whole_body_too_large(reading));
   // Every byte held is counted against the process-wide allowance before it is taken.
   held_bytes hold;
-  if (!hold.hold(reading.reserved)) co_return refusal::bodies_held_exhausted(need.why);
+  if (!hold.hold(reading.reserved)) co_return live::refusal::bodies_held_exhausted(need.why);
   if (head.has_token("expect", "100-continue")) {
     // The client waits for a go-ahead before it sends the body; the upstream cannot give it
     // (nothing was sent there yet), so the broker does, and the upstream sees a plain request.
@@ -47,17 +47,17 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_whole_body(
                   [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
   body_.emplace(std::string(), std::move(hold)).bytes.reserve(reading.reserved);
-  std::optional<refusal> refused;
+  std::optional<live::refusal> refused;
   try {
     refused = co_await read_body_into(reading);
   } catch (const body_error& e) {  // the client's stream: malformed, or ended mid-body
-    refused = refusal::bad_request(std::string("malformed request body: ") + e.what());
+    refused = live::refusal::bad_request(std::string("malformed request body: ") + e.what());
   }
   if (refused) body_.reset();
   co_return refused;
 }
 
-asio::awaitable<std::optional<refusal>> http_exchange::read_body_into(body_reading& r) {
+asio::awaitable<std::optional<live::refusal>> http_exchange::read_body_into(body_reading& r) {
   std::string& body = body_->bytes;
   for (;;) {
     const auto piece = co_await io_.client.read_body(true);
@@ -65,10 +65,10 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_body_into(body_readi
     // rest of what it was fed).
     const std::size_t total = body.size() + r.search.held() + piece.data.size();
     if (total > r.limit)
-      co_return refusal::bad_request("malformed request body: " + whole_body_too_large(r));
+      co_return live::refusal::bad_request("malformed request body: " + whole_body_too_large(r));
     if (total > r.reserved) {
       r.reserved = std::min(r.limit, std::max(total, 2 * r.reserved));
-      if (!body_->hold.hold(r.reserved)) co_return refusal::bodies_held_exhausted(r.why);
+      if (!body_->hold.hold(r.reserved)) co_return live::refusal::bodies_held_exhausted(r.why);
       body.reserve(r.reserved);
     }
     if (auto stop = r.search.feed(piece.data, piece.last, body)) co_return stopped(r, *stop);
@@ -76,11 +76,11 @@ asio::awaitable<std::optional<refusal>> http_exchange::read_body_into(body_readi
   }
 }
 
-refusal http_exchange::stopped(const body_reading& r, const search_stop& stop) {
-  if (const auto* answer = std::get_if<refusal>(&stop)) return *answer;
+live::refusal http_exchange::stopped(const body_reading& r, const search_stop& stop) {
+  if (const auto* answer = std::get_if<live::refusal>(&stop)) return *answer;
   const auto decision = r.checks.decision(std::get<std::size_t>(stop));
   entry_.credential = decision.credential;
-  return refusal::of(decision, entry_.host, r.where.plaintext);
+  return live::refusal::of(decision, entry_.host, r.where.plaintext);
 }
 
 std::string http_exchange::whole_body_too_large(const body_reading& r) {

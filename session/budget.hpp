@@ -83,7 +83,7 @@ class session_budget {
   const budget_limits& limits() const { return limits_; }
 
   // The session's own counters (per_host ones aside): what a gateway replica shares with the
-  // others (gateway/shared_budget.hpp), as the change since it last looked.
+  // others (gateway/redis/shared_budget.hpp), as the change since it last looked.
   struct usage {
     std::uint64_t requests = 0;
     std::uint64_t bytes_out = 0;

@@ -15,28 +15,30 @@
 
 #include "base/atomic_file.hpp"
 #include "base/loopback_socket.hpp"
+#include "capture/sock_diag.hpp"
+#include "capture/synthetic_addresses.hpp"
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
+#include "certs/tls_contexts.hpp"
 #include "certs/trust_bundle.hpp"
 #include "config/program_identity.hpp"
-#include "proxy/ask_desk.hpp"
+#include "live/ask_desk.hpp"
+#include "live/session_setup.hpp"
+#include "live/session_status.hpp"
 #include "proxy/server.hpp"
-#include "proxy/sock_diag.hpp"
-#include "proxy/synthetic_addresses.hpp"
-#include "proxy/tls.hpp"
+#include "sandbox/capture_net.hpp"
+#include "sandbox/child_session.hpp"
+#include "sandbox/env_policy.hpp"
+#include "sandbox/private_dirs.hpp"
+#include "sandbox/program_check.hpp"
+#include "sandbox/sandbox_init.hpp"
+#include "sandbox/session_files.hpp"
 #include "session/audit_record.hpp"
 #include "session/child_env.hpp"
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
 #include "session/session_dir.hpp"
 #include "wrap/ask_notice.hpp"
-#include "wrap/capture_net.hpp"
-#include "wrap/child_session.hpp"
-#include "wrap/env_policy.hpp"
-#include "wrap/private_dirs.hpp"
-#include "wrap/program_check.hpp"
-#include "wrap/sandbox_init.hpp"
-#include "wrap/session_files.hpp"
 
 extern char** environ;
 
@@ -77,7 +79,7 @@ std::vector<session::variable> parent_environment() {
 
 // Runs until the command ends, passing signals on; returns its exit status. A spent budget that
 // ends the session (on_exhaust kill, or duration) kills the command's whole tree, and says so.
-int supervise(child_session& child, const sigset_t& signals, proxy::proxy_context& ctx) {
+int supervise(sandbox::child_session& child, const sigset_t& signals, live::live_session& ctx) {
   bool killed = false;
   for (;;) {
     siginfo_t info{};
@@ -96,11 +98,11 @@ int supervise(child_session& child, const sigset_t& signals, proxy::proxy_contex
     auto ended = ctx.session_ender();
     if (!ended) {
       if (auto spent = ctx.budget()->spent(std::chrono::steady_clock::now()); spent && spent->kill)
-        ended = proxy::session_end{proxy::session_end::cause::budget, *spent};
+        ended = live::session_end{live::session_end::cause::budget, *spent};
     }
     if (ended) {
       const session::exhausted& spent = ended->spent;
-      if (ended->why == proxy::session_end::cause::kill)
+      if (ended->why == live::session_end::cause::kill)
         std::cerr << "broker: session " << ctx.session_id() << " ended by broker kill\n";
       else
         std::cerr << "broker: session " << ctx.session_id() << " ended: the " << spent.budget
@@ -111,7 +113,7 @@ int supervise(child_session& child, const sigset_t& signals, proxy::proxy_contex
   }
 }
 
-std::string env_value(const env_plan& plan, std::string_view name) {
+std::string env_value(const sandbox::env_plan& plan, std::string_view name) {
   for (const auto& [n, value] : plan.env)
     if (n == name) return value;
   return {};
@@ -130,30 +132,31 @@ struct wrapping {
   explicit wrapping(const wrap_config& config) : c(config) {}
   const wrap_config& c;
   sigset_t signals{};
-  proxy::session_setup setup;
-  isolation mode = isolation::env;
+  live::session_setup setup;
+  sandbox::isolation mode = sandbox::isolation::env;
   std::uint16_t port = netns_proxy_port;
   int listener = -1;
-  std::unique_ptr<child_session> child;  // netns: made first, launched once all is prepared
-  child_session::capture_sockets capture;
+  // netns: made first, launched once all is prepared
+  std::unique_ptr<sandbox::child_session> child;
+  sandbox::child_session::capture_sockets capture;
   std::shared_ptr<certs::certificate_authority> ca;
-  std::shared_ptr<proxy::tls_contexts> tls;
+  std::shared_ptr<certs::tls_contexts> tls;
   std::unique_ptr<session::session_dir> dir;
   std::filesystem::path log_dir;
   std::unique_ptr<session::audit_log> audit;
-  std::unique_ptr<session_files> files;  // what the command sees, and judged at the end
+  std::unique_ptr<sandbox::session_files> files;  // what the command sees, and judged at the end
   std::string home, cwd;
-  std::shared_ptr<proxy::proxy_context> ctx;
+  std::shared_ptr<live::live_session> ctx;
   std::unique_ptr<session::control_socket> control;
   std::unique_ptr<proxy::server> server;
-  bool netns() const { return mode == isolation::netns; }
+  bool netns() const { return mode == sandbox::isolation::netns; }
   const std::string& session_id() const { return setup.options.session_id; }
 };
 
 // What the command reads of the session: dummies as variables, files in the session directory,
 // login files' dummy copies, and what it must be able to read.
 struct child_files {
-  std::vector<brokered_var> dummies;
+  std::vector<sandbox::brokered_var> dummies;
   std::vector<std::string> session_files;
   std::vector<std::pair<std::string, std::string>> login_copies;  // the copy, its target
   std::vector<std::pair<std::string, std::string>> login_files;   // path, credential
@@ -162,17 +165,17 @@ struct child_files {
 // The isolation this run gets: in netns mode the namespaces and their init, made before the rest
 // of the session (child_session.hpp); throws for an explicit netns that cannot be had.
 void start_child(wrapping& w) {
-  launch_options network;
+  sandbox::launch_options network;
   if (w.c.isolate != "env") {
-    network.mode = isolation::netns;
+    network.mode = sandbox::isolation::netns;
     network.proxy_port = netns_proxy_port;
     network.capture = true;
     network.capture_port = netns_capture_port;
     try {
-      w.child = std::make_unique<child_session>(network);
-      w.mode = isolation::netns;
+      w.child = std::make_unique<sandbox::child_session>(network);
+      w.mode = sandbox::isolation::netns;
       return;
-    } catch (const namespaces_unavailable& e) {
+    } catch (const sandbox::namespaces_unavailable& e) {
       if (w.c.isolate == "netns")
         throw std::runtime_error(std::string("--isolate netns: ") + e.what());
       std::cerr << "broker: WARNING: network isolation is unavailable (" << e.what()
@@ -180,9 +183,9 @@ void start_child(wrapping& w) {
                    "inside the session, a program that ignores them is not stopped\n";
     }
   }
-  network = launch_options{};
-  network.mode = w.mode = isolation::env;
-  w.child = std::make_unique<child_session>(network);
+  network = sandbox::launch_options{};
+  network.mode = w.mode = sandbox::isolation::env;
+  w.child = std::make_unique<sandbox::child_session>(network);
 }
 
 // Every --workspace, absolute.
@@ -197,7 +200,7 @@ std::vector<std::string> asked_workspaces(const wrap_config& c) {
 
 // A policy whose "programs" this session could defeat is refused, each one named (DESIGN §5).
 void check_programs(const wrapping& w) {
-  home_rule_inputs in;
+  sandbox::home_rule_inputs in;
   in.home = w.home;
   in.env = parent_environment();
   in.layers = w.setup.policy->layers();
@@ -205,7 +208,8 @@ void check_programs(const wrapping& w) {
   auto workspaces = asked_workspaces(w.c);
   workspaces.push_back(w.cwd);
   std::string refused;
-  for (const auto& p : program_problems(in.layers, session_write_places(in, workspaces)))
+  for (const auto& p :
+       sandbox::program_problems(in.layers, sandbox::session_write_places(in, workspaces)))
     refused += (refused.empty() ? "" : "\nbroker: ") + p.text();
   if (!refused.empty()) throw std::runtime_error(refused);
 }
@@ -213,7 +217,7 @@ void check_programs(const wrapping& w) {
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
   w.setup =
-      proxy::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
+      live::load_options_and_policy(w.c.common, w.c.timeouts, w.c.session, w.c.ask || w.c.learn);
   const char* home_variable = std::getenv("HOME");
   w.home = home_variable ? home_variable : "";
   std::error_code ec;
@@ -222,16 +226,16 @@ void start_session(wrapping& w) {
   start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
   // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
-  proxy::load_credentials(w.setup, w.netns(), true);
+  live::load_credentials(w.setup, w.netns(), true);
   // The session CA lives in this process's memory only (DESIGN §8).
   w.ca = std::make_shared<certs::certificate_authority>(
       certs::certificate_authority::generate("broker session CA " + w.session_id(), 30));
-  w.tls = std::make_shared<proxy::tls_contexts>(std::make_shared<certs::leaf_cache>(*w.ca),
+  w.tls = std::make_shared<certs::tls_contexts>(std::make_shared<certs::leaf_cache>(*w.ca),
                                                 w.setup.options.upstream_cas);
   w.dir = std::make_unique<session::session_dir>(w.session_id());
   certs::write_trust_bundle(w.dir->bundle(), *w.ca, base::durability::session);
   // What is kept out of the host is set aside beside the session's log (hidden from the child).
-  w.log_dir = proxy::log_dir_or_default(w.c.common.log_dir);
+  w.log_dir = live::log_dir_or_default(w.c.common.log_dir);
 }
 
 child_files write_child_files(wrapping& w) {
@@ -258,17 +262,18 @@ child_files write_child_files(wrapping& w) {
 
 // The command's environment: the parent's, less what the policy strips, with the dummies and
 // the session's proxy variables; told on stderr, and written to --env-file.
-env_plan plan_environment(wrapping& w, const child_files& files) {
+sandbox::env_plan plan_environment(wrapping& w, const child_files& files) {
   const std::string url = "http://127.0.0.1:" + std::to_string(w.port);
   const auto session_vars = session::child_environment(url, w.dir->bundle().string(), {});
-  auto rules = merge_env_rules(w.setup.policy->layers());
+  auto rules = sandbox::merge_env_rules(w.setup.policy->layers());
   for (auto& name : w.setup.credentials->displaced_variables()) rules.strip.push_back(name);
-  auto plan = plan_child_environment(parent_environment(), files.dummies, session_vars, rules);
-  std::cerr << describe(w.session_id(), plan,
-                        w.netns() ? "netns, transparent capture"
-                                  : "env (no isolation; no transparent capture: a program "
-                                    "that ignores the proxy variables is not captured)",
-                        files.login_files)
+  auto plan =
+      sandbox::plan_child_environment(parent_environment(), files.dummies, session_vars, rules);
+  std::cerr << sandbox::describe(w.session_id(), plan,
+                                 w.netns() ? "netns, transparent capture"
+                                           : "env (no isolation; no transparent capture: a program "
+                                             "that ignores the proxy variables is not captured)",
+                                 files.login_files)
             << "\n";
   if (!w.c.env_file.empty())
     w.dir->write_env_file(w.c.env_file, session::render_env_lines(plan.env));
@@ -276,7 +281,7 @@ env_plan plan_environment(wrapping& w, const child_files& files) {
 }
 
 // With capture, the child's resolver and hosts file, from the session directory.
-void add_capture_files(wrapping& w, launch_options& launch) {
+void add_capture_files(wrapping& w, sandbox::launch_options& launch) {
   launch.capture = true;
   launch.capture_port = netns_capture_port;
   for (const auto& [file, text] :
@@ -289,9 +294,9 @@ void add_capture_files(wrapping& w, launch_options& launch) {
 }
 
 // What the command sees of the file system (session_files.hpp).
-void add_file_system(wrapping& w, const env_plan& plan, const child_files& files,
-                     launch_options& launch) {
-  session_files_inputs in;
+void add_file_system(wrapping& w, const sandbox::env_plan& plan, const child_files& files,
+                     sandbox::launch_options& launch) {
+  sandbox::session_files_inputs in;
   in.layers = &w.setup.policy->layers();
   in.home = w.home;
   in.cwd = w.cwd;
@@ -299,22 +304,22 @@ void add_file_system(wrapping& w, const env_plan& plan, const child_files& files
   in.workspaces = asked_workspaces(w.c);
   in.env = parent_environment();
   in.kept = files.session_files;
-  in.kept.push_back(find_command(w.c.command.front(), env_value(plan, "PATH"), w.cwd));
+  in.kept.push_back(sandbox::find_command(w.c.command.front(), env_value(plan, "PATH"), w.cwd));
   in.login_copies = files.login_copies;
   in.netns = w.netns();
   std::vector<std::string> warnings;
-  w.files = std::make_unique<session_files>(in, launch, warnings);
+  w.files = std::make_unique<sandbox::session_files>(in, launch, warnings);
   for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
 }
 
 // The command started in its sandbox, with the proxy's listener (and capture's) made inside it.
 void launch_child(wrapping& w) {
   // The audit log's directory exists before the child does, so that it can be hidden.
-  w.audit = proxy::open_audit(w.c.common, w.session_id());
+  w.audit = live::open_audit(w.c.common, w.session_id());
   if (!w.netns()) w.listener = base::loopback_listener(w.port);
   const auto files = write_child_files(w);
   const auto plan = plan_environment(w, files);
-  launch_options launch;
+  sandbox::launch_options launch;
   launch.argv = w.c.command;
   for (const auto& [name, value] : plan.env) launch.envp.push_back(name + "=" + value);
   launch.mode = w.mode;
@@ -337,14 +342,14 @@ void launch_child(wrapping& w) {
 // socket, and the server (with capture's listeners and DNS).
 void start_proxy(wrapping& w) {
   auto& child = *w.child;
-  proxy::context_attachments attached;
+  live::session_attachments attached;
   attached.budget = w.setup.budget;
   attached.client_netns_pid = w.netns() ? child.pid() : 0;
   attached.client_root_pid = child.pid();
   // The connection's socket is looked up in the namespace the client lives in: the child's (a
   // socket made there by its init) or, in env mode, this one.
   attached.client_sock_diag =
-      w.netns() ? proxy::sock_diag::adopt(child.take_sock_diag()) : proxy::sock_diag::open();
+      w.netns() ? capture::sock_diag::adopt(child.take_sock_diag()) : capture::sock_diag::open();
   // What the session can change of this process's view proves nothing about a program
   // (DESIGN §5): in netns only the places its writes go through to, else all the user can write.
   attached.client_writes = w.netns() ? config::session_writes::through(w.files->written_through())
@@ -352,23 +357,22 @@ void start_proxy(wrapping& w) {
   if (w.capture.listener >= 0) {
     config::ip_address v6_base;
     v6_base.v4 = false;
-    std::copy(std::begin(synthetic_ipv6_net.s6_addr), std::end(synthetic_ipv6_net.s6_addr),
-              v6_base.bytes.begin());
-    attached.synthetic_names = std::make_shared<proxy::synthetic_addresses>(
-        config::ip_address::from_v4(synthetic_ipv4_net), v6_base);
+    std::copy(std::begin(sandbox::synthetic_ipv6_net.s6_addr),
+              std::end(sandbox::synthetic_ipv6_net.s6_addr), v6_base.bytes.begin());
+    attached.synthetic_names = std::make_shared<capture::synthetic_addresses>(
+        config::ip_address::from_v4(sandbox::synthetic_ipv4_net), v6_base);
   }
   attached.learn = w.c.learn;
   if (w.setup.asks && !w.c.learn) {
-    auto asks = std::make_shared<proxy::ask_options>();
+    auto asks = std::make_shared<live::ask_options>();
     asks->approved_file = w.setup.approved_file;
     asks->on_ask = [notify = w.c.ask_notify](const nlohmann::ordered_json& ask) {
       announce_ask(ask, notify);
     };
     attached.asks = std::move(asks);
   }
-  w.ctx =
-      std::make_shared<proxy::proxy_context>(w.setup.options, w.setup.policy, std::move(w.audit),
-                                             w.setup.credentials, w.tls, std::move(attached));
+  w.ctx = std::make_shared<live::live_session>(w.setup.options, w.setup.policy, std::move(w.audit),
+                                               w.setup.credentials, w.tls, std::move(attached));
   auto& ctx = *w.ctx;
   session::session_start start;
   start.mode = "wrap";
@@ -380,12 +384,12 @@ void start_proxy(wrapping& w) {
   ctx.audit_log().write(session::start_record(start));
   try {
     w.control = std::make_unique<session::control_socket>(
-        w.dir->control_socket(), [&] { return proxy::session_status(ctx, "wrap", child.pid()); },
+        w.dir->control_socket(), [&] { return live::session_status(ctx, "wrap", child.pid()); },
         [&] {
-          ctx.end_session({proxy::session_end::cause::kill, {}});
+          ctx.end_session({live::session_end::cause::kill, {}});
         },
         [&ctx](const std::string& line, const std::string& who) {
-          return proxy::answer_ask_command(ctx.asks(), line, who);
+          return live::answer_ask_command(ctx.asks(), line, who);
         });
   } catch (const std::exception& e) {
     session::log(spdlog::level::warn, session::log_tag(w.session_id()), "no control socket: {}",
@@ -408,8 +412,8 @@ void end_session(wrapping& w, std::thread& serving, int code) {
   w.server->stop();
   serving.join();
   auto& audit = w.ctx->audit_log();
-  report_kept_out(kept, w.session_id(), audit);
-  audit.end(session::end_record(proxy::session_end_of(*w.ctx, code)));
+  sandbox::report_kept_out(kept, w.session_id(), audit);
+  audit.end(session::end_record(live::session_end_of(*w.ctx, code)));
   if (w.c.learn)
     std::cerr << "broker: learned " << w.ctx->learned()
               << " requests the policy refused; a layer that allows what the session did: "
@@ -426,7 +430,7 @@ void end_session(wrapping& w, std::thread& serving, int code) {
 int run(const wrap_config& c) {
   wrapping w(c);
   // The signals the command gets are blocked from here on in every thread; this one takes them.
-  w.signals = forwarded_signals();
+  w.signals = sandbox::forwarded_signals();
   sigaddset(&w.signals, SIGCHLD);
   sigaddset(&w.signals, SIGIO);  // init's end report (child_session::take_end_report)
   ::pthread_sigmask(SIG_BLOCK, &w.signals, nullptr);

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "proxy/session_setup.hpp"
+#include "live/common_options.hpp"
 
 namespace broker::wrap {
 
 struct wrap_config {
-  proxy::common_options common;
+  live::common_options common;
   std::string session;
   std::string isolate = "auto";  // auto, netns or env
   std::string env_file;

@@ -13,9 +13,9 @@
 
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
+#include "certs/tls_contexts.hpp"
 #include "certs/trust_bundle.hpp"
-#include "proxy/tls.hpp"
-#include "proxy/token_client.hpp"
+#include "live/token_client.hpp"
 #include "session/audit_key.hpp"
 
 namespace {
@@ -43,7 +43,7 @@ void tls_contexts(benchmark::State& state) {
   const auto leaves = std::make_shared<certs::leaf_cache>(*ca);
   for (auto _ : state)
     benchmark::DoNotOptimize(
-        std::make_shared<proxy::tls_contexts>(leaves, std::vector<fs::path>{}));
+        std::make_shared<certs::tls_contexts>(leaves, std::vector<fs::path>{}));
 }
 BENCHMARK(tls_contexts)->Unit(benchmark::kMicrosecond);
 
@@ -56,7 +56,7 @@ void trust_bundle(benchmark::State& state) {
 BENCHMARK(trust_bundle)->Unit(benchmark::kMicrosecond);
 
 void token_transport(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(proxy::make_token_transport({}, {}));
+  for (auto _ : state) benchmark::DoNotOptimize(live::make_token_transport({}, {}));
 }
 BENCHMARK(token_transport)->Unit(benchmark::kMicrosecond);
 

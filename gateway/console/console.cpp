@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "base/text.hpp"
-#include "gateway/admin_auth.hpp"
-#include "gateway/admin_listener.hpp"
+#include "gateway/admin/admin_auth.hpp"
+#include "gateway/admin/admin_listener.hpp"
 #include "gateway/console/console_api.hpp"
 #include "gateway/console/console_assets.hpp"
 #include "session/log.hpp"

@@ -5,7 +5,7 @@
 
 #include "base/text.hpp"
 #include "config/units.hpp"
-#include "gateway/admin_auth.hpp"
+#include "gateway/admin/admin_auth.hpp"
 #include "gateway/console/console_query.hpp"
 #include "gateway/gateway.hpp"
 #include "session/budget_text.hpp"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/admin_listener.hpp"
+#include "gateway/admin/admin_listener.hpp"
 #include "gateway/console/console_index.hpp"
 #include "gateway/session_record.hpp"
 #include "session/audit_files.hpp"

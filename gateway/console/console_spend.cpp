@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "gateway/admin_auth.hpp"
+#include "gateway/admin/admin_auth.hpp"
 #include "gateway/console/console_api.hpp"
 #include "gateway/console/console_query.hpp"
 #include "gateway/gateway.hpp"

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "gateway/admin_auth.hpp"
+#include "gateway/admin/admin_auth.hpp"
 #include "gateway/console/console_api.hpp"
 #include "gateway/console/console_query.hpp"
 #include "gateway/gateway.hpp"

@@ -1,4 +1,4 @@
-// The DNS message layer (proxy/dns_message.hpp) on the bytes a child could send its resolver:
+// The DNS message layer (capture/dns_message.hpp) on the bytes a child could send its resolver:
 // parse_query reads anything without reading past it, and a refusal keeps the header exactly
 // when 12 bytes were there. For a query it accepts, the answer with two A records reads back as
 // a client reads it (header bits, id, counts, the records, nothing after them), its question
@@ -13,13 +13,13 @@
 #include <variant>
 #include <vector>
 
+#include "capture/dns_message.hpp"
 #include "fuzz_support.hpp"
-#include "proxy/dns_message.hpp"
 
 namespace {
 
 using namespace broker;
-namespace dns = proxy::dns;
+namespace dns = capture::dns;
 using fuzz::check;
 
 std::uint16_t get16(std::string_view wire, std::size_t at) {

@@ -1,4 +1,4 @@
-// What of an agent's settings goes back from a session (wrap/settings_merge.hpp): the session's
+// What of an agent's settings goes back from a session (sandbox/settings_merge.hpp): the session's
 // file is a hostile command's, the host's the user's. Input: one selector byte (JSON or TOML),
 // then the start, the host's file and the session's, separated by NUL bytes. The merge never
 // throws or crashes; a member that is not data keeps the host's value in what goes back (read
@@ -12,14 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_support.hpp"
-#include "wrap/settings_merge.hpp"
+#include "sandbox/settings_merge.hpp"
 
 namespace {
 
 using namespace broker;
 using fuzz::check;
-using wrap::member_rules;
-using wrap::settings_format;
+using sandbox::member_rules;
+using sandbox::settings_format;
 
 const member_rules rules{{"model", "projects.*.history", "projects.{workspace}.trusted", "a.b"},
                          {"/w"}};
@@ -64,10 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
     rest = nul == std::string_view::npos ? std::string_view() : rest.substr(nul + 1);
   }
   const auto [base, host, session] = parts;
-  const auto merged = wrap::merge_settings(format, rules, base, host, session);
+  const auto merged = sandbox::merge_settings(format, rules, base, host, session);
   if (!merged.text) return 0;
   check(merged.readable, "text from a session file that could not be read");
-  const auto again = wrap::merge_settings(format, rules, base, *merged.text, session);
+  const auto again = sandbox::merge_settings(format, rules, base, *merged.text, session);
   check(again.readable, "the merged file cannot be read back");
   if (format != settings_format::json) return 0;
   const auto result = nlohmann::ordered_json::parse(*merged.text, nullptr, false);

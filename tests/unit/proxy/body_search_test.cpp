@@ -58,8 +58,8 @@ TEST_CASE("a coded body's search refuses what it cannot read through", "[body_se
     proxy::body_search search(scan, {content_coding::zstd});
     const auto stop = search.feed("definitely not zstd", false, out);
     REQUIRE(stop);
-    REQUIRE(std::holds_alternative<proxy::refusal>(*stop));
-    CHECK(std::get<proxy::refusal>(*stop).status == 400);
+    REQUIRE(std::holds_alternative<live::refusal>(*stop));
+    CHECK(std::get<live::refusal>(*stop).status == 400);
   }
   {
     proxy::body_search search(scan, {content_coding::gzip});

@@ -16,7 +16,7 @@
 
 #include "brokers/credential_set.hpp"
 #include "config/policy_set.hpp"
-#include "proxy/refusal.hpp"
+#include "live/refusal.hpp"
 #include "proxy/relay_errors.hpp"
 #include "session/audit_log.hpp"
 #include "tests/unit/proxy/faults.hpp"
@@ -76,7 +76,7 @@ class scripted_client final : public client_side {
     co_return;
   }
   asio::awaitable<void> flush() override { co_return; }
-  asio::awaitable<void> send_refusal(const refusal& r, std::string_view, std::string_view,
+  asio::awaitable<void> send_refusal(const live::refusal& r, std::string_view, std::string_view,
                                      bool) override {
     write_step();
     status = r.status;
@@ -155,7 +155,7 @@ struct fake_upstream {
 struct outcome {
   std::optional<next_step> next;  // unset when forward() threw (the connection then ends)
   std::string thrown;
-  std::vector<audit_entry> records;
+  std::vector<session::audit_entry> records;
   bool pooled = false;  // the upstream connection was kept for another request
 };
 
@@ -166,20 +166,22 @@ outcome run_exchange(scripted_client& client, const std::string& body, const std
   asio::io_context io;
   fake_upstream up(io);
   test::temp_dir dir;
-  proxy_options options;
+  live::session_options options;
   options.session_id = "s-test";
   options.connect_to.push_back({"api.test", 80, "127.0.0.1", up.port()});
   std::vector<config::policy> layers;
   layers.push_back(config::parse_policy(R"({"allow": [{"host": "api.test"}]})", "p.json"));
   outcome out;
-  context_attachments attached;
-  attached.observer = [&](const std::string&, const audit_entry& e) { out.records.push_back(e); };
-  auto ctx = std::make_shared<proxy_context>(
+  live::session_attachments attached;
+  attached.observer = [&](const std::string&, const session::audit_entry& e) {
+    out.records.push_back(e);
+  };
+  auto ctx = std::make_shared<live::live_session>(
       options, std::make_shared<const config::policy_set>(std::move(layers)),
       session::audit_log::open(dir.path, "s-test"), std::make_shared<brokers::credential_set>(),
       nullptr, std::move(attached));
   upstream_pool pool;
-  connection_deadline timer(io.get_executor());
+  live::connection_deadline timer(io.get_executor());
   const session::log_tag tag("s-test", 1);
 
   http::message_head head;

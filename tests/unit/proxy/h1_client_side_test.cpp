@@ -27,8 +27,8 @@ struct h1_fixture {
   tcp::socket client{io};
   std::optional<stream> server;
   read_buffer in;
-  connection_deadline timer{io.get_executor()};
-  std::shared_ptr<proxy_context> ctx;
+  live::connection_deadline timer{io.get_executor()};
+  std::shared_ptr<live::live_session> ctx;
   bool draining = false;
   std::optional<h1_client_side> side;
 
@@ -38,8 +38,8 @@ struct h1_fixture {
     server.emplace(acceptor.accept());
     std::vector<config::policy> layers;
     layers.push_back(config::parse_policy(R"({"allow": [{"host": "api.test"}]})", "p.json"));
-    ctx = std::make_shared<proxy_context>(
-        proxy_options{}, std::make_shared<const config::policy_set>(std::move(layers)),
+    ctx = std::make_shared<live::live_session>(
+        live::session_options{}, std::make_shared<const config::policy_set>(std::move(layers)),
         session::audit_log::open(dir.path, "s-h1"), std::make_shared<brokers::credential_set>(),
         nullptr);
     side.emplace(*server, in, timer, ctx, draining);

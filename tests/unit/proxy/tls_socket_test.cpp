@@ -12,13 +12,13 @@
 
 #include "certs/ca.hpp"
 #include "certs/leaf_cache.hpp"
-#include "proxy/tls.hpp"
+#include "certs/tls_contexts.hpp"
 #include "tests/unit/temp_dir.hpp"
 
 namespace asio = boost::asio;
 using broker::error_code;
 using broker::tcp;
-using broker::proxy::tls_contexts;
+using broker::certs::tls_contexts;
 using broker::proxy::tls_socket;
 
 namespace {

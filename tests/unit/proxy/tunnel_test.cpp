@@ -55,7 +55,7 @@ tunnel_run run_tunnel(const std::string& from_client, faults client_faults,
   pair(client_app, proxy_client);
   pair(proxy_upstream, upstream_app);
   read_buffer early;
-  connection_deadline idle(io.get_executor());
+  live::connection_deadline idle(io.get_executor());
   tunnel_run out;
   bool done = false;
   asio::co_spawn(io, play(client_app, from_client, client_faults, out.client_got), asio::detached);

@@ -17,7 +17,7 @@ using broker::brokers::request_context;
 using broker::brokers::value_broker;
 using broker::brokers::testing::brokers_of;
 using broker::brokers::testing::value_init;
-using broker::proxy::refusal;
+using broker::live::refusal;
 using broker::proxy::websocket_checks;
 using broker::proxy::websocket_hooks;
 using broker::proxy::websocket_inspector;

@@ -1,0 +1,200 @@
+// What every connection of one proxy session shares: options, the live policy, the audit log and
+// counters. Thread-safe; connections hold it by shared_ptr.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "brokers/credential_set.hpp"
+#include "config/policy_set.hpp"
+#include "config/program_identity.hpp"
+#include "live/connect_to.hpp"
+#include "live/timeouts.hpp"
+#include "session/audit_log.hpp"
+#include "session/audit_record.hpp"
+#include "session/budget.hpp"
+
+namespace broker::certs {
+class tls_contexts;
+}  // namespace broker::certs
+
+namespace broker::capture {
+class sock_diag;
+class synthetic_addresses;
+}  // namespace broker::capture
+
+namespace broker::live {
+
+class session_resolver;
+class ask_desk;
+struct ask_options;
+class shared_admission;
+
+struct session_options {
+  std::string session_id;
+  std::vector<connect_to_rule> connect_to;
+  std::vector<std::filesystem::path> upstream_cas;  // extra roots for verifying upstream TLS
+  live::timeouts timeouts;
+};
+
+using session::audit_entry;
+
+// Why a running session is ended from inside: a budget whose on_exhaust kills, or `broker kill`.
+struct session_end {
+  enum class cause { budget, kill };
+  cause why = cause::kill;
+  session::exhausted spent;  // the budget, when `why` is budget
+};
+
+// Told of every exchange record written (metrics).
+using record_observer = std::function<void(const std::string& session, const audit_entry&)>;
+
+// What a context carries beyond its session's core (options, policy, audit log, credentials,
+// TLS): what wrap, a gateway and transparent capture attach, each given at construction. An
+// empty member: the session has none.
+struct session_attachments {
+  // The session's budgets (the tightest of every layer's).
+  std::shared_ptr<session::session_budget> budget;
+  record_observer observer;
+  // A gateway session: its budgets shared with the other replicas, and its expiry.
+  std::shared_ptr<shared_admission> shared;
+  std::optional<std::chrono::system_clock::time_point> expires;
+  // wrap: where the session's clients live, for attributing connections to processes: a pid
+  // inside their network namespace (0: this one), the root of their process tree, and a
+  // NETLINK_SOCK_DIAG socket of their namespace (shared by the proxy's threads; it locks per
+  // lookup) to find a connection's socket inode.
+  int client_netns_pid = 0;
+  int client_root_pid = 0;
+  std::shared_ptr<capture::sock_diag> client_sock_diag;
+  // wrap: what of the broker's file system the session can change, which proves nothing about
+  // the programs a connection's processes run (DESIGN §5). Null: everything.
+  std::shared_ptr<const config::session_writes> client_writes;
+  // wrap with transparent capture: the names the child resolved through the broker's DNS and
+  // their synthetic addresses (DESIGN §11).
+  std::shared_ptr<capture::synthetic_addresses> synthetic_names;
+  // The session asks a person about what its asking layers refuse (DESIGN §13): how.
+  std::shared_ptr<const ask_options> asks;
+  // wrap --learn: what asking layers refuse goes through, recorded as learned (DESIGN §13).
+  bool learn = false;
+};
+
+class live_session {
+ public:
+  live_session(session_options options, std::shared_ptr<const config::policy_set> policy,
+               std::unique_ptr<session::audit_log> audit,
+               std::shared_ptr<const brokers::credential_set> credentials,
+               std::shared_ptr<certs::tls_contexts> tls, session_attachments attached = {});
+  ~live_session();
+
+  const session_options& options() const { return options_; }
+  const std::string& session_id() const { return options_.session_id; }
+
+  std::shared_ptr<const config::policy_set> policy() const { return policy_.load(); }
+  void replace_policy(std::shared_ptr<const config::policy_set> policy) { policy_.store(policy); }
+
+  // The session's brokered credentials; fixed for the session (a reload changes rules, not keys).
+  const brokers::credential_set& credentials() const { return *credentials_; }
+  certs::tls_contexts& tls() { return *tls_; }
+  // The session's budgets; null when no layer sets any.
+  session::session_budget* budget() const { return attached_.budget.get(); }
+  // A refused request whose budget says "kill", or `broker kill`, asks for the session's end;
+  // wrap polls this. The first reason stays.
+  void end_session(const session_end& why) {
+    std::lock_guard lock(end_mutex_);
+    if (!ender_) ender_ = why;
+  }
+  std::optional<session_end> session_ender() const {
+    std::lock_guard lock(end_mutex_);
+    return ender_;
+  }
+
+  // A gateway session's budgets shared with the other replicas; null when not shared.
+  shared_admission* shared() const { return attached_.shared.get(); }
+
+  // A team gateway's own context (DESIGN §12): it resolves every client connection to the
+  // session its proxy credential names; null for any other context. Set once, before the first
+  // connection: the gateway is made after the listener it names is bound.
+  void set_resolver(std::shared_ptr<session_resolver> r) { resolver_ = std::move(r); }
+  session_resolver* resolver() const { return resolver_.get(); }
+  // A gateway session ends for its clients when revoked or past its expiry: every request on
+  // it, even on a connection bound before, is then refused 407 (why() says which).
+  void revoke() { revoked_ = true; }
+  std::optional<std::string> ended_why(std::chrono::system_clock::time_point now) const {
+    if (revoked_.load()) return "the session " + session_id() + " was revoked";
+    if (attached_.expires && now >= *attached_.expires)
+      return "the session " + session_id() + " has expired";
+    return std::nullopt;
+  }
+
+  // `text` with every real secret value replaced by its dummy: for anything the broker writes
+  // that carries client-chosen text (hosts, paths, log lines).
+  std::string scrub(std::string_view text) const;
+
+  // False while the audit log cannot be written: the session then refuses every new request
+  // (fail closed) until it can again (session::audit_log::available()).
+  bool audit_ok() { return audit_->available(); }
+  // Charges the budget with the bytes of `entry` it has not been charged with yet.
+  void charge(audit_entry& entry);
+  // Writes the exchange's record (and counts it); false when it could not be written. `staged`:
+  // chained now, written with the next flush_records() (the caller flushes before the response
+  // completes).
+  bool record(const audit_entry& entry, bool staged = false);
+  // Writes the staged records; false when they could not be written.
+  bool flush_records() { return audit_->flush(); }
+  session::audit_log& audit_log() { return *audit_; }
+
+  // Where requests wait for a person's approval; null when the session does not ask.
+  ask_desk* asks() const { return asks_.get(); }
+  // wrap --learn (session_attachments::learn).
+  bool learns() const { return attached_.learn; }
+
+  // wrap: where the session's clients live (session_attachments).
+  int client_netns_pid() const { return attached_.client_netns_pid; }
+  int client_root_pid() const { return attached_.client_root_pid; }
+  capture::sock_diag* client_sock_diag() const { return attached_.client_sock_diag.get(); }
+  const std::shared_ptr<const config::session_writes>& client_writes() const {
+    return attached_.client_writes;
+  }
+  // wrap with transparent capture: the synthetic names (session_attachments); null otherwise.
+  capture::synthetic_addresses* synthetic_names() const { return attached_.synthetic_names.get(); }
+  // Writes a `dns` record (a name the policy refused); not counted as a request.
+  bool record_dns(const audit_entry& entry);
+
+  std::uint64_t next_connection_id() { return ++connection_ids_; }
+  std::uint64_t requests() const { return requests_.load(); }
+  std::uint64_t denied() const { return denied_.load(); }
+  // Allowed, and an audit-only layer would have refused (DESIGN §13).
+  std::uint64_t would_deny() const { return would_deny_.load(); }
+  // Let through by wrap --learn.
+  std::uint64_t learned() const { return learned_.load(); }
+
+  std::atomic<std::size_t> active_connections{0};
+
+ private:
+  session_options options_;
+  std::atomic<std::shared_ptr<const config::policy_set>> policy_;
+  std::unique_ptr<session::audit_log> audit_;
+  std::shared_ptr<const brokers::credential_set> credentials_;
+  std::shared_ptr<certs::tls_contexts> tls_;
+  const session_attachments attached_;
+  std::shared_ptr<session_resolver> resolver_;
+  std::atomic<bool> revoked_{false};
+  mutable std::mutex end_mutex_;
+  std::optional<session_end> ender_;
+  std::atomic<std::uint64_t> connection_ids_{0};
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> denied_{0};
+  std::atomic<std::uint64_t> would_deny_{0};
+  std::atomic<std::uint64_t> learned_{0};
+  std::unique_ptr<ask_desk> asks_;
+};
+
+}  // namespace broker::live
