@@ -103,27 +103,29 @@ int run_decision(const std::string& id, const std::string& gateway, const std::s
   }
 }
 
-}  // namespace
+void add_gateway_option(CLI::App* app, std::string& gateway) {
+  app->add_option("--gateway", gateway,
+                  "The gateway serving the session (default: the session's own socket, else the "
+                  "only gateway here)");
+}
 
-void register_approvals(CLI::App& root, int& exit_status) {
-  auto session = std::make_shared<std::string>();
-  auto gateway = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
-  const auto gateway_option = [gateway](CLI::App* app) {
-    app->add_option("--gateway", *gateway,
-                    "The gateway serving the session (default: the session's own socket, else "
-                    "the only gateway here)");
+void add_pending(CLI::App& root, int& exit_status) {
+  struct options {
+    std::string session, gateway;
+    bool json = false;
   };
+  auto o = std::make_shared<options>();
   auto* pending = root.add_subcommand("pending", "Requests held while a session asks about them");
-  pending->add_option("session", *session, "Session id (default: every running session)");
-  pending->add_flag("--json", *json, "One JSON array of every held request");
-  gateway_option(pending);
-  pending->callback([session, gateway, json, &exit_status] {
-    exit_status = run_pending(*session, *gateway, *json);
-  });
+  pending->add_option("session", o->session, "Session id (default: every running session)");
+  pending->add_flag("--json", o->json, "One JSON array of every held request");
+  add_gateway_option(pending, o->gateway);
+  pending->callback(
+      [o, &exit_status] { exit_status = run_pending(o->session, o->gateway, o->json); });
+}
 
+void add_approve(CLI::App& root, int& exit_status) {
   struct approval {
-    std::string id;
+    std::string id, gateway;
     bool once = false, for_session = false, always = false;
     std::string path;
   };
@@ -131,7 +133,7 @@ void register_approvals(CLI::App& root, int& exit_status) {
   auto* approve = root.add_subcommand(
       "approve", "Let a held request go, and (--session, the default) its host for the session");
   approve->add_option("id", a->id, "The ask's id (broker pending)")->required();
-  gateway_option(approve);
+  add_gateway_option(approve, a->gateway);
   auto* once = approve->add_flag("--once", a->once, "Only this request");
   auto* whole = approve->add_flag("--session", a->for_session,
                                   "Its host and port for the rest of the session (the default)");
@@ -149,7 +151,7 @@ void register_approvals(CLI::App& root, int& exit_status) {
           return std::string("a path prefix has no spaces and no *");
         return std::string();
       });
-  approve->callback([a, gateway, &exit_status] {
+  approve->callback([a, &exit_status] {
     const char* scope = a->once ? "once" : a->always ? "always" : "session";
     if (a->once && !a->path.empty()) {
       std::cerr << "broker: --path applies to --session and --always; --once is this request\n";
@@ -158,17 +160,29 @@ void register_approvals(CLI::App& root, int& exit_status) {
     }
     std::string command = "approve " + a->id + " " + scope;
     if (!a->path.empty()) command += " " + a->path;
-    exit_status = run_decision(a->id, *gateway, command);
+    exit_status = run_decision(a->id, a->gateway, command);
   });
+}
 
-  auto denied = std::make_shared<std::string>();
+void add_deny(CLI::App& root, int& exit_status) {
+  struct options {
+    std::string id, gateway;
+  };
+  auto o = std::make_shared<options>();
   auto* deny = root.add_subcommand(
       "deny", "Refuse a held request (403 approval_denied) and every one held for its host");
-  deny->add_option("id", *denied, "The ask's id (broker pending)")->required();
-  gateway_option(deny);
-  deny->callback([denied, gateway, &exit_status] {
-    exit_status = run_decision(*denied, *gateway, "deny " + *denied);
-  });
+  deny->add_option("id", o->id, "The ask's id (broker pending)")->required();
+  add_gateway_option(deny, o->gateway);
+  deny->callback(
+      [o, &exit_status] { exit_status = run_decision(o->id, o->gateway, "deny " + o->id); });
+}
+
+}  // namespace
+
+void register_approvals(CLI::App& root, int& exit_status) {
+  add_pending(root, exit_status);
+  add_approve(root, exit_status);
+  add_deny(root, exit_status);
 }
 
 }  // namespace broker::cli

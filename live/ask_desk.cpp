@@ -53,6 +53,28 @@ long seconds(std::chrono::steady_clock::duration d) {
   return static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(d).count());
 }
 
+// The held request's number in an id "SESSION-N"; 0 (never held) when it is not one.
+std::uint64_t held_number(const std::string& id, const std::string& session) {
+  const std::string prefix = session + "-";
+  if (!id.starts_with(prefix)) return 0;
+  try {
+    return std::stoull(id.substr(prefix.size()));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+nlohmann::ordered_json decision_reply(const session::approval& record) {
+  nlohmann::ordered_json out;
+  out["ok"] = true;
+  out["id"] = record.id;
+  out["decision"] = record.decision;
+  if (!record.scope.empty()) out["scope"] = record.scope;
+  if (!record.rule.empty()) out["rule"] = record.rule;
+  out["released"] = record.released;
+  return out;
+}
+
 }  // namespace
 
 ask_desk::ask_desk(live_session& ctx, ask_options options)
@@ -143,14 +165,7 @@ void ask_desk::release(std::shared_ptr<held_request> h, ask_outcome outcome) {
 }
 
 nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer& answer) {
-  const std::string prefix = ctx_.session_id() + "-";
-  std::uint64_t number = 0;
-  if (id.starts_with(prefix)) {
-    try {
-      number = std::stoull(id.substr(prefix.size()));
-    } catch (const std::exception&) {
-    }
-  }
+  const std::uint64_t number = held_number(id, ctx_.session_id());
   session::approval record;
   record.id = id;
   record.who = answer.who;
@@ -178,43 +193,43 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
       released.push_back(asked);
       release(asked, {ask_outcome::kind::approved, record.rule});
     } else {
-      record.decision = "approve";
-      record.scope = scope_name(answer.scope);
-      record.path_prefix = answer.path_prefix;
-      const config::approval_rule wanted{asked->dest.host, asked->dest.port, answer.path_prefix,
-                                         asked->tunnel};
-      record.rule = "approved[" + std::to_string(approved_.size()) + "]";
-      auto rule = config::make_approval_rule(wanted, record.rule);
-      if (answer.scope == approval_scope::always) {
-        if (options_.approved_file.empty())
-          throw std::invalid_argument(
-              "--always needs the user's approved.json; this session has none (a gateway "
-              "session): approve it for the session");
-        config::append_approved(options_.approved_file, wanted);
-      }
-      approved_.push_back(rule);
-      auto next = std::make_shared<const config::policy_set>(ctx_.policy()->with_approval(rule));
-      ctx_.replace_policy(next);
-      // Every request the grown policy allows goes, this one too unless the prefix leaves it out.
-      for (auto& [n, h] : held_) {
-        std::string allowed_by;
-        if (!h->outcome && now_allowed(*next, h->request, h->dest, h->tunnel, allowed_by)) {
-          released.push_back(h);
-          release(h, {ask_outcome::kind::approved, allowed_by});
-        }
-      }
+      released = approve_and_grow(*asked, answer, record);
     }
     for (const auto& h : released) record.released.push_back(h->id);
   }
   ctx_.audit_log().write(session::approval_record(record));
-  nlohmann::ordered_json out;
-  out["ok"] = true;
-  out["id"] = id;
-  out["decision"] = record.decision;
-  if (!record.scope.empty()) out["scope"] = record.scope;
-  if (!record.rule.empty()) out["rule"] = record.rule;
-  out["released"] = record.released;
-  return out;
+  return decision_reply(record);
+}
+
+std::vector<std::shared_ptr<ask_desk::held_request>> ask_desk::approve_and_grow(
+    const held_request& asked, const ask_answer& answer, session::approval& record) {
+  record.decision = "approve";
+  record.scope = scope_name(answer.scope);
+  record.path_prefix = answer.path_prefix;
+  const config::approval_rule wanted{asked.dest.host, asked.dest.port, answer.path_prefix,
+                                     asked.tunnel};
+  record.rule = "approved[" + std::to_string(approved_.size()) + "]";
+  auto rule = config::make_approval_rule(wanted, record.rule);
+  if (answer.scope == approval_scope::always) {
+    if (options_.approved_file.empty())
+      throw std::invalid_argument(
+          "--always needs the user's approved.json; this session has none (a gateway "
+          "session): approve it for the session");
+    config::append_approved(options_.approved_file, wanted);
+  }
+  approved_.push_back(rule);
+  auto next = std::make_shared<const config::policy_set>(ctx_.policy()->with_approval(rule));
+  ctx_.replace_policy(next);
+  // Every request the grown policy allows goes, this one too unless the prefix leaves it out.
+  std::vector<std::shared_ptr<held_request>> released;
+  for (auto& [n, h] : held_) {
+    std::string allowed_by;
+    if (!h->outcome && now_allowed(*next, h->request, h->dest, h->tunnel, allowed_by)) {
+      released.push_back(h);
+      release(h, {ask_outcome::kind::approved, allowed_by});
+    }
+  }
+  return released;
 }
 
 void ask_desk::replace_policy(std::shared_ptr<const config::policy_set> fresh) {

@@ -96,6 +96,11 @@ class ask_desk final : public ask_decider {
   nlohmann::ordered_json listed(const held_request& h,
                                 std::chrono::steady_clock::time_point now) const;
   void release(std::shared_ptr<held_request> h, ask_outcome outcome);
+  // An approval for the session or always (decide(), under the lock): the policy grows by a rule
+  // for the asked request's host, and every held request it now allows is released (returned).
+  std::vector<std::shared_ptr<held_request>> approve_and_grow(const held_request& asked,
+                                                              const ask_answer& answer,
+                                                              session::approval& record);
 
   live_session& ctx_;
   const ask_options options_;
