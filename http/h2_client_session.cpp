@@ -244,10 +244,7 @@ std::int32_t h2_client_session::request(const message_head& head, const std::str
   const header_block block(
       head.headers,
       {{":method", head.method}, {":scheme", scheme}, {":authority", where}, {":path", path}},
-      [](const header_field& f) {
-        // Host is :authority; HTTP/2 allows TE only as "trailers" (RFC 9113 §8.2.2).
-        return iequals(f.name, "host") || (iequals(f.name, "te") && !iequals(f.value, "trailers"));
-      });
+      [](const header_field& f) { return iequals(f.name, "host"); });  // Host is :authority
   auto st = std::make_unique<stream_state>();
   st->out_last = end_stream;
   nghttp2_data_provider provider{};

@@ -22,11 +22,9 @@ nghttp2_nv field(const std::string& name, const std::string& value) {
 
 }  // namespace
 
-bool connection_specific(std::string_view name) {
-  for (std::string_view f :
-       {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"})
-    if (iequals(name, f)) return true;
-  return false;
+bool connection_specific(const header_field& field) {
+  if (iequals(field.name, "te")) return !iequals(field.value, "trailers");
+  return iequals(field.name, "transfer-encoding") || is_hop_by_hop_field(field.name);
 }
 
 void take_content_length(message_head& head) {
@@ -45,7 +43,7 @@ header_block::header_block(const std::vector<header_field>& fields,
   lowered.reserve(fields.size());  // never reallocated: nv points into it
   for (const auto& [name, value] : pseudo) nv.push_back(field(name, value));
   for (const auto& f : fields) {
-    if (connection_specific(f.name) || (skip && skip(f))) continue;
+    if (connection_specific(f) || (skip && skip(f))) continue;
     if (std::none_of(f.name.begin(), f.name.end(), [](char c) { return c >= 'A' && c <= 'Z'; })) {
       nv.push_back(field(f.name, f.value));
       continue;

@@ -13,8 +13,9 @@
 
 namespace broker::http {
 
-// RFC 9113 §8.2.2: fields that are about a connection, never sent in HTTP/2.
-bool connection_specific(std::string_view name);
+// RFC 9113 §8.2.2: fields that are about a connection, never sent in HTTP/2: the hop-by-hop
+// ones (is_hop_by_hop_field), but TE when it says "trailers", and Transfer-Encoding.
+bool connection_specific(const header_field& field);
 
 // head.content_length from its Content-Length field, when it has a valid one (nghttp2 has
 // already checked it against the DATA that follows).

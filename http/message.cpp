@@ -83,9 +83,7 @@ std::string coded_body(const message_head& head) {
   return {};
 }
 
-namespace {
-
-bool always_hop_by_hop(std::string_view name) {
+bool is_hop_by_hop_field(std::string_view name) {
   static constexpr std::string_view fixed[] = {
       "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
       "proxy-authenticate", "te",         "upgrade"};
@@ -93,6 +91,8 @@ bool always_hop_by_hop(std::string_view name) {
     if (iequals(name, f)) return true;
   return false;
 }
+
+namespace {
 
 // Names listed in Connection are hop-by-hop too; framing headers are never dropped this way
 // (we relay the body as framed, so its framing header must go with it).
@@ -108,7 +108,7 @@ void append_headers(std::string& out, const message_head& head) {
                        [name](std::string_view item) { return iequals(item, name); });
   };
   for (const auto& h : head.headers) {
-    if (always_hop_by_hop(h.name) || (!never_listed(h.name) && is_listed(h.name))) continue;
+    if (is_hop_by_hop_field(h.name) || (!never_listed(h.name) && is_listed(h.name))) continue;
     out.append(h.name).append(": ").append(h.value).append("\r\n");
   }
 }
@@ -139,7 +139,7 @@ std::string serialize_response_head(const message_head& head) {
 }
 
 bool is_hop_by_hop(std::string_view name, const message_head& head) {
-  if (always_hop_by_hop(name)) return true;
+  if (is_hop_by_hop_field(name)) return true;
   return !never_listed(name) && head.has_token("connection", name);
 }
 

@@ -55,9 +55,15 @@ void append_chunk_size(std::string& wire, std::size_t size);
 // terminating zero chunk.
 void frame_body(std::string& wire, std::string_view data, bool chunked, bool last);
 
-// True for the hop-by-hop headers a proxy must not forward (RFC 9110 §7.6.1), including the
-// names listed in `Connection` and the proxy's own Proxy-* headers. Framing headers
-// (Content-Length, Transfer-Encoding) are kept: bodies are relayed as framed.
+// The hop-by-hop fields (RFC 9110 §7.6.1) no message forwards, whatever its Connection field
+// lists: Connection and the fields of its kind (Keep-Alive, Proxy-Connection, TE, Upgrade) and
+// the proxy's own Proxy-Authorization and Proxy-Authenticate. The one list: HTTP/1.1's heads
+// (serialize_*_head) and HTTP/2's header blocks (h2_fields.hpp) both leave them out.
+bool is_hop_by_hop_field(std::string_view name);
+
+// True for the hop-by-hop headers a proxy must not forward: the list above and the names
+// listed in `Connection`. Framing headers (Content-Length, Transfer-Encoding) are kept: bodies
+// are relayed as framed.
 bool is_hop_by_hop(std::string_view name, const message_head& head);
 
 // What keeps a message's body, once chunked framing is removed, from being its plain content:
