@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "capture/synthetic_addresses.hpp"
-#include "proxy/client_connection.hpp"
 
 namespace broker::proxy {
 
@@ -37,39 +36,19 @@ std::optional<tcp::endpoint> original_destination(tcp::socket& socket) {
   return std::nullopt;
 }
 
-std::optional<config::destination> client_connection::captured_target(std::string& text) const {
+std::optional<config::destination> captured_target(const tcp::endpoint& dialed,
+                                                   const capture::synthetic_addresses* names,
+                                                   std::string& address) {
   // original_destination gives IPv4 targets as IPv4 (the tuple IPv4's tracking recorded).
-  text = dialed_->address().to_string();
-  const auto address = config::ip_address::parse(text);
-  if (!address) return std::nullopt;
-  const auto* names = ctx_->synthetic_names();
-  if (names && names->in_range(*address)) {
-    auto name = names->name_of(*address);
+  address = dialed.address().to_string();
+  const auto ip = config::ip_address::parse(address);
+  if (!ip) return std::nullopt;
+  if (names && names->in_range(*ip)) {
+    auto name = names->name_of(*ip);
     if (!name) return std::nullopt;
-    return config::destination{std::move(*name), std::nullopt, dialed_->port()};
+    return config::destination{std::move(*name), std::nullopt, dialed.port()};
   }
-  return config::destination{address->to_string(), address, dialed_->port()};
-}
-
-asio::awaitable<void> client_connection::handle_captured() {
-  auto& ex = begin_exchange("");
-  auto& entry = ex.entry();
-  entry.event = "tunnel";
-  std::string address;
-  auto dest = dialed_ ? captured_target(address) : std::nullopt;
-  if (dest) {
-    co_await open_target(ex, *dest);
-    co_return;
-  }
-  // No name stands behind the address (or the kernel kept no record of it): nothing to dial.
-  entry.host = address.empty() ? "unknown" : address;
-  entry.port = dialed_ ? dialed_->port() : 0;
-  entry.event = "refused";
-  std::optional<live::refusal> why = live::refusal::policy_denied("default_deny", entry.host);
-  entry.rule = why->rule;
-  if (!ex.finish(why->status, false, why->code)) co_return;
-  config::destination unknown{entry.host, config::ip_address::parse(entry.host), entry.port};
-  if (!co_await start_interception(unknown, std::move(why))) draining_ = true;
+  return config::destination{ip->to_string(), ip, dialed.port()};
 }
 
 }  // namespace broker::proxy

@@ -21,18 +21,19 @@ namespace broker::proxy {
 
 void http_exchange::release_upstream() {
   // Only an upstream whose last response was relayed whole may carry another request.
-  if (upstream_ && upstream_reusable_ && upstream_->reusable()) upstream_->give_back(io_.pool);
-  upstream_.reset();
+  if (s_.upstream && s_.upstream_reusable && s_.upstream->reusable())
+    s_.upstream->give_back(s_.io.pool);
+  s_.upstream.reset();
 }
 
 asio::awaitable<next_step> http_exchange::exchange_with_upstream(
     const http::message_head& request, const std::string& target, const request_target& to,
     const brokers::request_context& where) {
-  const bool client_keep_alive = io_.client.keep_alive();
-  upstream_->bind(io_.timer, timeouts().upstream, entry_);
-  io_.timer.arm(timeouts().upstream, live::waiting_for::upstream);
-  if (auto ec =
-          co_await upstream_->send_head(request, target, to.dest, to.scheme == "https", websocket_))
+  const bool client_keep_alive = s_.io.client.keep_alive();
+  s_.upstream->bind(s_.io.timer, timeouts().upstream, s_.entry);
+  s_.io.timer.arm(timeouts().upstream, live::waiting_for::upstream);
+  if (auto ec = co_await s_.upstream->send_head(request, target, to.dest, to.scheme == "https",
+                                                s_.websocket))
     co_return co_await refuse_unsent(ec);
   const bool sent_whole = body_.has_value();
   if (sent_whole && !co_await send_whole_body()) co_return next_step::close;
@@ -45,25 +46,26 @@ asio::awaitable<next_step> http_exchange::exchange_with_upstream(
 }
 
 asio::awaitable<next_step> http_exchange::refuse_unsent(const error_code& ec) {
-  upstream_.reset();
-  co_return co_await refuse(live::refusal::upstream_unreachable(entry_.host, ec.message()), false);
+  s_.upstream.reset();
+  co_return co_await refuse(live::refusal::upstream_unreachable(s_.entry.host, ec.message()),
+                            false);
 }
 
 asio::awaitable<bool> http_exchange::send_whole_body() {
   // Read whole before the head was signed; it goes up in the coding the client sent it in, and
   // is let go of, with its share of the held-bytes allowance, once sent.
-  if (auto ec = co_await upstream_->send_body(body_->bytes, true)) {
+  if (auto ec = co_await s_.upstream->send_body(body_->bytes, true)) {
     co_await refuse_unsent(ec);
     co_return false;
   }
-  if (plan_->holds_real()) base::wipe(body_->bytes);  // a token request's real refresh token
+  if (s_.plan->holds_real()) base::wipe(body_->bytes);  // a token request's real refresh token
   body_.reset();
   co_return true;
 }
 
 asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::request_context& where,
                                                               bool client_keep_alive) {
-  const auto& credentials = io_.ctx.credentials();
+  const auto& credentials = s_.io.ctx.credentials();
   brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
   std::optional<brokers::stream_scrubber> scan;
   std::optional<body_search> search;  // refers to scan
@@ -85,40 +87,40 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
     }
     // The upstream answered before the body was through; the client's stream cannot be
     // resynchronized, so both connections end here.
-    upstream_.reset();
+    s_.upstream.reset();
     co_return next_step::close;
   } catch (const value_in_body& e) {
     // None of the value's bytes went up; the upstream saw a request that never ends.
-    upstream_.reset();
-    if (response_started_) throw upstream_error("request body refused mid-response");
+    s_.upstream.reset();
+    if (s_.response_started) throw upstream_error("request body refused mid-response");
     const auto decision = checks.decision(e.pattern);
-    entry_.credential = decision.credential;
-    refused = live::refusal::of(decision, entry_.host, where.plaintext);
+    s_.entry.credential = decision.credential;
+    refused = live::refusal::of(decision, s_.entry.host, where.plaintext);
   } catch (const client_gone&) {
     // The upstream has the head and what body came: allowed, cut short, and no one to answer.
-    upstream_.reset();
+    s_.upstream.reset();
     throw;
   } catch (const body_error& e) {
-    upstream_.reset();
-    if (response_started_) throw;
+    s_.upstream.reset();
+    if (s_.response_started) throw;
     refused = live::refusal::bad_request(std::string("malformed request body: ") + e.what());
   } catch (const body_unreadable& e) {
     // A coded body the broker could not search through: its unsearched bytes never went up.
-    upstream_.reset();
-    if (response_started_) throw upstream_error("request body refused mid-response");
+    s_.upstream.reset();
+    if (s_.response_started) throw upstream_error("request body refused mid-response");
     refused = e.answer;
   } catch (const brokers::body_refused_error& e) {
     // The body's rewriter refused a piece (a chunk whose signature does not verify): none of
     // it went up, and the upstream's request never ends.
-    upstream_.reset();
-    if (response_started_) throw upstream_error("request body refused mid-response");
-    refused = live::refusal::of(e.decision(), entry_.host, where.plaintext);
+    s_.upstream.reset();
+    if (s_.response_started) throw upstream_error("request body refused mid-response");
+    refused = live::refusal::of(e.decision(), s_.entry.host, where.plaintext);
   }
   co_return co_await refuse(*refused, false);
 }
 
 asio::awaitable<next_step> http_exchange::relay_response(bool client_keep_alive) {
-  co_return co_await response_relay(*this).run(entry_.method, client_keep_alive);
+  co_return co_await response_relay(*this).run(s_.entry.method, client_keep_alive);
 }
 
 asio::awaitable<void> http_exchange::relay_response_into(bool client_keep_alive, next_step& next) {
@@ -132,10 +134,10 @@ struct http_exchange::scan_buffers {
 
 asio::awaitable<void> http_exchange::pump_request_body(body_search* search, bool& done) {
   // Unsearched, the body goes up as the client framed it (the head went up with its framing).
-  const bool as_framed = !search && io_.client.carries_wire() && upstream_->carries_wire();
+  const bool as_framed = !search && s_.io.client.carries_wire() && s_.upstream->carries_wire();
   scan_buffers buffers;
   for (;;) {
-    const auto piece = co_await io_.client.read_body(!as_framed);
+    const auto piece = co_await s_.io.client.read_body(!as_framed);
     if (as_framed) {
       if (!piece.wire.empty()) co_await write_request_body(piece.wire, false, true);
     } else if (search) {
@@ -146,7 +148,7 @@ asio::awaitable<void> http_exchange::pump_request_body(body_search* search, bool
     if (piece.last) break;
   }
   done = true;
-  io_.timer.arm(timeouts().upstream, live::waiting_for::upstream);
+  s_.io.timer.arm(timeouts().upstream, live::waiting_for::upstream);
   co_await base::hold_until_cancelled();
 }
 
@@ -154,7 +156,7 @@ asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_
                                                         body_search& search, scan_buffers& b) {
   b.released.clear();
   if (auto stop = search.feed(piece.data, piece.last, b.released)) throw_stop(std::move(*stop));
-  if (auto* rewriter = plan_ ? plan_->rewriter() : nullptr) {
+  if (auto* rewriter = s_.plan ? s_.plan->rewriter() : nullptr) {
     b.rewritten.clear();
     rewriter->feed(b.released, b.rewritten);
     if (piece.last) rewriter->finish();
@@ -166,7 +168,7 @@ asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_
 asio::awaitable<void> http_exchange::write_request_body(std::string_view data, bool last,
                                                         bool framed) {
   const auto ec =
-      framed ? co_await upstream_->send_wire(data) : co_await upstream_->send_body(data, last);
+      framed ? co_await s_.upstream->send_wire(data) : co_await s_.upstream->send_body(data, last);
   if (ec) throw upstream_error("upstream write failed: " + ec.message());
 }
 

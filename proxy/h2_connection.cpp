@@ -268,7 +268,7 @@ void h2_connection::on_request(std::int32_t id, http::h2_request request, bool e
 }
 
 void h2_connection::on_head_too_large(std::int32_t id) {
-  respond_refused(id, {}, live::refusal::header_too_large(), s_.ctx->scrub(s_.dest.host),
+  respond_refused(id, {}, live::refusal::header_too_large(), s_.ctx->scrub(s_.target.dest.host),
                   s_.ctx->session_id());
 }
 
@@ -298,43 +298,26 @@ void h2_connection::on_reset(std::int32_t id, std::uint32_t) {
   if (auto it = streams_.find(id); it != streams_.end()) it->second->end();
 }
 
-std::optional<live::refusal> h2_connection::check_target(const http::h2_request& request) const {
-  if (s_.refused) return s_.refused;
-  const auto& head = request.head;
-  if (head.method == "CONNECT")
-    return live::refusal::bad_request("CONNECT inside an intercepted HTTP/2 connection");
-  if (request.scheme != "https")
-    return live::refusal::host_mismatch("the request's :scheme is not https");
-  const std::string* host = head.find("host");
-  config::authority where{s_.dest, true};
-  if (!host || !config::host_header_matches(*host, where, 443))
-    return live::refusal::host_mismatch(host ? "the request's authority is not the CONNECT host"
-                                             : "the request has no :authority");
-  if (!request.authority.empty() && request.authority != *host)
-    return live::refusal::host_mismatch("the request's :authority and Host disagree");
-  if (head.target.empty() || (head.target.front() != '/' && head.target != "*"))
-    return live::refusal::bad_request("the request's :path is not a path");
-  return std::nullopt;
-}
-
 asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st) {
   auto& ctx = *s_.ctx;
   auto& head = st->request.head;
-  const auto& timeouts = ctx.options().timeouts;
+  const auto& target = s_.target;
   http_exchange ex({*st, st->deadline, ctx, s_.pool, s_.tag}, head.method, s_.holders);
   auto& entry = ex.entry();
-  entry.scheme = "https";
-  entry.host = s_.dest.host;
-  entry.port = s_.dest.port;
-  entry.target = head.target;
+  ex.identify("https", target.dest, head.target);
   entry.captured = s_.captured;
   entry.http2 = true;
-  const request_target to{s_.dest, "https", head.target, true};
   try {
-    if (auto refused = check_target(st->request)) {
+    const auto checked = check_inner_request(target, {.method = head.method,
+                                                      .target = head.target,
+                                                      .host = head.find("host"),
+                                                      .scheme = st->request.scheme,
+                                                      .authority = st->request.authority,
+                                                      .http2 = true});
+    if (const auto* refused = std::get_if<live::refusal>(&checked)) {
       co_await ex.refuse(*refused, true);
     } else {
-      st->deadline.arm(timeouts.body, live::waiting_for::request_body);
+      st->deadline.arm(ctx.options().timeouts.body, live::waiting_for::request_body);
       // The deadline cancels the exchange (through the stream's cancellation slot, as a reset by
       // the client does) rather than racing it: a race is two coroutines spawned per stream.
       bool expired = false;
@@ -344,6 +327,8 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       });
       std::exception_ptr failure;
       try {
+        // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
+        const request_target to{target.dest, "https", std::get<std::string>(checked), true};
         co_await ex.forward(head, to);
       } catch (...) {
         failure = std::current_exception();
@@ -351,15 +336,9 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       st->deadline.stop();
       // What the deadline's cancellation threw is its timeout, handled below.
       if (failure && !expired) std::rethrow_exception(failure);
-      if (expired && ex.active()) {
-        if (!ex.response_started() && st->deadline.waiting() == live::waiting_for::upstream) {
-          ex.drop_upstream();
-          const auto r = live::refusal::upstream_timeout(entry.host);
-          ex.finish(r.status, true, r.code);
-          if (!st->gone) st->refuse_now(r, ctx.scrub(entry.host), ctx.session_id());
-        } else {
-          ex.finish(entry.status, true, "timeout");
-        }
+      if (expired) {
+        const auto refused = ex.expire(st->deadline.waiting(), cut_short_);
+        if (refused && !st->gone) st->refuse_now(*refused, ctx.scrub(entry.host), ctx.session_id());
       }
     }
   } catch (const std::exception& e) {

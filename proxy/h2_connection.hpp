@@ -17,6 +17,7 @@
 #include "live/live_session.hpp"
 #include "live/refusal.hpp"
 #include "live/timeouts.hpp"
+#include "proxy/interception.hpp"
 #include "proxy/stream.hpp"
 #include "proxy/upstream_pool.hpp"
 #include "session/log.hpp"
@@ -32,8 +33,9 @@ class h2_connection final : private http::h2_server_session::handler {
     std::shared_ptr<live::live_session> ctx;
     upstream_pool& pool;
     const session::log_tag& tag;
-    config::destination dest;              // the CONNECT (or captured) target
-    std::optional<live::refusal> refused;  // decided before the handshake: every stream gets it
+    // The CONNECT (or captured) target, and the refusal decided before the handshake, which
+    // every stream then gets.
+    const interception& target;
     bool captured = false;
     std::shared_ptr<const config::client_identity> holders;  // who holds the socket; null: unknown
   };
@@ -62,9 +64,6 @@ class h2_connection final : private http::h2_server_session::handler {
   asio::awaitable<void> writer();
   // One stream's exchange, from its checks to its record.
   asio::awaitable<void> serve_stream(std::shared_ptr<h2_stream> st);
-  // The refusal a request on this connection gets before any policy, if any (the CONNECT's
-  // own, a target or authority that is not the CONNECT host, a CONNECT inside it).
-  std::optional<live::refusal> check_target(const http::h2_request& request) const;
   void wake_writer();
   // The reader stops (the session has nothing more to read).
   void stop_reading();

@@ -100,14 +100,14 @@ live::refusal credential_refusal(const brokers::credential_set& credentials,
 
 http_exchange::http_exchange(connection io, std::string method,
                              std::shared_ptr<const config::client_identity> client)
-    : io_(io), start_(std::chrono::steady_clock::now()) {
-  entry_.event = "request";
-  entry_.method = std::move(method);
+    : s_{io}, start_(std::chrono::steady_clock::now()) {
+  s_.entry.event = "request";
+  s_.entry.method = std::move(method);
   if (client) {
-    entry_.pid = client->holders.front().pid;
-    entry_.exe = client->holders.front().exe;
+    s_.entry.pid = client->holders.front().pid;
+    s_.entry.exe = client->holders.front().exe;
   }
-  entry_.client = std::move(client);
+  s_.entry.client = std::move(client);
 }
 
 http_exchange::~http_exchange() = default;
@@ -116,16 +116,16 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::admit(const config:
                                                                    const http::message_head& head,
                                                                    const request_target& to) {
   const auto verdict =
-      policy.check_request(to.dest, head.method, to.path_and_query, {entry_.client.get()});
-  entry_.rule = verdict.rule;
-  entry_.would_deny = verdict.would_deny;
+      policy.check_request(to.dest, head.method, to.path_and_query, {s_.entry.client.get()});
+  s_.entry.rule = verdict.rule;
+  s_.entry.would_deny = verdict.would_deny;
   http2_allowed_ = verdict.http2;
   if (verdict.ambiguous_path) co_return live::refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) {
-    if (verdict.askable && io_.ctx.learns()) {
-      entry_.learned = true;  // wrap --learn: through, and recorded as learned
-    } else if (!verdict.askable || !io_.ctx.asks()) {
-      co_return live::refusal::policy_denied(verdict.rule, entry_.host);
+    if (verdict.askable && s_.io.ctx.learns()) {
+      s_.entry.learned = true;  // wrap --learn: through, and recorded as learned
+    } else if (!verdict.askable || !s_.io.ctx.asks()) {
+      co_return live::refusal::policy_denied(verdict.rule, s_.entry.host);
     } else if (auto refused = co_await ask_person(to.dest)) {
       co_return refused;
     }
@@ -136,42 +136,42 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::admit(const config:
 asio::awaitable<std::optional<live::refusal>> http_exchange::ask_person(
     const config::destination& dest) {
   // The connection's watchdog outlasts the ask's own timeout, which answers first.
-  io_.timer.arm(timeouts().ask + std::chrono::seconds(5), live::waiting_for::approval);
-  const auto outcome = co_await io_.ctx.asks()->hold(entry_, dest);
+  s_.io.timer.arm(timeouts().ask + std::chrono::seconds(5), live::waiting_for::approval);
+  const auto outcome = co_await s_.io.ctx.asks()->hold(s_.entry, dest);
   using kind = live::ask_outcome::kind;
   switch (outcome.what) {
     case kind::approved:
-      entry_.rule = outcome.rule;
+      s_.entry.rule = outcome.rule;
       co_return std::nullopt;
     case kind::full:
-      co_return live::refusal::policy_denied(entry_.rule, entry_.host);
+      co_return live::refusal::policy_denied(s_.entry.rule, s_.entry.host);
     case kind::denied:
     case kind::timed_out:
     case kind::cut_short:
       break;
   }
-  co_return live::refusal::approval_denied(entry_.rule, entry_.host,
+  co_return live::refusal::approval_denied(s_.entry.rule, s_.entry.host,
                                            outcome.what == kind::timed_out);
 }
 
 asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
                                                   const request_target& to) {
   const auto& dest = to.dest;
-  if (!io_.ctx.audit_ok())
+  if (!s_.io.ctx.audit_ok())
     co_return co_await refuse(live::refusal::audit_unavailable(), to.keep_after_refusal);
-  websocket_ = head.has_token("connection", "upgrade") && head.has_token("upgrade", "websocket");
-  if (auto why = malformed_for_proxying(head, websocket_))
+  s_.websocket = head.has_token("connection", "upgrade") && head.has_token("upgrade", "websocket");
+  if (auto why = malformed_for_proxying(head, s_.websocket))
     co_return co_await refuse(live::refusal::bad_request(*why), false);
 
-  const auto policy = io_.ctx.policy();
+  const auto policy = s_.io.ctx.policy();
   if (auto refused = co_await admit(*policy, head, to))
     co_return co_await refuse(*refused, to.keep_after_refusal);
   if (auto refused = co_await admit_shared(dest.host))
     co_return co_await refuse(*refused, to.keep_after_refusal);
-  llm_ = session::classify_llm_request(dest.host, head.method, to.path_and_query);
+  s_.llm = session::classify_llm_request(dest.host, head.method, to.path_and_query);
 
   // The brokers: refuse what must not leave, swap what may (DESIGN §5).
-  const auto& credentials = io_.ctx.credentials();
+  const auto& credentials = s_.io.ctx.credentials();
   std::string target = to.path_and_query;
   // Once swapped, the head and target hold real values: they are wiped however this exchange
   // ends (a client reset, a cancelled coroutine), not only when it ends well.
@@ -181,13 +181,13 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     for (auto& h : head.headers) base::wipe(h.value);
     base::wipe(target);
   });
-  loopback_ = loopback_destination(io_.ctx, dest);
-  const brokers::request_context where{dest.host, to.scheme == "http", loopback_,
-                                       entry_.client.get()};
+  s_.loopback = loopback_destination(s_.io.ctx, dest);
+  const brokers::request_context where{dest.host, to.scheme == "http", s_.loopback,
+                                       s_.entry.client.get()};
   auto& plan =
-      plan_.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
+      s_.plan.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();
-  entry_.credential = plan.credential();
+  s_.entry.credential = plan.credential();
   if (plan.decision().refused())
     co_return co_await refuse(credential_refusal(credentials, plan.decision(), where),
                               to.keep_after_refusal);
@@ -195,7 +195,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   std::string no_body;
   const auto completed =
       plan.complete(head.method, target, head.headers, body_ ? body_->bytes : no_body);
-  entry_.credential = plan.credential();
+  s_.entry.credential = plan.credential();
   if (completed.refused())
     co_return co_await refuse(credential_refusal(credentials, completed, where),
                               to.keep_after_refusal && !body_);
@@ -204,21 +204,21 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
                                   "a body the broker rewrites as it streams cannot be coded too"),
                               false);
   if (const auto& answer = plan.answer())
-    co_return co_await answer_locally(answer->credential, answer->json, io_.client.keep_alive());
+    co_return co_await answer_locally(answer->credential, answer->json, s_.io.client.keep_alive());
   // Real values, and what the brokers rewrote, back to the client's form.
-  scrub_patterns_ = plan.response_patterns();
+  s_.scrub_patterns = plan.response_patterns();
   if (!credentials.empty()) ask_for_identity(head);
-  if (websocket_) drop_extension_offers(head);
+  if (s_.websocket) drop_extension_offers(head);
   co_return co_await send_upstream(head, target, to, where, *policy);
 }
 
 asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     http::message_head& head, const brokers::request_context& where) {
   // A coded body is searched through its decoding, or refused before any of it is read.
-  if (head.has_body && !io_.ctx.credentials().empty())
-    if (auto refused = read_body_codings(head, plan_->whole_body(), body_codings_))
+  if (head.has_body && !s_.io.ctx.credentials().empty())
+    if (auto refused = read_body_codings(head, s_.plan->whole_body(), body_codings_))
       co_return refused;
-  if (const auto& need = plan_->whole_body())
+  if (const auto& need = s_.plan->whole_body())
     co_return co_await read_whole_body(head, where, *need);
   co_return std::nullopt;
 }
@@ -232,40 +232,40 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
   const std::string key = to.scheme + "://" + to_string(to.dest);
   // HTTP/2 up when the upstream offers it; not for a WebSocket (no extended CONNECT), nor where
   // a rule says "http2": false.
-  const bool may_h2 = https && !websocket_ && http2_allowed_;
+  const bool may_h2 = https && !s_.websocket && http2_allowed_;
   const bool grpc = is_grpc(head);
-  upstream_ = pooled_upstream(key, may_h2, grpc);
-  if (!upstream_ && may_h2 && io_.pool.dialing(key)) {
+  s_.upstream = pooled_upstream(key, may_h2, grpc);
+  if (!s_.upstream && may_h2 && s_.io.pool.dialing(key)) {
     // A dial that may bring an HTTP/2 connection is under way: its streams are shared.
     arm_for_dial();
-    co_await io_.pool.wait_for_dial(key);
-    upstream_ = pooled_upstream(key, may_h2, grpc);
+    co_await s_.io.pool.wait_for_dial(key);
+    s_.upstream = pooled_upstream(key, may_h2, grpc);
   }
-  if (!upstream_) {
+  if (!s_.upstream) {
     arm_for_dial();
     std::optional<upstream_pool::dial_ticket> dialing;
-    if (may_h2) dialing.emplace(io_.pool, key);
-    auto opened = co_await open_upstream(io_.ctx, policy, to.dest, https, key, may_h2);
+    if (may_h2) dialing.emplace(s_.io.pool, key);
+    auto opened = co_await open_upstream(s_.io.ctx, policy, to.dest, https, key, may_h2);
     if (opened.refused) co_return co_await refuse(*opened.refused, to.keep_after_refusal);
     if (opened.h2) {
       auto c = std::make_shared<h2_upstream>(std::move(opened.conn));
       c->start();
-      io_.pool.keep_h2(c);
-      upstream_ = c->open_stream();
+      s_.io.pool.keep_h2(c);
+      s_.upstream = c->open_stream();
     } else {
-      upstream_ = std::make_unique<h1_upstream_side>(std::move(opened.conn));
+      s_.upstream = std::make_unique<h1_upstream_side>(std::move(opened.conn));
     }
   }
-  if (grpc && (!upstream_ || upstream_->carries_wire())) {
-    upstream_.reset();
+  if (grpc && (!s_.upstream || s_.upstream->carries_wire())) {
+    s_.upstream.reset();
     co_return co_await refuse(
         live::refusal::upstream_protocol_error(
-            entry_.host, "gRPC needs HTTP/2 to the upstream, which answered in HTTP/1.1 only"),
+            s_.entry.host, "gRPC needs HTTP/2 to the upstream, which answered in HTTP/1.1 only"),
         to.keep_after_refusal);
   }
-  if (!upstream_)
+  if (!s_.upstream)
     co_return co_await refuse(
-        live::refusal::upstream_unreachable(entry_.host, "no HTTP/2 stream could start"),
+        live::refusal::upstream_unreachable(s_.entry.host, "no HTTP/2 stream could start"),
         to.keep_after_refusal);
   co_return co_await exchange_with_upstream(head, target, to, where);
 }
@@ -273,17 +273,17 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
 std::unique_ptr<upstream_side> http_exchange::pooled_upstream(const std::string& key, bool may_h2,
                                                               bool grpc) {
   if (may_h2)
-    if (auto c = io_.pool.h2_for(key))
+    if (auto c = s_.io.pool.h2_for(key))
       if (auto stream = c->open_stream()) return stream;
   // gRPC never goes over HTTP/1.1: it dials, offering h2.
   if (grpc) return nullptr;
-  if (auto conn = io_.pool.take(key)) return std::make_unique<h1_upstream_side>(std::move(conn));
+  if (auto conn = s_.io.pool.take(key)) return std::make_unique<h1_upstream_side>(std::move(conn));
   return nullptr;
 }
 
 asio::awaitable<next_step> http_exchange::answer_locally(const std::string& credential,
                                                          const std::string& json, bool keep_alive) {
-  entry_.credential = credential;
+  s_.entry.credential = credential;
   http::message_head head;
   head.status = 200;
   head.reason = "OK";
@@ -292,10 +292,10 @@ asio::awaitable<next_step> http_exchange::answer_locally(const std::string& cred
                   {"Content-Length", std::to_string(json.size())}};
   head.has_body = true;
   head.content_length = json.size();
-  entry_.bytes_in += json.size();
+  s_.entry.bytes_in += json.size();
   finish(200, true);
-  co_await io_.client.send_head(head, keep_alive, false);
-  co_await io_.client.send_body(json, true);
+  co_await s_.io.client.send_head(head, keep_alive, false);
+  co_await s_.io.client.send_body(json, true);
   co_return keep_alive ? next_step::keep_alive : next_step::close;
 }
 
@@ -303,35 +303,35 @@ asio::awaitable<next_step> http_exchange::refuse(const live::refusal& r, bool ke
   const bool policy_refusal = is_policy_refusal(r);
   // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
   if (policy_refusal)
-    entry_.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
-  if (!r.rule.empty()) entry_.rule = r.rule;
+    s_.entry.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
+  if (!r.rule.empty()) s_.entry.rule = r.rule;
   // The target carried a real value, maybe encoded past what the audit's scrubbing recognizes.
-  if (r.code == "real_secret_blocked") entry_.target.clear();
+  if (r.code == "real_secret_blocked") s_.entry.target.clear();
   finish(r.status, !policy_refusal, r.code);
   // Hosts and messages hold client-chosen text; what the broker writes holds no real value.
   live::refusal shown = r;
-  shown.message = io_.ctx.scrub(r.message);
-  const std::string host = io_.ctx.scrub(entry_.host);
-  session::log(spdlog::level::debug, io_.tag, "{} {} {}: {}", entry_.method, host, shown.code,
+  shown.message = s_.io.ctx.scrub(r.message);
+  const std::string host = s_.io.ctx.scrub(s_.entry.host);
+  session::log(spdlog::level::debug, s_.io.tag, "{} {} {}: {}", s_.entry.method, host, shown.code,
                shown.message);
-  co_await io_.client.send_refusal(shown, host, io_.ctx.session_id(), keep_alive);
+  co_await s_.io.client.send_refusal(shown, host, s_.io.ctx.session_id(), keep_alive);
   co_return keep_alive ? next_step::keep_alive : next_step::close;
 }
 
 asio::awaitable<std::optional<live::refusal>> http_exchange::admit_shared(const std::string& host) {
-  auto* shared = io_.ctx.shared();
+  auto* shared = s_.io.ctx.shared();
   if (!shared) co_return std::nullopt;
   co_return co_await shared->admit(host);
 }
 
 std::optional<live::refusal> http_exchange::admit_by_session(const std::string& host) {
-  if (auto why = io_.ctx.ended_why(std::chrono::system_clock::now()))
+  if (auto why = s_.io.ctx.ended_why(std::chrono::system_clock::now()))
     return live::refusal::proxy_auth_required(std::move(*why));
-  auto* budget = io_.ctx.budget();
+  auto* budget = s_.io.ctx.budget();
   if (!budget) return std::nullopt;
   auto spent = budget->admit(host, std::chrono::steady_clock::now());
   if (!spent) return std::nullopt;
-  if (spent->kill) io_.ctx.end_session({live::session_end::cause::budget, *spent});
+  if (spent->kill) s_.io.ctx.end_session({live::session_end::cause::budget, *spent});
   const auto retry_ms = spent->retry_after.count();
   return live::refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
                                          retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);
@@ -340,8 +340,8 @@ std::optional<live::refusal> http_exchange::admit_by_session(const std::string& 
 void http_exchange::arm_for_dial() {
   // dial_upstream bounds each of its own steps; this only keeps an earlier phase's deadline
   // from cutting the dial short.
-  io_.timer.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
-                live::waiting_for::upstream);
+  s_.io.timer.arm(timeouts().dns + timeouts().connect + std::chrono::seconds(1),
+                  live::waiting_for::upstream);
 }
 
 double http_exchange::elapsed_ms() const {
@@ -352,18 +352,42 @@ double http_exchange::elapsed_ms() const {
 bool http_exchange::finish(int status, bool allowed, const std::string& error) {
   if (!active_) return true;
   active_ = false;
-  entry_.status = status;
-  entry_.allowed = allowed;
-  entry_.error = error;
-  entry_.ms = elapsed_ms();
-  io_.ctx.charge(entry_);
-  const bool staged = io_.client.flushes_records();
-  const bool ok = io_.ctx.record(entry_, staged);
-  if (ok && staged) io_.client.record_staged();
+  s_.entry.status = status;
+  s_.entry.allowed = allowed;
+  s_.entry.error = error;
+  s_.entry.ms = elapsed_ms();
+  s_.io.ctx.charge(s_.entry);
+  const bool staged = s_.io.client.flushes_records();
+  const bool ok = s_.io.ctx.record(s_.entry, staged);
+  if (ok && staged) s_.io.client.record_staged();
   if (!ok)
-    session::log(spdlog::level::err, io_.tag, "audit log write failed: {}",
-                 io_.ctx.audit_log().failure());
+    session::log(spdlog::level::err, s_.io.tag, "audit log write failed: {}",
+                 s_.io.ctx.audit_log().failure());
   return ok;
+}
+
+void http_exchange::identify(std::string_view scheme, const config::destination& dest,
+                             std::string_view target) {
+  s_.entry.scheme = scheme;
+  s_.entry.host = dest.host;
+  s_.entry.port = dest.port;
+  s_.entry.target = target;
+}
+
+std::optional<live::refusal> http_exchange::expire(live::waiting_for what, bool shutdown) {
+  if (!active_) return std::nullopt;
+  if (shutdown) {
+    finish(s_.entry.status, true, "shutdown");
+    return std::nullopt;
+  }
+  if (s_.response_started || what != live::waiting_for::upstream) {
+    finish(s_.entry.status, true, "timeout");
+    return std::nullopt;
+  }
+  s_.upstream.reset();
+  auto refused = live::refusal::upstream_timeout(s_.entry.host);
+  finish(refused.status, true, refused.code);
+  return refused;
 }
 
 }  // namespace broker::proxy

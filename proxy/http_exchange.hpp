@@ -53,16 +53,37 @@ struct request_target {
   bool keep_after_refusal = false;  // a refused request leaves the connection usable
 };
 
+// What of its client connection an exchange uses; all of it outlives the exchange.
+struct exchange_connection {
+  client_side& client;  // where the request comes from and the response goes
+  live::connection_deadline& timer;
+  live::live_session& ctx;
+  upstream_pool& pool;
+  const session::log_tag& tag;
+};
+
+// What the exchange carries from its request to its record. Its parts work on it: the request
+// half (this class), the response half (response_relay) and the WebSocket half
+// (websocket_relay), each through state() and the steps below (refuse, finish, admit).
+struct exchange_state {
+  exchange_connection io;
+  session::audit_entry entry;
+  bool response_started = false;
+  bool websocket = false;  // the request asked for Upgrade: websocket
+  bool loopback = false;   // the destination is a loopback address (brokers::request_context)
+  // The upstream connection may carry another request: its response was relayed whole.
+  bool upstream_reusable = false;
+  std::unique_ptr<upstream_side> upstream;
+  std::vector<brokers::scrub_pattern> scrub_patterns;  // for the response (views into plan)
+  session::llm_api llm{};                              // which LLM API the request calls, if any
+  // What the credential brokers decided for the request, and what it still needs: the body
+  // read whole first, a body rewriter while it streams.
+  std::optional<brokers::request_plan> plan;
+};
+
 class http_exchange {
  public:
-  // What of its client connection an exchange uses; all of it outlives the exchange.
-  struct connection {
-    client_side& client;  // where the request comes from and the response goes
-    live::connection_deadline& timer;
-    live::live_session& ctx;
-    upstream_pool& pool;
-    const session::log_tag& tag;
-  };
+  using connection = exchange_connection;
 
   // Starts the exchange's clock; `client`: the processes holding the client socket (null when
   // unknown), the first of which is the record's pid and exe.
@@ -87,14 +108,21 @@ class http_exchange {
   // Keeps an earlier phase's deadline from cutting a dial short (dials bound their own steps).
   void arm_for_dial();
 
-  session::audit_entry& entry() { return entry_; }
+  session::audit_entry& entry() { return s_.entry; }
+  exchange_state& state() { return s_; }
+  const live::timeouts& timeouts() const { return s_.io.ctx.options().timeouts; }
   bool active() const { return active_; }
-  bool response_started() const { return response_started_; }
-  void response_started(bool started) { response_started_ = started; }
+  bool response_started() const { return s_.response_started; }
+  void response_started(bool started) { s_.response_started = started; }
   // The CONNECT of an interception is no record of its own: the exchanges inside it are.
   void dismiss() { active_ = false; }
-  // Lets go of the upstream connection at once (a deadline fired mid-exchange).
-  void drop_upstream() { upstream_.reset(); }
+  // Who the record says the request was for: the scheme ("" for a tunnel or when unknown), the
+  // destination, and the target (path and query) as the client sent it.
+  void identify(std::string_view scheme, const config::destination& dest, std::string_view target);
+  // The connection's deadline passed while the exchange waited for `what`: it is recorded as
+  // cut short (`shutdown`), or as timed out; when the upstream was silent before any of the
+  // response, the upstream is let go of and the refusal to answer with is returned (504).
+  std::optional<live::refusal> expire(live::waiting_for what, bool shutdown);
 
  private:
   // A request body read whole before anything of it goes upstream, and its share of the
@@ -166,29 +194,11 @@ class http_exchange {
   // The same, its result stored, to race the request body's pump (race() takes void coroutines).
   asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
   double elapsed_ms() const;
-  const live::timeouts& timeouts() const { return io_.ctx.options().timeouts; }
 
-  // The exchange's response half and its WebSocket relay: types of their own that carry the
-  // exchange's state (below) from the upstream's response to its record; nothing else touches it.
-  friend class response_relay;
-  friend class websocket_relay;
-
-  connection io_;
-  session::audit_entry entry_;
+  exchange_state s_;
   std::chrono::steady_clock::time_point start_;
   bool active_ = true;
-  bool response_started_ = false;
-  bool websocket_ = false;     // the request asked for Upgrade: websocket
-  bool loopback_ = false;      // the destination is a loopback address (brokers::request_context)
   bool http2_allowed_ = true;  // no rule keeps the host on HTTP/1.1 ("http2": false)
-  // The upstream connection may carry another request: its response was relayed whole.
-  bool upstream_reusable_ = false;
-  std::unique_ptr<upstream_side> upstream_;
-  std::vector<brokers::scrub_pattern> scrub_patterns_;  // for the response (views into plan_)
-  session::llm_api llm_{};                              // which LLM API the request calls, if any
-  // What the credential brokers decided for the request, and what it still needs: the body
-  // read whole first, a body rewriter while it streams.
-  std::optional<brokers::request_plan> plan_;
   std::optional<whole_body> body_;
   // The request body's content codings, searched through (DESIGN §5.1); empty when it has none
   // or is not searched.

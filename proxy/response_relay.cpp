@@ -13,6 +13,8 @@
 
 namespace broker::proxy {
 
+response_relay::response_relay(http_exchange& ex) : ex_(ex), s_(ex.state()) {}
+
 asio::awaitable<next_step> response_relay::run(const std::string& method, bool client_keep_alive) {
   const auto response = co_await read_final_head(method);
   if (!response.head) co_return next_step::close;
@@ -21,24 +23,24 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
   if (auto refused = coded_body_refusal(head)) co_return co_await ex_.refuse(*refused, false);
   // A body delimited by the upstream's close is delimited the same way for the client.
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
-  const bool keep_client = client_keep_alive && !until_close && ex_.io_.client.keep_alive();
+  const bool keep_client = client_keep_alive && !until_close && s_.io.client.keep_alive();
   const auto next = keep_client ? next_step::keep_alive : next_step::close;
-  if (const std::size_t limit = ex_.plan_ ? ex_.plan_->response_whole_body(head.status) : 0;
+  if (const std::size_t limit = s_.plan ? s_.plan->response_whole_body(head.status) : 0;
       limit > 0 && !response.complete) {
     co_return co_await relay_rewritten_body(*response.head, limit, keep_client) ? next
                                                                                 : next_step::close;
   }
-  ex_.response_started_ = true;
-  ex_.entry_.status = head.status;
+  s_.response_started = true;
+  s_.entry.status = head.status;
 
   if (response.complete) {
-    ex_.upstream_reusable_ = true;
+    s_.upstream_reusable = true;
     // Nothing of the response has gone out: the client is told why it gets none.
     if (!ex_.finish(head.status, true))
       co_return co_await ex_.refuse(live::refusal::audit_unavailable(), false);
-    co_await ex_.io_.client.send_head(head, keep_client, true);
+    co_await s_.io.client.send_head(head, keep_client, true);
   } else {
-    co_await ex_.io_.client.send_head(head, keep_client, false);
+    co_await s_.io.client.send_head(head, keep_client, false);
     auto meter = usage_meter(head);
     co_await relay_body(head, meter ? &*meter : nullptr);
   }
@@ -48,20 +50,20 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
 asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
     const std::string& method) {
   using failure = upstream_side::response_head::failure;
-  auto& up = *ex_.upstream_;
+  auto& up = *s_.upstream;
   int interim = 0;
   for (;;) {
     auto response = co_await up.read_head(method);
     if (response.failed == failure::malformed) {
       co_await ex_.refuse(live::refusal::upstream_protocol_error(
-                              ex_.entry_.host, "malformed response: " + response.detail),
+                              s_.entry.host, "malformed response: " + response.detail),
                           false);
       co_return upstream_side::response_head{};
     }
     if (response.failed == failure::closed) {
-      co_await ex_.refuse(live::refusal::upstream_unreachable(
-                              ex_.entry_.host, "connection closed before a response"),
-                          false);
+      co_await ex_.refuse(
+          live::refusal::upstream_unreachable(s_.entry.host, "connection closed before a response"),
+          false);
       co_return upstream_side::response_head{};
     }
     if (!response.head) co_return response;  // the request body failed first
@@ -72,18 +74,18 @@ asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
     // exchange open forever with them.
     if (++interim > limits::max_interim_responses) {
       co_await ex_.refuse(
-          live::refusal::upstream_protocol_error(ex_.entry_.host, "too many interim responses"),
+          live::refusal::upstream_protocol_error(s_.entry.host, "too many interim responses"),
           false);
       co_return upstream_side::response_head{};
     }
     if (head.status == 101) co_return response;  // nothing HTTP follows it
-    co_await ex_.io_.client.send_interim(head);
+    co_await s_.io.client.send_interim(head);
   }
 }
 
 asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& head,
                                                            std::size_t limit, bool keep_client) {
-  auto& up = *ex_.upstream_;
+  auto& up = *s_.upstream;
   std::string body;  // holds new real values until rewritten
   const base::wipe_on_exit wipe_body([&body] { base::wipe(body); });
   for (;;) {
@@ -92,11 +94,11 @@ asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& h
     if (body.size() > limit) throw upstream_error("token response larger than the broker reads");
     if (piece.last) break;
   }
-  ex_.plan_->rewrite_response(head.status, body);
+  s_.plan->rewrite_response(head.status, body);
   // Real values the rewrite did not know of are still scrubbed.
   std::string scrubbed;
-  if (!ex_.scrub_patterns_.empty()) {
-    brokers::stream_scrubber scrub(ex_.scrub_patterns_);
+  if (!s_.scrub_patterns.empty()) {
+    brokers::stream_scrubber scrub(s_.scrub_patterns);
     scrub.feed(body, scrubbed);
     scrub.finish(scrubbed);
     base::wipe(body);
@@ -108,36 +110,36 @@ asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& h
   head.headers.push_back({"Content-Length", std::to_string(body.size())});
   head.chunked = false;
   head.content_length = body.size();
-  ex_.response_started_ = true;
-  ex_.upstream_reusable_ = true;
+  s_.response_started = true;
+  s_.upstream_reusable = true;
   if (!ex_.finish(head.status, true)) {
     co_await ex_.refuse(live::refusal::audit_unavailable(), false);
     co_return false;
   }
-  co_await ex_.io_.client.send_head(head, keep_client, false);
-  co_await ex_.io_.client.send_body(body, true);
+  co_await s_.io.client.send_head(head, keep_client, false);
+  co_await s_.io.client.send_body(body, true);
   co_return true;
 }
 
 std::optional<live::refusal> response_relay::coded_body_refusal(
     const http::message_head& head) const {
-  if (!head.has_body || ex_.scrub_patterns_.empty()) return std::nullopt;
+  if (!head.has_body || s_.scrub_patterns.empty()) return std::nullopt;
   const std::string coding = http::coded_body(head);
   if (coding.empty()) return std::nullopt;
   // It was asked for identity; a coded body could carry a real value past the scrubber.
   return live::refusal::upstream_protocol_error(
-      ex_.entry_.host, "compressed or coded response (" + coding +
-                           ") to a request that asked for identity; the broker scrubs "
-                           "real values from responses and cannot read through a coding");
+      s_.entry.host, "compressed or coded response (" + coding +
+                         ") to a request that asked for identity; the broker scrubs "
+                         "real values from responses and cannot read through a coding");
 }
 
 std::optional<session::llm_usage_meter> response_relay::usage_meter(
     const http::message_head& head) const {
   std::optional<session::llm_usage_meter> meter;
-  if (ex_.llm_ == session::llm_api::none || head.status < 200 || head.status >= 300) return meter;
+  if (s_.llm == session::llm_api::none || head.status < 200 || head.status >= 300) return meter;
   const std::string* type = head.find("content-type");
-  meter.emplace(ex_.llm_, type ? std::string_view(*type) : std::string_view());
-  meter->set_request_bytes(ex_.entry_.bytes_out);
+  meter.emplace(s_.llm, type ? std::string_view(*type) : std::string_view());
+  meter->set_request_bytes(s_.entry.bytes_out);
   return meter;
 }
 
@@ -153,20 +155,20 @@ struct response_relay::body_relay {
 
 asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
                                                  session::llm_usage_meter* meter) {
-  auto& up = *ex_.upstream_;
+  auto& up = *s_.upstream;
   body_relay body{head, meter, std::nullopt, false, {}};
-  if (!ex_.scrub_patterns_.empty()) body.scrub.emplace(ex_.scrub_patterns_);
-  body.as_framed = !body.scrub && ex_.io_.client.carries_wire() && up.carries_wire();
+  if (!s_.scrub_patterns.empty()) body.scrub.emplace(s_.scrub_patterns);
+  body.as_framed = !body.scrub && s_.io.client.carries_wire() && up.carries_wire();
   const bool decode = body.scrub || body.meter || !body.as_framed;
   for (;;) {
     // The head goes out with the first body bytes when they are already here (one write, one
     // TLS record, one wake-up of the client); with nothing to go with, alone rather than wait.
-    if (!up.has_buffered()) co_await ex_.io_.client.flush();
+    if (!up.has_buffered()) co_await s_.io.client.flush();
     const auto piece = co_await up.read_body(decode);
     co_await relay_piece(body, piece);
     if (piece.last) {
       // Only a body read whole to its framed end leaves the connection fit for another request.
-      ex_.upstream_reusable_ = !piece.at_close;
+      s_.upstream_reusable = !piece.at_close;
       co_return;
     }
   }
@@ -181,46 +183,46 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
   // The record is written before the response completes (DESIGN §7).
   if (piece.last && !ex_.finish(b.head.status, true)) throw audit_failed();
   if (b.as_framed && !piece.at_close) {
-    co_await ex_.io_.client.send_wire(piece.wire);
+    co_await s_.io.client.send_wire(piece.wire);
     co_return;
   }
   const bool trailers = piece.trailers != nullptr;
   if (!b.scrub) {
-    co_await ex_.io_.client.send_body(piece.data, piece.last && !trailers);
+    co_await s_.io.client.send_body(piece.data, piece.last && !trailers);
   } else {
     b.released.clear();
     b.scrub->feed(piece.data, b.released);
     if (piece.last) b.scrub->finish(b.released);
-    co_await ex_.io_.client.send_body(b.released, piece.last && !trailers);
+    co_await s_.io.client.send_body(b.released, piece.last && !trailers);
   }
   if (trailers) {
     auto fields = *piece.trailers;
     scrub_fields(fields);
-    co_await ex_.io_.client.send_trailers(fields);
+    co_await s_.io.client.send_trailers(fields);
   }
 }
 
 void response_relay::account_llm_usage(session::llm_usage_meter& meter) {
   const auto usage = meter.finish();
-  ex_.entry_.llm_tokens = usage.total();
-  ex_.entry_.llm_estimated = usage.estimated;
-  if (auto* budget = ex_.io_.ctx.budget())
-    ex_.entry_.llm_cost_usd = budget->add_llm_usage(ex_.entry_.host, usage.model,
-                                                    usage.input_tokens, usage.output_tokens);
+  s_.entry.llm_tokens = usage.total();
+  s_.entry.llm_estimated = usage.estimated;
+  if (auto* budget = s_.io.ctx.budget())
+    s_.entry.llm_cost_usd =
+        budget->add_llm_usage(s_.entry.host, usage.model, usage.input_tokens, usage.output_tokens);
 }
 
 void response_relay::scrub_head(http::message_head& head) const {
-  if (ex_.scrub_patterns_.empty()) return;
+  if (s_.scrub_patterns.empty()) return;
   // One index for the whole head: the values are short, searched pattern by pattern (direct).
-  const brokers::scrub_index index(ex_.scrub_patterns_, brokers::scrub_index::search::direct);
+  const brokers::scrub_index index(s_.scrub_patterns, brokers::scrub_index::search::direct);
   brokers::scrub_value(head.reason, index);
   scrub_fields(head.headers, index);
 }
 
 void response_relay::scrub_fields(std::vector<http::header_field>& fields) const {
-  if (ex_.scrub_patterns_.empty()) return;
+  if (s_.scrub_patterns.empty()) return;
   scrub_fields(fields,
-               brokers::scrub_index(ex_.scrub_patterns_, brokers::scrub_index::search::direct));
+               brokers::scrub_index(s_.scrub_patterns, brokers::scrub_index::search::direct));
 }
 
 void response_relay::scrub_fields(std::vector<http::header_field>& fields,

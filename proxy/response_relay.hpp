@@ -26,10 +26,12 @@ class llm_usage_meter;
 namespace broker::proxy {
 
 class http_exchange;
+struct exchange_state;
 
 class response_relay {
  public:
-  explicit response_relay(http_exchange& ex) : ex_(ex) {}
+  // The exchange's response half: its steps, and its state (http_exchange::state()).
+  explicit response_relay(http_exchange& ex);
 
   // The response to the request (its `method`) relayed; what the client's connection does next.
   asio::awaitable<next_step> run(const std::string& method, bool client_keep_alive);
@@ -62,6 +64,7 @@ class response_relay {
                            const brokers::scrub_index& index);
 
   http_exchange& ex_;
+  exchange_state& s_;
 };
 
 }  // namespace broker::proxy

@@ -17,6 +17,8 @@
 
 namespace broker::proxy {
 
+websocket_relay::websocket_relay(http_exchange& ex) : ex_(ex), s_(ex.state()) {}
+
 namespace {
 
 // Masking keys from the CSPRNG (RFC 6455 §5.3: unpredictable to the application that sends
@@ -118,26 +120,26 @@ bool record_llm_answer(live::live_session& ctx, const session::audit_entry& conn
 }  // namespace
 
 asio::awaitable<next_step> websocket_relay::run(const http::message_head& head) {
-  if (!ex_.websocket_)
-    co_return co_await ex_.refuse(live::refusal::upstream_protocol_error(
-                                      ex_.entry_.host, "an upgrade that was not asked for"),
-                                  false);
+  if (!s_.websocket)
+    co_return co_await ex_.refuse(
+        live::refusal::upstream_protocol_error(s_.entry.host, "an upgrade that was not asked for"),
+        false);
   // The offer was taken out of the request (http_exchange.cpp): compressed frames could carry a
   // value past the checks.
   if (head.find("sec-websocket-extensions"))
     co_return co_await ex_.refuse(
         live::refusal::upstream_protocol_error(
-            ex_.entry_.host,
+            s_.entry.host,
             "the upstream agreed to a WebSocket extension (compression) "
             "that was not offered; the broker inspects frames uncompressed"),
         false);
-  ex_.response_started_ = true;
-  ex_.entry_.status = 101;
-  auto client = co_await ex_.io_.client.accept_websocket(head);
+  s_.response_started = true;
+  s_.entry.status = 101;
+  auto client = co_await s_.io.client.accept_websocket(head);
   if (!client) {
-    ex_.response_started_ = false;
+    s_.response_started = false;
     co_return co_await ex_.refuse(live::refusal::upstream_protocol_error(
-                                      ex_.entry_.host, "a WebSocket this connection cannot carry"),
+                                      s_.entry.host, "a WebSocket this connection cannot carry"),
                                   false);
   }
   // Nothing HTTP follows a 101: the connection ends with the WebSocket.
@@ -146,14 +148,14 @@ asio::awaitable<next_step> websocket_relay::run(const http::message_head& head) 
 }
 
 asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client) {
-  auto up = *ex_.upstream_->raw();  // an HTTP/1.1 connection: WebSockets are dialed on it
-  auto& entry = ex_.entry_;
-  const auto& credentials = ex_.io_.ctx.credentials();
+  auto up = *s_.upstream->raw();  // an HTTP/1.1 connection: WebSockets are dialed on it
+  auto& entry = s_.entry;
+  const auto& credentials = s_.io.ctx.credentials();
   const bool plaintext = entry.scheme == "http";
   brokers::body_scan outbound;  // the inspector's patterns view into it: declared first
   if (!credentials.empty())
     outbound = credentials.request_body_scan(
-        brokers::request_context{entry.host, plaintext, ex_.loopback_, entry.client.get()});
+        brokers::request_context{entry.host, plaintext, s_.loopback, entry.client.get()});
   const auto llm = session::classify_llm_websocket(entry.host, entry.target);
 
   mask_keys keys;
@@ -161,20 +163,20 @@ asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client)
   websocket_hooks hooks;
   hooks.mask_key = [&keys] { return keys.next(); };
   hooks.admit_llm_request = [&]() -> std::optional<live::refusal> {
-    ex_.io_.ctx.charge(entry);  // the bytes so far count toward the budget's verdict
+    s_.io.ctx.charge(entry);  // the bytes so far count toward the budget's verdict
     response_started = std::chrono::steady_clock::now();
     return ex_.admit_by_session(entry.host);
   };
   hooks.llm_usage = [&](const session::llm_usage& usage) {
-    return record_llm_answer(ex_.io_.ctx, entry, usage, response_started);
+    return record_llm_answer(s_.io.ctx, entry, usage, response_started);
   };
   websocket_inspector inspect(
       websocket_checks{credentials.empty() ? nullptr : &outbound, entry.host, plaintext,
-                       ex_.scrub_patterns_, llm, limits::max_websocket_message},
+                       s_.scrub_patterns, llm, limits::max_websocket_message},
       std::move(hooks));
 
   entry.ws_messages_out = entry.ws_messages_in = 0;
-  websocket_pumps pumps{inspect, entry, ex_.io_.timer, ex_.timeouts().tunnel};
+  websocket_pumps pumps{inspect, entry, s_.io.timer, ex_.timeouts().tunnel};
   co_await base::race(pump_frames(pumps, true, client.io, client.in, up.io, entry.bytes_out),
                       pump_frames(pumps, false, up.io, up.in, client.io, entry.bytes_in));
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
@@ -193,12 +195,12 @@ asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client)
     entry.event = r->code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
     if (!ending->credential.empty()) entry.credential = ending->credential;
     allowed = false;
-    session::log(spdlog::level::debug, ex_.io_.tag, "WebSocket {} {}: {}",
-                 ex_.io_.ctx.scrub(entry.host), r->code, ex_.io_.ctx.scrub(r->message));
+    session::log(spdlog::level::debug, s_.io.tag, "WebSocket {} {}: {}",
+                 s_.io.ctx.scrub(entry.host), r->code, s_.io.ctx.scrub(r->message));
   }
   ex_.finish(101, allowed, ending->error);
   // Each side is told, within a bounded time: neither has to read.
-  ex_.io_.timer.arm(ex_.timeouts().body, live::waiting_for::tunnel);
+  s_.io.timer.arm(ex_.timeouts().body, live::waiting_for::tunnel);
   co_await up.io.write(ending->to_upstream);
   co_await write_all(client.io, ending->to_client);
 }

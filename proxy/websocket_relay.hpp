@@ -17,10 +17,12 @@ struct message_head;
 namespace broker::proxy {
 
 class http_exchange;
+struct exchange_state;
 
 class websocket_relay {
  public:
-  explicit websocket_relay(http_exchange& ex) : ex_(ex) {}
+  // The exchange's WebSocket half: its steps, and its state (http_exchange::state()).
+  explicit websocket_relay(http_exchange& ex);
 
   // The WebSocket the request asked for, agreed to with `head` (a 101), relayed to its end: the
   // connection is handed over. Any other upgrade, or a 101 agreeing to an extension, is refused.
@@ -30,6 +32,7 @@ class websocket_relay {
   asio::awaitable<void> relay(client_side::raw_connection client);
 
   http_exchange& ex_;
+  exchange_state& s_;
 };
 
 }  // namespace broker::proxy

@@ -24,7 +24,7 @@ struct http_exchange::body_reading {
 asio::awaitable<std::optional<live::refusal>> http_exchange::read_whole_body(
     http::message_head& head, const brokers::request_context& where,
     const brokers::whole_body_need& need) {
-  const auto& credentials = io_.ctx.credentials();
+  const auto& credentials = s_.io.ctx.credentials();
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
   body_search search(scan, body_codings_);           // a coded body (an AWS payload) as it was sent
@@ -42,7 +42,7 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::read_whole_body(
     http::message_head go_ahead;
     go_ahead.status = 100;
     go_ahead.reason = "Continue";
-    co_await io_.client.send_interim(go_ahead);
+    co_await s_.io.client.send_interim(go_ahead);
     std::erase_if(head.headers,
                   [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
@@ -60,7 +60,7 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::read_whole_body(
 asio::awaitable<std::optional<live::refusal>> http_exchange::read_body_into(body_reading& r) {
   std::string& body = body_->bytes;
   for (;;) {
-    const auto piece = co_await io_.client.read_body(true);
+    const auto piece = co_await s_.io.client.read_body(true);
     // What the body holds once this piece is through the search (it holds back at most the
     // rest of what it was fed).
     const std::size_t total = body.size() + r.search.held() + piece.data.size();
@@ -79,8 +79,8 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::read_body_into(body
 live::refusal http_exchange::stopped(const body_reading& r, const search_stop& stop) {
   if (const auto* answer = std::get_if<live::refusal>(&stop)) return *answer;
   const auto decision = r.checks.decision(std::get<std::size_t>(stop));
-  entry_.credential = decision.credential;
-  return live::refusal::of(decision, entry_.host, r.where.plaintext);
+  s_.entry.credential = decision.credential;
+  return live::refusal::of(decision, s_.entry.host, r.where.plaintext);
 }
 
 std::string http_exchange::whole_body_too_large(const body_reading& r) {
