@@ -119,6 +119,35 @@ void take(const fs::path& kept_root, const kept_entry& e) {
     throw std::runtime_error("cannot remove " + e.path + ": " + std::strerror(errno));
 }
 
+// Each chosen entry taken into the home, and a `kept` record for it in the session's log.
+int take_in(const keep_options& o, const fs::path& kept_root, const std::vector<kept_entry>& chosen,
+            const kept_log& log) {
+  common_options common;
+  common.log_dir = o.log_dir;
+  auto audit = open_audit(common, o.session);
+  int status = exit_ok;
+  for (const auto& e : chosen) {
+    try {
+      take(kept_root, e);
+    } catch (const std::exception& error) {
+      std::cerr << "broker: " << error.what() << "\n";
+      status = 1;
+      continue;
+    }
+    audit->write({{"event", "kept"}, {"path", e.path}, {"from", e.kept}});
+    std::cout << "broker: " << e.path
+              << (e.change == "removed" ? " removed, as the session did\n"
+                                        : " taken in from " + e.kept + "\n");
+  }
+  audit->end(log.end_fields);
+  if (audit->failed()) {
+    std::cerr << "broker: warning: the session's audit log could not record it ("
+              << audit->failure() << ")\n";
+    return 1;
+  }
+  return status;
+}
+
 int run_keep(const keep_options& o) {
   const auto log_dir = log_dir_or_default(o.log_dir);
   const auto kept_root = log_dir / (o.session + ".kept");
@@ -160,30 +189,7 @@ int run_keep(const keep_options& o) {
                  "--diff\n";
     return exit_usage;
   }
-  common_options common;
-  common.log_dir = o.log_dir;
-  auto audit = open_audit(common, o.session);
-  int status = exit_ok;
-  for (const auto& e : chosen) {
-    try {
-      take(kept_root, e);
-    } catch (const std::exception& error) {
-      std::cerr << "broker: " << error.what() << "\n";
-      status = 1;
-      continue;
-    }
-    audit->write({{"event", "kept"}, {"path", e.path}, {"from", e.kept}});
-    std::cout << "broker: " << e.path
-              << (e.change == "removed" ? " removed, as the session did\n"
-                                        : " taken in from " + e.kept + "\n");
-  }
-  audit->end(log.end_fields);
-  if (audit->failed()) {
-    std::cerr << "broker: warning: the session's audit log could not record it ("
-              << audit->failure() << ")\n";
-    return 1;
-  }
-  return status;
+  return take_in(o, kept_root, chosen, log);
 }
 
 }  // namespace
