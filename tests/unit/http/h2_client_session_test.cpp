@@ -161,6 +161,34 @@ TEST_CASE("h2 client: a request goes up with its pseudo-headers; the response co
   CHECK(p.client.open_streams() == 0);
 }
 
+TEST_CASE("h2 client: the hop-by-hop fields HTTP/1.1 drops are dropped here too; TE: trailers goes",
+          "[h2]") {
+  pair p;
+  auto head = get();
+  head.headers = {{"Host", "api.test"},
+                  {"Proxy-Authorization", "Basic dXNlcjpwYXNz"},
+                  {"Proxy-Authenticate", "Basic"},
+                  {"Keep-Alive", "timeout=5"},
+                  {"Proxy-Connection", "keep-alive"},
+                  {"Upgrade", "websocket"},
+                  {"Transfer-Encoding", "chunked"},
+                  {"TE", "trailers"},
+                  {"X-Kept", "1"}};
+  REQUIRE(p.client.request(head, "https", "", "/", true) > 0);
+  p.pump();
+  REQUIRE(p.served.requests.size() == 1);
+  const auto& seen = p.served.requests[0].request.head;
+  for (const char* name : {"proxy-authorization", "proxy-authenticate", "keep-alive",
+                           "proxy-connection", "upgrade", "transfer-encoding"}) {
+    INFO(name);
+    CHECK(is_hop_by_hop(name, head) == (std::string_view(name) != "transfer-encoding"));
+    CHECK_FALSE(seen.find(name));
+  }
+  REQUIRE(seen.find("te"));
+  CHECK(*seen.find("te") == "trailers");  // gRPC's (RFC 9113 §8.2.2)
+  CHECK(*seen.find("x-kept") == "1");
+}
+
 TEST_CASE("h2 client: no more streams than the upstream allows; GOAWAY ends new ones", "[h2]") {
   h2_limits limits;
   limits.max_concurrent_streams = 2;
