@@ -130,7 +130,7 @@ class responder : public std::enable_shared_from_this<responder> {
 
  private:
   std::string answer(std::string_view wire, bool over_tcp) {
-    auto outcome = answer_dns(wire, over_tcp, *ctx_->policy(), *ctx_->synthetic_names(),
+    auto outcome = answer_dns(wire, over_tcp, *ctx_->policy(), *ctx_->clients().synthetic_names,
                               ctx_->asks() != nullptr || ctx_->learns());
     if (outcome.refused) audit(*outcome.refused);
     return std::move(outcome.response);

@@ -106,7 +106,7 @@ std::shared_ptr<live::live_session> gateway::open_session(const session_record& 
   }
   auto ctx = std::make_shared<live::live_session>(
       options, policy, std::move(audit), credentials_of(r), setup_.tls, std::move(attached));
-  if (r.revoked) ctx->revoke();
+  if (r.revoked) ctx->ending().revoke();
   session::session_start start;
   start.mode = "serve";
   start.listen = setup_.listen;
@@ -256,7 +256,7 @@ void gateway::revoked_elsewhere(const std::string& id) {
     std::lock_guard lock(mutex_);
     if (auto it = live_.find(id); it != live_.end()) {
       it->second.record.revoked = true;
-      it->second.ctx->revoke();
+      it->second.ctx->ending().revoke();
     }
   }
   if (setup_.on_revoked) setup_.on_revoked(id);
@@ -372,14 +372,14 @@ std::size_t gateway::sessions_served() const {
 std::uint64_t gateway::requests() const {
   std::lock_guard lock(mutex_);
   std::uint64_t n = 0;
-  for (const auto& [id, l] : live_) n += l.ctx->requests();
+  for (const auto& [id, l] : live_) n += l.ctx->counters().requests();
   return n;
 }
 
 std::uint64_t gateway::denied() const {
   std::lock_guard lock(mutex_);
   std::uint64_t n = 0;
-  for (const auto& [id, l] : live_) n += l.ctx->denied();
+  for (const auto& [id, l] : live_) n += l.ctx->counters().denied();
   return n;
 }
 

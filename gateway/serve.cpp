@@ -446,7 +446,8 @@ void serve(const serve_config& c) {
   if (s.team) s.team->end_sessions();
   ctx.audit_log().end(session::end_record(live::session_end_of(ctx, std::nullopt)));
   session::log(spdlog::level::info, session::log_tag(ctx.session_id()),
-               "stopped after {} request(s), {} denied", ctx.requests(), ctx.denied());
+               "stopped after {} request(s), {} denied", ctx.counters().requests(),
+               ctx.counters().denied());
 }
 
 }  // namespace broker::gateway

@@ -11,7 +11,7 @@ namespace broker::gateway {
 
 void attach_serve_metrics(metrics& m, live::live_session& ctx, certs::tls_contexts& tls) {
   m.add_gauge("broker_open_connections", "Client connections open now",
-              [&ctx] { return static_cast<double>(ctx.active_connections.load()); });
+              [&ctx] { return static_cast<double>(ctx.counters().active_connections.load()); });
   m.add_gauge("broker_leaf_cache_entries", "Leaf certificates held for intercepted hosts",
               [&tls] { return static_cast<double>(tls.leaves().size()); });
   m.add_collector([&tls](exposition& out) {

@@ -5,6 +5,7 @@
 #include "brokers/scrubber.hpp"
 #include "live/ask_desk.hpp"
 #include "live/shared_admission.hpp"
+#include "live/text_scrubber.hpp"
 
 #include <cctype>
 #include <functional>
@@ -22,55 +23,12 @@ live_session::live_session(session_options options,
       audit_(std::move(audit)),
       credentials_(std::move(credentials)),
       tls_(std::move(tls)),
-      attached_(std::move(attached)) {
+      attached_(std::move(attached)),
+      ending_(options_.session_id, attached_.expires) {
   if (attached_.asks) asks_ = std::make_unique<ask_desk>(*this, *attached_.asks);
 }
 
 live_session::~live_session() = default;
-
-namespace {
-
-// The real values texts are scrubbed of (DESIGN §7: what the broker writes holds none), gathered
-// once for all the texts of one record: the set's patterns (with the tokens rotated in now), one
-// index and their lower-case forms.
-class text_scrubber {
- public:
-  explicit text_scrubber(const brokers::credential_set& set) : patterns_(set.response_patterns()) {
-    if (patterns_.empty()) return;
-    index_.emplace(patterns_, brokers::scrub_index::search::direct);
-    folded_.reserve(patterns_.size());
-    for (const auto& p : patterns_) folded_.push_back(base::lower(p.find));
-  }
-  ~text_scrubber() {
-    for (auto& f : folded_) base::wipe(f);
-  }
-  text_scrubber(const text_scrubber&) = delete;
-  text_scrubber& operator=(const text_scrubber&) = delete;
-
-  std::string operator()(std::string_view text) const {
-    std::string out(text);
-    if (patterns_.empty()) return out;  // no credentials: nothing to look for on every record
-    brokers::scrub_value(out, *index_);
-    // Host names arrive lower-cased: a real value in one is found case-insensitively.
-    std::string folded = base::lower(out);
-    for (std::size_t i = 0; i < patterns_.size(); ++i) {
-      const std::string& needle = folded_[i];
-      const std::string_view replacement = patterns_[i].replacement;
-      for (auto at = folded.find(needle); at != std::string::npos;
-           at = folded.find(needle, at + needle.size()))
-        out.replace(at, replacement.size(), replacement);
-    }
-    base::wipe(folded);
-    return out;
-  }
-
- private:
-  std::vector<brokers::scrub_pattern> patterns_;
-  std::optional<brokers::scrub_index> index_;
-  std::vector<std::string> folded_;
-};
-
-}  // namespace
 
 std::string live_session::scrub(std::string_view text) const {
   return text_scrubber(*credentials_)(text);
@@ -85,10 +43,7 @@ void live_session::charge(audit_entry& e) {
 }
 
 bool live_session::record(const audit_entry& e, bool staged) {
-  ++requests_;
-  if (!e.allowed) ++denied_;
-  if (e.allowed && !e.would_deny.empty()) ++would_deny_;
-  if (e.allowed && e.learned) ++learned_;
+  counters_.count(e);
   // A request refused because the log cannot be written gets no record: it went nowhere, and
   // its record would only take the room an unavailable log keeps for those that did.
   bool written = false;

@@ -15,8 +15,10 @@
 
 #include "brokers/credential_set.hpp"
 #include "config/policy_set.hpp"
-#include "config/program_identity.hpp"
 #include "live/connect_to.hpp"
+#include "live/session_clients.hpp"
+#include "live/session_counters.hpp"
+#include "live/session_ending.hpp"
 #include "live/timeouts.hpp"
 #include "session/audit_log.hpp"
 #include "session/audit_record.hpp"
@@ -25,11 +27,6 @@
 namespace broker::certs {
 class tls_contexts;
 }  // namespace broker::certs
-
-namespace broker::capture {
-class sock_diag;
-class synthetic_addresses;
-}  // namespace broker::capture
 
 namespace broker::live {
 
@@ -47,13 +44,6 @@ struct session_options {
 
 using session::audit_entry;
 
-// Why a running session is ended from inside: a budget whose on_exhaust kills, or `broker kill`.
-struct session_end {
-  enum class cause { budget, kill };
-  cause why = cause::kill;
-  session::exhausted spent;  // the budget, when `why` is budget
-};
-
 // Told of every exchange record written (metrics).
 using record_observer = std::function<void(const std::string& session, const audit_entry&)>;
 
@@ -67,19 +57,8 @@ struct session_attachments {
   // A gateway session: its budgets shared with the other replicas, and its expiry.
   std::shared_ptr<shared_admission> shared;
   std::optional<std::chrono::system_clock::time_point> expires;
-  // wrap: where the session's clients live, for attributing connections to processes: a pid
-  // inside their network namespace (0: this one), the root of their process tree, and a
-  // NETLINK_SOCK_DIAG socket of their namespace (shared by the proxy's threads; it locks per
-  // lookup) to find a connection's socket inode.
-  int client_netns_pid = 0;
-  int client_root_pid = 0;
-  std::shared_ptr<capture::sock_diag> client_sock_diag;
-  // wrap: what of the broker's file system the session can change, which proves nothing about
-  // the programs a connection's processes run (DESIGN §5). Null: everything.
-  std::shared_ptr<const config::session_writes> client_writes;
-  // wrap with transparent capture: the names the child resolved through the broker's DNS and
-  // their synthetic addresses (DESIGN §11).
-  std::shared_ptr<capture::synthetic_addresses> synthetic_names;
+  // wrap: where the session's clients live.
+  session_clients clients;
   // The session asks a person about what its asking layers refuse (DESIGN §13): how.
   std::shared_ptr<const ask_options> asks;
   // wrap --learn: what asking layers refuse goes through, recorded as learned (DESIGN §13).
@@ -105,16 +84,9 @@ class live_session {
   certs::tls_contexts& tls() { return *tls_; }
   // The session's budgets; null when no layer sets any.
   session::session_budget* budget() const { return attached_.budget.get(); }
-  // A refused request whose budget says "kill", or `broker kill`, asks for the session's end;
-  // wrap polls this. The first reason stays.
-  void end_session(const session_end& why) {
-    std::lock_guard lock(end_mutex_);
-    if (!ender_) ender_ = why;
-  }
-  std::optional<session_end> session_ender() const {
-    std::lock_guard lock(end_mutex_);
-    return ender_;
-  }
+  // How the session ends before its command does: asked from inside, revoked, expired.
+  session_ending& ending() { return ending_; }
+  const session_ending& ending() const { return ending_; }
 
   // A gateway session's budgets shared with the other replicas; null when not shared.
   shared_admission* shared() const { return attached_.shared.get(); }
@@ -124,15 +96,6 @@ class live_session {
   // connection: the gateway is made after the listener it names is bound.
   void set_resolver(std::shared_ptr<session_resolver> r) { resolver_ = std::move(r); }
   session_resolver* resolver() const { return resolver_.get(); }
-  // A gateway session ends for its clients when revoked or past its expiry: every request on
-  // it, even on a connection bound before, is then refused 407 (why() says which).
-  void revoke() { revoked_ = true; }
-  std::optional<std::string> ended_why(std::chrono::system_clock::time_point now) const {
-    if (revoked_.load()) return "the session " + session_id() + " was revoked";
-    if (attached_.expires && now >= *attached_.expires)
-      return "the session " + session_id() + " has expired";
-    return std::nullopt;
-  }
 
   // `text` with every real secret value replaced by its dummy: for anything the broker writes
   // that carries client-chosen text (hosts, paths, log lines).
@@ -157,26 +120,13 @@ class live_session {
   bool learns() const { return attached_.learn; }
 
   // wrap: where the session's clients live (session_attachments).
-  int client_netns_pid() const { return attached_.client_netns_pid; }
-  int client_root_pid() const { return attached_.client_root_pid; }
-  capture::sock_diag* client_sock_diag() const { return attached_.client_sock_diag.get(); }
-  const std::shared_ptr<const config::session_writes>& client_writes() const {
-    return attached_.client_writes;
-  }
-  // wrap with transparent capture: the synthetic names (session_attachments); null otherwise.
-  capture::synthetic_addresses* synthetic_names() const { return attached_.synthetic_names.get(); }
+  const session_clients& clients() const { return attached_.clients; }
   // Writes a `dns` record (a name the policy refused); not counted as a request.
   bool record_dns(const audit_entry& entry);
 
-  std::uint64_t next_connection_id() { return ++connection_ids_; }
-  std::uint64_t requests() const { return requests_.load(); }
-  std::uint64_t denied() const { return denied_.load(); }
-  // Allowed, and an audit-only layer would have refused (DESIGN §13).
-  std::uint64_t would_deny() const { return would_deny_.load(); }
-  // Let through by wrap --learn.
-  std::uint64_t learned() const { return learned_.load(); }
-
-  std::atomic<std::size_t> active_connections{0};
+  // Its connections and exchanges, counted.
+  session_counters& counters() { return counters_; }
+  const session_counters& counters() const { return counters_; }
 
  private:
   session_options options_;
@@ -186,14 +136,8 @@ class live_session {
   std::shared_ptr<certs::tls_contexts> tls_;
   const session_attachments attached_;
   std::shared_ptr<session_resolver> resolver_;
-  std::atomic<bool> revoked_{false};
-  mutable std::mutex end_mutex_;
-  std::optional<session_end> ender_;
-  std::atomic<std::uint64_t> connection_ids_{0};
-  std::atomic<std::uint64_t> requests_{0};
-  std::atomic<std::uint64_t> denied_{0};
-  std::atomic<std::uint64_t> would_deny_{0};
-  std::atomic<std::uint64_t> learned_{0};
+  session_ending ending_;
+  session_counters counters_;
   std::unique_ptr<ask_desk> asks_;
 };
 

@@ -11,18 +11,18 @@ nlohmann::ordered_json session_status(const live_session& ctx, const std::string
   j["session"] = ctx.session_id();
   j["mode"] = mode;
   j["pid"] = pid;
-  j["requests"] = ctx.requests();
-  j["denied"] = ctx.denied();
-  j["would_deny"] = ctx.would_deny();
+  j["requests"] = ctx.counters().requests();
+  j["denied"] = ctx.counters().denied();
+  j["would_deny"] = ctx.counters().would_deny();
   if (auto* budget = ctx.budget()) j["budgets"] = budget->report(std::chrono::steady_clock::now());
   return j;
 }
 
 session::session_end session_end_of(const live_session& ctx, std::optional<int> exit) {
   session::session_end end;
-  end.requests = ctx.requests();
-  end.denied = ctx.denied();
-  end.would_deny = ctx.would_deny();
+  end.requests = ctx.counters().requests();
+  end.denied = ctx.counters().denied();
+  end.would_deny = ctx.counters().would_deny();
   if (auto* budget = ctx.budget())
     end.usage = budget->report(std::chrono::steady_clock::now())["usage"];
   end.exit = exit;

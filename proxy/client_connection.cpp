@@ -69,7 +69,7 @@ void client_connection::attribute() {
   // wrap knows its clients' process tree; serve's clients could be anyone, and searching every
   // process's descriptors per connection is not worth its cost there.
   const auto& ctx = *c_.ctx;
-  const int root = ctx.client_root_pid();
+  const int root = ctx.clients().root_pid;
   if (root <= 0) return;
   error_code e1, e2;
   const auto peer = c_.client.socket().remote_endpoint(e1);
@@ -78,9 +78,9 @@ void client_connection::attribute() {
   if (e1 || e2) return;
   if (auto found = capture::find_socket_holders(
           peer.address().to_string(), peer.port(), local.address().to_string(), local.port(),
-          ctx.client_netns_pid(), {root}, ctx.client_sock_diag()))
+          ctx.clients().netns_pid, {root}, ctx.clients().sock_diag.get()))
     c_.holders = std::make_shared<const config::client_identity>(
-        config::client_identity{std::move(found->holders), found->complete, ctx.client_writes()});
+        config::client_identity{std::move(found->holders), found->complete, ctx.clients().writes});
 }
 
 asio::awaitable<void> client_connection::run() {
@@ -253,8 +253,8 @@ asio::awaitable<void> client_connection::handle_captured() {
   auto& entry = ex.entry();
   entry.event = "tunnel";
   std::string address;
-  auto dest =
-      dialed_ ? captured_target(*dialed_, c_.ctx->synthetic_names(), address) : std::nullopt;
+  auto dest = dialed_ ? captured_target(*dialed_, c_.ctx->clients().synthetic_names.get(), address)
+                      : std::nullopt;
   if (dest) {
     co_await open_target(ex, *dest);
     co_return;

@@ -24,7 +24,7 @@ struct client_parts {
       : client(std::move(socket)),
         ctx(context),
         listener_ctx(std::move(context)),
-        id(ctx->next_connection_id()),
+        id(ctx->counters().next_connection_id()),
         pool(upstreams),
         tag(ctx->session_id(), id),
         deadline(client.get_executor()),

@@ -325,13 +325,13 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::admit_shared(const 
 }
 
 std::optional<live::refusal> http_exchange::admit_by_session(const std::string& host) {
-  if (auto why = s_.io.ctx.ended_why(std::chrono::system_clock::now()))
+  if (auto why = s_.io.ctx.ending().why(std::chrono::system_clock::now()))
     return live::refusal::proxy_auth_required(std::move(*why));
   auto* budget = s_.io.ctx.budget();
   if (!budget) return std::nullopt;
   auto spent = budget->admit(host, std::chrono::steady_clock::now());
   if (!spent) return std::nullopt;
-  if (spent->kill) s_.io.ctx.end_session({live::session_end::cause::budget, *spent});
+  if (spent->kill) s_.io.ctx.ending().ask({live::session_end::cause::budget, *spent});
   const auto retry_ms = spent->retry_after.count();
   return live::refusal::budget_exhausted(spent->budget, spent->limit, spent->used,
                                          retry_ms > 0 ? (retry_ms + 999) / 1000 : 0);

@@ -107,7 +107,7 @@ struct server::impl {
         co_await pause.async_wait(use_tuple);
         continue;
       }
-      if (ctx->active_connections.load() >= connection_limit) {
+      if (ctx->counters().active_connections.load() >= connection_limit) {
         const auto text =
             live::render_refusal(live::refusal::overloaded(), "", ctx->session_id(), false);
         error_code ignored;
@@ -125,7 +125,7 @@ struct server::impl {
       live.emplace(conn.get(), conn);
       peak = std::max(peak, live.size());
     }
-    ++ctx->active_connections;
+    ++ctx->counters().active_connections;
     auto executor = conn->executor();
     auto work = conn->run();
     // The completion handler owns the connection until run() has finished: the coroutine may
@@ -136,7 +136,7 @@ struct server::impl {
       {
         std::lock_guard lock(mutex);
         live.erase(conn.get());
-        --ctx->active_connections;
+        --ctx->counters().active_connections;
         trim = burst_drained(live.size());
       }
       if (trim) give_back_memory();
@@ -152,7 +152,8 @@ struct server::impl {
         continue;
       }
       session::log(spdlog::level::info, session::log_tag(ctx->session_id()),
-                   "signal {}: draining {} connection(s)", signo, ctx->active_connections.load());
+                   "signal {}: draining {} connection(s)", signo,
+                   ctx->counters().active_connections.load());
       co_await shut_down();
       co_return;
     }
@@ -200,7 +201,7 @@ struct server::impl {
     if (!listener.is_open()) return;
     error_code ec;
     listener.non_blocking(true, ec);
-    while (!ec && ctx->active_connections.load() < connection_limit) {
+    while (!ec && ctx->counters().active_connections.load() < connection_limit) {
       const std::size_t index = next_worker++ % workers.size();
       tcp::socket socket(*workers[index]);
       listener.accept(socket, ec);
@@ -217,7 +218,8 @@ struct server::impl {
 
   asio::awaitable<void> wait_for_idle(std::chrono::steady_clock::duration limit) {
     const auto until = std::chrono::steady_clock::now() + limit;
-    while (ctx->active_connections.load() > 0 && std::chrono::steady_clock::now() < until) {
+    while (ctx->counters().active_connections.load() > 0 &&
+           std::chrono::steady_clock::now() < until) {
       asio::steady_timer tick(io, std::chrono::milliseconds(20));
       co_await tick.async_wait(use_tuple);
     }

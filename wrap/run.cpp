@@ -95,7 +95,7 @@ int supervise(sandbox::child_session& child, const sigset_t& signals, live::live
       child.forward(signo);
     }
     if (killed) continue;
-    auto ended = ctx.session_ender();
+    auto ended = ctx.ending().asked();
     if (!ended) {
       if (auto spent = ctx.budget()->spent(std::chrono::steady_clock::now()); spent && spent->kill)
         ended = live::session_end{live::session_end::cause::budget, *spent};
@@ -344,22 +344,22 @@ void start_proxy(wrapping& w) {
   auto& child = *w.child;
   live::session_attachments attached;
   attached.budget = w.setup.budget;
-  attached.client_netns_pid = w.netns() ? child.pid() : 0;
-  attached.client_root_pid = child.pid();
+  attached.clients.netns_pid = w.netns() ? child.pid() : 0;
+  attached.clients.root_pid = child.pid();
   // The connection's socket is looked up in the namespace the client lives in: the child's (a
   // socket made there by its init) or, in env mode, this one.
-  attached.client_sock_diag =
+  attached.clients.sock_diag =
       w.netns() ? capture::sock_diag::adopt(child.take_sock_diag()) : capture::sock_diag::open();
   // What the session can change of this process's view proves nothing about a program
   // (DESIGN §5): in netns only the places its writes go through to, else all the user can write.
-  attached.client_writes = w.netns() ? config::session_writes::through(w.files->written_through())
-                                     : config::session_writes::user();
+  attached.clients.writes = w.netns() ? config::session_writes::through(w.files->written_through())
+                                      : config::session_writes::user();
   if (w.capture.listener >= 0) {
     config::ip_address v6_base;
     v6_base.v4 = false;
     std::copy(std::begin(sandbox::synthetic_ipv6_net.s6_addr),
               std::end(sandbox::synthetic_ipv6_net.s6_addr), v6_base.bytes.begin());
-    attached.synthetic_names = std::make_shared<capture::synthetic_addresses>(
+    attached.clients.synthetic_names = std::make_shared<capture::synthetic_addresses>(
         config::ip_address::from_v4(sandbox::synthetic_ipv4_net), v6_base);
   }
   attached.learn = w.c.learn;
@@ -386,7 +386,7 @@ void start_proxy(wrapping& w) {
     w.control = std::make_unique<session::control_socket>(
         w.dir->control_socket(), [&] { return live::session_status(ctx, "wrap", child.pid()); },
         [&] {
-          ctx.end_session({live::session_end::cause::kill, {}});
+          ctx.ending().ask({live::session_end::cause::kill, {}});
         },
         [&ctx](const std::string& line, const std::string& who) {
           return live::answer_ask_command(ctx.asks(), line, who);
@@ -415,7 +415,7 @@ void end_session(wrapping& w, std::thread& serving, int code) {
   sandbox::report_kept_out(kept, w.session_id(), audit);
   audit.end(session::end_record(live::session_end_of(*w.ctx, code)));
   if (w.c.learn)
-    std::cerr << "broker: learned " << w.ctx->learned()
+    std::cerr << "broker: learned " << w.ctx->counters().learned()
               << " requests the policy refused; a layer that allows what the session did: "
                  "broker policy suggest "
               << w.session_id() << "\n";
