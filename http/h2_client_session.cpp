@@ -10,6 +10,7 @@
 #include "http/h2_fields.hpp"
 #include "http/h2_memory.hpp"
 #include "http/h2_session_io.hpp"
+#include "http/h2_session_setup.hpp"
 
 namespace broker::http {
 
@@ -182,32 +183,27 @@ h2_client_session::h2_client_session(handler& h) : h2_client_session(h, limits{}
 
 h2_client_session::h2_client_session(handler& h, limits l)
     : handler_(h), limits_(l), memory_(std::make_unique<h2_memory>()) {
-  nghttp2_session_callbacks* cbs = nullptr;
-  nghttp2_option* options = nullptr;
-  if (nghttp2_session_callbacks_new(&cbs) != 0 || nghttp2_option_new(&options) != 0)
-    throw std::bad_alloc();
-  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, callbacks::on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cbs, callbacks::on_header);
-  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, callbacks::on_frame_recv);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, callbacks::on_data_chunk);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, callbacks::on_stream_close);
-  nghttp2_option_set_no_auto_window_update(options, 1);
-  nghttp2_option_set_no_closed_streams(options, 1);
-  // Until the upstream's SETTINGS say otherwise (nghttp2 would assume no limit).
-  nghttp2_option_set_peer_max_concurrent_streams(options, limits_.max_concurrent_streams);
-  const int made = nghttp2_session_client_new3(&session_, cbs, this, options, memory_->mem());
-  nghttp2_option_del(options);
-  nghttp2_session_callbacks_del(cbs);
-  if (made != 0) throw std::bad_alloc();
-  const nghttp2_settings_entry settings[] = {
-      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, static_cast<std::uint32_t>(limits_.stream_window)},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
-       static_cast<std::uint32_t>(limits_.max_header_list_bytes)},
-      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
-  };
-  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
-  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, limits_.connection_window);
+  session_ = make_h2_session(
+      {.server = false,
+       .on_begin_headers = callbacks::on_begin_headers,
+       .on_header = callbacks::on_header,
+       .on_frame_recv = callbacks::on_frame_recv,
+       .on_data_chunk = callbacks::on_data_chunk,
+       .on_stream_close = callbacks::on_stream_close,
+       // Until the upstream's SETTINGS say otherwise (nghttp2 would assume no limit).
+       .options =
+           [this](nghttp2_option* options) {
+             nghttp2_option_set_peer_max_concurrent_streams(options,
+                                                            limits_.max_concurrent_streams);
+           },
+       .settings = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                    {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE,
+                     static_cast<std::uint32_t>(limits_.stream_window)},
+                    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+                     static_cast<std::uint32_t>(limits_.max_header_list_bytes)},
+                    {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1}},
+       .connection_window = static_cast<std::int32_t>(limits_.connection_window)},
+      this, *memory_);
 }
 
 h2_client_session::~h2_client_session() {
@@ -217,13 +213,11 @@ h2_client_session::~h2_client_session() {
 }
 
 h2_client_session::stream_state* h2_client_session::find(std::int32_t stream) {
-  const auto it = streams_.find(stream);
-  return it == streams_.end() ? nullptr : it->second.get();
+  return find_h2_stream(streams_, stream);
 }
 
 const h2_client_session::stream_state* h2_client_session::find(std::int32_t stream) const {
-  const auto it = streams_.find(stream);
-  return it == streams_.end() ? nullptr : it->second.get();
+  return find_h2_stream(streams_, stream);
 }
 
 bool h2_client_session::can_start() const {
