@@ -82,41 +82,42 @@ TEST_CASE("HTTP/1.1 and HTTP/2 refuse the same inner requests with the same code
   }
 }
 
+namespace {
+
+// A GET as HTTP/1.1 sends it (its request-target and Host) and as HTTP/2 does (:path, :scheme
+// https, :authority and the Host nghttp2 makes of it).
+inner_request h1_get(std::string_view target, const std::string& host) {
+  return {.method = "GET", .target = target, .host = &host};
+}
+inner_request h2_get(std::string_view path, const std::string& authority) {
+  return {.method = "GET",
+          .target = path,
+          .host = &authority,
+          .scheme = "https",
+          .authority = authority,
+          .http2 = true};
+}
+
+}  // namespace
+
 TEST_CASE("a refusal decided at CONNECT answers every request inside", "[interception]") {
   interception refused = https_target;
   refused.refused = live::refusal::policy_denied("default_deny", "api.github.com");
   const std::string host = "api.github.com:8443";
-  CHECK(code_of(refused, {.method = "GET", .target = "/", .host = &host}) == "policy_denied");
-  CHECK(code_of(refused, {.method = "GET",
-                          .target = "/",
-                          .host = &host,
-                          .scheme = "https",
-                          .authority = host,
-                          .http2 = true}) == "policy_denied");
+  CHECK(code_of(refused, h1_get("/", host)) == "policy_denied");
+  CHECK(code_of(refused, h2_get("/", host)) == "policy_denied");
 }
 
 TEST_CASE("an absolute-form target goes up as its path; HTTP/2's :path is never a URI",
           "[interception]") {
   const std::string host = "api.github.com:8443";
   std::string path;
-  CHECK(code_of(https_target,
-                {.method = "GET", .target = "https://api.github.com:8443/a?b=1", .host = &host},
-                &path) == "");
+  CHECK(code_of(https_target, h1_get("https://api.github.com:8443/a?b=1", host), &path) == "");
   CHECK(path == "/a?b=1");
-  CHECK(code_of(https_target, {.method = "GET",
-                               .target = "https://api.github.com:8443/a",
-                               .host = &host,
-                               .scheme = "https",
-                               .authority = host,
-                               .http2 = true}) == "bad_request");
+  CHECK(code_of(https_target, h2_get("https://api.github.com:8443/a", host)) == "bad_request");
   // Neither a path nor a URI, on either protocol.
-  CHECK(code_of(https_target, {.method = "GET", .target = "user", .host = &host}) == "bad_request");
-  CHECK(code_of(https_target, {.method = "GET",
-                               .target = "user",
-                               .host = &host,
-                               .scheme = "https",
-                               .authority = host,
-                               .http2 = true}) == "bad_request");
+  CHECK(code_of(https_target, h1_get("user", host)) == "bad_request");
+  CHECK(code_of(https_target, h2_get("user", host)) == "bad_request");
 }
 
 TEST_CASE("plain HTTP inside a CONNECT defaults to port 80", "[interception]") {
