@@ -20,7 +20,7 @@ namespace broker {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using error_code = boost::system::error_code;
-// Expected outcomes (EOF, aborted) come back as values, not exceptions (STYLE §5).
+// Expected outcomes (EOF, aborted) come back as values, not exceptions.
 inline constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
 }  // namespace broker

@@ -4,7 +4,7 @@
 #   1. the interleaved yardstick: direct, squid ssl-bump, broker tunnel and broker MITM, haproxy
 #      and nghttpx (TLS-terminating, the practical limit for TLS-in/TLS-out work)
 #      (keep-alive on 1 and 8 connections, new connection per request, bulk), ratios to direct;
-#   2. transparent capture beside the explicit proxy inside one `broker wrap` (DESIGN §11);
+#   2. transparent capture beside the explicit proxy inside one `broker wrap` (docs/architecture.md);
 #   3. `broker wrap -- true` over `true`;
 #   4. memory: idle RSS per tunnel and per intercepted connection, RSS after bursts;
 #   5. scale: 5,000 idle connections held while 200 clients run keep-alive requests (`serve`);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What held requests cost (issue 29, DESIGN §13): a `broker serve` whose layer asks
+# What held requests cost (issue 29, docs/policy.md): a `broker serve` whose layer asks
 # ("on_deny": "ask") gets N plain-HTTP requests (each with a 1 KiB body) to a host its policy does
 # not list, all held at once waiting for a person. Reported: the broker's RSS and thread count
 # before and with the N held (from /proc), the time `broker pending --json` takes to list them,

@@ -1,9 +1,9 @@
-// Per-connection cost of attribution (DESIGN §7: the audit record's pid and exe; §5: who the
-// "programs" are judged against): the client socket's inode through NETLINK_SOCK_DIAG, the whole
-// find_socket_holders with it (inode, then every descriptor of the candidate tree), and the same
-// with the /proc/net/tcp read it replaces. The candidate root is a forked "init" holding
-// descriptors 0-2, as wrap's is; the connection is held by init itself (depth 0), its child (depth
-// 1, the command) or a grandchild (depth 2, a shell's command).
+// Per-connection cost of attribution (docs/audit-log.md: the audit record's pid and exe;
+// docs/policy.md: who the "programs" are judged against): the client socket's inode through
+// NETLINK_SOCK_DIAG, the whole find_socket_holders with it (inode, then every descriptor of the
+// candidate tree), and the same with the /proc/net/tcp read it replaces. The candidate root is a
+// forked "init" holding descriptors 0-2, as wrap's is; the connection is held by init itself (depth
+// 0), its child (depth 1, the command) or a grandchild (depth 2, a shell's command).
 //
 //   cmake -S . -B build-bench -G Ninja -DBROKER_BENCH=ON -DBROKER_TESTS=OFF
 //   cmake --build build-bench -j2 --target attribution_bench

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Transparent capture (DESIGN §11) beside the explicit proxy, in one `broker wrap` session each
+# Transparent capture (docs/architecture.md) beside the explicit proxy, in one `broker wrap` session each
 # for the intercepting path (a credential bound to the host) and a tunnel rule: inside the
 # session, curl measures keep-alive (2,000 requests on one connection) and new connections
 # (200 requests, one connection each), round-robin between `-x http://127.0.0.1:3128` and

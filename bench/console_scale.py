@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The operators' console at scale (issue 31, DESIGN §15): a gateway on Redis with SESSIONS
+"""The operators' console at scale (issue 31, docs/gateway.md): a gateway on Redis with SESSIONS
 sessions in its registry and RECORDS audit records in its log directory (RECORDS / SESSIONS per
 session, 10% refusals, 20% LLM responses with tokens and cost, spread over the last 30 days), and
 how long the console's JSON takes to answer:

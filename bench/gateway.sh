@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The team gateway with shared budgets (issue 16, DESIGN §12): keep-alive throughput of
+# The team gateway with shared budgets (issue 16, docs/gateway.md): keep-alive throughput of
 # `broker serve --gateway` for one session with budgets (requests, bytes out, bytes in) kept
 #   mem     in memory (no --redis),
 #   redis   in Redis, one replica (--redis, --replica r1),

@@ -1,5 +1,5 @@
-// Per-message cost of WebSocket inspection (DESIGN §10): a client message read from its masked
-// frame, searched for every real value and unbound dummy of the default policy's credentials
+// Per-message cost of WebSocket inspection (docs/security-model.md): a client message read from its
+// masked frame, searched for every real value and unbound dummy of the default policy's credentials
 // (plain, base64 at every alignment, percent-encoded) and framed again masked; a server message
 // read, scrubbed of real values and framed again. No sockets, no TLS: what the broker adds per
 // message on top of relaying bytes.

@@ -1,4 +1,4 @@
-// The aws-sigv4 family (DESIGN §5): the child holds a dummy key id, secret and session token;
+// The aws-sigv4 family (docs/policy.md): the child holds a dummy key id, secret and session token;
 // a request signed with them is verified with the dummy secret and signed again with the real
 // credentials (aws_signing.hpp), which may be temporary ones fetched again before they expire.
 #pragma once

@@ -1,4 +1,4 @@
-// The aws-sigv4 family's request step (DESIGN §5): a request signed with a session's dummy AWS
+// The aws-sigv4 family's request step (docs/policy.md): a request signed with a session's dummy AWS
 // credentials is checked with the dummy secret (it came from this session and was not altered on
 // the way) and signed again with the real credentials, in the header form or the presigned-query
 // form, with the session token swapped and aws-chunked bodies re-signed chunk by chunk.

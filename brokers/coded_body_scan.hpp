@@ -1,8 +1,8 @@
-// A coded request body searched through its decoding (DESIGN §5.1): what its Content-Encoding
-// hides goes through the request's stream scrubber, while what goes on is the coded bytes as
-// the client sent them. A coded byte is released only once everything decoded from it has been
-// searched and passed, so a value found in the decoded text never has a coded byte of it sent
-// before the refusal (a zstd block is searched whole before any byte of it goes).
+// A coded request body searched through its decoding (docs/security-model.md): what its
+// Content-Encoding hides goes through the request's stream scrubber, while what goes on is the
+// coded bytes as the client sent them. A coded byte is released only once everything decoded from
+// it has been searched and passed, so a value found in the decoded text never has a coded byte of
+// it sent before the refusal (a zstd block is searched whole before any byte of it goes).
 #pragma once
 
 #include <cstddef>

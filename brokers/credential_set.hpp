@@ -1,7 +1,7 @@
 // A session's brokered credentials: one request_broker per policy credential whose source has a
 // value (request_broker.hpp). It decides what happens to every intercepted or plain request
-// (DESIGN §5): real values anywhere are refused, dummies of credentials not bound to the host are
-// refused (a canary), bound dummies become real, and the families that need more follow the
+// (docs/policy.md): real values anywhere are refused, dummies of credentials not bound to the host
+// are refused (a canary), bound dummies become real, and the families that need more follow the
 // request as its plan's steps.
 #pragma once
 
@@ -63,7 +63,7 @@ class credential_set {
   // the later layer's binding narrows: its hosts must also match). Credentials whose source has
   // no value are skipped and reported in `skipped` as "NAME: reason" (never a value). Throws
   // source_error for a source that fails, std::invalid_argument for conflicting layers. `transport`
-  // is how the broker itself reaches a token endpoint (gcp key files). Login files (DESIGN §9)
+  // is how the broker itself reaches a token endpoint (gcp key files). Login files (docs/agents.md)
   // are loaded only with `login_files` (a wrap child in netns mode, which sees their dummy
   // copies instead of them); otherwise they are skipped. With `stable` (wrap), every value that
   // does not rotate gets the dummy `stable` derives from it, the same in every session of the
@@ -74,8 +74,8 @@ class credential_set {
                              const token_transport& transport = {}, bool login_files = false,
                              std::shared_ptr<const stable_dummies> stable = nullptr);
 
-  // One session's set on a team gateway (DESIGN §12) that loaded this one: the same real values
-  // (shared, not read again: an env: source was wiped when this set loaded it), bindings and
+  // One session's set on a team gateway (docs/gateway.md) that loaded this one: the same real
+  // values (shared, not read again: an env: source was wiped when this set loaded it), bindings and
   // behaviour, one refresher per rotating credential for all sessions, and every dummy derived
   // from `seed` (the session's random bytes, at least dummy_seed::min_size; the registry keeps
   // them), the credential's name and which of its values it stands for. The same seed gives

@@ -1,4 +1,4 @@
-// The per-request decision (DESIGN §5): real values anywhere → real_secret_blocked; a dummy
+// The per-request decision (docs/policy.md): real values anywhere → real_secret_blocked; a dummy
 // that may not go to this destination → credential_not_bound; otherwise bound dummies become
 // real in the places their family uses. Everything is checked before anything is rewritten.
 // Heads are searched with the set's value catalogs over the request's texts; bodies get a

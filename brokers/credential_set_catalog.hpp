@@ -1,6 +1,6 @@
 // Internal to credential_set: the values a request must not carry (real values; dummies of
 // credentials not usable at the destination), each in the forms a hostile child could hide it in
-// (DESIGN §5), and an index that finds every form of every value in a text in one pass.
+// (docs/policy.md), and an index that finds every form of every value in a text in one pass.
 //
 // The forms are computed once, when the catalog is made: the value itself, its base64 fragments
 // (RFC 4648 §4 and §5 alphabets, at the three byte alignments: see base64_fragment) and its

@@ -1,5 +1,5 @@
 // Internal to credential_set: the searchable text of one request head, everywhere a value the
-// request must not carry may hide (DESIGN §5). The texts are what the child sent plus what a
+// request must not carry may hide (docs/policy.md). The texts are what the child sent plus what a
 // server may make of it:
 //   - the target's path and query, raw and percent-decoded;
 //   - each header field's name and value, raw and, when it holds a '%', percent-decoded (RFC

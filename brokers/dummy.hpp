@@ -1,4 +1,4 @@
-// Dummy credentials (DESIGN §5): the real value's public shape and nothing else of it
+// Dummy credentials (docs/policy.md): the real value's public shape and nothing else of it
 // (brokers/dummy_shape.hpp): its length, a known prefix (ghp_, github_pat_, sk-proj-,
 // sk-ant-api03-, AKIA, xoxb-, ...), a JWT's header and claims, a family's separators, and
 // GitHub's checksum, valid for the dummy, where the real value's is; every other character is
@@ -8,7 +8,8 @@
 // The randomness comes from one of three places; the shaping is one code path for all:
 // - a per-user key and the real value (wrap, brokers/dummy_key.hpp): the same user gets the same
 //   dummy for the same real value in every session, so an agent's memory of its key holds;
-// - a session's seed (a team gateway's session, DESIGN §12): replicas that loaded the same real
+// - a session's seed (a team gateway's session, docs/gateway.md): replicas that loaded the same
+// real
 //   values give the session the same dummies, derived from its seed, the credential's name and
 //   which of its values the dummy stands for;
 // - the CSPRNG (tokens that rotate, and `serve`).

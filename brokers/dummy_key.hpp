@@ -1,4 +1,4 @@
-// wrap's stable dummies (DESIGN §5): derived from the real value with a per-user key,
+// wrap's stable dummies (docs/policy.md): derived from the real value with a per-user key,
 // `~/.config/broker/dummy-key` (32 random bytes as 64 hex digits, 0600), made on first use and
 // hidden from every wrapped command with the rest of ~/.config/broker. The same user gets the
 // same dummy for the same real value in every session, so an agent's own memory of its key

@@ -1,5 +1,5 @@
-// The public shape of a real value (DESIGN §5): what its dummy keeps of it and what it draws at
-// random. A dummy keeps the value's length and
+// The public shape of a real value (docs/policy.md): what its dummy keeps of it and what it draws
+// at random. A dummy keeps the value's length and
 // - a known prefix (ghp_, github_pat_, sk-proj-, sk-ant-api03-, AKIA, xoxb-, ...);
 // - a JWT's header and claims (clients decode them: expiry, account, plan);
 // - the separators of a family whose public format has them (github_pat_'s '_', Slack's '-',

@@ -174,9 +174,9 @@ class login_file_broker final : public request_broker {
   // the real file holds (a view that stays valid); empty when the body carries none of them.
   std::string_view redeem(std::string& body) const {
     if (!file_.at_path()) {
-      // Renamed away, replaced or removed since the session began (DESIGN §8.1): whatever the
-      // path names now is not the user's login, and a refresh would spend its token for a file
-      // nobody reads.
+      // Renamed away, replaced or removed since the session began (docs/security-model.md):
+      // whatever the path names now is not the user's login, and a refresh would spend its token
+      // for a file nobody reads.
       spdlog::warn(
           "credential {}: {} is no longer the file the session began with; its refresh "
           "token is not redeemed",

@@ -1,4 +1,4 @@
-// An agent's own login file as a credential (DESIGN §9): Codex's ~/.codex/auth.json, Claude
+// An agent's own login file as a credential (docs/agents.md): Codex's ~/.codex/auth.json, Claude
 // Code's ~/.claude/.credentials.json, Gemini CLI's ~/.gemini/oauth_creds.json. The child sees a
 // copy of the file with every listed value replaced by a same-shaped dummy (a JWT keeps its
 // claims), at the file's usual path; its family (bearer, github, header) carries each value as

@@ -1,8 +1,8 @@
 // A user's real file that the broker keeps reading and writing while a session runs (a login
-// file, DESIGN §9): opened once, before the child starts, and from then on reached only through
-// that descriptor. Whatever the child later does to the path (renames a directory above it,
+// file, docs/agents.md): opened once, before the child starts, and from then on reached only
+// through that descriptor. Whatever the child later does to the path (renames a directory above it,
 // makes a new file there, a FIFO or a link) cannot redirect a read or a write: a rotated real
-// token can only ever land in the file the user had (DESIGN §8.1).
+// token can only ever land in the file the user had (docs/security-model.md).
 #pragma once
 
 #include <sys/types.h>

@@ -1,6 +1,6 @@
-// The one interface the request path knows (STYLE §2, DESIGN §5): a credential, whatever its
-// family, and its part in every stage of a request. credential_set keeps one list of them and
-// asks each in turn; the proxy sees only the set's request_plan. One family per file:
+// The one interface the request path knows (docs/architecture.md, docs/policy.md): a credential,
+// whatever its family, and its part in every stage of a request. credential_set keeps one list of
+// them and asks each in turn; the proxy sees only the set's request_plan. One family per file:
 // value_broker.hpp (github, bearer, header and basic: one static value swapped where the family
 // carries it; a file each), aws_broker.cpp (aws-sigv4: verify and re-sign), token_broker.cpp
 // (gcp, azure: access tokens that rotate; a gcp child's token requests answered locally).
@@ -34,7 +34,7 @@ namespace broker::brokers {
 struct dummy_variable {
   std::string name, value, credential;
 };
-// A file the child sees (DESIGN §9): a gcp key file its `variable` names, or a dummy copy of a
+// A file the child sees (docs/agents.md): a gcp key file its `variable` names, or a dummy copy of a
 // login file shown at `target` (then `variable` is empty). The content holds dummies only.
 struct dummy_file {
   std::string variable, file_name, content, credential;
@@ -60,7 +60,7 @@ struct whole_body_need {
   std::size_t limit = 0;
   std::string_view why;  // why it is read whole, and how a client avoids it; for refusals
   // The step reads what the body says (a token request's form), rather than only its bytes as
-  // sent (a payload's hash): it cannot be under a Content-Encoding (DESIGN §5.1).
+  // sent (a payload's hash): it cannot be under a Content-Encoding (docs/security-model.md).
   bool reads_content = false;
 };
 
@@ -123,7 +123,7 @@ class request_broker {
   request_broker(const request_broker&) = delete;
   request_broker& operator=(const request_broker&) = delete;
 
-  // The same credential for another session of a team gateway (DESIGN §12): the same real
+  // The same credential for another session of a team gateway (docs/gateway.md): the same real
   // values, shared and never read again from their source (a rotating family's refreshes are
   // shared too), the same binding and behaviour, and dummies derived from `seed`, this
   // credential's name and which of its values each one stands for. Equal seeds give equal
@@ -138,7 +138,7 @@ class request_broker {
   bool bound(std::string_view host) const;
   // May its real value go to this destination? Bound host, a program its "programs" name (when
   // it names any), and TLS unless the destination is loopback or the credential allows
-  // plaintext (DESIGN §1).
+  // plaintext (docs/architecture.md).
   bool usable(const request_context& where) const;
 
   // ---- What the child holds, and what must never leave ----

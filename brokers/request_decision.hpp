@@ -1,5 +1,5 @@
-// What the brokers decide for a request, as a value naming the credential and why (DESIGN §5),
-// and where the request is going as they decide it. The proxy turns a refusal into its §6
+// What the brokers decide for a request, as a value naming the credential and why (docs/policy.md),
+// and where the request is going as they decide it. The proxy turns a refusal into its
 // answer in one place (refusal::of); it never needs to know which family decided.
 #pragma once
 
@@ -38,7 +38,8 @@ struct request_context {
   bool plaintext = false;  // http:// (no TLS to the upstream)
   bool loopback = false;   // the destination is a loopback address
   // The processes holding the connection it came on (wrap's attribution); null when unknown. A
-  // credential with "programs" is usable only when every one runs a listed program (DESIGN §5).
+  // credential with "programs" is usable only when every one runs a listed program
+  // (docs/policy.md).
   const config::client_identity* client = nullptr;
 };
 

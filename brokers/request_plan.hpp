@@ -1,4 +1,4 @@
-// One request's credential plan (DESIGN §5), made by credential_set::plan() from its head. The
+// One request's credential plan (docs/policy.md), made by credential_set::plan() from its head. The
 // proxy follows it without knowing which family it serves:
 //  1. decision(): refused, or the request goes on, bound dummies already swapped in the head;
 //  2. whole_body(): when set, the body is read whole (at most `limit` bytes) before anything

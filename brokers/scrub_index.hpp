@@ -61,7 +61,7 @@ class scrub_index {
   // holds() (text.size() if its last byte is not). A match that could end past the text starts
   // at or after it, since patterns are made of such bytes. What decides it is public, never
   // whether the bytes begin a pattern: the scrubber is no oracle for the values it hides
-  // (DESIGN §5).
+  // (docs/policy.md).
   std::size_t hold_from(std::string_view text, std::size_t from) const;
   // Whether a byte at the end of a text that may go on is held back: every byte of the class
   // (held_class) of a byte of some pattern, and the token bytes always.

@@ -85,7 +85,7 @@ std::optional<base::secret> from_file(const std::string& source, std::string_vie
       throw source_error(source + ": HOME is not set, so \"~/\" cannot be expanded");
     path = std::string(home) + std::string(path_text.substr(1));
   } else if (!path_text.starts_with("/")) {
-    // DESIGN §3: nothing is read from the current directory implicitly.
+    // docs/cli.md: nothing is read from the current directory implicitly.
     throw source_error(source + ": the path must be absolute or start with \"~/\"");
   }
   fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));

@@ -1,4 +1,4 @@
-// Where a credential's real value comes from (DESIGN §4 "source"): "env:NAME", "file:PATH"
+// Where a credential's real value comes from (docs/policy.md "source"): "env:NAME", "file:PATH"
 // (a leading "~/" is the home directory; surrounding whitespace trimmed) or "cmd:COMMAND" (run
 // once through /bin/sh -c, stdout trimmed; bounded output and run time).
 #pragma once

@@ -1,6 +1,6 @@
 // Credentials whose real value is a short-lived OAuth access token (the gcp and azure families,
-// DESIGN §5): fetched when the session starts and again, by a background thread, before each one
-// expires. The child holds one dummy access token for the whole session; on a bound host
+// docs/policy.md): fetched when the session starts and again, by a background thread, before each
+// one expires. The child holds one dummy access token for the whole session; on a bound host
 // `Authorization: Bearer DUMMY` becomes the latest real token.
 //
 // For gcp the child's GOOGLE_APPLICATION_CREDENTIALS names a session file holding a dummy OAuth

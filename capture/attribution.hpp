@@ -1,12 +1,12 @@
 // Which local processes hold a client connection to the proxy: the audit log's `pid` and `exe`
-// (DESIGN.md §7), and who a rule's or a credential's "programs" are judged against (§5). Linux
-// only. Two steps: the connection's client end to its socket inode, then that inode among the
-// descriptor links of the client's process tree.
-// The inode comes from NETLINK_SOCK_DIAG (sock_diag.hpp: one exact lookup, a few microseconds)
-// when the caller has such a socket in the client's network namespace, otherwise from
-// /proc/<pid>/net/tcp{,6} (~1 ms: the kernel prints its whole established-connection table).
-// Best effort by nature: the client may exit, or /proc may deny access, before the scan finds
-// it; the record says null then, and an incomplete search matches no "programs".
+// (docs/audit-log.md), and who a rule's or a credential's "programs" are judged against
+// (docs/policy.md). Linux only. Two steps: the connection's client end to its socket inode, then
+// that inode among the descriptor links of the client's process tree. The inode comes from
+// NETLINK_SOCK_DIAG (sock_diag.hpp: one exact lookup, a few microseconds) when the caller has such
+// a socket in the client's network namespace, otherwise from /proc/<pid>/net/tcp{,6} (~1 ms: the
+// kernel prints its whole established-connection table). Best effort by nature: the client may
+// exit, or /proc may deny access, before the scan finds it; the record says null then, and an
+// incomplete search matches no "programs".
 #pragma once
 
 #include <cstddef>
@@ -22,7 +22,7 @@
 namespace broker::capture {
 
 // Every process holding the client end of a connection, for the audit record's pid and exe and
-// for "programs" (DESIGN §5, §7).
+// for "programs" (docs/policy.md, docs/audit-log.md).
 struct socket_holders {
   std::vector<config::program_holder> holders;  // highest pid first; never empty
   // Every process (and every thread with a descriptor table of its own) that could hold the

@@ -1,6 +1,6 @@
-// The DNS server a wrap child's resolver points at (DESIGN §11): UDP and TCP on port 53 inside
-// the child's network namespace, answered by the broker itself. No query is ever forwarded: a
-// name the policy could allow gets an address from the session's synthetic ranges (which maps
+// The DNS server a wrap child's resolver points at (docs/architecture.md): UDP and TCP on port 53
+// inside the child's network namespace, answered by the broker itself. No query is ever forwarded:
+// a name the policy could allow gets an address from the session's synthetic ranges (which maps
 // back to the name when the child connects to it); any other name gets NXDOMAIN and a `dns`
 // audit record, so that data encoded in a looked-up name is seen, and goes nowhere.
 #pragma once

@@ -1,7 +1,7 @@
-// The names a wrap child resolved through the broker's DNS (DESIGN §11), each given one address
-// from each of the session's synthetic ranges, so that a captured connection to that address can
-// be taken back to the name it was made for. Thread-safe: the DNS responder assigns, captured
-// connections look up, on any of the server's threads.
+// The names a wrap child resolved through the broker's DNS (docs/architecture.md), each given one
+// address from each of the session's synthetic ranges, so that a captured connection to that
+// address can be taken back to the name it was made for. Thread-safe: the DNS responder assigns,
+// captured connections look up, on any of the server's threads.
 #pragma once
 
 #include <array>

@@ -1,6 +1,6 @@
 // A certificate authority that signs the leaves the MITM loop presents: ECDSA P-256, generated
 // in memory for a session (its key never touches disk), or the persistent CA of `broker serve`
-// kept in a directory (DESIGN §3 `broker ca`).
+// kept in a directory (docs/cli.md `broker ca`).
 #pragma once
 
 #include <filesystem>

@@ -1,6 +1,6 @@
-// `broker admin-token create|list|revoke`: the team gateway's operators' credentials (DESIGN §15),
-// through the gateway's control socket. `create` prints the token once, on stdout; the gateway
-// keeps only its SHA-256.
+// `broker admin-token create|list|revoke`: the team gateway's operators' credentials
+// (docs/gateway.md), through the gateway's control socket. `create` prints the token once, on
+// stdout; the gateway keeps only its SHA-256.
 #include <ctime>
 #include <iostream>
 #include <memory>

@@ -1,4 +1,4 @@
-// `broker pending`, `broker approve ID` and `broker deny ID` (DESIGN §13): the requests running
+// `broker pending`, `broker approve ID` and `broker deny ID` (docs/policy.md): the requests running
 // sessions hold while they ask, and the person's decisions, through each session's control
 // socket (a gateway's sessions through the gateway's).
 #include <iostream>

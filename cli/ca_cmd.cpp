@@ -1,4 +1,4 @@
-// `broker ca init|path|show [--ca-dir DIR]`: the persistent CA of `broker serve` (DESIGN §3).
+// `broker ca init|path|show [--ca-dir DIR]`: the persistent CA of `broker serve` (docs/cli.md).
 #include <sys/stat.h>
 #include <unistd.h>
 

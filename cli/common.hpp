@@ -1,4 +1,4 @@
-// Options every session-running subcommand shares (DESIGN §3 "common"), and what they load.
+// Options every session-running subcommand shares (docs/cli.md "common"), and what they load.
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 // `broker status [SESSION]` and `broker kill SESSION`: a running session's usage against its
-// budgets, and ending it (DESIGN §3), through the session's control socket.
+// budgets, and ending it (docs/cli.md), through the session's control socket.
 #include <iostream>
 #include <memory>
 

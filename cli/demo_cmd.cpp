@@ -1,4 +1,4 @@
-// `broker demo [--keep]`: the whole idea in one offline run (DESIGN §3). A stand-in for
+// `broker demo [--keep]`: the whole idea in one offline run (docs/cli.md). A stand-in for
 // api.github.com on loopback, then `broker wrap` around three curls: the dummy token swapped for
 // the real one on its bound host, a host the policy denies, the dummy blocked on a host it is not
 // bound to; then the session's audit log and its hash-chain check. Exit 0 when all three

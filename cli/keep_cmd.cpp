@@ -1,5 +1,5 @@
 // `broker keep SESSION --list | --diff [PATH...] | PATH... | --all`: review and take in what
-// `wrap` kept out of the host (DESIGN §8.1), and say so in the session's audit log.
+// `wrap` kept out of the host (docs/security-model.md), and say so in the session's audit log.
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

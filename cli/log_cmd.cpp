@@ -55,7 +55,7 @@ void print_lines(session::merged_log& log, const log_options& o, session::ocsf_m
   std::cout.flush();
 }
 
-// How a verification reads (DESIGN §7, §8.2): "ok" only for an intact chain that ends in a
+// How a verification reads (docs/audit-log.md): "ok" only for an intact chain that ends in a
 // session_end signed with the user's audit key; "tampered at seq N", "truncated at seq N" (a
 // partial last line), "unsigned", "incomplete" and "unverified" otherwise. `name` says which chain.
 // `with_files`: a replica's chain across its files, so the count of files is shown and a bad line

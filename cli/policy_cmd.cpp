@@ -70,7 +70,7 @@ nlohmann::ordered_json wrap_lists(const std::vector<config::policy>& layers) {
 int run_check(const std::vector<std::string>& files) {
   try {
     const auto layers = load_layers(files);
-    // "programs" a session could defeat (DESIGN §5): each named; no workspace is known here.
+    // "programs" a session could defeat (docs/policy.md): each named; no workspace is known here.
     const auto problems =
         sandbox::program_problems(layers, sandbox::session_write_places(wrap_inputs(layers), {}));
     for (const auto& p : problems) std::cerr << "broker: " << p.text() << "\n";
@@ -78,10 +78,11 @@ int run_check(const std::vector<std::string>& files) {
     nlohmann::ordered_json out;
     out["layers"] = nlohmann::ordered_json::array();
     for (const auto& layer : layers) out["layers"].push_back(config::to_json(layer));
-    // Where wrap lets the command's writes through, and what it holds read-only (DESIGN
-    // §8.1), all layers applied; everything else it writes is kept out of the host.
+    // Where wrap lets the command's writes through, and what it holds read-only
+    // (docs/security-model.md), all layers applied; everything else it writes is kept out of the
+    // host.
     out["wrap"] = wrap_lists(layers);
-    // What `broker approve --always` approved: extends the layers that ask (DESIGN §13).
+    // What `broker approve --always` approved: extends the layers that ask (docs/policy.md).
     const auto approved_path = config::default_approved_path();
     if (!approved_path.empty())
       if (auto approved = config::load_approved(approved_path))

@@ -1,5 +1,5 @@
-// `broker session create|list|show|revoke`: a team gateway's sessions (DESIGN §12), through the
-// gateway's control socket. `create` reads the session's policy files here, the gateway checks
+// `broker session create|list|show|revoke`: a team gateway's sessions (docs/gateway.md), through
+// the gateway's control socket. `create` reads the session's policy files here, the gateway checks
 // them against its team policy and answers with the session's proxy credential and dummies,
 // which go into the env file a client sources (0600) and nowhere else.
 #include <fstream>

@@ -1,5 +1,5 @@
-// `~/.config/broker/approved.json` (DESIGN §13): what `broker approve --always` approved, a layer
-// of allow rules only, whose rules extend every asking layer of later sessions
+// `~/.config/broker/approved.json` (docs/policy.md): what `broker approve --always` approved, a
+// layer of allow rules only, whose rules extend every asking layer of later sessions
 // (add_approved_rules). Edited by hand as well; hidden from wrapped commands with the rest of
 // ~/.config/broker.
 #pragma once

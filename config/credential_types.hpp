@@ -1,4 +1,4 @@
-// The credential families a policy may name (DESIGN §4-5). This is the one list: the policy
+// The credential families a policy may name (docs/policy.md-5). This is the one list: the policy
 // parser accepts exactly these, and brokers/ implements one family per name.
 #pragma once
 
@@ -19,7 +19,7 @@ inline bool is_credential_type(std::string_view type) {
 }
 
 // Variables a family reads when its credential names none. The cloud families have well-known
-// ones (DESIGN §4's example binds aws-sigv4 without "env"); every other family must say.
+// ones (docs/policy.md's example binds aws-sigv4 without "env"); every other family must say.
 // aws-sigv4: key id, secret, session token. gcp: the key file's path (the child's names a
 // session file). azure: the variable the child finds its (dummy) access token in.
 inline std::vector<std::string> default_credential_env(std::string_view type) {

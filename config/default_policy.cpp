@@ -1,4 +1,4 @@
-// The embedded default policy (DESIGN §4), used when no --policy is given and printed by
+// The embedded default policy (docs/policy.md), used when no --policy is given and printed by
 // `broker policy default` as a starting point for a custom one.
 #include "config/policy.hpp"
 
@@ -126,7 +126,7 @@ constexpr std::string_view default_text = R"json({
       "env": ["GOOGLE_API_KEY"],
       "hosts": ["generativelanguage.googleapis.com"]
     },
-    // The agents' login files (DESIGN §9), brokered where they exist: the child sees a copy
+    // The agents' login files (docs/agents.md), brokered where they exist: the child sees a copy
     // with dummies, and a refresh rotates the real login outside.
     "codex_login": {
       "type": "bearer",

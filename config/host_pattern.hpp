@@ -1,4 +1,4 @@
-// Host names and host patterns as policy rules and credential bindings use them (DESIGN §4).
+// Host names and host patterns as policy rules and credential bindings use them (docs/policy.md).
 #pragma once
 
 #include <optional>

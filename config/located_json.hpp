@@ -1,5 +1,5 @@
 // JSON (with // and /* */ comments) parsed so that every value remembers the line it came
-// from: policy errors must name FILE:LINE: KEY (DESIGN §4), and nlohmann's DOM keeps no
+// from: policy errors must name FILE:LINE: KEY (docs/policy.md), and nlohmann's DOM keeps no
 // positions. Private to config/.
 #pragma once
 

@@ -1,4 +1,4 @@
-// One policy layer (DESIGN §4): parsed from JSON with // comments, every error naming
+// One policy layer (docs/policy.md): parsed from JSON with // comments, every error naming
 // file, line and key.
 #pragma once
 
@@ -49,15 +49,15 @@ struct rule {
   std::vector<path_pattern> paths;   // empty = any path
   bool tunnel = false;               // allow rules only; with tunnel, methods/paths are an error
   // Allow rules only: false keeps an intercepted connection to the host on HTTP/1.1 (no ALPN
-  // h2 offered to the client; DESIGN §14), for a client or server that misbehaves on h2.
+  // h2 offered to the client; docs/architecture.md), for a client or server that misbehaves on h2.
   bool http2 = true;
   // Allow rules only: the programs whose connections it admits, absolute paths or globs on the
   // executable's path ('*' matches any run, '/' too), matched by program_matches
   // (program_identity.hpp). Empty = any program. A connection broker could not attribute
-  // matches none (DESIGN §5, §13).
+  // matches none (docs/policy.md).
   std::vector<std::string> programs;
   std::vector<int> program_lines;  // where each of `programs` is, for policy check's errors
-  // An allow rule a person approved (DESIGN §13): for the running session, or read from
+  // An allow rule a person approved (docs/policy.md): for the running session, or read from
   // approved.json. It never admits a host a layer lists under "approvals": {"never": [...]}.
   bool approved = false;
 
@@ -65,9 +65,9 @@ struct rule {
 };
 
 // Known credential types; the brokers that implement them come with interception.
-// An agent's own login file as a credential (DESIGN §9): the child sees a dummy copy at `path`,
-// each of `fields` (JSON member paths, "tokens.access_token") replaced by a same-shaped dummy
-// that the family carries as usual (a github or bearer token, a header); the refresh token is
+// An agent's own login file as a credential (docs/agents.md): the child sees a dummy copy at
+// `path`, each of `fields` (JSON member paths, "tokens.access_token") replaced by a same-shaped
+// dummy that the family carries as usual (a github or bearer token, a header); the refresh token is
 // swapped only in the body of a request to the refresh endpoint.
 struct login_file_spec {
   std::string path;                 // absolute, or "~/..." (the home directory)
@@ -165,10 +165,10 @@ struct files_spec {
 };
 
 // Whether a layer's host/port/method/path rules refuse (enforce), or only record what they
-// would refuse and let the enforcing layers decide (audit; DESIGN §13).
+// would refuse and let the enforcing layers decide (audit; docs/policy.md).
 enum class enforcement { enforce, audit };
 
-// What a layer's refusal by host/port/method/path rules leads to (DESIGN §13): "ask" lets a
+// What a layer's refusal by host/port/method/path rules leads to (docs/policy.md): "ask" lets a
 // person approve it while the request is held; "deny" (a team's hard ceiling) is never asked
 // about, not even under `wrap --ask`; unset is "deny" unless `wrap --ask` makes it "ask".
 enum class on_deny { unset, deny, ask };
@@ -198,8 +198,9 @@ policy parse_policy(std::string_view text, const std::string& source);
 // Reads and parses a file; an unreadable file is a policy_error with line 0.
 policy load_policy_file(const std::filesystem::path& path);
 
-// The embedded default policy (DESIGN §4): brokers for GitHub, OpenAI, Anthropic and AWS on their
-// official hosts; egress to those hosts and the common package registries; everything else denied.
+// The embedded default policy (docs/policy.md): brokers for GitHub, OpenAI, Anthropic and AWS on
+// their official hosts; egress to those hosts and the common package registries; everything else
+// denied.
 std::string_view default_policy_text();
 
 // The normalized layer as JSON (patterns normalized, defaults filled in), for `policy check`.

@@ -39,8 +39,8 @@ std::vector<host_pattern> parse_hosts(const json_node& node, const std::vector<r
   for (auto& [text, item] : node.string_elements()) {
     auto pattern = host_pattern::parse(text);
     if (!pattern) item.fail("invalid host pattern \"" + text + "\"");
-    // DESIGN §1: a tunnelled host is never intercepted, so a credential bound to it could
-    // never be swapped - the child would be sent there with a dummy it cannot use, or worse,
+    // docs/architecture.md: a tunnelled host is never intercepted, so a credential bound to it
+    // could never be swapped - the child would be sent there with a dummy it cannot use, or worse,
     // someone would "fix" that by handing it the real key.
     for (const rule& r : allow) {
       if (r.tunnel && r.host && patterns_overlap(*pattern, *r.host))
@@ -114,7 +114,7 @@ login_file_spec::refresh_spec parse_refresh(const json_node& node) {
   return r;
 }
 
-// "file", "fields" and "refresh": a login file as the credential's source (DESIGN §9).
+// "file", "fields" and "refresh": a login file as the credential's source (docs/agents.md).
 login_file_spec parse_login_file(const json_node& node, const json_node& file,
                                  std::string_view type) {
   if (type != "github" && type != "bearer" && type != "header")

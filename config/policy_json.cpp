@@ -1,4 +1,4 @@
-// The normalized layer as JSON, for `broker policy check` (DESIGN §3): patterns in their
+// The normalized layer as JSON, for `broker policy check` (docs/cli.md): patterns in their
 // normalized form, defaults filled in, sizes in bytes, so a reader sees what is enforced.
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// "allow" and "deny" rule lists (DESIGN §4).
+// "allow" and "deny" rule lists (docs/policy.md).
 
 #include <algorithm>
 #include <string_view>

@@ -31,7 +31,7 @@ bool address_matches(const rule& r, const ip_address& address, bool deny) {
   return v4 && r.net->contains(*v4);
 }
 
-// Host names match host rules only, IP literals cidr rules only (DESIGN §4).
+// Host names match host rules only, IP literals cidr rules only (docs/policy.md).
 bool target_matches(const rule& r, const destination& d, bool deny) {
   if (!port_matches(r, d.port)) return false;
   if (d.ip) return address_matches(r, *d.ip, deny);
@@ -251,8 +251,8 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   }
   // Egress needs at least one allow rule somewhere: deny-only layers only ever narrow.
   if (!any_allow) return refused(std::string(default_deny));
-  // A credential can never be swapped inside a tunnel (DESIGN §1); the parser refuses that
-  // within one file, and this catches a tunnel in one layer meeting a binding in another.
+  // A credential can never be swapped inside a tunnel (docs/architecture.md); the parser refuses
+  // that within one file, and this catches a tunnel in one layer meeting a binding in another.
   if (tunnel && credential_bound(layers, *d)) tunnel = false;
   verdict v;
   v.allowed = true;

@@ -1,5 +1,5 @@
 // The layered policy of a session: a destination passes only if every layer with egress rules
-// allows it (DESIGN §4), so adding a layer can only narrow.
+// allows it (docs/policy.md), so adding a layer can only narrow.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@ struct destination {
   std::uint16_t port = 0;
 };
 
-// Who opened the connection, for allow rules with "programs" (DESIGN §5, §13): the processes
+// Who opened the connection, for allow rules with "programs" (docs/policy.md): the processes
 // attribution found holding its socket, null when unknown (then such rules match nothing: fail
 // closed); `any` for a question no process is known for yet (a DNS name), where they match
 // whoever asks.
@@ -34,8 +34,8 @@ struct verdict {
   // Which rule decided: "allow[0]" / "deny[1]", prefixed with "<layer source>#" when the set has
   // more than one layer; "default_deny" when no allow rule matched (also prefixed: it names the
   // layer that refused). A refusal reports an explicit deny rule before a layer's default_deny;
-  // an allowed verdict reports the first layer's allow rule, or the first approved rule (DESIGN
-  // §13) when one decided in some layer.
+  // an allowed verdict reports the first layer's allow rule, or the first approved rule
+  // (docs/policy.md) when one decided in some layer.
   std::string rule;
   // True only if every layer's deciding allow rule says "tunnel": true (tunnelling skips
   // inspection, so it is a loosening every layer must agree to). Also false when a deny rule
@@ -50,14 +50,14 @@ struct verdict {
   // deny, in any layer, matching its host and port) and servers may disagree about what the
   // request's path names (ambiguous_path in path_pattern.hpp says which constructs): why, as a
   // sentence. Such a request is refused (allowed is false) and `rule` names the first such path
-  // rule; it is a malformed request (400 bad_request, DESIGN §6), not a policy refusal. When the
+  // rule; it is a malformed request (400 bad_request, docs/cli.md), not a policy refusal. When the
   // host and port alone are refused, that refusal is reported instead and this stays empty.
   std::optional<std::string> ambiguous_path;
   // An allowed verdict that an audit-only layer ("enforcement": "audit") would have refused:
   // that layer's rule, named as `rule` is (its explicit deny rule before its default_deny).
   // Audit layers never refuse, never allow and never keep a connection out of a tunnel.
   std::string would_deny;
-  // A refusal a person may approve (DESIGN §13): every enforcing layer that refused is one that
+  // A refusal a person may approve (docs/policy.md): every enforcing layer that refused is one that
   // asks ("on_deny": "ask") and refused for want of an allow rule, not by a deny rule; the
   // destination is a host name no layer lists under "approvals": {"never": [...]}; the path is
   // not ambiguous. Approving it adds an allow rule to those layers (with_approval).
@@ -103,10 +103,10 @@ class policy_set {
   };
   address_verdict check_address(const ip_address& address, std::uint16_t port) const;
 
-  // For a host name the child asks DNS about (DESIGN §11): allowed when check_connect allows it
-  // on at least one port, i.e. on one of the ports of the allow rules whose host pattern matches
-  // it (in any layer). Refused otherwise, with check_connect's rule for the first such port (443
-  // when no allow rule names the host). Not for IP literals.
+  // For a host name the child asks DNS about (docs/architecture.md): allowed when check_connect
+  // allows it on at least one port, i.e. on one of the ports of the allow rules whose host pattern
+  // matches it (in any layer). Refused otherwise, with check_connect's rule for the first such port
+  // (443 when no allow rule names the host). Not for IP literals.
   verdict check_name(const std::string& host) const;
 
   // This set with `approved` (an allow rule for a host name, marked approved) added to every

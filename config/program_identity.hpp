@@ -1,5 +1,5 @@
-// Whether a connection comes from the programs a rule or a credential names (DESIGN §5 "A
-// program's identity cannot be borrowed", §13 "Per program"). Attribution finds every process
+// Whether a connection comes from the programs a rule or a credential names (docs/policy.md,
+// "programs"). Attribution finds every process
 // holding the connection's socket; each must run a listed program, and running one means running
 // the very file at its path (same device and inode) that the session cannot change: a copy
 // elsewhere, a file of the session's own under the same name, or a listed program's name on a

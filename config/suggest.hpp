@@ -1,4 +1,4 @@
-// `broker policy suggest` (DESIGN §13): a layer that would have allowed what sessions did, from
+// `broker policy suggest` (docs/policy.md): a layer that would have allowed what sessions did, from
 // their records. Hosts with their ports, methods and paths; many subdomains of one parent become
 // "*.parent", many paths under one first segment "/segment/*"; counts as comments. The layer
 // parses (`policy check`) and, used as a layer, allows every request it was made from.

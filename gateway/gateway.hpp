@@ -1,11 +1,11 @@
-// A team gateway (DESIGN §12): one `broker serve` holding many sessions. Each session has its
+// A team gateway (docs/gateway.md): one `broker serve` holding many sessions. Each session has its
 // own proxy credential, dummies, policy layers on the team's, budgets and audit log; a client's
 // requests are bound to their session by Proxy-Authorization (resolve()). Sessions are made,
 // listed, shown and revoked through the control socket's `session ...` lines (command()), and
 // kept in a session_store: this process's memory, or Redis shared with other replicas. A
-// session whose layers ask (DESIGN §13) holds what they refuse while an operator decides, through
-// the admin API (admin_api.hpp) or `broker pending|approve|deny` on this host: the gateway is the
-// ask_decider of the sessions served here.
+// session whose layers ask (docs/policy.md) holds what they refuse while an operator decides,
+// through the admin API (admin_api.hpp) or `broker pending|approve|deny` on this host: the gateway
+// is the ask_decider of the sessions served here.
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-// The gateway's Prometheus metrics (DESIGN §12): what the proxy counted per session (requests,
+// The gateway's Prometheus metrics (docs/gateway.md): what the proxy counted per session (requests,
 // refusals, bytes, LLM tokens and cost), and families other parts of the broker own (open
 // connections, the leaf cache, the Redis client), read from them at scrape time. render() writes
 // the text exposition format 0.0.4 that the admin listener serves at GET /metrics.
@@ -75,7 +75,7 @@ class exposition {
 //
 // Families (counters; labels session plus the one named):
 //   broker_requests_total{session,event}     every audited exchange, tunnel, refusal, ...
-//   broker_refusals_total{session,code}      refusals by DESIGN §6 code
+//   broker_refusals_total{session,code}      refusals by docs/cli.md code
 //   broker_bytes_total{session,direction}    bytes sent upstream ("out") and back ("in")
 //   broker_llm_tokens_total{session,credential}
 //   broker_llm_cost_usd_total{session,credential}

@@ -48,7 +48,7 @@ namespace {
 
 using live::start_error;
 
-// serve's CA persists in a directory (DESIGN §3), made on first use, so that clients trust it
+// serve's CA persists in a directory (docs/cli.md), made on first use, so that clients trust it
 // once: `broker ca path` names the file.
 certs::certificate_authority load_or_create_ca(const std::filesystem::path& dir) {
   if (std::filesystem::exists(certs::certificate_authority::key_path(dir)))
@@ -226,7 +226,7 @@ void attach_redis(const serve_config& c, serving& s, gateway_setup& g) {
   }
 }
 
-// The team gateway (DESIGN §12): the sessions' resolver, on Redis when replicas share.
+// The team gateway (docs/gateway.md): the sessions' resolver, on Redis when replicas share.
 void start_gateway(const serve_config& c, serving& s) {
   const auto& options = s.setup.options;
   gateway_setup g;

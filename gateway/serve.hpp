@@ -1,6 +1,6 @@
-// `broker serve` assembled and run (DESIGN §3, §12): one session on a listening address, or with
-// `gateway` a team gateway's many sessions; the CA, audit log, metrics and admin listener, Redis,
-// the env file, the control socket and policy reload, until SIGINT/SIGTERM.
+// `broker serve` assembled and run (docs/cli.md, docs/gateway.md): one session on a listening
+// address, or with `gateway` a team gateway's many sessions; the CA, audit log, metrics and admin
+// listener, Redis, the env file, the control socket and policy reload, until SIGINT/SIGTERM.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ struct serve_config {
   std::string env_file;
   std::string ca_dir;
   std::vector<std::string> timeouts;
-  // Team gateway (DESIGN §12): many sessions, each client authenticating as one.
+  // Team gateway (docs/gateway.md): many sessions, each client authenticating as one.
   bool gateway = false;
   std::string proxy_authority;  // what session env files name (a front such as haproxy)
   std::string redis;            // replicas share sessions, budgets and revocations here

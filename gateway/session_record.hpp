@@ -1,4 +1,4 @@
-// One team-gateway session as the registry holds it (DESIGN §12): who it is for, until when,
+// One team-gateway session as the registry holds it (docs/gateway.md): who it is for, until when,
 // the policy layers it adds to the team's, the seed its dummies are derived from, and the
 // SHA-256 of its proxy token (the token itself is only ever in the client's env file). Every
 // replica builds the same session from the same record.

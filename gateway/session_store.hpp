@@ -1,5 +1,5 @@
-// Where a team gateway's sessions live (DESIGN §12): in this process (the embedded default), or
-// in Redis, shared by every replica (redis_store.hpp).
+// Where a team gateway's sessions live (docs/gateway.md): in this process (the embedded default),
+// or in Redis, shared by every replica (redis_store.hpp).
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
-// A request body's content codings undone as it streams (DESIGN §5.1), so that the checks read
-// what the codings hide. The decoded bytes are handed out in pieces as they come, never held
-// whole, and bounded: by their size and by how far they outgrow the coded bytes (a
+// A request body's content codings undone as it streams (docs/security-model.md), so that the
+// checks read what the codings hide. The decoded bytes are handed out in pieces as they come, never
+// held whole, and bounded: by their size and by how far they outgrow the coded bytes (a
 // decompression bomb). Which coded bytes everything decoded so far came from is tracked
 // (settled()), so a caller can hold coded bytes back until what they decode to was searched.
 #pragma once

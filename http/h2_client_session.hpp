@@ -1,9 +1,9 @@
-// The client side of one HTTP/2 connection to an upstream (RFC 9113; DESIGN §14) on nghttp2,
-// without I/O, the counterpart of h2_server_session: the connection feeds it what the upstream
-// sent (receive()) and writes what it gives (output()). Each request is a stream; its response
-// head, body and trailers go to the handler. Response bodies are acknowledged only as the handler
-// takes them (consumed()), so a slow client slows its upstream stream and nothing piles up here.
-// The upstream's SETTINGS_MAX_CONCURRENT_STREAMS (at most 100 used) and GOAWAY say whether
+// The client side of one HTTP/2 connection to an upstream (RFC 9113; docs/architecture.md) on
+// nghttp2, without I/O, the counterpart of h2_server_session: the connection feeds it what the
+// upstream sent (receive()) and writes what it gives (output()). Each request is a stream; its
+// response head, body and trailers go to the handler. Response bodies are acknowledged only as the
+// handler takes them (consumed()), so a slow client slows its upstream stream and nothing piles up
+// here. The upstream's SETTINGS_MAX_CONCURRENT_STREAMS (at most 100 used) and GOAWAY say whether
 // another stream may start (can_start()).
 //
 // Single-threaded: every call, and every handler callback (made from inside receive()), on the

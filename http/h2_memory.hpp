@@ -1,5 +1,6 @@
-// nghttp2's memory for one HTTP/2 session, counted (DESIGN §14: memory per connection bounded
-// and stated): every block carries its size in front of it, so the session can say what it holds.
+// nghttp2's memory for one HTTP/2 session, counted (docs/architecture.md: memory per connection
+// bounded and stated): every block carries its size in front of it, so the session can say what it
+// holds.
 #pragma once
 
 #include <nghttp2/nghttp2.h>

@@ -1,13 +1,13 @@
-// The server side of one HTTP/2 connection (RFC 9113; DESIGN §14) on nghttp2, without I/O: the
-// connection feeds it what the client sent (receive()) and writes what it gives (output()).
-// nghttp2 does the framing, HPACK, flow control and the protocol's own checks (pseudo-header
-// rules, content-length against DATA, connection-specific fields); this wrapper turns streams
-// into requests for its handler, answers them as the handler says, and enforces the broker's own
-// limits: concurrent streams, the header list, and floods of frames that cost work and carry
-// nothing (PING, SETTINGS, PRIORITY, empty DATA or header frames, CONTINUATION, client resets).
-// A flood ends the connection with GOAWAY ENHANCE_YOUR_CALM; what nghttp2 would otherwise do for
-// rapid reset (GOAWAY INTERNAL_ERROR) or a CONTINUATION flood (a fatal error, no GOAWAY) is only
-// the backstop behind these counters.
+// The server side of one HTTP/2 connection (RFC 9113; docs/architecture.md) on nghttp2, without
+// I/O: the connection feeds it what the client sent (receive()) and writes what it gives
+// (output()). nghttp2 does the framing, HPACK, flow control and the protocol's own checks
+// (pseudo-header rules, content-length against DATA, connection-specific fields); this wrapper
+// turns streams into requests for its handler, answers them as the handler says, and enforces the
+// broker's own limits: concurrent streams, the header list, and floods of frames that cost work and
+// carry nothing (PING, SETTINGS, PRIORITY, empty DATA or header frames, CONTINUATION, client
+// resets). A flood ends the connection with GOAWAY ENHANCE_YOUR_CALM; what nghttp2 would otherwise
+// do for rapid reset (GOAWAY INTERNAL_ERROR) or a CONTINUATION flood (a fatal error, no GOAWAY) is
+// only the backstop behind these counters.
 //
 // Request bodies are not acknowledged until the handler has taken them (consumed()), so a client
 // can have at most a stream window per stream and a connection window in flight: the memory a

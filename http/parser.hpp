@@ -20,7 +20,7 @@ enum class parse_status {
   error,
 };
 
-// Why a message was refused; maps to DESIGN §6 codes.
+// Why a message was refused; maps to docs/cli.md codes.
 enum class parse_error { none, bad_request, header_too_large };
 
 class parser {

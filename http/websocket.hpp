@@ -1,7 +1,7 @@
-// RFC 6455 WebSocket framing, for inspecting an upgraded connection (DESIGN §10): an incremental
-// reader that turns one direction's bytes into messages (fragments joined, payloads unmasked,
-// control frames on their own), and the encoder that writes frames back. Bytes may arrive split
-// anywhere; every size is bounded.
+// RFC 6455 WebSocket framing, for inspecting an upgraded connection (docs/security-model.md): an
+// incremental reader that turns one direction's bytes into messages (fragments joined, payloads
+// unmasked, control frames on their own), and the encoder that writes frames back. Bytes may arrive
+// split anywhere; every size is bounded.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
-// Ask and approve (DESIGN §13): a request only asking layers refused is held here while a person
-// decides, with `broker approve`/`broker deny` through the session's control socket (or a
+// Ask and approve (docs/policy.md): a request only asking layers refused is held here while a
+// person decides, with `broker approve`/`broker deny` through the session's control socket (or a
 // gateway's admin API). A held request costs a timer on its connection's thread and the record
 // below, no thread of its own; its body stays unread in the socket and the connection's bounded
 // read buffer. An approval for the session adds an allow rule to the asking layers

@@ -1,4 +1,4 @@
-// The options every session-running command shares (DESIGN §3 "common"): `wrap`, `serve` and
+// The options every session-running command shares (docs/cli.md "common"): `wrap`, `serve` and
 // `serve --gateway` read them from their command lines; session_setup.hpp loads a session from
 // them.
 #pragma once
@@ -22,7 +22,7 @@ struct common_options {
   std::string log_level = "info";
   // --audit-rotate-size SIZE, --audit-rotate-age DURATION (0: never; both unset: one file).
   session::audit_rotation audit_rotation;
-  // --audit-sync every|batch|none: when the records reach the disk (DESIGN §7).
+  // --audit-sync every|batch|none: when the records reach the disk (docs/audit-log.md).
   session::audit_sync_mode audit_sync = session::audit_sync_mode::batch;
 };
 

@@ -59,9 +59,9 @@ struct session_attachments {
   std::optional<std::chrono::system_clock::time_point> expires;
   // wrap: where the session's clients live.
   session_clients clients;
-  // The session asks a person about what its asking layers refuse (DESIGN §13): how.
+  // The session asks a person about what its asking layers refuse (docs/policy.md): how.
   std::shared_ptr<const ask_options> asks;
-  // wrap --learn: what asking layers refuse goes through, recorded as learned (DESIGN §13).
+  // wrap --learn: what asking layers refuse goes through, recorded as learned (docs/policy.md).
   bool learn = false;
 };
 
@@ -91,7 +91,7 @@ class live_session {
   // A gateway session's budgets shared with the other replicas; null when not shared.
   shared_admission* shared() const { return attached_.shared.get(); }
 
-  // A team gateway's own context (DESIGN §12): it resolves every client connection to the
+  // A team gateway's own context (docs/gateway.md): it resolves every client connection to the
   // session its proxy credential names; null for any other context. Set once, before the first
   // connection: the gateway is made after the listener it names is bound.
   void set_resolver(std::shared_ptr<session_resolver> r) { resolver_ = std::move(r); }

@@ -1,4 +1,4 @@
-// A refusal the broker makes, and its wire form (DESIGN §6): status, X-Broker-Error, JSON body.
+// A refusal the broker makes, and its wire form (docs/cli.md): status, X-Broker-Error, JSON body.
 #pragma once
 
 #include <string>
@@ -23,7 +23,7 @@ struct refusal {
   long retry_after_s = 0;
 
   static refusal policy_denied(std::string rule, std::string_view host);
-  // A held request a person denied, or whose ask timed out (DESIGN §13); `rule` refused it.
+  // A held request a person denied, or whose ask timed out (docs/policy.md); `rule` refused it.
   static refusal approval_denied(std::string rule, std::string_view host, bool timed_out);
   static refusal private_address(std::string_view host, std::string_view address,
                                  std::string_view address_class);
@@ -41,7 +41,7 @@ struct refusal {
   static refusal credential_not_bound(std::string_view credential, std::string_view host,
                                       std::string_view where, bool plaintext);
   // A dummy sent to a host its credential is bound to, from a connection its "programs" do not
-  // admit (DESIGN §5, §13): credential_not_bound, naming the binding and every process holding
+  // admit (docs/policy.md): credential_not_bound, naming the binding and every process holding
   // the connection (or that none was known).
   static refusal credential_program(std::string_view credential, std::string_view host,
                                     std::string_view where,
@@ -57,18 +57,19 @@ struct refusal {
   // A request signed with a session dummy that does not verify (403 signature_invalid);
   // `message` is the family's sentence.
   static refusal signature_invalid(std::string message);
-  // The answer to what the credential brokers decided (DESIGN §5-6), for a refused decision.
+  // The answer to what the credential brokers decided (docs/policy.md-6), for a refused decision.
   static refusal of(const brokers::request_decision& d, std::string_view host, bool plaintext);
   static refusal budget_exhausted(std::string budget, std::string limit, std::string used,
                                   long retry_after_s);
   static refusal audit_unavailable();
-  // A team gateway's client without a valid session credential (DESIGN §12): missing, wrong,
+  // A team gateway's client without a valid session credential (docs/gateway.md): missing, wrong,
   // expired or revoked, `why` says which. Rendered with Proxy-Authenticate.
   static refusal proxy_auth_required(std::string why);
   // A team gateway whose shared state (Redis) cannot be reached, for a session that fails closed.
   static refusal state_unavailable(std::string why);
   static refusal overloaded();
-  // A request body over a limit: 413 (for a coded body, what it decodes to; DESIGN §5.1).
+  // A request body over a limit: 413 (for a coded body, what it decodes to;
+  // docs/security-model.md).
   static refusal body_too_large(std::string message);
   // A request body under a Content-Encoding the broker cannot search through: 415.
   static refusal unsupported_encoding(std::string message);
@@ -89,7 +90,7 @@ http::message_head refusal_head(const refusal& r, std::size_t body_size);
 // A refusal of a gRPC call, as gRPC clients show it: a trailers-only response (HTTP 200, no
 // body) whose grpc-status is the code nearest to the refusal's HTTP status (403 →
 // PERMISSION_DENIED, 429 → RESOURCE_EXHAUSTED, 502 → UNAVAILABLE...) and whose grpc-message is
-// `body`, the JSON of DESIGN §6; X-Broker-Error as on any refusal.
+// `body`, the JSON of docs/cli.md; X-Broker-Error as on any refusal.
 http::message_head grpc_refusal_head(const refusal& r, std::string_view body);
 
 }  // namespace broker::live

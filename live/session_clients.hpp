@@ -1,6 +1,6 @@
 // wrap: where a session's clients live, which the request path uses to attribute a connection
-// to the processes holding it (DESIGN §5 "programs") and a synthetic address to its name
-// (DESIGN §11). A session that wrap did not start has none of it.
+// to the processes holding it (docs/policy.md "programs") and a synthetic address to its name
+// (docs/architecture.md). A session that wrap did not start has none of it.
 #pragma once
 
 #include <memory>
@@ -22,10 +22,10 @@ struct session_clients {
   int root_pid = 0;
   std::shared_ptr<capture::sock_diag> sock_diag;
   // What of the broker's file system the session can change, which proves nothing about the
-  // programs a connection's processes run (DESIGN §5). Null: everything.
+  // programs a connection's processes run (docs/policy.md). Null: everything.
   std::shared_ptr<const config::session_writes> writes;
   // With transparent capture: the names the child resolved through the broker's DNS and their
-  // synthetic addresses (DESIGN §11); null otherwise.
+  // synthetic addresses (docs/architecture.md); null otherwise.
   std::shared_ptr<capture::synthetic_addresses> synthetic_names;
 };
 

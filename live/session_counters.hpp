@@ -24,7 +24,7 @@ class session_counters {
 
   std::uint64_t requests() const { return requests_.load(); }
   std::uint64_t denied() const { return denied_.load(); }
-  // Allowed, and an audit-only layer would have refused (DESIGN §13).
+  // Allowed, and an audit-only layer would have refused (docs/policy.md).
   std::uint64_t would_deny() const { return would_deny_.load(); }
   // Let through by wrap --learn.
   std::uint64_t learned() const { return learned_.load(); }

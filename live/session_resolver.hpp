@@ -1,4 +1,4 @@
-// A team gateway's sessions, as the proxy sees them (DESIGN §12): which session a client's
+// A team gateway's sessions, as the proxy sees them (docs/gateway.md): which session a client's
 // request belongs to, from its Proxy-Authorization. The gateway (gateway/) implements it; a
 // context that has one is the gateway's own, and every client connection is bound to the
 // session its credential names before anything else happens.

@@ -121,7 +121,7 @@ std::unique_ptr<session::audit_log> open_audit(const common_options& common,
                  "audit log unavailable ({}): every request will be refused", audit->failure());
     return audit;
   }
-  // The session_end record is signed with the user's audit key (DESIGN §8.2); without one the
+  // The session_end record is signed with the user's audit key (docs/audit-log.md); without one the
   // chain still holds, and `broker log --verify` reports the log as unsigned.
   try {
     const auto key_path = session::default_audit_key_path();

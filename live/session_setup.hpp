@@ -1,6 +1,6 @@
 // What a session (serve's, a gateway's, wrap's) loads before it runs: the options every
-// session-running command shares (DESIGN §3 "common"), the layered policy, the brokered credentials
-// (their `env:` sources then wiped from this process), and the audit log.
+// session-running command shares (docs/cli.md "common"), the layered policy, the brokered
+// credentials (their `env:` sources then wiped from this process), and the audit log.
 #pragma once
 
 #include <filesystem>
@@ -42,7 +42,7 @@ struct session_setup {
   std::shared_ptr<const config::policy_set> policy;
   std::shared_ptr<const brokers::credential_set> credentials;
   std::shared_ptr<session::session_budget> budget;  // the tightest of every layer's budgets
-  // Some layer asks (DESIGN §13); approved.json's rules then extend the asking layers.
+  // Some layer asks (docs/policy.md); approved.json's rules then extend the asking layers.
   bool asks = false;
   std::filesystem::path approved_file;
 };

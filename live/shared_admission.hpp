@@ -1,4 +1,4 @@
-// Admission that other processes share (DESIGN §12): a team gateway's replicas spend one
+// Admission that other processes share (docs/gateway.md): a team gateway's replicas spend one
 // session's budgets together, so after the session's own checks pass, each request asks the
 // shared state (gateway/redis/shared_budget.hpp) whether it may go. Contexts without one skip it.
 #pragma once

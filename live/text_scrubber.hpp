@@ -1,5 +1,5 @@
-// The real values a text the broker writes is scrubbed of (DESIGN §7: what the broker writes
-// holds none), gathered once for all the texts of one record: the credential set's patterns
+// The real values a text the broker writes is scrubbed of (docs/audit-log.md: what the broker
+// writes holds none), gathered once for all the texts of one record: the credential set's patterns
 // (with the tokens rotated in now), one index and their lower-case forms. Each real value in a
 // text becomes its dummy, found case-insensitively too (host names arrive lower-cased).
 #pragma once

@@ -1,4 +1,4 @@
-// The proxy's deadlines. Every wait has one (STYLE §4); `serve --timeout NAME=DURATION` can
+// The proxy's deadlines. Every wait has one; `serve --timeout NAME=DURATION` can
 // change each.
 #pragma once
 
@@ -24,7 +24,7 @@ struct timeouts {
   duration body = std::chrono::seconds(60);       // silence from a client mid-body
   duration tunnel = std::chrono::seconds(600);    // a tunnel with no byte either way
   duration drain = std::chrono::seconds(10);      // open connections after SIGTERM
-  duration ask = std::chrono::seconds(120);       // a held request waiting for a person (§13)
+  duration ask = std::chrono::seconds(120);       // a held request waiting for a person
 };
 
 // Applies "NAME=DURATION" ("upstream=5s", "tunnel=1h"). Throws std::invalid_argument naming the

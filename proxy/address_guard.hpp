@@ -1,4 +1,4 @@
-// The SSRF guard's address classification (DESIGN §6 private_address_blocked).
+// The SSRF guard's address classification (docs/cli.md private_address_blocked).
 #pragma once
 
 #include <string_view>

@@ -1,6 +1,6 @@
-// Transparent capture (DESIGN §11): in a wrap child's network namespace every TCP connection to
-// a non-loopback address is redirected to the broker's capture listener; the address and port
-// the client dialed are what netfilter's connection tracking recorded before the redirect.
+// Transparent capture (docs/architecture.md): in a wrap child's network namespace every TCP
+// connection to a non-loopback address is redirected to the broker's capture listener; the address
+// and port the client dialed are what netfilter's connection tracking recorded before the redirect.
 #pragma once
 
 #include <optional>

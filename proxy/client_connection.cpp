@@ -160,7 +160,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   auto policy = ctx.policy();
   auto verdict = policy->check_connect(dest, {c_.holders.get()});
   if (!ctx.audit_ok()) {
-    // DESIGN §6: a refusal decided at CONNECT goes inside TLS, where the client shows it. Each
+    // docs/cli.md: a refusal decided at CONNECT goes inside TLS, where the client shows it. Each
     // request there asks the log again (and meets the policy once it can be written), so a
     // connection outlives a full disk; only a tunnel's CONNECT is refused itself.
     if (verdict.allowed && verdict.tunnel) {
@@ -177,7 +177,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
   std::optional<live::refusal> why;
   if (!verdict.allowed && verdict.askable && (ctx.learns() || ctx.asks())) {
     if (!verdict.askable_tunnel) {
-      // Learned or asked about (DESIGN §13) request by request, with its method and path, once
+      // Learned or asked about (docs/policy.md) request by request, with its method and path, once
       // the client has sent it inside the intercepted connection (its timeouts run from there).
       ex.dismiss();
       if (!co_await start_interception(dest, std::nullopt)) c_.draining = true;
@@ -187,7 +187,7 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     policy = ctx.policy();  // grown, when a person approved it for the session
   }
   if (!verdict.allowed) {
-    // DESIGN §6: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
+    // docs/cli.md: the refusal goes inside TLS, where the client shows it; the CONNECT itself is
     // audited as refused and nothing is dialed.
     if (!why) why = live::refusal::policy_denied(verdict.rule, entry.host);
     entry.event = "refused";
@@ -197,7 +197,8 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     co_return;
   }
   if (!verdict.tunnel) {
-    // Interception is the default (DESIGN §1): the exchanges inside are audited one by one.
+    // Interception is the default (docs/architecture.md): the exchanges inside are audited one by
+    // one.
     ex.dismiss();
     std::optional<live::refusal> none;
     if (!co_await start_interception(dest, std::move(none), verdict.http2)) c_.draining = true;
@@ -279,7 +280,7 @@ asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket
   std::string error;
   const auto idle = c_.timeouts().tunnel;
   if (c_.ctx->budget()) {
-    // A tunnel's bytes count as they move; a spent byte budget closes it (DESIGN §4).
+    // A tunnel's bytes count as they move; a spent byte budget closes it (docs/policy.md).
     const auto ended =
         co_await base::race(relay_tunnel(c_.client.socket(), upstream, c_.in, c_.deadline, idle,
                                          entry.bytes_out, entry.bytes_in),

@@ -1,8 +1,8 @@
 // One client connection's router (nghttpx's ClientHandler): its HTTP/1.1 requests are served by
 // an h1_request_loop until a CONNECT comes, which is refused, tunnelled or intercepted (TLS
 // toward the client with a leaf for the host, then each request inside served as the loop or an
-// h2_connection serves it). A captured connection (a wrap child that dialed directly, DESIGN
-// §11) is served as if it had sent a CONNECT to the address it dialed.
+// h2_connection serves it). A captured connection (a wrap child that dialed directly,
+// docs/architecture.md) is served as if it had sent a CONNECT to the address it dialed.
 #pragma once
 
 #include <memory>
@@ -47,7 +47,7 @@ class client_connection {
   asio::awaitable<void> handle_connect(const http::message_head& head);
   // The target of a CONNECT (or of a captured connection): refused, tunnelled or intercepted.
   asio::awaitable<void> open_target(http_exchange& ex, const config::destination& dest);
-  // A refused CONNECT to a host the other layers tunnel that a person may approve (DESIGN §13):
+  // A refused CONNECT to a host the other layers tunnel that a person may approve (docs/policy.md):
   // learned (wrap --learn), or held while the session asks. Sets `verdict` allowed (a tunnel)
   // when it goes; returns the refusal when it does not (approval_denied).
   asio::awaitable<std::optional<live::refusal>> settle_askable_tunnel(

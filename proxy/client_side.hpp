@@ -75,7 +75,7 @@ class client_side {
   virtual asio::awaitable<void> send_trailers(const std::vector<http::header_field>& fields) = 0;
   virtual asio::awaitable<void> flush() = 0;
 
-  // A refusal (DESIGN §6) as the whole response.
+  // A refusal (docs/cli.md) as the whole response.
   virtual asio::awaitable<void> send_refusal(const live::refusal& r, std::string_view host,
                                              std::string_view session, bool keep_alive) = 0;
 

@@ -45,7 +45,7 @@ class h1_request_loop {
 
   asio::awaitable<head_result> read_request_head(http::parser& parser, bool first,
                                                  const interception* inside);
-  // A team gateway's connection (DESIGN §12): the session the request's proxy credential names
+  // A team gateway's connection (docs/gateway.md): the session the request's proxy credential names
   // becomes the connection's; a missing or wrong one is refused (407) in the gateway's own log.
   asio::awaitable<binding> bind_session(const http::parser& request);
   // A request inside an interception, held to its target (check_inner_request).

@@ -223,9 +223,10 @@ asio::awaitable<void> h2_connection::reader() {
 asio::awaitable<void> h2_connection::writer() {
   for (;;) {
     // The records of the streams this output ends reach the log before the client hears the end
-    // (DESIGN §7); those of all the streams that ended since the last write go in one write(2).
-    // Records that cannot be written end the connection without the responses they describe.
-    // (A stream refused because the log had already failed staged nothing: its 503 goes out.)
+    // (docs/audit-log.md); those of all the streams that ended since the last write go in one
+    // write(2). Records that cannot be written end the connection without the responses they
+    // describe. (A stream refused because the log had already failed staged nothing: its 503 goes
+    // out.)
     if (records_staged_) {
       records_staged_ = false;
       if (!s_.ctx->flush_records()) {

@@ -1,7 +1,7 @@
-// An intercepted connection whose client chose HTTP/2 (ALPN h2; DESIGN §14). One reader feeds the
-// client's bytes to an h2_server_session, one writer sends what the session has to say, and each
-// stream is one http_exchange, driven through that stream's client_side (h2_stream): the same
-// policy, brokers, checks, scrubbing, metering, budgets and record as a request on HTTP/1.1. A
+// An intercepted connection whose client chose HTTP/2 (ALPN h2; docs/architecture.md). One reader
+// feeds the client's bytes to an h2_server_session, one writer sends what the session has to say,
+// and each stream is one http_exchange, driven through that stream's client_side (h2_stream): the
+// same policy, brokers, checks, scrubbing, metering, budgets and record as a request on HTTP/1.1. A
 // refusal is that stream's response; the other streams go on. A stream has a deadline of its own.
 #pragma once
 
@@ -67,7 +67,7 @@ class h2_connection final : private http::h2_server_session::handler {
   void wake_writer();
   // The reader stops (the session has nothing more to read).
   void stop_reading();
-  // A refusal as the stream's whole response: the JSON of DESIGN §6, or for a gRPC `request` the
+  // A refusal as the stream's whole response: the JSON of docs/cli.md, or for a gRPC `request` the
   // gRPC status clients show.
   void respond_refused(std::int32_t id, const http::message_head& request, const live::refusal& r,
                        std::string_view host, std::string_view session);

@@ -1,5 +1,5 @@
-// An HTTP/2 connection to an upstream (ALPN h2; DESIGN §14), shared by the exchanges of one
-// worker: each exchange gets a stream of it as its upstream_side. One reader feeds what the
+// An HTTP/2 connection to an upstream (ALPN h2; docs/architecture.md), shared by the exchanges of
+// one worker: each exchange gets a stream of it as its upstream_side. One reader feeds what the
 // upstream sends to an h2_client_session, one writer sends what the session has to say; both run
 // on the worker's thread while the connection is alive, and the pool (upstream_pool) keeps it for
 // the next stream while it can take one. A stream let go of before its response ended is reset

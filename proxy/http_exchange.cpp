@@ -82,7 +82,7 @@ void drop_extension_offers(http::message_head& head) {
 }
 
 // The brokers' refusal; a dummy refused only because its credential names other programs says
-// so (DESIGN §13).
+// so (docs/policy.md).
 live::refusal credential_refusal(const brokers::credential_set& credentials,
                                  const brokers::request_decision& d,
                                  const brokers::request_context& where) {
@@ -170,7 +170,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     co_return co_await refuse(*refused, to.keep_after_refusal);
   s_.llm = session::classify_llm_request(dest.host, head.method, to.path_and_query);
 
-  // The brokers: refuse what must not leave, swap what may (DESIGN §5).
+  // The brokers: refuse what must not leave, swap what may (docs/policy.md).
   const auto& credentials = s_.io.ctx.credentials();
   std::string target = to.path_and_query;
   // Once swapped, the head and target hold real values: they are wiped however this exchange
@@ -301,7 +301,8 @@ asio::awaitable<next_step> http_exchange::answer_locally(const std::string& cred
 
 asio::awaitable<next_step> http_exchange::refuse(const live::refusal& r, bool keep_alive) {
   const bool policy_refusal = is_policy_refusal(r);
-  // A dummy caught on its way to the wrong host is the canary DESIGN §5 asks to record as such.
+  // A dummy caught on its way to the wrong host is the canary docs/policy.md asks to record as
+  // such.
   if (policy_refusal)
     s_.entry.event = r.code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
   if (!r.rule.empty()) s_.entry.rule = r.rule;

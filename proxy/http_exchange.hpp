@@ -1,13 +1,13 @@
-// One audited unit on a client connection, from policy to its record (DESIGN §1, §7): a request
-// forwarded upstream (admit: policy, then budget → the credential plan → the body read whole when
-// the plan asks → an upstream from the pool → the request body up while the response comes down,
-// scrubbed and metered → the record, written before the response completes), or a tunnel, or a
-// refusal. The connection reads heads and routes (client_connection.cpp, interception.cpp,
-// http_forward.cpp); an exchange does the rest, reading the request body from and answering
-// through its client_side (an HTTP/1.1 connection's, h1_client_side.hpp; an HTTP/2 stream's).
-// The parts: http_exchange.cpp (admit, plan, upstream, record), exchange_relay.cpp (the request
-// head and body up), whole_body.cpp (a body read whole); the response down is a response_relay,
-// and after a 101 a websocket_relay.
+// One audited unit on a client connection, from policy to its record (docs/architecture.md,
+// docs/audit-log.md): a request forwarded upstream (admit: policy, then budget → the credential
+// plan → the body read whole when the plan asks → an upstream from the pool → the request body up
+// while the response comes down, scrubbed and metered → the record, written before the response
+// completes), or a tunnel, or a refusal. The connection reads heads and routes
+// (client_connection.cpp, interception.cpp, http_forward.cpp); an exchange does the rest, reading
+// the request body from and answering through its client_side (an HTTP/1.1 connection's,
+// h1_client_side.hpp; an HTTP/2 stream's). The parts: http_exchange.cpp (admit, plan, upstream,
+// record), exchange_relay.cpp (the request head and body up), whole_body.cpp (a body read whole);
+// the response down is a response_relay, and after a 101 a websocket_relay.
 #pragma once
 
 #include <chrono>
@@ -137,11 +137,11 @@ class http_exchange {
   asio::awaitable<std::optional<live::refusal>> admit(const config::policy_set& policy,
                                                       const http::message_head& head,
                                                       const request_target& to);
-  // The request held until a person decides (DESIGN §13): nullopt when approved (the record's
+  // The request held until a person decides (docs/policy.md): nullopt when approved (the record's
   // rule then names the approval), else the refusal (403 approval_denied).
   asio::awaitable<std::optional<live::refusal>> ask_person(const config::destination& dest);
-  // The body's codings checked (DESIGN §5.1) and, when the plan asks, the body read whole
-  // before anything goes up: the refusal when either fails.
+  // The body's codings checked (docs/security-model.md) and, when the plan asks, the body read
+  // whole before anything goes up: the refusal when either fails.
   asio::awaitable<std::optional<live::refusal>> prepare_body(http::message_head& head,
                                                              const brokers::request_context& where);
   // The request, as the brokers left it (`target` too), to an upstream from the pool or a new one.
@@ -200,8 +200,8 @@ class http_exchange {
   bool active_ = true;
   bool http2_allowed_ = true;  // no rule keeps the host on HTTP/1.1 ("http2": false)
   std::optional<whole_body> body_;
-  // The request body's content codings, searched through (DESIGN §5.1); empty when it has none
-  // or is not searched.
+  // The request body's content codings, searched through (docs/security-model.md); empty when it
+  // has none or is not searched.
   std::vector<http::content_coding> body_codings_;
 };
 

@@ -1,7 +1,7 @@
-// What a client connection is after an intercepted CONNECT, or a captured connection (DESIGN
-// §1, §11): every request on it goes to one target, over TLS toward the client or as plain
-// bytes. The checks that hold each request inside it to that target are written once, here, for
-// the HTTP/1.1 loop and the HTTP/2 stream alike: the same inputs get the same refusals.
+// What a client connection is after an intercepted CONNECT, or a captured connection
+// (docs/architecture.md): every request on it goes to one target, over TLS toward the client or as
+// plain bytes. The checks that hold each request inside it to that target are written once, here,
+// for the HTTP/1.1 loop and the HTTP/2 stream alike: the same inputs get the same refusals.
 #pragma once
 
 #include <optional>

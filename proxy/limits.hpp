@@ -22,9 +22,9 @@ inline constexpr std::size_t splice_read_bytes = 16 * 1024;
 // the kernel's per-user pipe quota falls back to its 64 KiB default when exhausted.
 inline constexpr std::size_t tunnel_pipe_bytes = 512 * 1024;
 
-// A WebSocket message, fragments joined, each way (DESIGN §10): it is inspected whole, so it is
-// held whole. An LLM request carrying a long conversation runs to a few MiB; beyond the limit the
-// connection is closed with 1009 (message too big).
+// A WebSocket message, fragments joined, each way (docs/security-model.md): it is inspected whole,
+// so it is held whole. An LLM request carrying a long conversation runs to a few MiB; beyond the
+// limit the connection is closed with 1009 (message too big).
 inline constexpr std::size_t max_websocket_message = 16 * 1024 * 1024;
 
 // Interim (1xx) responses before the final one; beyond it the exchange ends with 502.
@@ -36,8 +36,8 @@ inline constexpr int max_interim_responses = 16;
 // bodies at once would otherwise hold 512 MiB.
 inline constexpr std::size_t max_held_body_bytes = 256 * 1024 * 1024;
 
-// A request body under a Content-Encoding is decoded for the checks (DESIGN §5.1), as it streams.
-// What it decodes to is bounded (larger than any API request an agent makes: a long LLM
+// A request body under a Content-Encoding is decoded for the checks (docs/security-model.md), as it
+// streams. What it decodes to is bounded (larger than any API request an agent makes: a long LLM
 // conversation is a few MiB), and so is how much it outgrows its coded bytes once past the
 // first MiB (zstd and brotli reach ~1000:1 only on filler; real JSON stays under 50:1); beyond
 // either the client gets 413 body_too_large. A decompression bomb stops there, having decoded

@@ -24,8 +24,8 @@ struct client_gone : body_error {
 struct upstream_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-// The record of an exchange could not be written (DESIGN §7: no unaudited request completes):
-// the client connection is cut before the response ends.
+// The record of an exchange could not be written (docs/audit-log.md: no unaudited request
+// completes): the client connection is cut before the response ends.
 struct audit_failed : std::runtime_error {
   audit_failed() : std::runtime_error("audit log write failed") {}
 };
@@ -34,8 +34,8 @@ struct value_in_body : std::runtime_error {
   explicit value_in_body(std::size_t p) : std::runtime_error("refused body"), pattern(p) {}
   std::size_t pattern;
 };
-// A coded request body that cannot be searched through (DESIGN §5.1): past a decode limit,
-// corrupt, or holding too much back; `answer` tells the client which.
+// A coded request body that cannot be searched through (docs/security-model.md): past a decode
+// limit, corrupt, or holding too much back; `answer` tells the client which.
 struct body_unreadable : std::runtime_error {
   explicit body_unreadable(live::refusal r) : std::runtime_error(r.message), answer(std::move(r)) {}
   live::refusal answer;

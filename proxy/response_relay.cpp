@@ -180,7 +180,7 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
     b.meter->feed(piece.data);
     if (piece.last) account_llm_usage(*b.meter);
   }
-  // The record is written before the response completes (DESIGN §7).
+  // The record is written before the response completes (docs/audit-log.md).
   if (piece.last && !ex_.finish(b.head.status, true)) throw audit_failed();
   if (b.as_framed && !piece.at_close) {
     co_await s_.io.client.send_wire(piece.wire);

@@ -3,7 +3,7 @@
 // session the body is decoded on the way and has real values replaced by their dummies across
 // chunk and read boundaries, then framed again (same length, same coding); LLM usage is metered
 // from it. It carries its exchange's state (the upstream, the plan, the record) and writes the
-// record before the response completes (DESIGN §7).
+// record before the response completes (docs/audit-log.md).
 #pragma once
 
 #include <cstddef>
@@ -47,7 +47,7 @@ class response_relay {
                                              bool keep_client);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;
-  // LLM API answers are metered as they pass (DESIGN §7 llm_tokens); errors carry no usage.
+  // LLM API answers are metered as they pass (docs/audit-log.md llm_tokens); errors carry no usage.
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(const http::message_head& head, session::llm_usage_meter* meter);
   // A response body on its way down, and its buffers.

@@ -68,7 +68,7 @@ struct server::impl {
   const std::size_t connection_limit;  // limits::max_connections, or fewer if descriptors are short
   asio::io_context& io = *workers.front();
   tcp::acceptor acceptor{io};
-  // wrap's transparent capture: connections the child dialed directly (DESIGN §11).
+  // wrap's transparent capture: connections the child dialed directly (docs/architecture.md).
   tcp::acceptor capture_acceptor{io};
   // serve: installed at construction, before the ready line, so no early signal takes the
   // default path. wrap: none; its main thread takes the signals (they go to the child).

@@ -23,7 +23,7 @@ class server {
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
-  // wrap with transparent capture (DESIGN §11): connections accepted on `listener_fd` (a
+  // wrap with transparent capture (docs/architecture.md): connections accepted on `listener_fd` (a
   // dual-stack IPv6 listener) are served as captured ones, and DNS is answered on `dns_udp_fd`
   // and `dns_tcp_fd`; all made inside the child's namespace, owned by the server from here. The
   // context's synthetic_names() must be set. Call before run().

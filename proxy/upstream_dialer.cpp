@@ -86,7 +86,7 @@ asio::awaitable<dial_outcome> dial_upstream(const live::live_session& ctx,
   dial_outcome out;
   std::vector<tcp::endpoint> endpoints;
   if (auto mapped = live::apply_connect_to(ctx.options().connect_to, dest.host, dest.port)) {
-    // The operator's choice: dialed as given, exempt from the guard (DESIGN §3).
+    // The operator's choice: dialed as given, exempt from the guard (docs/cli.md).
     if (auto ip = config::ip_address::parse(mapped->host)) {
       endpoints.emplace_back(asio::ip::make_address(ip->to_string()), mapped->port);
     } else {

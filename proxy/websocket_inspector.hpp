@@ -1,13 +1,13 @@
-// What the broker does to each message of an upgraded (WebSocket) connection (DESIGN §10), apart
-// from the sockets (websocket_relay.cpp moves the bytes): both directions are read as frames
-// (http/websocket.hpp) and written again message by message. A client message, text or binary,
-// whole after its fragments are joined, and every control frame the client sends, is searched
-// for what an HTTP request body to the same destination must not carry (real values, dummies of
-// credentials not bound there, in their encoded forms); a hit ends the connection with 1008
-// before any byte of that message leaves. Server messages have real values replaced by their
-// dummies (same length). On an LLM API WebSocket each request message is admitted by the budget
-// and each response's usage is metered. Frame boundaries may change (a message goes as one
-// frame); messages, their order and their opcodes do not.
+// What the broker does to each message of an upgraded (WebSocket) connection
+// (docs/security-model.md), apart from the sockets (websocket_relay.cpp moves the bytes): both
+// directions are read as frames (http/websocket.hpp) and written again message by message. A client
+// message, text or binary, whole after its fragments are joined, and every control frame the client
+// sends, is searched for what an HTTP request body to the same destination must not carry (real
+// values, dummies of credentials not bound there, in their encoded forms); a hit ends the
+// connection with 1008 before any byte of that message leaves. Server messages have real values
+// replaced by their dummies (same length). On an LLM API WebSocket each request message is admitted
+// by the budget and each response's usage is metered. Frame boundaries may change (a message goes
+// as one frame); messages, their order and their opcodes do not.
 #pragma once
 
 #include <cstdint>
@@ -109,7 +109,7 @@ class websocket_inspector {
   std::uint64_t messages_in_ = 0;
 };
 
-// The Responses API's error event for a refused request message, in DESIGN §6's words:
+// The Responses API's error event for a refused request message, in docs/cli.md's words:
 // {"type":"error","error":{"type":CODE,"code":CODE,"message":...}} (and the budget's name, limit
 // and use for budget_exhausted).
 std::string websocket_error_event(const live::refusal& r);

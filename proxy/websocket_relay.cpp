@@ -191,7 +191,7 @@ asio::awaitable<void> websocket_relay::relay(client_side::raw_connection client)
   bool allowed = true;
   if (const auto& r = ending->refused) {
     // As its HTTP counterpart is recorded (ex_.refuse()): a dummy on its way to the wrong host is
-    // the canary DESIGN §5 asks to record as such.
+    // the canary docs/policy.md asks to record as such.
     entry.event = r->code == "credential_not_bound" ? "exfiltration_blocked" : "refused";
     if (!ending->credential.empty()) entry.credential = ending->credential;
     allowed = false;

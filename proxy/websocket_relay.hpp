@@ -1,9 +1,9 @@
-// An upgraded connection (DESIGN §10): the 101 checked and passed on, then the WebSocket relayed
-// message by message through a websocket_inspector, one pump per direction, until either side
-// ends it, the idle deadline passes, or the inspector ends it (a value that must not leave, a
-// spent budget, a protocol error), when each side is sent its close. What the client pipelined
-// behind its upgrade request waited in its buffer until the 101 and is read as frames like the
-// rest. One record per connection (messages and bytes each way), one more per metered LLM
+// An upgraded connection (docs/security-model.md): the 101 checked and passed on, then the
+// WebSocket relayed message by message through a websocket_inspector, one pump per direction, until
+// either side ends it, the idle deadline passes, or the inspector ends it (a value that must not
+// leave, a spent budget, a protocol error), when each side is sent its close. What the client
+// pipelined behind its upgrade request waited in its buffer until the 101 and is read as frames
+// like the rest. One record per connection (messages and bytes each way), one more per metered LLM
 // response.
 #pragma once
 

@@ -1,8 +1,8 @@
-// Moving files between a netns child's directory views and the host (DESIGN §8.1, "Copies are
-// bounded"): regular files only, never a link, FIFO or device; holes kept (data extents only,
-// SEEK_DATA/SEEK_HOLE); streamed through a fixed buffer, never read whole; within a size and a
-// time budget shared by one session's copies. A move within one file system is a rename and
-// costs nothing.
+// Moving files between a netns child's directory views and the host (docs/security-model.md,
+// "Copies are bounded"): regular files only, never a link, FIFO or device; holes kept (data extents
+// only, SEEK_DATA/SEEK_HOLE); streamed through a fixed buffer, never read whole; within a size and
+// a time budget shared by one session's copies. A move within one file system is a rename and costs
+// nothing.
 #pragma once
 
 #include <sys/types.h>

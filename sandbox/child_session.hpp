@@ -1,4 +1,4 @@
-// Starting and ending the wrapped command (DESIGN §3, §8).
+// Starting and ending the wrapped command (docs/cli.md, docs/security-model.md).
 //
 // netns: the child is cloned into fresh network, PID, mount, IPC and UTS namespaces (and a user
 // namespace when the broker is not root) first, before the session is prepared. Its first process
@@ -51,8 +51,8 @@ struct launch_options {
   // and the places its writes go through to.
   std::vector<view_step> private_view;
   // netns: what a layer holds from the start, in its upper directory (absolute targets): a
-  // file copied from `source` (a login file's dummy copy, DESIGN §9; an agent's stored key), or
-  // with no source a name that stays missing whatever the host makes there meanwhile (a
+  // file copied from `source` (a login file's dummy copy, docs/agents.md; an agent's stored key),
+  // or with no source a name that stays missing whatever the host makes there meanwhile (a
   // credential file that does not exist yet). `bind_otherwise`: where the target is in no layer,
   // or its layer could not be made, the copy is bound over the target instead; what the child
   // writes there stays in the copy either way.
@@ -65,7 +65,7 @@ struct launch_options {
   std::vector<std::string> masks;      // netns: absolute paths hidden from the child
   std::vector<std::string> read_only;  // netns: absolute paths the child cannot change
   std::vector<std::string> scratch;    // netns: directories shown empty and private (a tmpfs)
-  // netns: transparent capture (DESIGN §11): every TCP connection the command dials to a
+  // netns: transparent capture (docs/architecture.md): every TCP connection the command dials to a
   // non-loopback address lands on a listener at `capture_port`, and its DNS is the broker's, on
   // port 53 inside the namespace.
   bool capture = false;
@@ -115,7 +115,7 @@ class child_session {
   pid_t pid() const { return pid_; }
   // Passes a signal on to the command (through init in netns mode).
   void forward(int signo) const;
-  // Reaps the child if it has ended; returns its exit status per DESIGN §3 (the code, or
+  // Reaps the child if it has ended; returns its exit status per docs/cli.md (the code, or
   // 128+N when a signal N ended the command), or -1 while it runs.
   int poll();
   // netns: the session's layers as init made them: for each layer step of the plan, in order,

@@ -1,6 +1,7 @@
-// Which variables of the broker's environment reach the wrapped child (DESIGN §8): brokered
-// credentials become their dummies, other secret-looking variables are removed unless `env.pass`
-// keeps them, `env.strip` removes more, and the session's proxy/trust variables win over all.
+// Which variables of the broker's environment reach the wrapped child (docs/security-model.md):
+// brokered credentials become their dummies, other secret-looking variables are removed unless
+// `env.pass` keeps them, `env.strip` removes more, and the session's proxy/trust variables win over
+// all.
 #pragma once
 
 #include <string>
@@ -60,7 +61,7 @@ env_plan plan_child_environment(const std::vector<variable>& parent,
                                 const std::vector<brokered_var>& dummies,
                                 const std::vector<variable>& session_vars, const env_rules& rules);
 
-// The one stderr line (DESIGN §8), names only, never values; "none" for an empty list:
+// The one stderr line (docs/security-model.md), names only, never values; "none" for an empty list:
 // "broker: session s-1a2b: brokered GITHUB_TOKEN (github), OPENAI_API_KEY (openai); removed
 // AWS_SECRET_ACCESS_KEY, SSH_AUTH_SOCK; isolation: netns". Control characters become '?'.
 // Login files shown as dummy copies follow the variables: "/home/u/.codex/auth.json (codex_login)".

@@ -107,7 +107,7 @@ std::vector<std::string> broker_state_masks(const std::vector<config::policy>& l
     if (!layer.source.empty() && layer.source.front() != '<')
       add_path(wanted, absolute(layer.source));
     for (const auto& [name, spec] : layer.credentials) {
-      // A login file is shown to the child as its dummy copy instead (DESIGN §9).
+      // A login file is shown to the child as its dummy copy instead (docs/agents.md).
       if (!spec.source.starts_with("file:") || spec.login_file) continue;
       std::string path(base::trim(std::string_view(spec.source).substr(5)));
       // An AWS shared credentials file names its profile after the last '#'.

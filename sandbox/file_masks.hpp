@@ -1,6 +1,6 @@
-// The credential files under $HOME a netns-mode child must not read (DESIGN §8): the well-known
-// ones, plus the policy's files.mask, minus files.pass (every layer's pass must agree, so that a
-// layer can only narrow).
+// The credential files under $HOME a netns-mode child must not read (docs/security-model.md): the
+// well-known ones, plus the policy's files.mask, minus files.pass (every layer's pass must agree,
+// so that a layer can only narrow).
 #pragma once
 
 #include <string>
@@ -27,11 +27,11 @@ std::vector<std::string> passed_paths(const std::vector<config::policy>& layers,
 std::vector<std::string> credential_file_masks(const std::vector<config::policy>& layers,
                                                const std::string& home);
 
-// The broker's own state, hidden from a netns-mode child whatever files.pass says (DESIGN
-// §8.1): ~/.config/broker (the audit key, the CA), the audit log directory, the policy files
-// and every file a credential's source reads ("file:PATH"; an aws-sigv4 "file:PATH#PROFILE").
-// A path that holds the working directory cannot be hidden (the command would lose its
-// workspace): it is left out and named in `unhidden`.
+// The broker's own state, hidden from a netns-mode child whatever files.pass says
+// (docs/security-model.md): ~/.config/broker (the audit key, the CA), the audit log directory, the
+// policy files and every file a credential's source reads ("file:PATH"; an aws-sigv4
+// "file:PATH#PROFILE"). A path that holds the working directory cannot be hidden (the command would
+// lose its workspace): it is left out and named in `unhidden`.
 std::vector<std::string> broker_state_masks(const std::vector<config::policy>& layers,
                                             const std::string& log_dir, const std::string& home,
                                             const std::string& cwd,

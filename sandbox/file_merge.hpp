@@ -1,5 +1,5 @@
 // What goes back from a session's layer when the host's file changed meanwhile too (two
-// sessions of one agent at once; DESIGN §8.1). Pure text in, text out.
+// sessions of one agent at once; docs/security-model.md). Pure text in, text out.
 #pragma once
 
 #include <optional>

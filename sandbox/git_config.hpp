@@ -1,5 +1,5 @@
-// A git configuration as git itself reads it (DESIGN §8.1): the broker never judges one with a
-// line parser of its own, which a continuation line, a byte order mark or a quoted section
+// A git configuration as git itself reads it (docs/security-model.md): the broker never judges one
+// with a line parser of its own, which a continuation line, a byte order mark or a quoted section
 // would fool. `git config --file F --list` reads it, in an environment of its own (no global or
 // system configuration, no includes followed); what git reads there is what runs.
 #pragma once

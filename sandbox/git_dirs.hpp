@@ -1,5 +1,5 @@
 // The parts of the workspace's git repository that run code or decide what git shows, which a
-// netns-mode child may read but not change (DESIGN §8.1): a hook, a `core.fsmonitor`,
+// netns-mode child may read but not change (docs/security-model.md): a hook, a `core.fsmonitor`,
 // `core.hooksPath` or filter command in its config, or an `info/exclude` hiding what the child
 // left would act later, outside the session, with the user's rights. Commits, branches, fetches
 // and pushes write elsewhere (objects, refs, index, logs) and keep working.

@@ -14,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The agents' own data, which goes through (DESIGN §8.1): what each agent keeps of its
+// The agents' own data, which goes through (docs/security-model.md): what each agent keeps of its
 // sessions and reads back only as data. Never its instruction or memory files (CLAUDE.md,
 // AGENTS.md, GEMINI.md), commands, prompts, skills, agents, plugins or extensions: those are
 // read as instructions or run, and stay out like any other file. "~codex" is $CODEX_HOME.

@@ -1,6 +1,6 @@
-// What of a session's writes outside its workspace goes through to the host, and how (DESIGN
-// §8.1). Everything the command writes in the home (and the other copy-on-write places) is the
-// session's own and is kept out when it ends, but for what a rule here names:
+// What of a session's writes outside its workspace goes through to the host, and how
+// (docs/security-model.md). Everything the command writes in the home (and the other copy-on-write
+// places) is the session's own and is kept out when it ends, but for what a rule here names:
 // - `through`: the agents' own data (transcripts, history, todos, logs; never their instruction
 //   or memory files, which every later session reads as instructions), caches that verify every
 //   entry by its hash when they read it (npm's _cacache, Go's module cache), and files.writable.

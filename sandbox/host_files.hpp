@@ -1,6 +1,6 @@
-// Reading what a session left, never through a link the session made (DESIGN §8.1): the small
-// file reads and directory listings that the end of a session, the saves of the places written
-// through and the kept root share.
+// Reading what a session left, never through a link the session made (docs/security-model.md): the
+// small file reads and directory listings that the end of a session, the saves of the places
+// written through and the kept root share.
 #pragma once
 
 #include <optional>

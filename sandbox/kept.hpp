@@ -1,5 +1,6 @@
-// What `wrap` kept out of the host (DESIGN §8.1) lives under `<log-dir>/<session>.kept/`, at
-// the real absolute path it would have reached; `broker keep SESSION PATH` takes one in anyway.
+// What `wrap` kept out of the host (docs/security-model.md) lives under
+// `<log-dir>/<session>.kept/`, at the real absolute path it would have reached; `broker keep
+// SESSION PATH` takes one in anyway.
 #pragma once
 
 #include <filesystem>
@@ -9,7 +10,7 @@
 
 namespace broker::sandbox {
 
-// Something the session changed that does not reach the host (DESIGN §8.1).
+// Something the session changed that does not reach the host (docs/security-model.md).
 struct kept_out {
   std::string path;    // where it would have gone: the real absolute path
   std::string reason;  // why, for the user ("written outside the workspace", "a git hook")

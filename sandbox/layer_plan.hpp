@@ -1,11 +1,11 @@
-// Where a netns session's writes go (DESIGN §8.1), planned by the broker before its command
-// starts: the copy-on-write layers (the home, $XDG_CONFIG_HOME, $XDG_DATA_HOME, $XDG_STATE_HOME and
-// $XDG_CACHE_HOME wherever they point, and for a root command /etc, /usr, /var and /opt), the
-// places its writes go through to (the workspaces; the home rules' existing directories:
-// the agents' data, verified caches, files.writable), and what the layers hold from the
-// start (login files' dummy copies, the agents' stored keys, names that stay missing). All
-// else of the host is read-only inside; the private IPC directories are as private_dirs.hpp
-// makes them. The steps come out in the order init mounts them.
+// Where a netns session's writes go (docs/security-model.md), planned by the broker before its
+// command starts: the copy-on-write layers (the home, $XDG_CONFIG_HOME, $XDG_DATA_HOME,
+// $XDG_STATE_HOME and $XDG_CACHE_HOME wherever they point, and for a root command /etc, /usr, /var
+// and /opt), the places its writes go through to (the workspaces; the home rules' existing
+// directories: the agents' data, verified caches, files.writable), and what the layers hold from
+// the start (login files' dummy copies, the agents' stored keys, names that stay missing). All else
+// of the host is read-only inside; the private IPC directories are as private_dirs.hpp makes them.
+// The steps come out in the order init mounts them.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// What a session changed in its copy-on-write layers, judged when it ends (DESIGN §8.1). The
-// walk is of the layers' upper directories alone, so the work is in proportion to what changed,
+// What a session changed in its copy-on-write layers, judged when it ends (docs/security-model.md).
+// The walk is of the layers' upper directories alone, so the work is in proportion to what changed,
 // never to the size of the home. What a home rule lets through goes to the host (an agent's data
 // merged with what the host wrote meanwhile, its settings' data members, a stored key to
 // broker's own store); a dropped place's changes are thrown away; everything else is kept out:

@@ -1,6 +1,6 @@
-// The host's shared directories a netns-mode child gets private and empty (DESIGN §8.1): /tmp,
-// /var/tmp, /run, /var/run, /dev/shm and $XDG_RUNTIME_DIR hold the host's unix sockets (docker,
-// systemd, D-Bus, ssh-agent, other sessions' control sockets), which no network namespace
+// The host's shared directories a netns-mode child gets private and empty (docs/security-model.md):
+// /tmp, /var/tmp, /run, /var/run, /dev/shm and $XDG_RUNTIME_DIR hold the host's unix sockets
+// (docker, systemd, D-Bus, ssh-agent, other sessions' control sockets), which no network namespace
 // covers. What the command needs from under them (its working directory, $HOME, its executable,
 // the session's trust bundle, files.pass) is bound through.
 #pragma once
@@ -13,8 +13,8 @@ namespace broker::sandbox {
 // One step of the child's mount setup, done in order, each at `path` (made first when an
 // earlier step hid it): an empty tmpfs (`empty`); the host's `path` bound back in, read-only
 // like the rest of the host (`bind`); a copy-on-write layer over the host's directory, whose
-// changes are the session's own (`layer`, DESIGN §8.1); the host's directory bound in writable,
-// where the session's writes go through (`through`: a workspace, an agent's data).
+// changes are the session's own (`layer`, docs/security-model.md); the host's directory bound in
+// writable, where the session's writes go through (`through`: a workspace, an agent's data).
 struct view_step {
   enum kind { empty, bind, layer, through } what;
   std::string path;
@@ -32,8 +32,8 @@ std::vector<view_step> private_view(const std::vector<view_step>& dirs,
                                     const std::vector<std::string>& layers = {},
                                     const std::vector<std::string>& through = {});
 
-// The directories of DESIGN §8.1 with `xdg_runtime_dir` (empty: none), as empty steps: /run
-// 0755, $XDG_RUNTIME_DIR 0700 (the user's), the others 1777.
+// The directories of docs/security-model.md with `xdg_runtime_dir` (empty: none), as empty steps:
+// /run 0755, $XDG_RUNTIME_DIR 0700 (the user's), the others 1777.
 std::vector<view_step> host_ipc_dirs(const std::string& xdg_runtime_dir);
 
 // Where `command` is found as execvpe would find it with `path_variable` ($PATH), from `cwd`;

@@ -1,10 +1,10 @@
-// Which "programs" entries a wrap session could defeat (DESIGN §5 "A program's identity cannot
+// Which "programs" entries a wrap session could defeat (docs/policy.md "A program's identity cannot
 // be borrowed"): a glob that could match a file the session can write, or a path naming a file
 // its writes go through to. `broker policy check` and `broker wrap` refuse a policy with one,
 // naming each. At run time every match is proven besides (config/program_identity.hpp): this is
 // the policy saying plainly what it could never safely mean.
 //
-// Where a netns session writes (DESIGN §8.1), and so what no entry may reach:
+// Where a netns session writes (docs/security-model.md), and so what no entry may reach:
 // - its own directories, private and empty at its start: /tmp, /var/tmp, /run, /var/run,
 //   /dev/shm, /dev, $XDG_RUNTIME_DIR, the agents' scratch directories;
 // - its copy-on-write layers: the home, $XDG_CONFIG_HOME, $XDG_DATA_HOME, $XDG_STATE_HOME,

@@ -27,7 +27,7 @@ struct sandbox_args {
 // clone(2) entry point; `arg` is a sandbox_args*.
 int sandbox_init(void* arg);
 
-// The signals `wrap` forwards to the command (DESIGN §3).
+// The signals `wrap` forwards to the command (docs/cli.md).
 sigset_t forwarded_signals();
 
 // In a freshly forked child: default dispositions, `mask` restored, its own process group in the

@@ -1,5 +1,5 @@
-// The writable part of a netns child's file system (DESIGN §8.1), made by its init: first the
-// whole host file system read-only in the child's mount namespace (what no step names as
+// The writable part of a netns child's file system (docs/security-model.md), made by its init:
+// first the whole host file system read-only in the child's mount namespace (what no step names as
 // writable is refused), then the session's copy-on-write layers (overlayfs over a host
 // directory, its upper directory on a tmpfs of the session's own, bounded in size), and the
 // places the session's writes go through to, bound in writable again.

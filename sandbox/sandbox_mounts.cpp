@@ -203,8 +203,8 @@ void pin(int control, const std::vector<std::string>& directories) {
 // no kernel memory, no other user's terminal).
 constexpr const char* passed_devices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-// A minimal private /dev (DESIGN §8.1): a tmpfs with the passed devices bound from the host's,
-// a new devpts instance for the pseudo-terminals the command makes (tmux, script), the
+// A minimal private /dev (docs/security-model.md): a tmpfs with the passed devices bound from the
+// host's, a new devpts instance for the pseudo-terminals the command makes (tmux, script), the
 // terminal it was started on as /dev/console (so that ttyname finds it), and the usual links.
 // /dev/shm is the private view's.
 void set_up_dev(int control) {
@@ -283,7 +283,7 @@ mounted_layers set_up_mounts(int control, const launch_options& options) {
   make_host_read_only(control, host);
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) < 0)
     sandbox_fail(control, "mounting a fresh /proc");
-  // Host-global kernel state stays out of a root child's reach (DESIGN §8.1): sysctls (a
+  // Host-global kernel state stays out of a root child's reach (docs/security-model.md): sysctls (a
   // core_pattern of "|program" would run as host root), SysRq, and sysfs.
   for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/sys"})
     make_read_only(control, path);

@@ -1,4 +1,4 @@
-// The mount namespace of a netns-mode child (DESIGN §8, §8.1), set up by its init before the
+// The mount namespace of a netns-mode child (docs/security-model.md), set up by its init before the
 // command starts: the host's file system read-only, a fresh /proc, host-global kernel state
 // read-only, a minimal private /dev, the host's IPC directories private, the session's
 // copy-on-write layers (the home; the system's directories for a root command) with the places
@@ -22,7 +22,7 @@ namespace broker::sandbox {
 // outermost first, "/" left out. Each is bound onto itself in the child's
 // namespace: a mount point cannot be renamed or removed there (EBUSY), so no rename of a parent
 // carries a protection away (a mount over a file moves with its renamed directory) and no new
-// directory takes a protected one's place (DESIGN §8.1). Paths are absolute and normal.
+// directory takes a protected one's place (docs/security-model.md). Paths are absolute and normal.
 std::vector<std::string> pinned_directories(const launch_options& options);
 
 // What init tells the broker of the layers it made: for each layer step, whether it was

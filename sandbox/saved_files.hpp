@@ -1,8 +1,8 @@
 // Files and directories as they were when a session started, and putting them back when it
-// ends (DESIGN §8.1, "Nothing is lost"): what the session left at a path is set aside under the
-// kept root, and what was there is made again exactly (content, mode, owner). Nothing is written
-// through a link: a file comes back as a new file renamed into place, what the session left is
-// moved aside, never followed. Used where the session's writes went through (workspace_guard).
+// ends (docs/security-model.md, "Nothing is lost"): what the session left at a path is set aside
+// under the kept root, and what was there is made again exactly (content, mode, owner). Nothing is
+// written through a link: a file comes back as a new file renamed into place, what the session left
+// is moved aside, never followed. Used where the session's writes went through (workspace_guard).
 #pragma once
 
 #include <sys/types.h>

@@ -95,8 +95,8 @@ session_files::session_files(const session_files_inputs& in, launch_options& lau
   plan.kept = in.kept;
   for (auto& path : passed_paths(layers, in.home)) plan.kept.push_back(std::move(path));
   // The programs the policy names by path are the host's files inside too, read-only, even in a
-  // layer (through which the file the command ran would be the layer's, not the host's: DESIGN
-  // §5 compares device and inode).
+  // layer (through which the file the command ran would be the layer's, not the host's:
+  // docs/policy.md, "programs", compares device and inode).
   for (auto& path : program_files(layers)) plan.kept.push_back(std::move(path));
   plan.private_dirs = host_ipc_dirs(env_of(in.env, "XDG_RUNTIME_DIR"));
   // Where sessions' control sockets live is the broker's own state: empty even under a /tmp the

@@ -1,5 +1,5 @@
-// One wrap session's file system, assembled (DESIGN §8, §8.1): before the command starts, what
-// it sees (its private directories, its copy-on-write layers with the places its writes go
+// One wrap session's file system, assembled (docs/security-model.md): before the command starts,
+// what it sees (its private directories, its copy-on-write layers with the places its writes go
 // through to, the masks over credential files and the broker's own state, what is read-only)
 // and what the places it writes through hold that carries commands (saved, to be judged); once
 // the command and everything it left have ended, what it changed is taken in or kept out
@@ -66,8 +66,8 @@ class session_files {
   int upper_ = -1;
 };
 
-// One stderr line per path kept out (DESIGN §8.1), the first few, and one audit record each;
-// nothing when nothing was. Dropped caches and what an agent makes again are in the log only.
+// One stderr line per path kept out (docs/security-model.md), the first few, and one audit record
+// each; nothing when nothing was. Dropped caches and what an agent makes again are in the log only.
 void report_kept_out(const std::vector<kept_out>& kept, const std::string& session_id,
                      session::audit_log& audit);
 

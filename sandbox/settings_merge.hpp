@@ -1,10 +1,10 @@
-// What of an agent's settings file goes back to the host when a session changed it (DESIGN
-// §8.1): only the members its profile names as data (model, theme, trusted folders, the
-// approved-key list, history...). Every other member, known or new (hooks, MCP servers,
-// plugins, permission modes, env, helpers), stays as the host has it, and the session's file is
-// set aside. Files are read by a real parser of their format (nlohmann's JSON, toml++'s TOML),
-// never by a line parser of ours, and what goes back is what that parser read.
-// Pure text in, text out.
+// What of an agent's settings file goes back to the host when a session changed it
+// (docs/security-model.md): only the members its profile names as data (model, theme, trusted
+// folders, the approved-key list, history...). Every other member, known or new (hooks, MCP
+// servers, plugins, permission modes, env, helpers), stays as the host has it, and the session's
+// file is set aside. Files are read by a real parser of their format (nlohmann's JSON, toml++'s
+// TOML), never by a line parser of ours, and what goes back is what that parser read. Pure text in,
+// text out.
 #pragma once
 
 #include <optional>

@@ -1,10 +1,10 @@
-// The seccomp filter a netns-mode command runs under (DESIGN §8.1), built with libseccomp: a
-// root child cannot load modules, kexec, use bpf, perf_event_open, userfaultfd or the kernel
-// keyring, mount, swap, reboot, set the clock, or make new namespaces; no child can push input
-// into the user's terminal (TIOCSTI, TIOCLINUX). Each is refused with EPERM (clone3, whose flags
-// a filter cannot read, with ENOSYS: libc then falls back to clone, whose flags it can). openat2
-// (its mode is in a struct the filter cannot read) and io_uring (whose operations bypass the
-// filter) get ENOSYS: programs fall back to openat and to plain system calls.
+// The seccomp filter a netns-mode command runs under (docs/security-model.md), built with
+// libseccomp: a root child cannot load modules, kexec, use bpf, perf_event_open, userfaultfd or the
+// kernel keyring, mount, swap, reboot, set the clock, or make new namespaces; no child can push
+// input into the user's terminal (TIOCSTI, TIOCLINUX). Each is refused with EPERM (clone3, whose
+// flags a filter cannot read, with ENOSYS: libc then falls back to clone, whose flags it can).
+// openat2 (its mode is in a struct the filter cannot read) and io_uring (whose operations bypass
+// the filter) get ENOSYS: programs fall back to openat and to plain system calls.
 #pragma once
 
 #include <string>

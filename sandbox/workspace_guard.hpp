@@ -1,5 +1,5 @@
 // Where the session's writes go through to the host (its workspaces, files.writable, the agents'
-// data), the files that carry commands come back as data only (DESIGN §8.1):
+// data), the files that carry commands come back as data only (docs/security-model.md):
 // - every git directory there, found as git finds them (a `.git` directory or gitfile, a
 //   separate git directory, a bare repository, a submodule's or a worktree's under another):
 //   one that existed keeps its config (but for data entries: remotes, branches, user),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages broker needs (DESIGN §2). Idempotent: runs apt-get only when
+# Installs the Debian 12 packages broker needs (docs/architecture.md). Idempotent: runs apt-get only when
 # something is missing.
 #   --build  what building broker and `broker demo` need (the quick start's first command)
 #   (none)   that, and what the tests and benchmarks run: clients, servers, sanitizers

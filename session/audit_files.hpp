@@ -1,5 +1,5 @@
-// Where a session's audit records live on disk (DESIGN §7, §12), shared by the writer and the
-// readers. Two layouts:
+// Where a session's audit records live on disk (docs/audit-log.md, docs/gateway.md), shared by the
+// writer and the readers. Two layouts:
 //
 //   <dir>/<session>.jsonl                         a session with neither rotation nor a replica
 //   <dir>/<session>/<replica>.<generation>.jsonl  rotated and/or per-replica files

@@ -1,6 +1,6 @@
-// The per-user Ed25519 key that signs each session's chain head (DESIGN §8.2), so that an editor
-// of a log who holds no key cannot re-chain it: `~/.config/broker/audit-key` (PEM PKCS#8, 0600),
-// made on first use, hidden from every wrapped command with the rest of ~/.config/broker.
+// The per-user Ed25519 key that signs each session's chain head (docs/audit-log.md), so that an
+// editor of a log who holds no key cannot re-chain it: `~/.config/broker/audit-key` (PEM PKCS#8,
+// 0600), made on first use, hidden from every wrapped command with the rest of ~/.config/broker.
 #pragma once
 
 #include <filesystem>

@@ -458,7 +458,7 @@ std::string audit_log::chained_line(std::string_view members, bool sign,
   line += prev_;
   line += "\"}";
   if (sign && key_) {
-    // The signature covers the head this record would have had unsigned (DESIGN §8.2), and is
+    // The signature covers the head this record would have had unsigned (docs/audit-log.md), and is
     // then chained like any field.
     const std::string head = chain_hash(prev_, line);
     line.pop_back();

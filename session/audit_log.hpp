@@ -1,5 +1,5 @@
-// The per-session audit log (DESIGN §7): JSONL, one record per line, one SHA-256 hash chain per
-// writer, optionally rotated across files and written per gateway replica (audit_files.hpp).
+// The per-session audit log (docs/audit-log.md): JSONL, one record per line, one SHA-256 hash chain
+// per writer, optionally rotated across files and written per gateway replica (audit_files.hpp).
 #pragma once
 
 #include <atomic>
@@ -46,8 +46,8 @@ struct audit_log_options {
   std::string replica;  // a gateway replica's name ([A-Za-z0-9._-], 1..64); "" for none
   // Stamps each record's ts and measures a file's age (tests inject one); empty: system_clock.
   std::function<std::chrono::system_clock::time_point()> clock;
-  // When records reach the disk (DESIGN §7): with a failed fdatasync they may not have, and the
-  // log fails for good.
+  // When records reach the disk (docs/audit-log.md): with a failed fdatasync they may not have, and
+  // the log fails for good.
   audit_sync_mode sync = audit_sync_mode::batch;
   audit_file_calls calls;
 };
@@ -56,10 +56,10 @@ struct audit_log_options {
 // write(2), or staged ones together with one (stage(), flush()). A write that fails for want of
 // room (ENOSPC, EDQUOT) makes the log unavailable: what of the failed lines reached the file is cut
 // off again, so that it still ends in a whole record, and they wait, chained, to be written again.
-// Meanwhile the session fails closed (DESIGN §7, 503 audit_unavailable), and the log tries again at
-// most every retry_interval (from available(), flush() and each record) or at once (end()); a file
-// that could not be opened for want of room is opened by the next try. Any other failure puts the
-// log in the failed state for good.
+// Meanwhile the session fails closed (docs/audit-log.md, 503 audit_unavailable), and the log tries
+// again at most every retry_interval (from available(), flush() and each record) or at once
+// (end()); a file that could not be opened for want of room is opened by the next try. Any other
+// failure puts the log in the failed state for good.
 //
 // Written records reach the disk by options.sync: with an fdatasync after each write, under the
 // lock (every); by the process's syncing thread within batch_delay, off the request path, and at
@@ -99,9 +99,9 @@ class audit_log {
   bool write(const base::json_members& fields);
   // The same record, chained now but left staged: it reaches the file with the next flush() or
   // write(), in seq order, with whatever else is staged then (one write(2) for all). A caller
-  // that stages flushes before the response the record describes completes (DESIGN §7): HTTP/2
-  // connections flush before each write to the client, so the records of the streams that end
-  // together cost one write. Past staged_limit bytes staged, a record is written at once.
+  // that stages flushes before the response the record describes completes (docs/audit-log.md):
+  // HTTP/2 connections flush before each write to the client, so the records of the streams that
+  // end together cost one write. Past staged_limit bytes staged, a record is written at once.
   bool stage(const base::json_members& fields);
   // Writes what is staged; false when it is not written.
   bool flush();
@@ -112,8 +112,8 @@ class audit_log {
   static constexpr std::chrono::milliseconds retry_interval{200};
 
   // The session's last record (session_end): written as write() does, plus a "signature" field
-  // (before "hash") over the chain head when a key was given (DESIGN §8.2). An unavailable log
-  // is tried again at once for it. In batch mode the file is synced before it returns.
+  // (before "hash") over the chain head when a key was given (docs/audit-log.md). An unavailable
+  // log is tried again at once for it. In batch mode the file is synced before it returns.
   bool end(const nlohmann::ordered_json& fields);
   void sign_with(std::shared_ptr<const audit_key> key);
 

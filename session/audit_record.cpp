@@ -17,7 +17,7 @@ record_json text_or_null(const std::string& s) {
 
 namespace {
 
-// The fields of an exchange record; an ask (DESIGN §13) names the request the same way, with
+// The fields of an exchange record; an ask (docs/policy.md) names the request the same way, with
 // decision "ask", its id and timeout, and none of what only an answered request has.
 struct ask_fields {
   const std::string& id;
@@ -61,7 +61,7 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
   if (ask) {
     j.add("decision", "ask").add_text_or_null("rule", e.rule);
   } else if (e.allowed && e.learned) {
-    // wrap --learn: refused by `rule`, let through to be learned (DESIGN §13).
+    // wrap --learn: refused by `rule`, let through to be learned (docs/policy.md).
     j.add("decision", "learned").add_text_or_null("rule", e.rule);
   } else if (e.allowed && !e.would_deny.empty()) {
     // An audit-only layer's refusal: its rule, and the enforcing rule that let it go.
@@ -74,7 +74,7 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
     j.add_text_or_null("credential", e.credential);
     if (e.llm_tokens) {
       j.add("llm_tokens", *e.llm_tokens);
-      // Priced by the session's table: what the console's spend charts sum (DESIGN §15).
+      // Priced by the session's table: what the console's spend charts sum (docs/gateway.md).
       if (e.llm_cost_usd > 0) j.add("cost_usd", e.llm_cost_usd);
     } else {
       j.add_null("llm_tokens");

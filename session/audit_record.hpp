@@ -1,5 +1,5 @@
-// The records of a session's audit log (DESIGN §7), built in one place for serve and wrap alike:
-// one per exchange, tunnel or refusal, and the session's start, policy reloads and end. The
+// The records of a session's audit log (docs/audit-log.md), built in one place for serve and wrap
+// alike: one per exchange, tunnel or refusal, and the session's start, policy reloads and end. The
 // log (audit_log.hpp) adds ts, session, seq and the hash chain around these fields.
 #pragma once
 
@@ -30,13 +30,14 @@ struct audit_entry {
   int status = 0;      // 0 = none (tunnels)
   std::uint64_t bytes_out = 0;
   std::uint64_t bytes_in = 0;
-  // An upgraded (WebSocket) connection's data messages each way (DESIGN §10); unset otherwise.
+  // An upgraded (WebSocket) connection's data messages each way (docs/security-model.md); unset
+  // otherwise.
   std::optional<std::uint64_t> ws_messages_out;
   std::optional<std::uint64_t> ws_messages_in;
   double ms = 0;
   bool allowed = true;
   std::string rule;
-  // Allowed, but an audit-only layer would have refused it: that layer's rule (DESIGN §13).
+  // Allowed, but an audit-only layer would have refused it: that layer's rule (docs/policy.md).
   std::string would_deny;
   // wrap --learn let it through although the policy refused it (`rule`: the refusal).
   bool learned = false;
@@ -50,9 +51,10 @@ struct audit_entry {
   int pid = 0;              // the client socket's owner; 0 = unknown
   std::string exe;
   // Every process attribution found holding the client socket (pid and exe are the first's):
-  // for "programs" (DESIGN §5), and in the record as "holders" when there is more than one.
+  // for "programs" (docs/policy.md), and in the record as "holders" when there is more than one.
   std::shared_ptr<const config::client_identity> client;
-  // Reached the broker by transparent capture (DESIGN §11), not through the proxy variables.
+  // Reached the broker by transparent capture (docs/architecture.md), not through the proxy
+  // variables.
   bool captured = false;
   bool http2 = false;  // a stream of an HTTP/2 connection (the record says "http": "2")
 };
@@ -70,7 +72,8 @@ struct session_start {
   std::string mode;  // "serve" | "wrap"
   std::string listen;
   std::string isolation;
-  std::optional<bool> capture;  // wrap netns: whether transparent capture is on (DESIGN §11)
+  // wrap netns: whether transparent capture is on (docs/architecture.md).
+  std::optional<bool> capture;
   std::string command;
   int pid = 0;
   std::optional<nlohmann::ordered_json> policy;  // the layers' sources and digests
@@ -78,7 +81,7 @@ struct session_start {
 };
 nlohmann::ordered_json start_record(const session_start& s);
 
-// A request held while a person is asked about it (DESIGN §13): the request as an exchange
+// A request held while a person is asked about it (docs/policy.md): the request as an exchange
 // record names it (decision "ask", the rule that refused it), with the ask's id and how long it
 // waits at most.
 base::json_members ask_record(const std::string& id, const audit_entry& request, long timeout_s,
@@ -102,8 +105,8 @@ nlohmann::ordered_json approval_record(const approval& a);
 
 nlohmann::ordered_json policy_reload_record(nlohmann::ordered_json policy);
 
-// Something done on a gateway's admin side, in the gateway's own log (DESIGN §15): a request to
-// the admin API refused for want of a valid admin credential (decision "deny", its status, the
+// Something done on a gateway's admin side, in the gateway's own log (docs/gateway.md): a request
+// to the admin API refused for want of a valid admin credential (decision "deny", its status, the
 // method, path and peer, why), or an admin token made or revoked (decision "token_create" /
 // "token_revoke", its id and operator name, who did it).
 struct admin_action {
@@ -119,9 +122,9 @@ struct admin_action {
 };
 nlohmann::ordered_json admin_record(const admin_action& a);
 
-// Something the wrapped command changed that was kept out of the host (DESIGN §8.1): the real
-// path it would have reached, why not, where the session's version was set aside ("" for none),
-// and the change: "set_aside", "removed" (the session removed what the host keeps) or
+// Something the wrapped command changed that was kept out of the host (docs/security-model.md): the
+// real path it would have reached, why not, where the session's version was set aside ("" for
+// none), and the change: "set_aside", "removed" (the session removed what the host keeps) or
 // "dropped" (a cache's changes, thrown away).
 nlohmann::ordered_json kept_out_record(const std::string& path, const std::string& reason,
                                        const std::string& kept, const std::string& change);

@@ -1,5 +1,5 @@
 #pragma once
-// When an audit log's records reach the disk (DESIGN §7, --audit-sync): after each record
+// When an audit log's records reach the disk (docs/audit-log.md, --audit-sync): after each record
 // (every), together by one thread of the process at most batch_delay after they were written
 // (batch), or when the kernel writes them back (none). A broker killed at any instant loses no
 // record it wrote either way (they are in the page cache); the sync is for the machine that
@@ -55,8 +55,8 @@ class audit_sync_file {
   std::atomic<int> error_{0};
 };
 
-// How long written records may wait for their sync in batch mode: half of DESIGN §7's 100 ms,
-// the other half left to the sync itself.
+// How long written records may wait for their sync in batch mode: half of docs/audit-log.md's 100
+// ms, the other half left to the sync itself.
 inline constexpr std::chrono::milliseconds batch_delay{50};
 
 }  // namespace broker::session

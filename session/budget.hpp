@@ -1,6 +1,7 @@
-// Session budgets (DESIGN §4 "budgets", §6 budget_exhausted): what a session has spent and
-// whether the next request may go. The proxy admits each request here before forwarding it,
-// reports bytes and LLM usage as they flow, and polls spent() to cut tunnels or end the session.
+// Session budgets (docs/policy.md "budgets", docs/cli.md budget_exhausted): what a session has
+// spent and whether the next request may go. The proxy admits each request here before forwarding
+// it, reports bytes and LLM usage as they flow, and polls spent() to cut tunnels or end the
+// session.
 #pragma once
 
 #include <chrono>
@@ -28,7 +29,7 @@ using budget_limits = config::budget_spec;
 // pattern, the tightest per key.
 budget_limits tightest(const std::vector<config::policy>& layers);
 
-// List prices of the models the agent profiles use (DESIGN §9), for models no layer prices.
+// List prices of the models the agent profiles use (docs/agents.md), for models no layer prices.
 const std::map<std::string, config::model_price>& default_model_prices();
 
 // A budget that refuses: the body of a 429 budget_exhausted.

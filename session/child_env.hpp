@@ -1,6 +1,6 @@
-// The variables that put a process inside a session (DESIGN §8): the proxy in every spelling
-// clients read, the trust bundle for every client that takes one, and the dummy credentials.
-// `serve --env-file` writes them; `wrap` sets them in the child.
+// The variables that put a process inside a session (docs/security-model.md): the proxy in every
+// spelling clients read, the trust bundle for every client that takes one, and the dummy
+// credentials. `serve --env-file` writes them; `wrap` sets them in the child.
 #pragma once
 
 #include <string>

@@ -1,7 +1,8 @@
 // A running session's control socket (0600, in its private runtime directory): `broker status`
 // reads the session's usage against every budget, `broker kill` ends it. One request per
 // connection: a line "status" or "kill", answered with one JSON line. Beside the socket
-// (control.pid) the broker records its pid; a client talks only to that process (DESIGN §8.1).
+// (control.pid) the broker records its pid; a client talks only to that process
+// (docs/security-model.md).
 #pragma once
 
 #include <atomic>

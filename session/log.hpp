@@ -1,4 +1,4 @@
-// Operational log lines (STYLE §8): every line says which session it is about, and which
+// Operational log lines: every line says which session it is about, and which
 // connection when it is about one: "[s-7f3a c42] tunnel to api.github.com:443 via ...". They go
 // to stderr through spdlog; the audit log (audit_log.hpp) is a separate, structured record.
 // Client-chosen text in a line passes through the session's scrub first (no real value in logs).

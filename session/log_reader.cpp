@@ -303,11 +303,11 @@ std::string format_record(const nlohmann::json& record) {
     std::snprintf(buf, sizeof buf, "%.1fms", ms->get<double>());
     append(out, buf);
   }
-  // An ask and its decision (DESIGN §13): which one, the scope and who decided.
+  // An ask and its decision (docs/policy.md): which one, the scope and who decided.
   for (const char* key : {"rule", "allowed_by", "credential", "error", "id", "scope", "who"}) {
     if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
   }
-  // The gateway's admin side (DESIGN §15): a refused admin request, a token made or revoked.
+  // The gateway's admin side (docs/gateway.md): a refused admin request, a token made or revoked.
   if (event == "admin")
     for (const char* key : {"path", "peer", "reason", "token", "name"})
       if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));

@@ -23,8 +23,8 @@ struct verify_result {
   std::string error;         // what is wrong there ("hash mismatch", "prev does not...")
   bool has_end = false;      // the last record is session_end (else: running or cut)
   // The bad line is the last one and has no newline: the writer was stopped in the middle of it
-  // (killed, the machine stopped, the disk full), a cut rather than an edit (DESIGN §7). Every
-  // record before it verified. Only ever at the end of the newest file of a replica.
+  // (killed, the machine stopped, the disk full), a cut rather than an edit (docs/audit-log.md).
+  // Every record before it verified. Only ever at the end of the newest file of a replica.
   bool truncated = false;
   std::string signer;  // the last record's signature's key (hex), "" when it has none
   // verify_replica only: the file the problem is in (or the missing one), and files checked.
@@ -33,8 +33,8 @@ struct verify_result {
 };
 // Records must start at seq 1 with prev = 64 zeros and end with a newline (a last line without
 // one is a cut: truncated); the first record that does not parse, chain or follow in order, or
-// whose "signature" (DESIGN §8.2) does not sign its chain head with the key it names, stops the
-// check. Whether that key is the right one is the caller's to decide.
+// whose "signature" (docs/audit-log.md) does not sign its chain head with the key it names, stops
+// the check. Whether that key is the right one is the caller's to decide.
 verify_result verify_log(std::istream& in);
 
 // One replica's chain across its files, in generation order, as verify_log checks one stream:

@@ -31,7 +31,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> methods{{
     {"PATCH", "Patch"},
 }};
 
-// The record kinds that are one HTTP request or connection (DESIGN §7).
+// The record kinds that are one HTTP request or connection (docs/audit-log.md).
 bool is_exchange(std::string_view event) {
   return event == "request" || event == "refused" || event == "tunnel" || event == "ask" ||
          event == "exfiltration_blocked" || event == "dns";

@@ -1,7 +1,7 @@
-// Audit records as OCSF events (DESIGN §15): `broker log --format ocsf` feeds a SIEM that speaks
-// the Open Cybersecurity Schema Framework. Each record becomes one HTTP Activity event (class
-// 4002, OCSF 1.8.0): a request, refusal or tunnel with its method as the activity, its URL, status,
-// bytes and time, the policy's verdict as action and disposition (a refusal's code in
+// Audit records as OCSF events (docs/gateway.md): `broker log --format ocsf` feeds a SIEM that
+// speaks the Open Cybersecurity Schema Framework. Each record becomes one HTTP Activity event
+// (class 4002, OCSF 1.8.0): a request, refusal or tunnel with its method as the activity, its URL,
+// status, bytes and time, the policy's verdict as action and disposition (a refusal's code in
 // status_code), and the session, its user and the client process as the actor. A record the
 // class cannot express (session_start, session_end, approval, policy_reload, admin, kept_out) is
 // still one event: activity Other, named after the record, with the whole record in `unmapped`.

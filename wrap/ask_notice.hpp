@@ -1,4 +1,4 @@
-// How a wrap session tells its user about a held request (DESIGN §13): one line on its stderr
+// How a wrap session tells its user about a held request (docs/policy.md): one line on its stderr
 // (the agent's terminal gets that one line, nothing more) and, with --ask-notify CMD, the command
 // run by /bin/sh with the ask in its environment (BROKER_ASK_ID, BROKER_ASK_SESSION,
 // BROKER_ASK_METHOD, BROKER_ASK_URL, BROKER_ASK_TEXT: the line), e.g. `notify-send broker

@@ -47,7 +47,7 @@ namespace broker::wrap {
 namespace {
 
 // Inside the child's fresh network namespace every port is free; the proxy takes this one, and
-// the transparent capture's listener the next (DESIGN §11).
+// the transparent capture's listener the next (docs/architecture.md).
 constexpr std::uint16_t netns_proxy_port = 3128;
 constexpr std::uint16_t netns_capture_port = 3129;
 // The child's resolver with capture: the broker's DNS on its own loopback; and a hosts file
@@ -198,7 +198,7 @@ std::vector<std::string> asked_workspaces(const wrap_config& c) {
   return out;
 }
 
-// A policy whose "programs" this session could defeat is refused, each one named (DESIGN §5).
+// A policy whose "programs" this session could defeat is refused, each one named (docs/policy.md).
 void check_programs(const wrapping& w) {
   sandbox::home_rule_inputs in;
   in.home = w.home;
@@ -224,10 +224,11 @@ void start_session(wrapping& w) {
   w.cwd = std::filesystem::current_path(ec).string();
   check_programs(w);
   start_child(w);
-  // Only a netns child can be shown dummy copies of the agents' login files (DESIGN §9).
-  // Dummies stable from one session to the next (DESIGN §5): an agent's memory of its key holds.
+  // Only a netns child can be shown dummy copies of the agents' login files (docs/agents.md).
+  // Dummies stable from one session to the next (docs/policy.md): an agent's memory of its key
+  // holds.
   live::load_credentials(w.setup, w.netns(), true);
-  // The session CA lives in this process's memory only (DESIGN §8).
+  // The session CA lives in this process's memory only (docs/security-model.md).
   w.ca = std::make_shared<certs::certificate_authority>(
       certs::certificate_authority::generate("broker session CA " + w.session_id(), 30));
   w.tls = std::make_shared<certs::tls_contexts>(std::make_shared<certs::leaf_cache>(*w.ca),
@@ -351,7 +352,8 @@ void start_proxy(wrapping& w) {
   attached.clients.sock_diag =
       w.netns() ? capture::sock_diag::adopt(child.take_sock_diag()) : capture::sock_diag::open();
   // What the session can change of this process's view proves nothing about a program
-  // (DESIGN §5): in netns only the places its writes go through to, else all the user can write.
+  // (docs/policy.md): in netns only the places its writes go through to, else all the user can
+  // write.
   attached.clients.writes = w.netns() ? config::session_writes::through(w.files->written_through())
                                       : config::session_writes::user();
   if (w.capture.listener >= 0) {

@@ -1,7 +1,7 @@
-// `broker wrap -- CMD` assembled and run (DESIGN §3, §8): one session around one command. The
-// command gets dummy credentials and the session's proxy and trust variables; with netns
-// isolation its only way out is the proxy, served here from a listener made inside its network
-// namespace.
+// `broker wrap -- CMD` assembled and run (docs/cli.md, docs/security-model.md): one session around
+// one command. The command gets dummy credentials and the session's proxy and trust variables; with
+// netns isolation its only way out is the proxy, served here from a listener made inside its
+// network namespace.
 #pragma once
 
 #include <string>
@@ -17,16 +17,16 @@ struct wrap_config {
   std::string isolate = "auto";  // auto, netns or env
   std::string env_file;
   std::vector<std::string> timeouts;
-  bool ask = false;        // --ask: what the layers refuse is asked about (DESIGN §13)
+  bool ask = false;        // --ask: what the layers refuse is asked about (docs/policy.md)
   std::string ask_notify;  // --ask-notify CMD: run per ask
   bool learn = false;      // --learn: what the layers refuse goes through, recorded as learned
-  // --workspace DIR: more places the command's writes go through to (DESIGN §8.1), besides
-  // the working directory.
+  // --workspace DIR: more places the command's writes go through to (docs/security-model.md),
+  // besides the working directory.
   std::vector<std::string> workspaces;
   std::vector<std::string> command;
 };
 
-// `wrap` exits with the command's status; this is its own (DESIGN §3).
+// `wrap` exits with the command's status; this is its own (docs/cli.md).
 inline constexpr int exit_broker_failed = 125;
 
 // Runs the command in its session to its end; returns its exit status, or exit_broker_failed

@@ -1,4 +1,4 @@
-// What every request pays to be audited (DESIGN §7): its exchange record built as text
+// What every request pays to be audited (docs/audit-log.md): its exchange record built as text
 // (session::exchange_record), and that record stamped, hash-chained and written by the session's
 // log (audit_log::write, one write(2) to a file in /tmp); beside them the JSON-document path the
 // record took before (nlohmann::ordered_json, dumped), and the host normalization every

@@ -1,6 +1,6 @@
 // One policy evaluation as every request pays it (policy_set::check_request), against a policy
 // of 1,000 allow rules (exact hosts, "*." wildcards, methods, paths, and half of them limited to
-// programs by glob, DESIGN §13) and 20 deny rules: the request matched by the last rule (every
+// programs by glob, docs/policy.md) and 20 deny rules: the request matched by the last rule (every
 // rule is looked at), a refused one (every rule, no match), and the same without programs.
 #include <benchmark/benchmark.h>
 #include <sys/stat.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A team gateway on one machine, no containers (DESIGN §12): one Redis, two `broker serve
+# A team gateway on one machine, no containers (docs/gateway.md): one Redis, two `broker serve
 # --gateway` replicas sharing it, and haproxy in front of them. It issues one session, sends a
 # wrapped curl and a real coding agent (Claude Code or Codex, when installed) through haproxy,
 # stops everything, prints the session's audit log merged across both replicas and verifies it.

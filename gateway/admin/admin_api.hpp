@@ -1,5 +1,5 @@
-// The gateway's admin JSON API on its admin listener (DESIGN §13, §15), for operators and the
-// console, behind an admin credential (admin_tokens.hpp):
+// The gateway's admin JSON API on its admin listener (docs/policy.md, docs/gateway.md), for
+// operators and the console, behind an admin credential (admin_tokens.hpp):
 //   GET  /api/sessions           the gateway's sessions, as `broker session list --json`
 //   POST /api/sessions/ID/revoke the session's clients are refused from their next request on
 //   GET  /api/asks               the requests held, oldest first: with replicas, every

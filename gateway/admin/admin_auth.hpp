@@ -1,4 +1,4 @@
-// Who may use the admin listener's API and console (DESIGN §15), checked in one place for
+// Who may use the admin listener's API and console (docs/gateway.md), checked in one place for
 // both: an operator's admin token as "Authorization: Bearer TOKEN" (scripts), or a console login's
 // cookie (admin_logins.hpp; browsers). A request with neither, or with one that is not valid, is
 // refused 401 (WWW-Authenticate: Bearer) and recorded in the gateway's log as an `admin` record

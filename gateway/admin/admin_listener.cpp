@@ -179,7 +179,7 @@ struct admin_listener::impl {
       std::tie(ec, std::ignore) = co_await socket.async_read_some(asio::buffer(sink), use_tuple);
   }
 
-  // Reads one request whole. The parser is new for each request (STYLE §7); bytes past the end
+  // Reads one request whole. The parser is new for each request; bytes past the end
   // of this one stay in `buffered` for the next.
   asio::awaitable<read_result> read_request(tcp::socket& socket, std::string& buffered) {
     http::parser parser(http::parser::kind::request);

@@ -1,4 +1,4 @@
-// The gateway's admin listener (DESIGN §12): a small HTTP/1.1 server on its own thread and
+// The gateway's admin listener (docs/gateway.md): a small HTTP/1.1 server on its own thread and
 // io_context, so that it keeps answering while the proxy's threads are busy. It serves
 //   GET /metrics  the metrics' exposition (text/plain; version=0.0.4; charset=utf-8)
 //   GET /healthz  "ok"

@@ -1,4 +1,4 @@
-// The console's logins (DESIGN §15): an operator signs in once with an admin token and gets a
+// The console's logins (docs/gateway.md): an operator signs in once with an admin token and gets a
 // login, a random cookie value ("bkl_" and 43 base64url characters) that the browser sends back
 // (HttpOnly, SameSite=Strict), so the token itself never sits in a browser's cookie jar. Each
 // login has its own CSRF token, which the console's script sends with every state-changing

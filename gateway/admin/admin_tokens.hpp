@@ -1,4 +1,4 @@
-// The gateway's admin credentials (DESIGN §15): one token per operator, `broker admin-token
+// The gateway's admin credentials (docs/gateway.md): one token per operator, `broker admin-token
 // create|list|revoke`. A token ("bka_" and 43 base64url characters) is shown once, to the
 // control socket's owner who made it; the gateway keeps only its SHA-256, with the operator's
 // name, in this process's memory or, with replicas, in Redis (hash broker:admin-tokens: field =

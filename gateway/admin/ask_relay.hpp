@@ -1,5 +1,6 @@
-// Asks across replicas (DESIGN §13, §15): a request is held on the replica its client reached,
-// but an operator's console or script may talk to any replica. Through the replicas' Redis:
+// Asks across replicas (docs/policy.md, docs/gateway.md): a request is held on the replica its
+// client reached, but an operator's console or script may talk to any replica. Through the
+// replicas' Redis:
 //   - each replica publishes the asks it holds, every `publish_every`, as one JSON array
 //     (key broker:asks:REPLICA, expiring after `listed_for`, so a replica that stops stops
 //     being listed), and names itself in the set broker:ask-replicas;

@@ -1,5 +1,5 @@
-// The operators' console (DESIGN §15) on the gateway's admin listener: web pages for the people
-// who run the gateway, and the JSON they read, behind an admin credential (admin_auth.hpp).
+// The operators' console (docs/gateway.md) on the gateway's admin listener: web pages for the
+// people who run the gateway, and the JSON they read, behind an admin credential (admin_auth.hpp).
 //
 //   GET  /console/login               the sign-in form (open)
 //   POST /console/login               token=ADMIN_TOKEN&next=/console/...: a login cookie, 303

@@ -1,4 +1,4 @@
-// What the operators' console shows across sessions (DESIGN §15), read from the audit files of
+// What the operators' console shows across sessions (docs/gateway.md), read from the audit files of
 // every session in the log directory (audit_files.hpp: every replica that writes there, so the
 // replicas of one host, or of a shared directory, are merged): each session's counters, the
 // latest refusals, and LLM tokens and cost per day, session and user.

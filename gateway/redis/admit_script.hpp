@@ -1,4 +1,4 @@
-// The admission script the replicas of a team gateway run in Redis (DESIGN §12): its Lua, the
+// The admission script the replicas of a team gateway run in Redis (docs/gateway.md): its Lua, the
 // arguments it takes, the answer it gives, and the refusal an answer stands for. When a replica
 // asks, what it sends and what it does with the answer (leases, batches) is shared_budget's.
 #pragma once

@@ -1,4 +1,5 @@
-// The session store replicas share (DESIGN §12): records, revocations and budget usage in Redis.
+// The session store replicas share (docs/gateway.md): records, revocations and budget usage in
+// Redis.
 //
 // Keys: broker:session:ID (hash: record = the record's JSON, revoked = 0|1), broker:sessions (set
 // of ids), broker:revoked (set) with broker:revocations (a counter every revoke bumps, which each

@@ -1,4 +1,4 @@
-// One gateway session's budgets, spent together by every replica through Redis (DESIGN §12).
+// One gateway session's budgets, spent together by every replica through Redis (docs/gateway.md).
 //
 // Redis holds the session's shared usage. A Lua script (one round trip) applies what this
 // replica spent since it last said (bytes, LLM tokens, cost: a numbered batch, applied once

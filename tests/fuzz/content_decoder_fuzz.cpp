@@ -1,7 +1,7 @@
-// The decoder of coded request bodies (http::content_decoder, DESIGN §5.1) over libraries that
-// read untrusted bytes. The first input byte picks the codings (bits 0-1: the last applied;
-// bit 2: one more, applied before it, bits 3-4), the rest is the coded body. What it decodes
-// to and how it ends must not depend on how the body was split into feeds, and a checkpoint
+// The decoder of coded request bodies (http::content_decoder, docs/security-model.md) over
+// libraries that read untrusted bytes. The first input byte picks the codings (bits 0-1: the last
+// applied; bit 2: one more, applied before it, bits 3-4), the rest is the coded body. What it
+// decodes to and how it ends must not depend on how the body was split into feeds, and a checkpoint
 // never points past what was fed or handed out.
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-"""The agents' own variables in the embedded default policy (DESIGN §9): with no policy written,
+"""The agents' own variables in the embedded default policy (docs/agents.md): with no policy written,
 `broker wrap` gives Codex's CODEX_API_KEY, Claude Code's ANTHROPIC_AUTH_TOKEN and
 CLAUDE_CODE_OAUTH_TOKEN, and Gemini CLI's GEMINI_API_KEY / GOOGLE_API_KEY to the child as dummies
 and swaps them in the header (or query parameter) each agent sends, on its API host only.

@@ -1,4 +1,4 @@
-"""Ask and approve (DESIGN §13): a request only asking layers refuse is held while a person
+"""Ask and approve (docs/policy.md): a request only asking layers refuse is held while a person
 decides with `broker pending` / `broker approve` / `broker deny` from another process; the
 decision applies to the running session at once, releases every request held for the same rule,
 and is audited. What is never approvable (an explicit deny rule, a layer's "never" list) is

@@ -150,7 +150,7 @@ def test_unwritable_log_dir_fails_closed(broker_factory, upstream, tmp_path):
     for _ in range(2):
         r = curl(f"http://{HOST}:{upstream.port}/", proxy=b.proxy)
         assert_refusal(r.status, r.headers, r.body, "audit_unavailable", 503, session=b.session)
-    # Through CONNECT the refusal comes inside TLS, where the client shows it (DESIGN §6).
+    # Through CONNECT the refusal comes inside TLS, where the client shows it (docs/cli.md).
     r = curl(f"https://{HOST}:{upstream.port}/", proxy=b.proxy, cacert=b.ca_cert)
     assert_refusal(r.status, r.headers, r.body, "audit_unavailable", 503, session=b.session)
     assert upstream.requests == []  # nothing unaudited went out
@@ -194,7 +194,7 @@ def test_log_follow_prints_records_as_they_come_and_stops_at_session_end(broker_
 
 
 # --------------------------------------------------------------------------------------------
-# The signed chain head (DESIGN §8.2): an editor without the key cannot re-chain a log.
+# The signed chain head (docs/audit-log.md): an editor without the key cannot re-chain a log.
 # --------------------------------------------------------------------------------------------
 
 

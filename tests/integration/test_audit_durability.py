@@ -1,4 +1,4 @@
-"""A durable audit log (DESIGN §7): a full disk fails closed (503 audit_unavailable), loses no
+"""A durable audit log (docs/audit-log.md): a full disk fails closed (503 audit_unavailable), loses no
 record and lets nothing upstream unrecorded, and the session serves again by itself once there
 is room, in `serve` and in a gateway whose sinks are away."""
 import base64
@@ -136,7 +136,7 @@ def test_a_full_disk_fails_closed_and_the_session_recovers_when_room_returns(
 
     filler = fill(small_disk)
     refused_until_room(b.port, upstream.port, "full")
-    # A CONNECT gets its 200 and the refusal comes inside (DESIGN §6), request by request:
+    # A CONNECT gets its 200 and the refusal comes inside (docs/cli.md), request by request:
     # nothing is dialed, and the connection serves again once there is room.
     with RawClient(b.port) as c:
         c.send(f"CONNECT {HOST}:{upstream.port} HTTP/1.1\r\nHost: {HOST}:{upstream.port}\r\n\r\n"

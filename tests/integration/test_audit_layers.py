@@ -1,4 +1,4 @@
-"""Audit-only layers (DESIGN §13): a layer that says "enforcement": "audit" refuses nothing. A
+"""Audit-only layers (docs/policy.md): a layer that says "enforcement": "audit" refuses nothing. A
 request the enforcing layers allow goes through even when the audit layer would refuse it, and
 its record says so (decision "would_deny", the audit layer's rule, and the rule that allowed it);
 what the enforcing layers refuse stays refused."""

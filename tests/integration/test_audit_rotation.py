@@ -1,4 +1,4 @@
-"""Audit rotation (DESIGN §12): `--audit-rotate-size/-age`, the chain continuing across files,
+"""Audit rotation (docs/gateway.md): `--audit-rotate-size/-age`, the chain continuing across files,
 `broker log SESSION` reading every file, `--verify` naming a tampered or missing file."""
 
 import json

@@ -1,4 +1,4 @@
-"""`serve --gateway --audit-sink syslog:HOST:PORT` (DESIGN §15): every audit record also goes to a
+"""`serve --gateway --audit-sink syslog:HOST:PORT` (docs/gateway.md): every audit record also goes to a
 syslog server as RFC 5424 over TCP, octet-counted, batched off the request path, queued while the
 server is away. Checked against Debian's rsyslog receiving on loopback: every record of a
 10,000-request run arrives, none lost when rsyslog hangs and is killed and restarted in the middle

@@ -1,4 +1,4 @@
-"""The aws-sigv4 credential family under `broker wrap` (DESIGN §1, §5, §6, §8).
+"""The aws-sigv4 credential family under `broker wrap` (docs/architecture.md, docs/policy.md, docs/cli.md, docs/security-model.md).
 
 The wrapped child gets a dummy AWS key id / secret (and session token when the real one has
 one); it signs with them; the broker verifies each signature with the DUMMY secret and signs the

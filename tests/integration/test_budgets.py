@@ -1,5 +1,5 @@
-"""Session budgets (DESIGN §4 "budgets", §6 429 budget_exhausted) and LLM token accounting
-(§7 audit `llm_tokens`), end to end: `broker serve` / `broker wrap` as subprocesses, a fake
+"""Session budgets (docs/policy.md "budgets", 429 budget_exhausted) and LLM token accounting
+(the audit record's `llm_tokens`), end to end: `broker serve` / `broker wrap` as subprocesses, a fake
 OpenAI / Anthropic HTTPS upstream on loopback (reached with --connect-to, trusted with
 --upstream-ca), python-requests, curl and raw sockets as clients.
 """

@@ -1,4 +1,4 @@
-"""The canary and the real-value block (DESIGN §5) against a child that encodes what it sends:
+"""The canary and the real-value block (docs/policy.md) against a child that encodes what it sends:
 base64 (both RFC 4648 alphabets, inside a longer blob, padded or not), percent-encoding (either
 hex case) and a value split over two header fields (RFC 9110 §5.3), in a header, the query and a
 POST body. Each is refused before anything of it reaches the upstream, and audited; nothing the

@@ -1,4 +1,4 @@
-"""Transparent capture in `broker wrap` (DESIGN §11): a program that ignores the proxy variables
+"""Transparent capture in `broker wrap` (docs/architecture.md): a program that ignores the proxy variables
 works through the broker unmodified, with the same policy, swaps, refusals and audit.
 
 Each test runs the real binary around a command that dials directly (curl --noproxy '*',
@@ -119,7 +119,7 @@ def test_ipv6_connections_are_captured_too(ws, tls_upstream):
 
 def test_plain_http_is_captured_and_refused_where_the_policy_says(ws):
     # http://api.github.com is allowed (ports 80 and 443) but the upstream here speaks TLS only,
-    # so use a host the policy refuses: the refusal is §6's JSON, audited as captured.
+    # so use a host the policy refuses: the refusal is the JSON of docs/cli.md, audited as captured.
     r = ws.run("sh", "-c",
                f'echo {RAN}; curl -sS --noproxy "*" --max-time 10 -D - http://{API}.evil.test/x')
     assert RAN in r.out, r.describe()

@@ -132,7 +132,7 @@ def test_policy_check_ip_literal_host(tmp_path):
 
 
 def test_policy_check_names_every_programs_glob_the_session_could_satisfy(tmp_path):
-    """DESIGN §5: a "programs" glob that could match a file the session can write (anywhere, or
+    """docs/policy.md: a "programs" glob that could match a file the session can write (anywhere, or
     in its /tmp or home) is refused, each one named by file, line and key; absolute paths pass."""
     home = tmp_path / "home"
     home.mkdir()

@@ -1,4 +1,4 @@
-"""Real clients inside a session (DESIGN §5, §6, §8): git over HTTPS, python3-requests and curl,
+"""Real clients inside a session (docs/policy.md, docs/cli.md, docs/security-model.md): git over HTTPS, python3-requests and curl,
 configured only by the --env-file variables (proxy, trust bundle, dummy credentials). The real
 tokens live only in the broker's environment and at the upstreams; each test checks that they
 never reach a client's output nor any file the broker wrote."""

@@ -1,4 +1,4 @@
-"""The gcp and azure token credentials under `broker wrap` (DESIGN §1, §5, §6, §8).
+"""The gcp and azure token credentials under `broker wrap` (docs/architecture.md, docs/policy.md, docs/cli.md, docs/security-model.md).
 
 Both families broker short-lived OAuth access tokens: the broker gets a real one when the
 session starts (gcp: from a Google key file, through its own HTTPS POST to the token endpoint;

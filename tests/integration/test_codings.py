@@ -2,7 +2,7 @@
 smuggled past its parser (a request body read as the next request) or past its response
 scrubber (a real value inside a compressed body). Request bodies under a Content-Encoding the
 broker reads (gzip, deflate, br, zstd, lists of them) are searched through it, while their coded
-bytes go up unchanged (DESIGN §5.1)."""
+bytes go up unchanged (docs/security-model.md)."""
 
 import base64
 import gzip
@@ -153,7 +153,7 @@ def test_coded_responses_pass_unchanged_without_credentials(broker_factory, raw_
     assert r.headers["content-encoding"] == "identity, gzip"
 
 
-# ---- request bodies under a Content-Encoding: searched through it (DESIGN §5.1) ----
+# ---- request bodies under a Content-Encoding: searched through it (docs/security-model.md) ----
 
 
 

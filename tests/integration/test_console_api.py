@@ -1,4 +1,4 @@
-"""The operators' console over HTTP (DESIGN §15), as a script or an attacker would use it: every
+"""The operators' console over HTTP (docs/gateway.md), as a script or an attacker would use it: every
 page and JSON route refuses a request without a valid admin credential (and records it), the
 sign-in form trades an admin token for a login cookie, a state-changing request carried by that
 cookie needs the console's CSRF token and its own origin, and the JSON pages the views read hold

@@ -1,4 +1,4 @@
-"""The operators' console in a real browser (DESIGN §15): Debian's chromium, headless, driven by
+"""The operators' console in a real browser (docs/gateway.md): Debian's chromium, headless, driven by
 Selenium, against two gateway replicas sharing Redis and a log directory, with live traffic from
 clients of both. An operator signs in, watches a session's counters move, approves a held
 request and sees it complete, revokes a session and sees its next request refused, reads a

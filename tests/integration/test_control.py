@@ -1,5 +1,5 @@
 """A running session's control socket: `broker status` shows its usage against every budget and
-`broker kill` ends it (DESIGN §3)."""
+`broker kill` ends it (docs/cli.md)."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""`broker demo`: the offline walk-through (DESIGN §3) exits 0 and shows a swapped request, a
+"""`broker demo`: the offline walk-through (docs/cli.md) exits 0 and shows a swapped request, a
 denial, a blocked dummy and the session's audit log, without ever printing a whole token."""
 
 import re

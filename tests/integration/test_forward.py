@@ -56,7 +56,7 @@ def test_thirty_requests_share_one_connection_each_side(broker_factory, upstream
     assert len(upstream.requests) == 30
     assert upstream.connections == 1, upstream.peers
 
-    # each record is written before its response completes (DESIGN §7): no waiting needed
+    # each record is written before its response completes (docs/audit-log.md): no waiting needed
     records = [rec for rec in b.records() if rec.get("event") == "request"]
     assert len(records) == 30
     assert sorted(rec["path"] for rec in records) == sorted(f"/item/{i}" for i in range(30))

@@ -1,4 +1,4 @@
-"""The team gateway (DESIGN §12): `broker serve --gateway` holds many sessions made by
+"""The team gateway (docs/gateway.md): `broker serve --gateway` holds many sessions made by
 `broker session create`; each client authenticates with its session's proxy credential, gets
 its own dummies, policy layers, budgets and log, and a revoked session is refused at once."""
 import base64

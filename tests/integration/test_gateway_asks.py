@@ -1,4 +1,4 @@
-"""A team gateway's asks (DESIGN §13, §15): a gateway session whose layers ask holds what they
+"""A team gateway's asks (docs/policy.md, docs/gateway.md): a gateway session whose layers ask holds what they
 refuse while an operator decides through the admin JSON API, behind an admin token made with
 `broker admin-token create` (never the proxy's session tokens). A request without a valid token
 gets 401 and a record in the gateway's log; a decision applies to that session at once and names

@@ -1,4 +1,4 @@
-"""Gateway replicas sharing state through a real redis-server (DESIGN §12): a session made on
+"""Gateway replicas sharing state through a real redis-server (docs/gateway.md): a session made on
 one replica works on the other with the same dummies; its budgets are spent once across both;
 a revoke reaches every replica within a second; Redis down means 503 state_unavailable for
 budgeted sessions and recovery when it returns; a replica killed mid-session keeps every record
@@ -215,7 +215,7 @@ def test_a_killed_replica_keeps_its_records_and_clients_go_on_through_the_other(
     r1.returncode = 0  # killed on purpose
     [log] = (r1.log_dir / sid).glob("r1.*.jsonl")
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    # Every request answered was recorded first (DESIGN §7): none is lost with the process.
+    # Every request answered was recorded first (docs/audit-log.md): none is lost with the process.
     assert [x["event"] for x in records].count("request") == 3
     assert plain(r2, env).status_code == 200
     v = run_broker_cli("log", sid, "--verify", "--log-dir", r1.log_dir)

@@ -1,8 +1,8 @@
-"""gRPC through interception (DESIGN §14): a real grpcio client through the broker to a real
+"""gRPC through interception (docs/architecture.md): a real grpcio client through the broker to a real
 grpcio server on TLS (generic handlers on raw bytes: no generated code). Unary, server-, client-
 and bidirectional streaming calls work; metadata `authorization` carries the dummy and arrives
 real; a trailer echoing the real value arrives as the dummy; a deadline and a cancel reach the
-server; a refusal is a gRPC status the client shows, with the JSON of DESIGN §6 as its message."""
+server; a refusal is a gRPC status the client shows, with the JSON of docs/cli.md as its message."""
 import json
 import threading
 import time

@@ -1,4 +1,4 @@
-"""HTTP/2 through interception (DESIGN §14): a client that offers h2 gets it, and each stream is
+"""HTTP/2 through interception (docs/architecture.md): a client that offers h2 gets it, and each stream is
 one exchange with every protection of an HTTP/1.1 request: policy per request, the dummy swapped
 for the real value in a header field, a real secret in DATA refused, the response scrubbed, one
 record per stream with "http": "2". A refusal is that stream's JSON response; the connection's
@@ -142,7 +142,7 @@ def test_a_rule_saying_http2_false_keeps_its_host_on_http11(broker_factory, tls_
 
 
 def test_each_streams_record_is_in_the_log_when_its_response_ends(session, tls_upstream):
-    """DESIGN §7 on HTTP/2: the records of streams that end together are written in one go, but
+    """docs/audit-log.md on HTTP/2: the records of streams that end together are written in one go, but
     before the client hears any of those ends, with the connection still open."""
     from test_http2_attacks import H2Raw
     c = H2Raw(session, tls_upstream.port)
@@ -161,9 +161,9 @@ def test_each_streams_record_is_in_the_log_when_its_response_ends(session, tls_u
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs for the log")
 def test_when_the_log_fills_up_open_http2_connections_fail_closed_with_503(
         broker_factory, tls_upstream, pki, tmp_path):
-    """DESIGN §7 on HTTP/2, with the log failing mid-session: the connection whose records could
+    """docs/audit-log.md on HTTP/2, with the log failing mid-session: the connection whose records could
     not be written ends without the responses they describe; another connection already open
-    gets 503 audit_unavailable on its next stream (the JSON of DESIGN §6, not a dropped
+    gets 503 audit_unavailable on its next stream (the JSON of docs/cli.md, not a dropped
     connection), and nothing more goes up."""
     import subprocess
     from test_http2_attacks import H2Raw

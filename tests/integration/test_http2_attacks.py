@@ -1,4 +1,4 @@
-"""Attacks on the broker's HTTP/2 server side (DESIGN §14), sent by hand: a raw client CONNECTs
+"""Attacks on the broker's HTTP/2 server side (docs/architecture.md), sent by hand: a raw client CONNECTs
 through the broker, speaks TLS with ALPN h2 to its intercepting leaf and writes frames built
 here (HPACK blocks from the `hpack` module). Each test checks what the client gets back (GOAWAY
 ENHANCE_YOUR_CALM for a flood, RST_STREAM REFUSED_STREAM over the concurrency limit, 431 for a

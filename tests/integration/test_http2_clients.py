@@ -1,4 +1,4 @@
-"""Real HTTP/2 clients through the broker (DESIGN §14): nghttp (nghttp2's client, which knows no
+"""Real HTTP/2 clients through the broker (docs/architecture.md): nghttp (nghttp2's client, which knows no
 proxy) inside `broker wrap` with transparent capture, many streams on one connection; and
 Node's http2 module through a CONNECT tunnel, concurrent streams of which one is refused. Each
 stream is an exchange of its own: the dummy swapped for the real value, one audit record with

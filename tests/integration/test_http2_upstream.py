@@ -1,4 +1,4 @@
-"""HTTP/2 toward upstreams (DESIGN §14): an upstream that offers h2 gets it, one pooled connection
+"""HTTP/2 toward upstreams (docs/architecture.md): an upstream that offers h2 gets it, one pooled connection
 per host:port with the streams of every client multiplexed on it, whether the clients speak
 HTTP/1.1 or HTTP/2. Every protection holds per stream: the dummy becomes real only there, what
 comes back (fields, body, trailers) is scrubbed, an upstream's reset reaches the client as a

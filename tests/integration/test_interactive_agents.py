@@ -7,7 +7,7 @@ Each test walks the first screens a person meets, types a prompt and reads the f
 resizes the window, quits the way a person does (/exit, Ctrl-C, Ctrl-D), and checks the exit
 status and that the terminal is left as it was (`stty -a` and the pane's modes). And what makes
 a second session behave like the first outside broker: the agents remember their key between
-sessions (Claude Code's approved keys, DESIGN §5: stable dummies), and what an agent stores of
+sessions (Claude Code's approved keys, docs/policy.md: stable dummies), and what an agent stores of
 its key (a dummy) never lands in the user's home where the agent outside broker would use it.
 
 Without the agents installed every test fails, saying to run scripts/install-agents.sh
@@ -153,7 +153,7 @@ def test_claude_code_asks_about_its_key_once_and_not_in_the_next_session(make_fa
     run = as_run(s, "claude-key", t2)
     assert_no_leaks(run, [ANTHROPIC_KEY])
     # What persists between sessions: the approved key, the trusted folder, the history; and
-    # nothing of its settings but data (DESIGN §8.1).
+    # nothing of its settings but data (docs/security-model.md).
     state = json.loads((run.home / ".claude.json").read_text())
     assert state["customApiKeyResponses"]["approved"] == [tail]
     assert state["projects"][str(run.work)]["hasTrustDialogAccepted"] is True, state["projects"]

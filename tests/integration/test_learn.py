@@ -1,4 +1,4 @@
-"""Learn and suggest (DESIGN §13): `broker wrap --learn` lets through what the policy refuses
+"""Learn and suggest (docs/policy.md): `broker wrap --learn` lets through what the policy refuses
 for want of an allow rule (recorded as `learned`; explicit deny rules still hold), `broker
 policy suggest` prints a layer that `policy check` accepts, and the same scripted session (curl,
 git, pip against local fakes) run again with that layer enforcing is refused nothing."""

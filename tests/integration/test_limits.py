@@ -1,5 +1,5 @@
 """Connection limits: a broker whose descriptor limit is low serves fewer connections and refuses
-the rest with the §6 JSON (503 overloaded) instead of stalling on EMFILE."""
+the rest with the refusal JSON (503 overloaded) instead of stalling on EMFILE."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Agents' login files under `broker wrap` with no policy written (DESIGN §9).
+"""Agents' login files under `broker wrap` with no policy written (docs/agents.md).
 
 The user's real Claude Code login (~/.claude/.credentials.json: OAuth access and refresh tokens)
 is shown to the child as a copy holding dummies at the same path. The child's requests carry the

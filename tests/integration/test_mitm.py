@@ -1,4 +1,4 @@
-"""Interception (DESIGN §1, §5, §6): TLS toward the client with the session CA, the dummy→real
+"""Interception (docs/architecture.md, docs/policy.md, docs/cli.md): TLS toward the client with the session CA, the dummy→real
 swap on bound hosts only, the canary, the real-secret block, response scrubbing, Host/SNI checks,
 upstream verification, plain HTTP after CONNECT and tunnel rules."""
 

@@ -1,4 +1,4 @@
-"""`broker log --format ocsf` (DESIGN §15): one OCSF 1.8.0 HTTP Activity event per audit record,
+"""`broker log --format ocsf` (docs/gateway.md): one OCSF 1.8.0 HTTP Activity event per audit record,
 each checked against the field list derived from the OCSF schema (ocsf/http_activity-1.8.0.json,
 its source named inside and in ocsf/derive_fields.py)."""
 import json

@@ -1,10 +1,10 @@
-"""Per-program rules (DESIGN §13): a credential whose "programs" name git is swapped for git's
+"""Per-program rules (docs/policy.md): a credential whose "programs" name git is swapped for git's
 requests only. git with the GitHub dummy reaches the upstream with the real token; curl in the
 same session, sending the same dummy to the same host, is refused 403 credential_not_bound
 naming the program binding, and the upstream never sees the real token from it. An allow rule
 with "programs" admits only those programs.
 
-A program's identity cannot be borrowed (DESIGN §5), tried from inside the sandbox: a socket a
+A program's identity cannot be borrowed (docs/policy.md), tried from inside the sandbox: a socket a
 listed program holds along with another process is the other's too; a copy of a listed program
 is another file; a glob that could match a file the session writes is refused before anything
 runs."""
@@ -95,7 +95,7 @@ def test_an_allow_rule_with_programs_admits_only_them(tmp_path, pki, tls_upstrea
     assert denied[0]["exe"].endswith("/curl"), denied
 
 
-# ---- a program's identity cannot be borrowed (DESIGN §5) ----------------------------------------
+# ---- a program's identity cannot be borrowed (docs/policy.md) ----------------------------------------
 
 # Python makes a socket, starts git with it (inherited, before it is connected; git waits on its
 # input), then connects through the proxy and sends the GitHub dummy itself.

@@ -1,4 +1,4 @@
-"""The REAL agents inside `broker wrap` with no policy written (the embedded default, DESIGN §9):
+"""The REAL agents inside `broker wrap` with no policy written (the embedded default, docs/agents.md):
 OpenAI Codex CLI, Claude Code and Gemini CLI, at the versions scripts/install-agents.sh pins,
 each running one turn, fully offline, against local fakes of their APIs (tests/agents/).
 
@@ -11,7 +11,7 @@ got the real value while the child only ever held a dummy (its environment, its 
 file it wrote), that no byte the broker wrote (audit log, stdout/stderr, runtime files) holds a
 real value, and what the audit log recorded.
 
-The login files (DESIGN §9) are tested the same way: the child sees a dummy copy of the agent's
+The login files (docs/agents.md) are tested the same way: the child sees a dummy copy of the agent's
 login file, the refresh goes to a fake token endpoint that rotates refresh tokens and refuses
 reuse, the real file outside ends up holding the rotated login, and the child's refresh token
 sent to another host is refused.
@@ -110,7 +110,7 @@ def default_policy() -> str:
 
 
 def budget_layers(llm_tokens):
-    """The embedded default plus a layer of budgets only (DESIGN §4: a --policy replaces the
+    """The embedded default plus a layer of budgets only (docs/policy.md: a --policy replaces the
     default, and every layer narrows; this one only adds the budget)."""
     return [default_policy(),
             {"version": 1, "budgets": {"llm_tokens": llm_tokens, "on_exhaust": "kill"}}]
@@ -206,7 +206,7 @@ SDK_CALL = Path(__file__).resolve().parent.parent / "agents" / "sdk_call.mjs"
 
 def test_node_fetch_and_the_official_sdks_work_unmodified_through_capture(make_fake, sessions):
     """Node 20's fetch ignores HTTPS_PROXY, and so do the SDKs built on it: each call is
-    captured (DESIGN §11), gets its real key swapped in, and is audited as captured."""
+    captured (docs/architecture.md), gets its real key swapped in, and is audited as captured."""
     assert (SDK_DIR / "node_modules" / "openai").is_dir(), \
         f"the SDKs are not installed in {SDK_DIR}: run scripts/install-agents.sh"
     fake = make_fake()
@@ -283,7 +283,7 @@ def test_codex_exec_with_codex_api_key_over_http_when_the_websocket_is_refused(m
     assert_telemetry_denied(run, CODEX_TELEMETRY)
     assert_no_leaks(run, [CODEX_KEY])
     # Its session's transcript and its threads went through to the home, nothing was named
-    # kept out; the next session finds them (DESIGN §8.1).
+    # kept out; the next session finds them (docs/security-model.md).
     codex = run.home / ".codex"
     assert list((codex / "sessions").rglob("rollout-*.jsonl")), run.describe()
     assert list(codex.glob("state_*.sqlite")), sorted(p.name for p in codex.iterdir())
@@ -433,7 +433,7 @@ def test_codex_websocket_answer_spends_the_llm_tokens_budget(make_fake, sessions
     run = sessions(fake).run("codex-budget-ws", CODEX, env={"CODEX_API_KEY": CODEX_KEY},
                              policies=budget_layers(TOKENS + fake_apis.INPUT_TOKENS - 200),
                              timeout=RUN_TIMEOUT)
-    # DESIGN §10: the usage of each response.completed is metered; once the budget is spent the
+    # docs/security-model.md: the usage of each response.completed is metered; once the budget is spent the
     # next response.create is refused (an error event and close 1008) and audited, or wrap ends
     # the session first (on_exhaust kill).
     assert run.returncode not in (0, None), run.describe()
@@ -449,7 +449,7 @@ def test_codex_websocket_answer_spends_the_llm_tokens_budget(make_fake, sessions
 
 
 # --------------------------------------------------------------------------------------------
-# Login files (DESIGN §9): a dummy copy inside, refresh brokered, rotated tokens written back
+# Login files (docs/agents.md): a dummy copy inside, refresh brokered, rotated tokens written back
 # --------------------------------------------------------------------------------------------
 
 
@@ -552,7 +552,7 @@ def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
     calls = answered(fake, "chatgpt.com", "/backend-api/codex/responses")
     assert calls and all(r["headers"]["authorization"] == f"Bearer {ep.issued[-1][0]}"
                          for r in calls), calls
-    # Its turns are zstd-compressed (searched through their decoding, DESIGN §5.1) and reach
+    # Its turns are zstd-compressed (searched through their decoding, docs/security-model.md) and reach
     # the fake as Codex sent them.
     assert all(r["headers"].get("content-encoding") == "zstd" for r in calls), calls
 
@@ -560,7 +560,7 @@ def test_codex_chatgpt_login_refreshes_through_the_broker(make_fake, sessions):
 def test_codex_chatgpt_turn_carrying_a_foreign_dummy_is_refused(make_fake, sessions):
     """Codex signed in with ChatGPT zstd-compresses its turns: a turn whose prompt carries the
     GitHub token's dummy (bound to GitHub's hosts only) is found through the coding and refused
-    before it reaches chatgpt.com (DESIGN §5.1)."""
+    before it reaches chatgpt.com (docs/security-model.md)."""
     fake = make_fake(ws="refuse")
     refresh = "rt_" + "C0dexRealRefreshTokenAbCdEfGhIjKlMnOpQrStUvWxYz0123456789-cd"
     s = sessions(fake)
@@ -676,7 +676,7 @@ def test_claude_twice_at_once_keeps_both_sessions_state(make_fake, sessions):
 
 
 # --------------------------------------------------------------------------------------------
-# Ask and approve (DESIGN §13): the agent's tool fetches a host the policy does not list; a
+# Ask and approve (docs/policy.md): the agent's tool fetches a host the policy does not list; a
 # person decides from another process while the agent waits
 # --------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The response scrubber is no oracle (DESIGN §5): what it holds back of a response while the
+"""The response scrubber is no oracle (docs/policy.md): what it holds back of a response while the
 upstream pauses never depends on whether the bytes begin a real value. The attack: an allowed
 upstream echoes what the child sends and pauses; the child sends "ghp_" plus a guess and looks
 at which guesses come back held. Streams of events stay streams: nothing of an event that ends

@@ -51,7 +51,7 @@ def test_https_single_request_response_is_the_upstreams(broker_factory, tls_upst
 
 def refused_inside(port, target):
     """CONNECT, then a plain request inside: a CONNECT-time refusal answers that request
-    (DESIGN §6), since clients hide a failed CONNECT's body."""
+    (docs/cli.md), since clients hide a failed CONNECT's body."""
     with RawClient(port) as c:
         c.send(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
         assert c.read_response(head_only=True).status == 200

@@ -1,5 +1,5 @@
 """An upstream that answers outside what the broker can relay safely gets the client a 502
-upstream_protocol_error (DESIGN §6), audited with that code: a malformed response, more interim
+upstream_protocol_error (docs/cli.md), audited with that code: a malformed response, more interim
 responses than the limit, and a 101 to a request that asked for no upgrade. An upstream that
 cannot be reached stays upstream_unreachable (test_guard.py). Bytes an upstream sends after its
 response are never read as the answer to the next request on that connection."""

@@ -1,4 +1,4 @@
-"""WebSocket inspection (DESIGN §10): after a 101 on an intercepted connection the broker reads
+"""WebSocket inspection (docs/security-model.md): after a 101 on an intercepted connection the broker reads
 frames both ways. Client messages get the canary and real-secret checks (a hit closes with 1008,
 audited), server messages are scrubbed, compression stays off, bytes pipelined behind the
 upgrade are inspected like the rest, and Responses API usage over a WebSocket is metered and

@@ -1,4 +1,4 @@
-"""`broker wrap -- CMD` (DESIGN §3, §8): the child's environment (dummies in, other secrets
+"""`broker wrap -- CMD` (docs/cli.md, docs/security-model.md): the child's environment (dummies in, other secrets
 out, proxy and trust variables set), real clients inside the session getting the dummy→real
 swap, the network/PID/mount namespaces (no way around the proxy, no way to the real value through
 /proc or the well-known credential files), exit statuses, process lifetime, signal forwarding,
@@ -276,7 +276,7 @@ def child_token(ws, env=None, home=None):
 
 
 def test_a_users_dummy_is_the_same_in_every_session_and_new_for_a_rotated_key(ws):
-    """DESIGN §5: an agent that remembers its key (Claude Code's approved keys) meets the same
+    """docs/policy.md: an agent that remembers its key (Claude Code's approved keys) meets the same
     dummy next session; a rotated real key gets another; another user's key gives another."""
     key = ws.home / ".config" / "broker" / "dummy-key"
     assert not key.exists()
@@ -658,7 +658,7 @@ print(json.dumps(out))
 
 def test_direct_connections_from_the_child_reach_nothing_but_the_broker(ws, tls_upstream):
     """The host's loopback services are out of reach (the child's loopback is its own), and a
-    dial to any other address lands on the broker (transparent capture, DESIGN §11), which
+    dial to any other address lands on the broker (transparent capture, docs/architecture.md), which
     decides as for a CONNECT: here a literal TEST-NET address no cidr rule allows."""
     other = socket.socket()
     other.bind(("127.0.0.1", 0))

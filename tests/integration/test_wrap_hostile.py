@@ -1,4 +1,4 @@
-"""A hostile command inside `broker wrap` (DESIGN §8.1, §8.2): each test performs one attack from
+"""A hostile command inside `broker wrap` (docs/security-model.md, docs/audit-log.md): each test performs one attack from
 inside the session, as root and as an unprivileged user where both apply, first proves that the
 command ran, then that the attack got nothing.
 
@@ -99,7 +99,7 @@ def test_a_root_or_user_child_cannot_read_the_brokers_own_state(tmp_path, pki, t
     key = ws.home / ".config" / "broker" / "audit-key"
     assert key.exists() and "PRIVATE KEY" in key.read_text()
     assert key.read_text() not in r.out
-    # So was the key the session's dummies are derived with (DESIGN §5).
+    # So was the key the session's dummies are derived with (docs/policy.md).
     dummy_key = ws.home / ".config" / "broker" / "dummy-key"
     assert dummy_key.exists() and dummy_key.read_text().strip() not in r.out
     assert_clean(r.stdout + r.stderr, "wrap output", ACME_REAL, REAL)

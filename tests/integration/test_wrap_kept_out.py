@@ -1,4 +1,4 @@
-"""Writes outside the workspace are the session's own (DESIGN §8.1): the home (and, for a root
+"""Writes outside the workspace are the session's own (docs/security-model.md): the home (and, for a root
 command, /etc, /usr, /var, /opt) is a copy-on-write layer of the session's, and when the command
 ends every change there is kept out of the host but what a list lets through: the agents' data,
 their settings' data members, verified caches, files.writable. Where writes go through (the

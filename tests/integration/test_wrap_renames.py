@@ -1,4 +1,4 @@
-"""Protections that survive renames (DESIGN §8.1, issue 26 A and B). A hostile command inside
+"""Protections that survive renames (docs/security-model.md, issue 26 A and B). A hostile command inside
 `broker wrap` renames, removes or replaces a directory above a protected path, hoping the
 protection moves away with it (a mount over a file moves with its renamed directory) and its own
 file takes the old one's place:

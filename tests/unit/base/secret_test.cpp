@@ -16,7 +16,7 @@ namespace base = broker::base;
 
 using broker::base::secret;
 
-// "Logged a token" is a compile error, not a review note (STYLE §9): none of the ways a value
+// "Logged a token" is a compile error, not a review note: none of the ways a value
 // reaches a log line (spdlog formats with fmt), a stream or a string compiles for a secret.
 template <class T>
 concept streamable = requires(std::ostream& os, const T& t) {

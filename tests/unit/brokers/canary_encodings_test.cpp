@@ -1,4 +1,4 @@
-// The canary and the real-value block (DESIGN §5) against a child that encodes what it sends:
+// The canary and the real-value block (docs/policy.md) against a child that encodes what it sends:
 // base64 (both RFC 4648 alphabets, padded or not, at any alignment inside a longer blob),
 // percent-encoding (RFC 3986 §2.1, either hex case) and values split across repeated header
 // fields (RFC 9110 §5.3), in the target, the headers and streamed bodies.

@@ -1,4 +1,4 @@
-// credential_set::for_session (a team gateway's sessions, DESIGN §12): one set of loaded real
+// credential_set::for_session (a team gateway's sessions, docs/gateway.md): one set of loaded real
 // values, dummies per session derived from its seed, the same in every replica.
 #include "brokers/credential_set.hpp"
 

@@ -212,7 +212,7 @@ TEST_CASE("scrubber holds at most the longest pattern minus one", "[brokers][scr
   CHECK(out == "xbbbb");
 }
 
-// DESIGN §5: how much is held back never depends on whether the tail begins a value. A child
+// docs/policy.md: how much is held back never depends on whether the tail begins a value. A child
 // that makes an upstream echo "ghp_" plus a guess and pause sees the same cut for every guess.
 TEST_CASE("scrubber holds back the same for a value's prefix and for any other token bytes",
           "[brokers][scrubber]") {

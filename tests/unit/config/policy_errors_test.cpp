@@ -1,4 +1,4 @@
-// Policy errors: every mistake names file, line and key (DESIGN §4).
+// Policy errors: every mistake names file, line and key (docs/policy.md).
 #include <catch2/catch.hpp>
 
 #include <string>

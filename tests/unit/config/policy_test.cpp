@@ -112,14 +112,14 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   CHECK(p.credentials.at("anthropic").header == "x-api-key");
   CHECK(p.credentials.at("aws").type == "aws-sigv4");
   CHECK(p.credentials.at("openai").source == "env:OPENAI_API_KEY");
-  // The agents' own variables (DESIGN §9): each its own credential, read from its own name.
+  // The agents' own variables (docs/agents.md): each its own credential, read from its own name.
   CHECK(p.credentials.at("codex").source == "env:CODEX_API_KEY");
   CHECK(p.credentials.at("anthropic_auth_token").type == "bearer");
   CHECK(p.credentials.at("claude_oauth_token").source == "env:CLAUDE_CODE_OAUTH_TOKEN");
   CHECK(p.credentials.at("gemini").header == "x-goog-api-key");
   CHECK(p.credentials.at("gemini").query == std::vector<std::string>{"key"});
   CHECK(p.credentials.at("google_api_key").source == "env:GOOGLE_API_KEY");
-  // Their login files, each refreshed at its own token endpoint (DESIGN §9).
+  // Their login files, each refreshed at its own token endpoint (docs/agents.md).
   for (const char* login : {"codex_login", "claude_login", "gemini_login"}) {  // gh's: no refresh
     const auto& spec = p.credentials.at(login);
     REQUIRE(spec.login_file);
@@ -131,7 +131,7 @@ TEST_CASE("the embedded default policy parses", "[config][policy]") {
   }
   CHECK(p.credentials.at("claude_login").login_file->path == "~/.claude/.credentials.json");
   CHECK(p.credentials.at("gh_login").login_file->fields == std::vector<std::string>{"oauth_token"});
-  // Telemetry on the agents' API hosts (DESIGN §9) and their telemetry hosts: denied by rule,
+  // Telemetry on the agents' API hosts (docs/agents.md) and their telemetry hosts: denied by rule,
   // so that wrap --ask never asks about them.
   CHECK(p.deny.size() == 8);
   broker::config::policy_set set({p});

@@ -1,4 +1,4 @@
-// Real files standing for programs, for the "programs" tests (DESIGN §5): a fresh directory of
+// Real files standing for programs, for the "programs" tests (docs/policy.md): a fresh directory of
 // regular files, and connections whose holders run them as attribution would find them (the
 // executable's path, device and inode).
 #pragma once

@@ -5,7 +5,7 @@
 
 using namespace broker::live;
 
-TEST_CASE("refusals render as DESIGN §6 responses", "[refusal]") {
+TEST_CASE("refusals render as docs/cli.md responses", "[refusal]") {
   const auto text = render_refusal(refusal::policy_denied("deny[0]", "gist.github.com"),
                                    "gist.github.com", "s-1", true);
   const auto split = text.find("\r\n\r\n");

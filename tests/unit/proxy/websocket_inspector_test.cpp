@@ -1,6 +1,6 @@
-// The message-level WebSocket inspection (DESIGN §10) without sockets: what reaches each side,
-// re-framed, and how the connection ends when a client message must not leave, a budget is
-// spent, or either side breaks the protocol.
+// The message-level WebSocket inspection (docs/security-model.md) without sockets: what reaches
+// each side, re-framed, and how the connection ends when a client message must not leave, a budget
+// is spent, or either side breaks the protocol.
 #include "proxy/websocket_inspector.hpp"
 
 #include <catch2/catch.hpp>

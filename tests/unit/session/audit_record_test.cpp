@@ -22,7 +22,8 @@ nlohmann::ordered_json as_json(const broker::base::json_members& fields) {
 
 }  // namespace
 
-TEST_CASE("an exchange record has every DESIGN §7 field, null where unknown", "[audit_record]") {
+TEST_CASE("an exchange record has every docs/audit-log.md field, null where unknown",
+          "[audit_record]") {
   audit_entry e;
   e.event = "tunnel";
   e.host = "api.example.test";

@@ -105,7 +105,7 @@ TEST_CASE("audit sync batch: records written together share one sync, off the wr
   for (int i = 0; i < 200; ++i) REQUIRE(log->write(request(i)));
   CHECK(counter.taken().empty());  // no request waited for one
 
-  // Within 100 ms of the first write (DESIGN §7), with margin for a loaded machine.
+  // Within 100 ms of the first write (docs/audit-log.md), with margin for a loaded machine.
   for (int i = 0; i < 100 && counter.taken().empty(); ++i) std::this_thread::sleep_for(5ms);
   auto calls = counter.taken();
   REQUIRE(!calls.empty());

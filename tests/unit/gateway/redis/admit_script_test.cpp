@@ -1,5 +1,5 @@
 // The admission script's wire format without Redis: the arguments it is sent, how its answer is
-// read, and the refusal each reason stands for (DESIGN §6, §12).
+// read, and the refusal each reason stands for (docs/cli.md, docs/gateway.md).
 #include "gateway/redis/admit_script.hpp"
 
 #include <catch2/catch.hpp>
@@ -86,7 +86,7 @@ TEST_CASE("admit_script: an answer is read, and anything else is not taken for o
   CHECK_FALSE(read_admit_answer(answer));
 }
 
-TEST_CASE("admit_script: each reason is the refusal of DESIGN §6", "[admit_script]") {
+TEST_CASE("admit_script: each reason is the refusal of docs/cli.md", "[admit_script]") {
   broker::session::budget_limits limits;
   limits.bytes_out = 4096;
   limits.cost_usd = 2.5;
