@@ -1,7 +1,7 @@
 // A request body's search on its way up (docs/policy.md): the decoded (dechunked) pieces through
 // the request's stream scrubber, or, under a Content-Encoding, through their decoding first
 // (docs/security-model.md: brokers::coded_body_scan, with the proxy's limits). Shared by the
-// streamed relay (exchange_relay.cpp) and the body read whole (whole_body.cpp).
+// streamed relay (request_relay) and the body read whole (whole_body_reader).
 #pragma once
 
 #include <optional>

@@ -1,6 +1,6 @@
 // One exchange from policy to record: admit (policy, budget), the credential plan, the body read
-// whole when the plan asks (whole_body.cpp), an upstream from the pool or a new one, then the
-// relay (exchange_relay.cpp); refusals and the audit record for every outcome.
+// whole when the plan asks (whole_body_reader), an upstream from the pool or a new one, then the
+// relay (request_relay); refusals and the audit record for every outcome.
 #include "proxy/http_exchange.hpp"
 
 #include <algorithm>
@@ -14,7 +14,9 @@
 #include "proxy/h1_upstream_side.hpp"
 #include "proxy/h2_upstream.hpp"
 #include "proxy/limits.hpp"
+#include "proxy/request_relay.hpp"
 #include "proxy/upstream_dialer.hpp"
+#include "proxy/whole_body_reader.hpp"
 #include "session/llm_usage.hpp"
 
 namespace broker::proxy {
@@ -194,12 +196,12 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   if (auto refused = co_await prepare_body(head, where)) co_return co_await refuse(*refused, false);
   std::string no_body;
   const auto completed =
-      plan.complete(head.method, target, head.headers, body_ ? body_->bytes : no_body);
+      plan.complete(head.method, target, head.headers, s_.body ? s_.body->bytes : no_body);
   s_.entry.credential = plan.credential();
   if (completed.refused())
     co_return co_await refuse(credential_refusal(credentials, completed, where),
-                              to.keep_after_refusal && !body_);
-  if (plan.rewriter() && !body_codings_.empty())
+                              to.keep_after_refusal && !s_.body);
+  if (plan.rewriter() && !s_.body_codings.empty())
     co_return co_await refuse(live::refusal::unsupported_encoding(
                                   "a body the broker rewrites as it streams cannot be coded too"),
                               false);
@@ -216,10 +218,10 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     http::message_head& head, const brokers::request_context& where) {
   // A coded body is searched through its decoding, or refused before any of it is read.
   if (head.has_body && !s_.io.ctx.credentials().empty())
-    if (auto refused = read_body_codings(head, s_.plan->whole_body(), body_codings_))
+    if (auto refused = read_body_codings(head, s_.plan->whole_body(), s_.body_codings))
       co_return refused;
   if (const auto& need = s_.plan->whole_body())
-    co_return co_await read_whole_body(head, where, *need);
+    co_return co_await whole_body_reader(*this).read(head, where, *need);
   co_return std::nullopt;
 }
 
@@ -267,7 +269,7 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
     co_return co_await refuse(
         live::refusal::upstream_unreachable(s_.entry.host, "no HTTP/2 stream could start"),
         to.keep_after_refusal);
-  co_return co_await exchange_with_upstream(head, target, to, where);
+  co_return co_await request_relay(*this).run(head, target, to, where);
 }
 
 std::unique_ptr<upstream_side> http_exchange::pooled_upstream(const std::string& key, bool may_h2,

@@ -2,12 +2,12 @@
 // docs/audit-log.md): a request forwarded upstream (admit: policy, then budget → the credential
 // plan → the body read whole when the plan asks → an upstream from the pool → the request body up
 // while the response comes down, scrubbed and metered → the record, written before the response
-// completes), or a tunnel, or a refusal. The connection reads heads and routes
-// (client_connection.cpp, interception.cpp, http_forward.cpp); an exchange does the rest, reading
-// the request body from and answering through its client_side (an HTTP/1.1 connection's,
-// h1_client_side.hpp; an HTTP/2 stream's). The parts: http_exchange.cpp (admit, plan, upstream,
-// record), exchange_relay.cpp (the request head and body up), whole_body.cpp (a body read whole);
-// the response down is a response_relay, and after a 101 a websocket_relay.
+// completes), or a tunnel, or a refusal. The connection reads heads and routes (client_connection,
+// h1_request_loop, h2_connection); an exchange does the rest, reading the request body from and
+// answering through its client_side (an HTTP/1.1 connection's, h1_client_side.hpp; an HTTP/2
+// stream's). Its parts, each a type working on its exchange_state: this class (admit, plan,
+// upstream, record), a whole_body_reader (a body read whole), a request_relay (the request head
+// and body up), a response_relay (the response down) and after a 101 a websocket_relay.
 #pragma once
 
 #include <chrono>
@@ -62,6 +62,13 @@ struct exchange_connection {
   const session::log_tag& tag;
 };
 
+// A request body read whole before anything of it goes upstream, and its share of the
+// process-wide allowance for such bodies.
+struct whole_body {
+  std::string bytes;
+  held_bytes hold;
+};
+
 // What the exchange carries from its request to its record. Its parts work on it: the request
 // half (this class), the response half (response_relay) and the WebSocket half
 // (websocket_relay), each through state() and the steps below (refuse, finish, admit).
@@ -79,6 +86,10 @@ struct exchange_state {
   // What the credential brokers decided for the request, and what it still needs: the body
   // read whole first, a body rewriter while it streams.
   std::optional<brokers::request_plan> plan;
+  std::optional<whole_body> body;  // read whole before the request went up (whole_body_reader)
+  // The request body's content codings, searched through (docs/security-model.md); empty when it
+  // has none or is not searched.
+  std::vector<http::content_coding> body_codings;
 };
 
 class http_exchange {
@@ -125,13 +136,6 @@ class http_exchange {
   std::optional<live::refusal> expire(live::waiting_for what, bool shutdown);
 
  private:
-  // A request body read whole before anything of it goes upstream, and its share of the
-  // process-wide allowance for such bodies.
-  struct whole_body {
-    std::string bytes;
-    held_bytes hold;
-  };
-
   // Policy on host, port, method and path (a refusal a person may approve held while the
   // session asks), then the budget: the refusal, if any.
   asio::awaitable<std::optional<live::refusal>> admit(const config::policy_set& policy,
@@ -155,54 +159,12 @@ class http_exchange {
   // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
   asio::awaitable<next_step> answer_locally(const std::string& credential, const std::string& json,
                                             bool keep_alive);
-  // Reads the whole request body into body_ (scanned like a streamed one), as the plan asks
-  // (at most need.limit decoded bytes). Returns the refusal when it cannot.
-  asio::awaitable<std::optional<live::refusal>> read_whole_body(
-      http::message_head& head, const brokers::request_context& where,
-      const brokers::whole_body_need& need);
-  struct body_reading;
-  // Its pieces into body_, the allowance taken as it grows (whole_body.cpp).
-  asio::awaitable<std::optional<live::refusal>> read_body_into(body_reading& r);
-  static std::string whole_body_too_large(const body_reading& r);
-  // A search's stop as the refusal (a value's credential named in the record).
-  live::refusal stopped(const body_reading& r, const search_stop& stop);
-  // The head up, then the body (held whole, or pumped while the response comes down).
-  asio::awaitable<next_step> exchange_with_upstream(const http::message_head& request,
-                                                    const std::string& target,
-                                                    const request_target& to,
-                                                    const brokers::request_context& where);
-  // A write up failed before any of the response: the upstream is let go of, the client gets 502.
-  asio::awaitable<next_step> refuse_unsent(const error_code& ec);
-  // The body read whole (body_) up after the head, then let go of; false when a write failed.
-  asio::awaitable<bool> send_whole_body();
-  // The request body pumped up while the response comes down.
-  asio::awaitable<next_step> relay_while_pumping(const brokers::request_context& where,
-                                                 bool client_keep_alive);
-  void release_upstream();
-  // The request body up, searched when `search` is set (the session brokers credentials).
-  asio::awaitable<void> pump_request_body(body_search* search, bool& done);
-  // What a scanned request body reuses from one piece to the next (exchange_relay.cpp).
-  struct scan_buffers;
-  // A piece decoded, searched and rewritten before it goes up; throws before a value goes up.
-  asio::awaitable<void> pump_scanned_piece(const client_side::body_piece& piece,
-                                           body_search& search, scan_buffers& b);
-  // Request body bytes to the upstream (framed by it, or `framed` already); a failed write ends
-  // the exchange.
-  asio::awaitable<void> write_request_body(std::string_view data, bool last, bool framed = false);
-  // The response down (response_relay.hpp); what the client's connection does next.
-  asio::awaitable<next_step> relay_response(bool client_keep_alive);
-  // The same, its result stored, to race the request body's pump (race() takes void coroutines).
-  asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
   double elapsed_ms() const;
 
   exchange_state s_;
   std::chrono::steady_clock::time_point start_;
   bool active_ = true;
   bool http2_allowed_ = true;  // no rule keeps the host on HTTP/1.1 ("http2": false)
-  std::optional<whole_body> body_;
-  // The request body's content codings, searched through (docs/security-model.md); empty when it
-  // has none or is not searched.
-  std::vector<http::content_coding> body_codings_;
 };
 
 }  // namespace broker::proxy

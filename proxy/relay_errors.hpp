@@ -1,4 +1,4 @@
-// Internal to the relay (exchange_relay.cpp, exchange_response.cpp, whole_body.cpp): why an
+// Internal to the relay (request_relay, response_relay, whole_body_reader): why an
 // exchange stops part-way.
 #pragma once
 

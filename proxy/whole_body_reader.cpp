@@ -1,6 +1,5 @@
-// A request body read whole before anything of the request goes upstream, when its credential
-// plan asks for it (request_plan::whole_body): searched like a streamed one, bounded by the
-// plan's limit and by the process-wide allowance for bodies held (held_bytes).
+#include "proxy/whole_body_reader.hpp"
+
 #include <algorithm>
 
 #include "brokers/scrubber.hpp"
@@ -11,8 +10,10 @@
 
 namespace broker::proxy {
 
+whole_body_reader::whole_body_reader(http_exchange& ex) : s_(ex.state()) {}
+
 // The body as it grows: what it may reach, what it holds of the allowance, and its search.
-struct http_exchange::body_reading {
+struct whole_body_reader::body_reading {
   std::size_t limit;
   std::string_view why;
   std::size_t reserved;
@@ -21,13 +22,13 @@ struct http_exchange::body_reading {
   const brokers::request_context& where;
 };
 
-asio::awaitable<std::optional<live::refusal>> http_exchange::read_whole_body(
+asio::awaitable<std::optional<live::refusal>> whole_body_reader::read(
     http::message_head& head, const brokers::request_context& where,
     const brokers::whole_body_need& need) {
   const auto& credentials = s_.io.ctx.credentials();
   const brokers::body_scan checks = credentials.request_body_scan(where);
   brokers::stream_scrubber scan(checks.patterns());  // views into `checks`
-  body_search search(scan, body_codings_);           // a coded body (an AWS payload) as it was sent
+  body_search search(scan, s_.body_codings);         // a coded body (an AWS payload) as it was sent
   body_reading reading{
       need.limit, need.why, head.content_length.value_or(limits::relay_buffer_bytes),
       search,     checks,   where};
@@ -46,19 +47,19 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::read_whole_body(
     std::erase_if(head.headers,
                   [](const http::header_field& h) { return http::iequals(h.name, "expect"); });
   }
-  body_.emplace(std::string(), std::move(hold)).bytes.reserve(reading.reserved);
+  s_.body.emplace(std::string(), std::move(hold)).bytes.reserve(reading.reserved);
   std::optional<live::refusal> refused;
   try {
     refused = co_await read_body_into(reading);
   } catch (const body_error& e) {  // the client's stream: malformed, or ended mid-body
     refused = live::refusal::bad_request(std::string("malformed request body: ") + e.what());
   }
-  if (refused) body_.reset();
+  if (refused) s_.body.reset();
   co_return refused;
 }
 
-asio::awaitable<std::optional<live::refusal>> http_exchange::read_body_into(body_reading& r) {
-  std::string& body = body_->bytes;
+asio::awaitable<std::optional<live::refusal>> whole_body_reader::read_body_into(body_reading& r) {
+  std::string& body = s_.body->bytes;
   for (;;) {
     const auto piece = co_await s_.io.client.read_body(true);
     // What the body holds once this piece is through the search (it holds back at most the
@@ -68,7 +69,7 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::read_body_into(body
       co_return live::refusal::bad_request("malformed request body: " + whole_body_too_large(r));
     if (total > r.reserved) {
       r.reserved = std::min(r.limit, std::max(total, 2 * r.reserved));
-      if (!body_->hold.hold(r.reserved)) co_return live::refusal::bodies_held_exhausted(r.why);
+      if (!s_.body->hold.hold(r.reserved)) co_return live::refusal::bodies_held_exhausted(r.why);
       body.reserve(r.reserved);
     }
     if (auto stop = r.search.feed(piece.data, piece.last, body)) co_return stopped(r, *stop);
@@ -76,14 +77,14 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::read_body_into(body
   }
 }
 
-live::refusal http_exchange::stopped(const body_reading& r, const search_stop& stop) {
+live::refusal whole_body_reader::stopped(const body_reading& r, const search_stop& stop) {
   if (const auto* answer = std::get_if<live::refusal>(&stop)) return *answer;
   const auto decision = r.checks.decision(std::get<std::size_t>(stop));
   s_.entry.credential = decision.credential;
   return live::refusal::of(decision, s_.entry.host, r.where.plaintext);
 }
 
-std::string http_exchange::whole_body_too_large(const body_reading& r) {
+std::string whole_body_reader::whole_body_too_large(const body_reading& r) {
   return "this request's body must be read whole (" + std::string(r.why) +
          "), and such bodies are limited to " + std::to_string(r.limit) + " bytes";
 }

@@ -1,9 +1,5 @@
-// An exchange with its upstream, the request's half: the head and body go up while the response
-// comes down (exchange_response.cpp), both streamed. With brokered credentials in the session,
-// the request body is decoded on the way and searched for values that must not leave (before any
-// of their bytes does), then framed again (same length, same coding). A body under a
-// Content-Encoding is searched through its decoding while its coded bytes go up as they came
-// (body_search.cpp).
+#include "proxy/request_relay.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -19,23 +15,25 @@
 
 namespace broker::proxy {
 
-void http_exchange::release_upstream() {
+request_relay::request_relay(http_exchange& ex) : ex_(ex), s_(ex.state()) {}
+
+void request_relay::release_upstream() {
   // Only an upstream whose last response was relayed whole may carry another request.
   if (s_.upstream && s_.upstream_reusable && s_.upstream->reusable())
     s_.upstream->give_back(s_.io.pool);
   s_.upstream.reset();
 }
 
-asio::awaitable<next_step> http_exchange::exchange_with_upstream(
-    const http::message_head& request, const std::string& target, const request_target& to,
-    const brokers::request_context& where) {
+asio::awaitable<next_step> request_relay::run(const http::message_head& request,
+                                              const std::string& target, const request_target& to,
+                                              const brokers::request_context& where) {
   const bool client_keep_alive = s_.io.client.keep_alive();
-  s_.upstream->bind(s_.io.timer, timeouts().upstream, s_.entry);
-  s_.io.timer.arm(timeouts().upstream, live::waiting_for::upstream);
+  s_.upstream->bind(s_.io.timer, ex_.timeouts().upstream, s_.entry);
+  s_.io.timer.arm(ex_.timeouts().upstream, live::waiting_for::upstream);
   if (auto ec = co_await s_.upstream->send_head(request, target, to.dest, to.scheme == "https",
                                                 s_.websocket))
     co_return co_await refuse_unsent(ec);
-  const bool sent_whole = body_.has_value();
+  const bool sent_whole = s_.body.has_value();
   if (sent_whole && !co_await send_whole_body()) co_return next_step::close;
   if (!request.has_body || sent_whole) {
     const auto next = co_await relay_response(client_keep_alive);
@@ -45,25 +43,25 @@ asio::awaitable<next_step> http_exchange::exchange_with_upstream(
   co_return co_await relay_while_pumping(where, client_keep_alive);
 }
 
-asio::awaitable<next_step> http_exchange::refuse_unsent(const error_code& ec) {
+asio::awaitable<next_step> request_relay::refuse_unsent(const error_code& ec) {
   s_.upstream.reset();
-  co_return co_await refuse(live::refusal::upstream_unreachable(s_.entry.host, ec.message()),
-                            false);
+  co_return co_await ex_.refuse(live::refusal::upstream_unreachable(s_.entry.host, ec.message()),
+                                false);
 }
 
-asio::awaitable<bool> http_exchange::send_whole_body() {
+asio::awaitable<bool> request_relay::send_whole_body() {
   // Read whole before the head was signed; it goes up in the coding the client sent it in, and
   // is let go of, with its share of the held-bytes allowance, once sent.
-  if (auto ec = co_await s_.upstream->send_body(body_->bytes, true)) {
+  if (auto ec = co_await s_.upstream->send_body(s_.body->bytes, true)) {
     co_await refuse_unsent(ec);
     co_return false;
   }
-  if (s_.plan->holds_real()) base::wipe(body_->bytes);  // a token request's real refresh token
-  body_.reset();
+  if (s_.plan->holds_real()) base::wipe(s_.body->bytes);  // a token request's real refresh token
+  s_.body.reset();
   co_return true;
 }
 
-asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::request_context& where,
+asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::request_context& where,
                                                               bool client_keep_alive) {
   const auto& credentials = s_.io.ctx.credentials();
   brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
@@ -71,7 +69,7 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
   std::optional<body_search> search;  // refers to scan
   if (!credentials.empty()) {
     scan.emplace((checks = credentials.request_body_scan(where)).patterns());
-    search.emplace(*scan, body_codings_);
+    search.emplace(*scan, s_.body_codings);
   }
   bool body_done = false;
   std::optional<live::refusal> refused;
@@ -116,23 +114,23 @@ asio::awaitable<next_step> http_exchange::relay_while_pumping(const brokers::req
     if (s_.response_started) throw upstream_error("request body refused mid-response");
     refused = live::refusal::of(e.decision(), s_.entry.host, where.plaintext);
   }
-  co_return co_await refuse(*refused, false);
+  co_return co_await ex_.refuse(*refused, false);
 }
 
-asio::awaitable<next_step> http_exchange::relay_response(bool client_keep_alive) {
-  co_return co_await response_relay(*this).run(s_.entry.method, client_keep_alive);
+asio::awaitable<next_step> request_relay::relay_response(bool client_keep_alive) {
+  co_return co_await response_relay(ex_).run(s_.entry.method, client_keep_alive);
 }
 
-asio::awaitable<void> http_exchange::relay_response_into(bool client_keep_alive, next_step& next) {
+asio::awaitable<void> request_relay::relay_response_into(bool client_keep_alive, next_step& next) {
   next = co_await relay_response(client_keep_alive);
 }
 
 // What a scanned request body reuses from one piece to the next.
-struct http_exchange::scan_buffers {
+struct request_relay::scan_buffers {
   std::string released, rewritten;
 };
 
-asio::awaitable<void> http_exchange::pump_request_body(body_search* search, bool& done) {
+asio::awaitable<void> request_relay::pump_request_body(body_search* search, bool& done) {
   // Unsearched, the body goes up as the client framed it (the head went up with its framing).
   const bool as_framed = !search && s_.io.client.carries_wire() && s_.upstream->carries_wire();
   scan_buffers buffers;
@@ -148,11 +146,11 @@ asio::awaitable<void> http_exchange::pump_request_body(body_search* search, bool
     if (piece.last) break;
   }
   done = true;
-  s_.io.timer.arm(timeouts().upstream, live::waiting_for::upstream);
+  s_.io.timer.arm(ex_.timeouts().upstream, live::waiting_for::upstream);
   co_await base::hold_until_cancelled();
 }
 
-asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_piece& piece,
+asio::awaitable<void> request_relay::pump_scanned_piece(const client_side::body_piece& piece,
                                                         body_search& search, scan_buffers& b) {
   b.released.clear();
   if (auto stop = search.feed(piece.data, piece.last, b.released)) throw_stop(std::move(*stop));
@@ -165,7 +163,7 @@ asio::awaitable<void> http_exchange::pump_scanned_piece(const client_side::body_
   co_await write_request_body(b.released, piece.last);
 }
 
-asio::awaitable<void> http_exchange::write_request_body(std::string_view data, bool last,
+asio::awaitable<void> request_relay::write_request_body(std::string_view data, bool last,
                                                         bool framed) {
   const auto ec =
       framed ? co_await s_.upstream->send_wire(data) : co_await s_.upstream->send_body(data, last);

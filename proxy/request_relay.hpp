@@ -1,0 +1,69 @@
+// An exchange with its upstream, the request's half: the head and body go up while the response
+// comes down (response_relay), both streamed. With brokered credentials in the session,
+// the request body is decoded on the way and searched for values that must not leave (before any
+// of their bytes does), then framed again (same length, same coding). A body under a
+// Content-Encoding is searched through its decoding while its coded bytes go up as they came
+// (body_search.cpp).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/asio.hpp"
+#include "proxy/client_side.hpp"
+
+namespace broker::brokers {
+struct request_context;
+}  // namespace broker::brokers
+
+namespace broker::http {
+struct message_head;
+}  // namespace broker::http
+
+namespace broker::proxy {
+
+class body_search;
+class http_exchange;
+struct exchange_state;
+struct request_target;
+
+class request_relay {
+ public:
+  // The exchange's request half: its steps, and its state (http_exchange::state()).
+  explicit request_relay(http_exchange& ex);
+
+  // The head up, then the body (held whole, or pumped while the response comes down); what the
+  // client's connection does next.
+  asio::awaitable<next_step> run(const http::message_head& request, const std::string& target,
+                                 const request_target& to, const brokers::request_context& where);
+
+ private:
+  // A write up failed before any of the response: the upstream is let go of, the client gets 502.
+  asio::awaitable<next_step> refuse_unsent(const error_code& ec);
+  // The body read whole (exchange_state::body) up after the head, then let go of; false when a
+  // write failed.
+  asio::awaitable<bool> send_whole_body();
+  // The request body pumped up while the response comes down.
+  asio::awaitable<next_step> relay_while_pumping(const brokers::request_context& where,
+                                                 bool client_keep_alive);
+  void release_upstream();
+  // The request body up, searched when `search` is set (the session brokers credentials).
+  asio::awaitable<void> pump_request_body(body_search* search, bool& done);
+  // What a scanned request body reuses from one piece to the next.
+  struct scan_buffers;
+  // A piece decoded, searched and rewritten before it goes up; throws before a value goes up.
+  asio::awaitable<void> pump_scanned_piece(const client_side::body_piece& piece,
+                                           body_search& search, scan_buffers& b);
+  // Request body bytes to the upstream (framed by it, or `framed` already); a failed write ends
+  // the exchange.
+  asio::awaitable<void> write_request_body(std::string_view data, bool last, bool framed = false);
+  // The response down (response_relay.hpp); what the client's connection does next.
+  asio::awaitable<next_step> relay_response(bool client_keep_alive);
+  // The same, its result stored, to race the request body's pump (race() takes void coroutines).
+  asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
+
+  http_exchange& ex_;
+  exchange_state& s_;
+};
+
+}  // namespace broker::proxy
