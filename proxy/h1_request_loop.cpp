@@ -108,8 +108,9 @@ asio::awaitable<next_step> h1_request_loop::serve_inner(http::parser& request,
   const bool keep_after_refusal = request.keep_alive() && !head.has_body && !c_.draining;
   const auto checked = check_inner_request(
       inside, {.method = head.method, .target = head.target, .host = head.find("host")});
+  // What follows a CONNECT is the client's tunnel, never a request head: the connection ends.
   if (const auto* refused = std::get_if<live::refusal>(&checked))
-    co_return co_await ex.refuse(*refused, keep_after_refusal);
+    co_return co_await ex.refuse(*refused, keep_after_refusal && head.method != "CONNECT");
   const auto& path = std::get<std::string>(checked);
   ex.entry().target = path;
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
