@@ -123,7 +123,6 @@ class http_exchange {
   exchange_state& state() { return s_; }
   const live::timeouts& timeouts() const { return s_.io.ctx.options().timeouts; }
   bool active() const { return active_; }
-  bool response_started() const { return s_.response_started; }
   void response_started(bool started) { s_.response_started = started; }
   // The CONNECT of an interception is no record of its own: the exchanges inside it are.
   void dismiss() { active_ = false; }
