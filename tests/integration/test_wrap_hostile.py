@@ -418,9 +418,17 @@ def test_an_unprivileged_child_cannot_reach_host_unix_sockets(nobody, tls_upstre
 # The child puts its own listener where its session's control socket is, answering every request
 # as the broker would ("ok").
 HIJACK = r'''
-import os, socket, sys
+import os, socket, sys, time
 path = sys.argv[1]
 print("command-ran", flush=True)
+# Where the command can see the broker's runtime directory ("wait"): the broker opens its
+# control socket once the command runs, so replace that one, not a path that the broker's own
+# socket would then take back.
+pid_file = os.path.splitext(path)[0] + ".pid"
+for _ in range(1200 if sys.argv[2:] == ["wait"] else 0):
+    if os.path.exists(path) and os.path.exists(pid_file):
+        break
+    time.sleep(0.025)
 try:
     os.unlink(path)
 except OSError:
@@ -501,7 +509,7 @@ def test_status_and_kill_refuse_a_socket_another_process_put_there(tmp_path, pki
     ws = WrapSession(tmp_path, pki, tls_upstream.port)
     session = f"peer-{os.getpid()}"
     sock = ws.runtime / "broker" / session / "control.sock"
-    p = subprocess.Popen(ws.argv(PY, "-c", HIJACK, sock, isolate="env",
+    p = subprocess.Popen(ws.argv(PY, "-c", HIJACK, sock, "wait", isolate="env",
                                  extra=["--session", session]),
                          env=ws.env(), cwd=ws.dir, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
