@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "brokers/aws_scope.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/dummy_key.hpp"
 #include "brokers/swapped_values.hpp"
@@ -54,15 +55,26 @@ class aws_chunk_rewriter final : public body_rewriter {
   std::string credential_;
 };
 
-// One request signed with the session's dummy key id.
+constexpr std::string_view scoped_body_why =
+    "the credential's scope names AWS actions, which this service's requests name in the body";
+
+// One request signed with the session's dummy key id, to `host`; `scopes` are the credential's
+// in each layer that gives one ("s3" and "actions" are judged here, on the signed request).
 class aws_step final : public request_step {
  public:
-  explicit aws_step(std::unique_ptr<aws_signed_request> request) : request_(std::move(request)) {}
+  aws_step(std::unique_ptr<aws_signed_request> request, std::string host,
+           std::vector<const config::credential_scope*> scopes, bool has_body)
+      : request_(std::move(request)), host_(std::move(host)), scopes_(std::move(scopes)) {
+    for (const auto* s : scopes_)
+      scope_reads_body_ =
+          scope_reads_body_ || (has_body && aws_scope_reads_body(*s, request_->scope().service));
+  }
 
   bool holds_real() const override { return true; }
   std::optional<whole_body_need> whole_body() const override {
-    if (!request_->needs_body()) return std::nullopt;
-    return whole_body_need{max_signed_body, signed_body_why};
+    if (request_->needs_body()) return whole_body_need{max_signed_body, signed_body_why};
+    if (scope_reads_body_) return whole_body_need{max_signed_body, scoped_body_why};
+    return std::nullopt;
   }
 
   request_decision complete(std::string_view method, std::string& target,
@@ -70,6 +82,14 @@ class aws_step final : public request_step {
     const std::string credential(request_->credential());
     if (std::string why = request_->action_refusal(target, body); !why.empty())
       return {request_action::action_denied, credential, std::move(why), 0};
+    if (!scopes_.empty()) {
+      const aws_call call =
+          aws_call_of(request_->scope().service, host_, method, target, headers, body);
+      for (const auto* s : scopes_)
+        if (scope_verdict v = judge_aws_scope(*s, call); v.refused())
+          return {request_action::credential_out_of_scope, credential, std::move(v.why), 0,
+                  std::move(v.key)};
+    }
     const std::string target_sent = target;
     std::vector<std::string> values_sent;
     for (const auto& h : headers) values_sent.push_back(h.value);
@@ -96,6 +116,9 @@ class aws_step final : public request_step {
 
  private:
   std::unique_ptr<aws_signed_request> request_;
+  std::string host_;
+  std::vector<const config::credential_scope*> scopes_;
+  bool scope_reads_body_ = false;
   swapped_values swapped_;
 };
 
@@ -136,7 +159,7 @@ const std::string& shape_of_temporary_token() {
 }  // namespace
 
 aws_broker::aws_broker(init values)
-    : request_broker(std::move(values.spec), std::move(values.other_layer_hosts)),
+    : request_broker(std::move(values.spec), std::move(values.other_layers)),
       real_(std::make_shared<const aws_credentials>(std::move(values.real))),
       rotation_(std::move(values.rotation)),
       dummy_key_id_(std::move(values.dummy_key_id)),
@@ -149,7 +172,7 @@ aws_broker::aws_broker(init values)
 }
 
 aws_broker::aws_broker(const aws_broker& base, session_dummies dummies)
-    : request_broker(base.spec(), base.other_layer_hosts()),
+    : request_broker(base.spec(), base.other_layers()),
       real_(base.real_),
       rotation_(base.rotation_),
       dummy_key_id_(std::move(dummies.key_id)),
@@ -242,7 +265,11 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
       refused = {request_action::scope_not_allowed, name(), std::move(why), 0};
       return nullptr;
     }
-    return std::make_unique<aws_step>(std::move(request));
+    std::vector<const config::credential_scope*> scopes;
+    if (spec().scope) scopes.push_back(&*spec().scope);
+    for (const auto& s : other_layers().scopes) scopes.push_back(&s);
+    return std::make_unique<aws_step>(std::move(request), std::string(where.host),
+                                      std::move(scopes), has_body);
   } catch (const sigv4::sigv4_error& e) {
     refused = {request_action::signature_invalid, name(), signature_refusal(e.what()), 0};
     return nullptr;
@@ -251,7 +278,7 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
 
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
-                                            request_broker::layer_hosts other_layer_hosts,
+                                            request_broker::layer_bindings other_layers,
                                             std::size_t min_size, const stable_dummies* stable) {
   // A session token has a variable only when the credential names three.
   if (spec.env.size() < 3) real.session_token = base::secret();
@@ -285,7 +312,7 @@ std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
   }
   init.spec = spec;
   init.real = std::move(real);
-  init.other_layer_hosts = std::move(other_layer_hosts);
+  init.other_layers = std::move(other_layers);
   return std::make_unique<aws_broker>(std::move(init));
 }
 

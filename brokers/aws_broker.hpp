@@ -20,7 +20,7 @@ class aws_broker final : public request_broker {
     config::credential_spec spec;  // env: the key id's, secret's and token's variables
     aws_credentials real;          // session_token empty when there is none
     std::string dummy_key_id, dummy_secret, dummy_token;  // each its real value's length
-    layer_hosts other_layer_hosts;
+    layer_bindings other_layers;
     // Temporary credentials are fetched again before they expire; null = `real` for good.
     std::shared_ptr<const rotating<aws_real_credentials>> rotation;
   };
@@ -66,7 +66,7 @@ class aws_broker final : public request_broker {
 // value is too short to broker (shorter than `min_size` bytes).
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
-                                            request_broker::layer_hosts other_layer_hosts,
+                                            request_broker::layer_bindings other_layers,
                                             std::size_t min_size,
                                             const stable_dummies* stable = nullptr);
 

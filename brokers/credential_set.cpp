@@ -35,7 +35,7 @@ std::string too_short(const std::string& source) {
 struct layered_spec {
   const config::credential_spec* spec;  // from the first layer that defines the name
   const std::string* layer;             // that layer's source, for errors
-  request_broker::layer_hosts other_hosts;
+  request_broker::layer_bindings other_layers;
 };
 
 // The broker for one credential, or null with `why` set when its source has no usable value.
@@ -50,7 +50,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
       return nullptr;
     }
     const char* home = std::getenv("HOME");
-    return make_login_file_broker(spec, std::move(s.other_hosts), home ? home : "", why, stable);
+    return make_login_file_broker(spec, std::move(s.other_layers), home ? home : "", why, stable);
   }
   if (is_token_family(spec.type)) {
     auto fetch = make_token_fetcher(spec, transport);
@@ -58,7 +58,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
       why = "no value in " + spec.source;
       return nullptr;
     }
-    return std::make_unique<token_broker>(spec, std::move(s.other_hosts), std::move(*fetch));
+    return std::make_unique<token_broker>(spec, std::move(s.other_layers), std::move(*fetch));
   }
   if (spec.type == "aws-sigv4") {
     std::optional<aws_credentials> creds = load_aws_credentials(spec.source, spec.env);
@@ -66,7 +66,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
       why = "no value in " + spec.source;
       return nullptr;
     }
-    auto broker = make_aws_broker(spec, std::move(*creds), std::move(s.other_hosts),
+    auto broker = make_aws_broker(spec, std::move(*creds), std::move(s.other_layers),
                                   min_secret_size, stable.get());
     if (!broker) why = too_short(spec.source);
     return broker;
@@ -81,7 +81,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
     return nullptr;
   }
   std::string dummy = stable ? stable->dummy(*value, spec.name, "value") : make_dummy(*value);
-  return make_value_broker({spec, std::move(*value), std::move(dummy), std::move(s.other_hosts)});
+  return make_value_broker({spec, std::move(*value), std::move(dummy), std::move(s.other_layers)});
 }
 
 }  // namespace
@@ -117,7 +117,9 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
         throw std::invalid_argument("credential \"" + name + "\" is type \"" + first.spec->type +
                                     "\" in " + *first.layer + " but \"" + spec.type + "\" in " +
                                     layer.source);
-      first.other_hosts.push_back(spec.hosts);  // a later layer can only narrow the binding
+      // A later layer can only narrow the binding and the scope.
+      first.other_layers.hosts.push_back(spec.hosts);
+      if (spec.scope) first.other_layers.scopes.push_back(*spec.scope);
     }
   }
 
@@ -132,11 +134,17 @@ credential_set credential_set::load(const std::vector<config::policy>& layers,
   return credential_set(std::move(brokers));
 }
 
-credential_set credential_set::for_session(std::string_view seed) const {
+credential_set credential_set::for_session(std::string_view seed,
+                                           const std::vector<config::policy>& narrowing) const {
   const dummy_seed dummies(seed);
   std::vector<std::unique_ptr<request_broker>> brokers;
   brokers.reserve(brokers_.size());
-  for (const auto& b : brokers_) brokers.push_back(b->for_session(dummies));
+  for (const auto& b : brokers_) {
+    brokers.push_back(b->for_session(dummies));
+    for (const config::policy& layer : narrowing)
+      if (auto it = layer.credentials.find(b->name()); it != layer.credentials.end())
+        brokers.back()->narrow(it->second);
+  }
   return credential_set(std::move(brokers));
 }
 

@@ -82,12 +82,16 @@ class credential_set {
   // byte-identical dummies in every replica that loaded equal real values; this set's own
   // dummies are not the session's. Safe while this set serves requests on other threads. Throws
   // std::invalid_argument for a short seed, std::logic_error for a login-file credential.
-  credential_set for_session(std::string_view seed) const;
+  // `narrowing`: the session's own layers, whose credentials of the same names narrow the team's
+  // hosts and scopes (request_broker::narrow); a name the set does not hold is ignored.
+  credential_set for_session(std::string_view seed,
+                             const std::vector<config::policy>& narrowing = {}) const;
 
   // Checks one request head and, when it passes, swaps bound dummies for real values in place
   // (target's query for opted-in parameters, headers by family), noting each rewritten value
   // in `swaps` when given. Real values are looked for in the target and every header; dummies
-  // of credentials not usable at the destination likewise (request_broker::usable). Each is
+  // of credentials not usable at the destination likewise (request_broker::usable), and of those
+  // usable whose scope refuses the request (where.method and `target`). Each is
   // found as sent, base64-encoded (either alphabet, any alignment, inside a longer blob or a
   // Basic credential), percent-encoded (the target; a header name or value holding a '%'), and
   // split across fields repeated under one name (see credential_set_request_text.hpp). The
@@ -134,6 +138,11 @@ class credential_set {
  private:
   std::vector<std::unique_ptr<request_broker>> brokers_;
   std::vector<scrub_pattern> response_patterns_;  // the fixed real values
+
+  // apply(), noting in `swapped_by` (when given) the index of each broker that swapped.
+  request_decision check_and_swap(const request_context& where, std::string& target,
+                                  std::vector<http::header_field>& headers, swapped_values* swaps,
+                                  std::vector<std::size_t>* swapped_by) const;
 
   // Every real value and every dummy of brokers_ in their encoded forms, made once: reals
   // first, then dummies, each in the set's order (a finding of an earlier one is reported

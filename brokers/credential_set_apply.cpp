@@ -1,8 +1,10 @@
 // The per-request decision (docs/policy.md): real values anywhere → real_secret_blocked; a dummy
-// that may not go to this destination → credential_not_bound; otherwise bound dummies become
-// real in the places their family uses. Everything is checked before anything is rewritten.
+// that may not go to this destination → credential_not_bound; a bound dummy outside its
+// credential's scope → credential_out_of_scope; otherwise bound dummies become real in the
+// places their family uses. Everything is checked before anything is rewritten.
 // Heads are searched with the set's value catalogs over the request's texts; bodies get a
 // body_scan made from the same catalogs.
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <optional>
@@ -34,15 +36,17 @@ class finder {
  public:
   explicit finder(const request_text& text) : text_(text) {}
 
-  // Scans every text with `catalog`, keeping the values `refused(value_info)` says may not go.
+  // Scans every text with `catalog`, keeping the values that `refused(value_info)` gives an
+  // action other than pass.
   template <class Refused>
   void scan(const value_catalog& catalog, Refused refused) {
     for (const request_text::text& t : text_.texts()) {
       catalog.scan(t.bytes, [&](std::uint32_t hit) {
         const value_catalog::needle& n = catalog.needles()[hit];
         const value_catalog::value_info& v = catalog.values()[n.value];
-        if (!refused(v)) return;
-        const finding f{&catalog, n.value, t.place, n.form, t.how};
+        const request_action action = refused(v);
+        if (action == request_action::pass) return;
+        const finding f{&catalog, n.value, t.place, n.form, t.how, action};
         auto& best = v.action == request_action::real_secret_blocked ? real_ : dummy_;
         if (!best || f.before(*best)) best = f;
       });
@@ -54,8 +58,13 @@ class finder {
     const std::optional<finding>& f = real_ ? real_ : dummy_;
     if (!f) return std::nullopt;
     const value_catalog::value_info& v = f->catalog->values()[f->value];
-    return request_decision{v.action, v.credential,
-                            text_.where(f->place) + how_found(f->form, f->how), 0};
+    return request_decision{
+        f->action, v.credential, text_.where(f->place) + how_found(f->form, f->how), 0, {}};
+  }
+  // The broker whose value the decision is about.
+  std::size_t owner() const {
+    const std::optional<finding>& f = real_ ? real_ : dummy_;
+    return f->catalog->values()[f->value].owner;
   }
 
  private:
@@ -65,6 +74,7 @@ class finder {
     std::uint32_t place;
     value_form form;
     std::uint8_t how;
+    request_action action;
     // Only findings in one catalog are compared (the rotated one is scanned when the set's
     // own has no real value).
     bool before(const finding& o) const {
@@ -83,50 +93,75 @@ class finder {
 request_decision credential_set::apply(const request_context& where, std::string& target,
                                        std::vector<http::header_field>& headers,
                                        swapped_values* swaps) const {
+  return check_and_swap(where, target, headers, swaps, nullptr);
+}
+
+request_decision credential_set::check_and_swap(const request_context& where, std::string& target,
+                                                std::vector<http::header_field>& headers,
+                                                swapped_values* swaps,
+                                                std::vector<std::size_t>* swapped_by) const {
   if (empty()) return {};
   {
+    // Each usable broker's scope, judged on this request (empty when no broker is scoped).
+    std::vector<scope_verdict> scopes;
+    for (std::size_t i = 0; i < brokers_.size(); ++i) {
+      if (!brokers_[i]->scoped() || !brokers_[i]->usable(where)) continue;
+      scopes.resize(brokers_.size());
+      scopes[i] = brokers_[i]->judge_scope(where.host, where.method, target);
+    }
+    auto refused = [&](const value_catalog::value_info& v) {
+      if (v.action == request_action::real_secret_blocked) return v.action;
+      if (!brokers_[v.owner]->usable(where)) return request_action::credential_not_bound;
+      if (!scopes.empty() && scopes[v.owner].refused())
+        return request_action::credential_out_of_scope;
+      return request_action::pass;
+    };
     const request_text text(target, headers);
     finder find(text);
-    find.scan(*catalog_, [&](const value_catalog::value_info& v) {
-      return v.action == request_action::real_secret_blocked || !brokers_[v.owner]->usable(where);
-    });
+    find.scan(*catalog_, refused);
     std::shared_ptr<const value_catalog> rotated;  // held while its findings are
-    if (!find.real_found() && (rotated = rotated_catalog()))
-      find.scan(*rotated, [&](const value_catalog::value_info& v) {
-        return v.action == request_action::real_secret_blocked || !brokers_[v.owner]->usable(where);
-      });
-    if (auto refused = find.decision()) return *refused;
+    if (!find.real_found() && (rotated = rotated_catalog())) find.scan(*rotated, refused);
+    if (auto decision = find.decision()) {
+      if (decision->action == request_action::credential_out_of_scope) {
+        const scope_verdict& v = scopes[find.owner()];
+        decision->where = v.why;
+        decision->scope_key = v.key;
+      }
+      return *decision;
+    }
   }
 
   // Only brokers usable here swap. What they rewrite is noted with the client's form, for the
   // response stage.
-  std::vector<const request_broker*> usable;
-  for (const auto& b : brokers_)
-    if (b->usable(where)) usable.push_back(b.get());
+  std::vector<std::size_t> usable;
+  for (std::size_t i = 0; i < brokers_.size(); ++i)
+    if (brokers_[i]->usable(where)) usable.push_back(i);
   request_decision decision;
-  auto note = [&](const request_broker& b, int swapped, std::string_view at) {
+  auto note = [&](std::size_t i, int swapped, std::string_view at) {
     if (decision.credential.empty()) {
-      decision.credential = b.name();
+      decision.credential = brokers_[i]->name();
       decision.where = at;
     }
     decision.swapped += swapped;
+    if (swapped_by && std::find(swapped_by->begin(), swapped_by->end(), i) == swapped_by->end())
+      swapped_by->push_back(i);
   };
   if (usable.empty()) return decision;
   for (http::header_field& h : headers) {
     std::string sent = swaps ? h.value : std::string();
     int swapped = 0;
-    for (const request_broker* b : usable) {
-      const int n = b->swap_header(h.name, h.value);
-      if (n > 0) note(*b, n, "header " + base::lower(h.name));
+    for (std::size_t i : usable) {
+      const int n = brokers_[i]->swap_header(h.name, h.value);
+      if (n > 0) note(i, n, "header " + base::lower(h.name));
       swapped += n;
     }
     if (swapped > 0 && swaps) swaps->add(h.value, sent);
   }
   const std::string sent_target = swaps ? target : std::string();
   int swapped = 0;
-  for (const request_broker* b : usable) {
-    const int n = b->swap_query(target);
-    if (n > 0) note(*b, n, "query");
+  for (std::size_t i : usable) {
+    const int n = brokers_[i]->swap_query(target);
+    if (n > 0) note(i, n, "query");
     swapped += n;
   }
   if (swapped > 0 && swaps) swaps->add(target, sent_target);

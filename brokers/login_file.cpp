@@ -75,9 +75,9 @@ class refresh_step final : public request_step {
 
 class login_file_broker final : public request_broker {
  public:
-  login_file_broker(config::credential_spec spec, layer_hosts other_hosts, real_file file,
+  login_file_broker(config::credential_spec spec, layer_bindings other_layers, real_file file,
                     std::shared_ptr<const stable_dummies> stable)
-      : request_broker(std::move(spec), std::move(other_hosts)),
+      : request_broker(std::move(spec), std::move(other_layers)),
         path_(file.path()),
         file_(std::move(file)),
         stable_(std::move(stable)) {}
@@ -356,7 +356,7 @@ void refresh_step::rewrite_response(int, std::string& body) {
 }  // namespace
 
 std::unique_ptr<request_broker> make_login_file_broker(
-    const config::credential_spec& spec, request_broker::layer_hosts other_hosts,
+    const config::credential_spec& spec, request_broker::layer_bindings other_layers,
     const std::string& home, std::string& why, std::shared_ptr<const stable_dummies> stable) {
   std::string path = spec.login_file->path;
   if (path.starts_with("~/")) {
@@ -373,7 +373,7 @@ std::unique_ptr<request_broker> make_login_file_broker(
     return nullptr;
   }
   const base::secret text = file->read();
-  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_hosts), std::move(*file),
+  auto broker = std::make_unique<login_file_broker>(spec, std::move(other_layers), std::move(*file),
                                                     std::move(stable));
   if (path.ends_with(".yml") || path.ends_with(".yaml")) {
     if (spec.login_file->refresh)

@@ -33,7 +33,7 @@ inline constexpr std::size_t max_token_response = 256 * 1024;
 // offset, never a value). With `stable` (wrap), members no refresh renews (an API key beside
 // the tokens, gh's oauth_token) get the user's stable dummies; OAuth tokens random ones.
 std::unique_ptr<request_broker> make_login_file_broker(
-    const config::credential_spec& spec, request_broker::layer_hosts other_hosts,
+    const config::credential_spec& spec, request_broker::layer_bindings other_layers,
     const std::string& home, std::string& why,
     std::shared_ptr<const stable_dummies> stable = nullptr);
 

@@ -3,10 +3,15 @@
 
 namespace broker::brokers {
 
-request_broker::request_broker(config::credential_spec spec, layer_hosts other_layer_hosts)
-    : spec_(std::move(spec)), other_layer_hosts_(std::move(other_layer_hosts)) {}
+request_broker::request_broker(config::credential_spec spec, layer_bindings other_layers)
+    : spec_(std::move(spec)), other_layers_(std::move(other_layers)) {}
 
 request_broker::~request_broker() = default;
+
+void request_broker::narrow(const config::credential_spec& layer) {
+  other_layers_.hosts.push_back(layer.hosts);
+  if (layer.scope) other_layers_.scopes.push_back(*layer.scope);
+}
 
 bool request_broker::bound(std::string_view host) const {
   auto any_matches = [host](const std::vector<config::host_pattern>& hosts) {
@@ -15,7 +20,7 @@ bool request_broker::bound(std::string_view host) const {
     return false;
   };
   if (!any_matches(spec_.hosts)) return false;
-  for (const auto& hosts : other_layer_hosts_)
+  for (const auto& hosts : other_layers_.hosts)
     if (!any_matches(hosts)) return false;
   return true;
 }
@@ -25,6 +30,22 @@ bool request_broker::usable(const request_context& where) const {
   if (!spec_.programs.empty() && !config::program_matches(spec_.programs, where.client))
     return false;
   return !where.plaintext || where.loopback || spec_.allow_plaintext;
+}
+
+scope_verdict request_broker::judge_scope(std::string_view host, std::string_view method,
+                                          std::string_view target) const {
+  scope_verdict inside;
+  auto judge = [&](const config::credential_scope& s) {
+    scope_verdict v = brokers::judge_scope(s, spec_.type, host, method, target);
+    if (v.refused()) return v;
+    inside.graphql_body = inside.graphql_body || v.graphql_body;
+    return inside;
+  };
+  if (spec_.scope)
+    if (scope_verdict v = judge(*spec_.scope); v.refused()) return v;
+  for (const auto& s : other_layers_.scopes)
+    if (scope_verdict v = judge(s); v.refused()) return v;
+  return inside;
 }
 
 void request_broker::rotated_values(std::chrono::system_clock::time_point,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "brokers/request_decision.hpp"
+#include "brokers/scope.hpp"
 #include "brokers/scrub_index.hpp"
 #include "config/policy.hpp"
 #include "http/message.hpp"
@@ -54,6 +55,8 @@ struct credential_values {
 // bytes in practice).
 inline constexpr std::size_t max_signed_body = 32 * 1024 * 1024;
 inline constexpr std::size_t max_token_request = 64 * 1024;
+// A GraphQL request judged for a credential scoped to "graphql": "read".
+inline constexpr std::size_t max_graphql_request = 1024 * 1024;
 
 // A request body a step must read whole before the request can go on, at most `limit` bytes.
 struct whole_body_need {
@@ -114,11 +117,15 @@ class dummy_seed;
 
 class request_broker {
  public:
-  using layer_hosts = std::vector<std::vector<config::host_pattern>>;
+  // The same name in the other policy layers that define it: each of these narrows. A host is
+  // bound only if spec.hosts and each of `hosts` match it; a request is in scope only if
+  // spec.scope and each of `scopes` let it through.
+  struct layer_bindings {
+    std::vector<std::vector<config::host_pattern>> hosts;
+    std::vector<config::credential_scope> scopes;
+  };
 
-  // `other_layer_hosts`: the bindings of the same name in the other policy layers that define
-  // it; a host is bound only if spec.hosts and each of these match it.
-  request_broker(config::credential_spec spec, layer_hosts other_layer_hosts);
+  request_broker(config::credential_spec spec, layer_bindings other_layers);
   virtual ~request_broker();
   request_broker(const request_broker&) = delete;
   request_broker& operator=(const request_broker&) = delete;
@@ -132,6 +139,10 @@ class request_broker {
   // only (login files: a refresh rewrites one user's file).
   virtual std::unique_ptr<request_broker> for_session(const dummy_seed& seed) const = 0;
 
+  // Before it serves: one more layer's binding of the same name (a gateway session's), whose
+  // hosts and scope narrow this one's.
+  void narrow(const config::credential_spec& layer);
+
   const config::credential_spec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
   // Is `host` one of the credential's bound hosts?
@@ -140,6 +151,12 @@ class request_broker {
   // it names any), and TLS unless the destination is loopback or the credential allows
   // plaintext (docs/architecture.md).
   bool usable(const request_context& where) const;
+  // Is a request with this method and target (as sent) inside the credential's scope, in every
+  // layer? Judged only for a usable credential; a scope that needs the body says so
+  // (scope_verdict::graphql_body), and the set's plan then reads it (brokers/scope.hpp).
+  scope_verdict judge_scope(std::string_view host, std::string_view method,
+                            std::string_view target) const;
+  bool scoped() const { return spec_.scope || !other_layers_.scopes.empty(); }
 
   // ---- What the child holds, and what must never leave ----
 
@@ -178,11 +195,11 @@ class request_broker {
                                               bool has_body, request_decision& refused) const;
 
  protected:
-  const layer_hosts& other_layer_hosts() const { return other_layer_hosts_; }
+  const layer_bindings& other_layers() const { return other_layers_; }
 
  private:
   config::credential_spec spec_;
-  layer_hosts other_layer_hosts_;
+  layer_bindings other_layers_;
 };
 
 }  // namespace broker::brokers

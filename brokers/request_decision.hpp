@@ -13,12 +13,13 @@
 namespace broker::brokers {
 
 enum class request_action {
-  pass,                  // forward (possibly with swapped credentials)
-  credential_not_bound,  // a dummy was sent to a host its credential is not bound to
-  real_secret_blocked,   // a real value was found in the request
-  signature_invalid,     // signed with a session dummy, but the signature does not verify
-  scope_not_allowed,     // a bound credential outside its allowlists (AWS regions, services)
-  action_denied,         // a call the credential never makes for the session (STS vending)
+  pass,                     // forward (possibly with swapped credentials)
+  credential_not_bound,     // a dummy was sent to a host its credential is not bound to
+  real_secret_blocked,      // a real value was found in the request
+  signature_invalid,        // signed with a session dummy, but the signature does not verify
+  scope_not_allowed,        // a bound credential outside its allowlists (AWS regions, services)
+  action_denied,            // a call the credential never makes for the session (STS vending)
+  credential_out_of_scope,  // a bound dummy outside the credential's "scope" (brokers/scope.hpp)
 };
 
 struct request_decision {
@@ -27,7 +28,8 @@ struct request_decision {
   // Where it was found ("header authorization", "query", "body", ...) or, for the last three
   // actions, the family's sentence saying why; never a value.
   std::string where;
-  int swapped = 0;  // how many dummies became real
+  int swapped = 0;          // how many dummies became real
+  std::string scope_key{};  // credential_out_of_scope: the scope key that refused ("repos"...)
 
   bool refused() const { return action != request_action::pass; }
 };
@@ -41,6 +43,9 @@ struct request_context {
   // credential with "programs" is usable only when every one runs a listed program
   // (docs/policy.md).
   const config::client_identity* client = nullptr;
+  // The request's method, for credentials' scopes (credential_set::plan sets it); "" where only
+  // a body is judged.
+  std::string_view method{};
 };
 
 // Thrown by a body_rewriter for body bytes that must not go on; none of them was released.

@@ -7,6 +7,34 @@
 #include "brokers/credential_set.hpp"
 
 namespace broker::brokers {
+namespace {
+
+// A GraphQL request swapped for a credential scoped to "graphql": "read": its body is read
+// whole and judged before anything of the request goes on.
+class graphql_scope_step : public request_step {
+ public:
+  explicit graphql_scope_step(std::string credential) : credential_(std::move(credential)) {}
+
+  bool holds_real() const override { return false; }
+  std::optional<whole_body_need> whole_body() const override {
+    return whole_body_need{max_graphql_request,
+                           "a GraphQL request for a credential scoped to \"graphql\": \"read\" "
+                           "is judged whole (at most 1 MiB)",
+                           true};
+  }
+  request_decision complete(std::string_view, std::string&, std::vector<http::header_field>&,
+                            std::string& body) override {
+    scope_verdict v = judge_graphql_scope(body);
+    if (!v.refused()) return {};
+    return {request_action::credential_out_of_scope, credential_, std::move(v.why), 0,
+            std::move(v.key)};
+  }
+
+ private:
+  std::string credential_;
+};
+
+}  // namespace
 
 request_plan::request_plan() = default;
 request_plan::~request_plan() = default;
@@ -53,9 +81,17 @@ request_plan credential_set::plan(const request_context& where, std::string_view
                                   bool has_body) const {
   request_plan p;
   p.set_ = this;
-  p.decision_ = apply(where, target, headers, &p.swapped_);
+  request_context at = where;
+  at.method = method;
+  std::vector<std::size_t> swapped_by;
+  p.decision_ = check_and_swap(at, target, headers, &p.swapped_, &swapped_by);
   if (p.decision_.refused()) return p;
   p.holds_real_ = p.decision_.swapped > 0;
+  // Scopes judge the path, which the swaps left as it was (they rewrite query parameters only).
+  for (std::size_t i : swapped_by)
+    if (brokers_[i]->scoped() && brokers_[i]->judge_scope(where.host, method, target).graphql_body)
+      p.steps_.push_back(std::make_unique<graphql_scope_step>(brokers_[i]->name()));
+  for (const auto& step : p.steps_) p.whole_body_ = step->whole_body();
 
   for (const auto& broker : brokers_) {
     request_decision refused;

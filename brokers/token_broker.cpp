@@ -145,9 +145,8 @@ issued_token issue_token(access_token token) {
 
 }  // namespace
 
-token_broker::token_broker(config::credential_spec spec, layer_hosts other_layer_hosts,
-                           fetcher fetch)
-    : request_broker(std::move(spec), std::move(other_layer_hosts)) {
+token_broker::token_broker(config::credential_spec spec, layer_bindings other_layers, fetcher fetch)
+    : request_broker(std::move(spec), std::move(other_layers)) {
   const auto issued = system_clock::now();
   access_token first = fetch();
   dummy_ = make_dummy(first.token);
@@ -159,7 +158,7 @@ token_broker::token_broker(config::credential_spec spec, layer_hosts other_layer
 }
 
 token_broker::token_broker(const token_broker& base, std::string dummy, gcp_dummy_client client)
-    : request_broker(base.spec(), base.other_layer_hosts()),
+    : request_broker(base.spec(), base.other_layers()),
       dummy_(std::move(dummy)),
       gcp_client_(std::move(client)),
       masks_(std::make_unique<const dummy_masks>(dummy_)),

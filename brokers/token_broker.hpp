@@ -49,7 +49,7 @@ class token_broker final : public request_broker {
   using fetcher = std::function<access_token()>;  // throws source_error
 
   // Fetches the first token now (throws source_error) and starts the refresher.
-  token_broker(config::credential_spec spec, layer_hosts other_layer_hosts, fetcher fetch);
+  token_broker(config::credential_spec spec, layer_bindings other_layers, fetcher fetch);
   ~token_broker() override = default;
 
   // Shares this credential's tokens and their refresher (N sessions, one refresh). The dummy

@@ -12,7 +12,7 @@
 namespace broker::brokers {
 
 value_broker::value_broker(init values)
-    : request_broker(std::move(values.spec), std::move(values.other_layer_hosts)),
+    : request_broker(std::move(values.spec), std::move(values.other_layers)),
       real_(std::make_shared<const base::secret>(std::move(values.real))),
       dummy_(std::move(values.dummy)) {
   if (real_->empty()) throw std::invalid_argument("credential " + name() + ": empty value");
@@ -21,7 +21,7 @@ value_broker::value_broker(init values)
 }
 
 value_broker::value_broker(const value_broker& base, std::string dummy)
-    : request_broker(base.spec(), base.other_layer_hosts()),
+    : request_broker(base.spec(), base.other_layers()),
       real_(base.real_),
       dummy_(std::move(dummy)) {
   if (dummy_.size() != real_->size())

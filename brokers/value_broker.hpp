@@ -19,7 +19,7 @@ class value_broker : public request_broker {
     config::credential_spec spec;
     base::secret real;
     std::string dummy;  // same length as real
-    layer_hosts other_layer_hosts;
+    layer_bindings other_layers;
   };
   // Throws std::invalid_argument for an empty real value or a dummy of another length.
   explicit value_broker(init values);

@@ -15,6 +15,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/cidr.hpp"
+#include "config/credential_scope.hpp"
 #include "config/host_pattern.hpp"
 #include "config/path_pattern.hpp"
 #include "config/units.hpp"
@@ -106,6 +107,8 @@ struct credential_spec {
   std::vector<int> program_lines;
   // github, bearer, header: the values come from a login file (then "source" is unused).
   std::optional<login_file_spec> login_file;
+  // Where on its bound hosts it may be swapped (config/credential_scope.hpp); none = anywhere.
+  std::optional<credential_scope> scope;
 };
 
 enum class exhaust_action { deny, kill };

@@ -138,7 +138,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   node.expect_object("expected a credential object");
   node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
                             "allow_plaintext", "regions", "services", "scopes", "file", "fields",
-                            "refresh", "also_bearer", "programs"});
+                            "refresh", "also_bearer", "programs", "scope"});
 
   credential_spec c;
   c.name = name;
@@ -213,6 +213,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   c.regions = parse_names(node, "regions", c.type, "aws-sigv4");
   c.services = parse_names(node, "services", c.type, "aws-sigv4");
   c.scopes = parse_names(node, "scopes", c.type, "gcp");
+  if (auto scope = node.find("scope")) c.scope = parse_scope(*scope, c.type);
   return c;
 }
 

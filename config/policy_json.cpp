@@ -42,6 +42,37 @@ ordered_json rules_json(const std::vector<rule>& rules, bool allow_list) {
   return out;
 }
 
+ordered_json scope_json(const credential_scope& s) {
+  ordered_json j;
+  if (s.allow) {
+    ordered_json allow = ordered_json::array();
+    for (const scope_rule& r : *s.allow) {
+      ordered_json e;
+      if (!r.methods.empty()) e["methods"] = r.methods;
+      if (!r.paths.empty()) {
+        ordered_json paths = ordered_json::array();
+        for (const auto& p : r.paths) paths.push_back(p.text());
+        e["paths"] = std::move(paths);
+      }
+      allow.push_back(std::move(e));
+    }
+    j["allow"] = std::move(allow);
+  }
+  if (s.repos) {
+    ordered_json repos = ordered_json::array();
+    for (const repo_pattern& r : *s.repos) repos.push_back(r.text());
+    j["repos"] = std::move(repos);
+  }
+  if (s.graphql_read) j["graphql"] = "read";
+  if (s.s3) {
+    ordered_json s3 = ordered_json::array();
+    for (const s3_grant& g : *s.s3) s3.push_back({{"bucket", g.bucket}, {"prefix", g.prefix}});
+    j["s3"] = std::move(s3);
+  }
+  if (s.actions) j["actions"] = *s.actions;
+  return j;
+}
+
 ordered_json credential_json(const credential_spec& c) {
   ordered_json j;
   j["type"] = c.type;
@@ -58,6 +89,7 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.services.empty()) j["services"] = c.services;
   if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
+  if (c.scope) j["scope"] = scope_json(*c.scope);
   if (!c.programs.empty()) {
     j["programs"] = c.programs;
     j["programs_note"] =

@@ -50,6 +50,8 @@ std::vector<std::uint16_t> parse_ports(const json_node& node) {
   return ports;
 }
 
+}  // namespace
+
 std::vector<std::string> parse_methods(const json_node& node) {
   std::vector<std::string> methods;
   for (auto& [text, item] : node.string_elements()) {
@@ -79,8 +81,6 @@ std::vector<path_pattern> parse_path_patterns(const json_node& node) {
   }
   return paths;
 }
-
-}  // namespace
 
 void parse_programs(const json_node& node, std::vector<std::string>& programs,
                     std::vector<int>& lines) {

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/located_json.hpp"
@@ -16,6 +17,13 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list);
 // "credentials": checked against `allow` so no credential is bound to a tunnelled host.
 std::map<std::string, credential_spec> parse_credentials(const json_node& section,
                                                          const std::vector<rule>& allow);
+
+// "methods" and "paths" of an allow rule or a scope's "allow" entry.
+std::vector<std::string> parse_methods(const json_node& node);
+std::vector<path_pattern> parse_path_patterns(const json_node& node);
+
+// A credential's "scope", for a credential of `type` (config/credential_scope.hpp).
+credential_scope parse_scope(const json_node& node, std::string_view type);
 
 // "programs" (allow rules, credentials): paths or globs of executables, and the line of each.
 void parse_programs(const json_node& node, std::vector<std::string>& programs,

@@ -31,15 +31,31 @@ live::resolution refused(std::string why) {
 // credentials: they are the team's, loaded once by the gateway.
 std::vector<config::policy> parse_layers(const session_record& r) {
   std::vector<config::policy> layers;
-  for (const auto& p : r.policies) {
-    auto layer = config::parse_policy(p.text, p.source);
-    if (!layer.credentials.empty())
-      throw std::invalid_argument(p.source +
-                                  ": \"credentials\": a session policy cannot add credentials; "
-                                  "they are the gateway's (its team policy)");
-    layers.push_back(std::move(layer));
-  }
+  for (const auto& p : r.policies) layers.push_back(config::parse_policy(p.text, p.source));
   return layers;
+}
+
+// A session layer's credentials may only narrow the team's of the same name and type (their
+// hosts and scope, docs/gateway.md); the real values are the gateway's.
+void check_session_credentials(const std::vector<config::policy>& session_layers,
+                               const config::policy_set& team) {
+  for (const config::policy& layer : session_layers)
+    for (const auto& [name, spec] : layer.credentials) {
+      const config::credential_spec* own = nullptr;
+      for (const config::policy& t : team.layers())
+        if (auto it = t.credentials.find(name); it != t.credentials.end() && !own)
+          own = &it->second;
+      if (!own)
+        throw std::invalid_argument(
+            layer.source + ":" + std::to_string(spec.line) + ": credentials." + name +
+            ": a session policy cannot add credentials, only narrow the gateway's (its team "
+            "policy has no \"" +
+            name + "\")");
+      if (own->type != spec.type)
+        throw std::invalid_argument(layer.source + ":" + std::to_string(spec.line) +
+                                    ": credentials." + name + ": type \"" + spec.type +
+                                    "\", but the gateway's is \"" + own->type + "\"");
+    }
 }
 
 nlohmann::ordered_json error(const std::string& why) {
@@ -60,7 +76,9 @@ gateway::~gateway() = default;
 std::shared_ptr<const config::policy_set> gateway::policy_of(const session_record& r,
                                                              const config::policy_set& team) const {
   std::vector<config::policy> layers = team.layers();
-  for (auto& layer : parse_layers(r)) layers.push_back(std::move(layer));
+  auto own = parse_layers(r);
+  check_session_credentials(own, team);
+  for (auto& layer : own) layers.push_back(std::move(layer));
   return std::make_shared<const config::policy_set>(std::move(layers));
 }
 
@@ -68,7 +86,7 @@ std::shared_ptr<const brokers::credential_set> gateway::credentials_of(
     const session_record& r) const {
   // The team's real values, with this session's own dummies: the same on every replica.
   return std::make_shared<const brokers::credential_set>(
-      setup_.credentials->for_session(r.dummy_seed));
+      setup_.credentials->for_session(r.dummy_seed, parse_layers(r)));
 }
 
 std::shared_ptr<live::live_session> gateway::open_session(const session_record& r) {

@@ -125,6 +125,15 @@ refusal refusal::credential_scope(std::string_view credential, std::string_view 
           {}};
 }
 
+refusal refusal::credential_out_of_scope(std::string_view credential, std::string_view key,
+                                         std::string_view why) {
+  return {"credential_out_of_scope", 403,
+          "the request is outside the scope of credential \"" + std::string(credential) +
+              "\" (scope." + std::string(key) + "): " + std::string(why) +
+              "; the request was blocked and recorded",
+          "credentials." + std::string(credential) + ".scope." + std::string(key)};
+}
+
 refusal refusal::credential_action(std::string_view credential, std::string_view why) {
   return {
       "policy_denied", 403,
@@ -147,6 +156,8 @@ refusal refusal::of(const brokers::request_decision& d, std::string_view host, b
       return credential_scope(d.credential, d.where);
     case request_action::action_denied:
       return credential_action(d.credential, d.where);
+    case request_action::credential_out_of_scope:
+      return credential_out_of_scope(d.credential, d.scope_key, d.where);
     case request_action::signature_invalid:
       return signature_invalid(d.where);
     case request_action::pass:

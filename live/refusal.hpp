@@ -51,6 +51,10 @@ struct refusal {
   // A credential bound to the host that may not be used for this request (a signing scope outside
   // the credential's regions or services): credential_not_bound, saying why.
   static refusal credential_scope(std::string_view credential, std::string_view why);
+  // A bound dummy outside its credential's "scope" (docs/policy.md): 403
+  // credential_out_of_scope, the rule naming the scope key ("credentials.github.scope.repos").
+  static refusal credential_out_of_scope(std::string_view credential, std::string_view key,
+                                         std::string_view why);
   // A call the credential's family never signs for the session (STS actions that hand out new
   // real credentials): policy_denied, the rule naming the credential.
   static refusal credential_action(std::string_view credential, std::string_view why);

@@ -78,9 +78,10 @@ ROTATE_1 = _creds("rotate-1", "broker-rotate-1", token=True)
 ROTATE_2 = _creds("rotate-2", "broker-rotate-2", token=True)
 # Used without the broker only, to validate the fake and the scripts.
 VALID = _creds("validate", "broker-validate")
+LEAST = _creds("least", "broker-least")
 VALID_TOKEN = _creds("validate-token", "broker-validate-token", token=True)
 VALID_CLI = _creds("validate-cli", "broker-validate-cli")
-for _c in (MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN):
+for _c in (MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, LEAST):
     assert len(_c.access_key_id) == 20 and len(_c.secret_access_key) == 40, _c
     assert "/" in _c.secret_access_key and "+" in _c.secret_access_key
 
@@ -398,6 +399,43 @@ step("service_raw", lambda: botocore_signed(
 finish()
 '''
 
+# A credential scoped to objects under PREFIX and three S3 actions (docs/policy.md, "Least
+# privilege"): boto3, a presigned URL and the AWS CLI, inside and outside the scope.
+LEAST_SCRIPT = CHILD_COMMON + r'''
+import subprocess
+
+
+def aws(*args, stdin=None):
+    p = subprocess.run([CONF["aws"], *args], capture_output=True, text=True, timeout=60,
+                       input=stdin, env={**os.environ, "AWS_PAGER": "", "AWS_MAX_ATTEMPTS": "1"})
+    return {"rc": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
+
+
+def presigned(key):
+    url = s3().generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": key})
+    r = requests.get(url, verify=CA, timeout=30)
+    return {"status": r.status_code, "headers": {k.lower(): v for k, v in r.headers.items()},
+            "body": r.text[:2000]}
+
+
+step("put", lambda: s3().put_object(Bucket=BUCKET, Key=PREFIX + "a.txt", Body=b"inside")["ETag"])
+step("get", lambda: s3().get_object(Bucket=BUCKET, Key=PREFIX + "a.txt")["Body"].read().decode())
+step("list", lambda: [o["Key"] for o in s3().list_objects_v2(Bucket=BUCKET, Prefix=PREFIX)
+                      .get("Contents", [])])
+step("presigned_inside", lambda: presigned(PREFIX + "a.txt"))
+step("put_outside", lambda: s3().put_object(Bucket=BUCKET, Key="elsewhere/a.txt", Body=b"x"))
+step("list_all", lambda: s3().list_objects_v2(Bucket=BUCKET))
+step("delete_object", lambda: s3().delete_object(Bucket=BUCKET, Key=PREFIX + "a.txt"))
+step("delete_bucket", lambda: s3().delete_bucket(Bucket=BUCKET))
+step("copy_in", lambda: s3().copy_object(Bucket=BUCKET, Key=PREFIX + "copy.txt",
+                                         CopySource={"Bucket": BUCKET, "Key": "main/secret"}))
+step("presigned_outside", lambda: presigned("main/secret"))
+step("sts", lambda: sts().get_caller_identity()["Arn"])
+step("cli_cp", lambda: aws("s3", "cp", "-", f"s3://{BUCKET}/{PREFIX}cli.txt", stdin="from cli"))
+step("cli_rb", lambda: aws("s3", "rb", f"s3://{BUCKET}"))
+finish()
+'''
+
 CLI_SCRIPT = CHILD_COMMON + r'''
 import subprocess
 
@@ -458,7 +496,7 @@ def upstream_pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fake(upstream_pki):
-    f = FakeAws(upstream_pki, [MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN,
+    f = FakeAws(upstream_pki, [MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, LEAST,
                                VALID_CLI, ROTATE_1, ROTATE_2])
     yield f
     f.close()
@@ -496,6 +534,14 @@ def scope_run(wrapper):
     return wrapper.run("scope", [PY, "-c", SCOPE_SCRIPT, child_conf("scope/")],
                        aws_policy(regions=["us-east-1"], services=["s3"]), creds_env(REGION),
                        [REGION])
+
+
+@pytest.fixture(scope="module")
+def least_run(wrapper):
+    scope = {"s3": [{"bucket": BUCKET, "prefix": "least/"}],
+             "actions": ["s3:GetObject", "s3:PutObject", "s3:ListBucket"]}
+    return wrapper.run("least", [PY, "-c", LEAST_SCRIPT, child_conf("least/")],
+                       aws_policy(scope=scope), creds_env(LEAST), [LEAST])
 
 
 @pytest.fixture(scope="module")
@@ -1073,6 +1119,35 @@ def test_a_service_outside_the_allowlist_is_refused(scope_run, fake):
     assert not [v for v in fake.verified_for(REGION.access_key_id) if v["service"] == "sts"]
     assert not [s for s in fake.seen if s["host"].startswith("sts.")
                 and s["key_id"] in (REGION.access_key_id, r.out()["env"]["AWS_ACCESS_KEY_ID"])]
+
+
+def test_a_scoped_credential_works_inside_its_scope_only(least_run, fake):
+    r = least_run
+    assert r.returncode == 0, r.describe()
+    assert r.ok("get") == "inside", r.describe()
+    assert "least/a.txt" in r.ok("list")
+    assert r.ok("presigned_inside")["status"] == 200, r.step("presigned_inside")
+    cp = r.ok("cli_cp")
+    assert cp["rc"] == 0, cp
+    for name in ("put_outside", "list_all", "delete_object", "delete_bucket", "copy_in", "sts"):
+        _refused_by_boto3(r.step(name), "credential_out_of_scope")
+    v = r.ok("presigned_outside")
+    assert_refusal(v["status"], v["headers"], v["body"].encode(), "credential_out_of_scope", 403)
+    rb = r.ok("cli_rb")
+    # (The CLI shows the status, not the body; the record below names the refusal.)
+    assert rb["rc"] != 0 and "(403)" in rb["stderr"] and "DeleteBucket" in rb["stderr"], rb
+    # None of them reached AWS.
+    ops = [v.get("operation") for v in fake.verified_for(LEAST.access_key_id)]
+    assert "DeleteBucket" not in ops and "DeleteObject" not in ops, ops
+    assert not [s for s in fake.seen if s.get("key_id") == LEAST.access_key_id
+                and ("elsewhere/" in s.get("path", "") or "main/secret" in s.get("path", ""))]
+    assert not [v for v in fake.verified_for(LEAST.access_key_id) if v["service"] == "sts"]
+    # Each refusal names the credential and the scope key that refused it.
+    refused = [q for q in r.records() if q.get("error") == "credential_out_of_scope"]
+    assert len(refused) >= 7, refused
+    assert {q["rule"] for q in refused} <= {"credentials.aws.scope.s3",
+                                            "credentials.aws.scope.actions"}
+    assert all(q["credential"] == "aws" for q in refused), refused
 
 
 # ==============================================================================================

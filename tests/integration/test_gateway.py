@@ -186,6 +186,31 @@ def test_a_session_policy_narrows_and_its_budget_is_its_own(gateway, tls_upstrea
     assert [github(gateway, env_free, tls_port=tls_upstream.port).status for _ in range(3)] == [200] * 3
 
 
+def test_a_session_policy_narrows_a_team_credentials_scope_never_widens_it(gateway, tls_upstream,
+                                                                          tmp_path):
+    narrow = tmp_path / "scope.json"
+    narrow.write_text(json.dumps({"version": 1, "credentials": {"github": {
+        "type": "github", "env": ["GITHUB_TOKEN"], "hosts": [GITHUB],
+        "scope": {"repos": ["org/web"]}}}}))
+    sid, env, _ = create(gateway, "--policy", narrow, name="scoped")
+    free, env_free, _ = create(gateway, name="unscoped")
+    port = tls_upstream.port
+    assert github(gateway, env, "/repos/org/web/issues", tls_port=port).status == 200
+    r = github(gateway, env, "/repos/org/other/issues", tls_port=port)
+    doc = assert_refusal(r.status, r.headers, r.body, "credential_out_of_scope", 403, session=sid)
+    assert "org/other" in doc["message"]
+    # The other session keeps the team's scope (none).
+    assert github(gateway, env_free, "/repos/org/other/issues", tls_port=port).status == 200
+    refused = [q for q in session_log(gateway, sid) if q.get("error") == "credential_out_of_scope"]
+    assert refused and refused[0]["rule"] == "credentials.github.scope.repos", refused
+    # A session layer cannot change a team credential's family.
+    other_type = tmp_path / "other-type.json"
+    other_type.write_text(json.dumps({"version": 1, "credentials": {"github": {
+        "type": "bearer", "env": ["GITHUB_TOKEN"], "hosts": [GITHUB]}}}))
+    r = run_broker_cli("session", "--gateway", gateway.session, "create", "--policy", other_type)
+    assert r.returncode != 0 and "credentials.github: type \"bearer\"" in r.stderr, r.stderr
+
+
 def test_a_session_policy_cannot_add_credentials(gateway, tmp_path):
     bad = tmp_path / "creds.json"
     bad.write_text(json.dumps({"version": 1, "credentials": {

@@ -363,7 +363,7 @@ credential_set token_replica(const std::string& type, const std::string& token,
                              std::atomic<int>& calls) {
   std::vector<std::unique_ptr<request_broker>> brokers;
   brokers.push_back(std::make_unique<token_broker>(
-      token_spec(type), request_broker::layer_hosts{}, [token, &calls] {
+      token_spec(type), request_broker::layer_bindings{}, [token, &calls] {
         ++calls;
         return access_token{base::secret(std::string(token)),
                             system_clock::now() + std::chrono::hours(1)};

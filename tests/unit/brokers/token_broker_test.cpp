@@ -72,7 +72,7 @@ token_broker::fetcher fixed_fetcher(std::string token, std::atomic<int>* calls =
 std::unique_ptr<token_broker> make_token(const std::string& type,
                                          std::vector<std::string> env = {}) {
   return std::make_unique<token_broker>(token_spec(type, std::move(env)),
-                                        std::vector<std::vector<broker::config::host_pattern>>{},
+                                        broker::brokers::request_broker::layer_bindings{},
                                         fixed_fetcher(real_token));
 }
 
@@ -452,7 +452,7 @@ TEST_CASE("token credential set: a rotated token is swapped in, the old one stil
   };
   std::vector<std::unique_ptr<broker::brokers::request_broker>> tokens;
   auto owned = std::make_unique<token_broker>(
-      token_spec("gcp"), std::vector<std::vector<broker::config::host_pattern>>{}, fetch);
+      token_spec("gcp"), broker::brokers::request_broker::layer_bindings{}, fetch);
   const token_broker& t = *owned;
   tokens.push_back(std::move(owned));
   const credential_set set(std::move(tokens));
