@@ -34,6 +34,9 @@ void register_wrap(CLI::App& root, int& exit_status) {
                   "Another directory the command's writes go through to, besides the working "
                   "directory (everything else outside them is kept out when it ends)")
       ->allow_extra_args(false);
+  app->add_flag("--scope-to-workspace", options->scope_to_workspace,
+                "Scope GitHub credentials to the working directory's origin repository "
+                "(REST, git and content of that repository; GraphQL queries only)");
   app->add_option("command", options->command, "The command and its arguments, after --")
       ->required();
   app->callback([options, &exit_status] {

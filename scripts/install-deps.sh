@@ -9,12 +9,13 @@ packages=(
   libboost1.81-dev libssl-dev node-llhttp nlohmann-json3-dev libspdlog-dev libfmt-dev
   libcli11-dev libseccomp-dev libnftnl-dev libmnl-dev libhiredis-dev
   zlib1g-dev libbrotli-dev libzstd-dev libnghttp2-dev libjs-chart.js libtomlplusplus-dev
+  libgit2-dev
   curl
 )
 if [[ ${1:-} != --build ]]; then
   packages+=(
     catch2 clang-format
-    openssl python3 python3-pytest python3-requests git iproute2 zstd brotli tmux
+    openssl python3 python3-pytest python3-requests git gh iproute2 zstd brotli tmux
     python3-boto3 awscli python3-google-auth python3-pip python3-setuptools
     clang libclang-rt-14-dev llvm-14
     redis-server haproxy rsyslog

@@ -33,6 +33,7 @@
 #include "sandbox/program_check.hpp"
 #include "sandbox/sandbox_init.hpp"
 #include "sandbox/session_files.hpp"
+#include "sandbox/workspace_origin.hpp"
 #include "session/audit_record.hpp"
 #include "session/child_env.hpp"
 #include "session/control_socket.hpp"
@@ -214,6 +215,25 @@ void check_programs(const wrapping& w) {
   if (!refused.empty()) throw std::runtime_error(refused);
 }
 
+// --scope-to-workspace: one more layer, which narrows the github credentials to the origin.
+void scope_to_workspace(wrapping& w) {
+  sandbox::github_remote origin;
+  try {
+    origin = sandbox::workspace_origin(w.cwd);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("--scope-to-workspace: ") + e.what());
+  }
+  auto layers = w.setup.policy->layers();
+  try {
+    layers.push_back(sandbox::scope_to_origin_layer(layers, origin));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("--scope-to-workspace: ") + e.what());
+  }
+  w.setup.policy = std::make_shared<config::policy_set>(std::move(layers));
+  session::log(spdlog::level::info, session::log_tag(w.session_id()),
+               "github credentials scoped to {}/{}", origin.host, origin.repo.text());
+}
+
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
   w.setup =
@@ -222,6 +242,7 @@ void start_session(wrapping& w) {
   w.home = home_variable ? home_variable : "";
   std::error_code ec;
   w.cwd = std::filesystem::current_path(ec).string();
+  if (w.c.scope_to_workspace) scope_to_workspace(w);
   check_programs(w);
   start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (docs/agents.md).

@@ -23,6 +23,9 @@ struct wrap_config {
   // --workspace DIR: more places the command's writes go through to (docs/security-model.md),
   // besides the working directory.
   std::vector<std::string> workspaces;
+  // --scope-to-workspace: every github credential scoped to the working directory's origin
+  // repository, GraphQL to queries (docs/policy.md, "Least privilege").
+  bool scope_to_workspace = false;
   std::vector<std::string> command;
 };
 
