@@ -8,11 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-
+#include "brokers/jws.hpp"
 #include "brokers/secret_json.hpp"
 
 namespace broker::brokers {
@@ -25,54 +21,6 @@ using std::chrono::system_clock;
 constexpr std::chrono::seconds max_lifetime = std::chrono::hours(24 * 366);
 constexpr std::chrono::seconds default_oauth_lifetime{3600};  // RFC 6749 §5.1 leaves it optional
 constexpr std::chrono::seconds assertion_lifetime{3600};      // Google's maximum
-
-// A JWS part: base64url without padding (RFC 7515 §2).
-std::string jws_part(std::string_view data) {
-  return base::base64_encode(data, base::base64_alphabet::url, false);
-}
-
-// ---- RS256 ----
-
-struct openssl_free {
-  void operator()(BIO* p) const { BIO_free(p); }
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
-};
-
-// An encrypted key would make OpenSSL's default callback prompt on the terminal: refuse instead.
-int no_passphrase(char*, int, int, void*) {
-  return 0;
-}
-
-std::string sign_rs256(const service_account& account, std::string_view input) {
-  const std::string who = "service account " + account.client_email;
-  auto fail = [&](std::string_view what) {
-    ERR_clear_error();  // leave no stale errors for the next TLS call on this thread
-    return source_error(who + ": " + std::string(what));
-  };
-  const std::string_view pem = account.private_key_pem.expose();
-  if (pem.size() > INT_MAX) throw fail("private_key is too large");
-  std::unique_ptr<BIO, openssl_free> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-  if (!bio) throw fail("cannot read private_key");
-  std::unique_ptr<EVP_PKEY, openssl_free> key(
-      PEM_read_bio_PrivateKey(bio.get(), nullptr, no_passphrase, nullptr));
-  bio.reset();
-  if (!key) throw fail("private_key is not an unencrypted PEM private key");
-  if (!EVP_PKEY_is_a(key.get(), "RSA")) throw fail("private_key is not an RSA key (RS256)");
-
-  std::unique_ptr<EVP_MD_CTX, openssl_free> ctx(EVP_MD_CTX_new());
-  std::size_t length = 0;
-  const auto* data = reinterpret_cast<const unsigned char*>(input.data());
-  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
-      EVP_DigestSign(ctx.get(), nullptr, &length, data, input.size()) != 1)
-    throw fail("cannot sign with private_key");
-  std::string signature(length, '\0');
-  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(signature.data()), &length, data,
-                     input.size()) != 1)
-    throw fail("cannot sign with private_key");
-  signature.resize(length);
-  return signature;
-}
 
 // ---- responses ----
 
@@ -229,9 +177,8 @@ std::string jwt_bearer_assertion(const service_account& account, std::string_vie
                                          {"aud", account.token_uri},
                                          {"iat", issued},
                                          {"exp", issued + assertion_lifetime.count()}};
-  std::string signing_input = jws_part(header.dump()) + "." + jws_part(claims.dump());
-  const std::string signature = sign_rs256(account, signing_input);
-  return signing_input + "." + jws_part(signature);
+  return rs256_jws(account.private_key_pem.expose(), header, claims,
+                   "service account " + account.client_email);
 }
 
 std::string jwt_bearer_form(std::string_view assertion) {

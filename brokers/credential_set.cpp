@@ -12,7 +12,9 @@
 #include "brokers/credential_set_catalog.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/dummy_key.hpp"
+#include "brokers/github_app.hpp"
 #include "brokers/login_file.hpp"
+#include "brokers/minted_records.hpp"
 #include "brokers/secret_source.hpp"
 #include "brokers/value_broker.hpp"
 
@@ -39,7 +41,7 @@ struct layered_spec {
 };
 
 // The broker for one credential, or null with `why` set when its source has no usable value.
-std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transport& transport,
+std::unique_ptr<request_broker> load_broker(layered_spec& s, const provider_transport& transport,
                                             bool login_files,
                                             const std::shared_ptr<const stable_dummies>& stable,
                                             std::string& why) {
@@ -52,6 +54,9 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const token_transpo
     const char* home = std::getenv("HOME");
     return make_login_file_broker(spec, std::move(s.other_layers), home ? home : "", why, stable);
   }
+  if (spec.type == "github-app")
+    return make_github_app_broker(spec, std::move(s.other_layers), transport, default_minted_dir(),
+                                  why);
   if (is_token_family(spec.type)) {
     auto fetch = make_token_fetcher(spec, transport);
     if (!fetch) {
@@ -101,7 +106,7 @@ credential_set& credential_set::operator=(credential_set&&) noexcept = default;
 
 credential_set credential_set::load(const std::vector<config::policy>& layers,
                                     std::vector<std::string>* skipped,
-                                    const token_transport& transport, bool login_files,
+                                    const provider_transport& transport, bool login_files,
                                     std::shared_ptr<const stable_dummies> stable) {
   std::vector<layered_spec> specs;
   std::map<std::string, std::size_t, std::less<>> by_name;
@@ -176,6 +181,12 @@ std::vector<std::string> credential_set::displaced_variables() const {
   for (const auto& b : brokers_) b->displaced_variables(all);
   for (auto& name : all)
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+  return out;
+}
+
+std::vector<minted_info> credential_set::minted() const {
+  std::vector<minted_info> out;
+  for (const auto& b : brokers_) b->minted(out);
   return out;
 }
 

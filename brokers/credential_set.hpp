@@ -71,7 +71,7 @@ class credential_set {
   // tokens, and temporary AWS credentials, get random dummies as without it.
   static credential_set load(const std::vector<config::policy>& layers,
                              std::vector<std::string>* skipped = nullptr,
-                             const token_transport& transport = {}, bool login_files = false,
+                             const provider_transport& transport = {}, bool login_files = false,
                              std::shared_ptr<const stable_dummies> stable = nullptr);
 
   // One session's set on a team gateway (docs/gateway.md) that loaded this one: the same real
@@ -128,6 +128,9 @@ class credential_set {
   // their dummies (request_broker::displaced_variables), each once.
   std::vector<std::string> displaced_variables() const;
 
+  // The credentials minted for the session so far, each with its expiry.
+  std::vector<minted_info> minted() const;
+
   // The credentials' names.
   std::vector<std::string> names() const;
 
@@ -139,10 +142,11 @@ class credential_set {
   std::vector<std::unique_ptr<request_broker>> brokers_;
   std::vector<scrub_pattern> response_patterns_;  // the fixed real values
 
-  // apply(), noting in `swapped_by` (when given) the index of each broker that swapped.
+  // apply(), noting in `carried` (when given) the index of each usable broker whose dummy the
+  // head carries (its family swaps it, or its request step will).
   request_decision check_and_swap(const request_context& where, std::string& target,
                                   std::vector<http::header_field>& headers, swapped_values* swaps,
-                                  std::vector<std::size_t>* swapped_by) const;
+                                  std::vector<std::size_t>* carried) const;
 
   // Every real value and every dummy of brokers_ in their encoded forms, made once: reals
   // first, then dummies, each in the set's order (a finding of an earlier one is reported

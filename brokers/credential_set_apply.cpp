@@ -99,7 +99,7 @@ request_decision credential_set::apply(const request_context& where, std::string
 request_decision credential_set::check_and_swap(const request_context& where, std::string& target,
                                                 std::vector<http::header_field>& headers,
                                                 swapped_values* swaps,
-                                                std::vector<std::size_t>* swapped_by) const {
+                                                std::vector<std::size_t>* carried) const {
   if (empty()) return {};
   {
     // Each usable broker's scope, judged on this request (empty when no broker is scoped).
@@ -114,6 +114,8 @@ request_decision credential_set::check_and_swap(const request_context& where, st
       if (!brokers_[v.owner]->usable(where)) return request_action::credential_not_bound;
       if (!scopes.empty() && scopes[v.owner].refused())
         return request_action::credential_out_of_scope;
+      if (carried && std::find(carried->begin(), carried->end(), v.owner) == carried->end())
+        carried->push_back(v.owner);
       return request_action::pass;
     };
     const request_text text(target, headers);
@@ -143,8 +145,6 @@ request_decision credential_set::check_and_swap(const request_context& where, st
       decision.where = at;
     }
     decision.swapped += swapped;
-    if (swapped_by && std::find(swapped_by->begin(), swapped_by->end(), i) == swapped_by->end())
-      swapped_by->push_back(i);
   };
   if (usable.empty()) return decision;
   for (http::header_field& h : headers) {

@@ -38,6 +38,13 @@ bool is_authorization(std::string_view header_name);
 int swap_basic(std::string& value, const auth_value& auth, std::string_view from,
                std::string_view to, bool user, bool password);
 
+// GitHub's forms (github, github-app): `Bearer X` or `token X`, or either half of `Basic`
+// (git sends `x-access-token:TOKEN`). Replaces `from` with `to` in an Authorization value;
+// returns how many were replaced.
+int swap_github_authorization(std::string& value, std::string_view from, std::string_view to);
+// Whether an Authorization value carries `token` in one of those forms.
+bool carries_github_token(std::string_view value, std::string_view token);
+
 // The decoded "user:password" of a `Basic` credentials value (any header), or nullopt. The
 // caller wipes it.
 std::optional<std::string> decode_basic(std::string_view value);

@@ -42,6 +42,14 @@ struct dummy_file {
   std::string target;  // absolute: the login file's path, where the child finds the copy
 };
 
+// A credential minted for the session (docs/policy.md, "Minted credentials"), as `broker status`
+// shows it: never its value.
+struct minted_info {
+  std::string credential;
+  std::string what;  // "GitHub App installation token"
+  std::chrono::system_clock::time_point expires;
+};
+
 // The values of a credential fixed for the session.
 struct credential_values {
   // Each real value → what a response shows in its place (its dummy). Refused in any request.
@@ -176,6 +184,8 @@ class request_broker {
   virtual void dummy_files(std::vector<dummy_file>& out) const;
   // Variables that would point the family's clients away from their dummies (an AWS profile).
   virtual void displaced_variables(std::vector<std::string>& out) const;
+  // What it minted for the session and holds now (a minting family).
+  virtual void minted(std::vector<minted_info>& out) const { (void)out; }
 
   // ---- The request head ----
 

@@ -20,6 +20,7 @@ enum class request_action {
   scope_not_allowed,        // a bound credential outside its allowlists (AWS regions, services)
   action_denied,            // a call the credential never makes for the session (STS vending)
   credential_out_of_scope,  // a bound dummy outside the credential's "scope" (brokers/scope.hpp)
+  credential_unavailable,   // a minted credential could not be minted or renewed (502)
 };
 
 struct request_decision {

@@ -83,12 +83,12 @@ request_plan credential_set::plan(const request_context& where, std::string_view
   p.set_ = this;
   request_context at = where;
   at.method = method;
-  std::vector<std::size_t> swapped_by;
-  p.decision_ = check_and_swap(at, target, headers, &p.swapped_, &swapped_by);
+  std::vector<std::size_t> carried;
+  p.decision_ = check_and_swap(at, target, headers, &p.swapped_, &carried);
   if (p.decision_.refused()) return p;
   p.holds_real_ = p.decision_.swapped > 0;
   // Scopes judge the path, which the swaps left as it was (they rewrite query parameters only).
-  for (std::size_t i : swapped_by)
+  for (std::size_t i : carried)
     if (brokers_[i]->scoped() && brokers_[i]->judge_scope(where.host, method, target).graphql_body)
       p.steps_.push_back(std::make_unique<graphql_scope_step>(brokers_[i]->name()));
   for (const auto& step : p.steps_) p.whole_body_ = step->whole_body();

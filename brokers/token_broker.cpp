@@ -239,7 +239,7 @@ std::unique_ptr<request_step> token_broker::claim(const request_context& where,
 }
 
 std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
-                                                        const token_transport& transport) {
+                                                        const provider_transport& transport) {
   const std::string source = spec.source;
   if (spec.type == "azure" || source.starts_with("cmd:")) {
     // A token command (or, for azure, a token kept in a file or variable) read again each time.
@@ -265,8 +265,13 @@ std::optional<token_broker::fetcher> make_token_fetcher(const config::credential
     std::optional<base::secret> key_file = load_secret(key_source);
     if (!key_file) throw source_error(key_source + ": the key file is gone");
     auto [form, token_uri] = google_grant(*key_file, scope, key_source);
-    std::string answer = transport(token_uri, form);
-    base::wipe(form);
+    provider_request request{
+        "POST",
+        token_uri,
+        {{"Content-Type", "application/x-www-form-urlencoded"}, {"Accept", "application/json"}},
+        std::move(form)};
+    std::string answer = transport(request).body;
+    base::wipe(request.body);
     access_token token = parse_oauth_token_response(answer, system_clock::now());
     base::wipe(answer);
     return token;

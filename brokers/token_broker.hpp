@@ -19,16 +19,12 @@
 
 #include "base/secret.hpp"
 #include "brokers/cloud_tokens.hpp"
+#include "brokers/provider_transport.hpp"
 #include "brokers/request_broker.hpp"
 #include "brokers/rotating.hpp"
 #include "config/policy.hpp"
 
 namespace broker::brokers {
-
-// The broker's own HTTPS POST of a form to a token endpoint (url "https://host[:port]/path"):
-// the response body whatever the status (an OAuth error is a JSON body too). Throws
-// source_error when no answer arrives.
-using token_transport = std::function<std::string(const std::string& url, const std::string& form)>;
 
 // One access token as fetched. What a response echoing it shows is each session's to say (its
 // credential's dummy_masks).
@@ -109,10 +105,11 @@ class token_broker final : public request_broker {
 //  - azure, or gcp with "cmd:": the command's output (az account get-access-token JSON, a bare
 //    token from gcloud auth print-access-token, or token-endpoint JSON), run again to refresh;
 //  - gcp with "file:PATH": a Google key file (service_account: a JWT bearer grant the broker
-//    signs; authorized_user: a refresh-token grant), exchanged at its token_uri through
-//    `transport`; "env:NAME": NAME holds the key file's path (GOOGLE_APPLICATION_CREDENTIALS).
+//    signs; authorized_user: a refresh-token grant), POSTed as a form to its token_uri through
+//    `transport` (an OAuth error is a JSON body too, whatever the status); "env:NAME": NAME holds
+//    the key file's path (GOOGLE_APPLICATION_CREDENTIALS).
 // nullopt when the source has no value (unset variable, missing file).
 std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
-                                                        const token_transport& transport);
+                                                        const provider_transport& transport);
 
 }  // namespace broker::brokers

@@ -1,5 +1,7 @@
 // `broker status [SESSION]` and `broker kill SESSION`: a running session's usage against its
 // budgets, and ending it (docs/cli.md), through the session's control socket.
+#include <cstdint>
+#include <ctime>
 #include <iostream>
 #include <memory>
 
@@ -17,6 +19,14 @@ void print_status(const nlohmann::json& s) {
   std::cout << "session " << s.value("session", "?") << "  (" << s.value("mode", "?") << ", pid "
             << s.value("pid", 0) << ")  requests " << s.value("requests", 0) << ", denied "
             << s.value("denied", 0) << "\n";
+  if (s.contains("minted"))
+    for (const auto& m : s["minted"]) {
+      const std::time_t expires = m.value("expires", std::int64_t{0});
+      char when[32] = "?";
+      std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&expires));
+      std::cout << "  minted " << m.value("credential", "?") << ": " << m.value("what", "?")
+                << ", expires " << when << "\n";
+    }
   if (!s.contains("budgets")) return;
   const auto& report = s["budgets"];
   if (report.contains("budgets"))

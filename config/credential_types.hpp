@@ -10,8 +10,8 @@
 
 namespace broker::config {
 
-inline constexpr std::array<std::string_view, 7> credential_types{
-    "github", "bearer", "header", "basic", "aws-sigv4", "gcp", "azure"};
+inline constexpr std::array<std::string_view, 8> credential_types{
+    "github", "bearer", "header", "basic", "aws-sigv4", "gcp", "azure", "github-app"};
 
 inline bool is_credential_type(std::string_view type) {
   return std::find(credential_types.begin(), credential_types.end(), type) !=
@@ -27,11 +27,12 @@ inline std::vector<std::string> default_credential_env(std::string_view type) {
     return {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"};
   if (type == "gcp") return {"GOOGLE_APPLICATION_CREDENTIALS"};
   if (type == "azure") return {"AZURE_ACCESS_TOKEN"};
+  if (type == "github-app") return {"GITHUB_TOKEN", "GH_TOKEN"};
   return {};
 }
 
 // Where a credential without "source" gets its real value: the Azure CLI for azure, else the
-// first of its variables in the broker's own environment.
+// first of its variables in the broker's own environment. (github-app has "private_key".)
 inline std::string default_credential_source(std::string_view type,
                                              const std::vector<std::string>& env) {
   if (type == "azure") return "cmd:az account get-access-token --output json";

@@ -84,6 +84,17 @@ struct login_file_spec {
   std::optional<refresh_spec> refresh;
 };
 
+// "type": "github-app" (docs/policy.md, "Minted credentials"): the App installation a short-lived
+// token is minted from for each session.
+struct github_app_spec {
+  std::string app_id;           // the App's id (digits) or its client id ("Iv1.…")
+  std::string installation_id;  // digits
+  std::string private_key;      // "env:NAME" | "file:PATH" | "cmd:COMMAND": the App's PEM key
+  std::string api_url = "https://api.github.com";  // a GitHub Enterprise Server's ".../api/v3"
+  std::vector<std::string> repositories;           // names; empty: the installation's
+  std::vector<std::pair<std::string, std::string>> permissions;  // name → read|write|admin
+};
+
 struct credential_spec {
   std::string name;  // the key under "credentials"
   int line = 0;
@@ -109,6 +120,7 @@ struct credential_spec {
   std::optional<login_file_spec> login_file;
   // Where on its bound hosts it may be swapped (config/credential_scope.hpp); none = anywhere.
   std::optional<credential_scope> scope;
+  std::optional<github_app_spec> github_app;
 };
 
 enum class exhaust_action { deny, kill };

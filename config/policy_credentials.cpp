@@ -1,5 +1,7 @@
 // "credentials": named secrets, the hosts they are bound to, and where the real value lives.
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 
 #include "config/credential_types.hpp"
 #include "config/policy_sections.hpp"
@@ -131,14 +133,90 @@ login_file_spec parse_login_file(const json_node& node, const json_node& file,
   return f;
 }
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// An id that GitHub may write as a number or a string of digits.
+std::string parse_id(const json_node& node) {
+  const auto& v = node.value();
+  if (v.is_number_unsigned()) return std::to_string(v.get<std::uint64_t>());
+  std::string text = node.as_string();
+  if (!all_digits(text)) node.fail("expected a number");
+  return text;
+}
+
+// "app_id", "installation_id", "private_key", "repositories", "permissions", "api_url".
+github_app_spec parse_github_app(const json_node& node) {
+  github_app_spec app;
+  auto required = [&](const char* key, const char* what) {
+    auto n = node.find(key);
+    if (!n) node.fail("type \"github-app\" needs \"" + std::string(key) + "\" (" + what + ")");
+    return *n;
+  };
+  if (node.find("source") || node.find("file"))
+    node.fail("a github-app's source is its \"private_key\" (no \"source\" or \"file\")");
+  const json_node app_id = required("app_id", "the App's id or client id");
+  if (app_id.value().is_number_unsigned()) {
+    app.app_id = parse_id(app_id);
+  } else {
+    app.app_id = app_id.as_string();
+    if (app.app_id.empty() || !std::all_of(app.app_id.begin(), app.app_id.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.';
+        }))
+      app_id.fail("expected the App's id (digits) or client id (\"Iv1.…\")");
+  }
+  app.installation_id = parse_id(required("installation_id", "the installation's id"));
+  app.private_key = parse_source(required("private_key", "where the App's PEM key is"));
+  app.repositories = parse_names(node, "repositories", "github-app", "github-app");
+  for (const std::string& r : app.repositories)
+    if (r.find('/') != std::string::npos)
+      node.find("repositories")->fail("\"" + r + "\": repository names, without the owner");
+  if (auto permissions = node.find("permissions")) {
+    for (auto& [name, level] : permissions->members("expected an object of permission levels")) {
+      std::string l = level.as_string();
+      if (l != "read" && l != "write" && l != "admin")
+        level.fail("expected \"read\", \"write\" or \"admin\"");
+      app.permissions.emplace_back(name, std::move(l));
+    }
+  }
+  if (auto api = node.find("api_url")) {
+    app.api_url = api->as_string();
+    while (app.api_url.ends_with('/')) app.api_url.pop_back();
+    if (!app.api_url.starts_with("https://") || app.api_url.size() <= 8)
+      api->fail("expected \"https://HOST[/PATH]\" (GitHub Enterprise Server: .../api/v3)");
+  }
+  return app;
+}
+
 credential_spec parse_credential(const std::string& name, const json_node& node,
                                  const std::vector<rule>& allow) {
   if (!is_credential_name(name))
     node.fail("credential names use letters, digits, '-', '_' and '.'");
   node.expect_object("expected a credential object");
-  node.reject_unknown_keys({"type", "hosts", "env", "source", "header", "prefix", "query",
-                            "allow_plaintext", "regions", "services", "scopes", "file", "fields",
-                            "refresh", "also_bearer", "programs", "scope"});
+  node.reject_unknown_keys({"type",
+                            "hosts",
+                            "env",
+                            "source",
+                            "header",
+                            "prefix",
+                            "query",
+                            "allow_plaintext",
+                            "regions",
+                            "services",
+                            "scopes",
+                            "file",
+                            "fields",
+                            "refresh",
+                            "also_bearer",
+                            "programs",
+                            "scope",
+                            "app_id",
+                            "installation_id",
+                            "private_key",
+                            "repositories",
+                            "permissions",
+                            "api_url"});
 
   credential_spec c;
   c.name = name;
@@ -164,6 +242,15 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
     c.env = default_credential_env(c.type);
   }
 
+  if (c.type == "github-app") {
+    c.github_app = parse_github_app(node);
+  } else {
+    for (const char* key :
+         {"app_id", "installation_id", "private_key", "repositories", "permissions", "api_url"})
+      if (auto n = node.find(key))
+        n->fail("\"" + std::string(key) + "\" applies only to type \"github-app\"");
+  }
+
   if (auto file = node.find("file")) {
     c.login_file = parse_login_file(node, *file, c.type);
   } else {
@@ -173,6 +260,8 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   }
   if (c.login_file)
     c.source = "file:" + c.login_file->path;
+  else if (c.github_app)
+    c.source = c.github_app->private_key;
   else if (auto source = node.find("source"))
     c.source = parse_source(*source);
   else

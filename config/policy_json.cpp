@@ -90,6 +90,19 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
   if (c.scope) j["scope"] = scope_json(*c.scope);
+  if (const auto& app = c.github_app) {
+    j.erase("source");
+    j["app_id"] = app->app_id;
+    j["installation_id"] = app->installation_id;
+    j["private_key"] = app->private_key;
+    j["api_url"] = app->api_url;
+    if (!app->repositories.empty()) j["repositories"] = app->repositories;
+    if (!app->permissions.empty()) {
+      ordered_json permissions = ordered_json::object();
+      for (const auto& [name, level] : app->permissions) permissions[name] = level;
+      j["permissions"] = std::move(permissions);
+    }
+  }
   if (!c.programs.empty()) {
     j["programs"] = c.programs;
     j["programs_note"] =

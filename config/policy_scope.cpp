@@ -134,11 +134,11 @@ credential_scope parse_scope(const json_node& node, std::string_view type) {
   s.line = node.line();
   if (auto allow = node.find("allow")) s.allow = parse_scope_allow(*allow);
   if (auto repos = node.find("repos")) {
-    only_for(*repos, "repos", type, {"github"});
+    only_for(*repos, "repos", type, {"github", "github-app"});
     s.repos = parse_repos(*repos);
   }
   if (auto graphql = node.find("graphql")) {
-    only_for(*graphql, "graphql", type, {"github"});
+    only_for(*graphql, "graphql", type, {"github", "github-app"});
     if (graphql->as_string() != "read")
       graphql->fail(
           "expected \"read\" (only GraphQL queries; mutations and subscriptions are "

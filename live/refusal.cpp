@@ -134,6 +134,14 @@ refusal refusal::credential_out_of_scope(std::string_view credential, std::strin
           "credentials." + std::string(credential) + ".scope." + std::string(key)};
 }
 
+refusal refusal::credential_unavailable(std::string_view credential, std::string_view why) {
+  return {"credential_unavailable", 502,
+          "credential \"" + std::string(credential) + "\" is minted for the session and none " +
+              "could be had: " + std::string(why) +
+              "; the long-lived credential is never sent instead",
+          "credentials." + std::string(credential)};
+}
+
 refusal refusal::credential_action(std::string_view credential, std::string_view why) {
   return {
       "policy_denied", 403,
@@ -156,6 +164,8 @@ refusal refusal::of(const brokers::request_decision& d, std::string_view host, b
       return credential_scope(d.credential, d.where);
     case request_action::action_denied:
       return credential_action(d.credential, d.where);
+    case request_action::credential_unavailable:
+      return credential_unavailable(d.credential, d.where);
     case request_action::credential_out_of_scope:
       return credential_out_of_scope(d.credential, d.scope_key, d.where);
     case request_action::signature_invalid:

@@ -55,6 +55,10 @@ struct refusal {
   // credential_out_of_scope, the rule naming the scope key ("credentials.github.scope.repos").
   static refusal credential_out_of_scope(std::string_view credential, std::string_view key,
                                          std::string_view why);
+  // A minted credential that could not be minted or renewed (docs/policy.md): 502
+  // credential_unavailable, with the provider's status in the message; never a fall-back to the
+  // long-lived credential.
+  static refusal credential_unavailable(std::string_view credential, std::string_view why);
   // A call the credential's family never signs for the session (STS actions that hand out new
   // real credentials): policy_denied, the rule naming the credential.
   static refusal credential_action(std::string_view credential, std::string_view why);

@@ -91,7 +91,7 @@ void load_credentials(session_setup& setup, bool login_files, bool user_dummies)
   std::vector<std::string> skipped;
   setup.credentials = std::make_shared<brokers::credential_set>(brokers::credential_set::load(
       setup.policy->layers(), &skipped,
-      make_token_transport(setup.options.connect_to, setup.options.upstream_cas), login_files,
+      make_provider_transport(setup.options.connect_to, setup.options.upstream_cas), login_files,
       user_dummies
           ? std::make_shared<const brokers::stable_dummies>(brokers::default_dummy_key_path())
           : nullptr));

@@ -15,6 +15,14 @@ nlohmann::ordered_json session_status(const live_session& ctx, const std::string
   j["denied"] = ctx.counters().denied();
   j["would_deny"] = ctx.counters().would_deny();
   if (auto* budget = ctx.budget()) j["budgets"] = budget->report(std::chrono::steady_clock::now());
+  // Credentials minted for the session: which, and until when (never a value).
+  auto minted = nlohmann::ordered_json::array();
+  for (const auto& m : ctx.credentials().minted()) {
+    const auto seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(m.expires.time_since_epoch()).count();
+    minted.push_back({{"credential", m.credential}, {"what", m.what}, {"expires", seconds}});
+  }
+  j["minted"] = std::move(minted);
   return j;
 }
 

@@ -1,5 +1,5 @@
-// One HTTPS POST at a time on a private io_context, run on the calling thread (the token
-// refresher's) until the answer is in or the deadline passes.
+// One HTTPS request at a time on a private io_context, run on the calling thread (a token
+// refresher's, a mint's) until the answer is in or the deadline passes.
 #include "live/token_client.hpp"
 
 #include <boost/asio/connect.hpp>
@@ -32,8 +32,7 @@ struct https_url {
 
 https_url parse_url(const std::string& url) {
   constexpr std::string_view scheme = "https://";
-  if (!url.starts_with(scheme))
-    throw brokers::source_error("token endpoint " + url + ": not https");
+  if (!url.starts_with(scheme)) throw brokers::source_error("provider " + url + ": not https");
   https_url out;
   std::string_view rest = std::string_view(url).substr(scheme.size());
   const std::size_t slash = rest.find('/');
@@ -45,16 +44,20 @@ https_url parse_url(const std::string& url) {
     authority = authority.substr(0, colon);
   }
   out.host = std::string(authority);
-  if (out.host.empty()) throw brokers::source_error("token endpoint " + url + ": no host");
+  if (out.host.empty()) throw brokers::source_error("provider " + url + ": no host");
   return out;
 }
 
 // The exchange on one connection; `answer` gets the decoded body.
-class post_exchange {
+class provider_exchange {
  public:
-  post_exchange(asio::io_context& io, ssl::context& tls, std::string request)
-      : resolver_(io), stream_(io, tls), request_(std::move(request)) {}
-  ~post_exchange() { base::wipe(request_); }
+  provider_exchange(asio::io_context& io, ssl::context& tls, std::string method,
+                    std::string request)
+      : resolver_(io),
+        stream_(io, tls),
+        request_(std::move(request)),
+        parser_(http::parser::kind::response, std::move(method)) {}
+  ~provider_exchange() { base::wipe(request_); }
 
   void start(const https_url& url, const std::string& dial_host, std::uint16_t dial_port) {
     if (!certs::tls_contexts::expect_peer(stream_.native_handle(), url.host, false))
@@ -105,7 +108,7 @@ class post_exchange {
   ssl::stream<tcp::socket> stream_;
   std::string request_;
   std::array<char, 16 * 1024> buffer_{};
-  http::parser parser_{http::parser::kind::response, "POST"};
+  http::parser parser_;
   std::string body_;
   std::string error_;
   bool done_ = false;
@@ -113,9 +116,9 @@ class post_exchange {
 
 }  // namespace
 
-brokers::token_transport make_token_transport(std::vector<connect_to_rule> connect_to,
-                                              std::vector<std::filesystem::path> upstream_cas,
-                                              std::chrono::seconds timeout) {
+brokers::provider_transport make_provider_transport(std::vector<connect_to_rule> connect_to,
+                                                    std::vector<std::filesystem::path> upstream_cas,
+                                                    std::chrono::seconds timeout) {
   // The context and its trust store are made on the first refresh: the system roots are ~150
   // certificates to parse, a TLS context alone is ~0.5 ms of OpenSSL's algorithm fetching, and
   // most sessions never call a token endpoint (`broker wrap -- true` must not pay).
@@ -135,30 +138,31 @@ brokers::token_transport make_token_transport(std::vector<connect_to_rule> conne
   };
   auto context = std::make_shared<lazy_context>();
   context->upstream_cas = std::move(upstream_cas);
-  return [context, connect_to = std::move(connect_to), timeout](const std::string& url,
-                                                                const std::string& form) {
+  return [context, connect_to = std::move(connect_to),
+          timeout](const brokers::provider_request& call) -> brokers::provider_answer {
     ssl::context& tls = context->get();
-    const https_url target = parse_url(url);
+    const https_url target = parse_url(call.url);
     std::string dial_host = target.host;
     std::uint16_t dial_port = target.port;
     if (auto mapped = apply_connect_to(connect_to, target.host, target.port)) {
       dial_host = mapped->host;
       dial_port = mapped->port;
     }
-    std::string request = "POST " + target.path + " HTTP/1.1\r\nHost: " + target.host +
-                          "\r\nContent-Type: application/x-www-form-urlencoded\r\nAccept: "
-                          "application/json\r\nContent-Length: " +
-                          std::to_string(form.size()) + "\r\nConnection: close\r\n\r\n" + form;
+    std::string request =
+        call.method + " " + target.path + " HTTP/1.1\r\nHost: " + target.host + "\r\n";
+    for (const auto& [name, value] : call.headers) request += name + ": " + value + "\r\n";
+    request += "Content-Length: " + std::to_string(call.body.size()) +
+               "\r\nConnection: close\r\n\r\n" + call.body;
     asio::io_context io;
-    post_exchange exchange(io, tls, std::move(request));
+    provider_exchange exchange(io, tls, call.method, std::move(request));
     exchange.start(target, dial_host, dial_port);
     io.run_for(timeout);
     if (!exchange.done())
-      throw brokers::source_error("token endpoint " + target.host + ": no answer within " +
+      throw brokers::source_error(target.host + ": no answer within " +
                                   std::to_string(timeout.count()) + " s");
     if (!exchange.error().empty())
-      throw brokers::source_error("token endpoint " + target.host + ": " + exchange.error());
-    return std::move(exchange.answer());
+      throw brokers::source_error(target.host + ": " + exchange.error());
+    return {exchange.status(), std::move(exchange.answer())};
   };
 }
 

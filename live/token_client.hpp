@@ -1,5 +1,5 @@
-// The broker's own HTTPS client for OAuth token endpoints (brokers/ hands it a credential
-// family's token request as a URL and a form; brokers::token_transport): one POST per call,
+// The broker's own HTTPS client for credential providers (OAuth token endpoints, GitHub's App
+// API; brokers::provider_transport): one request per call on a connection of its own,
 // --connect-to and --upstream-ca honoured, the peer verified like any upstream, bounded by a
 // deadline.
 #pragma once
@@ -13,7 +13,7 @@
 
 namespace broker::live {
 
-brokers::token_transport make_token_transport(
+brokers::provider_transport make_provider_transport(
     std::vector<connect_to_rule> connect_to, std::vector<std::filesystem::path> upstream_cas,
     std::chrono::seconds timeout = std::chrono::seconds(30));
 

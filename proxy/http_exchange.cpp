@@ -198,6 +198,12 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   const auto completed =
       plan.complete(head.method, target, head.headers, s_.body ? s_.body->bytes : no_body);
   s_.entry.credential = plan.credential();
+  // A credential minted for the session: its record says until when (never what).
+  if (!s_.entry.credential.empty())
+    for (const auto& m : credentials.minted())
+      if (m.credential == s_.entry.credential)
+        s_.entry.credential_expires =
+            std::chrono::duration_cast<std::chrono::seconds>(m.expires.time_since_epoch()).count();
   if (completed.refused())
     co_return co_await refuse(credential_refusal(credentials, completed, where),
                               to.keep_after_refusal && !s_.body);

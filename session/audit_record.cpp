@@ -72,6 +72,7 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
   }
   if (!ask) {
     j.add_text_or_null("credential", e.credential);
+    if (e.credential_expires) j.add("credential_expires", e.credential_expires);
     if (e.llm_tokens) {
       j.add("llm_tokens", *e.llm_tokens);
       // Priced by the session's table: what the console's spend charts sum (docs/gateway.md).

@@ -43,6 +43,7 @@ struct audit_entry {
   bool learned = false;
   std::string error;                    // refusal code, when any
   std::string credential;               // the credential swapped in (or found, for a refusal)
+  std::int64_t credential_expires = 0;  // a minted one's expiry (Unix seconds); 0: not minted
   std::uint64_t bytes_charged_out = 0;  // already charged to the budget (tunnels)
   std::uint64_t bytes_charged_in = 0;
   std::optional<std::uint64_t> llm_tokens;  // an LLM API response's input + output tokens

@@ -56,7 +56,7 @@ void trust_bundle(benchmark::State& state) {
 BENCHMARK(trust_bundle)->Unit(benchmark::kMicrosecond);
 
 void token_transport(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(live::make_token_transport({}, {}));
+  for (auto _ : state) benchmark::DoNotOptimize(live::make_provider_transport({}, {}));
 }
 BENCHMARK(token_transport)->Unit(benchmark::kMicrosecond);
 

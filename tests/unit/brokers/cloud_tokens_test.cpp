@@ -16,6 +16,7 @@
 #include <openssl/pem.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/unit/brokers/rsa_test_support.hpp"
 #include "tests/unit/brokers/source_error_of.hpp"
 
 using broker::brokers::access_token;
@@ -28,87 +29,9 @@ using broker::brokers::service_account;
 using broker::brokers::source_error;
 using broker::test::source_error_of;
 using namespace std::chrono_literals;
+using namespace broker::test::rsa;
 
 namespace {
-
-constexpr std::string_view token_value = "ya29.TOKENVALUEdistinct-abc_123";
-
-struct pkey_free {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-using pkey_ptr = std::unique_ptr<EVP_PKEY, pkey_free>;
-
-// PEM text of `key`, encrypted with `passphrase` when one is given.
-std::string to_pem(EVP_PKEY* key, const char* passphrase = nullptr) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
-  REQUIRE(bio);
-  const EVP_CIPHER* cipher = passphrase ? EVP_aes_256_cbc() : nullptr;
-  auto* pass = reinterpret_cast<unsigned char*>(const_cast<char*>(passphrase));
-  const int pass_length = passphrase ? static_cast<int>(std::strlen(passphrase)) : 0;
-  REQUIRE(PEM_write_bio_PrivateKey(bio.get(), key, cipher, pass, pass_length, nullptr, nullptr) ==
-          1);
-  char* data = nullptr;
-  const long length = BIO_get_mem_data(bio.get(), &data);
-  return std::string(data, static_cast<std::size_t>(length));
-}
-
-// One RSA key for the whole file: generating it is the slow part.
-EVP_PKEY* rsa_key() {
-  static pkey_ptr key(EVP_RSA_gen(2048));
-  REQUIRE(key);
-  return key.get();
-}
-
-std::string account_json(const std::string& pem, const std::string& key_id = "kid-0123",
-                         std::optional<std::string> token_uri = std::nullopt) {
-  nlohmann::json doc = {{"type", "service_account"},
-                        {"project_id", "demo-project"},
-                        {"private_key_id", key_id},
-                        {"private_key", pem},
-                        {"client_email", "robot@demo-project.iam.gserviceaccount.com"},
-                        {"client_id", "1234567890"}};
-  if (token_uri) doc["token_uri"] = *token_uri;
-  return doc.dump(2);
-}
-
-std::optional<std::string> base64url_decode(std::string_view text) {
-  std::string out;
-  unsigned acc = 0;
-  int bits = 0;
-  constexpr std::string_view alphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  for (char c : text) {
-    const std::size_t v = alphabet.find(c);
-    if (v == std::string_view::npos) return std::nullopt;
-    acc = (acc << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> split_dots(const std::string& jwt) {
-  std::vector<std::string> parts;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t dot = jwt.find('.', at);
-    parts.push_back(jwt.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-    if (dot == std::string::npos) return parts;
-    at = dot + 1;
-  }
-}
-
-bool verify_rs256(EVP_PKEY* key, std::string_view input, std::string_view signature) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  return ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key) == 1 &&
-         EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
-                          signature.size(), reinterpret_cast<const unsigned char*>(input.data()),
-                          input.size()) == 1;
-}
-
 // Sets TZ for one test (and tzset()s) and restores it afterwards.
 struct scoped_tz {
   std::optional<std::string> old;
@@ -127,6 +50,20 @@ struct scoped_tz {
 };
 
 const auto now = std::chrono::sys_days(std::chrono::year(2026) / 11 / 30) + 1h;
+
+constexpr std::string_view token_value = "ya29.TOKENVALUEdistinct-abc_123";
+
+std::string account_json(const std::string& pem, const std::string& key_id = "kid-0123",
+                         std::optional<std::string> token_uri = std::nullopt) {
+  nlohmann::json doc = {{"type", "service_account"},
+                        {"project_id", "demo-project"},
+                        {"private_key_id", key_id},
+                        {"private_key", pem},
+                        {"client_email", "robot@demo-project.iam.gserviceaccount.com"},
+                        {"client_id", "1234567890"}};
+  if (token_uri) doc["token_uri"] = *token_uri;
+  return doc.dump(2);
+}
 
 }  // namespace
 

@@ -180,3 +180,46 @@ TEST_CASE("also_bearer applies only to the header family", "[config][policy][cre
   CHECK(e.key == "credentials.o.also_bearer");
   CHECK(e.message == "\"also_bearer\" applies only to type \"header\"");
 }
+
+TEST_CASE("github-app credentials name the App, the installation and the key",
+          "[config][policy][credentials]") {
+  auto p = parse_policy(R"({"credentials": {
+  "app": { "type": "github-app", "app_id": 1234, "installation_id": 5678,
+           "private_key": "file:~/keys/app.pem", "repositories": ["web", "api"],
+           "permissions": {"contents": "write", "metadata": "read"},
+           "hosts": ["api.github.com", "github.com"], "scope": {"repos": ["org/web"]} }}})",
+                        "p.json");
+  const auto& c = p.credentials.at("app");
+  REQUIRE(c.github_app);
+  CHECK(c.github_app->app_id == "1234");
+  CHECK(c.github_app->installation_id == "5678");
+  CHECK(c.github_app->api_url == "https://api.github.com");
+  CHECK(c.github_app->repositories == strings{"web", "api"});
+  CHECK(c.github_app->permissions.size() == 2);
+  CHECK(c.source == "file:~/keys/app.pem");  // the key is its source: masked from the child
+  CHECK(c.env == strings{"GITHUB_TOKEN", "GH_TOKEN"});
+  auto j = broker::config::to_json(p);
+  CHECK(j["credentials"]["app"]["private_key"] == "file:~/keys/app.pem");
+  CHECK_FALSE(j["credentials"]["app"].contains("source"));
+
+  auto missing = error_of(R"({"credentials": {
+  "app": { "type": "github-app", "app_id": 1, "private_key": "env:K", "hosts": ["h"] }}})");
+  CHECK_THAT(missing.what, Catch::Contains("needs \"installation_id\""));
+  auto source = error_of(R"({"credentials": {
+  "app": { "type": "github-app", "app_id": 1, "installation_id": 2, "private_key": "env:K",
+           "source": "env:X", "hosts": ["h"] }}})");
+  CHECK_THAT(source.what, Catch::Contains("its \"private_key\""));
+  auto level = error_of(R"({"credentials": {
+  "app": { "type": "github-app", "app_id": 1, "installation_id": 2, "private_key": "env:K",
+           "permissions": {"contents": "all"}, "hosts": ["h"] }}})");
+  CHECK_THAT(level.what, Catch::Contains("permissions.contents: expected \"read\""));
+  auto owner = error_of(R"({"credentials": {
+  "app": { "type": "github-app", "app_id": 1, "installation_id": 2, "private_key": "env:K",
+           "repositories": ["org/web"], "hosts": ["h"] }}})");
+  CHECK_THAT(owner.what, Catch::Contains("without the owner"));
+  auto other = error_of(R"({"credentials": {
+  "gh": { "type": "github", "env": ["T"], "app_id": 1, "hosts": ["h"] }}})");
+  CHECK_THAT(
+      other.what,
+      Catch::Contains("credentials.gh.app_id: \"app_id\" applies only to type \"github-app\""));
+}

@@ -61,7 +61,17 @@ TEST_CASE("every refused decision of the brokers has its one answer", "[refusal]
   CHECK(of(request_action::signature_invalid).message == "header authorization");
   for (auto a : {request_action::real_secret_blocked, request_action::credential_not_bound,
                  request_action::scope_not_allowed, request_action::action_denied,
-                 request_action::signature_invalid})
+                 request_action::signature_invalid, request_action::credential_out_of_scope})
     CHECK(of(a).status == 403);
+  auto scoped = refusal::of(
+      request_decision{request_action::credential_out_of_scope, "github", "a reason", 0, "repos"},
+      "x.test", false);
+  CHECK(scoped.code == "credential_out_of_scope");
+  CHECK(scoped.rule == "credentials.github.scope.repos");
+  CHECK(scoped.message.find("a reason") != std::string::npos);
+  auto unavailable = of(request_action::credential_unavailable);
+  CHECK(unavailable.code == "credential_unavailable");
+  CHECK(unavailable.status == 502);
+  CHECK(unavailable.rule == "credentials.github");
   CHECK_THROWS_AS(of(request_action::pass), std::logic_error);
 }

@@ -1,0 +1,28 @@
+// The broker's own HTTPS calls to a credential provider (an OAuth token endpoint, GitHub's App
+// API, AWS STS): one request, its answer whatever the status. live/token_client.hpp makes the
+// one the session uses (--connect-to and --upstream-ca honoured, peers verified, a deadline).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace broker::brokers {
+
+struct provider_request {
+  std::string method;  // "POST", "DELETE"...
+  std::string url;     // "https://host[:port]/path"
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // may hold a secret (a signed assertion): the transport wipes its copy
+};
+
+struct provider_answer {
+  int status = 0;
+  std::string body;
+};
+
+// Throws source_error (brokers/secret_source.hpp) when no answer arrives.
+using provider_transport = std::function<provider_answer(const provider_request&)>;
+
+}  // namespace broker::brokers
