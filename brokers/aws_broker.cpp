@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "brokers/aws_assume_role.hpp"
 #include "brokers/aws_scope.hpp"
 #include "brokers/dummy.hpp"
 #include "brokers/dummy_key.hpp"
@@ -162,6 +163,8 @@ aws_broker::aws_broker(init values)
     : request_broker(std::move(values.spec), std::move(values.other_layers)),
       real_(std::make_shared<const aws_credentials>(std::move(values.real))),
       rotation_(std::move(values.rotation)),
+      minted_(values.minted),
+      unavailable_(std::move(values.unavailable)),
       dummy_key_id_(std::move(values.dummy_key_id)),
       dummy_secret_(std::move(values.dummy_secret)),
       dummy_token_(std::move(values.dummy_token)),
@@ -175,6 +178,8 @@ aws_broker::aws_broker(const aws_broker& base, session_dummies dummies)
     : request_broker(base.spec(), base.other_layers()),
       real_(base.real_),
       rotation_(base.rotation_),
+      minted_(base.minted_),
+      unavailable_(base.unavailable_),
       dummy_key_id_(std::move(dummies.key_id)),
       dummy_secret_(std::move(dummies.secret)),
       dummy_token_(std::move(dummies.token)),
@@ -188,10 +193,11 @@ void aws_broker::check_and_identify() {
   if (real_->access_key_id.empty() || real_->secret_access_key.empty() || dummy_key_id_.empty() ||
       dummy_secret_.empty())
     throw std::invalid_argument("credential " + name() + ": an AWS key id without a secret");
-  if (real_->session_token.empty() != dummy_token_.empty() ||
-      (!rotation_ && (dummy_key_id_.size() != real_->access_key_id.size() ||
-                      dummy_secret_.size() != real_->secret_access_key.size() ||
-                      dummy_token_.size() != real_->session_token.size())))
+  if ((!minted_ && real_->session_token.empty() != dummy_token_.empty()) ||
+      (!rotation_ && !minted_ &&
+       (dummy_key_id_.size() != real_->access_key_id.size() ||
+        dummy_secret_.size() != real_->secret_access_key.size() ||
+        dummy_token_.size() != real_->session_token.size())))
     throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
   identity_ = aws_identity{name(),      dummy_key_id_,   dummy_secret_,    dummy_token_,
                            real_.get(), &spec().regions, &spec().services, rotation_.get()};
@@ -200,7 +206,7 @@ void aws_broker::check_and_identify() {
 aws_broker::~aws_broker() = default;
 
 std::unique_ptr<request_broker> aws_broker::for_session(const dummy_seed& seed) const {
-  const bool fetched = rotation_ != nullptr;  // by each replica for itself
+  const bool fetched = rotation_ != nullptr || minted_;  // by each replica for itself
   auto shape = [&](const base::secret& real, const std::string& temporary) {
     return fetched ? base::secret(std::string(temporary)) : copy(real);
   };
@@ -208,7 +214,7 @@ std::unique_ptr<request_broker> aws_broker::for_session(const dummy_seed& seed) 
   d.key_id = seed.dummy(shape(real_->access_key_id, shape_of_temporary_key_id()), name(), "key id");
   d.secret =
       seed.dummy(shape(real_->secret_access_key, shape_of_temporary_secret()), name(), "secret");
-  if (!real_->session_token.empty())
+  if (!real_->session_token.empty() || minted_)
     d.token = seed.dummy(shape(real_->session_token, shape_of_temporary_token()), name(),
                          "session token");
   return std::unique_ptr<aws_broker>(new aws_broker(*this, std::move(d)));
@@ -220,11 +226,10 @@ credential_values aws_broker::values() const {
       {real_->access_key_id.expose(), key_id_masks_.of(real_->access_key_id.size())},
       {real_->secret_access_key.expose(), secret_masks_.of(real_->secret_access_key.size())}};
   v.dummies = {dummy_key_id_, dummy_secret_};
-  if (!real_->session_token.empty()) {
+  if (!real_->session_token.empty())
     v.reals.push_back(
         {real_->session_token.expose(), token_masks_.of(real_->session_token.size())});
-    v.dummies.push_back(dummy_token_);
-  }
+  if (!dummy_token_.empty()) v.dummies.push_back(dummy_token_);
   return v;
 }
 
@@ -240,7 +245,7 @@ void aws_broker::rotated_values(std::chrono::system_clock::time_point now,
 
 void aws_broker::dummy_variables(std::vector<dummy_variable>& out) const {
   const std::string* dummies[] = {&dummy_key_id_, &dummy_secret_, &dummy_token_};
-  const std::size_t count = real_->session_token.empty() ? 2 : 3;
+  const std::size_t count = dummy_token_.empty() ? 2 : 3;
   for (std::size_t i = 0; i < count && i < spec().env.size(); ++i)
     out.push_back({spec().env[i], *dummies[i], name()});
 }
@@ -260,6 +265,18 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
   try {
     auto request = find_aws_request({&identity_}, target, headers, has_body);
     if (!request) return nullptr;
+    // Minted credentials, or none: never the long-lived key.
+    if (minted_ && !rotation_) {
+      refused = {request_action::credential_unavailable, name(), unavailable_, 0};
+      return nullptr;
+    }
+    if (minted_ && rotation_->current().expires <= std::chrono::system_clock::now()) {
+      refused = {request_action::credential_unavailable, name(),
+                 "its temporary credentials expired and renewing them failed (see the broker's "
+                 "log)",
+                 0};
+      return nullptr;
+    }
     if (std::string why = aws_scope_refusal(identity_, request->scope()); !why.empty()) {
       // Bound, but outside its allowlists.
       refused = {request_action::scope_not_allowed, name(), std::move(why), 0};
@@ -276,10 +293,56 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
   }
 }
 
+void aws_broker::minted(std::vector<minted_info>& out) const {
+  if (minted_ && rotation_)
+    out.push_back({name(), "AWS AssumeRole credentials", rotation_->current().expires});
+}
+
+namespace {
+
+// assume_role: the first credentials now, then a renewer; or, when STS refuses, why.
+void assume_role(const config::credential_spec& spec, const aws_credentials& long_lived,
+                 const provider_transport& transport, aws_broker::init& init) {
+  init.minted = true;
+  init.dummy_key_id = make_dummy(base::secret(std::string(shape_of_temporary_key_id())));
+  init.dummy_secret = make_dummy(base::secret(std::string(shape_of_temporary_secret())));
+  init.dummy_token = make_dummy(base::secret(std::string(shape_of_temporary_token())));
+  if (!transport) throw source_error(spec.source + ": no way to reach STS");
+  auto key = std::make_shared<aws_credentials>();
+  key->access_key_id = copy(long_lived.access_key_id);
+  key->secret_access_key = copy(long_lived.secret_access_key);
+  key->session_token = copy(long_lived.session_token);
+  auto fetch = [role = *spec.assume_role, key, transport, session = new_role_session_name()] {
+    provider_request request =
+        assume_role_request(role, *key, session, std::chrono::system_clock::now());
+    provider_answer answer;
+    try {
+      answer = transport(request);
+    } catch (const std::exception& e) {
+      throw mint_error(0, std::string("STS could not be reached: ") + e.what());
+    }
+    for (auto& [name, value] : request.headers) base::wipe(value);
+    aws_real_credentials c = parse_assume_role_answer(answer);
+    base::wipe(answer.body);
+    return c;
+  };
+  const auto now = std::chrono::system_clock::now();
+  try {
+    init.rotation = std::make_shared<const rotating<aws_real_credentials>>(
+        "credential " + spec.name + ": its AssumeRole credentials", fetch(), now, fetch);
+  } catch (const mint_error& e) {
+    init.unavailable = e.what();
+    if (e.status() > 0) init.unavailable += " (STS answered " + std::to_string(e.status()) + ")";
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
                                             request_broker::layer_bindings other_layers,
-                                            std::size_t min_size, const stable_dummies* stable) {
+                                            std::size_t min_size, const stable_dummies* stable,
+                                            const provider_transport& transport) {
   // A session token has a variable only when the credential names three.
   if (spec.env.size() < 3) real.session_token = base::secret();
   if (real.access_key_id.size() < min_size || real.secret_access_key.size() < min_size ||
@@ -294,7 +357,9 @@ std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
   init.dummy_key_id = dummy_of(real.access_key_id, "key id");
   init.dummy_secret = dummy_of(real.secret_access_key, "secret");
   if (!real.session_token.empty()) init.dummy_token = dummy_of(real.session_token, "session token");
-  if (real.expiration) {
+  if (spec.assume_role) {
+    assume_role(spec, real, transport, init);
+  } else if (real.expiration) {
     // Temporary credentials (a credential_process that says when they expire): the command is
     // run again before they do.
     aws_credentials first;

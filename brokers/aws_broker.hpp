@@ -8,6 +8,7 @@
 
 #include "brokers/aws_credentials.hpp"
 #include "brokers/aws_signing.hpp"
+#include "brokers/provider_transport.hpp"
 #include "brokers/request_broker.hpp"
 
 namespace broker::brokers {
@@ -23,6 +24,11 @@ class aws_broker final : public request_broker {
     layer_bindings other_layers;
     // Temporary credentials are fetched again before they expire; null = `real` for good.
     std::shared_ptr<const rotating<aws_real_credentials>> rotation;
+    // "assume_role": requests are signed only with `rotation`'s credentials, never `real`; when
+    // the first AssumeRole failed (rotation null), `unavailable` says why and every request is
+    // refused 502.
+    bool minted = false;
+    std::string unavailable;
   };
   // Throws std::invalid_argument for an empty key id or secret, or (unless they rotate) a dummy
   // of another length.
@@ -39,6 +45,7 @@ class aws_broker final : public request_broker {
                       std::vector<scrub_pattern>& out) const override;
   void dummy_variables(std::vector<dummy_variable>& out) const override;
   void displaced_variables(std::vector<std::string>& out) const override;
+  void minted(std::vector<minted_info>& out) const override;
   std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
                                       std::string_view target,
                                       const std::vector<http::header_field>& headers, bool has_body,
@@ -54,6 +61,8 @@ class aws_broker final : public request_broker {
   // Shared with the other sessions' brokers of this credential.
   std::shared_ptr<const aws_credentials> real_;
   std::shared_ptr<const rotating<aws_real_credentials>> rotation_;
+  bool minted_ = false;
+  std::string unavailable_;
   std::string dummy_key_id_, dummy_secret_, dummy_token_;
   // What responses show for the real values, from this broker's dummies (the token's from the
   // secret's when there is no token dummy: temporary credentials may bring a token later).
@@ -62,12 +71,15 @@ class aws_broker final : public request_broker {
 };
 
 // The broker for an aws-sigv4 credential loaded from its source: dummies made here, and the
-// credentials fetched again before they expire when the source says they do. nullptr when a
-// value is too short to broker (shorter than `min_size` bytes).
+// credentials fetched again before they expire when the source says they do. With
+// "assume_role", temporary credentials from STS through `transport` (aws_assume_role.hpp), and
+// dummies shaped like them. nullptr when a value is too short to broker (shorter than
+// `min_size` bytes).
 std::unique_ptr<aws_broker> make_aws_broker(const config::credential_spec& spec,
                                             aws_credentials real,
                                             request_broker::layer_bindings other_layers,
                                             std::size_t min_size,
-                                            const stable_dummies* stable = nullptr);
+                                            const stable_dummies* stable = nullptr,
+                                            const provider_transport& transport = {});
 
 }  // namespace broker::brokers

@@ -181,6 +181,14 @@ std::string jwt_bearer_assertion(const service_account& account, std::string_vie
                    "service account " + account.client_email);
 }
 
+std::string downscope_form(std::string_view subject_token, std::string_view boundary) {
+  return "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange"
+         "&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_token"
+         "&requested_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Aaccess_token"
+         "&subject_token=" +
+         base::percent_encode(subject_token) + "&options=" + base::percent_encode(boundary);
+}
+
 std::string jwt_bearer_form(std::string_view assertion) {
   // Assertions are base64url and dots, all unreserved; anything else is escaped all the same.
   return "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" +

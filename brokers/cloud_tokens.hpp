@@ -44,6 +44,12 @@ std::string jwt_bearer_assertion(const service_account& account, std::string_vie
 // The token request's application/x-www-form-urlencoded body for `assertion`.
 std::string jwt_bearer_form(std::string_view assertion);
 
+// Google's STS token exchange (RFC 8693) that downscopes `subject_token` with a Credential Access
+// Boundary (`boundary`: {"accessBoundary": ...} as JSON): the form to POST to google_sts_uri. It
+// holds the token: wipe it once sent.
+inline constexpr std::string_view google_sts_uri = "https://sts.googleapis.com/v1/token";
+std::string downscope_form(std::string_view subject_token, std::string_view boundary);
+
 // A token endpoint's JSON answer: {"access_token": ..., "expires_in": 3599, ...}; expires =
 // now + expires_in (3600 s when absent). Throws source_error when access_token is missing or
 // the answer is an OAuth error (the message then carries "error" and "error_description", which

@@ -72,7 +72,7 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const provider_tran
       return nullptr;
     }
     auto broker = make_aws_broker(spec, std::move(*creds), std::move(s.other_layers),
-                                  min_secret_size, stable.get());
+                                  min_secret_size, stable.get(), transport);
     if (!broker) why = too_short(spec.source);
     return broker;
   }

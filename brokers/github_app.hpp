@@ -21,17 +21,6 @@
 
 namespace broker::brokers {
 
-// A mint or renewal that failed: the provider's status (0 when no answer came) and why, never
-// a value.
-class mint_error : public std::runtime_error {
- public:
-  mint_error(int status, const std::string& why) : std::runtime_error(why), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
-
 // One App installation's calls to GitHub. Safe from several threads.
 class github_app_client {
  public:

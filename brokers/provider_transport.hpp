@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,5 +25,16 @@ struct provider_answer {
 
 // Throws source_error (brokers/secret_source.hpp) when no answer arrives.
 using provider_transport = std::function<provider_answer(const provider_request&)>;
+
+// A credential minted for the session (docs/policy.md, "Minted credentials") that could not be
+// had: the provider's status (0 when no answer came) and why, never a value.
+class mint_error : public std::runtime_error {
+ public:
+  mint_error(int status, const std::string& why) : std::runtime_error(why), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
 
 }  // namespace broker::brokers

@@ -238,8 +238,41 @@ std::unique_ptr<request_step> token_broker::claim(const request_context& where,
   return std::make_unique<gcp_token_step>(*this);
 }
 
-std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
-                                                        const provider_transport& transport) {
+namespace {
+
+// A fetcher whose every token is exchanged for one downscoped with the credential's access
+// boundary (docs/policy.md, "Minted credentials"): the source token goes to Google's STS only.
+token_broker::fetcher downscoped(token_broker::fetcher source, const config::credential_spec& spec,
+                                 const provider_transport& transport) {
+  if (!transport) throw source_error(spec.source + ": no way to reach Google's STS");
+  return [source = std::move(source), boundary = spec.access_boundary, transport]() {
+    access_token subject = source();
+    provider_request request{
+        "POST",
+        std::string(google_sts_uri),
+        {{"Content-Type", "application/x-www-form-urlencoded"}, {"Accept", "application/json"}},
+        downscope_form(subject.token.expose(), boundary)};
+    provider_answer answer;
+    try {
+      answer = transport(request);
+    } catch (...) {
+      base::wipe(request.body);
+      throw;
+    }
+    base::wipe(request.body);
+    access_token token = parse_oauth_token_response(answer.body, system_clock::now());
+    base::wipe(answer.body);
+    // A downscoped token lives no longer than the one it came from.
+    token.expires = std::min(token.expires, subject.expires);
+    return token;
+  };
+}
+
+}  // namespace
+
+// The token source as it is: a command's, or a Google key file's grant.
+static std::optional<token_broker::fetcher> make_source_fetcher(
+    const config::credential_spec& spec, const provider_transport& transport) {
   const std::string source = spec.source;
   if (spec.type == "azure" || source.starts_with("cmd:")) {
     // A token command (or, for azure, a token kept in a file or variable) read again each time.
@@ -276,6 +309,13 @@ std::optional<token_broker::fetcher> make_token_fetcher(const config::credential
     base::wipe(answer);
     return token;
   };
+}
+
+std::optional<token_broker::fetcher> make_token_fetcher(const config::credential_spec& spec,
+                                                        const provider_transport& transport) {
+  auto fetch = make_source_fetcher(spec, transport);
+  if (!fetch || spec.access_boundary.empty()) return fetch;
+  return downscoped(std::move(*fetch), spec, transport);
 }
 
 }  // namespace broker::brokers

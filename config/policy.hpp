@@ -95,6 +95,14 @@ struct github_app_spec {
   std::vector<std::pair<std::string, std::string>> permissions;  // name → read|write|admin
 };
 
+// aws-sigv4 "assume_role" (docs/policy.md, "Minted credentials"): temporary credentials from STS
+// AssumeRole, with an inline session policy, for each session.
+struct assume_role_spec {
+  std::string arn;                      // the role: "arn:aws:iam::ACCOUNT:role/NAME"
+  std::string policy;                   // the session policy, compact JSON; "" for none
+  std::chrono::seconds duration{3600};  // 900 s to 12 h
+};
+
 struct credential_spec {
   std::string name;  // the key under "credentials"
   int line = 0;
@@ -121,6 +129,11 @@ struct credential_spec {
   // Where on its bound hosts it may be swapped (config/credential_scope.hpp); none = anywhere.
   std::optional<credential_scope> scope;
   std::optional<github_app_spec> github_app;
+  std::optional<assume_role_spec> assume_role;  // aws-sigv4
+  // gcp "access_boundary": the Credential Access Boundary every access token is downscoped with,
+  // as STS's token exchange takes it ({"accessBoundary": {"accessBoundaryRules": [...]}},
+  // compact); "" for none.
+  std::string access_boundary;
 };
 
 enum class exhaust_action { deny, kill };

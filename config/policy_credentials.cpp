@@ -3,8 +3,11 @@
 #include <cctype>
 #include <cstdint>
 
+#include <nlohmann/json.hpp>
+
 #include "config/credential_types.hpp"
 #include "config/policy_sections.hpp"
+#include "config/units.hpp"
 
 namespace broker::config {
 namespace {
@@ -189,6 +192,71 @@ github_app_spec parse_github_app(const json_node& node) {
   return app;
 }
 
+// "access_boundary": Credential Access Boundary rules, each {"availableResource",
+// "availablePermissions", optionally "availabilityCondition"}.
+std::string parse_access_boundary(const json_node& node) {
+  auto rules = node.elements("expected an array of access boundary rules");
+  if (rules.empty() || rules.size() > 10)
+    node.fail("expected 1 to 10 rules (a Credential Access Boundary's limit)");
+  nlohmann::json out = nlohmann::json::array();
+  for (const json_node& rule : rules) {
+    rule.expect_object("expected {\"availableResource\", \"availablePermissions\"}");
+    rule.reject_unknown_keys(
+        {"availableResource", "availablePermissions", "availabilityCondition"});
+    auto resource = rule.find("availableResource");
+    if (!resource)
+      rule.fail(
+          "missing \"availableResource\" (\"//storage.googleapis.com/projects/_/buckets/B\")");
+    const std::string r = resource->as_string();
+    if (!r.starts_with("//")) resource->fail("expected a full resource name, \"//SERVICE/...\"");
+    auto permissions = rule.find("availablePermissions");
+    if (!permissions)
+      rule.fail("missing \"availablePermissions\" (\"inRole:roles/storage.objectViewer\")");
+    nlohmann::json names = nlohmann::json::array();
+    for (auto& [text, item] : permissions->string_elements()) {
+      if (!text.starts_with("inRole:")) item.fail("expected \"inRole:ROLE\"");
+      names.push_back(text);
+    }
+    nlohmann::json entry = {{"availableResource", r}, {"availablePermissions", names}};
+    if (auto condition = rule.find("availabilityCondition")) {
+      condition->expect_object("expected {\"expression\", \"title\", \"description\"}");
+      entry["availabilityCondition"] = condition->value();
+    }
+    out.push_back(std::move(entry));
+  }
+  return nlohmann::json{{"accessBoundary", {{"accessBoundaryRules", out}}}}.dump();
+}
+
+// "assume_role": {"arn", "policy", "duration"}.
+assume_role_spec parse_assume_role(const json_node& node) {
+  node.expect_object("expected an object with \"arn\", \"policy\" and \"duration\"");
+  node.reject_unknown_keys({"arn", "policy", "duration"});
+  assume_role_spec r;
+  auto arn = node.find("arn");
+  if (!arn) node.fail("missing \"arn\" (the role to assume)");
+  r.arn = arn->as_string();
+  if (!r.arn.starts_with("arn:aws") || r.arn.find(":role/") == std::string::npos)
+    arn->fail("expected a role ARN, \"arn:aws:iam::ACCOUNT:role/NAME\"");
+  if (auto policy = node.find("policy")) {
+    // An object (written inline), or the same as a string of JSON.
+    const nlohmann::json& v = policy->value();
+    nlohmann::json doc = v;
+    if (v.is_string()) doc = nlohmann::json::parse(v.get<std::string>(), nullptr, false);
+    if (!doc.is_object()) policy->fail("expected an IAM policy document (a JSON object)");
+    r.policy = doc.dump();
+    if (r.policy.size() > 2048)
+      policy->fail("a session policy is at most 2048 characters (AWS's limit), this one is " +
+                   std::to_string(r.policy.size()));
+  }
+  if (auto duration = node.find("duration")) {
+    auto d = parse_duration(duration->as_string());
+    if (!d || *d < std::chrono::seconds(900) || *d > std::chrono::hours(12))
+      duration->fail("expected a duration from \"15m\" to \"12h\" (AssumeRole's range)");
+    r.duration = std::chrono::duration_cast<std::chrono::seconds>(*d);
+  }
+  return r;
+}
+
 credential_spec parse_credential(const std::string& name, const json_node& node,
                                  const std::vector<rule>& allow) {
   if (!is_credential_name(name))
@@ -216,7 +284,9 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
                             "private_key",
                             "repositories",
                             "permissions",
-                            "api_url"});
+                            "api_url",
+                            "assume_role",
+                            "access_boundary"});
 
   credential_spec c;
   c.name = name;
@@ -302,6 +372,14 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
   c.regions = parse_names(node, "regions", c.type, "aws-sigv4");
   c.services = parse_names(node, "services", c.type, "aws-sigv4");
   c.scopes = parse_names(node, "scopes", c.type, "gcp");
+  if (auto boundary = node.find("access_boundary")) {
+    if (c.type != "gcp") boundary->fail("\"access_boundary\" applies only to type \"gcp\"");
+    c.access_boundary = parse_access_boundary(*boundary);
+  }
+  if (auto role = node.find("assume_role")) {
+    if (c.type != "aws-sigv4") role->fail("\"assume_role\" applies only to type \"aws-sigv4\"");
+    c.assume_role = parse_assume_role(*role);
+  }
   if (auto scope = node.find("scope")) c.scope = parse_scope(*scope, c.type);
   return c;
 }

@@ -90,6 +90,16 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
   if (c.scope) j["scope"] = scope_json(*c.scope);
+  if (!c.access_boundary.empty())
+    j["access_boundary"] =
+        nlohmann::json::parse(c.access_boundary)["accessBoundary"]["accessBoundaryRules"];
+  if (const auto& role = c.assume_role) {
+    ordered_json r;
+    r["arn"] = role->arn;
+    if (!role->policy.empty()) r["policy"] = nlohmann::json::parse(role->policy);
+    r["duration_s"] = role->duration.count();
+    j["assume_role"] = std::move(r);
+  }
   if (const auto& app = c.github_app) {
     j.erase("source");
     j["app_id"] = app->app_id;

@@ -626,6 +626,9 @@ class _AwsHandler(BaseHTTPRequestHandler):
             params.update(parse_qsl(v.payload.decode("utf-8", "replace"), keep_blank_values=True))
         action = params.get("Action")
         record["operation"] = action
+        if action == "AssumeRole" and params.get("Version") == "2011-06-15":
+            self._assume_role(v, params)
+            return
         if action != "GetCallerIdentity" or params.get("Version") != "2011-06-15":
             self._error(400, "InvalidAction", f"action {action!r} is not served here", sts=True)
             return
@@ -638,6 +641,42 @@ class _AwsHandler(BaseHTTPRequestHandler):
                f"  </GetCallerIdentityResult>\n"
                f"  <ResponseMetadata>\n    <RequestId>{uuid.uuid4()}</RequestId>\n"
                f"  </ResponseMetadata>\n</GetCallerIdentityResponse>\n")
+        self._send(200, xml.encode(), "text/xml")
+
+    def _assume_role(self, v: Verified, params):
+        """AssumeRole: new temporary credentials (which the fake then verifies S3 requests
+        with), the request's parameters recorded."""
+        fake = self.server.fake
+        arn = params.get("RoleArn", "")
+        if not arn.startswith("arn:aws:iam::") or ":role/" not in arn:
+            self._error(400, "ValidationError", "RoleArn is not a role ARN", sts=True)
+            return
+        duration = int(params.get("DurationSeconds", "3600"))
+        seed = uuid.uuid4().hex
+        temp = AwsCredentials("ASIA" + hashlib.sha256(seed.encode()).hexdigest()[:16].upper(),
+                              base64.b64encode(hashlib.sha256(b"s" + seed.encode()).digest())
+                              .decode()[:40],
+                              "IQoJb3JpZ2luX2Vj" + base64.b64encode(
+                                  hashlib.sha512(seed.encode()).digest() * 4).decode(),
+                              params.get("RoleSessionName", "session"))
+        fake.add_credentials(temp)
+        fake._append("assumed", {"key_id": v.key_id, "role_arn": arn,
+                                 "session_name": params.get("RoleSessionName"),
+                                 "duration": duration, "policy": params.get("Policy"),
+                                 "issued": temp.access_key_id})
+        expires = fake.now() + datetime.timedelta(seconds=duration)
+        xml = (f'<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">\n'
+               f"  <AssumeRoleResult>\n    <Credentials>\n"
+               f"      <AccessKeyId>{temp.access_key_id}</AccessKeyId>\n"
+               f"      <SecretAccessKey>{escape(temp.secret_access_key)}</SecretAccessKey>\n"
+               f"      <SessionToken>{escape(temp.session_token)}</SessionToken>\n"
+               f"      <Expiration>{expires.strftime('%Y-%m-%dT%H:%M:%SZ')}</Expiration>\n"
+               f"    </Credentials>\n    <AssumedRoleUser>\n"
+               f"      <Arn>{escape(temp.arn)}</Arn>\n"
+               f"      <AssumedRoleId>AROA3XFRBF535PLBIFPI4:{escape(temp.user)}</AssumedRoleId>\n"
+               f"    </AssumedRoleUser>\n  </AssumeRoleResult>\n"
+               f"  <ResponseMetadata>\n    <RequestId>{uuid.uuid4()}</RequestId>\n"
+               f"  </ResponseMetadata>\n</AssumeRoleResponse>\n")
         self._send(200, xml.encode(), "text/xml")
 
     # --- S3 ---
@@ -794,7 +833,7 @@ class FakeAws:
         for c in credentials:
             self.add_credentials(c)
         self._clock = clock
-        self._records = {"seen": [], "verified": [], "failures": []}
+        self._records = {"seen": [], "verified": [], "failures": [], "assumed": []}
         self.objects = {}
         self.uploads = {}
         self.buckets = {BUCKET}
@@ -840,6 +879,11 @@ class FakeAws:
     def verified(self):
         with self.lock:
             return [dict(r) for r in self._records["verified"]]
+
+    @property
+    def assumed(self):
+        with self.lock:
+            return [dict(r) for r in self._records["assumed"]]
 
     @property
     def failures(self):

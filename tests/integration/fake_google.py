@@ -10,6 +10,9 @@ name it answers), routing by the Host header:
   key id). A refresh-token grant is accepted only with a registered authorized_user's client id,
   client secret and refresh token. Success: {"access_token": "ya29.<random>", "expires_in": N,
   "token_type": "Bearer"}; anything else: 400 {"error": "invalid_grant", ...}.
+- sts.googleapis.com POST /v1/token: Google's STS token exchange (RFC 8693) that downscopes an
+  access token this fake issued with a Credential Access Boundary ("options"); the new token is
+  issued to "downscoped:<who>" and recorded with its boundary in `exchanges`.
 - storage.googleapis.com: GET /storage/v1/b lists buckets; GET /storage/v1/echo-auth answers
   with the Authorization header it received (in a header and the JSON body, as an upstream that
   leaks what it got would). Both only with `Authorization: Bearer T` where T is a token this fake
@@ -40,7 +43,7 @@ from conftest import LoopbackHttpServer, tls_server_context
 TOKEN_URI = "https://oauth2.googleapis.com/token"
 JWT_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 DEFAULT_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-GOOGLE_HOSTS = ["oauth2.googleapis.com", "storage.googleapis.com"]
+GOOGLE_HOSTS = ["oauth2.googleapis.com", "storage.googleapis.com", "sts.googleapis.com"]
 AZURE_HOSTS = ["management.azure.com"]
 CERT_NAMES = GOOGLE_HOSTS + AZURE_HOSTS + ["api.example.test", "localhost"]
 BUCKETS = ["bucket-a", "bucket-b"]
@@ -196,6 +199,9 @@ class _Handler(BaseHTTPRequestHandler):
         if host == "oauth2.googleapis.com" and self.command == "POST" and path == "/token":
             status, doc = fake._token_grant(self.headers.get("Content-Type") or "", body)
             return self._send(status, doc, [("Cache-Control", "no-store")])
+        if host == "sts.googleapis.com" and self.command == "POST" and path == "/v1/token":
+            status, doc = fake._exchange(body)
+            return self._send(status, doc, [("Cache-Control", "no-store")])
         if host in ("storage.googleapis.com", "management.azure.com") and self.command == "GET":
             issued = fake._check_bearer(host, auth)
             call = {"host": host, "path": self.path, "authorization": auth,
@@ -242,6 +248,7 @@ class FakeCloud:
         self.issued = {}         # token -> Issued (Google tokens this fake issued)
         self.requests = []
         self.grants = []         # every token endpoint request, parsed
+        self.exchanges = []      # every STS token exchange, parsed
         self.api_calls = []
         self.failures = []
         self.server = _Server(self, tls_server_context(pki)).start()
@@ -345,6 +352,34 @@ class FakeCloud:
         grant["ok"] = True
         grant["token"] = answer["access_token"]
         self._record("grants", grant)
+        return 200, answer
+
+    def _exchange(self, body):
+        form = dict(parse_qsl(body.decode(errors="replace"), keep_blank_values=True))
+        entry = {"form": form, "time": time.time(), "ok": False}
+        access = "urn:ietf:params:oauth:token-type:access_token"
+        try:
+            if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange":
+                raise GrantError(f"grant_type {form.get('grant_type')!r}")
+            if form.get("subject_token_type") != access or form.get("requested_token_type") != access:
+                raise GrantError("token types")
+            with self.lock:
+                subject = self.issued.get(form.get("subject_token", ""))
+            if subject is None or subject.expires <= time.time():
+                raise GrantError("unknown or expired subject_token")
+            options = json.loads(form.get("options") or "{}")
+            rules = options.get("accessBoundary", {}).get("accessBoundaryRules")
+            if not rules:
+                raise GrantError("no accessBoundary rules in options")
+            entry["who"], entry["boundary"] = subject.who, rules
+            answer = self._issue("downscoped:" + subject.who, int(subject.expires - time.time()))
+            answer["issued_token_type"] = access
+        except (GrantError, ValueError) as e:
+            entry["error"] = str(e)
+            self._record("exchanges", entry)
+            return 400, {"error": "invalid_request", "error_description": str(e)}
+        entry["ok"], entry["token"] = True, answer["access_token"]
+        self._record("exchanges", entry)
         return 200, answer
 
     def _check_bearer(self, host, auth):

@@ -79,9 +79,14 @@ ROTATE_2 = _creds("rotate-2", "broker-rotate-2", token=True)
 # Used without the broker only, to validate the fake and the scripts.
 VALID = _creds("validate", "broker-validate")
 LEAST = _creds("least", "broker-least")
+ROLE_BASE = _creds("role-base", "broker-role-base")  # the long-lived key that assumes the role
+ROLE_ARN = "arn:aws:iam::123456789012:role/broker-test-role"
+ROLE_POLICY = {"Version": "2012-10-17",
+               "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+                              "Resource": "arn:aws:s3:::broker-test-bucket/role/*"}]}
 VALID_TOKEN = _creds("validate-token", "broker-validate-token", token=True)
 VALID_CLI = _creds("validate-cli", "broker-validate-cli")
-for _c in (MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, LEAST):
+for _c in (MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, LEAST, ROLE_BASE):
     assert len(_c.access_key_id) == 20 and len(_c.secret_access_key) == 40, _c
     assert "/" in _c.secret_access_key and "+" in _c.secret_access_key
 
@@ -436,6 +441,25 @@ step("cli_rb", lambda: aws("s3", "rb", f"s3://{BUCKET}"))
 finish()
 '''
 
+# Under "assume_role": boto3 and the AWS CLI sign with the session's dummies; AWS sees the
+# temporary credentials.
+ROLE_SCRIPT = CHILD_COMMON + r'''
+import subprocess
+
+
+def aws(*args, stdin=None):
+    p = subprocess.run([CONF["aws"], *args], capture_output=True, text=True, timeout=60,
+                       input=stdin, env={**os.environ, "AWS_PAGER": "", "AWS_MAX_ATTEMPTS": "1"})
+    return {"rc": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
+
+
+step("put", lambda: s3().put_object(Bucket=BUCKET, Key=PREFIX + "r.txt", Body=b"via role")["ETag"])
+step("get", lambda: s3().get_object(Bucket=BUCKET, Key=PREFIX + "r.txt")["Body"].read().decode())
+step("cli_cp", lambda: aws("s3", "cp", "-", f"s3://{BUCKET}/{PREFIX}cli.txt", stdin="from cli"))
+step("delete_bucket", lambda: s3().delete_bucket(Bucket=BUCKET))
+finish()
+'''
+
 CLI_SCRIPT = CHILD_COMMON + r'''
 import subprocess
 
@@ -496,7 +520,7 @@ def upstream_pki(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fake(upstream_pki):
-    f = FakeAws(upstream_pki, [MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, LEAST,
+    f = FakeAws(upstream_pki, [MAIN, TOKEN, CLI, REGION, FILE, CMD, VALID, VALID_TOKEN, LEAST, ROLE_BASE,
                                VALID_CLI, ROTATE_1, ROTATE_2])
     yield f
     f.close()
@@ -542,6 +566,14 @@ def least_run(wrapper):
              "actions": ["s3:GetObject", "s3:PutObject", "s3:ListBucket"]}
     return wrapper.run("least", [PY, "-c", LEAST_SCRIPT, child_conf("least/")],
                        aws_policy(scope=scope), creds_env(LEAST), [LEAST])
+
+
+@pytest.fixture(scope="module")
+def role_run(wrapper):
+    policy = aws_policy(assume_role={"arn": ROLE_ARN, "policy": ROLE_POLICY, "duration": "1h"},
+                        scope={"actions": ["s3:GetObject", "s3:PutObject", "s3:ListBucket"]})
+    return wrapper.run("role", [PY, "-c", ROLE_SCRIPT, child_conf("role/")], policy,
+                       creds_env(ROLE_BASE), [ROLE_BASE])
 
 
 @pytest.fixture(scope="module")
@@ -1148,6 +1180,39 @@ def test_a_scoped_credential_works_inside_its_scope_only(least_run, fake):
     assert {q["rule"] for q in refused} <= {"credentials.aws.scope.s3",
                                             "credentials.aws.scope.actions"}
     assert all(q["credential"] == "aws" for q in refused), refused
+
+
+def test_assume_role_signs_the_sessions_requests_with_temporary_credentials(role_run, fake):
+    r = role_run
+    assert r.returncode == 0, r.describe()
+    env = r.out()["env"]
+    # The child holds dummies shaped like temporary credentials, a session token among them.
+    assert env["AWS_ACCESS_KEY_ID"].startswith("ASIA") and len(env["AWS_ACCESS_KEY_ID"]) == 20
+    assert env["AWS_SESSION_TOKEN"] and env["AWS_ACCESS_KEY_ID"] != ROLE_BASE.access_key_id
+    # One AssumeRole, signed with the long-lived key, with the session policy.
+    assumed = [a for a in fake.assumed if a["key_id"] == ROLE_BASE.access_key_id]
+    assert len(assumed) == 1, fake.assumed
+    assert assumed[0]["role_arn"] == ROLE_ARN and assumed[0]["duration"] == 3600
+    assert json.loads(assumed[0]["policy"]) == ROLE_POLICY
+    temp = fake.credentials()[assumed[0]["issued"]]
+    assert r.ok("get") == "via role", r.describe()
+    assert r.ok("cli_cp")["rc"] == 0, r.step("cli_cp")
+    # S3 saw the temporary key (and its token); the long-lived key signed nothing but STS.
+    s3_seen = [v for v in fake.verified if v["service"] == "s3" and "/role/" in v["path"]]
+    assert len(s3_seen) >= 3, s3_seen
+    assert all(v["key_id"] == temp.access_key_id and v["token"] == temp.session_token
+               for v in s3_seen), s3_seen
+    assert not [v for v in fake.verified_for(ROLE_BASE.access_key_id) if v["service"] != "sts"]
+    # An action outside the scope is refused by the broker.
+    _refused_by_boto3(r.step("delete_bucket"), "credential_out_of_scope")
+    assert "DeleteBucket" not in [v.get("operation") for v in fake.verified_for(temp.access_key_id)]
+    # Neither the long-lived nor the temporary values are in anything the broker wrote.
+    records = [q for q in r.requests() if q.get("credential") == "aws" and q.get("status") == 200]
+    assert records and all(q.get("credential_expires", 0) > time.time() for q in records)
+    for what, data in r.written():
+        for real in (ROLE_BASE, temp):
+            for form in forbidden_forms(real):
+                assert form not in data, f"{what} holds a real value of {real.user}"
 
 
 # ==============================================================================================

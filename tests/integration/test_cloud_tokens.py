@@ -48,6 +48,7 @@ USER = make_authorized_user("broker-user", 3599)
 CMD_TOKEN = "ya29.c." + base64.urlsafe_b64encode(os.urandom(120)).decode().rstrip("=")
 # Used without the broker only, to show the fake is strict.
 SA_DIRECT = make_service_account("broker-direct", 3599)
+SA_BOUNDED = make_service_account("broker-bounded", 3599)
 SA_OTHER_KEY = make_service_account("broker-direct", 3599)  # same email, another key
 USER_DIRECT = make_authorized_user("broker-user-direct", 3599)
 
@@ -315,7 +316,7 @@ def upstream_pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fake(upstream_pki):
     f = FakeCloud(upstream_pki)
-    for account in (SA_MAIN, SA_REFRESH, SA_DIRECT):
+    for account in (SA_MAIN, SA_REFRESH, SA_DIRECT, SA_BOUNDED):
         f.add_account(account)
     f.add_user(USER)
     f.add_user(USER_DIRECT)
@@ -339,6 +340,18 @@ def sa_run(wrapper):
     key = wrapper.key_file("sa-main", SA_MAIN.key_file())
     return wrapper.run("sa", GCP_SCRIPT, {"echo": True, "unbound": True},
                        gcp_policy(source=f"file:{key}", scopes=CUSTOM_SCOPES))
+
+
+BOUNDARY = [{"availableResource": "//storage.googleapis.com/projects/_/buckets/broker-test",
+             "availablePermissions": ["inRole:roles/storage.objectViewer"]}]
+
+
+@pytest.fixture(scope="module")
+def downscoped_run(wrapper):
+    """The same kind of key file, with an access boundary: storage gets a downscoped token."""
+    key = wrapper.key_file("sa-bounded", SA_BOUNDED.key_file())
+    return wrapper.run("bounded", GCP_SCRIPT, {},
+                       gcp_policy(source=f"file:{key}", access_boundary=BOUNDARY))
 
 
 @pytest.fixture(scope="module")
@@ -565,6 +578,26 @@ def test_gcp_google_auth_refresh_is_answered_by_the_broker_and_storage_gets_the_
     bad = [f for f in fake.snapshot("failures") if f.get("authorization") in
            (f"Bearer {dummy}", f"Bearer {real}")]
     assert not bad, bad
+
+
+def test_gcp_access_boundary_downscopes_every_token_storage_sees(downscoped_run, fake):
+    r = downscoped_run
+    assert r.returncode == 0, r.describe()
+    assert_storage_ok(r.ok("adc"))
+    assert r.ok("curl")["rc"] == 0, r.ok("curl")
+    # The service account's own token went to Google's STS only, with the boundary.
+    source = fake.issued_to(SA_BOUNDED.email)
+    assert len(source) == 1, source
+    exchanges = [e for e in fake.snapshot("exchanges") if e.get("who") == SA_BOUNDED.email]
+    assert len(exchanges) == 1 and exchanges[0]["ok"], exchanges
+    assert exchanges[0]["boundary"] == BOUNDARY
+    assert not fake.calls_by(SA_BOUNDED.email), "the undownscoped token reached storage"
+    downscoped = fake.issued_to("downscoped:" + SA_BOUNDED.email)[0].token
+    calls = fake.calls_by("downscoped:" + SA_BOUNDED.email)
+    assert len(calls) >= 2 and all(c["authorization"] == f"Bearer {downscoped}" for c in calls)
+    for what, data in r.written():
+        for token in (source[0].token, downscoped):
+            assert token.encode() not in data, f"{what} holds a real token"
 
 
 def test_gcp_curl_with_the_dummy_from_the_environment(sa_run, fake):

@@ -223,3 +223,37 @@ TEST_CASE("github-app credentials name the App, the installation and the key",
       other.what,
       Catch::Contains("credentials.gh.app_id: \"app_id\" applies only to type \"github-app\""));
 }
+
+TEST_CASE("assume_role and access_boundary are read for their families",
+          "[config][policy][credentials]") {
+  auto p = parse_policy(R"({"credentials": {
+  "aws": { "type": "aws-sigv4", "hosts": ["*.amazonaws.com"],
+           "assume_role": { "arn": "arn:aws:iam::123456789012:role/agent",
+                            "policy": {"Version": "2012-10-17", "Statement": []},
+                            "duration": "2h" } },
+  "gcp": { "type": "gcp", "hosts": ["*.googleapis.com"], "source": "file:/k.json",
+           "access_boundary": [{ "availableResource": "//storage.googleapis.com/projects/_/buckets/b",
+                                 "availablePermissions": ["inRole:roles/storage.objectViewer"] }] }}})",
+                        "p.json");
+  const auto& role = *p.credentials.at("aws").assume_role;
+  CHECK(role.arn == "arn:aws:iam::123456789012:role/agent");
+  CHECK(role.policy == R"({"Statement":[],"Version":"2012-10-17"})");
+  CHECK(role.duration == std::chrono::hours(2));
+  CHECK(
+      p.credentials.at("gcp").access_boundary ==
+      R"({"accessBoundary":{"accessBoundaryRules":[{"availablePermissions":["inRole:roles/storage.objectViewer"],"availableResource":"//storage.googleapis.com/projects/_/buckets/b"}]}})");
+
+  auto arn = error_of(R"({"credentials": {"aws": { "type": "aws-sigv4", "hosts": ["h"],
+           "assume_role": { "arn": "agent" } }}})");
+  CHECK_THAT(arn.what, Catch::Contains("credentials.aws.assume_role.arn: expected a role ARN"));
+  auto duration = error_of(R"({"credentials": {"aws": { "type": "aws-sigv4", "hosts": ["h"],
+           "assume_role": { "arn": "arn:aws:iam::1:role/r", "duration": "5m" } }}})");
+  CHECK_THAT(duration.what, Catch::Contains("from \"15m\" to \"12h\""));
+  auto family = error_of(R"({"credentials": {"gh": { "type": "github", "env": ["T"], "hosts": ["h"],
+           "assume_role": { "arn": "arn:aws:iam::1:role/r" } }}})");
+  CHECK_THAT(family.what, Catch::Contains("applies only to type \"aws-sigv4\""));
+  auto rule =
+      error_of(R"({"credentials": {"gcp": { "type": "gcp", "hosts": ["h"], "source": "file:/k",
+           "access_boundary": [{ "availableResource": "b", "availablePermissions": ["x"] }] }}})");
+  CHECK_THAT(rule.what, Catch::Contains("access_boundary[0].availableResource: expected a full"));
+}
