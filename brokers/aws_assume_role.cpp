@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "base/text.hpp"
+#include "brokers/provider_text.hpp"
 #include "brokers/sigv4.hpp"
 
 namespace broker::brokers {
@@ -32,30 +33,6 @@ std::optional<std::string> element(std::string_view xml, std::string_view name) 
   const auto end = xml.find(close, at + open.size());
   if (end == std::string_view::npos) return std::nullopt;
   return std::string(xml.substr(at + open.size(), end - at - open.size()));
-}
-
-std::string printable(std::string_view text) {
-  std::string out;
-  for (char c : text.substr(0, 300)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return out;
-}
-
-std::optional<clock::time_point> parse_expiration(const std::string& text) {
-  std::tm tm{};
-  int consumed = 0;
-  // "2026-12-07T04:00:00Z", or with fractional seconds.
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6)
-    return std::nullopt;
-  std::string_view rest = std::string_view(text).substr(static_cast<std::size_t>(consumed));
-  if (rest.starts_with('.'))
-    rest.remove_prefix(std::min(rest.find_first_not_of("0123456789", 1), rest.size()));
-  if (rest != "Z") return std::nullopt;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  const std::time_t t = ::timegm(&tm);
-  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
-  return clock::from_time_t(t);
 }
 
 }  // namespace
@@ -110,15 +87,15 @@ aws_real_credentials parse_assume_role_answer(const provider_answer& answer) {
   if (answer.status != 200) {
     const std::string code = element(xml, "Code").value_or("no code");
     const std::string message = element(xml, "Message").value_or("no message");
-    throw mint_error(answer.status,
-                     "STS refused AssumeRole: " + printable(code) + ": " + printable(message));
+    throw mint_error(answer.status, "STS refused AssumeRole: " + printable_excerpt(code) + ": " +
+                                        printable_excerpt(message));
   }
   auto key_id = element(xml, "AccessKeyId");
   auto secret = element(xml, "SecretAccessKey");
   auto token = element(xml, "SessionToken");
   auto expiration = element(xml, "Expiration");
   std::optional<clock::time_point> expires;
-  if (expiration) expires = parse_expiration(*expiration);
+  if (expiration) expires = parse_utc_time(*expiration);
   if (!key_id || !secret || !token || !expires || key_id->empty() || secret->empty() ||
       token->empty()) {
     for (auto* s : {&key_id, &secret, &token})

@@ -128,6 +128,19 @@ constexpr std::array<subresource, 6> object_subresources{{
     {"torrent", "GetObjectTorrent", "", ""},
 }};
 
+// The action of subresource `sub` in `list` for `method`, or "".
+template <std::size_t N>
+std::string subresource_action(const std::array<subresource, N>& list, std::string_view sub,
+                               std::string_view method) {
+  for (const subresource& s : list) {
+    if (s.name != sub) continue;
+    if (method == "GET") return std::string(s.get);
+    if (method == "PUT") return std::string(s.put);
+    if (method == "DELETE") return std::string(s.del);
+  }
+  return "";
+}
+
 // The S3 operation's action name (without "s3:"), or "" when it is not one the broker knows.
 std::string s3_action(const aws_call& c, std::string_view method, const params& p) {
   // The one subresource the request names, if any; an unknown parameter makes it unknown.
@@ -151,15 +164,7 @@ std::string s3_action(const aws_call& c, std::string_view method, const params& 
     if (method == "GET" && sub == "uploads") return "ListBucketMultipartUploads";
     if (method == "GET" && sub == "location") return "GetBucketLocation";
     if (method == "POST" && sub == "delete") return "DeleteObject";
-    for (const subresource& s : bucket_subresources)
-      if (s.name == sub) {
-        const std::string_view a = method == "GET"      ? s.get
-                                   : method == "PUT"    ? s.put
-                                   : method == "DELETE" ? s.del
-                                                        : "";
-        return std::string(a);
-      }
-    return "";
+    return subresource_action(bucket_subresources, sub, method);
   }
   // An object.
   if (sub.empty()) {
@@ -178,15 +183,7 @@ std::string s3_action(const aws_call& c, std::string_view method, const params& 
   if (method == "POST" && sub == "uploads") return "PutObject";  // CreateMultipartUpload
   if (method == "POST" && sub == "restore") return "RestoreObject";
   if (method == "POST" && sub == "select") return "GetObject";
-  for (const subresource& s : object_subresources)
-    if (s.name == sub) {
-      const std::string_view a = method == "GET"      ? s.get
-                                 : method == "PUT"    ? s.put
-                                 : method == "DELETE" ? s.del
-                                                      : "";
-      return std::string(a);
-    }
-  return "";
+  return subresource_action(object_subresources, sub, method);
 }
 
 void read_s3(aws_call& c, std::string_view host, std::string_view method, std::string_view target,
@@ -243,34 +240,31 @@ bool object_granted(const std::vector<config::s3_grant>& grants, std::string_vie
   });
 }
 
-scope_verdict refuse(std::string key, std::string why) {
-  return {std::move(key), std::move(why), false};
-}
-
 scope_verdict judge_s3(const std::vector<config::s3_grant>& grants, const aws_call& c) {
-  if (c.action.empty()) return refuse("s3", "the broker cannot tell which S3 operation this is");
-  if (c.bucket.empty()) return refuse("s3", c.action + " is about no bucket of the scope");
+  if (c.action.empty())
+    return scope_refusal("s3", "the broker cannot tell which S3 operation this is");
+  if (c.bucket.empty()) return scope_refusal("s3", c.action + " is about no bucket of the scope");
   const bool bucket_granted = std::any_of(grants.begin(), grants.end(),
                                           [&](const auto& g) { return g.bucket == c.bucket; });
-  if (!bucket_granted) return refuse("s3", "bucket " + c.bucket + " is not in the scope");
+  if (!bucket_granted) return scope_refusal("s3", "bucket " + c.bucket + " is not in the scope");
   if (c.key) {
     if (!object_granted(grants, c.bucket, *c.key))
-      return refuse("s3", "the key is outside the scope's prefixes in bucket " + c.bucket);
+      return scope_refusal("s3", "the key is outside the scope's prefixes in bucket " + c.bucket);
   } else if (c.listing) {
     if (!object_granted(grants, c.bucket, c.list_prefix))
-      return refuse("s3", "a listing of bucket " + c.bucket +
-                              " must name a prefix inside the scope (\"prefix\" parameter)");
+      return scope_refusal("s3", "a listing of bucket " + c.bucket +
+                                     " must name a prefix inside the scope (\"prefix\" parameter)");
   } else if (c.keys_in_body) {
     if (!object_granted(grants, c.bucket, ""))
-      return refuse("s3",
-                    "a multi-object delete names its keys in the body: the scope grants "
-                    "it only on a whole bucket");
+      return scope_refusal("s3",
+                           "a multi-object delete names its keys in the body: the scope grants "
+                           "it only on a whole bucket");
   } else if (!c.bucket_metadata && !object_granted(grants, c.bucket, "")) {
-    return refuse("s3", c.action + " acts on the whole bucket " + c.bucket +
-                            ", which the scope grants only by prefix");
+    return scope_refusal("s3", c.action + " acts on the whole bucket " + c.bucket +
+                                   ", which the scope grants only by prefix");
   }
   if (c.copy_source && !object_granted(grants, c.copy_source->first, c.copy_source->second))
-    return refuse("s3", "the copy source is outside the scope");
+    return scope_refusal("s3", "the copy source is outside the scope");
   return {};
 }
 
@@ -305,11 +299,11 @@ scope_verdict judge_aws_scope(const config::credential_scope& scope, const aws_c
     if (scope_verdict v = judge_s3(*scope.s3, call); v.refused()) return v;
   if (scope.actions) {
     if (call.action.empty())
-      return refuse("actions",
-                    "the broker cannot tell which action this request is, and the "
-                    "scope's \"actions\" lets through only what it names");
+      return scope_refusal("actions",
+                           "the broker cannot tell which action this request is, and the "
+                           "scope's \"actions\" lets through only what it names");
     if (!action_listed(*scope.actions, call.action))
-      return refuse("actions", call.action + " is not among the scope's actions");
+      return scope_refusal("actions", call.action + " is not among the scope's actions");
   }
   return {};
 }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "brokers/jws.hpp"
+#include "brokers/provider_text.hpp"
 #include "brokers/secret_json.hpp"
 
 namespace broker::brokers {
@@ -24,24 +25,15 @@ constexpr std::chrono::seconds assertion_lifetime{3600};      // Google's maximu
 
 // ---- responses ----
 
-// Text from a response for a message: printable ASCII only, bounded.
-std::string printable(std::string_view text) {
-  constexpr std::size_t limit = 300;
-  std::string out;
-  for (char c : text.substr(0, limit)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  if (text.size() > limit) out += "...";
-  return out;
-}
-
 // RFC 6749 §5.2: {"error": "invalid_grant", "error_description": "..."}.
 void throw_if_oauth_error(const secret_json& doc) {
   const nlohmann::json* error = doc.find("error");
   if (error == nullptr || error->is_null()) return;
   std::string text = "the issuer refused";
-  if (error->is_string()) text += ": " + printable(error->get_ref<const std::string&>());
+  if (error->is_string()) text += ": " + printable_excerpt(error->get_ref<const std::string&>());
   const nlohmann::json* description = doc.find("error_description");
   if (description != nullptr && description->is_string())
-    text += " (" + printable(description->get_ref<const std::string&>()) + ")";
+    text += " (" + printable_excerpt(description->get_ref<const std::string&>()) + ")";
   throw source_error(doc.message(text));
 }
 

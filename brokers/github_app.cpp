@@ -14,6 +14,7 @@
 #include "brokers/families.hpp"
 #include "brokers/jws.hpp"
 #include "brokers/minted_records.hpp"
+#include "brokers/provider_text.hpp"
 #include "brokers/rotating.hpp"
 #include "brokers/secret_source.hpp"
 #include "brokers/swapped_values.hpp"
@@ -32,27 +33,6 @@ const base::secret& token_shape() {
 
 // How long a failed mint is not tried again: each request in that time gets the same refusal.
 constexpr auto mint_backoff = std::chrono::seconds(10);
-
-// Printable ASCII of a provider's message, bounded.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (char c : text.substr(0, 300)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return out;
-}
-
-std::optional<clock::time_point> parse_iso_utc(const std::string& text) {
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
-      consumed != static_cast<int>(text.size()))
-    return std::nullopt;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  const std::time_t t = ::timegm(&tm);
-  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
-  return clock::from_time_t(t);
-}
 
 std::vector<std::pair<std::string, std::string>> github_headers(std::string authorization) {
   return {{"Authorization", std::move(authorization)},
@@ -316,14 +296,14 @@ github_app_client::minted github_app_client::mint() const {
   base::wipe(answer.body);
   if (answer.status != 201) {
     std::string message = doc.is_object() && doc.contains("message") && doc["message"].is_string()
-                              ? printable(doc["message"].get<std::string>())
+                              ? printable_excerpt(doc["message"].get<std::string>())
                               : "no message";
     throw mint_error(answer.status, "GitHub refused the installation token: " + message);
   }
   if (!doc.is_object() || !doc.contains("token") || !doc["token"].is_string() ||
       !doc.contains("expires_at") || !doc["expires_at"].is_string())
     throw mint_error(answer.status, "GitHub's answer holds no token and expiry");
-  auto expires = parse_iso_utc(doc["expires_at"].get<std::string>());
+  auto expires = parse_utc_time(doc["expires_at"].get<std::string>());
   if (!expires) throw mint_error(answer.status, "GitHub's answer has an unreadable expires_at");
   std::string token = doc["token"].get<std::string>();
   if (token.size() < 8) {

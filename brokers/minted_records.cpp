@@ -95,19 +95,19 @@ std::optional<base::secret> unseal(const base::secret& key, std::string_view non
   return base::secret(std::move(out));
 }
 
-std::runtime_error fail(const std::filesystem::path& path, const std::string& why) {
+std::runtime_error record_error(const std::filesystem::path& path, const std::string& why) {
   return std::runtime_error(path.string() + ": " + why);
 }
 
 void make_private_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw fail(dir, ec.message());
+  if (ec) throw record_error(dir, ec.message());
   struct stat st {};
   if (::lstat(dir.c_str(), &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid())
-    throw fail(dir, "not a directory of this user's");
+    throw record_error(dir, "not a directory of this user's");
   if ((st.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) < 0)
-    throw fail(dir, std::strerror(errno));
+    throw record_error(dir, std::strerror(errno));
 }
 
 }  // namespace
@@ -163,13 +163,13 @@ std::unique_ptr<minted_record> minted_record::write(const std::filesystem::path&
   const std::filesystem::path temporary = dir / (hex(id) + ".tmp");
   // Locked before it has its name: a session starting meanwhile never sees it unlocked.
   const int fd = ::open(temporary.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) throw fail(temporary, std::strerror(errno));
+  if (fd < 0) throw record_error(temporary, std::strerror(errno));
   auto record = std::unique_ptr<minted_record>(
       new minted_record(path, fd, base::secret(std::string(credential.expose())), expires));
   if (::flock(fd, LOCK_EX) < 0) {
     const std::string why = std::strerror(errno);
     ::unlink(temporary.c_str());
-    throw fail(temporary, why);
+    throw record_error(temporary, why);
   }
   const nlohmann::json doc = {
       {"issuer", issuer},
@@ -182,7 +182,7 @@ std::unique_ptr<minted_record> minted_record::write(const std::filesystem::path&
       ::fsync(fd) < 0 || ::rename(temporary.c_str(), path.c_str()) < 0) {
     const std::string why = std::strerror(errno);
     ::unlink(temporary.c_str());
-    throw fail(path, why);
+    throw record_error(path, why);
   }
   return record;
 }

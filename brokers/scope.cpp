@@ -13,10 +13,6 @@
 namespace broker::brokers {
 namespace {
 
-scope_verdict refuse(std::string key, std::string why) {
-  return {std::move(key), std::move(why), false};
-}
-
 // The forms servers may read the path in (as policy rules are matched): ";parameters" kept and
 // stripped. Empty when the target does not normalize.
 std::vector<std::string> path_forms(std::string_view target) {
@@ -61,27 +57,28 @@ std::optional<scope_verdict> judge_github(const config::credential_scope& scope,
   using kind = github_target::kind;
   if (t.what == kind::graphql && scope.graphql_read) {
     if (method != "POST")
-      return refuse("graphql",
-                    "only a POST of a JSON GraphQL request is judged, not " + std::string(method));
+      return scope_refusal(
+          "graphql", "only a POST of a JSON GraphQL request is judged, not " + std::string(method));
     return scope_verdict{{}, {}, true};
   }
   if (!scope.repos) return std::nullopt;
   switch (t.what) {
     case kind::repository:
       if (repo_listed(*scope.repos, t)) return std::nullopt;
-      return refuse("repos", "repository " + t.owner + "/" + t.repo + " is not among " +
-                                 listed(*scope.repos));
+      return scope_refusal("repos", "repository " + t.owner + "/" + t.repo + " is not among " +
+                                        listed(*scope.repos));
     case kind::account:
       return std::nullopt;
     case kind::graphql:
-      return refuse("repos",
-                    "GraphQL can name any repository: the scope lets GraphQL through only "
-                    "with \"graphql\": \"read\"");
+      return scope_refusal("repos",
+                           "GraphQL can name any repository: the scope lets GraphQL through only "
+                           "with \"graphql\": \"read\"");
     case kind::other:
       break;
   }
-  return refuse("repos", std::string(method) + " " + std::string(path) + " on " +
-                             std::string(host) + " is not a request about " + listed(*scope.repos));
+  return scope_refusal("repos", std::string(method) + " " + std::string(path) + " on " +
+                                    std::string(host) + " is not a request about " +
+                                    listed(*scope.repos));
 }
 
 }  // namespace
@@ -92,16 +89,17 @@ scope_verdict judge_scope(const config::credential_scope& scope, std::string_vie
   const bool reads_paths = scope.allow || scope.repos || scope.graphql_read;
   if (!reads_paths) return {};
   const std::string_view first_key = scope.allow ? "allow" : scope.repos ? "repos" : "graphql";
-  if (auto why = config::ambiguous_path(target)) return refuse(std::string(first_key), *why);
+  if (auto why = config::ambiguous_path(target)) return scope_refusal(std::string(first_key), *why);
   const std::vector<std::string> forms = path_forms(target);
   if (forms.empty())
-    return refuse(std::string(first_key), "the request target is not a path the scope can judge");
+    return scope_refusal(std::string(first_key),
+                         "the request target is not a path the scope can judge");
 
   if (scope.allow &&
       !std::any_of(scope.allow->begin(), scope.allow->end(),
                    [&](const config::scope_rule& r) { return rule_matches(r, method, forms); }))
-    return refuse("allow", std::string(method) + " " + forms.front() +
-                               " matches no entry of the scope's \"allow\"");
+    return scope_refusal("allow", std::string(method) + " " + forms.front() +
+                                      " matches no entry of the scope's \"allow\"");
 
   scope_verdict inside;
   if (scope.repos || scope.graphql_read) {
@@ -118,7 +116,7 @@ scope_verdict judge_scope(const config::credential_scope& scope, std::string_vie
 scope_verdict judge_graphql_scope(std::string_view body) {
   std::string why = graphql_body_not_read_only(body);
   if (why.empty()) return {};
-  return refuse("graphql", "only GraphQL queries may use this credential: " + why);
+  return scope_refusal("graphql", "only GraphQL queries may use this credential: " + why);
 }
 
 }  // namespace broker::brokers

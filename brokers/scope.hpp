@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "config/credential_scope.hpp"
 
@@ -19,6 +20,10 @@ struct scope_verdict {
 
   bool refused() const { return !key.empty(); }
 };
+
+inline scope_verdict scope_refusal(std::string key, std::string why) {
+  return {std::move(key), std::move(why), false};
+}
 
 // The head of a request on a bound host: its method and its target as sent (origin form). A
 // target whose path servers may read differently (config::ambiguous_path) or that does not
