@@ -106,8 +106,8 @@ TEST_CASE("aws scope: s3 grants buckets and prefixes, actions names calls",
   CHECK(refused_by(s, s3("bkt.s3.amazonaws.com", "GET", "/p/x?unknown")) == "s3");
   CHECK(refused_by(s, s3("bkt.s3.amazonaws.com", "PUT", "/p/copy",
                          {{"x-amz-copy-source", "bkt/other/secret"}})) == "s3");
-  CHECK(refused_by(s,
-                   s3("bkt.s3.amazonaws.com", "PUT", "/p/copy", {{"x-amz-copy-source", "whole/any"}}))
+  CHECK(refused_by(
+            s, s3("bkt.s3.amazonaws.com", "PUT", "/p/copy", {{"x-amz-copy-source", "whole/any"}}))
             .empty());
   const auto whole_bucket_ops = scope_of(R"({"s3": [{"bucket": "bkt", "prefix": "p/"}]})");
   CHECK(refused_by(whole_bucket_ops, s3("bkt.s3.amazonaws.com", "DELETE", "/")) == "s3");
