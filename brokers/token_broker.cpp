@@ -229,6 +229,11 @@ int token_broker::swap_header(std::string_view name, std::string& value) const {
   return 1;
 }
 
+void token_broker::minted(std::vector<minted_info>& out) const {
+  if (!spec().access_boundary.empty())
+    out.push_back({name(), "downscoped Google access token", current().expires});
+}
+
 std::unique_ptr<request_step> token_broker::claim(const request_context& where,
                                                   std::string_view method, std::string_view,
                                                   const std::vector<http::header_field>&,

@@ -82,6 +82,8 @@ class token_broker final : public request_broker {
   // (dummy_files); azure: the credential's variables.
   void dummy_variables(std::vector<dummy_variable>& out) const override;
   void dummy_files(std::vector<dummy_file>& out) const override;
+  // gcp with "access_boundary": the downscoped token minted now, and its expiry.
+  void minted(std::vector<minted_info>& out) const override;
   // `Authorization: Bearer DUMMY` → the latest real token.
   int swap_header(std::string_view name, std::string& value) const override;
   // gcp: a POST to Google's token endpoint, which may redeem the session key file's refresh

@@ -22,6 +22,7 @@ import base64
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -598,6 +599,9 @@ def test_gcp_access_boundary_downscopes_every_token_storage_sees(downscoped_run,
     for what, data in r.written():
         for token in (source[0].token, downscoped):
             assert token.encode() not in data, f"{what} holds a real token"
+    # Its records say until when the downscoped token holds.
+    served = [q for q in r.requests() if q.get("credential") == "google" and q.get("status") == 200]
+    assert served and all(q.get("credential_expires", 0) > time.time() for q in served), served
 
 
 def test_gcp_curl_with_the_dummy_from_the_environment(sa_run, fake):
