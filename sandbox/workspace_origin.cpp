@@ -4,7 +4,11 @@
 #include <git2.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/text.hpp"
 
@@ -37,6 +41,45 @@ struct git_library {
   git_library() { git_libgit2_init(); }
   ~git_library() { git_libgit2_shutdown(); }
 };
+
+// What the configuration says of remote "origin" and of URL rewriting (git-config(1): the
+// longest matching url.<base>.insteadOf prefix is replaced by <base>).
+struct remote_config {
+  std::optional<std::string> url, push_url;  // the last value wins, as in git
+  std::vector<std::pair<std::string, std::string>> instead_of, push_instead_of;  // prefix, base
+};
+
+int collect_origin(const git_config_entry* entry, void* payload) {
+  auto& c = *static_cast<remote_config*>(payload);
+  const std::string_view name = entry->name;  // section and key lower-cased by libgit2
+  const std::string value = entry->value ? entry->value : "";
+  if (name == "remote.origin.url") c.url = value;
+  if (name == "remote.origin.pushurl") c.push_url = value;
+  if (name.starts_with("url.")) {
+    const auto last = name.rfind('.');
+    const std::string base(name.substr(4, last - 4));
+    const std::string_view key = name.substr(last + 1);
+    if (key == "insteadof") c.instead_of.emplace_back(value, base);
+    if (key == "pushinsteadof") c.push_instead_of.emplace_back(value, base);
+  }
+  return 0;
+}
+
+std::optional<std::string> rewrite_if_any(
+    const std::string& url, const std::vector<std::pair<std::string, std::string>>& rules) {
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& r : rules)
+    if (!r.first.empty() && url.starts_with(r.first) &&
+        (!best || r.first.size() > best->first.size()))
+      best = &r;
+  if (!best) return std::nullopt;
+  return best->second + url.substr(best->first.size());
+}
+
+std::string rewrite(const std::string& url,
+                    const std::vector<std::pair<std::string, std::string>>& rules) {
+  return rewrite_if_any(url, rules).value_or(url);
+}
 
 std::string git_error_text() {
   const git_error* e = git_error_last();
@@ -89,22 +132,31 @@ github_remote workspace_origin(const std::filesystem::path& dir) {
                              ")");
   const std::unique_ptr<git_repository, decltype(&git_repository_free)> repo(raw_repo,
                                                                              git_repository_free);
-  git_remote* raw_remote = nullptr;
-  if (git_remote_lookup(&raw_remote, repo.get(), "origin") != 0)
-    throw std::runtime_error("the repository has no remote \"origin\" (" + git_error_text() + ")");
-  const std::unique_ptr<git_remote, decltype(&git_remote_free)> remote(raw_remote, git_remote_free);
-  const char* url = git_remote_url(remote.get());
-  if (!url) throw std::runtime_error("the remote \"origin\" has no URL");
+  // The configuration as git reads it (the repository's, the user's, includes), walked
+  // entry by entry: libgit2 1.5's remote lookup matches names with a regex that leaks.
+  git_config* raw_config = nullptr;
+  if (git_repository_config_snapshot(&raw_config, repo.get()) != 0)
+    throw std::runtime_error("the repository's configuration cannot be read (" + git_error_text() +
+                             ")");
+  const std::unique_ptr<git_config, decltype(&git_config_free)> config(raw_config, git_config_free);
+  remote_config origin;
+  git_config_foreach(config.get(), collect_origin, &origin);
+  if (!origin.url) throw std::runtime_error("the repository has no remote \"origin\" with a URL");
+  const std::string url = rewrite(*origin.url, origin.instead_of);
   auto parsed = parse_github_remote(url);
   if (!parsed)
-    throw std::runtime_error("the remote \"origin\" (" + std::string(url) +
-                             ") does not name HOST/OWNER/REPO");
-  // A push goes where pushurl says: it must name the same repository.
-  if (const char* push = git_remote_pushurl(remote.get())) {
-    auto push_parsed = parse_github_remote(push);
+    throw std::runtime_error("the remote \"origin\" (" + url + ") does not name HOST/OWNER/REPO");
+  // A push goes where pushurl (or pushInsteadOf) says: it must name the same repository.
+  std::optional<std::string> push;
+  if (origin.push_url)
+    push = rewrite(*origin.push_url, origin.instead_of);
+  else if (auto pushed = rewrite_if_any(*origin.url, origin.push_instead_of))
+    push = pushed;
+  if (push) {
+    auto push_parsed = parse_github_remote(*push);
     if (!push_parsed || push_parsed->host != parsed->host ||
         push_parsed->repo.text() != parsed->repo.text())
-      throw std::runtime_error("the remote \"origin\" pushes to " + std::string(push) +
+      throw std::runtime_error("the remote \"origin\" pushes to " + *push +
                                ", another repository than it fetches from");
   }
   return *parsed;
