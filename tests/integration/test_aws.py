@@ -165,6 +165,14 @@ def step(name, fn):
                      "trace": traceback.format_exc()[-3000:]}
 
 
+# The AWS CLI v2 (CONF["aws"]), one call: its exit status and output.
+def aws(*args, stdin=None):
+    import subprocess
+    p = subprocess.run([CONF["aws"], *args], capture_output=True, text=True, timeout=60,
+                       input=stdin, env={**os.environ, "AWS_PAGER": "", "AWS_MAX_ATTEMPTS": "1"})
+    return {"rc": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
+
+
 def send(method, url, headers, body=b""):
     return response(requests.request(method, url, headers=headers, data=body, verify=CA,
                                      timeout=60))
@@ -407,13 +415,6 @@ finish()
 # A credential scoped to objects under PREFIX and three S3 actions (docs/policy.md, "Least
 # privilege"): boto3, a presigned URL and the AWS CLI, inside and outside the scope.
 LEAST_SCRIPT = CHILD_COMMON + r'''
-import subprocess
-
-
-def aws(*args, stdin=None):
-    p = subprocess.run([CONF["aws"], *args], capture_output=True, text=True, timeout=60,
-                       input=stdin, env={**os.environ, "AWS_PAGER": "", "AWS_MAX_ATTEMPTS": "1"})
-    return {"rc": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
 
 
 def presigned(key):
@@ -444,13 +445,6 @@ finish()
 # Under "assume_role": boto3 and the AWS CLI sign with the session's dummies; AWS sees the
 # temporary credentials.
 ROLE_SCRIPT = CHILD_COMMON + r'''
-import subprocess
-
-
-def aws(*args, stdin=None):
-    p = subprocess.run([CONF["aws"], *args], capture_output=True, text=True, timeout=60,
-                       input=stdin, env={**os.environ, "AWS_PAGER": "", "AWS_MAX_ATTEMPTS": "1"})
-    return {"rc": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
 
 
 step("put", lambda: s3().put_object(Bucket=BUCKET, Key=PREFIX + "r.txt", Body=b"via role")["ETag"])
@@ -461,13 +455,6 @@ finish()
 '''
 
 CLI_SCRIPT = CHILD_COMMON + r'''
-import subprocess
-
-
-def aws(*args):
-    p = subprocess.run([CONF["aws"], *args], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "AWS_PAGER": "", "AWS_MAX_ATTEMPTS": "1"})
-    return {"rc": p.returncode, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]}
 
 
 step("sts", lambda: aws("sts", "get-caller-identity", "--output", "json"))
