@@ -293,9 +293,13 @@ std::unique_ptr<request_step> aws_broker::claim(const request_context& where, st
   }
 }
 
-void aws_broker::minted(std::vector<minted_info>& out) const {
-  if (minted_ && rotation_)
-    out.push_back({name(), "AWS AssumeRole credentials", rotation_->current().expires});
+std::string_view aws_broker::mints() const {
+  return minted_ ? "AWS AssumeRole credentials" : "";
+}
+
+std::optional<std::chrono::system_clock::time_point> aws_broker::minted_until() const {
+  if (!minted_ || !rotation_) return std::nullopt;
+  return rotation_->current().expires;
 }
 
 namespace {

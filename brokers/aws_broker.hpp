@@ -45,7 +45,8 @@ class aws_broker final : public request_broker {
                       std::vector<scrub_pattern>& out) const override;
   void dummy_variables(std::vector<dummy_variable>& out) const override;
   void displaced_variables(std::vector<std::string>& out) const override;
-  void minted(std::vector<minted_info>& out) const override;
+  std::string_view mints() const override;
+  std::optional<std::chrono::system_clock::time_point> minted_until() const override;
   std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
                                       std::string_view target,
                                       const std::vector<http::header_field>& headers, bool has_body,

@@ -93,8 +93,9 @@ std::unique_ptr<request_broker> load_broker(layered_spec& s, const provider_tran
 
 credential_set::credential_set(std::vector<std::unique_ptr<request_broker>> brokers)
     : brokers_(std::move(brokers)) {
-  for (const auto& b : brokers_) {
-    for (const scrub_pattern& p : b->values().reals) response_patterns_.push_back(p);
+  for (std::size_t i = 0; i < brokers_.size(); ++i) {
+    for (const scrub_pattern& p : brokers_[i]->values().reals) response_patterns_.push_back(p);
+    if (!brokers_[i]->mints().empty()) minting_.push_back(i);
   }
   catalog_values();
 }
@@ -186,8 +187,17 @@ std::vector<std::string> credential_set::displaced_variables() const {
 
 std::vector<minted_info> credential_set::minted() const {
   std::vector<minted_info> out;
-  for (const auto& b : brokers_) b->minted(out);
+  for (std::size_t i : minting_)
+    if (auto until = brokers_[i]->minted_until())
+      out.push_back({brokers_[i]->name(), std::string(brokers_[i]->mints()), *until});
   return out;
+}
+
+std::optional<std::chrono::system_clock::time_point> credential_set::minted_until(
+    std::string_view credential) const {
+  for (std::size_t i : minting_)
+    if (brokers_[i]->name() == credential) return brokers_[i]->minted_until();
+  return std::nullopt;
 }
 
 std::vector<std::string> credential_set::names() const {

@@ -5,8 +5,10 @@
 // request as its plan's steps.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -130,6 +132,10 @@ class credential_set {
 
   // The credentials minted for the session so far, each with its expiry.
   std::vector<minted_info> minted() const;
+  // Until when the credential named `credential` holds what it minted, when it mints (cheap:
+  // only minting brokers are looked at, for each request's record).
+  std::optional<std::chrono::system_clock::time_point> minted_until(
+      std::string_view credential) const;
 
   // The credentials' names.
   std::vector<std::string> names() const;
@@ -141,6 +147,7 @@ class credential_set {
  private:
   std::vector<std::unique_ptr<request_broker>> brokers_;
   std::vector<scrub_pattern> response_patterns_;  // the fixed real values
+  std::vector<std::size_t> minting_;              // brokers_ that mint for the session
 
   // apply(), noting in `carried` (when given) the index of each usable broker whose dummy the
   // head carries (its family swaps it, or its request step will).

@@ -189,10 +189,8 @@ class github_app_broker final : public request_broker {
     for (const issued_token* t : state_->live(now))
       out.push_back({t->token.expose(), masks_.of(t->token.size())});
   }
-  void minted(std::vector<minted_info>& out) const override {
-    if (auto expires = state_->expires())
-      out.push_back({name(), "GitHub App installation token", *expires});
-  }
+  std::string_view mints() const override { return "GitHub App installation token"; }
+  std::optional<clock::time_point> minted_until() const override { return state_->expires(); }
   void dummy_variables(std::vector<dummy_variable>& out) const override {
     for (const auto& name : spec().env) out.push_back({name, dummy_, this->name()});
   }

@@ -184,8 +184,13 @@ class request_broker {
   virtual void dummy_files(std::vector<dummy_file>& out) const;
   // Variables that would point the family's clients away from their dummies (an AWS profile).
   virtual void displaced_variables(std::vector<std::string>& out) const;
-  // What it minted for the session and holds now (a minting family).
-  virtual void minted(std::vector<minted_info>& out) const { (void)out; }
+  // What it mints for the session ("GitHub App installation token"), or empty: a minting
+  // family says so from the start, before it has minted anything.
+  virtual std::string_view mints() const { return {}; }
+  // Until when what it minted and holds now is good, once it has minted.
+  virtual std::optional<std::chrono::system_clock::time_point> minted_until() const {
+    return std::nullopt;
+  }
 
   // ---- The request head ----
 

@@ -147,11 +147,23 @@ issued_token issue_token(access_token token) {
 
 token_broker::token_broker(config::credential_spec spec, layer_bindings other_layers, fetcher fetch)
     : request_broker(std::move(spec), std::move(other_layers)) {
+  if (request_broker::spec().type == "gcp") gcp_client_ = gcp_client_like_googles(nullptr, {});
   const auto issued = system_clock::now();
-  access_token first = fetch();
+  access_token first;
+  try {
+    first = fetch();
+  } catch (const mint_error& e) {
+    if (mints().empty()) throw;
+    // Nothing to shape the dummy on: the family's shape.
+    unavailable_ = e.what();
+    if (e.status() > 0)
+      unavailable_ += " (Google's STS answered " + std::to_string(e.status()) + ")";
+    dummy_ = shaped_like(access_token_shape(request_broker::spec().type));
+    masks_ = std::make_unique<const dummy_masks>(dummy_);
+    return;
+  }
   dummy_ = make_dummy(first.token);
   masks_ = std::make_unique<const dummy_masks>(dummy_);
-  if (request_broker::spec().type == "gcp") gcp_client_ = gcp_client_like_googles(nullptr, {});
   tokens_ = std::make_shared<const rotating<issued_token>>(
       "credential " + name() + ": its access token", issue_token(std::move(first)), issued,
       [fetch = std::move(fetch)] { return issue_token(fetch()); });
@@ -162,7 +174,8 @@ token_broker::token_broker(const token_broker& base, std::string dummy, gcp_dumm
       dummy_(std::move(dummy)),
       gcp_client_(std::move(client)),
       masks_(std::make_unique<const dummy_masks>(dummy_)),
-      tokens_(base.tokens_) {}
+      tokens_(base.tokens_),
+      unavailable_(base.unavailable_) {}
 
 std::unique_ptr<request_broker> token_broker::for_session(const dummy_seed& seed) const {
   std::string dummy = shaped_like(access_token_shape(spec().type), &seed, name(), "access token");
@@ -225,19 +238,44 @@ int token_broker::swap_header(std::string_view name, std::string& value) const {
   if (!is_authorization(name)) return 0;
   auto auth = parse_auth_value(value);
   if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy_) return 0;
-  value.replace(auth->token_at, auth->token.size(), current().token.expose());
+  const issued_token* token = mints().empty() ? current() : minted_token(system_clock::now());
+  if (!token) return 0;
+  value.replace(auth->token_at, auth->token.size(), token->token.expose());
   return 1;
 }
 
-void token_broker::minted(std::vector<minted_info>& out) const {
-  if (!spec().access_boundary.empty())
-    out.push_back({name(), "downscoped Google access token", current().expires});
+std::string_view token_broker::mints() const {
+  return spec().access_boundary.empty() ? "" : "downscoped Google access token";
+}
+
+std::optional<system_clock::time_point> token_broker::minted_until() const {
+  if (mints().empty() || !tokens_) return std::nullopt;
+  return current()->expires;
+}
+
+const issued_token* token_broker::minted_token(system_clock::time_point now) const {
+  const issued_token* token = current();
+  return token && token->expires > now ? token : nullptr;
 }
 
 std::unique_ptr<request_step> token_broker::claim(const request_context& where,
                                                   std::string_view method, std::string_view,
-                                                  const std::vector<http::header_field>&,
-                                                  bool has_body, request_decision&) const {
+                                                  const std::vector<http::header_field>& headers,
+                                                  bool has_body, request_decision& refused) const {
+  if (!mints().empty() && usable(where) && !minted_token(system_clock::now())) {
+    // swap_header left the dummy where a good token would have gone.
+    for (const auto& h : headers) {
+      if (!is_authorization(h.name)) continue;
+      auto auth = parse_auth_value(h.value);
+      if (!auth || !http::iequals(auth->scheme, "bearer") || auth->token != dummy_) continue;
+      refused = {request_action::credential_unavailable, name(),
+                 tokens_ ? "its downscoped token expired and exchanging for a new one failed "
+                           "(see the broker's log)"
+                         : unavailable_,
+                 0};
+      return nullptr;
+    }
+  }
   if (spec().type != "gcp" || !has_body || method != "POST" || !is_google_token_host(where.host))
     return nullptr;
   return std::make_unique<gcp_token_step>(*this);
@@ -260,12 +298,18 @@ token_broker::fetcher downscoped(token_broker::fetcher source, const config::cre
     provider_answer answer;
     try {
       answer = transport(request);
-    } catch (...) {
+    } catch (const std::exception& e) {
       base::wipe(request.body);
-      throw;
+      throw mint_error(0, std::string("Google's STS could not be reached: ") + e.what());
     }
     base::wipe(request.body);
-    access_token token = parse_oauth_token_response(answer.body, system_clock::now());
+    access_token token;
+    try {
+      token = parse_oauth_token_response(answer.body, system_clock::now());
+    } catch (const std::exception& e) {
+      base::wipe(answer.body);
+      throw mint_error(answer.status, std::string("the token exchange failed: ") + e.what());
+    }
     base::wipe(answer.body);
     // A downscoped token lives no longer than the one it came from.
     token.expires = std::min(token.expires, subject.expires);

@@ -44,7 +44,10 @@ class token_broker final : public request_broker {
  public:
   using fetcher = std::function<access_token()>;  // throws source_error
 
-  // Fetches the first token now (throws source_error) and starts the refresher.
+  // Fetches the first token now (throws source_error) and starts the refresher. A credential
+  // that mints (gcp with "access_boundary") whose first exchange fails (mint_error) is made
+  // anyway, unavailable: every request carrying its dummy to a bound host is refused 502
+  // credential_unavailable, as is every one once its last token expired unrenewed.
   token_broker(config::credential_spec spec, layer_bindings other_layers, fetcher fetch);
   ~token_broker() override = default;
 
@@ -59,12 +62,12 @@ class token_broker final : public request_broker {
   std::string_view mask(std::size_t size) const { return masks_->of(size); }
   const gcp_dummy_client& gcp_client() const { return gcp_client_; }
 
-  // The latest token (stays valid as long as this credential).
-  const issued_token& current() const { return tokens_->current(); }
+  // The latest token (stays valid as long as this credential); null when none could be had.
+  const issued_token* current() const { return tokens_ ? &tokens_->current() : nullptr; }
   // Every token issued that has not expired yet, newest first (a request may still carry an
   // older one a response echoed).
   std::vector<const issued_token*> live(std::chrono::system_clock::time_point now) const {
-    return tokens_->live(now);
+    return tokens_ ? tokens_->live(now) : std::vector<const issued_token*>();
   }
 
   // The session file a gcp child's GOOGLE_APPLICATION_CREDENTIALS names.
@@ -82,12 +85,16 @@ class token_broker final : public request_broker {
   // (dummy_files); azure: the credential's variables.
   void dummy_variables(std::vector<dummy_variable>& out) const override;
   void dummy_files(std::vector<dummy_file>& out) const override;
-  // gcp with "access_boundary": the downscoped token minted now, and its expiry.
-  void minted(std::vector<minted_info>& out) const override;
-  // `Authorization: Bearer DUMMY` → the latest real token.
+  bool rotates() const override { return true; }
+  // gcp with "access_boundary": a downscoped token, and the current one's expiry.
+  std::string_view mints() const override;
+  std::optional<std::chrono::system_clock::time_point> minted_until() const override;
+  // `Authorization: Bearer DUMMY` → the latest real token (for a minting credential, only one
+  // that has not expired: otherwise the dummy stays, and claim refuses the request).
   int swap_header(std::string_view name, std::string& value) const override;
   // gcp: a POST to Google's token endpoint, which may redeem the session key file's refresh
-  // token (the body tells): answered locally with the dummy access token.
+  // token (the body tells): answered locally with the dummy access token. A minting credential
+  // with no good token: its bound bearer dummy is refused 502 credential_unavailable.
   std::unique_ptr<request_step> claim(const request_context& where, std::string_view method,
                                       std::string_view target,
                                       const std::vector<http::header_field>& headers, bool has_body,
@@ -96,11 +103,16 @@ class token_broker final : public request_broker {
  private:
   token_broker(const token_broker& base, std::string dummy, gcp_dummy_client client);
 
+  // A minting credential's token that has not expired; null when there is none.
+  const issued_token* minted_token(std::chrono::system_clock::time_point now) const;
+
   std::string dummy_;
   gcp_dummy_client gcp_client_;
   std::unique_ptr<const dummy_masks> masks_;  // of dummy_
   // Shared with the other sessions' credentials of it; the refresher stops with the last one.
+  // Null when a minting credential's first exchange failed; unavailable_ then says why.
   std::shared_ptr<const rotating<issued_token>> tokens_;
+  std::string unavailable_;
 };
 
 // The fetcher for a gcp or azure credential's source:

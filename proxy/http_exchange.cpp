@@ -200,10 +200,9 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   s_.entry.credential = plan.credential();
   // A credential minted for the session: its record says until when (never what).
   if (!s_.entry.credential.empty())
-    for (const auto& m : credentials.minted())
-      if (m.credential == s_.entry.credential)
-        s_.entry.credential_expires =
-            std::chrono::duration_cast<std::chrono::seconds>(m.expires.time_since_epoch()).count();
+    if (auto until = credentials.minted_until(s_.entry.credential))
+      s_.entry.credential_expires =
+          std::chrono::duration_cast<std::chrono::seconds>(until->time_since_epoch()).count();
   if (completed.refused())
     co_return co_await refuse(credential_refusal(credentials, completed, where),
                               to.keep_after_refusal && !s_.body);

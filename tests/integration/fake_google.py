@@ -249,6 +249,7 @@ class FakeCloud:
         self.requests = []
         self.grants = []         # every token endpoint request, parsed
         self.exchanges = []      # every STS token exchange, parsed
+        self.refused_subjects = set()  # emails whose tokens STS will not exchange
         self.api_calls = []
         self.failures = []
         self.server = _Server(self, tls_server_context(pki)).start()
@@ -262,6 +263,11 @@ class FakeCloud:
     def add_account(self, account: ServiceAccount):
         with self.lock:
             self.accounts[account.email] = account
+
+    def refuse_exchanges(self, account: ServiceAccount):
+        """STS answers 400 to every exchange of this account's tokens."""
+        with self.lock:
+            self.refused_subjects.add(account.email)
 
     def add_user(self, user: AuthorizedUser):
         with self.lock:
@@ -367,6 +373,9 @@ class FakeCloud:
                 subject = self.issued.get(form.get("subject_token", ""))
             if subject is None or subject.expires <= time.time():
                 raise GrantError("unknown or expired subject_token")
+            if subject.who in self.refused_subjects:
+                entry["who"] = subject.who
+                raise GrantError("the caller may not downscope this token")
             options = json.loads(form.get("options") or "{}")
             rules = options.get("accessBoundary", {}).get("accessBoundaryRules")
             if not rules:

@@ -50,6 +50,7 @@ CMD_TOKEN = "ya29.c." + base64.urlsafe_b64encode(os.urandom(120)).decode().rstri
 # Used without the broker only, to show the fake is strict.
 SA_DIRECT = make_service_account("broker-direct", 3599)
 SA_BOUNDED = make_service_account("broker-bounded", 3599)
+SA_UNMINTABLE = make_service_account("broker-unmintable", 3599)
 SA_OTHER_KEY = make_service_account("broker-direct", 3599)  # same email, another key
 USER_DIRECT = make_authorized_user("broker-user-direct", 3599)
 
@@ -317,8 +318,9 @@ def upstream_pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fake(upstream_pki):
     f = FakeCloud(upstream_pki)
-    for account in (SA_MAIN, SA_REFRESH, SA_DIRECT, SA_BOUNDED):
+    for account in (SA_MAIN, SA_REFRESH, SA_DIRECT, SA_BOUNDED, SA_UNMINTABLE):
         f.add_account(account)
+    f.refuse_exchanges(SA_UNMINTABLE)
     f.add_user(USER)
     f.add_user(USER_DIRECT)
     f.accept_static(CMD_TOKEN, "cmd-token")
@@ -352,6 +354,14 @@ def downscoped_run(wrapper):
     """The same kind of key file, with an access boundary: storage gets a downscoped token."""
     key = wrapper.key_file("sa-bounded", SA_BOUNDED.key_file())
     return wrapper.run("bounded", GCP_SCRIPT, {},
+                       gcp_policy(source=f"file:{key}", access_boundary=BOUNDARY))
+
+
+@pytest.fixture(scope="module")
+def unmintable_run(wrapper):
+    """An access boundary on an account whose tokens Google's STS refuses to downscope."""
+    key = wrapper.key_file("sa-unmintable", SA_UNMINTABLE.key_file())
+    return wrapper.run("unmintable", GCP_SCRIPT, {},
                        gcp_policy(source=f"file:{key}", access_boundary=BOUNDARY))
 
 
@@ -602,6 +612,26 @@ def test_gcp_access_boundary_downscopes_every_token_storage_sees(downscoped_run,
     # Its records say until when the downscoped token holds.
     served = [q for q in r.requests() if q.get("credential") == "google" and q.get("status") == 200]
     assert served and all(q.get("credential_expires", 0) > time.time() for q in served), served
+
+
+def test_gcp_access_boundary_that_cannot_be_minted_is_502_never_the_source_token(
+        unmintable_run, fake):
+    r = unmintable_run
+    assert r.returncode == 0, r.describe()  # the session runs; its requests to Google do not
+    for what in ("adc", "curl"):
+        answer = r.ok(what)
+        assert answer["status"] == 502, (what, answer)
+        body = json.loads(answer["body"])
+        assert body["error"] == "credential_unavailable", body
+        assert "400" in body["message"] and "downscope" in body["message"], body
+    exchanges = [e for e in fake.snapshot("exchanges") if e.get("who") == SA_UNMINTABLE.email]
+    assert len(exchanges) == 1 and not exchanges[0]["ok"], exchanges
+    assert not fake.calls_by(SA_UNMINTABLE.email), "the source token reached storage"
+    source = fake.issued_to(SA_UNMINTABLE.email)[0].token
+    for what, data in r.written():
+        assert source.encode() not in data, f"{what} holds the source token"
+    refused = [q for q in r.requests() if q.get("error") == "credential_unavailable"]
+    assert len(refused) == 2 and all(q["credential"] == "google" for q in refused), refused
 
 
 def test_gcp_curl_with_the_dummy_from_the_environment(sa_run, fake):

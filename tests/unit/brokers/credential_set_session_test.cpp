@@ -396,7 +396,7 @@ TEST_CASE("for_session: token credentials share one refresher and agree across r
     CHECK(calls_2 == 1);
 
     const token_broker& a = token_of(sessions[0]);
-    CHECK(&a.current() == &token_of(replica_1).current());  // the same issue, not a copy
+    CHECK(a.current() == token_of(replica_1).current());  // the same issue, not a copy
     CHECK(a.dummy() == token_of(a2).dummy());
     CHECK(a.dummy() == token_of(sessions[4]).dummy());
     CHECK(a.dummy() != token_of(b).dummy());

@@ -146,9 +146,9 @@ TEST_CASE("token credential: the first token is fetched and a dummy shaped like 
 
   CHECK(calls == 1);
   CHECK(t.spec().name == "gcloud");
-  CHECK(t.current().token.expose() == real_token);
-  CHECK(t.current().expires >= before + 1h);
-  CHECK(t.current().expires <= after + 1h);
+  CHECK(t.current()->token.expose() == real_token);
+  CHECK(t.current()->expires >= before + 1h);
+  CHECK(t.current()->expires <= after + 1h);
   CHECK(t.mask(real_token.size()) == t.dummy());  // same length: the mask is the dummy itself
 
   CHECK(t.dummy().size() == real_token.size());
@@ -161,7 +161,7 @@ TEST_CASE("token credential: the first token is fetched and a dummy shaped like 
 
   auto live = t.live(system_clock::now());
   REQUIRE(live.size() == 1);
-  CHECK(live[0] == &t.current());
+  CHECK(live[0] == t.current());
 
   // Two credentials of the same token get different dummies (per session, random).
   token_broker other(token_spec("gcp"), {}, fixed_fetcher(real_token));
@@ -439,6 +439,106 @@ TEST_CASE("token credential set: the child's variables and files", "[brokers][to
   }
 }
 
+// A gcp credential with an access boundary (it mints), whose fetcher is `fetch`, in a set.
+struct minting_set {
+  const token_broker* broker;
+  credential_set set;
+};
+minting_set minting(token_broker::fetcher fetch) {
+  auto spec = token_spec("gcp");
+  spec.access_boundary = R"({"accessBoundaryRules":[]})";
+  auto owned = std::make_unique<token_broker>(
+      std::move(spec), broker::brokers::request_broker::layer_bindings{}, std::move(fetch));
+  const token_broker* broker = owned.get();
+  std::vector<std::unique_ptr<broker::brokers::request_broker>> tokens;
+  tokens.push_back(std::move(owned));
+  return {broker, credential_set(std::move(tokens))};
+}
+
+// The plan of a GET carrying `dummy` as a bearer token to `host`.
+broker::brokers::request_decision bearer_plan(const credential_set& set, std::string_view host,
+                                              const std::string& dummy, request& r) {
+  r.headers.push_back({"Authorization", "Bearer " + dummy});
+  return set.plan(to(host), "GET", r.target, r.headers, false).decision();
+}
+
+TEST_CASE("token credential: a downscoped token that could not be minted is 502 where bound",
+          "[brokers][token_broker]") {
+  std::atomic<int> calls{0};
+  auto m = minting([&calls]() -> access_token {
+    ++calls;
+    throw broker::brokers::mint_error(403, "the token exchange failed: access_denied");
+  });
+  CHECK(calls == 1);  // made anyway, and not fetched again
+  CHECK(m.broker->current() == nullptr);
+  CHECK(m.broker->mints() == "downscoped Google access token");
+  CHECK_FALSE(m.broker->minted_until());
+  CHECK(m.set.minted().empty());
+  // Its dummy has the family's shape.
+  const std::string dummy = m.broker->dummy();
+  CHECK(dummy.starts_with("ya29."));
+
+  request bound;
+  auto d = bearer_plan(m.set, "storage.googleapis.com", dummy, bound);
+  CHECK(d.action == request_action::credential_unavailable);
+  CHECK(d.credential == "gcloud");
+  CHECK(d.where.find("access_denied") != std::string::npos);
+  CHECK(d.where.find("403") != std::string::npos);
+  CHECK(bound.headers.back().value == "Bearer " + dummy);  // nothing swapped in
+  // Elsewhere its dummy is still a canary; requests without it pass.
+  request unbound;
+  CHECK(bearer_plan(m.set, "example.com", dummy, unbound).action ==
+        request_action::credential_not_bound);
+  request plain;
+  CHECK(m.set.plan(to("storage.googleapis.com"), "GET", plain.target, plain.headers, false)
+            .decision()
+            .action == request_action::pass);
+  // The child's own token request is still answered with the dummy.
+  const std::string form =
+      "grant_type=refresh_token&refresh_token=" + pct(m.broker->gcp_client().refresh_token);
+  auto answer = token_answer(m.set, "oauth2.googleapis.com", "POST", form);
+  REQUIRE(answer);
+  CHECK(answer->json.find(dummy) != std::string::npos);
+}
+
+TEST_CASE("token credential: a downscoped token expired and not renewed is 502, never sent",
+          "[brokers][token_broker]") {
+  // The first token has already expired, so the refresher asks at once, and fails.
+  std::atomic<int> calls{0};
+  auto m = minting([&calls]() -> access_token {
+    if (++calls == 1)
+      return access_token{base::secret(std::string(real_token)), system_clock::now() - 1s};
+    throw broker::brokers::mint_error(0, "Google's STS could not be reached: refused");
+  });
+  REQUIRE(m.broker->current() != nullptr);
+  REQUIRE(m.broker->minted_until());
+  CHECK(*m.broker->minted_until() < system_clock::now());
+  CHECK(m.set.minted_until("gcloud") == m.broker->minted_until());
+  CHECK_FALSE(m.set.minted_until("other"));
+
+  request r;
+  auto d = bearer_plan(m.set, "storage.googleapis.com", m.broker->dummy(), r);
+  CHECK(d.action == request_action::credential_unavailable);
+  CHECK(d.where.find("expired") != std::string::npos);
+  for (const auto& h : r.headers) CHECK(h.value.find(real_token) == std::string::npos);
+}
+
+TEST_CASE("token credential: a downscoped token that holds is swapped in and its expiry told",
+          "[brokers][token_broker]") {
+  auto m = minting(fixed_fetcher(real_token));
+  request r;
+  auto d = bearer_plan(m.set, "storage.googleapis.com", m.broker->dummy(), r);
+  CHECK(d.action == request_action::pass);
+  CHECK(r.headers.back().value == "Bearer " + real_token);
+  const auto minted = m.set.minted();
+  REQUIRE(minted.size() == 1);
+  CHECK(minted[0].credential == "gcloud");
+  CHECK(minted[0].what == "downscoped Google access token");
+  CHECK(minted[0].expires > system_clock::now() + 50min);
+  // A credential that does not mint has no expiry to tell.
+  CHECK_FALSE(token_set("gcp").minted_until("gcloud"));
+}
+
 TEST_CASE("token credential set: a rotated token is swapped in, the old one still blocked",
           "[brokers][token_broker][slow]") {
   REQUIRE(rotated_token.size() != real_token.size());
@@ -457,12 +557,13 @@ TEST_CASE("token credential set: a rotated token is swapped in, the old one stil
   tokens.push_back(std::move(owned));
   const credential_set set(std::move(tokens));
   const std::string dummy = t.dummy();
-  CHECK(t.current().token.expose() == real_token);
+  CHECK(t.current()->token.expose() == real_token);
 
   const auto deadline = std::chrono::steady_clock::now() + 6s;
-  while (t.current().token.expose() != rotated_token && std::chrono::steady_clock::now() < deadline)
+  while (t.current()->token.expose() != rotated_token &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
-  REQUIRE(t.current().token.expose() == rotated_token);
+  REQUIRE(t.current()->token.expose() == rotated_token);
   const auto rotated_at = system_clock::now();
   CHECK(calls == 2);
   CHECK(t.dummy() == dummy);  // the child keeps its one dummy
