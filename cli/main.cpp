@@ -1,7 +1,9 @@
 // broker: a credential-brokering egress proxy for AI coding agents (see README.md).
 #include <csignal>
 #include <cstdio>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <openssl/crypto.h>
 
@@ -24,7 +26,13 @@ int main(int argc, char** argv) {
   broker::cli::register_session(app, exit_status);
   broker::cli::register_admin_token(app, exit_status);
   broker::cli::register_ca(app, exit_status);
-  broker::cli::register_wrap(app, exit_status);
+  std::vector<std::string> command_line;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--") {
+      command_line.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  broker::cli::register_wrap(app, exit_status, std::move(command_line));
   broker::cli::register_control(app, exit_status);
   broker::cli::register_demo(app, exit_status);
   broker::cli::register_keep(app, exit_status);

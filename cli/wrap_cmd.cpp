@@ -7,7 +7,7 @@
 
 namespace broker::cli {
 
-void register_wrap(CLI::App& root, int& exit_status) {
+void register_wrap(CLI::App& root, int& exit_status, std::vector<std::string> command_line) {
   auto options = std::make_shared<wrap::wrap_config>();
   auto* app = root.add_subcommand("wrap", "Run a command inside a session, with dummy credentials");
   add_common_options(*app, options->common);
@@ -39,7 +39,9 @@ void register_wrap(CLI::App& root, int& exit_status) {
                 "(REST, git and content of that repository; GraphQL queries only)");
   app->add_option("command", options->command, "The command and its arguments, after --")
       ->required();
-  app->callback([options, &exit_status] {
+  app->callback([options, &exit_status, command_line = std::move(command_line)] {
+    // Every argument of the command exactly as given.
+    if (!command_line.empty()) options->command = command_line;
     setup_logging(options->common.log_level);
     exit_status = wrap::run(*options);
   });

@@ -275,6 +275,15 @@ def child_token(ws, env=None, home=None):
     return r.out
 
 
+def test_the_command_gets_every_argument_exactly_as_given(ws):
+    """JSON, brackets, commas and "--" reach the command untouched (an option parser would read
+    "[a,b]" as a list of two)."""
+    args = ['[{"op": "list"}]', "[a,b]", "[]", "--", "--session", "x y", ""]
+    r = ws.run("/usr/bin/printf", "<%s>\\n", *args)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout.decode().splitlines() == [f"<{a}>" for a in args], r.describe()
+
+
 def test_a_users_dummy_is_the_same_in_every_session_and_new_for_a_rotated_key(ws):
     """docs/policy.md: an agent that remembers its key (Claude Code's approved keys) meets the same
     dummy next session; a rotated real key gets another; another user's key gives another."""
