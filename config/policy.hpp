@@ -17,6 +17,7 @@
 #include "config/cidr.hpp"
 #include "config/credential_scope.hpp"
 #include "config/host_pattern.hpp"
+#include "config/mcp_rules.hpp"
 #include "config/path_pattern.hpp"
 #include "config/units.hpp"
 
@@ -61,6 +62,9 @@ struct rule {
   // An allow rule a person approved (docs/policy.md): for the running session, or read from
   // approved.json. It never admits a host a layer lists under "approvals": {"never": [...]}.
   bool approved = false;
+  // Allow rules only: the JSON-RPC of MCP servers on the host is read and judged by these rules
+  // (docs/policy.md, "MCP"); never with "tunnel".
+  std::optional<mcp_rules> mcp;
 
   bool has_l7_conditions() const { return !methods.empty() || !paths.empty(); }
 };

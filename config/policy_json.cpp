@@ -9,6 +9,36 @@ namespace {
 
 using nlohmann::ordered_json;
 
+ordered_json names_json(const mcp_names& names) {
+  ordered_json j = ordered_json::object();
+  if (names.allow) j["allow"] = *names.allow;
+  if (!names.deny.empty()) j["deny"] = names.deny;
+  return j;
+}
+
+ordered_json mcp_json(const mcp_rules& m) {
+  ordered_json j;
+  j["tools"] = names_json(m.tools);
+  if (!m.arguments.empty()) {
+    ordered_json args = ordered_json::object();
+    for (const auto& a : m.arguments) {
+      ordered_json checks = ordered_json::object();
+      for (const auto& c : a.checks) {
+        // As the policy can say it again: an object to equal is {"equals": ...}.
+        ordered_json value =
+            c.glob ? ordered_json{{"glob", *c.glob}} : ordered_json::parse(c.equals);
+        if (!c.glob && value.is_object()) value = ordered_json{{"equals", std::move(value)}};
+        checks[c.pointer] = std::move(value);
+      }
+      args[a.tool] = std::move(checks);
+    }
+    j["tools"]["arguments"] = std::move(args);
+  }
+  j["resources"] = names_json(m.resources);
+  j["prompts"] = names_json(m.prompts);
+  return j;
+}
+
 ordered_json rule_json(const rule& r, bool allow_list) {
   ordered_json j;
   j["name"] = r.name;
@@ -32,6 +62,7 @@ ordered_json rule_json(const rule& r, bool allow_list) {
         "matches only connections whose every holder runs one of them, as wrap attributes; "
         "never in serve";
   }
+  if (r.mcp) j["mcp"] = mcp_json(*r.mcp);
   if (r.approved) j["approved"] = true;
   return j;
 }

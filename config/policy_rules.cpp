@@ -106,10 +106,11 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
       if (auto http2 = item.find("http2")) http2->fail("\"http2\" applies only to allow rules");
       if (auto programs = item.find("programs"))
         programs->fail("\"programs\" applies only to allow rules (and credentials)");
+      if (auto mcp = item.find("mcp")) mcp->fail("\"mcp\" applies only to allow rules");
       item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths"});
     } else {
       item.reject_unknown_keys(
-          {"host", "cidr", "ports", "methods", "paths", "tunnel", "programs", "http2"});
+          {"host", "cidr", "ports", "methods", "paths", "tunnel", "programs", "http2", "mcp"});
     }
     rule r;
     r.name = item.key().substr(item.key().rfind('.') + 1);  // "allow[3]"
@@ -124,8 +125,11 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
     if (auto programs = item.find("programs"))
       parse_programs(*programs, r.programs, r.program_lines);
     if (auto http2 = item.find("http2")) r.http2 = http2->as_bool();
+    if (auto mcp = item.find("mcp")) r.mcp = parse_mcp(*mcp);
     if (auto tunnel = item.find("tunnel")) {
       r.tunnel = tunnel->as_bool();
+      if (r.tunnel && r.mcp)
+        tunnel->fail("a tunnel rule cannot have \"mcp\" (tunnelled traffic is not read)");
       // A tunnel is never parsed, so a method or path condition could never be enforced.
       if (r.tunnel && r.has_l7_conditions())
         tunnel->fail(

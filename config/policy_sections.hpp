@@ -25,6 +25,9 @@ std::vector<path_pattern> parse_path_patterns(const json_node& node);
 // A credential's "scope", for a credential of `type` (config/credential_scope.hpp).
 credential_scope parse_scope(const json_node& node, std::string_view type);
 
+// An allow rule's "mcp" (config/mcp_rules.hpp).
+mcp_rules parse_mcp(const json_node& node);
+
 // "programs" (allow rules, credentials): paths or globs of executables, and the line of each.
 void parse_programs(const json_node& node, std::vector<std::string>& programs,
                     std::vector<int>& lines);

@@ -62,6 +62,7 @@ struct layer_result {
   bool tunnel = false;      // this layer agrees to tunnelling the connection
   bool approved = false;    // the deciding allow rule is one a person approved
   bool http1_only = false;  // an allow rule matching the host and port says "http2": false
+  const config::rule* decided = nullptr;  // the deciding allow rule
 };
 
 bool program_allowed(const rule& r, const client_program& who) {
@@ -109,6 +110,7 @@ layer_result evaluate(const policy& layer, const destination& d, const request_l
   const rule& decided = (!req && out.tunnel) ? *tunnel_rule : *first;
   out.rule = decided.name;
   out.approved = decided.approved;
+  out.decided = &decided;
   return out;
 }
 
@@ -220,6 +222,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
 
   std::string first_allow, first_deny, first_default_deny, first_approved;
   bool any_allow = false;
+  std::vector<verdict::mcp_scope> mcp;
   bool tunnel = true;
   bool http2 = true;
   const bool never = never_approvable(layers, *d);
@@ -240,6 +243,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
       any_allow = true;
       if (first_allow.empty()) first_allow = name(layer, r.rule);
       if (r.approved && first_approved.empty()) first_approved = name(layer, r.rule);
+      if (req && r.decided->mcp) mcp.push_back({&*r.decided->mcp, name(layer, r.rule)});
     }
   }
   if (!first_deny.empty()) return refused(first_deny);
@@ -260,6 +264,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   v.rule = std::move(first_approved.empty() ? first_allow : first_approved);
   v.tunnel = tunnel;
   v.http2 = http2;
+  v.mcp = std::move(mcp);
   v.would_deny = audit_refusal(layers, *d, req, who);
   return v;
 }

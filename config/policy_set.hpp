@@ -65,6 +65,14 @@ struct verdict {
   // An askable CONNECT (check_connect) whose every allowing layer tunnels it, with no credential
   // bound to the host: an approval of it is a tunnel rule, asked about before the tunnel opens.
   bool askable_tunnel = false;
+  // An allowed check_request: the "mcp" of each enforcing layer's deciding allow rule that has
+  // one, each with that rule's name (as `rule` names rules). A call must pass every one
+  // (mcp/call_rules.hpp). The rules stay valid as long as the set.
+  struct mcp_scope {
+    const mcp_rules* rules;
+    std::string rule;
+  };
+  std::vector<mcp_scope> mcp;
 };
 
 // Within a layer: a matching deny rule refuses; otherwise, if the layer has allow rules, one must

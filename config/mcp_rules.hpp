@@ -1,0 +1,46 @@
+// An allow rule's "mcp" (docs/policy.md, "MCP"): the broker reads the JSON-RPC of MCP servers on
+// the rule's hosts and judges each call by these rules (mcp/call_rules.hpp). This is only what
+// the policy says.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace broker::config {
+
+// Names (tools, prompts) or URIs (resources) as globs: '*' matches any run of characters, every
+// other character itself (case-sensitive, as MCP names are).
+struct mcp_names {
+  // Absent: every name the deny list leaves; present: only these.
+  std::optional<std::vector<std::string>> allow;
+  std::vector<std::string> deny;  // wins over allow
+};
+
+// One constraint on a tool call's arguments: the value at `pointer` (RFC 6901, into the call's
+// "arguments" object) exists and equals `equals`, or is a string matching `glob`.
+struct mcp_argument_check {
+  std::string pointer;              // "/owner", "/options/0/name"
+  std::string equals;               // a JSON value, compact (nlohmann's dump); "" with `glob`
+  std::optional<std::string> glob;  // a string matching this glob
+};
+
+// The checks for the tools whose names match `tool`; every one must hold.
+struct mcp_tool_arguments {
+  std::string tool;  // a glob
+  std::vector<mcp_argument_check> checks;
+};
+
+struct mcp_rules {
+  int line = 0;
+  mcp_names tools;
+  std::vector<mcp_tool_arguments> arguments;  // under "tools": {"arguments": {...}}
+  mcp_names resources;                        // resources/read URIs
+  mcp_names prompts;                          // prompts/get names
+};
+
+// Whether `name` matches `glob` ('*' = any run, possibly empty; nothing else is special).
+bool mcp_glob_matches(std::string_view glob, std::string_view name);
+
+}  // namespace broker::config
