@@ -142,6 +142,10 @@ refusal refusal::credential_unavailable(std::string_view credential, std::string
           "credentials." + std::string(credential)};
 }
 
+refusal refusal::mcp_tool_denied(std::string rule, std::string why) {
+  return {"mcp_tool_denied", 403, std::move(why), std::move(rule)};
+}
+
 refusal refusal::credential_action(std::string_view credential, std::string_view why) {
   return {
       "policy_denied", 403,

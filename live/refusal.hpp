@@ -65,6 +65,9 @@ struct refusal {
   // A request signed with a session dummy that does not verify (403 signature_invalid);
   // `message` is the family's sentence.
   static refusal signature_invalid(std::string message);
+  // An MCP call refused by an "mcp" rule (docs/policy.md): the HTTP form, for a body that held
+  // no request to answer as JSON-RPC (a request's refusal is a JSON-RPC error).
+  static refusal mcp_tool_denied(std::string rule, std::string why);
   // The answer to what the credential brokers decided (docs/policy.md-6), for a refused decision.
   static refusal of(const brokers::request_decision& d, std::string_view host, bool plaintext);
   static refusal budget_exhausted(std::string budget, std::string limit, std::string used,

@@ -9,6 +9,7 @@
 #include "config/request_target.hpp"
 #include "live/ask_desk.hpp"
 #include "live/shared_admission.hpp"
+#include "mcp/request_judge.hpp"
 #include "proxy/address_guard.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/h1_upstream_side.hpp"
@@ -122,6 +123,7 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::admit(const config:
   s_.entry.rule = verdict.rule;
   s_.entry.would_deny = verdict.would_deny;
   http2_allowed_ = verdict.http2;
+  s_.mcp = verdict.mcp;
   if (verdict.ambiguous_path) co_return live::refusal::bad_request(*verdict.ambiguous_path);
   if (!verdict.allowed) {
     if (verdict.askable && s_.io.ctx.learns()) {
@@ -194,9 +196,11 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     co_return co_await refuse(credential_refusal(credentials, plan.decision(), where),
                               to.keep_after_refusal);
   if (auto refused = co_await prepare_body(head, where)) co_return co_await refuse(*refused, false);
+  if (!s_.mcp.empty() && s_.body)
+    if (auto ended = co_await judge_mcp(s_.io.client.keep_alive())) co_return *ended;
   std::string no_body;
-  const auto completed =
-      plan.complete(head.method, target, head.headers, s_.body ? s_.body->bytes : no_body);
+  const auto completed = plan.complete(head.method, target, head.headers,
+                                       s_.body && plan.whole_body() ? s_.body->bytes : no_body);
   s_.entry.credential = plan.credential();
   // A credential minted for the session: its record says until when (never what).
   if (!s_.entry.credential.empty())
@@ -221,13 +225,34 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
 
 asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     http::message_head& head, const brokers::request_context& where) {
+  std::optional<brokers::whole_body_need> need = s_.plan->whole_body();
+  // An MCP client's POST carries its calls: read whole, as the broker judges them.
+  const bool mcp = !s_.mcp.empty() && head.has_body && head.method == "POST";
+  if (mcp) {
+    const std::size_t limit = std::max(need ? need->limit : 0, mcp::max_message_bytes);
+    need = brokers::whole_body_need{limit, "an MCP call is read whole to be judged", true};
+  }
   // A coded body is searched through its decoding, or refused before any of it is read.
-  if (head.has_body && !s_.io.ctx.credentials().empty())
-    if (auto refused = read_body_codings(head, s_.plan->whole_body(), s_.body_codings))
-      co_return refused;
-  if (const auto& need = s_.plan->whole_body())
-    co_return co_await whole_body_reader(*this).read(head, where, *need);
+  if (head.has_body && (mcp || !s_.io.ctx.credentials().empty()))
+    if (auto refused = read_body_codings(head, need, s_.body_codings)) co_return refused;
+  if (need) co_return co_await whole_body_reader(*this).read(head, where, *need);
   co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_alive) {
+  const mcp::judged_request judged = mcp::judge_request(s_.body->bytes, s_.mcp);
+  if (!judged.unreadable.empty())
+    co_return co_await refuse(live::refusal::bad_request(judged.unreadable), false);
+  const auto& r = judged.record;
+  s_.entry.mcp = session::audit_entry::mcp_call{
+      r.method, std::string(mcp::kind_name(r.kind)), r.target, r.arguments_sha256, r.messages, 0};
+  if (!judged.refused) co_return std::nullopt;
+  s_.entry.rule = judged.rule;
+  if (judged.answer.empty())
+    co_return co_await refuse(live::refusal::mcp_tool_denied(judged.rule, judged.why), keep_alive);
+  s_.entry.event = "refused";
+  session::log(spdlog::level::debug, s_.io.tag, "MCP {} refused: {}", s_.entry.host, judged.why);
+  co_return co_await send_json(judged.answer, keep_alive, false, "mcp_tool_denied");
 }
 
 asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head& head,
@@ -291,6 +316,11 @@ std::unique_ptr<upstream_side> http_exchange::pooled_upstream(const std::string&
 asio::awaitable<next_step> http_exchange::answer_locally(const std::string& credential,
                                                          const std::string& json, bool keep_alive) {
   s_.entry.credential = credential;
+  co_return co_await send_json(json, keep_alive, true, {});
+}
+
+asio::awaitable<next_step> http_exchange::send_json(const std::string& json, bool keep_alive,
+                                                    bool allowed, const std::string& error) {
   http::message_head head;
   head.status = 200;
   head.reason = "OK";
@@ -300,7 +330,7 @@ asio::awaitable<next_step> http_exchange::answer_locally(const std::string& cred
   head.has_body = true;
   head.content_length = json.size();
   s_.entry.bytes_in += json.size();
-  finish(200, true);
+  finish(200, allowed, error);
   co_await s_.io.client.send_head(head, keep_alive, false);
   co_await s_.io.client.send_body(json, true);
   co_return keep_alive ? next_step::keep_alive : next_step::close;

@@ -90,6 +90,10 @@ struct exchange_state {
   // The request body's content codings, searched through (docs/security-model.md); empty when it
   // has none or is not searched.
   std::vector<http::content_coding> body_codings;
+  // The "mcp" of the rules that admitted the request (docs/policy.md, "MCP"): a POST's body is
+  // judged as MCP's JSON-RPC before it goes up, and what the server answers is filtered on its
+  // way down. Empty for every other request.
+  std::vector<config::verdict::mcp_scope> mcp;
 };
 
 class http_exchange {
@@ -158,6 +162,13 @@ class http_exchange {
   // A 200 application/json answer made by the broker itself (request_plan::answer), audited.
   asio::awaitable<next_step> answer_locally(const std::string& credential, const std::string& json,
                                             bool keep_alive);
+  // The body read whole as an MCP request, judged by s_.mcp (mcp/request_judge.hpp): nullopt when
+  // it goes on; else the exchange ends here, its calls answered as refused (a JSON-RPC error, or
+  // the HTTP refusal when the body held no request to answer) or the body refused as unreadable.
+  asio::awaitable<std::optional<next_step>> judge_mcp(bool keep_alive);
+  // A 200 JSON answer of the broker's own, recorded first (as `allowed`, with `error`).
+  asio::awaitable<next_step> send_json(const std::string& json, bool keep_alive, bool allowed,
+                                       const std::string& error);
   double elapsed_ms() const;
 
   exchange_state s_;

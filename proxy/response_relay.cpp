@@ -3,8 +3,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/text.hpp"
 #include "brokers/scrub_index.hpp"
 #include "brokers/scrubber.hpp"
+#include "mcp/answer_filter.hpp"
+#include "proxy/held_bytes.hpp"
 #include "proxy/http_exchange.hpp"
 #include "proxy/limits.hpp"
 #include "proxy/relay_errors.hpp"
@@ -25,8 +28,7 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
   const bool keep_client = client_keep_alive && !until_close && s_.io.client.keep_alive();
   const auto next = keep_client ? next_step::keep_alive : next_step::close;
-  if (const std::size_t limit = s_.plan ? s_.plan->response_whole_body(head.status) : 0;
-      limit > 0 && !response.complete) {
+  if (const std::size_t limit = whole_body_limit(head); limit > 0 && !response.complete) {
     co_return co_await relay_rewritten_body(*response.head, limit, keep_client) ? next
                                                                                 : next_step::close;
   }
@@ -83,18 +85,60 @@ asio::awaitable<upstream_side::response_head> response_relay::read_final_head(
   }
 }
 
+namespace {
+
+bool is_success(const http::message_head& head) {
+  return head.status >= 200 && head.status < 300 && head.has_body;
+}
+
+// The media type, without parameters, lower-case ("" when none).
+std::string media_type(const http::message_head& head) {
+  const std::string* type = head.find("content-type");
+  if (!type) return {};
+  std::string out = base::lower(type->substr(0, type->find(';')));
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::size_t response_relay::whole_body_limit(const http::message_head& head) const {
+  std::size_t limit = s_.plan ? s_.plan->response_whole_body(head.status) : 0;
+  // An MCP server's JSON answer is read whole: a tools/list result is filtered.
+  if (!s_.mcp.empty() && is_success(head) && media_type(head) == "application/json")
+    limit = std::max(limit, mcp::max_message_bytes);
+  return limit;
+}
+
 asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& head,
                                                            std::size_t limit, bool keep_client) {
   auto& up = *s_.upstream;
   std::string body;  // holds new real values until rewritten
   const base::wipe_on_exit wipe_body([&body] { base::wipe(body); });
+  held_bytes hold;  // counted against the process's allowance as it grows
   for (;;) {
     const auto piece = co_await up.read_body(true);
     body.append(piece.data);
-    if (body.size() > limit) throw upstream_error("token response larger than the broker reads");
+    if (body.size() > limit)
+      throw upstream_error("a response the broker reads whole is larger than it reads");
+    if (body.size() > hold.held() &&
+        !hold.hold(std::min(limit, std::max(body.size(), 2 * hold.held()))))
+      throw upstream_error("the broker holds too many bodies whole at once to read this one");
     if (piece.last) break;
   }
-  s_.plan->rewrite_response(head.status, body);
+  if (s_.plan) s_.plan->rewrite_response(head.status, body);
+  if (!s_.mcp.empty()) {
+    std::optional<live::refusal> unreadable;
+    try {
+      filter_mcp_answer(body);
+    } catch (const mcp::unreadable_answer& e) {
+      unreadable = live::refusal::upstream_protocol_error(s_.entry.host, e.what());
+    }
+    if (unreadable) {
+      co_await ex_.refuse(*unreadable, false);
+      co_return false;
+    }
+  }
   // Real values the rewrite did not know of are still scrubbed.
   std::string scrubbed;
   if (!s_.scrub_patterns.empty()) {
@@ -143,23 +187,40 @@ std::optional<session::llm_usage_meter> response_relay::usage_meter(
   return meter;
 }
 
+void response_relay::filter_mcp_answer(std::string& body) {
+  auto filtered = mcp::filter_json_answer(body, s_.mcp);
+  if (!filtered) return;
+  base::wipe(body);
+  body = std::move(*filtered);
+  note_tools_hidden(1);  // how many is not told by the whole-body filter; at least one
+}
+
+void response_relay::note_tools_hidden(std::size_t n) {
+  if (!s_.entry.mcp) s_.entry.mcp.emplace();
+  s_.entry.mcp->tools_hidden += n;
+}
+
 // A response body on its way down: what it passes through, and the buffers it reuses from one
 // piece to the next.
 struct response_relay::body_relay {
   const http::message_head& head;
   session::llm_usage_meter* meter;                // null when the body is not metered
   std::optional<brokers::stream_scrubber> scrub;  // empty when there is nothing to scrub
+  std::optional<mcp::sse_filter> mcp;             // an MCP server's event stream
   bool as_framed;  // the upstream's bytes go to the client as they came, framing and all
   std::string released;
+  std::string filtered;
 };
 
 asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
                                                  session::llm_usage_meter* meter) {
   auto& up = *s_.upstream;
-  body_relay body{head, meter, std::nullopt, false, {}};
+  body_relay body{head, meter, std::nullopt, std::nullopt, false, {}, {}};
   if (!s_.scrub_patterns.empty()) body.scrub.emplace(s_.scrub_patterns);
-  body.as_framed = !body.scrub && s_.io.client.carries_wire() && up.carries_wire();
-  const bool decode = body.scrub || body.meter || !body.as_framed;
+  if (!s_.mcp.empty() && is_success(head) && media_type(head) == "text/event-stream")
+    body.mcp.emplace(s_.mcp);
+  body.as_framed = !body.scrub && !body.mcp && s_.io.client.carries_wire() && up.carries_wire();
+  const bool decode = body.scrub || body.meter || body.mcp || !body.as_framed;
   for (;;) {
     // The head goes out with the first body bytes when they are already here (one write, one
     // TLS record, one wake-up of the client); with nothing to go with, alone rather than wait.
@@ -180,6 +241,20 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
     b.meter->feed(piece.data);
     if (piece.last) account_llm_usage(*b.meter);
   }
+  std::string_view data = piece.data;
+  if (b.mcp) {
+    // Whole events only, each filtered (mcp/answer_filter.hpp).
+    b.filtered.clear();
+    const std::size_t hidden = b.mcp->removed();
+    try {
+      b.mcp->feed(piece.data, b.filtered);
+      if (piece.last) b.mcp->finish(b.filtered);
+    } catch (const mcp::unreadable_answer& e) {
+      throw upstream_error(e.what());
+    }
+    if (b.mcp->removed() > hidden) note_tools_hidden(b.mcp->removed() - hidden);
+    data = b.filtered;
+  }
   // The record is written before the response completes (docs/audit-log.md).
   if (piece.last && !ex_.finish(b.head.status, true)) throw audit_failed();
   if (b.as_framed && !piece.at_close) {
@@ -188,10 +263,10 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
   }
   const bool trailers = piece.trailers != nullptr;
   if (!b.scrub) {
-    co_await s_.io.client.send_body(piece.data, piece.last && !trailers);
+    co_await s_.io.client.send_body(data, piece.last && !trailers);
   } else {
     b.released.clear();
-    b.scrub->feed(piece.data, b.released);
+    b.scrub->feed(data, b.released);
     if (piece.last) b.scrub->finish(b.released);
     co_await s_.io.client.send_body(b.released, piece.last && !trailers);
   }

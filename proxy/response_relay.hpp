@@ -45,6 +45,13 @@ class response_relay {
   // record could not be written: the client got 503 audit_unavailable instead.
   asio::awaitable<bool> relay_rewritten_body(http::message_head& head, std::size_t limit,
                                              bool keep_client);
+  // How much of the response is read whole before any goes on (a credential step rewrites it,
+  // or it is an MCP server's JSON answer); 0: it streams.
+  std::size_t whole_body_limit(const http::message_head& head) const;
+  // An MCP server's JSON answer, its tools/list results filtered (mcp/answer_filter.hpp); throws
+  // mcp::unreadable_answer.
+  void filter_mcp_answer(std::string& body);
+  void note_tools_hidden(std::size_t n);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;
   // LLM API answers are metered as they pass (docs/audit-log.md llm_tokens); errors carry no usage.

@@ -9,11 +9,18 @@
 # plain SDK calls to the real host names with default base URLs (and Node's built-in fetch,
 # which ignores the proxy variables) are captured and get the real credentials.
 #
+# And the MCP packages, pinned, into a third prefix, $dir/mcp (its own package.json):
+# @modelcontextprotocol/sdk, which tests/agents/mcp_server.mjs and mcp_client.mjs load with
+# BROKER_MCP_DIR=$dir/mcp (a real MCP server and client over Streamable HTTP), zod (the schema
+# library the SDK's tools are declared with; pinned here since mcp_server.mjs imports it too),
+# and @modelcontextprotocol/server-everything, the reference server
+# ($dir/mcp/node_modules/.bin/mcp-server-everything streamableHttp; see tests/agents/NOTES.md).
+#
 # Quick and silent about npm when the pinned versions are already there (it reads the installed
 # package.json files, runs each agent's --version and loads each SDK; npm is called only for the
 # prefix whose packages are missing or different: with the agents there and the SDKs missing it
-# installs only the SDKs). Never reads stdin. Prints each agent's and each SDK's version. Exits
-# non-zero with a sentence saying what failed.
+# installs only the SDKs). Never reads stdin. Prints each agent's, each SDK's and each MCP
+# package's version. Exits non-zero with a sentence saying what failed.
 #
 # Codex and Claude Code are native binaries shipped in per-platform optional packages
 # (@openai/codex-linux-x64, @anthropic-ai/claude-code-linux-x64); the script checks that the
@@ -29,10 +36,15 @@ GEMINI_VERSION=0.61.0
 OPENAI_SDK_VERSION=7.59.0
 ANTHROPIC_SDK_VERSION=1.15.0
 OCTOKIT_VERSION=22.0.1
+# The MCP packages. server-everything wants zod ^4 and the SDK zod ^3.25 || ^4: one zod 4.
+MCP_SDK_VERSION=1.32.2
+MCP_EVERYTHING_VERSION=2026.8.31
+ZOD_VERSION=4.6.7
 
 dir=${BROKER_AGENTS_DIR:-/var/cache/broker-agents}
 bin=$dir/node_modules/.bin
 sdk=$dir/sdk
+mcp=$dir/mcp
 
 fail() {
   echo "install-agents: $*" >&2
@@ -96,6 +108,49 @@ sdk_versions() {
   timeout 60 node --input-type=module -e "$LOAD_SDKS" "$sdk" </dev/null
 }
 
+# 0 when every MCP package in $mcp is at its pinned version and the reference server's bin is
+# there.
+mcp_installed() {
+  [[ $(installed_version @modelcontextprotocol/sdk "$mcp") == "$MCP_SDK_VERSION" ]] || return 1
+  [[ $(installed_version @modelcontextprotocol/server-everything "$mcp") == \
+     "$MCP_EVERYTHING_VERSION" ]] || return 1
+  [[ $(installed_version zod "$mcp") == "$ZOD_VERSION" ]] || return 1
+  [[ -x $mcp/node_modules/.bin/mcp-server-everything ]]
+}
+
+# Loads the MCP SDK's client and server modules (and zod) from the prefix in argv[1] the way
+# mcp_server.mjs and mcp_client.mjs do; prints the versions. (server-everything is not
+# imported: importing it starts a server.)
+read -r -d '' LOAD_MCP <<'JS' || true
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+const modules = path.join(process.argv[1], 'node_modules');
+const require = createRequire(path.join(modules, 'index.js'));
+const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
+const version = (name) =>
+  JSON.parse(readFileSync(path.join(modules, name, 'package.json'), 'utf8')).version;
+const checks = [['@modelcontextprotocol/sdk/client/index.js', 'Client'],
+                ['@modelcontextprotocol/sdk/client/streamableHttp.js',
+                 'StreamableHTTPClientTransport'],
+                ['@modelcontextprotocol/sdk/client/sse.js', 'SSEClientTransport'],
+                ['@modelcontextprotocol/sdk/server/mcp.js', 'McpServer'],
+                ['@modelcontextprotocol/sdk/server/streamableHttp.js',
+                 'StreamableHTTPServerTransport'],
+                ['zod', 'z']];
+for (const [name, member] of checks) {
+  const mod = await load(name);
+  if (mod[member] == null) throw new Error(`${name}: no ${member}`);
+}
+for (const name of ['@modelcontextprotocol/sdk', '@modelcontextprotocol/server-everything', 'zod'])
+  console.log(`mcp ${name}: ${version(name)}`);
+JS
+
+mcp_versions() {
+  timeout 60 node --input-type=module -e "$LOAD_MCP" "$mcp" </dev/null
+}
+
 [[ $(uname -m) == x86_64 ]] || fail "only linux-x64 is pinned here (this machine is $(uname -m))"
 
 install_agents() {
@@ -140,6 +195,26 @@ EOF
   echo "install-agents: SDKs in $sdk"
 }
 
+install_mcp() {
+  echo "install-agents: installing @modelcontextprotocol/sdk $MCP_SDK_VERSION," \
+       "@modelcontextprotocol/server-everything $MCP_EVERYTHING_VERSION, zod $ZOD_VERSION" \
+       "into $mcp (npm)" >&2
+  mkdir -p "$mcp" || fail "cannot create $mcp"
+  # Their own package.json, like the SDKs'.
+  cat >"$mcp/package.json" <<EOF
+{ "name": "broker-mcp", "private": true, "description": "written by scripts/install-agents.sh" }
+EOF
+  if ! npm install --prefix "$mcp" --no-audit --no-fund --loglevel=error --save-exact \
+        "@modelcontextprotocol/sdk@$MCP_SDK_VERSION" \
+        "@modelcontextprotocol/server-everything@$MCP_EVERYTHING_VERSION" \
+        "zod@$ZOD_VERSION" </dev/null >&2; then
+    fail "npm install into $mcp failed (is the npm registry reachable? see npm's message above)"
+  fi
+  mcp_installed || fail "npm did not install the pinned MCP package versions into $mcp"
+  mcp_versions || fail "the MCP SDK in $mcp does not load on node $(node --version) (see above)"
+  echo "install-agents: MCP packages in $mcp"
+}
+
 if all_installed && out=$(versions 2>&1); then
   printf '%s\n' "$out"
   echo "install-agents: agents in $bin (already installed)"
@@ -152,4 +227,11 @@ if sdks_installed && out=$(sdk_versions 2>&1); then
   echo "install-agents: SDKs in $sdk (already installed)"
 else
   install_sdks
+fi
+
+if mcp_installed && out=$(mcp_versions 2>&1); then
+  printf '%s\n' "$out"
+  echo "install-agents: MCP packages in $mcp (already installed)"
+else
+  install_mcp
 fi

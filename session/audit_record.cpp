@@ -84,6 +84,18 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
   if (e.llm_estimated) j.add("estimated", true);
   if (e.captured) j.add("captured", true);
   if (e.http2) j.add("http", "2");
+  if (e.mcp) {
+    nlohmann::ordered_json m;
+    m["method"] = e.mcp->method;
+    // A resource URI's query may hold anything: it is redacted as a path's is.
+    if (!e.mcp->kind.empty())
+      m[e.mcp->kind] =
+          e.mcp->kind == "resource" ? redact_target(scrub(e.mcp->target)) : scrub(e.mcp->target);
+    if (!e.mcp->arguments_sha256.empty()) m["arguments_sha256"] = e.mcp->arguments_sha256;
+    if (e.mcp->messages > 1) m["messages"] = e.mcp->messages;
+    if (e.mcp->tools_hidden) m["tools_hidden"] = e.mcp->tools_hidden;
+    j.add_json("mcp", m);
+  }
   if (!e.error.empty()) j.add("error", e.error);
   if (ask) j.add("id", ask->id).add("timeout_s", std::int64_t{ask->timeout_s});
   return j;

@@ -58,6 +58,16 @@ struct audit_entry {
   // variables.
   bool captured = false;
   bool http2 = false;  // a stream of an HTTP/2 connection (the record says "http": "2")
+  // A request read as MCP (docs/audit-log.md): its first call.
+  struct mcp_call {
+    std::string method;            // "tools/call", "initialize", ...; "" for a response
+    std::string kind;              // "tool" | "resource" | "prompt" | "" (what target names)
+    std::string target;            // the tool or prompt name, or the resource URI
+    std::string arguments_sha256;  // of a tool call's arguments, compact JSON
+    std::size_t messages = 1;      // in the body: more than one is a batch
+    std::size_t tools_hidden = 0;  // tools a tools/list answer lost to the rules
+  };
+  std::optional<mcp_call> mcp;
 };
 
 // Text a client or upstream chose (host, path) with every real secret value replaced by its

@@ -303,6 +303,15 @@ std::string format_record(const nlohmann::json& record) {
     std::snprintf(buf, sizeof buf, "%.1fms", ms->get<double>());
     append(out, buf);
   }
+  // An MCP call (docs/policy.md): its method and what it names.
+  if (const json* mcp = field(record, "mcp"); mcp != nullptr && mcp->is_object()) {
+    std::string call = "mcp " + printable(string_field(*mcp, "method"));
+    for (const char* key : {"tool", "resource", "prompt"})
+      if (auto name = string_field(*mcp, key); !name.empty()) call += " " + printable(name);
+    append(out, call);
+    if (auto n = integer_field(*mcp, "tools_hidden"); n && *n > 0)
+      append(out, "tools_hidden=" + std::to_string(*n));
+  }
   // An ask and its decision (docs/policy.md): which one, the scope and who decided.
   for (const char* key : {"rule", "allowed_by", "credential", "error", "id", "scope", "who"}) {
     if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));

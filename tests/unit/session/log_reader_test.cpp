@@ -199,6 +199,29 @@ TEST_CASE("format_record shows a request on one line", "[log_reader]") {
   CHECK(line.find('\n') == std::string::npos);
 }
 
+TEST_CASE("format_record shows an MCP call", "[log_reader][mcp]") {
+  auto refused = json::parse(R"({"ts":"2026-11-29T20:15:06.053Z","event":"refused",
+    "method":"POST","scheme":"https","host":"mcp.example.com","port":443,"path":"/mcp",
+    "status":200,"bytes_out":90,"bytes_in":200,"ms":1.5,"decision":"deny",
+    "rule":"allow[0].mcp.tools.deny[0]","error":"mcp_tool_denied",
+    "mcp":{"method":"tools/call","tool":"delete_repo","arguments_sha256":"ab"}})");
+  auto line = format_record(refused);
+  INFO(line);
+  CHECK(line.find("mcp tools/call delete_repo") != std::string::npos);
+  CHECK(line.find("rule=allow[0].mcp.tools.deny[0]") != std::string::npos);
+  CHECK(line.find("error=mcp_tool_denied") != std::string::npos);
+  auto list = json::parse(R"({"ts":"2026-11-29T20:15:06.053Z","event":"request",
+    "method":"POST","host":"mcp.example.com","path":"/mcp","status":200,"decision":"allow",
+    "mcp":{"method":"tools/list","tools_hidden":2}})");
+  line = format_record(list);
+  CHECK(line.find("mcp tools/list  tools_hidden=2") != std::string::npos);
+  // A hostile name cannot break the line.
+  auto hostile = json::parse(R"({"ts":"2026-11-29T20:15:06.053Z","event":"request",
+    "mcp":{"method":"tools/call","tool":"x\ny\u001b[31m"}})");
+  CHECK(format_record(hostile).find('\n') == std::string::npos);
+  CHECK(format_record(hostile).find('\x1b') == std::string::npos);
+}
+
 TEST_CASE("format_record ports, tunnels, refusals and session events", "[log_reader]") {
   auto line = format_record({{"event", "request"},
                              {"method", "POST"},

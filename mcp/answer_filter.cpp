@@ -1,0 +1,141 @@
+// Filtering what MCP servers send (answer_filter.hpp).
+#include "mcp/answer_filter.hpp"
+
+namespace broker::mcp {
+namespace {
+
+// A tools/list result: {"result": {"tools": [...]}} with an id.
+nlohmann::json* tools_of(nlohmann::json& message) {
+  if (!message.is_object()) return nullptr;
+  const auto result = message.find("result");
+  if (result == message.end() || !result->is_object()) return nullptr;
+  const auto tools = result->find("tools");
+  if (tools == result->end() || !tools->is_array()) return nullptr;
+  return &*tools;
+}
+
+std::string dumped(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::size_t filter_tools(nlohmann::json& message, const scopes& rules) {
+  std::size_t removed = 0;
+  if (message.is_array()) {
+    for (auto& m : message) removed += filter_tools(m, rules);
+    return removed;
+  }
+  nlohmann::json* tools = tools_of(message);
+  if (!tools) return 0;
+  nlohmann::json kept = nlohmann::json::array();
+  for (auto& tool : *tools) {
+    // A tool without a readable name could be anything: it is not listed.
+    const auto name = tool.is_object() ? tool.find("name") : tool.end();
+    if (tool.is_object() && name != tool.end() && name->is_string() &&
+        tool_listed(name->get_ref<const std::string&>(), rules)) {
+      kept.push_back(std::move(tool));
+    } else {
+      ++removed;
+    }
+  }
+  if (removed) *tools = std::move(kept);
+  return removed;
+}
+
+bool may_list_tools(std::string_view text) {
+  return text.find("\"tools\"") != std::string_view::npos ||
+         text.find("\\u") != std::string_view::npos;
+}
+
+std::optional<std::string> filter_json_answer(std::string_view body, const scopes& rules) {
+  if (!may_list_tools(body)) return std::nullopt;
+  std::string why;
+  auto j = parse_strict(body, why);
+  if (!j) throw unreadable_answer("an MCP answer the broker cannot read: " + why);
+  if (filter_tools(*j, rules) == 0) return std::nullopt;
+  return dumped(*j);
+}
+
+void sse_filter::feed(std::string_view piece, std::string& out) {
+  pending_.append(piece);
+  std::size_t start = 0;  // the current event's first byte
+  for (;;) {
+    // Each byte is searched once, however the stream is cut.
+    const std::size_t end = pending_.find_first_of("\r\n", search_);
+    if (end == std::string::npos) {
+      search_ = pending_.size();
+      break;
+    }
+    // A CR last: a LF may follow in the next piece, and the two are one line ending.
+    if (pending_[end] == '\r' && end + 1 == pending_.size()) {
+      search_ = end;
+      break;
+    }
+    const std::size_t next = end + (pending_[end] == '\r' && pending_[end + 1] == '\n' ? 2 : 1);
+    const bool blank = end == line_;
+    line_ = search_ = next;
+    if (!blank) continue;
+    emit_range(start, next, out);
+    start = next;
+  }
+  pending_.erase(0, start);
+  line_ -= start;
+  search_ -= start;
+  if (pending_.size() > max_message_bytes + 64 * 1024)
+    throw unreadable_answer("an MCP server's event over " + std::to_string(max_message_bytes) +
+                            " bytes");
+}
+
+void sse_filter::finish(std::string& out) {
+  // A CR held back for a LF that never came ends its line.
+  if (!pending_.empty() && pending_.back() == '\r' && search_ + 1 == pending_.size()) {
+    pending_.push_back('\n');
+    feed({}, out);
+  }
+  pending_.clear();
+  line_ = search_ = 0;
+}
+
+void sse_filter::emit_range(std::size_t begin, std::size_t end, std::string& out) {
+  const std::string_view raw = std::string_view(pending_).substr(begin, end - begin);
+  // Its fields, line by line (the last line is the blank one).
+  std::string data;
+  bool has_data = false;
+  std::vector<std::string_view> kept;  // every line but the data lines and the blank one
+  std::size_t pos = 0;
+  while (pos < raw.size()) {
+    std::size_t eol = raw.find_first_of("\r\n", pos);
+    const std::string_view line = raw.substr(pos, eol - pos);
+    pos = eol + (raw[eol] == '\r' && eol + 1 < raw.size() && raw[eol + 1] == '\n' ? 2 : 1);
+    if (line.empty()) break;
+    const std::size_t colon = line.find(':');
+    const std::string_view field = line.substr(0, colon);
+    if (field != "data") {
+      kept.push_back(line);
+      continue;
+    }
+    std::string_view value = colon == std::string_view::npos ? "" : line.substr(colon + 1);
+    if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    if (has_data) data.push_back('\n');
+    data.append(value);
+    has_data = true;
+  }
+  if (!has_data || !may_list_tools(data)) {
+    out.append(raw);
+    return;
+  }
+  std::string why;
+  auto j = parse_strict(data, why);
+  if (!j) return;  // dropped: it could list tools, and the broker cannot read it
+  const std::size_t removed = filter_tools(*j, rules_);
+  if (removed == 0) {
+    out.append(raw);
+    return;
+  }
+  removed_ += removed;
+  for (std::string_view line : kept) out.append(line).push_back('\n');
+  out.append("data: ").append(dumped(*j)).append("\n\n");
+}
+
+}  // namespace broker::mcp

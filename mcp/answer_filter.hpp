@@ -1,0 +1,61 @@
+// What an MCP server sends, on its way to the client (docs/policy.md, "MCP"): a tools/list result
+// loses the tools the rules do not allow, so the model never sees them. Servers answer a POST
+// with one JSON document or with a text/event-stream whose events carry messages, and push
+// messages on a GET's event stream; each is read as it comes.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcp/call_rules.hpp"
+
+namespace broker::mcp {
+
+// A message (or a batch's array of them): each tools/list result (a "result" whose "tools" is
+// an array) keeps only the tools tool_listed allows. Returns how many tools it removed.
+std::size_t filter_tools(nlohmann::json& message, const scopes& rules);
+
+// Whether a message's text could hold a tools/list result: its key "tools" appears as such, or
+// the text has a \u escape (which could spell it). Text that cannot is passed without parsing.
+bool may_list_tools(std::string_view text);
+
+// A whole JSON answer: nullopt when it goes as it is, else its rewritten text. Throws
+// unreadable_answer when it could list tools but is not JSON the broker reads (messages.hpp).
+std::optional<std::string> filter_json_answer(std::string_view body, const scopes& rules);
+
+struct unreadable_answer : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// An event stream filtered event by event: each event goes on whole when its blank line has
+// come (SSE clients act on nothing before), as it came unless its data is a tools/list result,
+// which is written again (its other fields as they were, one data line). An event whose data could
+// list tools but is not JSON the broker reads is dropped. Memory: one event, at most
+// max_message_bytes (more throws unreadable_answer).
+class sse_filter {
+ public:
+  explicit sse_filter(const scopes& rules) : rules_(rules) {}
+
+  // Appends to `out` the events `piece` completes.
+  void feed(std::string_view piece, std::string& out);
+  // End of stream: an event not ended by a blank line goes as it came would (SSE clients drop
+  // it; so does this).
+  void finish(std::string& out);
+  std::size_t removed() const { return removed_; }
+
+ private:
+  // The event in pending_[begin, end): to `out`, filtered.
+  void emit_range(std::size_t begin, std::size_t end, std::string& out);
+
+  const scopes& rules_;
+  std::string pending_;     // the current event's bytes so far
+  std::size_t line_ = 0;    // where in pending_ the current line starts
+  std::size_t search_ = 0;  // where the search for its end goes on
+  std::size_t removed_ = 0;
+};
+
+}  // namespace broker::mcp

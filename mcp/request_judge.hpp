@@ -1,0 +1,38 @@
+// An MCP request's body judged whole before anything of it goes upstream (docs/policy.md, "MCP"):
+// what the exchange does with it, and what its record says of the call.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "mcp/call_rules.hpp"
+
+namespace broker::mcp {
+
+// What the record says of an MCP request (docs/audit-log.md): its first call.
+struct call_record {
+  std::string method;
+  call_kind kind = call_kind::other;
+  std::string target;            // the tool or prompt name, or the resource URI
+  std::string arguments_sha256;  // of a tools/call's arguments as parsed, compact; "" for none
+  std::size_t messages = 0;      // in the body (more than one: a batch)
+};
+
+struct judged_request {
+  // Not JSON-RPC the broker can read: why (the exchange answers 400 bad_request).
+  std::string unreadable;
+  // A call refused: the whole request is. The rule and sentence of the first refused call, and
+  // the JSON-RPC body answering the client's requests (each refused call with its own reason,
+  // the others of a batch as refused with it); `answer` is empty when the body held no request
+  // to answer (only notifications), and the exchange answers with the HTTP refusal instead.
+  bool refused = false;
+  std::string rule;
+  std::string why;
+  std::string answer;
+  call_record record;
+};
+
+judged_request judge_request(std::string_view body, const scopes& rules);
+
+}  // namespace broker::mcp

@@ -1,0 +1,229 @@
+"""MCP over HTTP through `broker wrap` (docs/policy.md, "MCP servers"): a real MCP client and a
+real MCP server, both built with @modelcontextprotocol/sdk (scripts/install-agents.sh installs
+it), offline. The server (tests/agents/mcp_server.mjs) poses as mcp.example.test behind the test
+CA and wants the real token; the client (tests/agents/mcp_client.mjs) runs inside the session
+with a dummy of it, its Node fetch captured by the broker. The policy's "mcp" rule allows some
+tools, denies others and constrains one's arguments.
+
+Each test performs the attack from inside the sandbox (calling a denied tool, a tool with
+arguments outside its constraint, reading a resource outside the rule) and proves both that the
+command ran (the client's own report) and that nothing of it reached the server (the server's
+log of every request it received).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BROKER_BIN, make_pki
+from wrapped_session import WrappedRun, Wrapper, echo, proxy  # noqa: F401 (fixtures)
+
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
+MCP_DIR = Path(os.environ.get("BROKER_AGENTS_DIR", "/var/cache/broker-agents")) / "mcp"
+HOST = "mcp.example.test"
+URL = f"https://{HOST}/mcp"
+TOKEN = "mcp_" + "RealServerToken0123456789abcdefXYZ"
+
+POLICY = {
+    "version": 1,
+    "allow": [{
+        "host": HOST, "ports": [443],
+        "mcp": {
+            "tools": {"allow": ["get_*", "create_issue", "echo_auth"], "deny": ["delete_*"],
+                      "arguments": {"create_issue": {"/owner": "acme"}}},
+            "resources": {"allow": ["file:///docs/*"]},
+            "prompts": {"deny": ["*"]},
+        },
+    }],
+    "credentials": {"mcp": {"type": "bearer", "env": ["MCP_TOKEN"], "hosts": [HOST]}},
+}
+
+STEPS = [
+    {"op": "list"},
+    {"op": "call", "tool": "get_issue", "args": {"owner": "o", "repo": "r", "number": 7}},
+    {"op": "call", "tool": "delete_repo", "args": {"owner": "acme", "repo": "web"}},
+    {"op": "call", "tool": "create_issue", "args": {"owner": "acme", "repo": "web", "title": "T"}},
+    {"op": "call", "tool": "create_issue", "args": {"owner": "evil", "repo": "web", "title": "T"}},
+    {"op": "call", "tool": "echo_auth", "args": {}},
+    {"op": "read", "uri": "file:///docs/readme.md"},
+    {"op": "read", "uri": "file:///etc/passwd"},
+    {"op": "prompt", "name": "review"},
+]
+
+
+class McpServer:
+    """tests/agents/mcp_server.mjs on a loopback port, with the test CA's leaf for HOST."""
+
+    def __init__(self, directory: Path, pki, *options):
+        self.log = directory / "server.log"
+        self.proc = subprocess.Popen(
+            ["node", str(AGENTS / "mcp_server.mjs"), "--cert", str(pki.leaf_cert), "--key",
+             str(pki.leaf_key), "--token", TOKEN, "--log", str(self.log), *options],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env={**os.environ, "BROKER_MCP_DIR": str(MCP_DIR)}, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("READY "), f"mcp_server.mjs did not start: {line!r} " \
+                                          f"{self.proc.stderr.read() if self.proc.poll() else ''}"
+        self.port = json.loads(line[len("READY "):])["port"]
+
+    def requests(self):
+        if not self.log.exists():
+            return []
+        return [json.loads(l) for l in self.log.read_text().splitlines() if l.strip()]
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class McpRun(WrappedRun):
+    pass
+
+
+class McpWrapper(Wrapper):
+    hosts = (HOST,)
+
+    def run(self, name, steps, policy=POLICY, transport="streamable", url=URL) -> McpRun:
+        d = self.dir(name)
+        # The child's /tmp is its own; its working directory is visible.
+        shutil.copy(AGENTS / "mcp_client.mjs", d / "mcp_client.mjs")
+        cmd = ["node", "./mcp_client.mjs", url, json.dumps(steps), "--token-env", "MCP_TOKEN",
+               "--transport", transport]
+        return self.wrap(McpRun, name, cmd, policy, log_level="debug", timeout=120,
+                         env={"MCP_TOKEN": TOKEN, "BROKER_MCP_DIR": str(MCP_DIR)})
+
+
+@pytest.fixture(scope="module")
+def upstream_pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("mcp-pki"), [HOST, "api.example.test"])
+
+
+def _server(tmp_path_factory, upstream_pki, *options):
+    if not (MCP_DIR / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        pytest.fail(f"the MCP SDK is not installed in {MCP_DIR}: run scripts/install-agents.sh")
+    return McpServer(tmp_path_factory.mktemp("mcp-server"), upstream_pki, *options)
+
+
+@pytest.fixture(scope="module", params=["sse", "json"])
+def mode(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, upstream_pki, echo, mode):
+    """One session per answer mode: the server answers POSTs with an event stream (the SDK's
+    default, with event ids) or with one JSON body."""
+    options = ("--resumable",) if mode == "sse" else ("--json-response",)
+    server = _server(tmp_path_factory, upstream_pki, *options)
+    try:
+        wrapper = McpWrapper(tmp_path_factory.mktemp(f"mcp-{mode}"), upstream_pki, server, echo)
+        r = wrapper.run(mode, STEPS)
+        r.server_requests = server.requests()
+        yield r
+    finally:
+        server.close()
+
+
+def steps_of(r):
+    out = r.out()
+    assert out["connect"]["ok"], r.describe()
+    return out["steps"]
+
+
+def called_tools(r):
+    return [t for q in r.server_requests for t in q.get("tools") or []]
+
+
+def test_the_denied_tools_are_not_listed(run):
+    listed = steps_of(run)[0]
+    assert listed["ok"], listed
+    assert listed["tools"] == ["get_issue", "create_issue", "echo_auth"], listed
+    hidden = [q for q in run.requests() if (q.get("mcp") or {}).get("tools_hidden")]
+    assert hidden and hidden[0]["mcp"]["tools_hidden"] >= 1, run.requests()
+
+
+def test_an_allowed_tool_works_with_the_real_token_swapped_in(run):
+    steps = steps_of(run)
+    assert steps[1]["ok"] and steps[1]["text"] == "issue o/r#7: Crash on start (open)", steps[1]
+    assert steps[3]["ok"] and "created issue" in steps[3]["text"], steps[3]
+    # The server saw the real token on every request; the client never held it: echo_auth's
+    # answer came back with it scrubbed to the client's own dummy (which the client's report
+    # redacts as its token).
+    assert all(q["authorization"] == f"Bearer {TOKEN}" for q in run.server_requests), \
+        run.server_requests
+    assert steps[5]["ok"] and steps[5]["text"] == "Bearer [redacted]", steps[5]
+    for what, data in run.written():
+        assert TOKEN.encode() not in data, f"{what} holds the real token"
+
+
+def test_a_denied_tool_gets_a_json_rpc_error_and_never_reaches_the_server(run):
+    denied = steps_of(run)[2]
+    assert not denied["ok"], denied
+    assert denied["name"] == "McpError" and denied["code"] == -32001, denied
+    assert denied["data"] == {"error": "mcp_tool_denied", "rule": "allow[0].mcp.tools.deny[0]"}
+    assert "delete_repo" in denied["error"], denied
+    assert "delete_repo" not in called_tools(run), run.server_requests
+    [record] = [q for q in run.records()
+                if (q.get("mcp") or {}).get("tool") == "delete_repo"]
+    assert record["event"] == "refused" and record["decision"] == "deny", record
+    assert record["error"] == "mcp_tool_denied", record
+    assert record["rule"] == "allow[0].mcp.tools.deny[0]", record
+    assert record["mcp"]["method"] == "tools/call", record
+    assert len(record["mcp"]["arguments_sha256"]) == 64, record
+
+
+def test_an_argument_constraint_holds(run):
+    evil = steps_of(run)[4]
+    assert not evil["ok"] and evil["code"] == -32001, evil
+    assert evil["data"]["rule"] == "allow[0].mcp.tools.arguments.create_issue./owner", evil
+    created = [q for q in run.server_requests if "create_issue" in (q.get("tools") or [])]
+    assert len(created) == 1 and '"acme"' in created[0]["body"], created
+
+
+def test_resources_and_prompts_by_their_rules(run):
+    steps = steps_of(run)
+    assert steps[6]["ok"] and steps[6]["text"].startswith("# Demo repository"), steps[6]
+    assert not steps[7]["ok"] and steps[7]["code"] == -32001, steps[7]
+    assert steps[7]["data"]["rule"] == "allow[0].mcp.resources.allow", steps[7]
+    assert not steps[8]["ok"] and steps[8]["data"]["rule"] == "allow[0].mcp.prompts.deny[0]"
+    bodies = " ".join(q.get("body") or "" for q in run.server_requests)
+    assert "/etc/passwd" not in bodies and '"prompts/get"' not in bodies
+
+
+def test_every_call_has_its_record(run):
+    calls = [q["mcp"] for q in run.records() if q.get("mcp", {}).get("method") == "tools/call"]
+    assert [c["tool"] for c in calls] == ["get_issue", "delete_repo", "create_issue",
+                                           "create_issue", "echo_auth"], calls
+    # The same arguments give the same digest, and the arguments themselves are not written.
+    assert calls[2]["arguments_sha256"] != calls[3]["arguments_sha256"]
+    log = b"".join(data for what, data in run.written() if what.endswith(".jsonl"))
+    assert b"evil" not in log and b"Crash on start" not in log
+    shown = subprocess.run([BROKER_BIN, "log", str(next(run.logs.glob("*.jsonl")))],
+                           capture_output=True, text=True, timeout=30)
+    assert "mcp tools/call delete_repo" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_a_body_the_broker_cannot_read_twice_is_refused(tmp_path_factory, upstream_pki, echo):
+    """A tools/call whose params name two tools (a duplicate key): the broker does not guess
+    which one the server reads; the request is refused 400 and never reaches the server."""
+    server = _server(tmp_path_factory, upstream_pki)
+    try:
+        wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-dup"), upstream_pki, server, echo)
+        raw = ('{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+               '"params":{"name":"get_issue","name":"delete_repo"}}')
+        r = wrapper.run("dup", [{"op": "raw", "body": raw}])
+        out = r.out()
+        assert out["connect"]["ok"], r.describe()
+        step = out["steps"][0]
+        assert step["status"] == 400 and "duplicate key" in step["body"], step
+        assert json.loads(step["body"])["error"] == "bad_request", step
+        assert not [q for q in server.requests() if '"delete_repo"' in (q.get("body") or "")]
+    finally:
+        server.close()
