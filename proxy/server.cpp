@@ -154,14 +154,14 @@ struct server::impl {
       session::log(spdlog::level::info, session::log_tag(ctx->session_id()),
                    "signal {}: draining {} connection(s)", signo,
                    ctx->counters().active_connections.load());
-      co_await shut_down();
+      co_await shut_down(ctx->options().timeouts.drain);
       co_return;
     }
   }
 
-  // Stops accepting, lets open connections finish (up to the drain time), cuts the rest and
-  // stops the threads.
-  asio::awaitable<void> shut_down() {
+  // Stops accepting, lets open connections finish (up to `drain`), cuts the rest and stops the
+  // threads.
+  asio::awaitable<void> shut_down(std::chrono::steady_clock::duration drain) {
     error_code ignored;
     // Connections the kernel has already completed are taken in and drained with the rest: wrap's
     // child may have connected (and been answered by the kernel) just before it exited, and
@@ -172,7 +172,7 @@ struct server::impl {
     capture_acceptor.close(ignored);
     if (signal_set) signal_set->cancel(ignored);
     drain_all(false);
-    co_await wait_for_idle(ctx->options().timeouts.drain);
+    co_await wait_for_idle(drain);
     // What is still open (long tunnels, slow transfers) is cut, so that its audit record is
     // written before session_end.
     drain_all(true);
@@ -261,8 +261,8 @@ void server::add_capture(int listener_fd, int dns_udp_fd, int dns_tcp_fd) {
 
 server::~server() = default;
 
-void server::stop() {
-  asio::co_spawn(impl_->io, impl_->shut_down(), asio::detached);
+void server::stop(std::chrono::steady_clock::duration drain) {
+  asio::co_spawn(impl_->io, impl_->shut_down(drain), asio::detached);
 }
 
 std::string server::host() const {

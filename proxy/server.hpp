@@ -2,6 +2,7 @@
 // the per-thread io_contexts, drains on SIGINT/SIGTERM and reloads on SIGHUP.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,8 +36,9 @@ class server {
   // Serves until SIGINT or SIGTERM, then stops accepting, lets open connections finish (up to
   // timeouts.drain) and returns. SIGHUP calls `on_reload` (on a server thread).
   void run(std::function<void()> on_reload);
-  // Thread-safe: the same drain as SIGTERM, then run() returns.
-  void stop();
+  // Thread-safe: stops accepting, lets open connections finish for up to `drain`, cuts the rest,
+  // then run() returns.
+  void stop(std::chrono::steady_clock::duration drain);
 
  private:
   struct impl;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -432,7 +433,11 @@ void end_session(wrapping& w, std::thread& serving, int code) {
   std::vector<std::string> warnings;
   const auto kept = w.files->end(kept_root.string(), warnings);
   for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
-  w.server->stop();
+  // The command and everything it started have ended: no client is left to answer. An exchange
+  // still waiting on its upstream (an MCP server's or any event stream) gets a second for its
+  // record to say how it ended, not the drain a server gives clients that are still there.
+  w.server->stop(std::min<std::chrono::steady_clock::duration>(w.ctx->options().timeouts.drain,
+                                                               std::chrono::seconds(1)));
   serving.join();
   auto& audit = w.ctx->audit_log();
   sandbox::report_kept_out(kept, w.session_id(), audit);
