@@ -21,6 +21,8 @@
 //               {"op": "request", "method": M, "params": {...}}
 //                                                   any JSON-RPC request -> "result"
 //               {"op": "ping"}                      ping
+//               {"op": "touch", "path": P}          make the empty file P (a test's rendezvous)
+//               {"op": "wait_file", "path": P}      wait until P exists (at most 30 s)
 //               {"op": "raw", "body": TEXT}         POST TEXT as is, with the session's headers
 //                                                   -> "status", "body" (the answer's text)
 //               {"op": "terminate"}                 DELETE the session (Streamable HTTP)
@@ -47,13 +49,12 @@
 // output: it is replaced with [redacted] (so echo_auth of mcp_server.mjs answering the client's
 // own token reads "Bearer [redacted]"; use tokens that are not words). Exits 1 only on a usage error (on stderr).
 
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { existsSync, writeFileSync } from 'node:fs';
+import { importFromPrefix } from './prefix_import.mjs';
 
 const TIMEOUT_MS = 20000;
 const OPS = ['list', 'list_resources', 'list_prompts', 'call', 'read', 'prompt', 'request',
-             'ping', 'raw', 'terminate'];
+             'ping', 'raw', 'touch', 'wait_file', 'terminate'];
 
 function usage(message) {
   process.stderr.write(`mcp_client: ${message}\nusage: node mcp_client.mjs URL STEPS_JSON ` +
@@ -132,18 +133,7 @@ function describe(err) {
   };
 }
 
-async function load(name) {
-  const dir = process.env.BROKER_MCP_DIR;
-  if (!dir) usage('BROKER_MCP_DIR is not set (the prefix where install-agents.sh put the MCP SDK)');
-  const require = createRequire(path.join(path.resolve(dir), 'node_modules', 'index.js'));
-  let resolved;
-  try {
-    resolved = require.resolve(name);
-  } catch {
-    usage(`${name} is not installed in ${dir} (run scripts/install-agents.sh)`);
-  }
-  return import(pathToFileURL(resolved).href);
-}
+const load = (name) => importFromPrefix('BROKER_MCP_DIR', name, usage);
 
 const { Client } = await load('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/client/streamableHttp.js');
@@ -208,6 +198,19 @@ const run = {
     const response = await fetch(url, { method: 'POST', headers: h, body: step.body,
                                         signal: AbortSignal.timeout(TIMEOUT_MS) });
     return { status: response.status, body: redact(await response.text()) };
+  },
+  // A test's rendezvous: a file made for it to see, and one it waits for (up to 30 s).
+  async touch(_client, step) {
+    writeFileSync(step.path, '');
+    return {};
+  },
+  async wait_file(_client, step) {
+    const deadline = Date.now() + 30000;
+    while (!existsSync(step.path)) {
+      if (Date.now() > deadline) throw new Error(`${step.path} did not appear within 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return {};
   },
   async terminate(_client, _step, transport) {
     if (typeof transport.terminateSession !== 'function') throw new Error('not Streamable HTTP');

@@ -55,9 +55,7 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { importFromPrefix } from './prefix_import.mjs';
 
 function usage(message) {
   process.stderr.write(`mcp_server: ${message}\nusage: node mcp_server.mjs --cert CERT.pem ` +
@@ -92,18 +90,7 @@ const mcpPath = opts.path ?? '/mcp';
 if (!mcpPath.startsWith('/')) usage(`--path must start with / ('${mcpPath}')`);
 const suffix = opts['description-suffix'] ?? '';
 
-async function load(name) {
-  const dir = process.env.BROKER_MCP_DIR;
-  if (!dir) usage('BROKER_MCP_DIR is not set (the prefix where install-agents.sh put the MCP SDK)');
-  const require = createRequire(path.join(path.resolve(dir), 'node_modules', 'index.js'));
-  let resolved;
-  try {
-    resolved = require.resolve(name);
-  } catch {
-    usage(`${name} is not installed in ${dir} (run scripts/install-agents.sh)`);
-  }
-  return import(pathToFileURL(resolved).href);
-}
+const load = (name) => importFromPrefix('BROKER_MCP_DIR', name, usage);
 
 const { McpServer } = await load('@modelcontextprotocol/sdk/server/mcp.js');
 const { StreamableHTTPServerTransport } = await load('@modelcontextprotocol/sdk/server/streamableHttp.js');

@@ -30,9 +30,7 @@
 // Exits 1 only on a usage error (a bad KIND, no BROKER_SDK_DIR, an SDK that is not there),
 // with a message on stderr.
 
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { importFromPrefix } from './prefix_import.mjs';
 
 const KINDS = ['fetch', 'openai', 'anthropic', 'octokit'];
 const TIMEOUT_MS = 20000;
@@ -89,18 +87,7 @@ function describe(err) {
   return { error: redact(messages.join(': ')), code: redact(code), status };
 }
 
-async function loadSdk(name) {
-  const dir = process.env.BROKER_SDK_DIR;
-  if (!dir) usage('BROKER_SDK_DIR is not set (the prefix where install-agents.sh put the SDKs)');
-  const require = createRequire(path.join(path.resolve(dir), 'node_modules', 'index.js'));
-  let resolved;
-  try {
-    resolved = require.resolve(name);
-  } catch {
-    usage(`${name} is not installed in ${dir} (run scripts/install-agents.sh)`);
-  }
-  return import(pathToFileURL(resolved).href);
-}
+const loadSdk = (name) => importFromPrefix('BROKER_SDK_DIR', name, usage);
 
 const calls = {
   async fetch() {

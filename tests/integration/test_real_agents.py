@@ -218,6 +218,7 @@ def test_node_fetch_and_the_official_sdks_work_unmodified_through_capture(make_f
     # visible inside (the child's /tmp is its own).
     work = s.prepare("sdks")[-1]
     shutil.copy(SDK_CALL, work / "sdk_call.mjs")
+    shutil.copy(SDK_CALL.parent / "prefix_import.mjs", work / "prefix_import.mjs")
     run = s.run(
         "sdks", with_env_dump(["sh", "-c", 'for k in fetch openai anthropic octokit; do '
                                            'node ./sdk_call.mjs $k; done']),
