@@ -1,5 +1,7 @@
 #include "live/live_session.hpp"
 
+#include "mcp/pins.hpp"
+
 #include "base/text.hpp"
 #include "brokers/scrub_index.hpp"
 #include "brokers/scrubber.hpp"
@@ -24,7 +26,8 @@ live_session::live_session(session_options options,
       credentials_(std::move(credentials)),
       tls_(std::move(tls)),
       attached_(std::move(attached)),
-      ending_(options_.session_id, attached_.expires) {
+      ending_(options_.session_id, attached_.expires),
+      mcp_pins_(std::make_unique<mcp::pin_store>()) {
   if (attached_.asks) asks_ = std::make_unique<ask_desk>(*this, *attached_.asks);
 }
 

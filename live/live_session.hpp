@@ -27,6 +27,9 @@
 namespace broker::certs {
 class tls_contexts;
 }  // namespace broker::certs
+namespace broker::mcp {
+class pin_store;
+}  // namespace broker::mcp
 
 namespace broker::live {
 
@@ -124,6 +127,9 @@ class live_session {
   // Writes a `dns` record (a name the policy refused); not counted as a request.
   bool record_dns(const audit_entry& entry);
 
+  // Each MCP server's tools as the session first listed them (docs/policy.md, "MCP servers").
+  mcp::pin_store& mcp_pins() { return *mcp_pins_; }
+
   // Its connections and exchanges, counted.
   session_counters& counters() { return counters_; }
   const session_counters& counters() const { return counters_; }
@@ -139,6 +145,7 @@ class live_session {
   session_ending ending_;
   session_counters counters_;
   std::unique_ptr<ask_desk> asks_;
+  std::unique_ptr<mcp::pin_store> mcp_pins_;
 };
 
 }  // namespace broker::live

@@ -18,12 +18,26 @@ std::string dumped(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The fields in which a listed tool changed since its pin; empty with no pins.
+std::vector<std::string> check_pin(const nlohmann::json& tool, const std::string& name,
+                                   const server_pins* pins) {
+  if (!pins || !pins->store) return {};
+  return pins->store->check(pins->server, name, digest_of(tool));
+}
+
+std::string joined(const std::vector<std::string>& fields) {
+  std::string out;
+  for (const auto& f : fields) out += (out.empty() ? "" : ", ") + f;
+  return out;
+}
+
 }  // namespace
 
-std::size_t filter_tools(nlohmann::json& message, const scopes& rules) {
+std::size_t filter_tools(nlohmann::json& message, const scopes& rules, const server_pins* pins,
+                         std::vector<std::string>* changed) {
   std::size_t removed = 0;
   if (message.is_array()) {
-    for (auto& m : message) removed += filter_tools(m, rules);
+    for (auto& m : message) removed += filter_tools(m, rules, pins, changed);
     return removed;
   }
   nlohmann::json* tools = tools_of(message);
@@ -32,12 +46,18 @@ std::size_t filter_tools(nlohmann::json& message, const scopes& rules) {
   for (auto& tool : *tools) {
     // A tool without a readable name could be anything: it is not listed.
     const auto name = tool.is_object() ? tool.find("name") : tool.end();
-    if (tool.is_object() && name != tool.end() && name->is_string() &&
-        tool_listed(name->get_ref<const std::string&>(), rules)) {
-      kept.push_back(std::move(tool));
-    } else {
+    if (!tool.is_object() || name == tool.end() || !name->is_string() ||
+        !tool_listed(name->get_ref<const std::string&>(), rules)) {
       ++removed;
+      continue;
     }
+    const std::string& text = name->get_ref<const std::string&>();
+    if (auto fields = check_pin(tool, text, pins); !fields.empty()) {
+      if (changed) changed->push_back(text + " (" + joined(fields) + ")");
+      ++removed;
+      continue;
+    }
+    kept.push_back(std::move(tool));
   }
   if (removed) *tools = std::move(kept);
   return removed;
@@ -48,12 +68,14 @@ bool may_list_tools(std::string_view text) {
          text.find("\\u") != std::string_view::npos;
 }
 
-std::optional<std::string> filter_json_answer(std::string_view body, const scopes& rules) {
+std::optional<std::string> filter_json_answer(std::string_view body, const scopes& rules,
+                                              const server_pins* pins,
+                                              std::vector<std::string>* changed) {
   if (!may_list_tools(body)) return std::nullopt;
   std::string why;
   auto j = parse_strict(body, why);
   if (!j) throw unreadable_answer("an MCP answer the broker cannot read: " + why);
-  if (filter_tools(*j, rules) == 0) return std::nullopt;
+  if (filter_tools(*j, rules, pins, changed) == 0) return std::nullopt;
   return dumped(*j);
 }
 
@@ -128,7 +150,7 @@ void sse_filter::emit_range(std::size_t begin, std::size_t end, std::string& out
   std::string why;
   auto j = parse_strict(data, why);
   if (!j) return;  // dropped: it could list tools, and the broker cannot read it
-  const std::size_t removed = filter_tools(*j, rules_);
+  const std::size_t removed = filter_tools(*j, rules_, pins_ ? &*pins_ : nullptr, &changed_);
   if (removed == 0) {
     out.append(raw);
     return;

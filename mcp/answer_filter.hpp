@@ -9,15 +9,21 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "mcp/call_rules.hpp"
+#include "mcp/pins.hpp"
 
 namespace broker::mcp {
 
 // A message (or a batch's array of them): each tools/list result (a "result" whose "tools" is
-// an array) keeps only the tools tool_listed allows. Returns how many tools it removed.
-std::size_t filter_tools(nlohmann::json& message, const scopes& rules);
+// an array) keeps only the tools tool_listed allows and, with `pins`, that have not changed since
+// the session first listed them (pins.hpp); each changed one is noted in `changed` as
+// "name (description, inputSchema)". Returns how many tools it removed.
+std::size_t filter_tools(nlohmann::json& message, const scopes& rules,
+                         const server_pins* pins = nullptr,
+                         std::vector<std::string>* changed = nullptr);
 
 // Whether a message's text could hold a tools/list result: its key "tools" appears as such, or
 // the text has a \u escape (which could spell it). Text that cannot is passed without parsing.
@@ -25,7 +31,9 @@ bool may_list_tools(std::string_view text);
 
 // A whole JSON answer: nullopt when it goes as it is, else its rewritten text. Throws
 // unreadable_answer when it could list tools but is not JSON the broker reads (messages.hpp).
-std::optional<std::string> filter_json_answer(std::string_view body, const scopes& rules);
+std::optional<std::string> filter_json_answer(std::string_view body, const scopes& rules,
+                                              const server_pins* pins = nullptr,
+                                              std::vector<std::string>* changed = nullptr);
 
 struct unreadable_answer : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -38,7 +46,10 @@ struct unreadable_answer : std::runtime_error {
 // max_message_bytes (more throws unreadable_answer).
 class sse_filter {
  public:
-  explicit sse_filter(const scopes& rules) : rules_(rules) {}
+  // Keeps its own copies of the rules' list (the rules themselves belong to the policy) and of
+  // `pins` (the store belongs to the session).
+  explicit sse_filter(scopes rules, std::optional<server_pins> pins = std::nullopt)
+      : rules_(std::move(rules)), pins_(std::move(pins)) {}
 
   // Appends to `out` the events `piece` completes.
   void feed(std::string_view piece, std::string& out);
@@ -46,12 +57,16 @@ class sse_filter {
   // it; so does this).
   void finish(std::string& out);
   std::size_t removed() const { return removed_; }
+  // The changed tools it dropped so far (filter_tools).
+  const std::vector<std::string>& changed() const { return changed_; }
 
  private:
   // The event in pending_[begin, end): to `out`, filtered.
   void emit_range(std::size_t begin, std::size_t end, std::string& out);
 
-  const scopes& rules_;
+  scopes rules_;
+  std::optional<server_pins> pins_;
+  std::vector<std::string> changed_;
   std::string pending_;     // the current event's bytes so far
   std::size_t line_ = 0;    // where in pending_ the current line starts
   std::size_t search_ = 0;  // where the search for its end goes on

@@ -8,18 +8,9 @@ namespace {
 
 using config::mcp_glob_matches;
 
-const char* section_of(call_kind kind) {
-  switch (kind) {
-    case call_kind::tool:
-      return "tools";
-    case call_kind::resource:
-      return "resources";
-    case call_kind::prompt:
-      return "prompts";
-    case call_kind::other:
-      break;
-  }
-  return "";
+// The key of the policy's "mcp" that judges this kind of call: "tools", "resources", "prompts".
+std::string section_of(call_kind kind) {
+  return std::string(kind_name(kind)) + "s";
 }
 
 // The names part of one scope: "" when `name` passes, else the refusing rule's suffix.
@@ -60,21 +51,6 @@ bool check_holds(const config::mcp_argument_check& check, const nlohmann::json& 
   }
 }
 
-// Shown in a refusal: the name as the client sent it, cut short and without control bytes.
-std::string shown(std::string_view name) {
-  std::size_t cut = std::min<std::size_t>(name.size(), 128);
-  // Not inside a UTF-8 sequence.
-  while (cut < name.size() && cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
-    --cut;
-  std::string out;
-  for (char c : name.substr(0, cut)) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
-  }
-  if (cut < name.size()) out += "...";
-  return out;
-}
-
 }  // namespace
 
 call_verdict judge_call(const client_message& m, const scopes& rules) {
@@ -90,7 +66,7 @@ call_verdict judge_call(const client_message& m, const scopes& rules) {
     if (auto refusal = names_refusal(names_for(*scope.rules, m.kind), m.target, section_of(m.kind));
         !refusal.empty()) {
       v = {false, base + refusal,
-           "the " + noun + " \"" + shown(m.target) + "\" is not allowed by " + scope.rule};
+           "the " + noun + " \"" + shown_name(m.target) + "\" is not allowed by " + scope.rule};
       return v;
     }
     if (m.kind != call_kind::tool) continue;
@@ -99,13 +75,27 @@ call_verdict judge_call(const client_message& m, const scopes& rules) {
       for (const auto& check : args.checks) {
         if (check_holds(check, m.arguments)) continue;
         v = {false, base + "tools.arguments." + args.tool + "." + check.pointer,
-             "the tool \"" + shown(m.target) + "\" was called with arguments outside " +
+             "the tool \"" + shown_name(m.target) + "\" was called with arguments outside " +
                  scope.rule + " (at " + check.pointer + ")"};
         return v;
       }
     }
   }
   return v;
+}
+
+std::string shown_name(std::string_view name) {
+  std::size_t cut = std::min<std::size_t>(name.size(), 128);
+  // Not inside a UTF-8 sequence.
+  while (cut < name.size() && cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+    --cut;
+  std::string out;
+  for (char c : name.substr(0, cut)) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(u < 0x20 || u == 0x7f ? '?' : c);
+  }
+  if (cut < name.size()) out += "...";
+  return out;
 }
 
 bool tool_listed(std::string_view name, const scopes& rules) {

@@ -24,6 +24,10 @@ struct call_verdict {
 
 call_verdict judge_call(const client_message& m, const scopes& rules);
 
+// A name or URI as a refusal shows it: cut at 128 bytes (not inside a UTF-8 sequence), control
+// bytes as '?'.
+std::string shown_name(std::string_view name);
+
 // Whether a tool of this name may be called at all (its arguments aside): what a tools/list
 // answer keeps.
 bool tool_listed(std::string_view name, const scopes& rules);

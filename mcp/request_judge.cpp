@@ -37,9 +37,21 @@ call_record record_of(const client_body& body) {
   return r;
 }
 
+// A tool call the rules allow, of a tool that changed since it was pinned: refused.
+call_verdict judge_pin(const client_message& m, const scopes& rules, const server_pins* pins) {
+  if (!pins || !pins->store || m.kind != call_kind::tool || rules.empty()) return {};
+  const auto fields = pins->store->changed(pins->server, m.target);
+  if (fields.empty()) return {};
+  std::string list;
+  for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
+  return {false, rules.front().rule + ".mcp.pins",
+          "the tool \"" + shown_name(m.target) + "\" changed since this session first listed it (" +
+              list + ")"};
+}
+
 }  // namespace
 
-judged_request judge_request(std::string_view body, const scopes& rules) {
+judged_request judge_request(std::string_view body, const scopes& rules, const server_pins* pins) {
   judged_request out;
   auto messages = read_client_body(body, out.unreadable);
   if (!messages) {
@@ -50,6 +62,7 @@ judged_request judge_request(std::string_view body, const scopes& rules) {
   std::vector<call_verdict> verdicts;
   for (const auto& m : messages->messages) {
     verdicts.push_back(judge_call(m, rules));
+    if (verdicts.back().allowed) verdicts.back() = judge_pin(m, rules, pins);
     if (!verdicts.back().allowed && !out.refused) {
       out.refused = true;
       out.rule = verdicts.back().rule;

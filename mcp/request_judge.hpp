@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "mcp/call_rules.hpp"
+#include "mcp/pins.hpp"
 
 namespace broker::mcp {
 
@@ -33,6 +34,9 @@ struct judged_request {
   call_record record;
 };
 
-judged_request judge_request(std::string_view body, const scopes& rules);
+// With `pins`, a call of a tool that changed since the session first listed it (pins.hpp) is
+// refused too, its rule the first scope's "<rule>.mcp.pins".
+judged_request judge_request(std::string_view body, const scopes& rules,
+                             const server_pins* pins = nullptr);
 
 }  // namespace broker::mcp

@@ -240,12 +240,17 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
 }
 
 asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_alive) {
-  const mcp::judged_request judged = mcp::judge_request(s_.body->bytes, s_.mcp);
+  const mcp::server_pins pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()};
+  const mcp::judged_request judged = mcp::judge_request(s_.body->bytes, s_.mcp, &pins);
   if (!judged.unreadable.empty())
     co_return co_await refuse(live::refusal::bad_request(judged.unreadable), false);
   const auto& r = judged.record;
-  s_.entry.mcp = session::audit_entry::mcp_call{
-      r.method, std::string(mcp::kind_name(r.kind)), r.target, r.arguments_sha256, r.messages, 0};
+  auto& call = s_.entry.mcp.emplace();
+  call.method = r.method;
+  call.kind = mcp::kind_name(r.kind);
+  call.target = r.target;
+  call.arguments_sha256 = r.arguments_sha256;
+  call.messages = r.messages;
   if (!judged.refused) co_return std::nullopt;
   s_.entry.rule = judged.rule;
   if (judged.answer.empty())

@@ -94,6 +94,8 @@ struct exchange_state {
   // judged as MCP's JSON-RPC before it goes up, and what the server answers is filtered on its
   // way down. Empty for every other request.
   std::vector<config::verdict::mcp_scope> mcp;
+  // The MCP server the request goes to, as the session's pins name it.
+  std::string mcp_server() const { return entry.host + ":" + std::to_string(entry.port); }
 };
 
 class http_exchange {

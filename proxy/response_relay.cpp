@@ -21,6 +21,8 @@ response_relay::response_relay(http_exchange& ex) : ex_(ex), s_(ex.state()) {}
 asio::awaitable<next_step> response_relay::run(const std::string& method, bool client_keep_alive) {
   const auto response = co_await read_final_head(method);
   if (!response.head) co_return next_step::close;
+  // An MCP server's event stream is filtered as it passes (relay_body): its length changes.
+  if (mcp_event_stream(*response.head)) reframe_as_chunked(*response.head);
   const http::message_head& head = *response.head;
   if (head.status == 101) co_return co_await websocket_relay(ex_).run(head);
   if (auto refused = coded_body_refusal(head)) co_return co_await ex_.refuse(*refused, false);
@@ -101,6 +103,19 @@ std::string media_type(const http::message_head& head) {
 }
 
 }  // namespace
+
+bool response_relay::mcp_event_stream(const http::message_head& head) const {
+  return !s_.mcp.empty() && is_success(head) && media_type(head) == "text/event-stream";
+}
+
+void response_relay::reframe_as_chunked(http::message_head& head) {
+  std::erase_if(head.headers, [](const http::header_field& h) {
+    return http::iequals(h.name, "content-length") || http::iequals(h.name, "transfer-encoding");
+  });
+  head.headers.push_back({"Transfer-Encoding", "chunked"});
+  head.chunked = true;
+  head.content_length.reset();
+}
 
 std::size_t response_relay::whole_body_limit(const http::message_head& head) const {
   std::size_t limit = s_.plan ? s_.plan->response_whole_body(head.status) : 0;
@@ -188,16 +203,20 @@ std::optional<session::llm_usage_meter> response_relay::usage_meter(
 }
 
 void response_relay::filter_mcp_answer(std::string& body) {
-  auto filtered = mcp::filter_json_answer(body, s_.mcp);
+  const mcp::server_pins pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()};
+  std::vector<std::string> changed;
+  auto filtered = mcp::filter_json_answer(body, s_.mcp, &pins, &changed);
   if (!filtered) return;
   base::wipe(body);
   body = std::move(*filtered);
-  note_tools_hidden(1);  // how many is not told by the whole-body filter; at least one
+  note_tools_hidden(1, changed);  // how many is not told by the whole-body filter; at least one
 }
 
-void response_relay::note_tools_hidden(std::size_t n) {
+void response_relay::note_tools_hidden(std::size_t n, const std::vector<std::string>& changed) {
   if (!s_.entry.mcp) s_.entry.mcp.emplace();
   s_.entry.mcp->tools_hidden += n;
+  auto& all = s_.entry.mcp->tools_changed;
+  all.insert(all.end(), changed.begin(), changed.end());
 }
 
 // A response body on its way down: what it passes through, and the buffers it reuses from one
@@ -217,8 +236,8 @@ asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
   auto& up = *s_.upstream;
   body_relay body{head, meter, std::nullopt, std::nullopt, false, {}, {}};
   if (!s_.scrub_patterns.empty()) body.scrub.emplace(s_.scrub_patterns);
-  if (!s_.mcp.empty() && is_success(head) && media_type(head) == "text/event-stream")
-    body.mcp.emplace(s_.mcp);
+  if (mcp_event_stream(head))
+    body.mcp.emplace(s_.mcp, mcp::server_pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()});
   body.as_framed = !body.scrub && !body.mcp && s_.io.client.carries_wire() && up.carries_wire();
   const bool decode = body.scrub || body.meter || body.mcp || !body.as_framed;
   for (;;) {
@@ -246,13 +265,17 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
     // Whole events only, each filtered (mcp/answer_filter.hpp).
     b.filtered.clear();
     const std::size_t hidden = b.mcp->removed();
+    const std::size_t changed = b.mcp->changed().size();
     try {
       b.mcp->feed(piece.data, b.filtered);
       if (piece.last) b.mcp->finish(b.filtered);
     } catch (const mcp::unreadable_answer& e) {
       throw upstream_error(e.what());
     }
-    if (b.mcp->removed() > hidden) note_tools_hidden(b.mcp->removed() - hidden);
+    if (b.mcp->removed() > hidden)
+      note_tools_hidden(
+          b.mcp->removed() - hidden,
+          std::vector<std::string>(b.mcp->changed().begin() + changed, b.mcp->changed().end()));
     data = b.filtered;
   }
   // The record is written before the response completes (docs/audit-log.md).

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/asio.hpp"
 #include "live/refusal.hpp"
@@ -45,13 +46,18 @@ class response_relay {
   // record could not be written: the client got 503 audit_unavailable instead.
   asio::awaitable<bool> relay_rewritten_body(http::message_head& head, std::size_t limit,
                                              bool keep_client);
+  // An MCP server's event stream, filtered as it passes (relay_body), so sent chunked
+  // (reframe_as_chunked): its length changes.
+  bool mcp_event_stream(const http::message_head& head) const;
+  static void reframe_as_chunked(http::message_head& head);
   // How much of the response is read whole before any goes on (a credential step rewrites it,
   // or it is an MCP server's JSON answer); 0: it streams.
   std::size_t whole_body_limit(const http::message_head& head) const;
   // An MCP server's JSON answer, its tools/list results filtered (mcp/answer_filter.hpp); throws
   // mcp::unreadable_answer.
   void filter_mcp_answer(std::string& body);
-  void note_tools_hidden(std::size_t n);
+  // Tools a tools/list answer lost, and of them those that changed since pinned, into the record.
+  void note_tools_hidden(std::size_t n, const std::vector<std::string>& changed);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;
   // LLM API answers are metered as they pass (docs/audit-log.md llm_tokens); errors carry no usage.

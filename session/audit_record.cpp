@@ -94,6 +94,10 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
     if (!e.mcp->arguments_sha256.empty()) m["arguments_sha256"] = e.mcp->arguments_sha256;
     if (e.mcp->messages > 1) m["messages"] = e.mcp->messages;
     if (e.mcp->tools_hidden) m["tools_hidden"] = e.mcp->tools_hidden;
+    if (!e.mcp->tools_changed.empty()) {
+      auto& changed = m["tools_changed"] = nlohmann::ordered_json::array();
+      for (const auto& t : e.mcp->tools_changed) changed.push_back(scrub(t));
+    }
     j.add_json("mcp", m);
   }
   if (!e.error.empty()) j.add("error", e.error);

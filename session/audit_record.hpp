@@ -65,7 +65,9 @@ struct audit_entry {
     std::string target;            // the tool or prompt name, or the resource URI
     std::string arguments_sha256;  // of a tool call's arguments, compact JSON
     std::size_t messages = 1;      // in the body: more than one is a batch
-    std::size_t tools_hidden = 0;  // tools a tools/list answer lost to the rules
+    std::size_t tools_hidden = 0;  // tools a tools/list answer lost to the rules and pins
+    // Of them, those that changed since the session first listed them: "name (description)".
+    std::vector<std::string> tools_changed;
   };
   std::optional<mcp_call> mcp;
 };

@@ -311,6 +311,13 @@ std::string format_record(const nlohmann::json& record) {
     append(out, call);
     if (auto n = integer_field(*mcp, "tools_hidden"); n && *n > 0)
       append(out, "tools_hidden=" + std::to_string(*n));
+    // Tools that changed since the session pinned them: which, and how.
+    if (const json* changed = field(*mcp, "tools_changed"); changed && changed->is_array()) {
+      std::string list;
+      for (const auto& t : *changed)
+        if (t.is_string()) list += (list.empty() ? "" : "; ") + printable(t.get<std::string>());
+      if (!list.empty()) append(out, "tools_changed=" + list);
+    }
   }
   // An ask and its decision (docs/policy.md): which one, the scope and who decided.
   for (const char* key : {"rule", "allowed_by", "credential", "error", "id", "scope", "who"}) {

@@ -16,6 +16,9 @@ using ordered_json = nlohmann::ordered_json;
 
 constexpr int http_activity = 4002;
 constexpr int network_category = 4;
+constexpr int api_activity = 6003;
+constexpr int application_category = 6;
+constexpr int api_read = 2;
 constexpr int activity_unknown = 0, activity_other = 99;
 
 // HTTP Activity's activity ids, by method (OCSF 1.8.0).
@@ -52,18 +55,30 @@ ordered_json product() {
   return {{"name", "broker"}, {"vendor_name", "broker"}, {"version", BROKER_VERSION}};
 }
 
+// An event's class (HTTP Activity unless said) and activity: the uids and their names.
+struct event_class {
+  int uid = http_activity;
+  const char* name = "HTTP Activity";
+  int category = network_category;
+  const char* category_name = "Network Activity";
+};
+
+void set_class(ordered_json& e, const event_class& c, int activity, const std::string& name) {
+  e["class_uid"] = c.uid;
+  e["class_name"] = c.name;
+  e["category_uid"] = c.category;
+  e["category_name"] = c.category_name;
+  e["activity_id"] = activity;
+  e["activity_name"] = name;
+  e["type_uid"] = c.uid * 100 + activity;
+  e["type_name"] = std::string(c.name) + ": " + name;
+}
+
 // The fields every event has: class, time, metadata, the session (and user) as actor.
 ordered_json common(const nlohmann::json& record, int activity, const std::string& activity_name,
                     const std::string& user) {
   ordered_json e;
-  e["class_uid"] = http_activity;
-  e["class_name"] = "HTTP Activity";
-  e["category_uid"] = network_category;
-  e["category_name"] = "Network Activity";
-  e["activity_id"] = activity;
-  e["activity_name"] = activity_name;
-  e["type_uid"] = http_activity * 100 + activity;
-  e["type_name"] = "HTTP Activity: " + activity_name;
+  set_class(e, {}, activity, activity_name);
   const std::string ts = string_field(record, "ts");
   e["time"] = epoch_ms(ts);
   ordered_json metadata{{"version", "1.8.0"}, {"product", product()}, {"log_name", "audit"}};
@@ -178,6 +193,36 @@ ordered_json exchange_event(const nlohmann::json& record, const std::string& use
   return e;
 }
 
+// An MCP call's record (docs/audit-log.md) as API Activity: the JSON-RPC method is the API
+// operation, the tool, resource or prompt its resource. Listing and reading are Read; a tool
+// call, whose effect the broker cannot tell, is Other.
+void as_api_activity(ordered_json& e, const nlohmann::json& record, const nlohmann::json& mcp) {
+  const std::string method = string_field(mcp, "method");
+  const bool reads =
+      method.ends_with("/list") || method == "resources/read" || method == "prompts/get";
+  const int activity = reads ? api_read : activity_other;
+  const std::string name = reads ? "Read" : method.empty() ? "Other" : method;
+  set_class(e, {api_activity, "API Activity", application_category, "Application Activity"},
+            activity, name);
+  ordered_json api{{"operation", method.empty() ? std::string("(response)") : method}};
+  const std::string host = string_field(record, "host");
+  if (!host.empty()) api["service"] = {{"name", host}};
+  e["api"] = std::move(api);
+  for (const char* kind : {"tool", "resource", "prompt"})
+    if (auto target = string_field(mcp, kind); !target.empty())
+      e["resources"] = ordered_json::array({{{"name", target}, {"type", kind}}});
+  // The source is the process that made the call, as far as it is known.
+  const std::string exe = string_field(record, "exe");
+  e["src_endpoint"] = exe.empty() ? ordered_json{{"type_id", 0}}
+                                  : ordered_json{{"name", exe.substr(exe.rfind('/') + 1)}};
+  // HTTP Activity's own fields: the status is in http_response, the bytes go unmapped.
+  e.erase("http_status");
+  if (e.contains("traffic")) {
+    e["unmapped"]["traffic"] = std::move(e["traffic"]);
+    e.erase("traffic");
+  }
+}
+
 }  // namespace
 
 ordered_json ocsf_mapper::map(const nlohmann::json& record) {
@@ -189,7 +234,12 @@ ordered_json ocsf_mapper::map(const nlohmann::json& record) {
   }
   const auto known = users_.find(session);
   const std::string user = known == users_.end() ? std::string() : known->second;
-  if (is_exchange(event)) return exchange_event(record, user);
+  if (is_exchange(event)) {
+    ordered_json e = exchange_event(record, user);
+    if (const nlohmann::json* mcp = field(record, "mcp"); mcp != nullptr && mcp->is_object())
+      as_api_activity(e, record, *mcp);
+    return e;
+  }
 
   // Not an HTTP exchange: an event of activity Other named after the record, all of it unmapped.
   ordered_json e = common(record, activity_other, event.empty() ? "Other" : event, user);

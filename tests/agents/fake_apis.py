@@ -38,7 +38,9 @@ and answers 401 otherwise, records every request (host, method, path, headers, b
 WebSocket messages), and returns usage (input/output token counts) so that broker meters
 llm_tokens. `tool_call` makes the first answer of a conversation a tool call instead of text
 (so that the agent sends a second request: what a budget test needs): `echo tool-ran`, or the
-shell command `tool_call` holds when it is a string.
+shell command `tool_call` holds when it is a string. For the Messages API it may also be a list
+of {"name", "input"}: one tool call a turn, in order (an MCP tool is "mcp__SERVER__TOOL"), then
+the answer.
 
 - docs.agent.test (no credential): GET -> text/plain DOCS_PAGE; a host no policy of the
   agents' tests allows (what an agent's tool fetches while a person is asked).
@@ -218,11 +220,18 @@ def anthropic_events(fake, doc):
              "stop_reason": None, "stop_sequence": None,
              "usage": {"input_tokens": inp, "output_tokens": 1,
                        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}
-    if fake.tool_call and not _conversation_has_tool_result(doc):
-        block = {"type": "tool_use", "id": _now_id("toolu"), "name": "Bash", "input": {}}
-        delta = {"type": "input_json_delta",
-                 "partial_json": json.dumps({"command": tool_command(fake),
-                                             "description": "run the tool"})}
+    # A list of {"name", "input"}: one tool call a turn, in order, then the answer.
+    script = fake.tool_call if isinstance(fake.tool_call, list) else None
+    call = None
+    if script is not None:
+        done = json.dumps(doc).count('"tool_result"')
+        call = script[done] if done < len(script) else None
+    elif fake.tool_call and not _conversation_has_tool_result(doc):
+        call = {"name": "Bash", "input": {"command": tool_command(fake),
+                                          "description": "run the tool"}}
+    if call:
+        block = {"type": "tool_use", "id": _now_id("toolu"), "name": call["name"], "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(call["input"])}
         stop = "tool_use"
     else:
         block = {"type": "text", "text": ""}

@@ -2,9 +2,11 @@
 """Derives http_activity-<tag>.json, the field list `broker log --format ocsf` is validated against,
 from the OCSF schema's sources (https://github.com/ocsf/ocsf-schema, Apache-2.0).
 
-Usage: derive_fields.py SCHEMA_GIT_DIR TAG > http_activity-TAG.json
+Usage: derive_fields.py SCHEMA_GIT_DIR TAG [CLASS] > CLASS-TAG.json
+CLASS: the class's file in the schema, events/network/http_activity.json (the default) or
+events/application/api_activity.json (what MCP calls map to).
 
-The class http_activity with every attribute it inherits (network, base_event) and includes
+The class with every attribute it inherits (network, base_event) and includes
 (a profile's attributes marked with its name: they are required only of an event that applies the
 profile), each with its type, requirement and enum values; and each object those
 attributes name, resolved the same way, to the depth DEPTH below the class."""
@@ -14,6 +16,8 @@ import sys
 
 DEPTH = 3
 git_dir, tag = sys.argv[1], sys.argv[2]
+class_path = sys.argv[3] if len(sys.argv) > 3 else "events/network/http_activity.json"
+category_path = class_path.rsplit("/", 1)[0] + "/" + class_path.split("/")[-2] + ".json"
 
 
 def read(path):
@@ -82,9 +86,9 @@ def resolve(path, depth, objects):
 
 
 objects = {}
-cls = read("events/network/http_activity.json")
-category = read("categories.json")["attributes"][read("events/network/network.json")["category"]]
-attributes = resolve("events/network/http_activity.json", 0, objects)
+cls = read(class_path)
+category = read("categories.json")["attributes"][read(category_path)["category"]]
+attributes = resolve(class_path, 0, objects)
 # The dictionary leaves these enums to each class: this class has one value each.
 attributes["class_uid"]["enum"] = [str(category["uid"] * 1000 + cls["uid"])]
 attributes["category_uid"]["enum"] = [str(category["uid"])]

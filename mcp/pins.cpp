@@ -1,0 +1,62 @@
+// Pins against changed tools (pins.hpp).
+#include "mcp/pins.hpp"
+
+#include <openssl/evp.h>
+
+namespace broker::mcp {
+namespace {
+
+std::string sha256_of(const nlohmann::json& value) {
+  const std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  return std::string(reinterpret_cast<const char*>(digest), size);
+}
+
+const nlohmann::json& field(const nlohmann::json& tool, const char* key) {
+  static const nlohmann::json none;
+  if (!tool.is_object()) return none;
+  const auto it = tool.find(key);
+  return it == tool.end() ? none : *it;
+}
+
+}  // namespace
+
+tool_digest digest_of(const nlohmann::json& tool) {
+  return {sha256_of(field(tool, "description")), sha256_of(field(tool, "inputSchema")),
+          sha256_of(field(tool, "annotations"))};
+}
+
+std::vector<std::string> changed_fields(const tool_digest& pinned, const tool_digest& now) {
+  std::vector<std::string> out;
+  if (pinned.description != now.description) out.emplace_back("description");
+  if (pinned.input_schema != now.input_schema) out.emplace_back("inputSchema");
+  if (pinned.annotations != now.annotations) out.emplace_back("annotations");
+  return out;
+}
+
+std::vector<std::string> pin_store::check(const std::string& server, const std::string& tool,
+                                          const tool_digest& now) {
+  std::lock_guard lock(mutex_);
+  auto& tools = servers_[server];
+  const auto it = tools.find(tool);
+  if (it == tools.end()) {
+    tools.emplace(tool, pin{now, {}});
+    return {};
+  }
+  auto fields = changed_fields(it->second.first, now);
+  if (!fields.empty()) it->second.changed = fields;
+  return it->second.changed;
+}
+
+std::vector<std::string> pin_store::changed(const std::string& server,
+                                            const std::string& tool) const {
+  std::lock_guard lock(mutex_);
+  const auto s = servers_.find(server);
+  if (s == servers_.end()) return {};
+  const auto t = s->second.find(tool);
+  return t == s->second.end() ? std::vector<std::string>() : t->second.changed;
+}
+
+}  // namespace broker::mcp

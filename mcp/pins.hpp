@@ -1,0 +1,58 @@
+// Pins against changed tools (docs/policy.md, "MCP servers"): the first tools/list of a server in
+// a session fixes what each tool is (its description, input schema and annotations, each as a
+// digest); a tool that later comes back different (a "rug pull": the same name, new instructions
+// to the model) is dropped from the list and its calls are refused for the rest of the session.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace broker::mcp {
+
+// A tools/list entry's fields that a model reads, each as the SHA-256 of its compact JSON
+// (nlohmann's, keys sorted; an absent field as null).
+struct tool_digest {
+  std::string description;
+  std::string input_schema;
+  std::string annotations;
+};
+
+tool_digest digest_of(const nlohmann::json& tool);
+
+// The fields of `now` that differ from `pinned`, as MCP names them ("description",
+// "inputSchema", "annotations"); empty when none.
+std::vector<std::string> changed_fields(const tool_digest& pinned, const tool_digest& now);
+
+// A session's pins, per server ("host:port"). Thread-safe: a session's exchanges share it.
+class pin_store {
+ public:
+  // Compares a listed tool with its pin, pinning it when it has none: the fields that changed
+  // (empty when it is new or the same). A changed tool stays changed for the session, whatever
+  // later lists say.
+  std::vector<std::string> check(const std::string& server, const std::string& tool,
+                                 const tool_digest& now);
+  // The fields in which the tool last differed from its pin; empty when it never did (or was
+  // never listed).
+  std::vector<std::string> changed(const std::string& server, const std::string& tool) const;
+
+ private:
+  struct pin {
+    tool_digest first;
+    std::vector<std::string> changed;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::string, std::map<std::string, pin, std::less<>>, std::less<>> servers_;
+};
+
+// The session's pins and the server a message came from.
+struct server_pins {
+  pin_store* store;
+  std::string server;
+};
+
+}  // namespace broker::mcp
