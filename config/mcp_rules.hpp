@@ -32,8 +32,14 @@ struct mcp_tool_arguments {
   std::vector<mcp_argument_check> checks;
 };
 
+// What a tool that changed since it was pinned (mcp/pins.hpp) gets: hidden from lists and its
+// calls refused, or kept listed with each call asked about (a person approves it once, or accepts
+// the tool as it now is for the session).
+enum class mcp_on_change { deny, ask };
+
 struct mcp_rules {
   int line = 0;
+  mcp_on_change on_change = mcp_on_change::deny;
   mcp_names tools;
   std::vector<mcp_tool_arguments> arguments;  // under "tools": {"arguments": {...}}
   mcp_names resources;                        // resources/read URIs

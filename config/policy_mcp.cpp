@@ -88,10 +88,19 @@ std::vector<mcp_tool_arguments> parse_arguments(const json_node& node) {
 }  // namespace
 
 mcp_rules parse_mcp(const json_node& node) {
-  node.expect_object("expected an object: {\"tools\", \"resources\", \"prompts\"} (each optional)");
-  node.reject_unknown_keys({"tools", "resources", "prompts"});
+  node.expect_object(
+      "expected an object: {\"tools\", \"resources\", \"prompts\", \"on_change\"} (each "
+      "optional)");
+  node.reject_unknown_keys({"tools", "resources", "prompts", "on_change"});
   mcp_rules rules;
   rules.line = node.line();
+  if (auto on_change = node.find("on_change")) {
+    const std::string word = on_change->as_string();
+    if (word == "ask")
+      rules.on_change = mcp_on_change::ask;
+    else if (word != "deny")
+      on_change->fail("expected \"deny\" (the default) or \"ask\"");
+  }
   if (auto tools = node.find("tools")) {
     tools->expect_object("expected an object: {\"allow\", \"deny\", \"arguments\"}");
     tools->reject_unknown_keys({"allow", "deny", "arguments"});

@@ -243,7 +243,8 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
       any_allow = true;
       if (first_allow.empty()) first_allow = name(layer, r.rule);
       if (r.approved && first_approved.empty()) first_approved = name(layer, r.rule);
-      if (req && r.decided->mcp) mcp.push_back({&*r.decided->mcp, name(layer, r.rule)});
+      if (req && r.decided->mcp)
+        mcp.push_back({&*r.decided->mcp, name(layer, r.rule), !never && takes_approvals(layer)});
     }
   }
   if (!first_deny.empty()) return refused(first_deny);
@@ -282,6 +283,16 @@ policy_set policy_set::with_approval(rule approved) const {
 void ask_on_every_layer(std::vector<policy>& layers) {
   for (policy& layer : layers)
     if (layer.on_deny == on_deny::unset) layer.on_deny = on_deny::ask;
+}
+
+bool session_asks(const std::vector<policy>& layers) {
+  for (const policy& layer : layers) {
+    if (layer.asks()) return true;
+    if (layer.enforcement != enforcement::enforce) continue;
+    for (const rule& r : layer.allow)
+      if (r.mcp && r.mcp->on_change == mcp_on_change::ask) return true;
+  }
+  return false;
 }
 
 void add_approved_rules(std::vector<policy>& layers, const policy& approvals) {

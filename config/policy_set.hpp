@@ -68,9 +68,12 @@ struct verdict {
   // An allowed check_request: the "mcp" of each enforcing layer's deciding allow rule that has
   // one, each with that rule's name (as `rule` names rules). A call must pass every one
   // (mcp/call_rules.hpp). The rules stay valid as long as the set.
+  // `asks`: the layer's refusals may be asked about (as `askable` above): a call its rules
+  // refuse for want of an allow glob or by an argument check is held for a person.
   struct mcp_scope {
     const mcp_rules* rules;
     std::string rule;
+    bool asks = false;
   };
   std::vector<mcp_scope> mcp;
 };
@@ -129,6 +132,10 @@ class policy_set {
 
 // `wrap --ask`: every layer that does not say "on_deny" asks.
 void ask_on_every_layer(std::vector<policy>& layers);
+
+// Whether a session with these layers asks a person anything: a layer asks ("on_deny": "ask"),
+// or an enforcing layer's MCP rule asks about changed tools ("on_change": "ask").
+bool session_asks(const std::vector<policy>& layers);
 
 // The rules of approved.json (`approvals`: a layer of allow rules) added to every enforcing
 // layer that asks and has allow rules, each marked approved and named "approved.json:allow[N]".

@@ -110,7 +110,7 @@ std::shared_ptr<live::live_session> gateway::open_session(const session_record& 
         std::chrono::system_clock::time_point(std::chrono::milliseconds(r.expires_ms));
   attached.observer = setup_.observer;
   const auto& layers = policy->layers();
-  if (std::any_of(layers.begin(), layers.end(), [](const auto& l) { return l.asks(); })) {
+  if (config::session_asks(layers)) {
     // Decided by an operator through the admin API; no approved.json, so never "always".
     auto asks = std::make_shared<live::ask_options>();
     asks->on_ask = [gateway = setup_.options.session_id](const nlohmann::ordered_json& ask) {

@@ -6,6 +6,8 @@
 
 #include "config/approved_file.hpp"
 #include "live/live_session.hpp"
+#include "mcp/approvals.hpp"
+#include "mcp/pins.hpp"
 #include "session/redact.hpp"
 
 namespace broker::live {
@@ -17,6 +19,7 @@ struct ask_desk::held_request {
   config::destination dest;
   std::chrono::steady_clock::time_point since;
   bool tunnel = false;                 // decided on host and port, approved as a tunnel
+  std::optional<mcp_ask> call;         // an MCP call, decided as one (approve_call)
   asio::steady_timer timer;            // on the connection's thread; cancelled to release it
   std::optional<ask_outcome> outcome;  // under the desk's mutex
 };
@@ -64,6 +67,11 @@ std::uint64_t held_number(const std::string& id, const std::string& session) {
   }
 }
 
+// An MCP call as its records name it: "tools/call create_issue".
+std::string call_named(const mcp_ask& call, const live_session& ctx) {
+  return call.method + " " + ctx.scrub(call.target);
+}
+
 nlohmann::ordered_json decision_reply(const session::approval& record) {
   nlohmann::ordered_json out;
   out["ok"] = true;
@@ -71,6 +79,7 @@ nlohmann::ordered_json decision_reply(const session::approval& record) {
   out["decision"] = record.decision;
   if (!record.scope.empty()) out["scope"] = record.scope;
   if (!record.rule.empty()) out["rule"] = record.rule;
+  if (!record.call.empty()) out["call"] = record.call;
   out["released"] = record.released;
   return out;
 }
@@ -85,6 +94,22 @@ ask_desk::~ask_desk() = default;
 asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
                                             const config::destination& dest, bool tunnel) {
   auto h = std::make_shared<held_request>(co_await asio::this_coro::executor);
+  h->request = entry;
+  h->dest = dest;
+  h->tunnel = tunnel;
+  co_return co_await wait(std::move(h));
+}
+
+asio::awaitable<ask_outcome> ask_desk::hold_call(const session::audit_entry& entry,
+                                                 const config::destination& dest, mcp_ask call) {
+  auto h = std::make_shared<held_request>(co_await asio::this_coro::executor);
+  h->request = entry;
+  h->dest = dest;
+  h->call = std::move(call);
+  co_return co_await wait(std::move(h));
+}
+
+asio::awaitable<ask_outcome> ask_desk::wait(std::shared_ptr<held_request> h) {
   const auto timeout = ctx_.options().timeouts.ask;
   std::uint64_t number = 0;
   {
@@ -92,15 +117,12 @@ asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
     if (held_.size() >= options_.max_held) co_return ask_outcome{ask_outcome::kind::full, {}};
     number = ++next_id_;
     h->id = ctx_.session_id() + "-" + std::to_string(number);
-    h->request = entry;
-    h->dest = dest;
-    h->tunnel = tunnel;
     h->since = std::chrono::steady_clock::now();
     held_.emplace(number, h);
   }
   h->timer.expires_after(timeout);
   const auto scrub = [this](std::string_view text) { return ctx_.scrub(text); };
-  ctx_.audit_log().write(session::ask_record(h->id, entry, seconds(timeout), scrub));
+  ctx_.audit_log().write(session::ask_record(h->id, h->request, seconds(timeout), scrub));
   if (options_.on_ask) options_.on_ask(listed(*h, h->since));
   // A decision cancels the timer from this thread (release posts it here), so it cannot come
   // between the registration above and this wait.
@@ -119,8 +141,9 @@ asio::awaitable<ask_outcome> ask_desk::hold(const session::audit_entry& entry,
   record.id = h->id;
   record.decision = "timeout";
   record.who = "nobody: no decision within " + std::to_string(seconds(timeout)) + " s";
-  record.host = ctx_.scrub(dest.host);
-  record.port = dest.port;
+  record.host = ctx_.scrub(h->dest.host);
+  record.port = h->dest.port;
+  if (h->call) record.call = call_named(*h->call, ctx_);
   record.released = {h->id};
   ctx_.audit_log().write(session::approval_record(record));
   co_return ask_outcome{ask_outcome::kind::timed_out, {}};
@@ -145,6 +168,18 @@ nlohmann::ordered_json ask_desk::listed(const held_request& h,
   j["host"] = host;
   j["port"] = h.dest.port;
   j["rule"] = r.rule;
+  if (h.call) {
+    const auto& c = *h.call;
+    nlohmann::ordered_json m;
+    m["server"] = ctx_.scrub(c.server);
+    m["method"] = c.method;
+    m[std::string(mcp::kind_name(c.kind))] = ctx_.scrub(c.target);
+    m["arguments"] = c.arguments.empty() ? nlohmann::ordered_json()
+                                         : nlohmann::ordered_json(ctx_.scrub(c.arguments));
+    m["why"] = ctx_.scrub(c.why);
+    if (!c.changed.empty()) m["changed"] = c.changed;
+    j["mcp"] = std::move(m);
+  }
   j["waiting_s"] = seconds(now - h.since);
   j["timeout_s"] = seconds(ctx_.options().timeouts.ask);
   return j;
@@ -179,11 +214,15 @@ nlohmann::ordered_json ask_desk::decide(const std::string& id, const ask_answer&
     record.host = ctx_.scrub(asked->dest.host);
     record.port = asked->dest.port;
     std::vector<std::shared_ptr<held_request>> released;
-    if (!answer.approve) {
+    if (asked->call) {
+      record.call = call_named(*asked->call, ctx_);
+      released = approve_call(asked, answer, record);
+    } else if (!answer.approve) {
       // The person answered for the host: every request held for it is refused.
       record.decision = "deny";
       for (auto& [n, h] : held_)
-        if (!h->outcome && h->dest.host == asked->dest.host && h->dest.port == asked->dest.port)
+        if (!h->outcome && !h->call && h->dest.host == asked->dest.host &&
+            h->dest.port == asked->dest.port)
           released.push_back(h);
       for (auto& h : released) release(h, {ask_outcome::kind::denied, {}});
     } else if (answer.scope == approval_scope::once) {
@@ -224,11 +263,54 @@ std::vector<std::shared_ptr<ask_desk::held_request>> ask_desk::approve_and_grow(
   std::vector<std::shared_ptr<held_request>> released;
   for (auto& [n, h] : held_) {
     std::string allowed_by;
-    if (!h->outcome && now_allowed(*next, h->request, h->dest, h->tunnel, allowed_by)) {
+    // A held MCP call is allowed on its host already: a rule for the host does not decide it.
+    if (!h->outcome && !h->call && now_allowed(*next, h->request, h->dest, h->tunnel, allowed_by)) {
       released.push_back(h);
       release(h, {ask_outcome::kind::approved, allowed_by});
     }
   }
+  return released;
+}
+
+std::vector<std::shared_ptr<ask_desk::held_request>> ask_desk::approve_call(
+    const std::shared_ptr<held_request>& asked, const ask_answer& answer,
+    session::approval& record) {
+  const mcp_ask& call = *asked->call;
+  const auto same_call = [&](const held_request& h) {
+    return !h.outcome && h.call && h.call->server == call.server && h.call->kind == call.kind &&
+           h.call->target == call.target;
+  };
+  std::vector<std::shared_ptr<held_request>> released;
+  if (!answer.approve) {
+    // The person answered for the call: every one held for the same tool on its server is refused.
+    record.decision = "deny";
+    for (auto& [n, h] : held_)
+      if (same_call(*h)) released.push_back(h);
+    for (auto& h : released) release(h, {ask_outcome::kind::denied, {}});
+    return released;
+  }
+  if (!answer.path_prefix.empty())
+    throw std::invalid_argument("an MCP call is approved by its " +
+                                std::string(mcp::kind_name(call.kind)) + ", not by a path");
+  if (answer.scope == approval_scope::always)
+    throw std::invalid_argument(
+        "an MCP call is approved once or for the session: to allow it always, name it in the "
+        "policy's \"mcp\" rules");
+  record.decision = "approve";
+  record.scope = scope_name(answer.scope);
+  record.rule = "approved:" + record.scope;
+  if (answer.scope == approval_scope::once) {
+    released.push_back(asked);
+    release(released.back(), {ask_outcome::kind::approved, record.rule});
+    return released;
+  }
+  ctx_.mcp_approvals().approve(call.server, call.kind, call.target);
+  if (!call.changed.empty()) ctx_.mcp_pins().accept(call.server, call.target);
+  for (auto& [n, h] : held_)
+    if (same_call(*h)) {
+      released.push_back(h);
+      release(h, {ask_outcome::kind::approved, record.rule});
+    }
   return released;
 }
 

@@ -24,6 +24,7 @@
 
 #include "base/asio.hpp"
 #include "config/policy_set.hpp"
+#include "mcp/messages.hpp"
 #include "session/audit_record.hpp"
 
 namespace broker::live {
@@ -50,6 +51,19 @@ struct ask_answer {
   approval_scope scope = approval_scope::session;
   std::string path_prefix;  // approve only this path and what is under it
   std::string who;          // for the record: the deciding person's uid and process
+};
+
+// An MCP call held for a person (docs/policy.md, "Asks about MCP calls"): what the ask shows, and
+// what an approval for the session approves (this call's tool, prompt or resource on its server,
+// mcp::call_approvals; a changed tool accepted as it now is, mcp::pin_store::accept).
+struct mcp_ask {
+  std::string server;  // "host:port"
+  mcp::call_kind kind = mcp::call_kind::tool;
+  std::string method;     // "tools/call"
+  std::string target;     // the tool or prompt name, or the resource URI
+  std::string arguments;  // pretty-printed, secrets redacted (mcp::shown_arguments); "" for none
+  std::string why;        // the refusal, as a sentence
+  std::vector<std::string> changed;  // a changed tool: which of its fields
 };
 
 struct ask_outcome {
@@ -81,6 +95,10 @@ class ask_desk final : public ask_decider {
   // record, and the `approval` record when it times out. Runs on the connection's executor.
   asio::awaitable<ask_outcome> hold(const session::audit_entry& entry,
                                     const config::destination& dest, bool tunnel = false);
+  // Holds an MCP call its rules refused as a person may approve. An approval is for this call
+  // (once) or for its tool on its server for the session; never always, nor by path.
+  asio::awaitable<ask_outcome> hold_call(const session::audit_entry& entry,
+                                         const config::destination& dest, mcp_ask call);
 
   nlohmann::ordered_json pending() const override;
   nlohmann::ordered_json decide(const std::string& id, const ask_answer& answer) override;
@@ -92,6 +110,11 @@ class ask_desk final : public ask_decider {
 
  private:
   struct held_request;
+  asio::awaitable<ask_outcome> wait(std::shared_ptr<held_request> h);
+  // An approval of a held MCP call (decide(), under the lock): the held calls it releases.
+  std::vector<std::shared_ptr<held_request>> approve_call(
+      const std::shared_ptr<held_request>& asked, const ask_answer& answer,
+      session::approval& record);
   // One held request as pending() lists it.
   nlohmann::ordered_json listed(const held_request& h,
                                 std::chrono::steady_clock::time_point now) const;

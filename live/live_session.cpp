@@ -1,5 +1,6 @@
 #include "live/live_session.hpp"
 
+#include "mcp/approvals.hpp"
 #include "mcp/pins.hpp"
 
 #include "base/text.hpp"
@@ -27,7 +28,8 @@ live_session::live_session(session_options options,
       tls_(std::move(tls)),
       attached_(std::move(attached)),
       ending_(options_.session_id, attached_.expires),
-      mcp_pins_(std::make_unique<mcp::pin_store>()) {
+      mcp_pins_(std::make_unique<mcp::pin_store>()),
+      mcp_approvals_(std::make_unique<mcp::call_approvals>()) {
   if (attached_.asks) asks_ = std::make_unique<ask_desk>(*this, *attached_.asks);
 }
 

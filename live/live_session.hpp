@@ -29,6 +29,7 @@ class tls_contexts;
 }  // namespace broker::certs
 namespace broker::mcp {
 class pin_store;
+class call_approvals;
 }  // namespace broker::mcp
 
 namespace broker::live {
@@ -129,6 +130,8 @@ class live_session {
 
   // Each MCP server's tools as the session first listed them (docs/policy.md, "MCP servers").
   mcp::pin_store& mcp_pins() { return *mcp_pins_; }
+  // The MCP calls a person approved for the session (ask_desk).
+  mcp::call_approvals& mcp_approvals() { return *mcp_approvals_; }
 
   // Its connections and exchanges, counted.
   session_counters& counters() { return counters_; }
@@ -146,6 +149,7 @@ class live_session {
   session_counters counters_;
   std::unique_ptr<ask_desk> asks_;
   std::unique_ptr<mcp::pin_store> mcp_pins_;
+  std::unique_ptr<mcp::call_approvals> mcp_approvals_;
 };
 
 }  // namespace broker::live

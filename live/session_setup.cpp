@@ -53,8 +53,7 @@ void check_upstream_cas(const std::vector<std::string>& files) {
 bool prepare_asking(std::vector<config::policy>& layers, bool ask_on_deny,
                     std::filesystem::path* approved_file) {
   if (ask_on_deny) config::ask_on_every_layer(layers);
-  if (std::none_of(layers.begin(), layers.end(), [](const auto& l) { return l.asks(); }))
-    return false;
+  if (!config::session_asks(layers)) return false;
   if (!approved_file) return true;
   *approved_file = config::default_approved_path();
   if (!approved_file->empty())

@@ -50,7 +50,8 @@ struct session_setup {
 // `ask_on_deny` (wrap --ask): every layer that does not say "on_deny" asks. When some layer
 // asks, approved.json's rules (`approved_file`, set to where it is) extend the asking layers;
 // a null `approved_file` (a team gateway: its operators approve per session) reads none.
-// Returns whether some layer asks. Throws config::policy_error for a malformed approved.json.
+// Returns whether the session asks (config::session_asks). Throws config::policy_error for a
+// malformed approved.json.
 bool prepare_asking(std::vector<config::policy>& layers, bool ask_on_deny,
                     std::filesystem::path* approved_file);
 

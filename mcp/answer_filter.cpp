@@ -42,25 +42,36 @@ std::size_t filter_tools(nlohmann::json& message, const scopes& rules, const ser
   }
   nlohmann::json* tools = tools_of(message);
   if (!tools) return 0;
-  nlohmann::json kept = nlohmann::json::array();
-  for (auto& tool : *tools) {
+  // The tools to drop, by index; what stays is left in place (the message may go on as it is).
+  std::vector<std::size_t> dropped;
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    const nlohmann::json& tool = (*tools)[i];
     // A tool without a readable name could be anything: it is not listed.
     const auto name = tool.is_object() ? tool.find("name") : tool.end();
     if (!tool.is_object() || name == tool.end() || !name->is_string() ||
         !tool_listed(name->get_ref<const std::string&>(), rules)) {
-      ++removed;
+      dropped.push_back(i);
       continue;
     }
     const std::string& text = name->get_ref<const std::string&>();
     if (auto fields = check_pin(tool, text, pins); !fields.empty()) {
       if (changed) changed->push_back(text + " (" + joined(fields) + ")");
-      ++removed;
+      // Asked about at its calls: listed as it now is.
+      if (!asks_on_change(rules)) dropped.push_back(i);
+    }
+  }
+  if (dropped.empty()) return 0;
+  nlohmann::json kept = nlohmann::json::array();
+  auto next = dropped.begin();
+  for (std::size_t i = 0; i < tools->size(); ++i) {
+    if (next != dropped.end() && *next == i) {
+      ++next;
       continue;
     }
-    kept.push_back(std::move(tool));
+    kept.push_back(std::move((*tools)[i]));
   }
-  if (removed) *tools = std::move(kept);
-  return removed;
+  *tools = std::move(kept);
+  return dropped.size();
 }
 
 bool may_list_tools(std::string_view text) {

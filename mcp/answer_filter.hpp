@@ -19,8 +19,9 @@ namespace broker::mcp {
 
 // A message (or a batch's array of them): each tools/list result (a "result" whose "tools" is
 // an array) keeps only the tools tool_listed allows and, with `pins`, that have not changed since
-// the session first listed them (pins.hpp); each changed one is noted in `changed` as
-// "name (description, inputSchema)". Returns how many tools it removed.
+// the session first listed them (pins.hpp) unless the rules ask about changes (asks_on_change);
+// each changed one is noted in `changed` as "name (description, inputSchema)". Returns how many
+// tools it removed.
 std::size_t filter_tools(nlohmann::json& message, const scopes& rules,
                          const server_pins* pins = nullptr,
                          std::vector<std::string>* changed = nullptr);
@@ -57,7 +58,7 @@ class sse_filter {
   // it; so does this).
   void finish(std::string& out);
   std::size_t removed() const { return removed_; }
-  // The changed tools it dropped so far (filter_tools).
+  // The changed tools it met so far: dropped, or kept where changes are asked about (filter_tools).
   const std::vector<std::string>& changed() const { return changed_; }
 
  private:

@@ -2,6 +2,7 @@
 #include "mcp/call_rules.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace broker::mcp {
 namespace {
@@ -51,37 +52,49 @@ bool check_holds(const config::mcp_argument_check& check, const nlohmann::json& 
   }
 }
 
+// One scope's refusal of a readable call; allowed when it passes.
+call_verdict judge_in_scope(const client_message& m, const config::verdict::mcp_scope& scope) {
+  const std::string base = scope.rule + ".mcp.";
+  const std::string noun(kind_name(m.kind));
+  if (auto refusal = names_refusal(names_for(*scope.rules, m.kind), m.target, section_of(m.kind));
+      !refusal.empty())
+    return {false, base + refusal,
+            "the " + noun + " \"" + shown_name(m.target) + "\" is not allowed by " + scope.rule,
+            scope.asks && refusal.ends_with(".allow")};
+  if (m.kind != call_kind::tool) return {};
+  for (const auto& args : scope.rules->arguments) {
+    if (!mcp_glob_matches(args.tool, m.target)) continue;
+    for (const auto& check : args.checks)
+      if (!check_holds(check, m.arguments))
+        return {false, base + "tools.arguments." + args.tool + "." + check.pointer,
+                "the tool \"" + shown_name(m.target) + "\" was called with arguments outside " +
+                    scope.rule + " (at " + check.pointer + ")",
+                scope.asks};
+  }
+  return {};
+}
+
 }  // namespace
 
-call_verdict judge_call(const client_message& m, const scopes& rules) {
-  call_verdict v;
-  if (m.kind == call_kind::other && m.unreadable.empty()) return v;
+call_verdict judge_call(const client_message& m, const scopes& rules, bool approved) {
+  if (m.kind == call_kind::other && m.unreadable.empty()) return {};
+  if (rules.empty()) return {};
+  if (!m.unreadable.empty())
+    return {false, rules.front().rule + ".mcp." + section_of(m.kind),
+            "the broker cannot read this call: " + m.unreadable};
+  // The first refusal names the call's; it is askable only if every scope's refusal is.
+  call_verdict first;
+  bool all_askable = true;
   for (const auto& scope : rules) {
-    const std::string base = scope.rule + ".mcp.";
-    if (!m.unreadable.empty()) {
-      v = {false, base + section_of(m.kind), "the broker cannot read this call: " + m.unreadable};
-      return v;
-    }
-    const std::string noun(kind_name(m.kind));
-    if (auto refusal = names_refusal(names_for(*scope.rules, m.kind), m.target, section_of(m.kind));
-        !refusal.empty()) {
-      v = {false, base + refusal,
-           "the " + noun + " \"" + shown_name(m.target) + "\" is not allowed by " + scope.rule};
-      return v;
-    }
-    if (m.kind != call_kind::tool) continue;
-    for (const auto& args : scope.rules->arguments) {
-      if (!mcp_glob_matches(args.tool, m.target)) continue;
-      for (const auto& check : args.checks) {
-        if (check_holds(check, m.arguments)) continue;
-        v = {false, base + "tools.arguments." + args.tool + "." + check.pointer,
-             "the tool \"" + shown_name(m.target) + "\" was called with arguments outside " +
-                 scope.rule + " (at " + check.pointer + ")"};
-        return v;
-      }
-    }
+    call_verdict v = judge_in_scope(m, scope);
+    if (v.allowed) continue;
+    all_askable = all_askable && v.askable;
+    if (first.allowed) first = std::move(v);
   }
-  return v;
+  if (first.allowed) return first;
+  first.askable = all_askable;
+  if (approved && all_askable) return {};
+  return first;
 }
 
 std::string shown_name(std::string_view name) {
@@ -98,9 +111,58 @@ std::string shown_name(std::string_view name) {
   return out;
 }
 
+namespace {
+
+bool names_a_secret(std::string_view member) {
+  std::string lower(member);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* word :
+       {"token", "secret", "password", "passwd", "key", "auth", "cookie", "credential"})
+    if (lower.find(word) != std::string::npos) return true;
+  return false;
+}
+
+void redact_secrets(nlohmann::json& value) {
+  if (value.is_array()) {
+    for (auto& item : value) redact_secrets(item);
+    return;
+  }
+  if (!value.is_object()) return;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    if (names_a_secret(it.key()) && !it.value().is_null())
+      it.value() = "<redacted>";
+    else
+      redact_secrets(it.value());
+  }
+}
+
+}  // namespace
+
+std::string shown_arguments(const nlohmann::json& arguments, std::size_t max_bytes) {
+  if (arguments.is_null()) return {};
+  nlohmann::json copy = arguments;
+  redact_secrets(copy);
+  std::string text = copy.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() <= max_bytes) return text;
+  std::size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  const std::size_t left = text.size() - cut;
+  text.resize(cut);
+  return text + "\n... (" + std::to_string(left) + " more bytes not shown)";
+}
+
 bool tool_listed(std::string_view name, const scopes& rules) {
+  for (const auto& scope : rules) {
+    const auto refusal = names_refusal(scope.rules->tools, name, "tools");
+    if (!refusal.empty() && !(scope.asks && refusal.ends_with(".allow"))) return false;
+  }
+  return true;
+}
+
+bool asks_on_change(const scopes& rules) {
+  if (rules.empty()) return false;
   for (const auto& scope : rules)
-    if (!names_refusal(scope.rules->tools, name, "tools").empty()) return false;
+    if (scope.rules->on_change != config::mcp_on_change::ask) return false;
   return true;
 }
 

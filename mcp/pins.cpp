@@ -42,9 +42,10 @@ std::vector<std::string> pin_store::check(const std::string& server, const std::
   auto& tools = servers_[server];
   const auto it = tools.find(tool);
   if (it == tools.end()) {
-    tools.emplace(tool, pin{now, {}});
+    tools.emplace(tool, pin{now, now, {}});
     return {};
   }
+  it->second.latest = now;
   auto fields = changed_fields(it->second.first, now);
   if (!fields.empty()) it->second.changed = fields;
   return it->second.changed;
@@ -57,6 +58,16 @@ std::vector<std::string> pin_store::changed(const std::string& server,
   if (s == servers_.end()) return {};
   const auto t = s->second.find(tool);
   return t == s->second.end() ? std::vector<std::string>() : t->second.changed;
+}
+
+void pin_store::accept(const std::string& server, const std::string& tool) {
+  std::lock_guard lock(mutex_);
+  const auto s = servers_.find(server);
+  if (s == servers_.end()) return;
+  const auto t = s->second.find(tool);
+  if (t == s->second.end()) return;
+  t->second.first = t->second.latest;
+  t->second.changed.clear();
 }
 
 }  // namespace broker::mcp

@@ -39,10 +39,14 @@ class pin_store {
   // The fields in which the tool last differed from its pin; empty when it never did (or was
   // never listed).
   std::vector<std::string> changed(const std::string& server, const std::string& tool) const;
+  // A person accepted the tool as it was last listed (an ask about a changed tool, approved for
+  // the session): that becomes its pin, and it is no longer changed.
+  void accept(const std::string& server, const std::string& tool);
 
  private:
   struct pin {
     tool_digest first;
+    tool_digest latest;
     std::vector<std::string> changed;
   };
   mutable std::mutex mutex_;

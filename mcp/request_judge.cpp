@@ -46,12 +46,14 @@ call_verdict judge_pin(const client_message& m, const scopes& rules, const serve
   for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
   return {false, rules.front().rule + ".mcp.pins",
           "the tool \"" + shown_name(m.target) + "\" changed since this session first listed it (" +
-              list + ")"};
+              list + ")",
+          asks_on_change(rules)};
 }
 
 }  // namespace
 
-judged_request judge_request(std::string_view body, const scopes& rules, const server_pins* pins) {
+judged_request judge_request(std::string_view body, const scopes& rules, const server_pins* pins,
+                             const call_approvals* approved) {
   judged_request out;
   auto messages = read_client_body(body, out.unreadable);
   if (!messages) {
@@ -60,16 +62,32 @@ judged_request judge_request(std::string_view body, const scopes& rules, const s
   }
   out.record = record_of(*messages);
   std::vector<call_verdict> verdicts;
+  std::size_t refused = 0;
   for (const auto& m : messages->messages) {
-    verdicts.push_back(judge_call(m, rules));
+    const bool ok = approved && pins && m.kind != call_kind::other &&
+                    approved->approved(pins->server, m.kind, m.target);
+    verdicts.push_back(judge_call(m, rules, ok));
     if (verdicts.back().allowed) verdicts.back() = judge_pin(m, rules, pins);
-    if (!verdicts.back().allowed && !out.refused) {
+    if (verdicts.back().allowed) continue;
+    ++refused;
+    if (!out.refused) {
       out.refused = true;
       out.rule = verdicts.back().rule;
       out.why = verdicts.back().why;
     }
   }
   if (!out.refused) return out;
+  // One call, refused as a person may approve: asked about (the exchange holds it).
+  if (refused == 1 && !messages->batch && messages->messages[0].request() && verdicts[0].askable) {
+    const client_message& m = messages->messages[0];
+    auto& ask = out.ask.emplace();
+    ask.kind = m.kind;
+    ask.method = m.method;
+    ask.target = m.target;
+    ask.arguments = m.arguments;
+    if (pins && pins->store && m.kind == call_kind::tool)
+      ask.changed = pins->store->changed(pins->server, m.target);
+  }
   nlohmann::json answers = nlohmann::json::array();
   for (std::size_t i = 0; i < verdicts.size(); ++i) {
     const client_message& m = messages->messages[i];
@@ -83,6 +101,22 @@ judged_request judge_request(std::string_view body, const scopes& rules, const s
   const auto& answer = messages->batch ? answers : answers.front();
   out.answer = answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return out;
+}
+
+std::string answer_as(const judged_request& judged, const std::string& error,
+                      const std::string& prefix) {
+  auto answer = nlohmann::json::parse(judged.answer, nullptr, false);
+  const auto mark = [&](nlohmann::json& one) {
+    if (!one.is_object() || !one.contains("error")) return;
+    auto& e = one["error"];
+    e["message"] = prefix + e.value("message", "");
+    e["data"]["error"] = error;
+  };
+  if (answer.is_array())
+    for (auto& one : answer) mark(one);
+  else
+    mark(answer);
+  return answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace broker::mcp

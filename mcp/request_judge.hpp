@@ -6,6 +6,12 @@
 #include <string>
 #include <string_view>
 
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mcp/approvals.hpp"
 #include "mcp/call_rules.hpp"
 #include "mcp/pins.hpp"
 
@@ -20,6 +26,15 @@ struct call_record {
   std::size_t messages = 0;      // in the body (more than one: a batch)
 };
 
+// The one call of a refused request that a person may be asked about, as the ask shows it.
+struct asked_call {
+  call_kind kind = call_kind::other;
+  std::string method;
+  std::string target;
+  nlohmann::json arguments;          // a tools/call's, as the client sent them; else null
+  std::vector<std::string> changed;  // a changed tool's fields since its pin (pins.hpp)
+};
+
 struct judged_request {
   // Not JSON-RPC the broker can read: why (the exchange answers 400 bad_request).
   std::string unreadable;
@@ -32,11 +47,21 @@ struct judged_request {
   std::string why;
   std::string answer;
   call_record record;
+  // Set when the refusal may be asked about (call_rules.hpp, "on_change": "ask"): the request is
+  // one call (not a batch), and its refusal is askable.
+  std::optional<asked_call> ask;
 };
 
+// The JSON-RPC answer of a refused request again, as refused for `error` (docs/cli.md) with
+// `prefix` before each message: what a person's denial of the ask answers.
+std::string answer_as(const judged_request& judged, const std::string& error,
+                      const std::string& prefix);
+
 // With `pins`, a call of a tool that changed since the session first listed it (pins.hpp) is
-// refused too, its rule the first scope's "<rule>.mcp.pins".
+// refused too, its rule the first scope's "<rule>.mcp.pins". With `approved`, the calls a person
+// approved for the session on `pins->server` pass where their refusal was askable.
 judged_request judge_request(std::string_view body, const scopes& rules,
-                             const server_pins* pins = nullptr);
+                             const server_pins* pins = nullptr,
+                             const call_approvals* approved = nullptr);
 
 }  // namespace broker::mcp

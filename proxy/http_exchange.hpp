@@ -32,6 +32,10 @@
 #include "proxy/upstream_side.hpp"
 #include "session/log.hpp"
 
+namespace broker::mcp {
+struct judged_request;
+}  // namespace broker::mcp
+
 namespace broker::brokers {
 class stream_scrubber;
 }
@@ -168,6 +172,10 @@ class http_exchange {
   // it goes on; else the exchange ends here, its calls answered as refused (a JSON-RPC error, or
   // the HTTP refusal when the body held no request to answer) or the body refused as unreadable.
   asio::awaitable<std::optional<next_step>> judge_mcp(bool keep_alive);
+  // A refused MCP call a person may approve, held on the session's ask desk: nullopt when
+  // approved (it goes up), else the JSON-RPC answer to send ("" for the refusal as it was).
+  asio::awaitable<std::optional<std::string>> ask_about_call(const mcp::judged_request& judged,
+                                                             const std::string& server);
   // A 200 JSON answer of the broker's own, recorded first (as `allowed`, with `error`).
   asio::awaitable<next_step> send_json(const std::string& json, bool keep_alive, bool allowed,
                                        const std::string& error);

@@ -206,13 +206,17 @@ void response_relay::filter_mcp_answer(std::string& body) {
   const mcp::server_pins pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()};
   std::vector<std::string> changed;
   auto filtered = mcp::filter_json_answer(body, s_.mcp, &pins, &changed);
-  if (!filtered) return;
+  if (!filtered) {
+    note_tools_hidden(0, changed);  // changed ones kept listed, to be asked about at their calls
+    return;
+  }
   base::wipe(body);
   body = std::move(*filtered);
   note_tools_hidden(1, changed);  // how many is not told by the whole-body filter; at least one
 }
 
 void response_relay::note_tools_hidden(std::size_t n, const std::vector<std::string>& changed) {
+  if (n == 0 && changed.empty()) return;
   if (!s_.entry.mcp) s_.entry.mcp.emplace();
   s_.entry.mcp->tools_hidden += n;
   auto& all = s_.entry.mcp->tools_changed;
@@ -272,7 +276,7 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
     } catch (const mcp::unreadable_answer& e) {
       throw upstream_error(e.what());
     }
-    if (b.mcp->removed() > hidden)
+    if (b.mcp->removed() > hidden || b.mcp->changed().size() > changed)
       note_tools_hidden(
           b.mcp->removed() - hidden,
           std::vector<std::string>(b.mcp->changed().begin() + changed, b.mcp->changed().end()));

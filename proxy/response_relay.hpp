@@ -56,7 +56,8 @@ class response_relay {
   // An MCP server's JSON answer, its tools/list results filtered (mcp/answer_filter.hpp); throws
   // mcp::unreadable_answer.
   void filter_mcp_answer(std::string& body);
-  // Tools a tools/list answer lost, and of them those that changed since pinned, into the record.
+  // How many tools a tools/list answer lost, and the tools that changed since pinned (hidden, or
+  // kept to be asked about at their calls), into the record.
   void note_tools_hidden(std::size_t n, const std::vector<std::string>& changed);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;

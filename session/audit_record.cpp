@@ -143,6 +143,7 @@ record_json approval_record(const approval& a) {
   j["host"] = a.host;
   j["port"] = a.port;
   j["path_prefix"] = text_or_null(a.path_prefix);
+  if (!a.call.empty()) j["call"] = a.call;
   j["released"] = a.released;
   return j;
 }

@@ -102,7 +102,8 @@ base::json_members ask_record(const std::string& id, const audit_entry& request,
 
 // What was decided about an ask: "approve", "deny" or "timeout"; who decided (the person's uid
 // and the deciding process, an admin credential's name, or nobody); the scope ("once",
-// "session", "always") and the rule an approval added; the held requests it released.
+// "session", "always") and the rule an approval added; an MCP call's name; the held requests it
+// released.
 struct approval {
   std::string id;
   std::string decision;
@@ -112,6 +113,7 @@ struct approval {
   std::string host;
   std::uint16_t port = 0;
   std::string path_prefix;
+  std::string call;  // an MCP call's ask: its method and tool ("tools/call create_issue")
   std::vector<std::string> released;
 };
 nlohmann::ordered_json approval_record(const approval& a);

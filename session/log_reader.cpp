@@ -319,7 +319,11 @@ std::string format_record(const nlohmann::json& record) {
       if (!list.empty()) append(out, "tools_changed=" + list);
     }
   }
-  // An ask and its decision (docs/policy.md): which one, the scope and who decided.
+  // An ask and its decision (docs/policy.md): which one, the scope and who decided; an MCP
+  // call's decision names the call.
+  if (event == "approval")
+    if (auto call = string_field(record, "call"); !call.empty())
+      append(out, "mcp " + printable(call));
   for (const char* key : {"rule", "allowed_by", "credential", "error", "id", "scope", "who"}) {
     if (const json* v = field(record, key)) append(out, std::string(key) + "=" + scalar_text(*v));
   }

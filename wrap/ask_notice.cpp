@@ -16,6 +16,38 @@ extern char** environ;
 
 namespace broker::wrap {
 
+namespace {
+
+// What is asked about: "GET https://host/path", or an MCP call "MCP tools/call create_issue on
+// host:443".
+std::string asked_what(const nlohmann::ordered_json& ask) {
+  if (!ask.contains("mcp") || !ask["mcp"].is_object())
+    return ask.value("method", "") + " " + ask.value("url", "");
+  const auto& m = ask["mcp"];
+  std::string target;
+  for (const char* kind : {"tool", "prompt", "resource"})
+    if (m.contains(kind) && m[kind].is_string()) target = m[kind].get<std::string>();
+  return "MCP " + m.value("method", "") + " " + target + " on " + m.value("server", "");
+}
+
+// An MCP call's arguments, each line indented under the ask ("" for none).
+std::string argument_lines(const nlohmann::ordered_json& ask) {
+  if (!ask.contains("mcp") || !ask["mcp"].contains("arguments") ||
+      !ask["mcp"]["arguments"].is_string())
+    return {};
+  std::string out = "  arguments:\n";
+  const std::string text = ask["mcp"]["arguments"].get<std::string>();
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    out += "    " + base::printable(text.substr(start, end - start)) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string ask_line(const nlohmann::ordered_json& ask) {
   const std::string id = ask.value("id", "");
   std::string who;
@@ -26,8 +58,14 @@ std::string ask_line(const nlohmann::ordered_json& ask) {
   }
   // The method, URL and program are the child's to choose: never a control byte on the
   // user's terminal.
-  return base::printable("broker: ask " + id + ": " + ask.value("method", "") + " " +
-                         ask.value("url", "") + who + " is not in the policy; waiting " +
+  if (ask.contains("mcp"))
+    return base::printable("broker: ask " + id + ": " + asked_what(ask) + who + ": " +
+                           ask["mcp"].value("why", "") + "; waiting " +
+                           std::to_string(ask.value("timeout_s", 0L)) + " s: broker approve " + id +
+                           " [--once]  |  broker deny " + id) +
+           "\n" + argument_lines(ask);
+  return base::printable("broker: ask " + id + ": " + asked_what(ask) + who +
+                         " is not in the policy; waiting " +
                          std::to_string(ask.value("timeout_s", 0L)) + " s: broker approve " + id +
                          " [--once|--always] [--path P]  |  broker deny " + id) +
          "\n";
@@ -41,7 +79,7 @@ std::string terminal_ask_line(const nlohmann::ordered_json& ask, std::size_t col
     program = " (" + exe.substr(exe.rfind('/') + 1) + ")";
   }
   const std::string head = base::printable("broker: ask " + id + ": ");
-  std::string what = base::printable(ask.value("method", "") + " " + ask.value("url", ""));
+  std::string what = base::printable(asked_what(ask));
   const std::string tail = base::printable(program) + " - broker approve|deny " + id;
   // The last column stays empty: a character there would wrap the row on some terminals.
   const std::size_t room = columns > 1 ? columns - 1 : 0;

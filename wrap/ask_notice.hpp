@@ -12,7 +12,8 @@
 
 namespace broker::wrap {
 
-// The line for an ask as `broker pending --json` lists it, with how to answer it.
+// The line for an ask as `broker pending --json` lists it, with how to answer it; an MCP call's
+// line is followed by its arguments, indented, one line each.
 std::string ask_line(const nlohmann::ordered_json& ask);
 
 // The same for a terminal `columns` wide: one row and no more (the URL shortened with "..."

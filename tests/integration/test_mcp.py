@@ -22,7 +22,7 @@ import pytest
 from conftest import BROKER_BIN, make_pki
 from mcp_upstream import AGENTS, MCP_DIR, McpServer, sdk_installed
 from ocsf import validate
-from wrapped_session import WrappedRun, Wrapper, echo, proxy  # noqa: F401 (fixtures)
+from wrapped_session import WrappedRun, Wrapper, broker_env, echo, proxy  # noqa: F401 (fixtures)
 HOST = "mcp.example.test"
 URL = f"https://{HOST}/mcp"
 TOKEN = "mcp_" + "RealServerToken0123456789abcdefXYZ"
@@ -223,22 +223,44 @@ def test_a_body_the_broker_cannot_read_twice_is_refused(tmp_path_factory, upstre
         server.close()
 
 
+@pytest.mark.parametrize("on_change", ["deny", "ask"])
 def test_a_tool_whose_description_changed_after_a_restart_is_refused(tmp_path_factory,
-                                                                      upstream_pki, echo):
+                                                                      upstream_pki, echo,
+                                                                      on_change):
     """The server is restarted mid-session with new descriptions (a "rug pull"): the tools the
     session first listed come back changed, so they leave the list and their calls are refused
-    (docs/policy.md, pins), recorded with what changed."""
+    (docs/policy.md, pins), recorded with what changed. With "on_change": "ask" they stay listed
+    and the call is held until a person approves it (for the session: the tool as it now is)."""
     server = _server(tmp_path_factory, upstream_pki, "--stateless")
     port = server.port
+    policy = json.loads(json.dumps(POLICY))
+    policy["allow"][0]["mcp"]["on_change"] = on_change
     wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-pins"), upstream_pki, server, echo)
+    approved = {}
+
+    def approve_when_asked():
+        home, run = wrapper.dir("pins") / "home", wrapper.dir("pins") / "run"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not approved:
+            p = subprocess.run([BROKER_BIN, "pending", "--json"], capture_output=True, text=True,
+                               env=broker_env(None, home, run), timeout=30)
+            held = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip() else []
+            if held:
+                approved["ask"] = held[0]
+                subprocess.run([BROKER_BIN, "approve", held[0]["id"]], capture_output=True,
+                               env=broker_env(None, home, run), timeout=30)
+            time.sleep(0.1)
     steps = [{"op": "list"},
              {"op": "call", "tool": "get_issue", "args": {"owner": "o", "repo": "r", "number": 7}},
              {"op": "touch", "path": "./listed"}, {"op": "wait_file", "path": "./restarted"},
              {"op": "list"},
              {"op": "call", "tool": "get_issue", "args": {"owner": "o", "repo": "r", "number": 7}}]
     done = {}
-    session = threading.Thread(target=lambda: done.setdefault("run", wrapper.run("pins", steps)))
+    session = threading.Thread(
+        target=lambda: done.setdefault("run", wrapper.run("pins", steps, policy=policy)))
     session.start()
+    if on_change == "ask":
+        threading.Thread(target=approve_when_asked, daemon=True).start()
     restarted = None
     try:
         listed = wrapper.dir("pins") / "listed"
@@ -260,14 +282,21 @@ def test_a_tool_whose_description_changed_after_a_restart_is_refused(tmp_path_fa
     steps = steps_of(r)
     assert steps[0]["tools"] == ["get_issue", "create_issue", "echo_auth"], steps[0]
     assert steps[1]["ok"], steps[1]
+    lists = [q["mcp"] for q in r.records() if (q.get("mcp") or {}).get("method") == "tools/list"]
+    assert "get_issue (description)" in lists[-1].get("tools_changed", []), lists
+    if on_change == "ask":
+        assert steps[4]["ok"] and "get_issue" in steps[4]["tools"], steps[4]
+        ask = approved["ask"]["mcp"]
+        assert ask["tool"] == "get_issue" and ask["changed"] == ["description"], ask
+        assert steps[5]["ok"] and "Crash on start" in steps[5]["text"], steps[5]
+        assert [q for q in restarted.requests() if "get_issue" in (q.get("tools") or [])]
+        return
     assert steps[4]["ok"] and steps[4]["tools"] == [], steps[4]
     changed = steps[5]
     assert not changed["ok"] and changed["code"] == -32001, changed
     assert changed["data"] == {"error": "mcp_tool_denied", "rule": "allow[0].mcp.pins"}, changed
     assert "changed since this session first listed it (description)" in changed["error"]
     assert not [q for q in restarted.requests() if "get_issue" in (q.get("tools") or [])]
-    lists = [q["mcp"] for q in r.records() if (q.get("mcp") or {}).get("method") == "tools/list"]
-    assert "get_issue (description)" in lists[-1].get("tools_changed", []), lists
 
 
 H2_SCRIPT = r"""

@@ -163,6 +163,16 @@ async function refusalsView() {
     pager(s.page, pages, data.total, 'refusals', (p) => { s.page = p; show(); }));
 }
 
+// An MCP call held for a decision: the server, the tool and why, then its arguments as the
+// broker pretty-printed them (secrets redacted), as text.
+function mcpCall(m) {
+  const name = m.tool || m.prompt || m.resource || '';
+  return el('div', {class: 'mcp-call'},
+    el('div', {}, `MCP ${m.method} `, el('strong', {class: 'mcp-tool'}, name), ` on ${m.server}`),
+    el('div', {class: 'quiet mcp-why'}, m.why || ''),
+    m.arguments ? el('pre', {class: 'mcp-arguments'}, m.arguments) : '');
+}
+
 // ---- Asks: held requests, decided here.
 async function asksView() {
   const data = await api('/api/asks');
@@ -189,12 +199,12 @@ async function asksView() {
         el('td', {class: 'mono'}, a.id),
         el('td', {class: 'replica'}, a.replica || ''),
         el('td', {}, el('a', {href: '/console/session/' + a.session, class: 'mono'}, a.session)),
-        el('td', {class: 'mono'}, `${a.method} ${a.url}`),
+        el('td', {class: 'mono request'}, a.mcp ? mcpCall(a.mcp) : `${a.method} ${a.url}`),
         el('td', {class: 'mono'}, a.rule),
         el('td', {class: 'num waiting'}, `${a.waiting_s}s`),
         el('td', {},
           el('button', {type: 'button', class: 'go approve-once', onclick: () => decide(a.id, 'approve', 'once')}, 'Approve once'), ' ',
-          el('button', {type: 'button', class: 'go approve-session', onclick: () => decide(a.id, 'approve', 'session')}, 'Approve for session'), ' ',
+          el('button', {type: 'button', class: 'go approve-session', onclick: () => decide(a.id, 'approve', 'session')}, a.mcp ? 'Approve this tool for session' : 'Approve for session'), ' ',
           el('button', {type: 'button', class: 'danger deny', onclick: () => decide(a.id, 'deny')}, 'Deny')))))),
     el('p', {class: 'quiet'}, 'An approval here holds for this session only; to allow a host for everyone, add a rule to the team policy.'));
 }

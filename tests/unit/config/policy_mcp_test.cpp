@@ -52,7 +52,7 @@ TEST_CASE("mcp: rules are parsed and shown by policy check", "[config][policy][m
                  "arguments": { "create_issue": { "/owner": "acme", "/repo": {"glob": "web-*"},
                                                   "/labels/0": {"equals": {"a": 1}} } } },
       "resources": { "deny": ["file:///etc/*"] },
-      "prompts": { "allow": [] } })"),
+      "prompts": { "allow": [] }, "on_change": "ask" })"),
                         "p.json");
   REQUIRE(p.allow.at(0).mcp);
   const auto& m = *p.allow.at(0).mcp;
@@ -70,6 +70,7 @@ TEST_CASE("mcp: rules are parsed and shown by policy check", "[config][policy][m
   CHECK(m.resources.deny == std::vector<std::string>{"file:///etc/*"});
   REQUIRE(m.prompts.allow);
   CHECK(m.prompts.allow->empty());  // no prompt at all
+  CHECK(m.on_change == broker::config::mcp_on_change::ask);
 
   const auto j = broker::config::to_json(p)["allow"][0]["mcp"];
   CHECK(j["tools"]["allow"] == nlohmann::ordered_json({"get_*", "create_issue"}));
@@ -87,6 +88,8 @@ TEST_CASE("mcp: rules are parsed and shown by policy check", "[config][policy][m
   // "mcp": {} reads the traffic and allows every call.
   const auto open = parse_policy(with_mcp("{}"), "p.json");
   CHECK_FALSE(open.allow.at(0).mcp->tools.allow);
+  CHECK(open.allow.at(0).mcp->on_change == broker::config::mcp_on_change::deny);
+  CHECK(broker::config::to_json(open)["allow"][0]["mcp"]["on_change"] == "deny");
 }
 
 TEST_CASE("mcp: errors name the line and key", "[config][policy][mcp]") {
@@ -113,7 +116,9 @@ TEST_CASE("mcp: errors name the line and key", "[config][policy][mcp]") {
        "allow[0].mcp.tools.arguments.t./a", "exactly one of"},
       {R"({"tools": {"arguments": {"t": {"/a": {"regex": "x"}}}}})",
        "allow[0].mcp.tools.arguments.t./a.regex", "unknown key"},
-      {R"({"on_change": "deny"})", "allow[0].mcp.on_change", "unknown key"},
+      {R"({"on_change": "warn"})", "allow[0].mcp.on_change", "expected \"deny\""},
+      {R"({"on_change": true})", "allow[0].mcp.on_change", "expected"},
+      {R"({"pins": {}})", "allow[0].mcp.pins", "unknown key"},
       {R"({"resources": {"allow": ["x"], "other": 1}})", "allow[0].mcp.resources.other",
        "unknown key"},
   };

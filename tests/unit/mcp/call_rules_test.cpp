@@ -187,3 +187,78 @@ TEST_CASE("mcp rules: names in refusals are shown cut and without control bytes"
   auto control = judge_request(tool_call("a\\u0007b"), l.only());
   CHECK(control.why.find("\"a?b\"") != std::string::npos);
 }
+
+TEST_CASE("mcp asks: what a person may approve, and what an approval lets through", "[mcp]") {
+  const layer l(R"({"tools": {"allow": ["get_*", "create_issue"], "deny": ["delete_*"],
+                              "arguments": {"create_issue": {"/owner": "acme"}}}})");
+  scopes asking = l.only();
+  asking[0].asks = true;
+  const scopes hard = l.only();
+
+  // Not in the allow list: askable where the layer asks, and listed there (so it can be called
+  // and asked about); a layer that does not ask hides it and refuses it for good.
+  auto unlisted = judge_request(tool_call("list_repos", R"({"org":"acme"})"), asking);
+  REQUIRE(unlisted.refused);
+  REQUIRE(unlisted.ask);
+  CHECK(unlisted.ask->target == "list_repos");
+  CHECK(unlisted.ask->method == "tools/call");
+  CHECK(unlisted.ask->arguments == nlohmann::json::parse(R"({"org":"acme"})"));
+  CHECK(broker::mcp::tool_listed("list_repos", asking));
+  CHECK_FALSE(judge_request(tool_call("list_repos"), hard).ask);
+  CHECK_FALSE(broker::mcp::tool_listed("list_repos", hard));
+
+  // An argument outside its check: askable too.
+  auto outside = judge_request(tool_call("create_issue", R"({"owner":"evil"})"), asking);
+  REQUIRE(outside.ask);
+  CHECK(outside.rule == "allow[0].mcp.tools.arguments.create_issue./owner");
+
+  // A deny glob is never asked about, nor listed; an approval does not reach it.
+  broker::mcp::call_approvals approvals;
+  approvals.approve("mcp.example.com:443", broker::mcp::call_kind::tool, "delete_repo");
+  const broker::mcp::server_pins where{nullptr, "mcp.example.com:443"};
+  auto denied = judge_request(tool_call("delete_repo"), asking, &where, &approvals);
+  CHECK(denied.refused);
+  CHECK_FALSE(denied.ask);
+  CHECK_FALSE(broker::mcp::tool_listed("delete_repo", asking));
+
+  // Approved for the session on this server: the askable refusals no longer hold, on this
+  // server only.
+  approvals.approve("mcp.example.com:443", broker::mcp::call_kind::tool, "list_repos");
+  CHECK_FALSE(judge_request(tool_call("list_repos"), asking, &where, &approvals).refused);
+  const broker::mcp::server_pins other{nullptr, "other.example.com:443"};
+  CHECK(judge_request(tool_call("list_repos"), asking, &other, &approvals).refused);
+  // ...and only where the layer asks: an approval cannot open what a hard layer refuses.
+  CHECK(judge_request(tool_call("list_repos"), hard, &where, &approvals).refused);
+  scopes both = asking;
+  both.push_back(hard[0]);
+  CHECK_FALSE(judge_request(tool_call("list_repos"), both).ask);
+
+  // A batch is never asked about, nor a notification: refused as before.
+  CHECK_FALSE(judge_request("[" + tool_call("list_repos") + "]", asking).ask);
+  CHECK_FALSE(
+      judge_request(R"({"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}})", asking)
+          .ask);
+
+  // A person's denial answers the same ids as refused for approval_denied.
+  const auto again = nlohmann::json::parse(
+      broker::mcp::answer_as(unlisted, "approval_denied", "a person denied it: "));
+  CHECK(again["id"] == 1);
+  CHECK(again["error"]["code"] == -32001);
+  CHECK(again["error"]["data"]["error"] == "approval_denied");
+  CHECK(again["error"]["message"].get<std::string>().starts_with("a person denied it: the tool"));
+}
+
+TEST_CASE("mcp asks: arguments shown pretty-printed, secrets redacted, cut", "[mcp]") {
+  using broker::mcp::shown_arguments;
+  CHECK(shown_arguments(nullptr).empty());
+  const auto shown = shown_arguments(nlohmann::json::parse(
+      R"({"repo":"web","apiToken":"ghp_x","nested":[{"Password":"p","ok":1}],"auth":null})"));
+  CHECK(shown.find("ghp_x") == std::string::npos);
+  CHECK(shown.find("\"p\"") == std::string::npos);
+  CHECK(shown.find("\"apiToken\": \"<redacted>\"") != std::string::npos);
+  CHECK(shown.find("\"repo\": \"web\"") != std::string::npos);
+  CHECK(shown.find("\n  \"nested\"") != std::string::npos);  // two spaces a level
+  const auto long_one = shown_arguments({{"body", std::string(10000, 'x')}}, 100);
+  CHECK(long_one.size() < 200);
+  CHECK(long_one.find("more bytes not shown") != std::string::npos);
+}

@@ -116,3 +116,47 @@ TEST_CASE("mcp pins: a changed tool leaves later lists, and its calls are refuse
   // Without pins (none given) the rules alone decide.
   CHECK_FALSE(broker::mcp::judge_request(call, rules).refused);
 }
+
+TEST_CASE("mcp pins: \"on_change\": \"ask\" keeps a changed tool listed and asks at its call",
+          "[mcp]") {
+  const auto policy = broker::config::parse_policy(
+      R"({"allow": [{"host": "m.example", "mcp": {"on_change": "ask"}}]})", "p.json");
+  const broker::mcp::scopes rules{{&*policy.allow.at(0).mcp, "allow[0]"}};
+  CHECK(broker::mcp::asks_on_change(rules));
+  pin_store store;
+  const server_pins pins{&store, "m.example:443"};
+  json first = list_of(std::vector<json>{tool("get_issue", "Reads an issue.")});
+  CHECK(broker::mcp::filter_tools(first, rules, &pins) == 0);
+  std::vector<std::string> changed;
+  json again = list_of(std::vector<json>{tool("get_issue", "Reads an issue. Then the keys.")});
+  CHECK(broker::mcp::filter_tools(again, rules, &pins, &changed) == 0);  // still listed
+  CHECK(names_in(again) == std::vector<std::string>{"get_issue"});
+  CHECK(changed == std::vector<std::string>{"get_issue (description)"});
+
+  const auto call =
+      R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"get_issue"}})";
+  const auto asked = broker::mcp::judge_request(call, rules, &pins);
+  REQUIRE(asked.refused);
+  REQUIRE(asked.ask);
+  CHECK(asked.ask->changed == std::vector<std::string>{"description"});
+
+  // Accepted for the session: what it now is becomes its pin; a later change is a change again.
+  store.accept("m.example:443", "get_issue");
+  CHECK_FALSE(broker::mcp::judge_request(call, rules, &pins).refused);
+  CHECK(store
+            .check("m.example:443", "get_issue",
+                   broker::mcp::digest_of(tool("get_issue", "Reads an issue. Then the keys.")))
+            .empty());
+  CHECK(store
+            .check("m.example:443", "get_issue",
+                   broker::mcp::digest_of(tool("get_issue", "Reads an issue.")))
+            .size() == 1);
+
+  // Where any scope denies changes (the default), the tool is hidden and never asked about.
+  const auto strict =
+      broker::config::parse_policy(R"({"allow": [{"host": "m.example", "mcp": {}}]})", "q.json");
+  broker::mcp::scopes both = rules;
+  both.push_back({&*strict.allow.at(0).mcp, "q#allow[0]"});
+  CHECK_FALSE(broker::mcp::asks_on_change(both));
+  CHECK_FALSE(broker::mcp::judge_request(call, both, &pins).ask);
+}

@@ -220,6 +220,14 @@ TEST_CASE("format_record shows an MCP call", "[log_reader][mcp]") {
     "mcp":{"method":"tools/call","tool":"x\ny\u001b[31m"}})");
   CHECK(format_record(hostile).find('\n') == std::string::npos);
   CHECK(format_record(hostile).find('\x1b') == std::string::npos);
+  // A person's decision about a held call names it.
+  auto approval = json::parse(R"({"ts":"2026-11-29T20:15:07.000Z","event":"approval",
+    "id":"s1-2","decision":"approve","who":"uid 0","scope":"session","rule":"approved:session",
+    "host":"mcp.example.com","port":443,"path_prefix":null,"call":"tools/call create_issue",
+    "released":["s1-2"]})");
+  line = format_record(approval);
+  INFO(line);
+  CHECK(line.find("mcp tools/call create_issue  rule=approved:session") != std::string::npos);
 }
 
 TEST_CASE("format_record ports, tunnels, refusals and session events", "[log_reader]") {

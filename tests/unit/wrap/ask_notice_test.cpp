@@ -56,3 +56,32 @@ TEST_CASE("on a terminal an ask takes one row, its URL shortened to fit", "[wrap
   ask["exe"] = "/tmp/\x1b[2J";
   CHECK(broker::wrap::terminal_ask_line(ask, 200).find('\x1b') == std::string::npos);
 }
+
+TEST_CASE("an MCP call's ask names the call, then its arguments, each line escaped",
+          "[wrap][ask][mcp]") {
+  nlohmann::ordered_json ask = {
+      {"id", "s-1-6"},
+      {"pid", 42},
+      {"exe", "/usr/bin/node"},
+      {"method", "POST"},
+      {"url", "https://mcp.test/mcp"},
+      {"timeout_s", 120},
+      {"mcp",
+       {{"server", "mcp.test:443"},
+        {"method", "tools/call"},
+        {"tool", "create_issue"},
+        {"arguments", "{\n  \"title\": \"a\\u001b[2J\x1b[2J\"\n}"},
+        {"why", "the tool \"create_issue\" is not allowed by allow[0]"}}}};
+  const auto line = broker::wrap::ask_line(ask);
+  INFO(line);
+  CHECK(
+      line.starts_with("broker: ask s-1-6: MCP tools/call create_issue on mcp.test:443 (pid 42 "
+                       "/usr/bin/node): the tool \"create_issue\" is not allowed by allow[0]; "
+                       "waiting 120 s: broker approve s-1-6 [--once]  |  broker deny s-1-6\n"
+                       "  arguments:\n    {\n"));
+  CHECK(line.find('\x1b') == std::string::npos);
+  CHECK(line.ends_with("    }\n"));
+  const auto row = broker::wrap::terminal_ask_line(ask, 200);
+  CHECK(row.find("MCP tools/call create_issue on mcp.test:443") != std::string::npos);
+  CHECK(row.find('\n') == std::string::npos);
+}
