@@ -98,6 +98,27 @@ credential_set::credential_set(std::vector<std::unique_ptr<request_broker>> brok
     if (!brokers_[i]->mints().empty()) minting_.push_back(i);
   }
   catalog_values();
+  find_stand_ins();
+}
+
+void credential_set::find_stand_ins() {
+  for (std::size_t t = 0; t < brokers_.size(); ++t) {
+    const auto* tool = dynamic_cast<const value_broker*>(brokers_[t].get());
+    if (!tool || !tool->spec().mcp_tools) continue;
+    for (std::size_t b = 0; b < brokers_.size(); ++b) {
+      const auto* base = dynamic_cast<const value_broker*>(brokers_[b].get());
+      if (!base || b == t || base->spec().mcp_tools || base->spec().type != tool->spec().type)
+        continue;
+      const auto& names = base->spec().env;
+      const bool shares =
+          std::any_of(tool->spec().env.begin(), tool->spec().env.end(), [&](const std::string& v) {
+            return std::find(names.begin(), names.end(), v) != names.end();
+          });
+      if (!shares) continue;
+      stand_ins_.push_back({b, t, tool->standing_in_for(*base)});
+      break;
+    }
+  }
 }
 
 credential_set::credential_set() = default;
@@ -156,7 +177,11 @@ credential_set credential_set::for_session(std::string_view seed,
 
 std::vector<dummy_variable> credential_set::dummy_variables() const {
   std::vector<dummy_variable> all, vars;
-  for (const auto& b : brokers_) b->dummy_variables(all);
+  // A credential with "mcp_tools" takes a variable only when no other names it: sharing one, it
+  // stands in for the other (find_stand_ins).
+  for (const bool tools : {false, true})
+    for (const auto& b : brokers_)
+      if (b->spec().mcp_tools.has_value() == tools) b->dummy_variables(all);
   for (auto& v : all) {
     bool taken = false;  // two credentials naming one variable: the first one keeps it
     for (const auto& kept : vars) taken = taken || kept.name == v.name;

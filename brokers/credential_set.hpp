@@ -121,7 +121,7 @@ class credential_set {
   std::vector<scrub_pattern> response_patterns() const;
 
   // The variables the child sees: each credential's env names → its dummy (a variable named by
-  // two credentials goes to the first).
+  // two credentials goes to the first, those with "mcp_tools" coming after all others).
   std::vector<dummy_variable> dummy_variables() const;
   std::vector<std::pair<std::string, std::string>> dummy_environment() const;
   // Files the child's variables name (gcp key files).
@@ -148,6 +148,18 @@ class credential_set {
   std::vector<std::unique_ptr<request_broker>> brokers_;
   std::vector<scrub_pattern> response_patterns_;  // the fixed real values
   std::vector<std::size_t> minting_;              // brokers_ that mint for the session
+  // A credential with "mcp_tools" that shares a variable with one without (same family): on a
+  // call of its tools, the dummy the child holds (base's) is swapped for its real value.
+  struct stand_in {
+    std::size_t base;  // brokers_ index of the credential whose dummy the child holds
+    std::size_t tool;  // brokers_ index of the one with "mcp_tools"
+    std::unique_ptr<request_broker> swapper;  // tool's real value for base's dummy
+  };
+  std::vector<stand_in> stand_ins_;
+  void find_stand_ins();
+  // The broker that swaps brokers_[i]'s dummy for this request: a stand-in's, when one applies.
+  const request_broker& swapping(std::size_t i, const request_context& where,
+                                 std::string_view target) const;
 
   // apply(), noting in `carried` (when given) the index of each usable broker whose dummy the
   // head carries (its family swaps it, or its request step will).

@@ -105,9 +105,12 @@ request_decision credential_set::check_and_swap(const request_context& where, st
     // Each usable broker's scope, judged on this request (empty when no broker is scoped).
     std::vector<scope_verdict> scopes;
     for (std::size_t i = 0; i < brokers_.size(); ++i) {
-      if (!brokers_[i]->scoped() || !brokers_[i]->usable(where)) continue;
+      const request_broker& b = *brokers_[i];
+      if ((!b.scoped() && !b.spec().mcp_tools) || !b.usable(where)) continue;
       scopes.resize(brokers_.size());
-      scopes[i] = brokers_[i]->judge_scope(where.host, where.method, target);
+      scopes[i] = b.judge_mcp_tool(where);
+      if (!scopes[i].refused() && b.scoped())
+        scopes[i] = b.judge_scope(where.host, where.method, target);
     }
     auto refused = [&](const value_catalog::value_info& v) {
       if (v.action == request_action::real_secret_blocked) return v.action;
@@ -135,13 +138,15 @@ request_decision credential_set::check_and_swap(const request_context& where, st
 
   // Only brokers usable here swap. What they rewrite is noted with the client's form, for the
   // response stage.
-  std::vector<std::size_t> usable;
+  // Each by the broker that swaps its dummy here (a stand-in's on a call of its MCP tools),
+  // chosen on the target as sent.
+  std::vector<const request_broker*> usable;
   for (std::size_t i = 0; i < brokers_.size(); ++i)
-    if (brokers_[i]->usable(where)) usable.push_back(i);
+    if (brokers_[i]->usable(where)) usable.push_back(&swapping(i, where, target));
   request_decision decision;
-  auto note = [&](std::size_t i, int swapped, std::string_view at) {
+  auto note = [&](const request_broker& b, int swapped, std::string_view at) {
     if (decision.credential.empty()) {
-      decision.credential = brokers_[i]->name();
+      decision.credential = b.name();
       decision.where = at;
     }
     decision.swapped += swapped;
@@ -150,22 +155,34 @@ request_decision credential_set::check_and_swap(const request_context& where, st
   for (http::header_field& h : headers) {
     std::string sent = swaps ? h.value : std::string();
     int swapped = 0;
-    for (std::size_t i : usable) {
-      const int n = brokers_[i]->swap_header(h.name, h.value);
-      if (n > 0) note(i, n, "header " + base::lower(h.name));
+    for (const request_broker* b : usable) {
+      const int n = b->swap_header(h.name, h.value);
+      if (n > 0) note(*b, n, "header " + base::lower(h.name));
       swapped += n;
     }
     if (swapped > 0 && swaps) swaps->add(h.value, sent);
   }
   const std::string sent_target = swaps ? target : std::string();
   int swapped = 0;
-  for (std::size_t i : usable) {
-    const int n = brokers_[i]->swap_query(target);
-    if (n > 0) note(i, n, "query");
+  for (const request_broker* b : usable) {
+    const int n = b->swap_query(target);
+    if (n > 0) note(*b, n, "query");
     swapped += n;
   }
   if (swapped > 0 && swaps) swaps->add(target, sent_target);
   return decision;
+}
+
+const request_broker& credential_set::swapping(std::size_t i, const request_context& where,
+                                               std::string_view target) const {
+  for (const stand_in& s : stand_ins_) {
+    if (s.base != i) continue;
+    const request_broker& tool = *brokers_[s.tool];
+    if (!tool.usable(where) || tool.judge_mcp_tool(where).refused()) continue;
+    if (tool.scoped() && tool.judge_scope(where.host, where.method, target).refused()) continue;
+    return *s.swapper;
+  }
+  return *brokers_[i];
 }
 
 void credential_set::catalog_values() {

@@ -1,6 +1,8 @@
 // What every family shares: its binding, and the stages a family without a part in them skips.
 #include "brokers/request_broker.hpp"
 
+#include "config/mcp_rules.hpp"
+
 namespace broker::brokers {
 
 request_broker::request_broker(config::credential_spec spec, layer_bindings other_layers)
@@ -30,6 +32,17 @@ bool request_broker::usable(const request_context& where) const {
   if (!spec_.programs.empty() && !config::program_matches(spec_.programs, where.client))
     return false;
   return !where.plaintext || where.loopback || spec_.allow_plaintext;
+}
+
+scope_verdict request_broker::judge_mcp_tool(const request_context& where) const {
+  if (!spec_.mcp_tools) return {};
+  if (where.mcp_tool)
+    for (const auto& glob : *spec_.mcp_tools)
+      if (config::mcp_glob_matches(glob, *where.mcp_tool)) return {};
+  return scope_refusal("mcp_tools",
+                       where.mcp_tool
+                           ? "the MCP tool called is not one it names"
+                           : "it is swapped only in an MCP request that calls one of its tools");
 }
 
 scope_verdict request_broker::judge_scope(std::string_view host, std::string_view method,

@@ -165,6 +165,9 @@ class request_broker {
   scope_verdict judge_scope(std::string_view host, std::string_view method,
                             std::string_view target) const;
   bool scoped() const { return spec_.scope || !other_layers_.scopes.empty(); }
+  // A credential with "mcp_tools": whether `where` is one call of a tool it names; every other
+  // request is outside it (scope_verdict key "mcp_tools"). Inside for a credential without.
+  scope_verdict judge_mcp_tool(const request_context& where) const;
 
   // ---- What the child holds, and what must never leave ----
 

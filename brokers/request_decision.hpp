@@ -3,6 +3,7 @@
 // answer in one place (refusal::of); it never needs to know which family decided.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ struct request_context {
   // The request's method, for credentials' scopes (credential_set::plan sets it); "" where only
   // a body is judged.
   std::string_view method{};
+  // An MCP request that is one tools/call (mcp/request_judge.hpp): the tool's name, for
+  // credentials with "mcp_tools"; nullopt for every other request.
+  std::optional<std::string_view> mcp_tool{};
 };
 
 // Thrown by a body_rewriter for body bytes that must not go on; none of them was released.

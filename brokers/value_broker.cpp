@@ -23,13 +23,14 @@ value_broker::value_broker(init values)
 value_broker::value_broker(const value_broker& base, std::string dummy)
     : request_broker(base.spec(), base.other_layers()),
       real_(base.real_),
-      dummy_(std::move(dummy)) {
-  if (dummy_.size() != real_->size())
-    throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
-}
+      dummy_(std::move(dummy)) {}
 
 std::unique_ptr<request_broker> value_broker::for_session(const dummy_seed& seed) const {
-  return with_dummy(seed.dummy(*real_, name(), "value"));
+  std::string dummy = seed.dummy(*real_, name(), "value");
+  // Responses are scrubbed real → dummy in place: the two must be as long.
+  if (dummy.size() != real_->size())
+    throw std::invalid_argument("credential " + name() + ": dummy and real differ in length");
+  return with_dummy(std::move(dummy));
 }
 
 credential_values value_broker::values() const {

@@ -23,10 +23,17 @@ class value_broker : public request_broker {
   };
   // Throws std::invalid_argument for an empty real value or a dummy of another length.
   explicit value_broker(init values);
-  // `base`'s credential for another session, with `dummy` (same length as the real value).
+  // `base`'s credential with `dummy` (another session's: for_session checks it is as long as the
+  // real value; or another credential's, standing_in_for).
   value_broker(const value_broker& base, std::string dummy);
 
   const std::string& dummy() const { return dummy_; }
+  // This credential as swapped for `base`'s dummy (a credential with "mcp_tools" standing in
+  // for `base` on calls of its tools): only for swapping, its values never catalogued (the dummy
+  // need not be as long as this real value).
+  std::unique_ptr<value_broker> standing_in_for(const value_broker& base) const {
+    return with_dummy(base.dummy_);
+  }
 
   // The dummy is the real value's shape, derived from the seed under the field "value".
   std::unique_ptr<request_broker> for_session(const dummy_seed& seed) const override;

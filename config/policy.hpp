@@ -132,6 +132,10 @@ struct credential_spec {
   std::optional<login_file_spec> login_file;
   // Where on its bound hosts it may be swapped (config/credential_scope.hpp); none = anywhere.
   std::optional<credential_scope> scope;
+  // github, bearer, header, basic: swapped only in an MCP request that is one tools/call of a
+  // tool these globs name (config/mcp_rules.hpp's globs). Sharing a variable with a credential
+  // that has none, it stands in for that one on those calls (docs/policy.md, "MCP servers").
+  std::optional<std::vector<std::string>> mcp_tools;
   std::optional<github_app_spec> github_app;
   std::optional<assume_role_spec> assume_role;  // aws-sigv4
   // gcp "access_boundary": the Credential Access Boundary every access token is downscoped with,

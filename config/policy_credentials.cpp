@@ -257,6 +257,25 @@ assume_role_spec parse_assume_role(const json_node& node) {
   return r;
 }
 
+// "mcp_tools": the tool names (globs) a value credential is swapped for; an empty list would
+// never swap it, and is refused as a mistake.
+std::vector<std::string> parse_mcp_tools(const json_node& node, const credential_spec& c) {
+  if (c.type != "github" && c.type != "bearer" && c.type != "header" && c.type != "basic")
+    node.fail("\"mcp_tools\" applies to types github, bearer, header and basic");
+  if (c.login_file) node.fail("\"mcp_tools\" does not apply with \"file\"");
+  std::vector<std::string> globs;
+  for (auto& [text, item] : node.string_elements()) {
+    const bool printable = std::none_of(text.begin(), text.end(), [](char ch) {
+      return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
+    });
+    if (text.empty() || !printable)
+      item.fail("expected a tool name or a glob ('*' matches any run)");
+    globs.push_back(text);
+  }
+  if (globs.empty()) node.fail("expected at least one tool name or glob");
+  return globs;
+}
+
 credential_spec parse_credential(const std::string& name, const json_node& node,
                                  const std::vector<rule>& allow) {
   if (!is_credential_name(name))
@@ -286,7 +305,8 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
                             "permissions",
                             "api_url",
                             "assume_role",
-                            "access_boundary"});
+                            "access_boundary",
+                            "mcp_tools"});
 
   credential_spec c;
   c.name = name;
@@ -381,6 +401,7 @@ credential_spec parse_credential(const std::string& name, const json_node& node,
     c.assume_role = parse_assume_role(*role);
   }
   if (auto scope = node.find("scope")) c.scope = parse_scope(*scope, c.type);
+  if (auto tools = node.find("mcp_tools")) c.mcp_tools = parse_mcp_tools(*tools, c);
   return c;
 }
 

@@ -122,6 +122,7 @@ ordered_json credential_json(const credential_spec& c) {
   if (!c.scopes.empty()) j["scopes"] = c.scopes;
   j["allow_plaintext"] = c.allow_plaintext;
   if (c.scope) j["scope"] = scope_json(*c.scope);
+  if (c.mcp_tools) j["mcp_tools"] = *c.mcp_tools;
   if (!c.access_boundary.empty())
     j["access_boundary"] =
         nlohmann::json::parse(c.access_boundary)["accessBoundary"]["accessBoundaryRules"];

@@ -127,11 +127,12 @@ refusal refusal::credential_scope(std::string_view credential, std::string_view 
 
 refusal refusal::credential_out_of_scope(std::string_view credential, std::string_view key,
                                          std::string_view why) {
+  // "mcp_tools" is a key of the credential itself, beside its "scope".
+  const std::string at = key == "mcp_tools" ? "mcp_tools" : "scope." + std::string(key);
   return {"credential_out_of_scope", 403,
-          "the request is outside the scope of credential \"" + std::string(credential) +
-              "\" (scope." + std::string(key) + "): " + std::string(why) +
-              "; the request was blocked and recorded",
-          "credentials." + std::string(credential) + ".scope." + std::string(key)};
+          "the request is outside the scope of credential \"" + std::string(credential) + "\" (" +
+              at + "): " + std::string(why) + "; the request was blocked and recorded",
+          "credentials." + std::string(credential) + "." + at};
 }
 
 refusal refusal::credential_unavailable(std::string_view credential, std::string_view why) {

@@ -3,8 +3,7 @@
 
 namespace broker::mcp {
 
-void call_approvals::approve(const std::string& server, call_kind kind,
-                             const std::string& target) {
+void call_approvals::approve(const std::string& server, call_kind kind, const std::string& target) {
   std::lock_guard lock(mutex_);
   approved_.emplace(server, kind, target);
 }

@@ -186,8 +186,19 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
     base::wipe(target);
   });
   s_.loopback = loopback_destination(s_.io.ctx, dest);
-  const brokers::request_context where{dest.host, to.scheme == "http", s_.loopback,
-                                       s_.entry.client.get()};
+  brokers::request_context where{dest.host, to.scheme == "http", s_.loopback,
+                                 s_.entry.client.get()};
+  // An MCP client's POST is read and judged before its credentials are planned: a credential
+  // with "mcp_tools" is swapped only on a call of its tools.
+  const bool mcp_post = !s_.mcp.empty() && head.has_body && head.method == "POST";
+  if (mcp_post) {
+    if (auto refused = co_await prepare_body(head, where))
+      co_return co_await refuse(*refused, false);
+    if (s_.body)
+      if (auto ended = co_await judge_mcp(s_.io.client.keep_alive())) co_return *ended;
+    if (const auto& call = s_.entry.mcp; call && call->kind == "tool" && call->messages == 1)
+      where.mcp_tool = call->target;
+  }
   auto& plan =
       s_.plan.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
   holds_real = plan.holds_real();
@@ -195,9 +206,9 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   if (plan.decision().refused())
     co_return co_await refuse(credential_refusal(credentials, plan.decision(), where),
                               to.keep_after_refusal);
-  if (auto refused = co_await prepare_body(head, where)) co_return co_await refuse(*refused, false);
-  if (!s_.mcp.empty() && s_.body)
-    if (auto ended = co_await judge_mcp(s_.io.client.keep_alive())) co_return *ended;
+  if (!mcp_post)
+    if (auto refused = co_await prepare_body(head, where))
+      co_return co_await refuse(*refused, false);
   std::string no_body;
   const auto completed = plan.complete(head.method, target, head.headers,
                                        s_.body && plan.whole_body() ? s_.body->bytes : no_body);
@@ -225,7 +236,9 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
 
 asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     http::message_head& head, const brokers::request_context& where) {
-  std::optional<brokers::whole_body_need> need = s_.plan->whole_body();
+  // (An MCP client's POST is read before there is a plan.)
+  std::optional<brokers::whole_body_need> need =
+      s_.plan ? s_.plan->whole_body() : std::optional<brokers::whole_body_need>();
   // An MCP client's POST carries its calls: read whole, as the broker judges them.
   const bool mcp = !s_.mcp.empty() && head.has_body && head.method == "POST";
   if (mcp) {

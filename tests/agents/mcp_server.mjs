@@ -15,6 +15,8 @@
 //                             `Authorization: Bearer T`, else 401
 //                             {"error": "unauthorized", "detail": ...} (application/json) with
 //                             `WWW-Authenticate: Bearer`. Without it nothing is checked.
+//   --also-token T            (MCP_SERVER_ALSO_TOKEN) a second token accepted as well (a write
+//                             token beside a read one); its requests are logged with it.
 //   --json-response           (MCP_SERVER_JSON_RESPONSE=1) POSTs carrying requests are answered
 //                             with one application/json body (the SDK's enableJsonResponse)
 //                             instead of a text/event-stream.
@@ -59,7 +61,7 @@ import { importFromPrefix } from './prefix_import.mjs';
 
 function usage(message) {
   process.stderr.write(`mcp_server: ${message}\nusage: node mcp_server.mjs --cert CERT.pem ` +
-                       '--key KEY.pem [--port N] [--path /mcp] [--token T] [--json-response] ' +
+                       '--key KEY.pem [--port N] [--path /mcp] [--token T] [--also-token T] [--json-response] ' +
                        '[--stateless] [--resumable] [--description-suffix S] [--log FILE]\n' +
                        '(BROKER_MCP_DIR: the MCP SDK\'s prefix)\n');
   process.exit(1);
@@ -67,7 +69,7 @@ function usage(message) {
 
 // Options: the flags without a value, the ones with one.
 const FLAGS = ['json-response', 'stateless', 'resumable'];
-const VALUED = ['cert', 'key', 'port', 'path', 'token', 'description-suffix', 'log'];
+const VALUED = ['cert', 'key', 'port', 'path', 'token', 'also-token', 'description-suffix', 'log'];
 const envName = (name) => 'MCP_SERVER_' + name.toUpperCase().replace(/-/g, '_');
 const opts = {};
 for (const name of VALUED) if (process.env[envName(name)] != null) opts[name] = process.env[envName(name)];
@@ -276,7 +278,8 @@ async function handle(req, res) {
       parseFailed = true;
     }
   }
-  const authorized = opts.token == null || req.headers.authorization === `Bearer ${opts.token}`;
+  const authorized = opts.token == null || req.headers.authorization === `Bearer ${opts.token}` ||
+    (opts['also-token'] != null && req.headers.authorization === `Bearer ${opts['also-token']}`);
   logRequest(req, authorized, bodyText, parsed);
   if (!authorized) {
     return sendJson(res, 401, { error: 'unauthorized',

@@ -61,7 +61,8 @@ class McpRun(WrappedRun):
 class McpWrapper(Wrapper):
     hosts = (HOST,)
 
-    def run(self, name, steps, policy=POLICY, transport="streamable", url=URL) -> McpRun:
+    def run(self, name, steps, policy=POLICY, transport="streamable", url=URL,
+            env=None) -> McpRun:
         d = self.dir(name)
         # The child's /tmp is its own; its working directory is visible.
         for script in ("mcp_client.mjs", "prefix_import.mjs"):
@@ -69,7 +70,7 @@ class McpWrapper(Wrapper):
         cmd = ["node", "./mcp_client.mjs", url, json.dumps(steps), "--token-env", "MCP_TOKEN",
                "--transport", transport]
         return self.wrap(McpRun, name, cmd, policy, log_level="debug", timeout=120,
-                         env={"MCP_TOKEN": TOKEN, "BROKER_MCP_DIR": str(MCP_DIR)})
+                         env={"MCP_TOKEN": TOKEN, "BROKER_MCP_DIR": str(MCP_DIR), **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -337,3 +338,42 @@ def test_http2_clients_get_the_same_rules(tmp_path_factory, upstream_pki, echo):
     mcp_records = [q for q in r.requests() + [q for q in r.records() if q.get("event") == "refused"]
                    if q.get("mcp")]
     assert mcp_records and all(q.get("http") == "2" for q in mcp_records), mcp_records
+
+
+WRITE_TOKEN = "mcp_" + "RealWriteToken0123456789abcdefXYZ" + "w" * 8
+
+
+def test_the_write_token_goes_only_with_its_tools(tmp_path_factory, upstream_pki, echo):
+    """Credentials per tool (docs/policy.md, "MCP servers"): a write token with "mcp_tools"
+    shares MCP_TOKEN with the read token, so the client holds one dummy; the server sees the
+    write token on create_issue calls only, the read token on every other request."""
+    server = _server(tmp_path_factory, upstream_pki, "--stateless", "--also-token", WRITE_TOKEN)
+    policy = json.loads(json.dumps(POLICY))
+    policy["credentials"]["mcp_write"] = {
+        "type": "bearer", "env": ["MCP_TOKEN"], "source": "env:MCP_WRITE_TOKEN",
+        "hosts": [HOST], "mcp_tools": ["create_issue"]}
+    steps = [{"op": "list"},
+             {"op": "call", "tool": "create_issue", "args": {"owner": "acme", "repo": "web",
+                                                             "title": "T"}},
+             {"op": "call", "tool": "get_issue", "args": {"owner": "o", "repo": "r", "number": 7}},
+             {"op": "call", "tool": "echo_auth", "args": {}}]
+    try:
+        wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-tools"), upstream_pki, server, echo)
+        r = wrapper.run("tools", steps, policy=policy, env={"MCP_WRITE_TOKEN": WRITE_TOKEN})
+        seen = server.requests()
+    finally:
+        server.close()
+    out = steps_of(r)
+    assert all(s["ok"] for s in out), out
+    by_tool = {}
+    for q in seen:
+        for tool in q.get("tools") or ["(none)"]:
+            by_tool.setdefault(tool, set()).add(q["authorization"])
+    assert by_tool["create_issue"] == {f"Bearer {WRITE_TOKEN}"}, by_tool
+    assert by_tool["get_issue"] == {f"Bearer {TOKEN}"}, by_tool
+    assert by_tool["(none)"] == {f"Bearer {TOKEN}"}, by_tool  # initialize, tools/list...
+    calls = {q["mcp"]["tool"]: q["credential"] for q in r.records()
+             if (q.get("mcp") or {}).get("method") == "tools/call"}
+    assert calls == {"create_issue": "mcp_write", "get_issue": "mcp", "echo_auth": "mcp"}, calls
+    for what, data in r.written():
+        assert WRITE_TOKEN.encode() not in data and TOKEN.encode() not in data, what
