@@ -21,6 +21,8 @@ struct provider_request {
 struct provider_answer {
   int status = 0;
   std::string body;
+  // The answer's header fields as they came (an MCP server's Mcp-Session-Id, a content type).
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 // Throws source_error (brokers/secret_source.hpp) when no answer arrives.

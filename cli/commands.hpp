@@ -19,5 +19,6 @@ void register_control(CLI::App& root, int& exit_status);
 void register_demo(CLI::App& root, int& exit_status);
 void register_keep(CLI::App& root, int& exit_status);
 void register_approvals(CLI::App& root, int& exit_status);
+void register_mcp(CLI::App& root, int& exit_status);
 
 }  // namespace broker::cli

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   broker::cli::register_demo(app, exit_status);
   broker::cli::register_keep(app, exit_status);
   broker::cli::register_approvals(app, exit_status);
+  broker::cli::register_mcp(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

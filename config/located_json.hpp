@@ -35,6 +35,8 @@ class json_node {
   const nlohmann::json& value() const { return *value_; }
   const std::string& key() const { return key_; }  // "(document)" for the root
   int line() const { return line_; }
+  // The file it came from, as errors name it.
+  const std::string& source() const { return doc_->source; }
 
   [[noreturn]] void fail(const std::string& message) const;
 

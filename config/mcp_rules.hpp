@@ -3,6 +3,7 @@
 // the policy says.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,9 +38,23 @@ struct mcp_tool_arguments {
 // the tool as it now is for the session).
 enum class mcp_on_change { deny, ask };
 
+// A team's pins file ("pins": "FILE", made by `broker mcp pin URL`): each tool as it was pinned,
+// its fields' digests in hex (mcp/pins.hpp). A listed tool that differs from its pin, or that the
+// file lacks, is changed from the start of every session (then "on_change" decides).
+struct mcp_tool_pin {
+  std::string description;
+  std::string input_schema;
+  std::string annotations;
+};
+struct mcp_pins_file {
+  std::string path;  // as the policy names it, resolved against the policy file's directory
+  std::map<std::string, mcp_tool_pin, std::less<>> tools;
+};
+
 struct mcp_rules {
   int line = 0;
   mcp_on_change on_change = mcp_on_change::deny;
+  std::optional<mcp_pins_file> pins;
   mcp_names tools;
   std::vector<mcp_tool_arguments> arguments;  // under "tools": {"arguments": {...}}
   mcp_names resources;                        // resources/read URIs

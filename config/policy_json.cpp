@@ -37,6 +37,7 @@ ordered_json mcp_json(const mcp_rules& m) {
   j["resources"] = names_json(m.resources);
   j["prompts"] = names_json(m.prompts);
   j["on_change"] = m.on_change == mcp_on_change::ask ? "ask" : "deny";
+  if (m.pins) j["pins"] = m.pins->path;
   return j;
 }
 

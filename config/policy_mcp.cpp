@@ -1,5 +1,10 @@
 // An allow rule's "mcp" (docs/policy.md, "MCP"): every key checked, none silently ignored.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
 
 #include "config/policy_sections.hpp"
 
@@ -85,13 +90,50 @@ std::vector<mcp_tool_arguments> parse_arguments(const json_node& node) {
   return out;
 }
 
+bool is_digest(const nlohmann::json& v) {
+  if (!v.is_string()) return false;
+  const auto& text = v.get_ref<const std::string&>();
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// "pins": a file `broker mcp pin` wrote, beside the policy unless the path is absolute.
+mcp_pins_file parse_pins(const json_node& node) {
+  mcp_pins_file pins;
+  pins.path = node.as_string();
+  if (pins.path.empty()) node.fail("expected the path of a pins file (broker mcp pin URL)");
+  std::filesystem::path path(pins.path);
+  if (path.is_relative()) path = std::filesystem::path(node.source()).parent_path() / path;
+  std::ifstream in(path);
+  if (!in) node.fail("cannot read the pins file " + path.string());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto bad = [&](const std::string& why) {
+    node.fail("the pins file " + path.string() + " is not one broker mcp pin writes: " + why);
+  };
+  const auto doc = nlohmann::json::parse(text, nullptr, false);
+  if (!doc.is_object() || !doc.contains("tools") || !doc["tools"].is_object())
+    bad("expected an object with \"tools\"");
+  for (const auto& [name, tool] : doc["tools"].items()) {
+    if (name.empty() || !printable(name)) bad("a tool name is empty or has control bytes");
+    if (!tool.is_object() || !is_digest(tool.value("description", nlohmann::json())) ||
+        !is_digest(tool.value("inputSchema", nlohmann::json())) ||
+        !is_digest(tool.value("annotations", nlohmann::json())))
+      bad("tool \"" + name +
+          "\" needs \"description\", \"inputSchema\" and \"annotations\" as SHA-256 hex");
+    pins.tools.emplace(name,
+                       mcp_tool_pin{tool["description"], tool["inputSchema"], tool["annotations"]});
+  }
+  return pins;
+}
+
 }  // namespace
 
 mcp_rules parse_mcp(const json_node& node) {
   node.expect_object(
-      "expected an object: {\"tools\", \"resources\", \"prompts\", \"on_change\"} (each "
-      "optional)");
-  node.reject_unknown_keys({"tools", "resources", "prompts", "on_change"});
+      "expected an object: {\"tools\", \"resources\", \"prompts\", \"on_change\", \"pins\"} "
+      "(each optional)");
+  node.reject_unknown_keys({"tools", "resources", "prompts", "on_change", "pins"});
   mcp_rules rules;
   rules.line = node.line();
   if (auto on_change = node.find("on_change")) {
@@ -101,6 +143,7 @@ mcp_rules parse_mcp(const json_node& node) {
     else if (word != "deny")
       on_change->fail("expected \"deny\" (the default) or \"ask\"");
   }
+  if (auto pins = node.find("pins")) rules.pins = parse_pins(*pins);
   if (auto tools = node.find("tools")) {
     tools->expect_object("expected an object: {\"allow\", \"deny\", \"arguments\"}");
     tools->reject_unknown_keys({"allow", "deny", "arguments"});

@@ -73,6 +73,11 @@ class provider_exchange {
   const std::string& error() const { return error_; }
   std::string& answer() { return body_; }
   int status() const { return parser_.head().status; }
+  std::vector<std::pair<std::string, std::string>> headers() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& h : parser_.head().headers) out.emplace_back(h.name, h.value);
+    return out;
+  }
 
  private:
   void connected(boost::system::error_code ec) {
@@ -92,9 +97,15 @@ class provider_exchange {
         if (parser_.finish().status == http::parse_status::message_complete) return finished();
         return fail("the connection ended before the answer: " + ec.message());
       }
-      const auto r = parser_.feed(std::string_view(buffer_.data(), n), &body_);
-      if (r.status == http::parse_status::error) return fail("malformed answer");
-      if (r.status == http::parse_status::message_complete) return finished();
+      // The head's end stops a feed: what came after it in the same read is fed again.
+      std::string_view data(buffer_.data(), n);
+      for (;;) {
+        const auto r = parser_.feed(data, &body_);
+        if (r.status == http::parse_status::error) return fail("malformed answer");
+        if (r.status == http::parse_status::message_complete) return finished();
+        if (r.status != http::parse_status::head_complete) break;
+        data.remove_prefix(r.consumed);
+      }
       read();
     });
   }
@@ -162,7 +173,7 @@ brokers::provider_transport make_provider_transport(std::vector<connect_to_rule>
                                   std::to_string(timeout.count()) + " s");
     if (!exchange.error().empty())
       throw brokers::source_error(target.host + ": " + exchange.error());
-    return {exchange.status(), std::move(exchange.answer())};
+    return {exchange.status(), std::move(exchange.answer()), exchange.headers()};
   };
 }
 

@@ -18,11 +18,22 @@ std::string dumped(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// The fields in which a listed tool changed since its pin; empty with no pins.
+// The fields in which a listed tool changed since its pin; empty with no pins. The pin is the
+// team's pins file's where a scope ships one (the first such), else the session's first listing.
 std::vector<std::string> check_pin(const nlohmann::json& tool, const std::string& name,
-                                   const server_pins* pins) {
+                                   const server_pins* pins, const scopes& rules) {
   if (!pins || !pins->store) return {};
-  return pins->store->check(pins->server, name, digest_of(tool));
+  const tool_digest now = digest_of(tool);
+  for (const auto& scope : rules) {
+    if (!scope.rules->pins) continue;
+    const auto& file = scope.rules->pins->tools;
+    const auto it = file.find(name);
+    if (it == file.end()) return pins->store->check_against(pins->server, name, now, nullptr);
+    const tool_digest pinned{it->second.description, it->second.input_schema,
+                             it->second.annotations};
+    return pins->store->check_against(pins->server, name, now, &pinned);
+  }
+  return pins->store->check(pins->server, name, now);
 }
 
 std::string joined(const std::vector<std::string>& fields) {
@@ -54,7 +65,7 @@ std::size_t filter_tools(nlohmann::json& message, const scopes& rules, const ser
       continue;
     }
     const std::string& text = name->get_ref<const std::string&>();
-    if (auto fields = check_pin(tool, text, pins); !fields.empty()) {
+    if (auto fields = check_pin(tool, text, pins, rules); !fields.empty()) {
       if (changed) changed->push_back(text + " (" + joined(fields) + ")");
       // Asked about at its calls: listed as it now is.
       if (!asks_on_change(rules)) dropped.push_back(i);

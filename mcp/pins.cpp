@@ -11,7 +11,13 @@ std::string sha256_of(const nlohmann::json& value) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest), size);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < size; ++i) {
+    out.push_back(hex[digest[i] >> 4]);
+    out.push_back(hex[digest[i] & 15]);
+  }
+  return out;
 }
 
 const nlohmann::json& field(const nlohmann::json& tool, const char* key) {
@@ -48,6 +54,24 @@ std::vector<std::string> pin_store::check(const std::string& server, const std::
   it->second.latest = now;
   auto fields = changed_fields(it->second.first, now);
   if (!fields.empty()) it->second.changed = fields;
+  return it->second.changed;
+}
+
+std::vector<std::string> pin_store::check_against(const std::string& server,
+                                                  const std::string& tool, const tool_digest& now,
+                                                  const tool_digest* pinned) {
+  std::lock_guard lock(mutex_);
+  auto& tools = servers_[server];
+  auto it = tools.find(tool);
+  if (it == tools.end()) {
+    // The file's pin, or none: a tool the team did not pin is held as changed from the start.
+    pin first{pinned ? *pinned : now, now, {}};
+    if (!pinned) first.changed = {std::string(not_pinned)};
+    it = tools.emplace(tool, std::move(first)).first;
+  }
+  it->second.latest = now;
+  if (auto fields = changed_fields(it->second.first, now); !fields.empty())
+    it->second.changed = fields;
   return it->second.changed;
 }
 

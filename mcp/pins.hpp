@@ -15,7 +15,8 @@
 namespace broker::mcp {
 
 // A tools/list entry's fields that a model reads, each as the SHA-256 of its compact JSON
-// (nlohmann's, keys sorted; an absent field as null).
+// (nlohmann's, keys sorted; an absent field as null), in lower-case hex (as a pins file holds
+// them, `broker mcp pin`).
 struct tool_digest {
   std::string description;
   std::string input_schema;
@@ -38,6 +39,11 @@ class pin_store {
                                  const tool_digest& now);
   // The fields in which the tool last differed from its pin; empty when it never did (or was
   // never listed).
+  // The same against a team's pins file (config::mcp_rules::pins): its pin of the tool (null
+  // when the file has none: the tool is changed from the start, field `not_pinned`).
+  std::vector<std::string> check_against(const std::string& server, const std::string& tool,
+                                         const tool_digest& now, const tool_digest* pinned);
+  static constexpr std::string_view not_pinned = "not in the pins file";
   std::vector<std::string> changed(const std::string& server, const std::string& tool) const;
   // A person accepted the tool as it was last listed (an ask about a changed tool, approved for
   // the session): that becomes its pin, and it is no longer changed.

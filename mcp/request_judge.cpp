@@ -40,14 +40,30 @@ call_record record_of(const client_body& body) {
 // A tool call the rules allow, of a tool that changed since it was pinned: refused.
 call_verdict judge_pin(const client_message& m, const scopes& rules, const server_pins* pins) {
   if (!pins || !pins->store || m.kind != call_kind::tool || rules.empty()) return {};
-  const auto fields = pins->store->changed(pins->server, m.target);
+  auto fields = pins->store->changed(pins->server, m.target);
+  // The team's pins file, when a scope ships one: a tool it lacks, even if never listed.
+  const config::mcp_pins_file* file = nullptr;
+  for (const auto& scope : rules)
+    if (scope.rules->pins) {
+      file = &*scope.rules->pins;
+      break;
+    }
+  if (file && fields.empty() && !file->tools.contains(m.target))
+    fields = {std::string(pin_store::not_pinned)};
   if (fields.empty()) return {};
-  std::string list;
-  for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
-  return {false, rules.front().rule + ".mcp.pins",
-          "the tool \"" + shown_name(m.target) + "\" changed since this session first listed it (" +
-              list + ")",
-          asks_on_change(rules)};
+  const std::string name = "the tool \"" + shown_name(m.target) + "\"";
+  std::string why;
+  if (fields.front() == pin_store::not_pinned) {
+    why = name + " is not in the pins file " + file->path;
+  } else {
+    std::string list;
+    for (const auto& f : fields) list += (list.empty() ? "" : ", ") + f;
+    why = name +
+          (file ? " differs from its pin in " + file->path + " ("
+                : " changed since this session first listed it (") +
+          list + ")";
+  }
+  return {false, rules.front().rule + ".mcp.pins", why, asks_on_change(rules)};
 }
 
 }  // namespace

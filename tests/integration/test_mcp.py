@@ -12,6 +12,7 @@ log of every request it received).
 """
 
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -377,3 +378,52 @@ def test_the_write_token_goes_only_with_its_tools(tmp_path_factory, upstream_pki
     assert calls == {"create_issue": "mcp_write", "get_issue": "mcp", "echo_auth": "mcp"}, calls
     for what, data in r.written():
         assert WRITE_TOKEN.encode() not in data and TOKEN.encode() not in data, what
+
+
+def test_a_team_pins_file_made_by_broker_mcp_pin(tmp_path_factory, upstream_pki, echo):
+    """`broker mcp pin URL` asks the server for its tools as a client does (a stateful server:
+    its Mcp-Session-Id) and prints the pins file; with "pins" in the rule, a session's tools are
+    judged against the file from the first listing: a server that lists changed tools has them
+    hidden and their calls refused, with no "first listing" to trust."""
+    server = _server(tmp_path_factory, upstream_pki)
+    pins = tmp_path_factory.mktemp("mcp-pins-file") / "pins.json"
+    try:
+        made = subprocess.run(
+            [BROKER_BIN, "mcp", "pin", URL, "--token-env", "MCP_TOKEN", "--connect-to",
+             f"{HOST}:443:127.0.0.1:{server.port}", "--upstream-ca", str(upstream_pki.ca_cert)],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "MCP_TOKEN": TOKEN})
+        assert made.returncode == 0, made.stderr
+        assert TOKEN not in made.stdout + made.stderr
+        doc = json.loads(made.stdout)
+        assert sorted(doc["tools"]) == ["create_issue", "delete_repo", "echo_auth", "get_issue"]
+        assert all(len(d) == 64 for t in doc["tools"].values() for d in t.values()), doc
+        pins.write_text(made.stdout)
+        policy = json.loads(json.dumps(POLICY))
+        policy["allow"][0]["mcp"]["pins"] = str(pins)
+        steps = [{"op": "list"},
+                 {"op": "call", "tool": "get_issue",
+                  "args": {"owner": "o", "repo": "r", "number": 7}}]
+        wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-pinned"), upstream_pki, server, echo)
+        same = steps_of(wrapper.run("same", steps, policy=policy))
+    finally:
+        server.close()
+    assert same[0]["tools"] == ["get_issue", "create_issue", "echo_auth"], same
+    assert same[1]["ok"], same
+
+    changed_server = _server(tmp_path_factory, upstream_pki, "--description-suffix", " Also: x.")
+    try:
+        wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-pinned2"), upstream_pki,
+                             changed_server, echo)
+        r = wrapper.run("changed", steps, policy=policy)
+        seen = changed_server.requests()
+    finally:
+        changed_server.close()
+    out = steps_of(r)
+    assert out[0]["ok"] and out[0]["tools"] == [], out[0]
+    assert not out[1]["ok"] and out[1]["data"]["rule"] == "allow[0].mcp.pins", out[1]
+    assert f"differs from its pin in {pins} (description)" in out[1]["error"], out[1]
+    assert not [q for q in seen if "get_issue" in (q.get("tools") or [])]
+
+    bad = subprocess.run([BROKER_BIN, "mcp", "pin", "https://127.0.0.1:1/mcp", "--timeout", "5"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "cannot connect" in bad.stderr, bad.stderr

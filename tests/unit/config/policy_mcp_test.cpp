@@ -118,7 +118,9 @@ TEST_CASE("mcp: errors name the line and key", "[config][policy][mcp]") {
        "allow[0].mcp.tools.arguments.t./a.regex", "unknown key"},
       {R"({"on_change": "warn"})", "allow[0].mcp.on_change", "expected \"deny\""},
       {R"({"on_change": true})", "allow[0].mcp.on_change", "expected"},
-      {R"({"pins": {}})", "allow[0].mcp.pins", "unknown key"},
+      {R"({"pins": {}})", "allow[0].mcp.pins", "expected string"},
+      {R"({"pins": "/nonexistent/pins.json"})", "allow[0].mcp.pins", "cannot read the pins file"},
+      {R"({"pin": "x"})", "allow[0].mcp.pin", "unknown key"},
       {R"({"resources": {"allow": ["x"], "other": 1}})", "allow[0].mcp.resources.other",
        "unknown key"},
   };

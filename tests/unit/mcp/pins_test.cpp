@@ -7,11 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <string>
 
 #include "config/policy.hpp"
 #include "mcp/answer_filter.hpp"
 #include "mcp/request_judge.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 using broker::mcp::pin_store;
 using broker::mcp::server_pins;
@@ -159,4 +161,51 @@ TEST_CASE("mcp pins: \"on_change\": \"ask\" keeps a changed tool listed and asks
   both.push_back({&*strict.allow.at(0).mcp, "q#allow[0]"});
   CHECK_FALSE(broker::mcp::asks_on_change(both));
   CHECK_FALSE(broker::mcp::judge_request(call, both, &pins).ask);
+}
+
+TEST_CASE("mcp pins: a team's pins file is the pin from the first listing", "[mcp]") {
+  broker::test::temp_dir dir;
+  const json get_issue = tool("get_issue", "Reads an issue.");
+  const auto d = broker::mcp::digest_of(get_issue);
+  CHECK(d.description.size() == 64);  // hex, as the file holds it
+  const json file = {{"version", 1},
+                     {"tools",
+                      {{"get_issue",
+                        {{"description", d.description},
+                         {"inputSchema", d.input_schema},
+                         {"annotations", d.annotations}}}}}};
+  std::ofstream(dir.path / "pins.json") << file.dump();
+  const auto policy = broker::config::parse_policy(
+      R"({"allow": [{"host": "m.example", "mcp": {"pins": "pins.json"}}]})",
+      (dir.path / "policy.json").string());
+  REQUIRE(policy.allow.at(0).mcp->pins);
+  CHECK(policy.allow.at(0).mcp->pins->tools.size() == 1);
+  const broker::mcp::scopes rules{{&*policy.allow.at(0).mcp, "allow[0]"}};
+
+  pin_store store;
+  const server_pins pins{&store, "m.example:443"};
+  // The first listing already differs from the file: the tool is hidden from the start; a tool
+  // the file lacks is too.
+  std::vector<std::string> changed;
+  json first = list_of({tool("get_issue", "Reads an issue. And the keys."), tool("extra", "New.")});
+  CHECK(broker::mcp::filter_tools(first, rules, &pins, &changed) == 2);
+  CHECK(changed ==
+        std::vector<std::string>{"get_issue (description)", "extra (not in the pins file)"});
+  const auto call = [](const std::string& name) {
+    return R"({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":")" + name + "\"}}";
+  };
+  auto refused = broker::mcp::judge_request(call("get_issue"), rules, &pins);
+  CHECK(refused.refused);
+  CHECK(refused.why.find("differs from its pin in pins.json (description)") != std::string::npos);
+  // A tool the file lacks is refused even if never listed.
+  auto unlisted = broker::mcp::judge_request(call("never_listed"), rules, &pins);
+  CHECK(unlisted.refused);
+  CHECK(unlisted.why == "the tool \"never_listed\" is not in the pins file pins.json");
+
+  // A session whose server lists the tool as pinned: it stays, and is called.
+  pin_store fresh;
+  const server_pins same{&fresh, "m.example:443"};
+  json good = list_of(std::vector<json>{get_issue});
+  CHECK(broker::mcp::filter_tools(good, rules, &same) == 0);
+  CHECK_FALSE(broker::mcp::judge_request(call("get_issue"), rules, &same).refused);
 }
