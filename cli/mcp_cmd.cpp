@@ -40,7 +40,8 @@ int run_pin(const pin_options& o) {
     }
     if (!o.token_env.empty()) {
       const char* token = std::getenv(o.token_env.c_str());
-      if (!token || !*token) throw std::invalid_argument("--token-env " + o.token_env + " is empty");
+      if (!token || !*token)
+        throw std::invalid_argument("--token-env " + o.token_env + " is empty");
       headers.emplace_back("Authorization", std::string("Bearer ") + token);
     }
     std::vector<std::filesystem::path> cas(o.upstream_cas.begin(), o.upstream_cas.end());
@@ -62,8 +63,7 @@ void register_mcp(CLI::App& root, int& exit_status) {
   auto o = std::make_shared<pin_options>();
   auto* pin = mcp->add_subcommand(
       "pin", "Print the pins file of an MCP server's tools (for \"mcp\": {\"pins\": FILE})");
-  pin->add_option("url", o->url, "The server's streamable HTTP endpoint (https://...)")
-      ->required();
+  pin->add_option("url", o->url, "The server's streamable HTTP endpoint (https://...)")->required();
   pin->add_option("--header", o->headers, "A header for every request (\"Name: value\")");
   pin->add_option("--token-env", o->token_env,
                   "A variable holding a bearer token for the server (sent as Authorization)");

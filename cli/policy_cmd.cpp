@@ -118,6 +118,14 @@ void collect(const std::vector<session::replica_files>& files,
       o.method = r["method"].is_string() ? r["method"].get<std::string>() : "";
       o.path = r["path"].is_string() ? r["path"].get<std::string>() : "/";
     }
+    if (const auto m = r.find("mcp"); m != r.end() && m->is_object()) {
+      o.mcp = true;
+      for (const char* kind : {"tool", "resource", "prompt"})
+        if (const auto t = m->find(kind); t != m->end() && t->is_string()) {
+          o.mcp_kind = kind;
+          o.mcp_target = t->get<std::string>();
+        }
+    }
     seen.push_back(std::move(o));
   }
 }

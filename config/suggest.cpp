@@ -28,6 +28,9 @@ struct suggestion {
   std::size_t count = 0;
   std::size_t learned = 0;
   std::vector<const observed_request*> from;
+  // Read as MCP: what its calls named, by kind ("tool", "resource", "prompt").
+  bool mcp = false;
+  std::map<std::string, std::set<std::string>> called;
 };
 
 std::string parent_of(const std::string& host) {
@@ -90,6 +93,22 @@ nlohmann::ordered_json rule_json(const suggestion& s, bool with_methods, bool wi
     j["methods"] = std::vector<std::string>(s.methods.begin(), s.methods.end());
   if (with_paths)
     if (auto paths = path_patterns(s.paths); !paths.empty()) j["paths"] = paths;
+  if (s.mcp) {
+    // Exactly what was called: a name holding '*' (a glob here) or a control byte (no policy
+    // can name it) is left out, never widened.
+    auto& m = j["mcp"] = nlohmann::ordered_json::object();
+    for (const char* kind : {"tool", "resource", "prompt"}) {
+      auto allow = nlohmann::ordered_json::array();
+      if (auto it = s.called.find(kind); it != s.called.end())
+        for (const auto& name : it->second)
+          if (name.find('*') == std::string::npos &&
+              std::none_of(name.begin(), name.end(), [](char c) {
+                return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+              }))
+            allow.push_back(name);
+      m[std::string(kind) + "s"] = {{"allow", std::move(allow)}};
+    }
+  }
   return j;
 }
 
@@ -136,6 +155,10 @@ std::string suggest_layer(const std::vector<observed_request>& seen, const std::
       s.paths.insert(normalized ? *normalized : std::string());
     }
     s.from.push_back(&r);
+    if (r.mcp) {
+      s.mcp = true;
+      if (!r.mcp_kind.empty() && !r.mcp_target.empty()) s.called[r.mcp_kind].insert(r.mcp_target);
+    }
   }
   // Many subdomains of one parent on one port: one "*.parent" rule.
   std::map<std::tuple<std::string, std::uint16_t, bool>, std::vector<suggestion*>> families;
@@ -152,6 +175,8 @@ std::string suggest_layer(const std::vector<observed_request>& seen, const std::
     w.port = std::get<1>(key);
     w.tunnel = std::get<2>(key);
     for (auto* m : members) {
+      w.mcp = w.mcp || m->mcp;
+      for (const auto& [kind, names] : m->called) w.called[kind].insert(names.begin(), names.end());
       w.methods.insert(m->methods.begin(), m->methods.end());
       w.paths.insert(m->paths.begin(), m->paths.end());
       w.count += m->count;

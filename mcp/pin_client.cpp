@@ -73,9 +73,9 @@ nlohmann::json answer_to(const brokers::provider_answer& a, int id, const std::s
 
 }  // namespace
 
-nlohmann::ordered_json pin_server(
-    const std::string& url, const brokers::provider_transport& transport,
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+nlohmann::ordered_json pin_server(const std::string& url,
+                                  const brokers::provider_transport& transport,
+                                  const std::vector<std::pair<std::string, std::string>>& headers) {
   std::string session;
   std::string version;
   const auto post = [&](const nlohmann::json& message, const std::string& step) {
@@ -106,8 +106,7 @@ nlohmann::ordered_json pin_server(
   session = header_of(opened, "mcp-session-id");
   const auto result = answer_to(opened, 1, "initialize");
   version = result.value("protocolVersion", std::string());
-  post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}},
-       "notifications/initialized");
+  post({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, "notifications/initialized");
 
   std::map<std::string, tool_digest> tools;
   nlohmann::json cursor;

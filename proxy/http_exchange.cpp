@@ -267,6 +267,12 @@ asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_ali
   call.messages = r.messages;
   if (!judged.refused) co_return std::nullopt;
   s_.entry.rule = judged.rule;
+  // wrap --learn: a call a person could have approved goes, recorded as learned (for policy
+  // suggest's "mcp" rules).
+  if (judged.ask && s_.io.ctx.learns()) {
+    s_.entry.learned = true;
+    co_return std::nullopt;
+  }
   std::string answer = judged.answer;
   const char* error = "mcp_tool_denied";
   if (judged.ask && s_.io.ctx.asks()) {

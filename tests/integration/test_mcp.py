@@ -63,7 +63,7 @@ class McpWrapper(Wrapper):
     hosts = (HOST,)
 
     def run(self, name, steps, policy=POLICY, transport="streamable", url=URL,
-            env=None) -> McpRun:
+            env=None, wrap_args=()) -> McpRun:
         d = self.dir(name)
         # The child's /tmp is its own; its working directory is visible.
         for script in ("mcp_client.mjs", "prefix_import.mjs"):
@@ -71,6 +71,7 @@ class McpWrapper(Wrapper):
         cmd = ["node", "./mcp_client.mjs", url, json.dumps(steps), "--token-env", "MCP_TOKEN",
                "--transport", transport]
         return self.wrap(McpRun, name, cmd, policy, log_level="debug", timeout=120,
+                         wrap_args=wrap_args,
                          env={"MCP_TOKEN": TOKEN, "BROKER_MCP_DIR": str(MCP_DIR), **(env or {})})
 
 
@@ -427,3 +428,43 @@ def test_a_team_pins_file_made_by_broker_mcp_pin(tmp_path_factory, upstream_pki,
     bad = subprocess.run([BROKER_BIN, "mcp", "pin", "https://127.0.0.1:1/mcp", "--timeout", "5"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "cannot connect" in bad.stderr, bad.stderr
+
+
+def test_learn_proposes_the_mcp_rule_of_what_was_called(tmp_path_factory, upstream_pki, echo):
+    """`wrap --learn` lets through the calls a person could have approved (a tool outside the
+    allow list), recorded as learned; `policy suggest` then proposes an "mcp" rule allowing
+    exactly the tools and resources the session called, and it passes `policy check`. A denied
+    tool stays denied while learning."""
+    server = _server(tmp_path_factory, upstream_pki, "--stateless")
+    policy = json.loads(json.dumps(POLICY))
+    policy["allow"][0]["mcp"]["tools"]["allow"] = ["get_*"]
+    steps = [{"op": "list"},
+             {"op": "call", "tool": "create_issue", "args": {"owner": "acme", "repo": "web",
+                                                             "title": "T"}},
+             {"op": "call", "tool": "get_issue", "args": {"owner": "o", "repo": "r", "number": 7}},
+             {"op": "call", "tool": "delete_repo", "args": {"owner": "acme", "repo": "web"}},
+             {"op": "read", "uri": "file:///docs/readme.md"}]
+    try:
+        wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-learn"), upstream_pki, server, echo)
+        r = wrapper.run("learn", steps, policy=policy, wrap_args=["--learn"])
+    finally:
+        server.close()
+    out = steps_of(r)
+    assert out[0]["tools"] == ["get_issue", "create_issue", "echo_auth"], out[0]
+    assert out[1]["ok"] and out[2]["ok"] and out[4]["ok"], out
+    assert not out[3]["ok"] and out[3]["data"]["error"] == "mcp_tool_denied", out[3]
+    [learned] = [q for q in r.records() if q.get("decision") == "learned"]
+    assert learned["mcp"]["tool"] == "create_issue", learned
+    suggested = subprocess.run([BROKER_BIN, "policy", "suggest", "--log-dir", str(r.logs)],
+                               capture_output=True, text=True, timeout=30)
+    assert suggested.returncode == 0, suggested.stderr
+    layer_file = r.dir / "suggested.json"
+    layer_file.write_text(suggested.stdout)
+    checked = subprocess.run([BROKER_BIN, "policy", "check", str(layer_file)],
+                             capture_output=True, text=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rule = next(a for a in json.loads(checked.stdout)["layers"][0]["allow"]
+                if a.get("host") == HOST)
+    assert rule["mcp"]["tools"]["allow"] == ["create_issue", "get_issue"], rule
+    assert rule["mcp"]["resources"]["allow"] == ["file:///docs/readme.md"], rule
+    assert rule["mcp"]["prompts"]["allow"] == [], rule

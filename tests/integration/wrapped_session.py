@@ -170,10 +170,11 @@ class Wrapper:
         return d
 
     def wrap(self, run_type, name, cmd, policy, env=None, path_prefix=None, log_level=None,
-             timeout=180, **fields) -> WrappedRun:
+             timeout=180, wrap_args=(), **fields) -> WrappedRun:
         """`broker wrap` with `policy` around `cmd` in the directory `name` (HOME home/,
         XDG_RUNTIME_DIR run/, the audit log in logs/); `env` and `path_prefix` go to
-        broker_env(); returns a `run_type` with `fields` added."""
+        broker_env(); `wrap_args` go to wrap before "--"; returns a `run_type` with `fields`
+        added."""
         d = self.dir(name)
         home, runtime, logs = d / "home", d / "run", d / "logs"
         home.mkdir()
@@ -184,7 +185,7 @@ class Wrapper:
                 str(self.pki.ca_cert), *self.connect_args(), "--log-dir", str(logs)]
         if log_level:
             argv += ["--log-level", log_level]
-        argv += ["--", *cmd]
+        argv += [*wrap_args, "--", *cmd]
         t0 = time.monotonic()
         p = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=d,
                            stdin=subprocess.DEVNULL,

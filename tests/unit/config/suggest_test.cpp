@@ -88,3 +88,35 @@ TEST_CASE("suggest: nothing seen is a layer that allows nothing", "[config][sugg
   const auto set = as_layer(text);
   CHECK_FALSE(set.check_connect({"a.test", std::nullopt, 443}).allowed);
 }
+
+TEST_CASE("suggest: an MCP server gets \"mcp\" allowing exactly what was called",
+          "[config][suggest][mcp]") {
+  auto call = [](std::string kind, std::string target) {
+    auto r = req("mcp.example.test", "POST", "/mcp");
+    r.mcp = true;
+    r.mcp_kind = std::move(kind);
+    r.mcp_target = std::move(target);
+    return r;
+  };
+  std::vector<observed_request> seen = {
+      call("", ""),  // initialize, tools/list...
+      call("tool", "get_issue"),
+      call("tool", "create_issue"),
+      call("tool", "get_issue"),
+      call("tool", "odd*name"),  // a glob character: not named, never widened
+      call("resource", "file:///docs/readme.md"),
+      req("api.example.test", "GET", "/v1"),
+  };
+  const std::string text = suggest_layer(seen, "t");
+  INFO(text);
+  const auto layer = parse_policy(text, "suggested.json");
+  REQUIRE(layer.allow.size() == 2);
+  const auto& api = layer.allow[0];
+  CHECK_FALSE(api.mcp);  // no MCP read there
+  const auto& m = *layer.allow[1].mcp;
+  CHECK(*m.tools.allow == std::vector<std::string>{"create_issue", "get_issue"});
+  CHECK(*m.resources.allow == std::vector<std::string>{"file:///docs/readme.md"});
+  CHECK(m.prompts.allow->empty());  // none was got: none is allowed
+  const auto set = as_layer(text);
+  for (const auto& r : seen) CHECK(allows(set, r));
+}
