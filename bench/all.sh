@@ -18,7 +18,9 @@
 #   9. HTTP/2 (issue 30): h2load and gRPC unary through the broker beside direct, and the broker
 #      RSS per idle intercepted HTTP/2 connection;
 #  10. the operators' console (issue 31): its JSON at 10,000 sessions and 1,000,000 audit
-#      records, the index's first scan and memory, and one session of 1,000,000 records.
+#      records, the index's first scan and memory, and one session of 1,000,000 records;
+#  11. the MCP reader (issue 53): tools/call requests/s through an "mcp" rule beside the same
+#      host without it.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -77,3 +79,6 @@ run h2 "$root/bench/h2.sh" "$broker" "$rounds"
 section "10. operators' console: 10,000 sessions and 1,000,000 records; one session of 1,000,000"
 run console "$root/bench/console_scale.py" "$broker"
 run console env SESSIONS=1 RECORDS=1000000 RUNS=5 "$root/bench/console_scale.py" "$broker"
+section "11. MCP reader, $rounds rounds: tools/call keep-alive requests/s through an \"mcp\" rule" \
+  "beside the same host without (goal: ratio >= 0.90)"
+run mcp "$root/bench/mcp.sh" "$broker" "$rounds"

@@ -65,6 +65,11 @@ http {
     ssl_certificate $PEERS/leaf.pem;
     ssl_certificate_key $PEERS/leaf.key;
     root $PEERS/www;
+    # An MCP server's answer to a tools/call, whatever is posted (bench/mcp.sh).
+    location = /mcp {
+      default_type application/json;
+      return 200 '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}';
+    }
   }
   server {
     listen 127.0.0.1:$status_port;
