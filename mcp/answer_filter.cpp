@@ -101,6 +101,37 @@ std::optional<std::string> filter_json_answer(std::string_view body, const scope
   return dumped(*j);
 }
 
+std::optional<call_outcome> outcome_in(const nlohmann::json& message, std::string_view id) {
+  if (message.is_array()) {
+    for (const auto& m : message)
+      if (auto found = outcome_in(m, id)) return found;
+    return std::nullopt;
+  }
+  if (!message.is_object()) return std::nullopt;
+  const auto at = message.find("id");
+  if (at == message.end() || at->is_null() || dumped(*at) != id) return std::nullopt;
+  if (const auto error = message.find("error"); error != message.end()) {
+    call_outcome o{"error", std::nullopt};
+    if (error->is_object())
+      if (const auto code = error->find("code"); code != error->end() && code->is_number_integer())
+        o.code = code->get<long long>();
+    return o;
+  }
+  const auto result = message.find("result");
+  if (result == message.end()) return std::nullopt;
+  if (result->is_object())
+    if (const auto e = result->find("isError"); e != result->end() && *e == true)
+      return call_outcome{"tool_error", std::nullopt};
+  return call_outcome{"ok", std::nullopt};
+}
+
+std::optional<call_outcome> json_answer_outcome(std::string_view body, std::string_view id) {
+  if (id.empty() || body.find("\"id\"") == std::string_view::npos) return std::nullopt;
+  std::string why;
+  const auto j = parse_strict(body, why);
+  return j ? outcome_in(*j, id) : std::nullopt;
+}
+
 void sse_filter::feed(std::string_view piece, std::string& out) {
   pending_.append(piece);
   std::size_t start = 0;  // the current event's first byte
@@ -165,13 +196,22 @@ void sse_filter::emit_range(std::size_t begin, std::size_t end, std::string& out
     data.append(value);
     has_data = true;
   }
-  if (!has_data || !may_list_tools(data)) {
+  // The watched request's answer is read for its outcome (only until it has come).
+  const bool watched =
+      has_data && !outcome_ && !watch_.empty() && data.find("\"id\"") != std::string::npos;
+  if (!has_data || (!may_list_tools(data) && !watched)) {
     out.append(raw);
     return;
   }
   std::string why;
   auto j = parse_strict(data, why);
-  if (!j) return;  // dropped: it could list tools, and the broker cannot read it
+  if (!j) {
+    if (may_list_tools(data))
+      return;  // dropped: it could list tools, and the broker cannot read it
+    out.append(raw);
+    return;
+  }
+  if (watched) outcome_ = outcome_in(*j, watch_);
   const std::size_t removed = filter_tools(*j, rules_, pins_ ? &*pins_ : nullptr, &changed_);
   if (removed == 0) {
     out.append(raw);

@@ -17,6 +17,18 @@
 
 namespace broker::mcp {
 
+// What a server's answer says of one request (docs/audit-log.md, the record's mcp.outcome): "ok"
+// (a result; for tools/call, one without "isError": true), "tool_error" (a tools/call result
+// with "isError": true) or "error" (a JSON-RPC error, its code).
+struct call_outcome {
+  std::string outcome;
+  std::optional<long long> code;
+};
+
+// The outcome `message` (or a batch's array) gives the request whose id is `id` (compact JSON);
+// nullopt when it holds no answer to it.
+std::optional<call_outcome> outcome_in(const nlohmann::json& message, std::string_view id);
+
 // A message (or a batch's array of them): each tools/list result (a "result" whose "tools" is
 // an array) keeps only the tools tool_listed allows and, with `pins`, that have not changed since
 // the session first listed them (pins.hpp) unless the rules ask about changes (asks_on_change);
@@ -36,6 +48,10 @@ std::optional<std::string> filter_json_answer(std::string_view body, const scope
                                               const server_pins* pins = nullptr,
                                               std::vector<std::string>* changed = nullptr);
 
+// The outcome a whole JSON answer gives the request `id` (outcome_in); nullopt when it gives
+// none or is not JSON the broker reads (an answer only recorded, never refused for it).
+std::optional<call_outcome> json_answer_outcome(std::string_view body, std::string_view id);
+
 struct unreadable_answer : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -49,8 +65,11 @@ class sse_filter {
  public:
   // Keeps its own copies of the rules' list (the rules themselves belong to the policy) and of
   // `pins` (the store belongs to the session).
-  explicit sse_filter(scopes rules, std::optional<server_pins> pins = std::nullopt)
-      : rules_(std::move(rules)), pins_(std::move(pins)) {}
+  // `watch`: the id (compact JSON) of the request the stream answers, whose outcome() it reads;
+  // "" for none (a GET's stream).
+  explicit sse_filter(scopes rules, std::optional<server_pins> pins = std::nullopt,
+                      std::string watch = {})
+      : rules_(std::move(rules)), pins_(std::move(pins)), watch_(std::move(watch)) {}
 
   // Appends to `out` the events `piece` completes.
   void feed(std::string_view piece, std::string& out);
@@ -60,6 +79,8 @@ class sse_filter {
   std::size_t removed() const { return removed_; }
   // The changed tools it met so far: dropped, or kept where changes are asked about (filter_tools).
   const std::vector<std::string>& changed() const { return changed_; }
+  // The watched request's outcome, once an event answered it.
+  const std::optional<call_outcome>& outcome() const { return outcome_; }
 
  private:
   // The event in pending_[begin, end): to `out`, filtered.
@@ -68,6 +89,8 @@ class sse_filter {
   scopes rules_;
   std::optional<server_pins> pins_;
   std::vector<std::string> changed_;
+  std::string watch_;
+  std::optional<call_outcome> outcome_;
   std::string pending_;     // the current event's bytes so far
   std::size_t line_ = 0;    // where in pending_ the current line starts
   std::size_t search_ = 0;  // where the search for its end goes on

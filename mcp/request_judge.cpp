@@ -34,6 +34,8 @@ call_record record_of(const client_body& body) {
   r.target = first->target;
   if (first->kind == call_kind::tool && !first->arguments.is_null())
     r.arguments_sha256 = sha256_hex(first->arguments.dump());
+  if (!body.batch && first->request())
+    r.id = first->id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

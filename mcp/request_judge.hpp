@@ -24,6 +24,9 @@ struct call_record {
   std::string target;            // the tool or prompt name, or the resource URI
   std::string arguments_sha256;  // of a tools/call's arguments as parsed, compact; "" for none
   std::size_t messages = 0;      // in the body (more than one: a batch)
+  // The request's id as compact JSON, for reading its answer's outcome; "" for a batch or a
+  // notification.
+  std::string id;
 };
 
 // The one call of a refused request that a person may be asked about, as the ask shows it.

@@ -265,6 +265,7 @@ asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_ali
   call.target = r.target;
   call.arguments_sha256 = r.arguments_sha256;
   call.messages = r.messages;
+  s_.mcp_call_id = r.id;
   if (!judged.refused) co_return std::nullopt;
   s_.entry.rule = judged.rule;
   // wrap --learn: a call a person could have approved goes, recorded as learned (for policy
@@ -283,6 +284,7 @@ asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_ali
       error = "approval_denied";
     }
   }
+  s_.entry.mcp->outcome = "refused";
   if (answer.empty())
     co_return co_await refuse(live::refusal::mcp_tool_denied(judged.rule, judged.why), keep_alive);
   s_.entry.event = "refused";

@@ -98,6 +98,8 @@ struct exchange_state {
   // judged as MCP's JSON-RPC before it goes up, and what the server answers is filtered on its
   // way down. Empty for every other request.
   std::vector<config::verdict::mcp_scope> mcp;
+  // The MCP request's id (compact JSON) whose answer's outcome the record takes; "" for none.
+  std::string mcp_call_id;
   // The MCP server the request goes to, as the session's pins name it.
   std::string mcp_server() const { return entry.host + ":" + std::to_string(entry.port); }
 };

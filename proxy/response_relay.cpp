@@ -203,6 +203,8 @@ std::optional<session::llm_usage_meter> response_relay::usage_meter(
 }
 
 void response_relay::filter_mcp_answer(std::string& body) {
+  if (s_.entry.mcp && !s_.mcp_call_id.empty())
+    if (auto o = mcp::json_answer_outcome(body, s_.mcp_call_id)) note_outcome(*o);
   const mcp::server_pins pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()};
   std::vector<std::string> changed;
   auto filtered = mcp::filter_json_answer(body, s_.mcp, &pins, &changed);
@@ -213,6 +215,11 @@ void response_relay::filter_mcp_answer(std::string& body) {
   base::wipe(body);
   body = std::move(*filtered);
   note_tools_hidden(1, changed);  // how many is not told by the whole-body filter; at least one
+}
+
+void response_relay::note_outcome(const mcp::call_outcome& o) {
+  s_.entry.mcp->outcome = o.outcome;
+  s_.entry.mcp->error_code = o.code;
 }
 
 void response_relay::note_tools_hidden(std::size_t n, const std::vector<std::string>& changed) {
@@ -241,7 +248,8 @@ asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
   body_relay body{head, meter, std::nullopt, std::nullopt, false, {}, {}};
   if (!s_.scrub_patterns.empty()) body.scrub.emplace(s_.scrub_patterns);
   if (mcp_event_stream(head))
-    body.mcp.emplace(s_.mcp, mcp::server_pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()});
+    body.mcp.emplace(s_.mcp, mcp::server_pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()},
+                     s_.entry.mcp ? s_.mcp_call_id : std::string());
   body.as_framed = !body.scrub && !body.mcp && s_.io.client.carries_wire() && up.carries_wire();
   const bool decode = body.scrub || body.meter || body.mcp || !body.as_framed;
   for (;;) {
@@ -276,6 +284,8 @@ asio::awaitable<void> response_relay::relay_piece(body_relay& b,
     } catch (const mcp::unreadable_answer& e) {
       throw upstream_error(e.what());
     }
+    if (b.mcp->outcome() && s_.entry.mcp && s_.entry.mcp->outcome.empty())
+      note_outcome(*b.mcp->outcome());
     if (b.mcp->removed() > hidden || b.mcp->changed().size() > changed)
       note_tools_hidden(
           b.mcp->removed() - hidden,

@@ -16,6 +16,10 @@
 #include "proxy/client_side.hpp"
 #include "proxy/upstream_side.hpp"
 
+namespace broker::mcp {
+struct call_outcome;
+}  // namespace broker::mcp
+
 namespace broker::brokers {
 class scrub_index;
 }
@@ -59,6 +63,8 @@ class response_relay {
   // How many tools a tools/list answer lost, and the tools that changed since pinned (hidden, or
   // kept to be asked about at their calls), into the record.
   void note_tools_hidden(std::size_t n, const std::vector<std::string>& changed);
+  // What the server's answer said of the request, into the record.
+  void note_outcome(const mcp::call_outcome& o);
   // A coded body cannot be scrubbed: the refusal when the response has one and must be.
   std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;
   // LLM API answers are metered as they pass (docs/audit-log.md llm_tokens); errors carry no usage.

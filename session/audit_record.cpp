@@ -98,6 +98,8 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
       auto& changed = m["tools_changed"] = nlohmann::ordered_json::array();
       for (const auto& t : e.mcp->tools_changed) changed.push_back(scrub(t));
     }
+    if (!e.mcp->outcome.empty()) m["outcome"] = e.mcp->outcome;
+    if (e.mcp->error_code) m["error_code"] = *e.mcp->error_code;
     j.add_json("mcp", m);
   }
   if (!e.error.empty()) j.add("error", e.error);

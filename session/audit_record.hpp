@@ -68,6 +68,10 @@ struct audit_entry {
     std::size_t tools_hidden = 0;  // tools a tools/list answer lost to the rules and pins
     // Of them, those that changed since the session first listed them: "name (description)".
     std::vector<std::string> tools_changed;
+    // What came of the request (one, not a batch): "ok", "tool_error", "error" (a JSON-RPC
+    // error from the server, `error_code`), "refused" (by the broker); "" when no answer said.
+    std::string outcome;
+    std::optional<long long> error_code;
   };
   std::optional<mcp_call> mcp;
 };

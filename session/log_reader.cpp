@@ -309,6 +309,12 @@ std::string format_record(const nlohmann::json& record) {
     for (const char* key : {"tool", "resource", "prompt"})
       if (auto name = string_field(*mcp, key); !name.empty()) call += " " + printable(name);
     append(out, call);
+    if (auto outcome = string_field(*mcp, "outcome"); !outcome.empty()) {
+      std::string shown = "outcome=" + printable(outcome);
+      if (auto code = integer_field(*mcp, "error_code"))
+        shown += " (" + std::to_string(*code) + ")";
+      append(out, shown);
+    }
     if (auto n = integer_field(*mcp, "tools_hidden"); n && *n > 0)
       append(out, "tools_hidden=" + std::to_string(*n));
     // Tools that changed since the session pinned them: which, and how.

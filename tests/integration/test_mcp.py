@@ -175,6 +175,8 @@ def test_every_call_has_its_record(run):
     calls = [q["mcp"] for q in run.records() if q.get("mcp", {}).get("method") == "tools/call"]
     assert [c["tool"] for c in calls] == ["get_issue", "delete_repo", "create_issue",
                                            "create_issue", "echo_auth"], calls
+    # What came of each: the server's result, or the broker's refusal.
+    assert [c.get("outcome") for c in calls] == ["ok", "refused", "ok", "refused", "ok"], calls
     # The same arguments give the same digest, and the arguments themselves are not written.
     assert calls[2]["arguments_sha256"] != calls[3]["arguments_sha256"]
     log = b"".join(data for what, data in run.written() if what.endswith(".jsonl"))

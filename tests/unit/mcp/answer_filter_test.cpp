@@ -156,3 +156,35 @@ TEST_CASE("mcp answers: an event larger than a message is refused", "[mcp]") {
       broker::mcp::unreadable_answer);
   CHECK(out.empty());
 }
+
+TEST_CASE("mcp answers: the outcome of the request the record is about", "[mcp]") {
+  using broker::mcp::outcome_in;
+  const auto ok = nlohmann::json::parse(R"({"jsonrpc":"2.0","id":7,"result":{"content":[]}})");
+  REQUIRE(outcome_in(ok, "7"));
+  CHECK(outcome_in(ok, "7")->outcome == "ok");
+  CHECK_FALSE(outcome_in(ok, "8"));
+  CHECK_FALSE(outcome_in(ok, "\"7\""));  // a string id is another id
+  const auto tool_error =
+      nlohmann::json::parse(R"({"jsonrpc":"2.0","id":"a","result":{"isError":true}})");
+  CHECK(outcome_in(tool_error, "\"a\"")->outcome == "tool_error");
+  const auto error = nlohmann::json::parse(
+      R"([{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"bad"}}])");
+  const auto o = outcome_in(error, "2");
+  REQUIRE(o);
+  CHECK(o->outcome == "error");
+  CHECK(*o->code == -32602);
+  // A notification, or a request from the server, is no answer.
+  CHECK_FALSE(outcome_in(nlohmann::json::parse(R"({"jsonrpc":"2.0","method":"x","id":7})"), "7"));
+  CHECK_FALSE(broker::mcp::json_answer_outcome("not json", "7"));
+
+  // In an event stream: the event answering it, whatever came before.
+  broker::mcp::sse_filter stream({}, std::nullopt, "7");
+  std::string out;
+  stream.feed(
+      "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n", out);
+  CHECK_FALSE(stream.outcome());
+  stream.feed("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"isError\":true}}\n\n", out);
+  REQUIRE(stream.outcome());
+  CHECK(stream.outcome()->outcome == "tool_error");
+  CHECK(out.find("isError") != std::string::npos);  // passed on as it came
+}
