@@ -4,7 +4,9 @@ with a test CA's leaf, wanting one bearer token, logging every request it receiv
 
 import json
 import os
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +47,45 @@ class McpServer:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class EverythingServer:
+    """@modelcontextprotocol/server-everything, the MCP reference server, in streamable-HTTP mode
+    (plain HTTP on a loopback port), behind tests/agents/tls_front.mjs with `pki`'s leaf: `port`
+    is the TLS front's. It wants no token."""
+
+    def __init__(self, directory: Path, pki):
+        package = MCP_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything"
+        if not (package / "dist" / "index.js").is_file():
+            pytest.fail(f"server-everything is not installed in {MCP_DIR}: run "
+                        "scripts/install-agents.sh")
+        directory.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            plain = s.getsockname()[1]
+        self.stderr = open(directory / "everything.stderr", "w+")
+        self.server = subprocess.Popen(
+            ["node", str(package / "dist" / "index.js"), "streamableHttp"],
+            stdout=subprocess.DEVNULL, stderr=self.stderr, stdin=subprocess.DEVNULL,
+            env={**os.environ, "PORT": str(plain)})
+        self.front = subprocess.Popen(
+            ["node", str(AGENTS / "tls_front.mjs"), str(pki.leaf_cert), str(pki.leaf_key),
+             str(plain)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, text=True)
+        line = self.front.stdout.readline()
+        assert line.startswith("READY "), f"tls_front.mjs did not start: {line!r}"
+        self.port = json.loads(line[len("READY "):])["port"]
+        deadline = time.monotonic() + 30
+        while "listening on port" not in (directory / "everything.stderr").read_text():
+            assert self.server.poll() is None and time.monotonic() < deadline, \
+                "server-everything did not start: " + (directory / "everything.stderr").read_text()
+            time.sleep(0.1)
+
+    def close(self):
+        for p in (self.front, self.server):
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.stderr.close()

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from conftest import BROKER_BIN, make_pki
-from mcp_upstream import AGENTS, MCP_DIR, McpServer, sdk_installed
+from mcp_upstream import AGENTS, MCP_DIR, EverythingServer, McpServer, sdk_installed
 from ocsf import validate
 from wrapped_session import WrappedRun, Wrapper, broker_env, echo, proxy  # noqa: F401 (fixtures)
 HOST = "mcp.example.test"
@@ -470,3 +470,38 @@ def test_learn_proposes_the_mcp_rule_of_what_was_called(tmp_path_factory, upstre
     assert rule["mcp"]["tools"]["allow"] == ["create_issue", "get_issue"], rule
     assert rule["mcp"]["resources"]["allow"] == ["file:///docs/readme.md"], rule
     assert rule["mcp"]["prompts"]["allow"] == [], rule
+
+
+def test_the_reference_server_everything(tmp_path_factory, upstream_pki, echo):
+    """@modelcontextprotocol/server-everything (the MCP reference server, streamable HTTP) behind
+    the fakes' TLS: its list loses every tool the rule does not allow (get-env among them, which
+    would hand the model the server's environment), an allowed tool works, and a call of get-env
+    made anyway is answered by the broker and never reaches the server."""
+    sdk_installed()
+    server = EverythingServer(tmp_path_factory.mktemp("everything"), upstream_pki)
+    policy = json.loads(json.dumps(POLICY))
+    policy["allow"][0]["mcp"] = {"tools": {"allow": ["echo", "get-sum"], "deny": ["get-env"],
+                                           "arguments": {"get-sum": {"/a": 2}}}}
+    steps = [{"op": "list"},
+             {"op": "call", "tool": "echo", "args": {"message": "hello through the broker"}},
+             {"op": "call", "tool": "get-env", "args": {}},
+             {"op": "call", "tool": "get-sum", "args": {"a": 2, "b": 3}},
+             {"op": "call", "tool": "get-sum", "args": {"a": 7, "b": 3}}]
+    try:
+        wrapper = McpWrapper(tmp_path_factory.mktemp("mcp-everything"), upstream_pki, server,
+                             echo)
+        r = wrapper.run("everything", steps, policy=policy)
+    finally:
+        server.close()
+    out = steps_of(r)
+    assert sorted(out[0]["tools"]) == ["echo", "get-sum"], out[0]
+    assert out[1]["ok"] and "hello through the broker" in out[1]["text"], out[1]
+    assert not out[2]["ok"] and out[2]["data"]["rule"] == "allow[0].mcp.tools.deny[0]", out[2]
+    assert out[3]["ok"] and "5" in out[3]["text"], out[3]
+    assert not out[4]["ok"] and out[4]["data"]["rule"] == \
+        "allow[0].mcp.tools.arguments.get-sum./a", out[4]
+    calls = [(q["mcp"]["tool"], q["mcp"].get("outcome")) for q in r.records()
+             if (q.get("mcp") or {}).get("method") == "tools/call"]
+    assert calls == [("echo", "ok"), ("get-env", "refused"), ("get-sum", "ok"),
+                     ("get-sum", "refused")], calls
+
