@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.hpp"
 #include "config/policy_sections.hpp"
 
 namespace broker::config {
@@ -91,11 +92,7 @@ std::vector<mcp_tool_arguments> parse_arguments(const json_node& node) {
 }
 
 bool is_digest(const nlohmann::json& v) {
-  if (!v.is_string()) return false;
-  const auto& text = v.get_ref<const std::string&>();
-  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return v.is_string() && base::is_lower_hex(v.get_ref<const std::string&>(), 64);
 }
 
 // "pins": a file `broker mcp pin` wrote, beside the policy unless the path is absolute.

@@ -1,23 +1,8 @@
 // judge_request (request_judge.hpp).
 #include "mcp/request_judge.hpp"
 
-#include <openssl/evp.h>
-
 namespace broker::mcp {
 namespace {
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < size; ++i) {
-    out.push_back(hex[digest[i] >> 4]);
-    out.push_back(hex[digest[i] & 15]);
-  }
-  return out;
-}
 
 call_record record_of(const client_body& body) {
   call_record r;
