@@ -179,7 +179,12 @@ const request_broker& credential_set::swapping(std::size_t i, const request_cont
     if (s.base != i) continue;
     const request_broker& tool = *brokers_[s.tool];
     if (!tool.usable(where) || tool.judge_mcp_tool(where).refused()) continue;
-    if (tool.scoped() && tool.judge_scope(where.host, where.method, target).refused()) continue;
+    // A scope that needs the body (a GraphQL read) is judged by the plan for the credential the
+    // request carries: the stand-in is not made then, the base credential goes.
+    if (tool.scoped()) {
+      const scope_verdict v = tool.judge_scope(where.host, where.method, target);
+      if (v.refused() || v.graphql_body) continue;
+    }
     return *s.swapper;
   }
   return *brokers_[i];

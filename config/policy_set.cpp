@@ -244,7 +244,8 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
       if (first_allow.empty()) first_allow = name(layer, r.rule);
       if (r.approved && first_approved.empty()) first_approved = name(layer, r.rule);
       if (req && r.decided->mcp)
-        mcp.push_back({&*r.decided->mcp, name(layer, r.rule), !never && takes_approvals(layer)});
+        mcp.push_back(
+            {&*r.decided->mcp, name(layer, r.rule), !never && takes_approvals(layer), !never});
     }
   }
   if (!first_deny.empty()) return refused(first_deny);

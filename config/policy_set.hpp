@@ -70,10 +70,13 @@ struct verdict {
   // (mcp/call_rules.hpp). The rules stay valid as long as the set.
   // `asks`: the layer's refusals may be asked about (as `askable` above): a call its rules
   // refuse for want of an allow glob or by an argument check is held for a person.
+  // `approvable`: the host is in no layer's "approvals": {"never": [...]} (nothing about it is
+  // asked, "on_change": "ask" included).
   struct mcp_scope {
     const mcp_rules* rules;
     std::string rule;
     bool asks = false;
+    bool approvable = true;
   };
   std::vector<mcp_scope> mcp;
 };

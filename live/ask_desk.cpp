@@ -305,7 +305,7 @@ std::vector<std::shared_ptr<ask_desk::held_request>> ask_desk::approve_call(
     return released;
   }
   ctx_.mcp_approvals().approve(call.server, call.kind, call.target);
-  if (!call.changed.empty()) ctx_.mcp_pins().accept(call.server, call.target);
+  if (call.pin) ctx_.mcp_pins().accept(call.server, call.target, call.shown);
   for (auto& [n, h] : held_)
     if (same_call(*h)) {
       released.push_back(h);

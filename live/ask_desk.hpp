@@ -64,6 +64,8 @@ struct mcp_ask {
   std::string arguments;  // pretty-printed, secrets redacted (mcp::shown_arguments); "" for none
   std::string why;        // the refusal, as a sentence
   std::vector<std::string> changed;  // a changed tool: which of its fields
+  bool pin = false;                  // refused by its pin: an approval for the session accepts
+  std::string shown;                 // ... the listing it was asked about (mcp::pin_store::accept)
 };
 
 struct ask_outcome {

@@ -162,7 +162,7 @@ bool tool_listed(std::string_view name, const scopes& rules) {
 bool asks_on_change(const scopes& rules) {
   if (rules.empty()) return false;
   for (const auto& scope : rules)
-    if (scope.rules->on_change != config::mcp_on_change::ask) return false;
+    if (scope.rules->on_change != config::mcp_on_change::ask || !scope.approvable) return false;
   return true;
 }
 

@@ -44,8 +44,8 @@ std::string shown_arguments(const nlohmann::json& arguments, std::size_t max_byt
 // tools/list answer keeps. A deny glob, or an allow list of a layer that does not ask, hides it.
 bool tool_listed(std::string_view name, const scopes& rules);
 
-// Whether a tool that changed since its pin is asked about ("on_change": "ask" in every scope)
-// rather than hidden and refused.
+// Whether a tool that changed since its pin is asked about ("on_change": "ask" in every scope, on
+// a host no layer says "never" of) rather than hidden and refused.
 bool asks_on_change(const scopes& rules);
 
 }  // namespace broker::mcp

@@ -51,6 +51,10 @@ std::vector<std::string> pin_store::check(const std::string& server, const std::
     return {};
   }
   it->second.latest = now;
+  if (it->second.unset) {
+    it->second = pin{now, now, {}, false};
+    return {};
+  }
   auto fields = changed_fields(it->second.first, now);
   if (!fields.empty()) it->second.changed = fields;
   return it->second.changed;
@@ -67,6 +71,9 @@ std::vector<std::string> pin_store::check_against(const std::string& server,
     pin first{pinned ? *pinned : now, now, {}};
     if (!pinned) first.changed = {std::string(not_pinned)};
     it = tools.emplace(tool, std::move(first)).first;
+  } else if (it->second.unset) {
+    it->second = pin{now, now, {}, false};  // accepted by a person before it was listed
+    return {};
   }
   it->second.latest = now;
   if (auto fields = changed_fields(it->second.first, now); !fields.empty())
@@ -83,14 +90,40 @@ std::vector<std::string> pin_store::changed(const std::string& server,
   return t == s->second.end() ? std::vector<std::string>() : t->second.changed;
 }
 
-void pin_store::accept(const std::string& server, const std::string& tool) {
+namespace {
+
+std::string key_of(const tool_digest& d) {
+  return d.description + "/" + d.input_schema + "/" + d.annotations;
+}
+
+}  // namespace
+
+void pin_store::accept(const std::string& server, const std::string& tool,
+                       const std::string& shown) {
   std::lock_guard lock(mutex_);
-  const auto s = servers_.find(server);
-  if (s == servers_.end()) return;
-  const auto t = s->second.find(tool);
-  if (t == s->second.end()) return;
+  auto& tools = servers_[server];
+  const auto t = tools.find(tool);
+  if (t == tools.end()) {
+    if (shown.empty()) tools.emplace(tool, pin{{}, {}, {}, true});
+    return;
+  }
+  if (t->second.unset || key_of(t->second.latest) != shown) return;
   t->second.first = t->second.latest;
   t->second.changed.clear();
+}
+
+std::string pin_store::latest(const std::string& server, const std::string& tool) const {
+  std::lock_guard lock(mutex_);
+  const auto s = servers_.find(server);
+  if (s == servers_.end()) return {};
+  const auto t = s->second.find(tool);
+  return t == s->second.end() || t->second.unset ? std::string() : key_of(t->second.latest);
+}
+
+bool pin_store::known(const std::string& server, const std::string& tool) const {
+  std::lock_guard lock(mutex_);
+  const auto s = servers_.find(server);
+  return s != servers_.end() && s->second.contains(tool);
 }
 
 }  // namespace broker::mcp

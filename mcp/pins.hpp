@@ -49,14 +49,22 @@ class pin_store {
   static constexpr std::string_view not_pinned = "not in the pins file";
   std::vector<std::string> changed(const std::string& server, const std::string& tool) const;
   // A person accepted the tool as it was last listed (an ask about a changed tool, approved for
-  // the session): that becomes its pin, and it is no longer changed.
-  void accept(const std::string& server, const std::string& tool);
+  // the session): that becomes its pin, and it is no longer changed. Only when what was last
+  // listed is still `shown` (latest() when the person was asked): a tool that changed again
+  // while the ask waited stays changed. A tool never listed (a pins file lacks it) is pinned by
+  // its first listing.
+  void accept(const std::string& server, const std::string& tool, const std::string& shown);
+  // The tool's last listing as one key (its digests joined); "" when never listed.
+  std::string latest(const std::string& server, const std::string& tool) const;
+  // Whether the session has listed the tool, or a person accepted it.
+  bool known(const std::string& server, const std::string& tool) const;
 
  private:
   struct pin {
     tool_digest first;
     tool_digest latest;
     std::vector<std::string> changed;
+    bool unset = false;  // accepted before it was ever listed: its first listing pins it
   };
   mutable std::mutex mutex_;
   std::map<std::string, std::map<std::string, pin, std::less<>>, std::less<>> servers_;

@@ -25,7 +25,8 @@ call_record record_of(const client_body& body) {
 }
 
 // A tool call the rules allow, of a tool that changed since it was pinned: refused.
-call_verdict judge_pin(const client_message& m, const scopes& rules, const server_pins* pins) {
+call_verdict judge_pin(const client_message& m, const scopes& rules, const server_pins* pins,
+                       std::vector<std::string>& fields_out) {
   if (!pins || !pins->store || m.kind != call_kind::tool || rules.empty()) return {};
   auto fields = pins->store->changed(pins->server, m.target);
   // The team's pins file, when a scope ships one: a tool it lacks, even if never listed.
@@ -35,9 +36,11 @@ call_verdict judge_pin(const client_message& m, const scopes& rules, const serve
       file = &*scope.rules->pins;
       break;
     }
-  if (file && fields.empty() && !file->tools.contains(m.target))
+  if (file && fields.empty() && !pins->store->known(pins->server, m.target) &&
+      !file->tools.contains(m.target))
     fields = {std::string(pin_store::not_pinned)};
   if (fields.empty()) return {};
+  fields_out = fields;
   const std::string name = "the tool \"" + shown_name(m.target) + "\"";
   std::string why;
   if (fields.front() == pin_store::not_pinned) {
@@ -65,12 +68,14 @@ judged_request judge_request(std::string_view body, const scopes& rules, const s
   }
   out.record = record_of(*messages);
   std::vector<call_verdict> verdicts;
+  std::vector<std::vector<std::string>> pin_fields;  // per message: a pin's refusal's fields
   std::size_t refused = 0;
   for (const auto& m : messages->messages) {
     const bool ok = approved && pins && m.kind != call_kind::other &&
                     approved->approved(pins->server, m.kind, m.target);
     verdicts.push_back(judge_call(m, rules, ok));
-    if (verdicts.back().allowed) verdicts.back() = judge_pin(m, rules, pins);
+    pin_fields.emplace_back();
+    if (verdicts.back().allowed) verdicts.back() = judge_pin(m, rules, pins, pin_fields.back());
     if (verdicts.back().allowed) continue;
     ++refused;
     if (!out.refused) {
@@ -88,8 +93,11 @@ judged_request judge_request(std::string_view body, const scopes& rules, const s
     ask.method = m.method;
     ask.target = m.target;
     ask.arguments = m.arguments;
-    if (pins && pins->store && m.kind == call_kind::tool)
-      ask.changed = pins->store->changed(pins->server, m.target);
+    ask.pin = !pin_fields[0].empty();
+    if (ask.pin) {
+      ask.changed = pin_fields[0];
+      ask.shown = pins->store->latest(pins->server, m.target);
+    }
   }
   nlohmann::json answers = nlohmann::json::array();
   for (std::size_t i = 0; i < verdicts.size(); ++i) {

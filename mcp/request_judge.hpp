@@ -34,8 +34,13 @@ struct asked_call {
   call_kind kind = call_kind::other;
   std::string method;
   std::string target;
-  nlohmann::json arguments;          // a tools/call's, as the client sent them; else null
-  std::vector<std::string> changed;  // a changed tool's fields since its pin (pins.hpp)
+  nlohmann::json arguments;  // a tools/call's, as the client sent them; else null
+  // A tool refused by its pin (pins.hpp): the fields that changed ("not in the pins file" for
+  // one a team's file lacks), and its last listing (pin_store::latest, "" when never listed),
+  // which an approval for the session accepts.
+  bool pin = false;
+  std::vector<std::string> changed;
+  std::string shown;
 };
 
 struct judged_request {

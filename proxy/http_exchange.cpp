@@ -269,8 +269,8 @@ asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_ali
   if (!judged.refused) co_return std::nullopt;
   s_.entry.rule = judged.rule;
   // wrap --learn: a call a person could have approved goes, recorded as learned (for policy
-  // suggest's "mcp" rules).
-  if (judged.ask && s_.io.ctx.learns()) {
+  // suggest's "mcp" rules); never a tool that changed since its pin.
+  if (judged.ask && !judged.ask->pin && s_.io.ctx.learns()) {
     s_.entry.learned = true;
     co_return std::nullopt;
   }
@@ -296,8 +296,8 @@ asio::awaitable<std::optional<std::string>> http_exchange::ask_about_call(
     const mcp::judged_request& judged, const std::string& server) {
   const mcp::asked_call& call = *judged.ask;
   live::mcp_ask ask{
-      server,     call.kind,   call.method, call.target, mcp::shown_arguments(call.arguments),
-      judged.why, call.changed};
+      server,     call.kind,    call.method, call.target, mcp::shown_arguments(call.arguments),
+      judged.why, call.changed, call.pin,    call.shown};
   s_.io.timer.arm(timeouts().ask + std::chrono::seconds(5), live::waiting_for::approval);
   const config::destination dest{s_.entry.host, std::nullopt, s_.entry.port};
   const auto outcome = co_await s_.io.ctx.asks()->hold_call(s_.entry, dest, std::move(ask));

@@ -133,3 +133,30 @@ TEST_CASE("mcp_tools: what the policy accepts", "[config][policy][mcp]") {
     }
   }
 }
+
+TEST_CASE("mcp_tools: a stand-in whose scope needs the body is not made", "[brokers][mcp]") {
+  // The write token may only read GraphQL: its scope is judged on the body by the plan, for the
+  // credential the request carries, so on /graphql the base (read) token goes instead.
+  std::vector<value_broker::init> list;
+  list.push_back(bearer("github_write", "GITHUB_PAT", write_real, write_dummy));
+  list.back().spec.type = "github";
+  list.back().spec.hosts = {*broker::config::host_pattern::parse("api.github.com")};
+  list.back().spec.mcp_tools = std::vector<std::string>{"create_*"};
+  list.back().spec.scope = broker::config::parse_policy(
+                               R"({"credentials": {"c": {"type": "github", "env": ["T"],
+                                   "hosts": ["*"], "scope": {"graphql": "read"}}}})",
+                               "p.json")
+                               .credentials.at("c")
+                               .scope;
+  list.push_back(bearer("github_read", "GITHUB_PAT", read_real, read_dummy));
+  list.back().spec.type = "github";
+  list.back().spec.hosts = {*broker::config::host_pattern::parse("api.github.com")};
+  const credential_set set(brokers_of(std::move(list)));
+  request_context where{"api.github.com", false, false};
+  where.mcp_tool = "create_issue";
+  std::vector<header_field> headers{{"Authorization", "Bearer " + read_dummy}};
+  std::string target = "/graphql";
+  auto plan = set.plan(where, "POST", target, headers, true);
+  CHECK(plan.decision().credential == "github_read");
+  CHECK(headers[0].value == "Bearer " + read_real);
+}

@@ -141,9 +141,14 @@ TEST_CASE("mcp pins: \"on_change\": \"ask\" keeps a changed tool listed and asks
   REQUIRE(asked.refused);
   REQUIRE(asked.ask);
   CHECK(asked.ask->changed == std::vector<std::string>{"description"});
+  CHECK(asked.ask->pin);
+  CHECK(asked.ask->shown == store.latest("m.example:443", "get_issue"));
 
+  // What was shown must still be what is listed: accepting an older listing changes nothing.
+  store.accept("m.example:443", "get_issue", "an/older/listing");
+  CHECK(broker::mcp::judge_request(call, rules, &pins).refused);
   // Accepted for the session: what it now is becomes its pin; a later change is a change again.
-  store.accept("m.example:443", "get_issue");
+  store.accept("m.example:443", "get_issue", asked.ask->shown);
   CHECK_FALSE(broker::mcp::judge_request(call, rules, &pins).refused);
   CHECK(store
             .check("m.example:443", "get_issue",
@@ -201,6 +206,20 @@ TEST_CASE("mcp pins: a team's pins file is the pin from the first listing", "[mc
   auto unlisted = broker::mcp::judge_request(call("never_listed"), rules, &pins);
   CHECK(unlisted.refused);
   CHECK(unlisted.why == "the tool \"never_listed\" is not in the pins file pins.json");
+
+  // A person who approves, for the session, a call of a tool the file lacks (asked about where
+  // "on_change" says "ask"): it is accepted, listed or not, and its first listing pins it.
+  {
+    pin_store accepted;
+    const server_pins at{&accepted, "m.example:443"};
+    accepted.accept("m.example:443", "never_listed", "");
+    CHECK(accepted.known("m.example:443", "never_listed"));
+    CHECK_FALSE(broker::mcp::judge_request(call("never_listed"), rules, &at).refused);
+    json later = list_of(std::vector<json>{tool("never_listed", "Now listed.")});
+    CHECK(broker::mcp::filter_tools(later, rules, &at) == 0);
+    json again = list_of(std::vector<json>{tool("never_listed", "Now listed, then changed.")});
+    CHECK(broker::mcp::filter_tools(again, rules, &at) == 1);
+  }
 
   // A session whose server lists the tool as pinned: it stays, and is called.
   pin_store fresh;
