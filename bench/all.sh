@@ -20,7 +20,9 @@
 #  10. the operators' console (issue 31): its JSON at 10,000 sessions and 1,000,000 audit
 #      records, the index's first scan and memory, and one session of 1,000,000 records;
 #  11. the MCP reader (issue 53): tools/call requests/s through an "mcp" rule beside the same
-#      host without it.
+#      host without it;
+#  12. new client processes inside `broker wrap` against the same outside (issue 55): 30 curl
+#      and 30 git ls-remote in a row.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -82,3 +84,6 @@ run console env SESSIONS=1 RECORDS=1000000 RUNS=5 "$root/bench/console_scale.py"
 section "11. MCP reader, $rounds rounds: tools/call keep-alive requests/s through an \"mcp\" rule" \
   "beside the same host without (goal: ratio >= 0.90)"
 run mcp "$root/bench/mcp.sh" "$broker" "$rounds"
+section "12. new client processes inside wrap, $rounds rounds: 30 in a row against outside" \
+  "(guard: inside <= 1.10x)"
+run clients "$root/bench/wrap_clients.sh" "$broker" "$rounds"
