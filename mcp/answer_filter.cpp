@@ -28,10 +28,8 @@ std::vector<std::string> check_pin(const nlohmann::json& tool, const std::string
     if (!scope.rules->pins) continue;
     const auto& file = scope.rules->pins->tools;
     const auto it = file.find(name);
-    if (it == file.end()) return pins->store->check_against(pins->server, name, now, nullptr);
-    const tool_digest pinned{it->second.description, it->second.input_schema,
-                             it->second.annotations};
-    return pins->store->check_against(pins->server, name, now, &pinned);
+    return pins->store->check_against(pins->server, name, now,
+                                      it == file.end() ? nullptr : &it->second);
   }
   return pins->store->check(pins->server, name, now);
 }

@@ -43,21 +43,8 @@ std::vector<std::string> changed_fields(const tool_digest& pinned, const tool_di
 
 std::vector<std::string> pin_store::check(const std::string& server, const std::string& tool,
                                           const tool_digest& now) {
-  std::lock_guard lock(mutex_);
-  auto& tools = servers_[server];
-  const auto it = tools.find(tool);
-  if (it == tools.end()) {
-    tools.emplace(tool, pin{now, now, {}});
-    return {};
-  }
-  it->second.latest = now;
-  if (it->second.unset) {
-    it->second = pin{now, now, {}, false};
-    return {};
-  }
-  auto fields = changed_fields(it->second.first, now);
-  if (!fields.empty()) it->second.changed = fields;
-  return it->second.changed;
+  // Its first listing is its pin.
+  return check_against(server, tool, now, &now);
 }
 
 std::vector<std::string> pin_store::check_against(const std::string& server,

@@ -12,16 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/mcp_rules.hpp"
+
 namespace broker::mcp {
 
 // A tools/list entry's fields that a model reads, each as the SHA-256 of its compact JSON
 // (nlohmann's, keys sorted; an absent field as null), in lower-case hex (as a pins file holds
 // them, `broker mcp pin`).
-struct tool_digest {
-  std::string description;
-  std::string input_schema;
-  std::string annotations;
-};
+// The same three digests a team's pins file holds (config::mcp_tool_pin).
+using tool_digest = config::mcp_tool_pin;
 
 tool_digest digest_of(const nlohmann::json& tool);
 
