@@ -61,6 +61,10 @@ struct mcp_rules {
   mcp_names prompts;                          // prompts/get names
 };
 
+// A name, URI or glob a policy can hold: no control bytes (a JSON string may hold any; a name
+// that differs from what is shown only by one must never match by accident).
+bool mcp_printable(std::string_view text);
+
 // Whether `name` matches `glob` ('*' = any run, possibly empty; nothing else is special).
 bool mcp_glob_matches(std::string_view glob, std::string_view name);
 

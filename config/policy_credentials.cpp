@@ -263,15 +263,7 @@ std::vector<std::string> parse_mcp_tools(const json_node& node, const credential
   if (c.type != "github" && c.type != "bearer" && c.type != "header" && c.type != "basic")
     node.fail("\"mcp_tools\" applies to types github, bearer, header and basic");
   if (c.login_file) node.fail("\"mcp_tools\" does not apply with \"file\"");
-  std::vector<std::string> globs;
-  for (auto& [text, item] : node.string_elements()) {
-    const bool printable = std::none_of(text.begin(), text.end(), [](char ch) {
-      return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f;
-    });
-    if (text.empty() || !printable)
-      item.fail("expected a tool name or a glob ('*' matches any run)");
-    globs.push_back(text);
-  }
+  auto globs = parse_mcp_globs(node, "tool name");
   if (globs.empty()) node.fail("expected at least one tool name or glob");
   return globs;
 }

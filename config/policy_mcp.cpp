@@ -10,35 +10,26 @@
 #include "config/policy_sections.hpp"
 
 namespace broker::config {
-namespace {
 
-// A name or URI glob: printable, no control bytes (a JSON string may hold any; a name that
-// differs from what is shown only by one must never match by accident).
-bool printable(std::string_view text) {
-  return std::none_of(text.begin(), text.end(), [](char c) {
-    const auto u = static_cast<unsigned char>(c);
-    return u < 0x20 || u == 0x7f;
-  });
-}
-
-// An array of globs; empty is allowed (an empty "allow": none at all).
-std::vector<std::string> parse_globs(const json_node& node, const char* what) {
+std::vector<std::string> parse_mcp_globs(const json_node& node, const char* what) {
   std::vector<std::string> globs;
   for (const json_node& item : node.elements("expected array of strings")) {
     if (!item.value().is_string()) item.fail("expected a string");
     const std::string text = item.value().get<std::string>();
-    if (text.empty() || !printable(text))
+    if (text.empty() || !mcp_printable(text))
       item.fail(std::string("expected a ") + what + " or a glob ('*' matches any run)");
     if (std::find(globs.begin(), globs.end(), text) == globs.end()) globs.push_back(text);
   }
   return globs;
 }
 
+namespace {
+
 // {"allow": [globs], "deny": [globs]}, and for tools "arguments".
 mcp_names parse_names(const json_node& node, const char* what) {
   mcp_names names;
-  if (auto allow = node.find("allow")) names.allow = parse_globs(*allow, what);
-  if (auto deny = node.find("deny")) names.deny = parse_globs(*deny, what);
+  if (auto allow = node.find("allow")) names.allow = parse_mcp_globs(*allow, what);
+  if (auto deny = node.find("deny")) names.deny = parse_mcp_globs(*deny, what);
   return names;
 }
 
@@ -47,7 +38,7 @@ bool is_json_pointer(std::string_view p) {
   if (!p.empty() && p.front() != '/') return false;
   for (std::size_t i = 0; i < p.size(); ++i)
     if (p[i] == '~' && (i + 1 == p.size() || (p[i + 1] != '0' && p[i + 1] != '1'))) return false;
-  return printable(p);
+  return mcp_printable(p);
 }
 
 mcp_argument_check parse_check(const std::string& pointer, const json_node& node) {
@@ -64,7 +55,7 @@ mcp_argument_check parse_check(const std::string& pointer, const json_node& node
       node.fail("expected exactly one of {\"glob\": \"...\"} or {\"equals\": value}");
     if (glob) {
       check.glob = glob->as_string();
-      if (check.glob->empty() || !printable(*check.glob))
+      if (check.glob->empty() || !mcp_printable(*check.glob))
         glob->fail("expected a non-empty glob ('*' matches any run)");
     } else {
       check.equals = equals->value().dump();
@@ -79,7 +70,7 @@ mcp_argument_check parse_check(const std::string& pointer, const json_node& node
 std::vector<mcp_tool_arguments> parse_arguments(const json_node& node) {
   std::vector<mcp_tool_arguments> out;
   for (auto& [tool, checks] : node.members("expected an object: tool glob → {pointer: value}")) {
-    if (tool.empty() || !printable(tool)) checks.fail("expected a tool name or glob");
+    if (tool.empty() || !mcp_printable(tool)) checks.fail("expected a tool name or glob");
     mcp_tool_arguments a;
     a.tool = tool;
     auto members = checks.members("expected an object: JSON pointer → value or {\"glob\": ...}");
@@ -112,7 +103,7 @@ mcp_pins_file parse_pins(const json_node& node) {
   if (!doc.is_object() || !doc.contains("tools") || !doc["tools"].is_object())
     bad("expected an object with \"tools\"");
   for (const auto& [name, tool] : doc["tools"].items()) {
-    if (name.empty() || !printable(name)) bad("a tool name is empty or has control bytes");
+    if (name.empty() || !mcp_printable(name)) bad("a tool name is empty or has control bytes");
     if (!tool.is_object() || !is_digest(tool.value("description", nlohmann::json())) ||
         !is_digest(tool.value("inputSchema", nlohmann::json())) ||
         !is_digest(tool.value("annotations", nlohmann::json())))
@@ -158,6 +149,13 @@ mcp_rules parse_mcp(const json_node& node) {
     rules.prompts = parse_names(*prompts, "prompt name");
   }
   return rules;
+}
+
+bool mcp_printable(std::string_view text) {
+  return std::none_of(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
 }
 
 bool mcp_glob_matches(std::string_view glob, std::string_view name) {

@@ -27,6 +27,9 @@ credential_scope parse_scope(const json_node& node, std::string_view type);
 
 // An allow rule's "mcp" (config/mcp_rules.hpp).
 mcp_rules parse_mcp(const json_node& node);
+// An array of MCP names or globs (`what`: "tool name"...), each non-empty and mcp_printable,
+// duplicates dropped; empty is allowed (an empty "allow": none at all).
+std::vector<std::string> parse_mcp_globs(const json_node& node, const char* what);
 
 // "programs" (allow rules, credentials): paths or globs of executables, and the line of each.
 void parse_programs(const json_node& node, std::vector<std::string>& programs,

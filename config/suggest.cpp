@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/address.hpp"
+#include "config/mcp_rules.hpp"
 #include "config/path_pattern.hpp"
 #include "config/policy_set.hpp"
 
@@ -101,11 +102,7 @@ nlohmann::ordered_json rule_json(const suggestion& s, bool with_methods, bool wi
       auto allow = nlohmann::ordered_json::array();
       if (auto it = s.called.find(kind); it != s.called.end())
         for (const auto& name : it->second)
-          if (name.find('*') == std::string::npos &&
-              std::none_of(name.begin(), name.end(), [](char c) {
-                return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-              }))
-            allow.push_back(name);
+          if (name.find('*') == std::string::npos && mcp_printable(name)) allow.push_back(name);
       m[std::string(kind) + "s"] = {{"allow", std::move(allow)}};
     }
   }
