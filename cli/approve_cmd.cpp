@@ -3,7 +3,6 @@
 // socket (a gateway's sessions through the gateway's).
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "base/text.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "live/ask_text.hpp"
 #include "session/control_socket.hpp"
 
 namespace broker::cli {
@@ -73,27 +73,13 @@ int run_pending(const std::string& session, const std::string& gateway, bool jso
     if (ask["exe"].is_string()) who += " " + ask["exe"].get<std::string>();
     // What the wrapped command chose (its URL, its program's name, an MCP call's arguments) is
     // printed escaped.
-    std::string what = ask.value("method", "") + " " + ask.value("url", "");
-    std::string arguments;
-    if (ask.contains("mcp") && ask["mcp"].is_object()) {
-      const auto& m = ask["mcp"];
-      what = "MCP " + m.value("method", "");
-      for (const char* kind : {"tool", "prompt", "resource"})
-        if (m.contains(kind) && m[kind].is_string()) what += " " + m[kind].get<std::string>();
-      what += " on " + m.value("server", "");
-      if (m.contains("arguments") && m["arguments"].is_string()) {
-        std::istringstream lines(m["arguments"].get<std::string>());
-        for (std::string line; std::getline(lines, line);)
-          arguments += "    " + base::printable(line) + "\n";
-      }
-    }
-    std::cout << base::printable(ask.value("id", "") + "  " + what + "  (" +
+    std::cout << base::printable(ask.value("id", "") + "  " + live::asked_what(ask) + "  (" +
                                  (who.empty() ? "process unknown" : who) + "; refused by " +
                                  ask.value("rule", "") + "; waiting " +
                                  std::to_string(ask.value("waiting_s", 0)) + " of " +
                                  std::to_string(ask.value("timeout_s", 0)) + " s)")
               << "\n"
-              << arguments;
+              << live::argument_lines(ask, "    ");
   }
   return status;
 }

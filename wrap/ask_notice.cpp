@@ -11,42 +11,14 @@
 #include <vector>
 
 #include "base/text.hpp"
+#include "live/ask_text.hpp"
 
 extern char** environ;
 
 namespace broker::wrap {
 
-namespace {
-
-// What is asked about: "GET https://host/path", or an MCP call "MCP tools/call create_issue on
-// host:443".
-std::string asked_what(const nlohmann::ordered_json& ask) {
-  if (!ask.contains("mcp") || !ask["mcp"].is_object())
-    return ask.value("method", "") + " " + ask.value("url", "");
-  const auto& m = ask["mcp"];
-  std::string target;
-  for (const char* kind : {"tool", "prompt", "resource"})
-    if (m.contains(kind) && m[kind].is_string()) target = m[kind].get<std::string>();
-  return "MCP " + m.value("method", "") + " " + target + " on " + m.value("server", "");
-}
-
-// An MCP call's arguments, each line indented under the ask ("" for none).
-std::string argument_lines(const nlohmann::ordered_json& ask) {
-  if (!ask.contains("mcp") || !ask["mcp"].contains("arguments") ||
-      !ask["mcp"]["arguments"].is_string())
-    return {};
-  std::string out = "  arguments:\n";
-  const std::string text = ask["mcp"]["arguments"].get<std::string>();
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find('\n', start), text.size());
-    out += "    " + base::printable(text.substr(start, end - start)) + "\n";
-    start = end + 1;
-  }
-  return out;
-}
-
-}  // namespace
+using live::argument_lines;
+using live::asked_what;
 
 std::string ask_line(const nlohmann::ordered_json& ask) {
   const std::string id = ask.value("id", "");
@@ -58,12 +30,14 @@ std::string ask_line(const nlohmann::ordered_json& ask) {
   }
   // The method, URL and program are the child's to choose: never a control byte on the
   // user's terminal.
-  if (ask.contains("mcp"))
+  if (ask.contains("mcp")) {
+    const std::string arguments = argument_lines(ask, "    ");
     return base::printable("broker: ask " + id + ": " + asked_what(ask) + who + ": " +
                            ask["mcp"].value("why", "") + "; waiting " +
                            std::to_string(ask.value("timeout_s", 0L)) + " s: broker approve " + id +
                            " [--once]  |  broker deny " + id) +
-           "\n" + argument_lines(ask);
+           "\n" + (arguments.empty() ? "" : "  arguments:\n" + arguments);
+  }
   return base::printable("broker: ask " + id + ": " + asked_what(ask) + who +
                          " is not in the policy; waiting " +
                          std::to_string(ask.value("timeout_s", 0L)) + " s: broker approve " + id +
