@@ -9,7 +9,7 @@
 #include "config/request_target.hpp"
 #include "live/ask_desk.hpp"
 #include "live/shared_admission.hpp"
-#include "mcp/request_judge.hpp"
+#include "mcp/messages.hpp"
 #include "proxy/address_guard.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/h1_upstream_side.hpp"
@@ -190,7 +190,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
                                  s_.entry.client.get()};
   // An MCP client's POST is read and judged before its credentials are planned: a credential
   // with "mcp_tools" is swapped only on a call of its tools.
-  const bool mcp_post = !s_.mcp.empty() && head.has_body && head.method == "POST";
+  const bool mcp_post = carries_mcp_calls(head);
   if (mcp_post) {
     if (auto refused = co_await prepare_body(head, where))
       co_return co_await refuse(*refused, false);
@@ -240,7 +240,7 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
   std::optional<brokers::whole_body_need> need =
       s_.plan ? s_.plan->whole_body() : std::optional<brokers::whole_body_need>();
   // An MCP client's POST carries its calls: read whole, as the broker judges them.
-  const bool mcp = !s_.mcp.empty() && head.has_body && head.method == "POST";
+  const bool mcp = carries_mcp_calls(head);
   if (mcp) {
     const std::size_t limit = std::max(need ? need->limit : 0, mcp::max_message_bytes);
     need = brokers::whole_body_need{limit, "an MCP call is read whole to be judged", true};
@@ -250,66 +250,6 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     if (auto refused = read_body_codings(head, need, s_.body_codings)) co_return refused;
   if (need) co_return co_await whole_body_reader(*this).read(head, where, *need);
   co_return std::nullopt;
-}
-
-asio::awaitable<std::optional<next_step>> http_exchange::judge_mcp(bool keep_alive) {
-  const mcp::server_pins pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()};
-  const mcp::judged_request judged =
-      mcp::judge_request(s_.body->bytes, s_.mcp, &pins, &s_.io.ctx.mcp_approvals());
-  if (!judged.unreadable.empty())
-    co_return co_await refuse(live::refusal::bad_request(judged.unreadable), false);
-  const auto& r = judged.record;
-  auto& call = s_.entry.mcp.emplace();
-  call.method = r.method;
-  call.kind = mcp::kind_name(r.kind);
-  call.target = r.target;
-  call.arguments_sha256 = r.arguments_sha256;
-  call.messages = r.messages;
-  s_.mcp_call_id = r.id;
-  if (!judged.refused) co_return std::nullopt;
-  s_.entry.rule = judged.rule;
-  // wrap --learn: a call a person could have approved goes, recorded as learned (for policy
-  // suggest's "mcp" rules); never a tool that changed since its pin.
-  if (judged.ask && !judged.ask->pin && s_.io.ctx.learns()) {
-    s_.entry.learned = true;
-    co_return std::nullopt;
-  }
-  std::string answer = judged.answer;
-  const char* error = "mcp_tool_denied";
-  if (judged.ask && s_.io.ctx.asks()) {
-    const auto outcome = co_await ask_about_call(judged, pins.server);
-    if (!outcome) co_return std::nullopt;  // approved: it goes up
-    if (!outcome->empty()) {
-      answer = *outcome;
-      error = "approval_denied";
-    }
-  }
-  s_.entry.mcp->outcome = "refused";
-  if (answer.empty())
-    co_return co_await refuse(live::refusal::mcp_tool_denied(judged.rule, judged.why), keep_alive);
-  s_.entry.event = "refused";
-  session::log(spdlog::level::debug, s_.io.tag, "MCP {} refused: {}", s_.entry.host, judged.why);
-  co_return co_await send_json(answer, keep_alive, false, error);
-}
-
-asio::awaitable<std::optional<std::string>> http_exchange::ask_about_call(
-    const mcp::judged_request& judged, const std::string& server) {
-  const mcp::asked_call& call = *judged.ask;
-  live::mcp_ask ask{
-      server,     call.kind,    call.method, call.target, mcp::shown_arguments(call.arguments),
-      judged.why, call.changed, call.pin,    call.shown};
-  s_.io.timer.arm(timeouts().ask + std::chrono::seconds(5), live::waiting_for::approval);
-  const config::destination dest{s_.entry.host, std::nullopt, s_.entry.port};
-  const auto outcome = co_await s_.io.ctx.asks()->hold_call(s_.entry, dest, std::move(ask));
-  using kind = live::ask_outcome::kind;
-  if (outcome.what == kind::approved) {
-    s_.entry.rule = outcome.rule;
-    co_return std::nullopt;
-  }
-  if (outcome.what == kind::full) co_return std::string();  // refused as if nobody were asked
-  co_return mcp::answer_as(
-      judged, "approval_denied",
-      outcome.what == kind::timed_out ? "no decision in time: " : "a person denied it: ");
 }
 
 asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head& head,

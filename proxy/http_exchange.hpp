@@ -174,6 +174,8 @@ class http_exchange {
   // it goes on; else the exchange ends here, its calls answered as refused (a JSON-RPC error, or
   // the HTTP refusal when the body held no request to answer) or the body refused as unreadable.
   asio::awaitable<std::optional<next_step>> judge_mcp(bool keep_alive);
+  // A POST on a host whose rule says "mcp": its body is read whole and judged (judge_mcp).
+  bool carries_mcp_calls(const http::message_head& head) const;
   // A refused MCP call a person may approve, held on the session's ask desk: nullopt when
   // approved (it goes up), else the JSON-RPC answer to send ("" for the refusal as it was).
   asio::awaitable<std::optional<std::string>> ask_about_call(const mcp::judged_request& judged,
