@@ -50,7 +50,7 @@ policy parse_policy(std::string_view text, const std::string& source) {
   json_node root(doc);
   root.expect_object("a policy is a JSON object");
   root.reject_unknown_keys({"version", "enforcement", "on_deny", "approvals", "allow", "deny",
-                            "credentials", "budgets", "env", "files"});
+                            "credentials", "budgets", "env", "files", "ssh"});
 
   if (auto version = root.find("version")) {
     const auto& v = version->value();
@@ -85,6 +85,7 @@ policy parse_policy(std::string_view text, const std::string& source) {
   if (auto budgets = root.find("budgets")) p.budgets = parse_budgets(*budgets);
   if (auto env = root.find("env")) p.env = parse_env(*env);
   if (auto files = root.find("files")) p.files = parse_files(*files);
+  if (auto ssh = root.find("ssh")) p.ssh = parse_ssh(*ssh);
   return p;
 }
 

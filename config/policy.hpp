@@ -65,6 +65,10 @@ struct rule {
   // Allow rules only: the JSON-RPC of MCP servers on the host is read and judged by these rules
   // (docs/policy.md, "MCP"); never with "tunnel".
   std::optional<mcp_rules> mcp;
+  // Allow rules only: "ssh": true (docs/policy.md, "SSH"): a tunnel to one named host (ports
+  // default to 22) that ssh and git use through the session's agent, whose keys sign only for
+  // the hosts such rules allow; the connection's record names the key that signed.
+  bool ssh = false;
 
   bool has_l7_conditions() const { return !methods.empty() || !paths.empty(); }
 };
@@ -191,6 +195,15 @@ struct env_spec {
   std::vector<std::string> strip;
 };
 
+// "ssh" (docs/policy.md, "SSH"): which of the user's keys the session's agent holds, and host keys
+// to trust besides the user's known_hosts.
+struct ssh_spec {
+  // Private key files, absolute or "~/..."; empty: every key in ~/.ssh whose public half is there.
+  std::vector<std::string> keys;
+  // known_hosts lines ("github.com ssh-ed25519 AAAA..."), each checked when parsed.
+  std::vector<std::string> host_keys;
+};
+
 struct files_spec {
   std::vector<std::string> mask;
   std::vector<std::string> pass;
@@ -222,6 +235,7 @@ struct policy {
   budget_spec budgets;
   env_spec env;
   files_spec files;
+  ssh_spec ssh;
 
   bool has_egress_rules() const { return !allow.empty() || !deny.empty(); }
   bool asks() const { return on_deny == config::on_deny::ask; }

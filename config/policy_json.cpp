@@ -57,6 +57,7 @@ ordered_json rule_json(const rule& r, bool allow_list) {
     j["paths"] = std::move(paths);
   }
   if (allow_list) j["tunnel"] = r.tunnel;
+  if (r.ssh) j["ssh"] = true;
   if (allow_list && !r.http2) j["http2"] = false;
   if (!r.programs.empty()) {
     j["programs"] = r.programs;
@@ -232,6 +233,8 @@ nlohmann::ordered_json to_json(const policy& layer) {
                 {"pass", layer.files.pass},
                 {"readonly", layer.files.readonly},
                 {"writable", layer.files.writable}};
+  if (!layer.ssh.keys.empty() || !layer.ssh.host_keys.empty())
+    j["ssh"] = {{"keys", layer.ssh.keys}, {"host_keys", layer.ssh.host_keys}};
   return j;
 }
 

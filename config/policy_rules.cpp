@@ -97,6 +97,26 @@ void parse_programs(const json_node& node, std::vector<std::string>& programs,
   }
 }
 
+namespace {
+
+// "ssh": true: a tunnel to one named host, on port 22 unless the rule names ports.
+void parse_ssh_rule(const json_node& item, const json_node& ssh, rule& r) {
+  r.ssh = ssh.as_bool();
+  if (!r.ssh) return;
+  if (auto tunnel = item.find("tunnel"); tunnel && !r.tunnel)
+    tunnel->fail("an ssh rule is a tunnel (ssh traffic is encrypted end to end)");
+  // The agent binds keys to one host's own keys (ssh-add -h), so the rule names that host.
+  if (!r.host || r.host->text().find('*') != std::string::npos)
+    ssh.fail("an ssh rule names one host (\"host\": \"github.com\"), not a pattern or \"cidr\"");
+  if (r.mcp) ssh.fail("an ssh rule cannot have \"mcp\"");
+  if (r.has_l7_conditions())
+    ssh.fail("an ssh rule cannot have \"methods\" or \"paths\" (it is not HTTP)");
+  r.tunnel = true;
+  if (!item.find("ports")) r.ports = {22};
+}
+
+}  // namespace
+
 std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
   std::vector<rule> rules;
   for (const auto& item : list.elements("expected array of rule objects")) {
@@ -107,10 +127,11 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
       if (auto programs = item.find("programs"))
         programs->fail("\"programs\" applies only to allow rules (and credentials)");
       if (auto mcp = item.find("mcp")) mcp->fail("\"mcp\" applies only to allow rules");
+      if (auto ssh = item.find("ssh")) ssh->fail("\"ssh\" applies only to allow rules");
       item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths"});
     } else {
-      item.reject_unknown_keys(
-          {"host", "cidr", "ports", "methods", "paths", "tunnel", "programs", "http2", "mcp"});
+      item.reject_unknown_keys({"host", "cidr", "ports", "methods", "paths", "tunnel", "programs",
+                                "http2", "mcp", "ssh"});
     }
     rule r;
     r.name = item.key().substr(item.key().rfind('.') + 1);  // "allow[3]"
@@ -136,6 +157,7 @@ std::vector<rule> parse_rules(const json_node& list, bool allow_list) {
             "a tunnel rule cannot have \"methods\" or \"paths\" (tunnelled traffic is not "
             "inspected)");
     }
+    if (auto ssh = item.find("ssh")) parse_ssh_rule(item, *ssh, r);
     rules.push_back(std::move(r));
   }
   return rules;

@@ -41,6 +41,7 @@ std::vector<host_pattern> parse_approvals(const json_node& section);
 budget_spec parse_budgets(const json_node& section);
 env_spec parse_env(const json_node& section);
 files_spec parse_files(const json_node& section);
+ssh_spec parse_ssh(const json_node& section);
 
 // True when some host name could match both patterns (used for the tunnel/credential check).
 bool patterns_overlap(const host_pattern& a, const host_pattern& b);

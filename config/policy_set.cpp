@@ -60,6 +60,7 @@ struct layer_result {
   bool allowed_by_rule = false;  // false: the layer has no allow rules (deny-only)
   std::string rule;
   bool tunnel = false;      // this layer agrees to tunnelling the connection
+  bool ssh = false;         // its tunnel rule is an ssh rule
   bool approved = false;    // the deciding allow rule is one a person approved
   bool http1_only = false;  // an allow rule matching the host and port says "http2": false
   const config::rule* decided = nullptr;  // the deciding allow rule
@@ -106,6 +107,7 @@ layer_result evaluate(const policy& layer, const destination& d, const request_l
   }
   out.allowed_by_rule = true;
   out.tunnel = tunnel_rule && !l7_deny_applies;
+  out.ssh = out.tunnel && tunnel_rule->ssh;
   // At connection level a tunnel rule, when one matches, is the one that decides.
   const rule& decided = (!req && out.tunnel) ? *tunnel_rule : *first;
   out.rule = decided.name;
@@ -224,6 +226,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   bool any_allow = false;
   std::vector<verdict::mcp_scope> mcp;
   bool tunnel = true;
+  bool ssh = false;
   bool http2 = true;
   const bool never = never_approvable(layers, *d);
   bool askable = !never;
@@ -238,6 +241,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
       continue;
     }
     tunnel = tunnel && r.tunnel;
+    ssh = ssh || r.ssh;
     http2 = http2 && !r.http1_only;
     if (r.allowed_by_rule) {
       any_allow = true;
@@ -265,6 +269,7 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   // What a person approved is what let it go: named before the other layers' rules.
   v.rule = std::move(first_approved.empty() ? first_allow : first_approved);
   v.tunnel = tunnel;
+  v.ssh = tunnel && ssh && !req;
   v.http2 = http2;
   v.mcp = std::move(mcp);
   v.would_deny = audit_refusal(layers, *d, req, who);
@@ -279,6 +284,25 @@ policy_set policy_set::with_approval(rule approved) const {
   for (policy& layer : layers)
     if (takes_approvals(layer)) layer.allow.push_back(approved);
   return policy_set(std::move(layers));
+}
+
+std::vector<destination> policy_set::ssh_destinations() const {
+  std::vector<destination> out;
+  for (const policy& layer : layers_) {
+    for (const rule& r : layer.allow) {
+      if (!r.ssh || !r.host) continue;
+      for (const std::uint16_t port : r.ports) {
+        destination d{r.host->text(), std::nullopt, port};
+        if (std::any_of(out.begin(), out.end(), [&](const destination& seen) {
+              return seen.host == d.host && seen.port == d.port;
+            }))
+          continue;
+        const verdict v = check_connect(d, {nullptr, true});
+        if (v.allowed && v.ssh) out.push_back(std::move(d));
+      }
+    }
+  }
+  return out;
 }
 
 void ask_on_every_layer(std::vector<policy>& layers) {

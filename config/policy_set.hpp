@@ -43,6 +43,9 @@ struct verdict {
   // credential in any layer is bound to the host (it could not be swapped). A connection-level
   // property: check_request reports the same value check_connect would.
   bool tunnel = false;
+  // A tunnel an ssh rule decided in some layer (docs/policy.md, "SSH"): the connection's record
+  // reads the server's key exchange to name the key that signed.
+  bool ssh = false;
   // An allowed verdict: the client may speak HTTP/2 on an intercepted connection to the host;
   // false when an allow rule matching the host and port in any layer says "http2": false.
   bool http2 = true;
@@ -126,6 +129,11 @@ class policy_set {
   // This set with `approved` (an allow rule for a host name, marked approved) added to every
   // enforcing layer that asks and has allow rules: the layers whose refusals can be asked about.
   policy_set with_approval(rule approved) const;
+
+  // The ssh rules' hosts and ports (in any layer) that check_connect allows as an ssh tunnel for
+  // any program: where a wrap session's agent may use its keys (docs/policy.md, "SSH"). Each
+  // (host, port) once, in the order the layers name them.
+  std::vector<destination> ssh_destinations() const;
 
   const std::vector<policy>& layers() const { return layers_; }
 

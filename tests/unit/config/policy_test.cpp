@@ -205,7 +205,7 @@ TEST_CASE("load_policy_file reads a file and reports unreadable ones", "[config]
     CHECK(std::string(e.what()) == path +
                                        ":3: bogus: unknown key (expected one of: version, "
                                        "enforcement, on_deny, approvals, allow, deny, "
-                                       "credentials, budgets, env, files)");
+                                       "credentials, budgets, env, files, ssh)");
   }
   {
     std::ofstream out(path);
