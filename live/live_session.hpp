@@ -18,6 +18,7 @@
 #include "live/connect_to.hpp"
 #include "live/session_clients.hpp"
 #include "live/session_counters.hpp"
+#include "live/ssh_joins.hpp"
 #include "live/session_ending.hpp"
 #include "live/timeouts.hpp"
 #include "session/audit_log.hpp"
@@ -133,6 +134,9 @@ class live_session {
   // The MCP calls a person approved for the session (ask_desk).
   mcp::call_approvals& mcp_approvals() { return *mcp_approvals_; }
 
+  // wrap: SSH connections joined to the keys the session's agent signed with (ssh_joins.hpp).
+  ssh_joins& ssh() { return ssh_; }
+
   // Its connections and exchanges, counted.
   session_counters& counters() { return counters_; }
   const session_counters& counters() const { return counters_; }
@@ -147,6 +151,7 @@ class live_session {
   std::shared_ptr<session_resolver> resolver_;
   session_ending ending_;
   session_counters counters_;
+  ssh_joins ssh_;
   std::unique_ptr<ask_desk> asks_;
   std::unique_ptr<mcp::pin_store> mcp_pins_;
   std::unique_ptr<mcp::call_approvals> mcp_approvals_;

@@ -14,6 +14,7 @@
 #include "proxy/tunnel.hpp"
 #include "proxy/upstream_dialer.hpp"
 #include "session/log.hpp"
+#include "ssh/tunnel_join.hpp"
 
 namespace broker::proxy {
 
@@ -204,12 +205,13 @@ asio::awaitable<void> client_connection::open_target(http_exchange& ex,
     if (!co_await start_interception(dest, std::move(none), verdict.http2)) c_.draining = true;
     co_return;
   }
-  co_await open_tunnel(ex, dest, *policy);
+  co_await open_tunnel(ex, dest, *policy, verdict.ssh);
 }
 
 asio::awaitable<void> client_connection::open_tunnel(http_exchange& ex,
                                                      const config::destination& dest,
-                                                     const config::policy_set& policy) {
+                                                     const config::policy_set& policy,
+                                                     bool ssh_rule) {
   if (auto refused = ex.admit_by_session(dest.host)) {
     co_await ex.refuse(*refused, false);
     co_return;
@@ -227,7 +229,7 @@ asio::awaitable<void> client_connection::open_tunnel(http_exchange& ex,
   if (spdlog::should_log(spdlog::level::debug))
     session::log(spdlog::level::debug, c_.tag, "tunnel to {} via {}", to_string(dest),
                  dialed.address);
-  co_await relay_to(ex, *dialed.socket);
+  co_await relay_to(ex, *dialed.socket, ssh_rule);
 }
 
 asio::awaitable<std::optional<live::refusal>> client_connection::settle_askable_tunnel(
@@ -271,25 +273,33 @@ asio::awaitable<void> client_connection::handle_captured() {
   if (!co_await start_interception(unknown, std::move(why))) c_.draining = true;
 }
 
-asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket& upstream) {
+asio::awaitable<void> client_connection::relay_to(http_exchange& ex, tcp::socket& upstream,
+                                                  bool ssh_rule) {
   auto& entry = ex.entry();
   // A captured client dialed the upstream itself: there is no CONNECT to answer.
   if (!c_.captured) co_await write_all(c_.client, "HTTP/1.1 200 Connection Established\r\n\r\n");
   ex.response_started(true);
   entry.status = 200;
+  std::optional<ssh::tunnel_join> join;
+  byte_watch watch;
+  if (ssh_rule) {
+    join.emplace(c_.ctx->ssh(), entry.host, entry.port);
+    watch = [&join](std::string_view bytes) { return join->server_bytes(bytes); };
+  }
   std::string error;
   const auto idle = c_.timeouts().tunnel;
   if (c_.ctx->budget()) {
     // A tunnel's bytes count as they move; a spent byte budget closes it (docs/policy.md).
     const auto ended =
         co_await base::race(relay_tunnel(c_.client.socket(), upstream, c_.in, c_.deadline, idle,
-                                         entry.bytes_out, entry.bytes_in),
+                                         entry.bytes_out, entry.bytes_in, std::move(watch)),
                             watch_tunnel_budget(entry));
     if (ended == 1) error = "budget_exhausted";
   } else {
     co_await relay_tunnel(c_.client.socket(), upstream, c_.in, c_.deadline, idle, entry.bytes_out,
-                          entry.bytes_in);
+                          entry.bytes_in, std::move(watch));
   }
+  if (join) entry.ssh = join->finish();
   // A deadline (idle, or the drain after SIGTERM) cut it short: the connection records why.
   const auto cancelled = (co_await asio::this_coro::cancellation_state).cancelled();
   if (cancelled != asio::cancellation_type::none) co_return;

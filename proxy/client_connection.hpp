@@ -53,14 +53,16 @@ class client_connection {
   asio::awaitable<std::optional<live::refusal>> settle_askable_tunnel(
       session::audit_entry& entry, const config::destination& dest, config::verdict& verdict);
   // An allowed tunnel: the session's admission, then the upstream dialed and the bytes relayed.
+  // `ssh_rule`: an ssh rule's (docs/policy.md, "SSH"), whose record names the keys.
   asio::awaitable<void> open_tunnel(http_exchange& ex, const config::destination& dest,
-                                    const config::policy_set& policy);
+                                    const config::policy_set& policy, bool ssh_rule);
   // A captured connection: its target is the address it dialed (the name a synthetic address
   // was given to, or a literal IP); no CONNECT line to read and no 200 to send.
   asio::awaitable<void> handle_captured();
   // The CONNECT answered (unless captured) and the bytes relayed both ways until either side
-  // ends, a byte budget closing it when spent; then the tunnel's record.
-  asio::awaitable<void> relay_to(http_exchange& ex, tcp::socket& upstream);
+  // ends, a byte budget closing it when spent; then the tunnel's record. An ssh tunnel's record
+  // has the server's host key and the key the session's agent signed with (ssh/tunnel_join.hpp).
+  asio::awaitable<void> relay_to(http_exchange& ex, tcp::socket& upstream, bool ssh_rule);
   // Charges a tunnel's bytes to the budget as they move; returns when a byte budget is spent.
   asio::awaitable<void> watch_tunnel_budget(session::audit_entry& entry);
   // Answers a CONNECT with 200 and sets up what is inside it (TLS or plain HTTP); false when the

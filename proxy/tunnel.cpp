@@ -108,13 +108,13 @@ asio::awaitable<bool> splice_once(tcp::socket& from, tcp::socket& to, kernel_pip
 // Short exchanges (a TLS handshake, API calls) thus never pay for a pipe.
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buffer,
                            live::connection_deadline& idle, idle_duration idle_timeout,
-                           std::uint64_t& counter) {
+                           std::uint64_t& counter, byte_watch watch = {}) {
   std::optional<kernel_pipe> pipe;
   int large_reads = 0;
   for (;;) {
     co_await write_early_bytes(to, buffer, counter);
     idle.arm(idle_timeout, live::waiting_for::tunnel);
-    if (!pipe && large_reads >= limits::splice_after_large_reads) {
+    if (!pipe && !watch && large_reads >= limits::splice_after_large_reads) {
       pipe.emplace();
       if (pipe->ok()) {
         from.native_non_blocking(true);
@@ -130,27 +130,31 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, read_buffer& buff
     if (ec == asio::error::eof) break;
     if (ec) throw boost::system::system_error(ec);
     large_reads = n >= limits::splice_read_bytes ? large_reads + 1 : 0;
+    if (watch && !watch(buffer.view())) watch = nullptr;
   }
   pass_on_eof(to);
 }
 
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
                             live::connection_deadline& idle, idle_duration idle_timeout,
-                            std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
+                            std::uint64_t& bytes_out, std::uint64_t& bytes_in,
+                            byte_watch upstream_watch) {
   read_buffer back;
   co_await (pump(client, upstream, early, idle, idle_timeout, bytes_out) &&
-            pump(upstream, client, back, idle, idle_timeout, bytes_in));
+            pump(upstream, client, back, idle, idle_timeout, bytes_in, std::move(upstream_watch)));
 }
 
 }  // namespace
 
 asio::awaitable<void> relay_tunnel(tcp::socket& client, tcp::socket& upstream, read_buffer& early,
                                    live::connection_deadline& idle, idle_duration idle_timeout,
-                                   std::uint64_t& bytes_out, std::uint64_t& bytes_in) {
+                                   std::uint64_t& bytes_out, std::uint64_t& bytes_in,
+                                   byte_watch upstream_watch) {
   idle.arm(idle_timeout, live::waiting_for::tunnel);
   try {
     try {
-      co_await relay(client, upstream, early, idle, idle_timeout, bytes_out, bytes_in);
+      co_await relay(client, upstream, early, idle, idle_timeout, bytes_out, bytes_in,
+                     std::move(upstream_watch));
     } catch (const asio::multiple_exceptions& e) {
       // Both directions failed (each side reset, or one reset broke the other's write): the
       // first failure says how the tunnel ended.

@@ -102,6 +102,13 @@ base::json_members exchange_fields(const audit_entry& e, const scrub_text& scrub
     if (e.mcp->error_code) m["error_code"] = *e.mcp->error_code;
     j.add_json("mcp", m);
   }
+  if (e.ssh) {
+    nlohmann::ordered_json m;
+    m["host_key"] = text_or_null(e.ssh->host_key);
+    m["key"] = text_or_null(e.ssh->key);
+    m["user"] = text_or_null(e.ssh->user);
+    j.add_json("ssh", m);
+  }
   if (!e.error.empty()) j.add("error", e.error);
   if (ask) j.add("id", ask->id).add("timeout_s", std::int64_t{ask->timeout_s});
   return j;
@@ -180,6 +187,23 @@ record_json kept_out_record(const std::string& path, const std::string& reason,
   j["reason"] = reason;
   j["kept"] = kept;
   j["change"] = change;
+  return j;
+}
+
+record_json ssh_agent_record(const ssh_agent_event& e) {
+  record_json j;
+  j["event"] = "ssh_agent";
+  j["pid"] = e.pid > 0 ? record_json(e.pid) : record_json();
+  j["exe"] = text_or_null(e.exe);
+  j["decision"] = "deny";
+  j["refused"] = e.refused;
+  if (!e.message.empty()) j["message"] = e.message;
+  j["key"] = text_or_null(e.key);
+  j["host_key"] = text_or_null(e.host_key);
+  j["host"] = text_or_null(e.host);
+  j["port"] = e.port ? record_json(e.port) : record_json();
+  j["user"] = text_or_null(e.user);
+  if (e.hidden) j["hidden"] = e.hidden;
   return j;
 }
 

@@ -74,6 +74,15 @@ struct audit_entry {
     std::optional<long long> error_code;
   };
   std::optional<mcp_call> mcp;
+  // A tunnel an ssh rule allowed (docs/audit-log.md, "SSH"): the server's host key, read from the
+  // key exchange, and the key the session's agent signed with for it and the user it
+  // authenticated as (empty: it signed nothing for this connection).
+  struct ssh_connection {
+    std::string host_key;
+    std::string key;
+    std::string user;
+  };
+  std::optional<ssh_connection> ssh;
 };
 
 // Text a client or upstream chose (host, path) with every real secret value replaced by its
@@ -82,6 +91,23 @@ using scrub_text = std::function<std::string(std::string_view)>;
 
 // Written on every request, so straight to text (base/json_text.hpp).
 base::json_members exchange_record(const audit_entry& e, const scrub_text& scrub);
+
+// What the session's SSH agent refused a client inside (docs/audit-log.md, "SSH"): a message
+// off its allowlist ("message", `message` names it), a signature (`sign`), or keys it left out
+// of a list for the host the connection is bound to ("key_hidden", `hidden` of them).
+struct ssh_agent_event {
+  std::string refused;
+  std::string message;
+  std::string key;       // sign: the key asked for
+  std::string host_key;  // the host key the connection is bound to; empty: unbound
+  std::string host;      // the tunnel that carried that connection; empty: none did (a jump)
+  std::uint16_t port = 0;
+  std::string user;
+  std::uint32_t hidden = 0;
+  int pid = 0;  // the client's, from the socket
+  std::string exe;
+};
+nlohmann::ordered_json ssh_agent_record(const ssh_agent_event& e);
 
 // The session's first record. Fields left empty (0 for pid) are not written: serve names its
 // listener and policy files, wrap its isolation, command and child.
