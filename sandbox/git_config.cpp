@@ -1,10 +1,6 @@
 #include "sandbox/git_config.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/child_process.hpp"
 #include "base/text.hpp"
 #include "sandbox/path_lists.hpp"
 
@@ -20,26 +17,21 @@ namespace broker::sandbox {
 namespace {
 
 namespace fs = std::filesystem;
-using clock = std::chrono::steady_clock;
 
 // A git run is short; one that is not is ended.
 constexpr auto git_time = std::chrono::seconds(10);
-constexpr std::size_t max_output = 16 << 20;
 
 // The git to run: the system's first, then the broker's PATH.
 std::string git_program() {
-  std::string path = "/usr/bin:/bin:/usr/local/bin";
-  if (const char* mine = std::getenv("PATH")) path += std::string(":") + mine;
+  std::vector<std::string> dirs{"/usr/bin", "/bin", "/usr/local/bin"};
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
   for (std::size_t start = 0; start <= path.size();) {
     std::size_t colon = path.find(':', start);
     if (colon == std::string::npos) colon = path.size();
-    const std::string dir = path.substr(start, colon - start);
+    if (colon > start && path[start] == '/') dirs.push_back(path.substr(start, colon - start));
     start = colon + 1;
-    if (dir.empty() || dir.front() != '/') continue;
-    const std::string git = dir + "/git";
-    if (::access(git.c_str(), X_OK) == 0) return git;
   }
-  return {};
+  return base::find_program("git", dirs);
 }
 
 // git with `args`, in an environment of its own: no system or global configuration, no
@@ -48,74 +40,22 @@ std::string git_program() {
 std::optional<std::string> run_git(std::vector<std::string> args) {
   static const std::string git = git_program();
   if (git.empty()) return std::nullopt;
-  args.insert(args.begin(), {"git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-                             "-c", "safe.directory=*", "--no-pager"});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                                  "HOME=/nonexistent",
-                                  "GIT_CONFIG_NOSYSTEM=1",
-                                  "GIT_CONFIG_GLOBAL=/dev/null",
-                                  "GIT_TERMINAL_PROMPT=0",
-                                  "GIT_OPTIONAL_LOCKS=0",
-                                  "LC_ALL=C"};
-  std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) < 0) return std::nullopt;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigfillset(&defaults);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-  pid_t pid = -1;
-  const int failed = ::posix_spawn(&pid, git.c_str(), &actions, &attr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  ::close(fds[1]);
-  if (failed) {
-    ::close(fds[0]);
-    return std::nullopt;
-  }
-  std::string out;
-  bool whole = true;
-  const auto deadline = clock::now() + git_time;
-  for (char chunk[64 * 1024];;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-    pollfd p{fds[0], POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-      whole = false;
-      break;
-    }
-    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(chunk, static_cast<std::size_t>(n));
-    if (out.size() > max_output) {
-      whole = false;
-      break;
-    }
-  }
-  ::close(fds[0]);
-  if (!whole) ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!whole || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return out;
+  base::program_run run;
+  run.program = git;
+  run.args = {"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+              "-c", "safe.directory=*",     "--no-pager"};
+  run.args.insert(run.args.end(), args.begin(), args.end());
+  run.env = {"PATH=/usr/local/bin:/usr/bin:/bin",
+             "HOME=/nonexistent",
+             "GIT_CONFIG_NOSYSTEM=1",
+             "GIT_CONFIG_GLOBAL=/dev/null",
+             "GIT_TERMINAL_PROMPT=0",
+             "GIT_OPTIONAL_LOCKS=0",
+             "LC_ALL=C"};
+  run.time = git_time;
+  auto result = base::run_program(run);
+  if (!result.ran || result.exit_code != 0) return std::nullopt;
+  return std::move(result.output);
 }
 
 // Keys that say how the repository is laid out and where its history comes from and goes:
