@@ -46,9 +46,10 @@ std::vector<host_pattern> parse_hosts(const json_node& node, const std::vector<r
     if (!pattern) item.fail("invalid host pattern \"" + text + "\"");
     // docs/architecture.md: a tunnelled host is never intercepted, so a credential bound to it
     // could never be swapped - the child would be sent there with a dummy it cannot use, or worse,
-    // someone would "fix" that by handing it the real key.
+    // someone would "fix" that by handing it the real key. An ssh rule's tunnel is SSH's own: the
+    // host's HTTPS credential has nothing to be swapped in it, and is swapped on 443 as before.
     for (const rule& r : allow) {
-      if (r.tunnel && r.host && patterns_overlap(*pattern, *r.host))
+      if (r.tunnel && !r.ssh && r.host && patterns_overlap(*pattern, *r.host))
         item.fail("\"" + pattern->text() + "\" overlaps " + r.name + " (line " +
                   std::to_string(r.line) + "), which tunnels \"" + r.host->text() +
                   "\"; a credential cannot be bound to a tunnelled host");

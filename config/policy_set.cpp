@@ -263,7 +263,8 @@ verdict decide(const std::vector<policy>& layers, const destination& raw, const 
   if (!any_allow) return refused(std::string(default_deny));
   // A credential can never be swapped inside a tunnel (docs/architecture.md); the parser refuses
   // that within one file, and this catches a tunnel in one layer meeting a binding in another.
-  if (tunnel && credential_bound(layers, *d)) tunnel = false;
+  // An ssh rule's tunnel carries SSH, where no HTTP credential is swapped.
+  if (tunnel && !ssh && credential_bound(layers, *d)) tunnel = false;
   verdict v;
   v.allowed = true;
   // What a person approved is what let it go: named before the other layers' rules.

@@ -1,6 +1,8 @@
 #include "ssh/agent_filter.hpp"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -9,6 +11,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 #include "base/asio.hpp"
@@ -61,6 +64,23 @@ std::string exe_of(int pid) {
 }
 
 }  // namespace
+
+int agent_listener(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path)
+    throw std::runtime_error(path + ": too long for a unix socket's path");
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const mode_t old = ::umask(077);
+  const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::umask(old);
+  if (!bound || ::listen(fd, 64) < 0) {
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(path + ": cannot listen on it");
+  }
+  return fd;
+}
 
 struct agent_filter::impl {
   impl(int listener, std::string agent_socket, std::uint32_t keys,

@@ -16,6 +16,9 @@ class live_session;
 
 namespace broker::ssh {
 
+// The session's socket at `path` (mode 0600, listening); throws std::runtime_error naming it.
+int agent_listener(const std::string& path);
+
 class agent_filter {
  public:
   // At most this many clients at once; more are closed as they come.

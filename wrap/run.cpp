@@ -40,6 +40,8 @@
 #include "session/control_socket.hpp"
 #include "session/log.hpp"
 #include "session/session_dir.hpp"
+#include "ssh/agent_filter.hpp"
+#include "ssh/agent_process.hpp"
 #include "wrap/ask_notice.hpp"
 
 extern char** environ;
@@ -147,10 +149,15 @@ struct wrapping {
   std::filesystem::path log_dir;
   std::unique_ptr<session::audit_log> audit;
   std::unique_ptr<sandbox::session_files> files;  // what the command sees, and judged at the end
+  // With ssh rules: the session's agent, and the socket the command reaches it by (its filter's).
+  std::unique_ptr<ssh::agent_process> ssh_agent;
+  std::string ssh_socket;
+  int ssh_listener = -1;
   std::string home, cwd;
   std::shared_ptr<live::live_session> ctx;
   std::unique_ptr<session::control_socket> control;
   std::unique_ptr<proxy::server> server;
+  std::unique_ptr<ssh::agent_filter> ssh_filter;
   bool netns() const { return mode == sandbox::isolation::netns; }
   const std::string& session_id() const { return setup.options.session_id; }
 };
@@ -261,8 +268,46 @@ void start_session(wrapping& w) {
   w.log_dir = live::log_dir_or_default(w.c.common.log_dir);
 }
 
+// SSH (docs/security-model.md, "SSH"): with ssh rules, the session's agent, loaded with the
+// user's keys bound to the hosts the rules allow, and the socket the command reaches it by.
+void start_ssh_agent(wrapping& w) {
+  ssh::agent_plan plan;
+  plan.hosts = w.setup.policy->ssh_destinations();
+  if (plan.hosts.empty()) return;
+  plan.home = w.home;
+  for (const auto& layer : w.setup.policy->layers()) {
+    plan.keys.insert(plan.keys.end(), layer.ssh.keys.begin(), layer.ssh.keys.end());
+    plan.host_keys.insert(plan.host_keys.end(), layer.ssh.host_keys.begin(),
+                          layer.ssh.host_keys.end());
+  }
+  plan.interactive = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+  try {
+    w.ssh_agent = std::make_unique<ssh::agent_process>(plan);
+    w.ssh_socket = (w.dir->path() / "ssh-agent.sock").string();
+    w.ssh_listener = ssh::agent_listener(w.ssh_socket);
+  } catch (const std::exception& e) {
+    std::cerr << "broker: warning: ssh: " << e.what() << "; ssh inside has no keys\n";
+    w.ssh_agent.reset();
+    w.ssh_socket.clear();
+    return;
+  }
+  const auto& agent = *w.ssh_agent;
+  for (const auto& host : agent.hosts_without_key())
+    std::cerr << "broker: warning: ssh: no known host key for " << host
+              << " (in ~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts or the policy's "
+                 "\"ssh\": {\"host_keys\"}); the agent signs for no key there\n";
+  for (const auto& key : agent.keys_not_loaded())
+    std::cerr << "broker: warning: ssh: " << key << " did not load (a passphrase not given?)\n";
+  std::string hosts;
+  for (const auto& h : agent.hosts()) hosts += (hosts.empty() ? "" : ", ") + h;
+  std::cerr << "broker: ssh: the session's agent holds " << agent.keys().size()
+            << (agent.keys().size() == 1 ? " key" : " keys") << ", for "
+            << (hosts.empty() ? "no host" : hosts) << " only (SSH_AUTH_SOCK)\n";
+}
+
 child_files write_child_files(wrapping& w) {
   child_files out;
+  if (!w.ssh_socket.empty()) out.session_files.push_back(w.ssh_socket);
   for (auto& v : w.setup.credentials->dummy_variables())
     out.dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
   // What the child reads from the session directory, which is itself hidden from it.
@@ -287,7 +332,8 @@ child_files write_child_files(wrapping& w) {
 // the session's proxy variables; told on stderr, and written to --env-file.
 sandbox::env_plan plan_environment(wrapping& w, const child_files& files) {
   const std::string url = "http://127.0.0.1:" + std::to_string(w.port);
-  const auto session_vars = session::child_environment(url, w.dir->bundle().string(), {});
+  auto session_vars = session::child_environment(url, w.dir->bundle().string(), {});
+  if (!w.ssh_socket.empty()) session_vars.emplace_back("SSH_AUTH_SOCK", w.ssh_socket);
   auto rules = sandbox::merge_env_rules(w.setup.policy->layers());
   for (auto& name : w.setup.credentials->displaced_variables()) rules.strip.push_back(name);
   auto plan =
@@ -340,6 +386,7 @@ void launch_child(wrapping& w) {
   // The audit log's directory exists before the child does, so that it can be hidden.
   w.audit = live::open_audit(w.c.common, w.session_id());
   if (!w.netns()) w.listener = base::loopback_listener(w.port);
+  start_ssh_agent(w);
   const auto files = write_child_files(w);
   const auto plan = plan_environment(w, files);
   sandbox::launch_options launch;
@@ -351,6 +398,9 @@ void launch_child(wrapping& w) {
   add_file_system(w, plan, files, launch);
   w.child->launch(launch);
   if (!w.netns()) return;
+  // The command's view holds the socket now (bound in); the host's path goes, so that nothing of
+  // it is left behind whatever ends the broker.
+  if (!w.ssh_socket.empty()) ::unlink(w.ssh_socket.c_str());
   std::vector<std::string> warnings;
   w.files->launched(*w.child, warnings);
   for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
@@ -420,6 +470,10 @@ void start_proxy(wrapping& w) {
                  e.what());
   }
   w.server = std::make_unique<proxy::server>(w.ctx, w.listener, 2);
+  if (w.ssh_listener >= 0)
+    w.ssh_filter = std::make_unique<ssh::agent_filter>(
+        std::exchange(w.ssh_listener, -1), w.ssh_agent->socket(),
+        static_cast<std::uint32_t>(w.ssh_agent->keys().size()), w.ctx);
   if (w.capture.listener >= 0)
     w.server->add_capture(w.capture.listener, w.capture.dns_udp, w.capture.dns_tcp);
 }
@@ -439,6 +493,8 @@ void end_session(wrapping& w, std::thread& serving, int code) {
   w.server->stop(std::min<std::chrono::steady_clock::duration>(w.ctx->options().timeouts.drain,
                                                                std::chrono::seconds(1)));
   serving.join();
+  w.ssh_filter.reset();
+  w.ssh_agent.reset();
   auto& audit = w.ctx->audit_log();
   sandbox::report_kept_out(kept, w.session_id(), audit);
   audit.end(session::end_record(live::session_end_of(*w.ctx, code)));

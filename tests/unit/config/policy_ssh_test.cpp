@@ -107,3 +107,18 @@ TEST_CASE("ssh section: keys and host keys", "[config][policy][ssh]") {
   e = error_of(R"({"ssh": {"agent": true}})");
   CHECK(e.key == "ssh.agent");
 }
+
+TEST_CASE("ssh rule: beside a credential bound to the same host's HTTPS", "[config][policy][ssh]") {
+  const auto p = parse_policy(R"({"allow": [{"host": "github.com"}, {"host": "github.com", "ssh": true}],
+    "credentials": {"gh": {"type": "github", "env": ["GITHUB_TOKEN"], "hosts": ["github.com"]}}})",
+                              "p.json");
+  const policy_set set({p});
+  CHECK(set.check_connect(at("github.com", 22)).ssh);
+  const auto https = set.check_connect(at("github.com", 443));
+  CHECK(https.allowed);
+  CHECK_FALSE(https.tunnel);  // intercepted, the credential swapped there
+  // A plain tunnel rule still cannot meet a credential.
+  CHECK(error_of(R"({"allow": [{"host": "github.com", "ports": [22], "tunnel": true}],
+    "credentials": {"gh": {"type": "github", "env": ["T"], "hosts": ["github.com"]}}})")
+            .thrown);
+}

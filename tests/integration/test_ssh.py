@@ -1,0 +1,186 @@
+"""SSH inside `broker wrap` without the keys (docs/security-model.md, "SSH"): git and ssh reach
+the hosts the policy's ssh rules allow through the session's own ssh-agent, whose keys are bound
+to those hosts; the key files are unreadable inside, the agent cannot be emptied or read from
+inside, other hosts are refused (the connection, and the signature through a jump host), and
+every connection and refusal has its record.
+
+Debian's sshd on loopback poses as github.com (and as a host the policy does not allow), reached
+through --connect-to; each test first proves the command ran.
+"""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BROKER_BIN
+from ssh_server import SshServer, available, fingerprint, keygen
+from test_wrap import API, PY, WrapSession, github_policy
+
+pytestmark = pytest.mark.skipif(not available(), reason="needs openssh-server and openssh-client")
+
+RAN = "command-ran"
+GH, EVIL = "github.com", "evil.example"
+
+
+class World:
+    def __init__(self, tmp_path, pki, tls_upstream, extra_rules=(), ssh_section=None):
+        self.tmp = tmp_path
+        home = tmp_path / "home"
+        (home / ".ssh").mkdir(parents=True, mode=0o700)
+        self.user_pub = keygen(home / ".ssh" / "id_ed25519", comment="user@laptop")
+        self.user_key = (home / ".ssh" / "id_ed25519").read_text()
+        self.key_fp = fingerprint(self.user_pub)
+        self.gh = SshServer(tmp_path, [self.user_pub], name="github")
+        self.evil = SshServer(tmp_path, [self.user_pub], name="evil")
+        (home / ".ssh" / "known_hosts").write_text(
+            self.gh.known_hosts_line(GH) + "\n" + self.evil.known_hosts_line(EVIL) + "\n")
+        # ssh reads ~ from the password file (root's /root here), not $HOME: its own config file
+        # names the test's (a jump host's ssh gets it too).
+        (home / "ssh_config").write_text(
+            f"Host *\n  UserKnownHostsFile {home}/.ssh/known_hosts\n  BatchMode yes\n"
+            "  ConnectTimeout 10\n")
+        # evil.example answers DNS (its HTTPS is allowed), so ssh reaches the broker on port 22.
+        policy = github_policy({"allow": [{"host": API}, {"host": GH, "ssh": True},
+                                          {"host": EVIL}, *extra_rules]})
+        if ssh_section:
+            policy["ssh"] = ssh_section
+        self.ws = WrapSession(tmp_path, pki, tls_upstream.port, policy=policy,
+                              connect=[f"{GH}:22:127.0.0.1:{self.gh.port}",
+                                       f"{EVIL}:22:127.0.0.1:{self.evil.port}"])
+        self.home = home
+
+    def ssh_command(self):
+        return f"ssh -F {self.home}/ssh_config"
+
+    def close(self):
+        self.gh.close()
+        self.evil.close()
+
+
+@pytest.fixture
+def world(tmp_path, pki, tls_upstream):
+    w = World(tmp_path, pki, tls_upstream)
+    yield w
+    w.close()
+
+
+def ssh_records(ws):
+    return [r for r in ws.records() if r.get("ssh") or r.get("event") == "ssh_agent"]
+
+
+def test_git_clone_commit_push_over_ssh_inside_wrap(world, tmp_path):
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+    seed = tmp_path / "seed"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True)
+    (seed / "README").write_text("hello\n")
+    git_id = ["-c", "user.name=t", "-c", "user.email=t@example.test"]
+    subprocess.run(["git", "-C", str(seed), *git_id, "commit", "-q", "--allow-empty", "-am", "x"],
+                   check=False)
+    subprocess.run(["git", "-C", str(seed), "add", "README"], check=True)
+    subprocess.run(["git", "-C", str(seed), *git_id, "commit", "-q", "-m", "first"], check=True)
+    subprocess.run(["git", "-C", str(seed), "push", "-q", str(origin), "main"], check=True)
+
+    script = f"""set -e
+echo {RAN}
+export GIT_SSH_COMMAND="{world.ssh_command()}"
+git clone -q root@{GH}:{origin} work
+cd work
+echo more >> README
+git -c user.name=agent -c user.email=agent@example.test commit -q -am "from inside"
+git push -q origin main
+echo pushed
+"""
+    r = world.ws.run("sh", "-c", script, timeout=90)
+    assert r.returncode == 0, r.describe()
+    assert RAN in r.out and "pushed" in r.out, r.describe()
+    assert subprocess.run(["git", "-C", str(origin), "log", "-1", "--format=%s", "main"],
+                          capture_output=True, text=True).stdout.strip() == "from inside"
+    # The server saw the user's key, signed by the session's agent.
+    assert any(world.key_fp in line for line in world.gh.accepted()), world.gh.accepted()
+    assert "the session's agent holds 1 key, for github.com only" in r.err, r.err
+
+    conns = [x for x in world.ws.records() if x.get("ssh")]
+    assert len(conns) == 2, conns  # clone, push
+    for c in conns:
+        assert c["host"] == GH and c["port"] == 22 and c["captured"], c
+        assert c["decision"] == "allow" and c["event"] == "tunnel", c
+        assert c["ssh"]["host_key"] == world.gh.host_key_fingerprint, c
+        assert c["ssh"]["key"] == world.key_fp, c
+        assert c["ssh"]["user"] == "root", c
+        assert c["bytes_out"] > 0 and c["bytes_in"] > 0 and c["ms"] > 0, c
+    log = next(world.ws.logs.glob("*.jsonl"))
+    v = subprocess.run([BROKER_BIN, "log", str(log), "--verify"], capture_output=True, text=True,
+                       env=world.ws.env())
+    assert v.returncode == 0 and "ok" in v.stdout, (v.stdout, v.stderr)
+
+
+def test_the_key_cannot_be_read_or_the_agent_emptied_from_inside(world):
+    script = f"""echo {RAN}
+echo "agent:$SSH_AUTH_SOCK"
+echo "--cat"; cat ~/.ssh/id_ed25519; echo
+echo "--list"; ssh-add -L
+echo "--remove-all"; ssh-add -D; echo "rc=$?"
+echo "--lock"; echo pw | SSH_ASKPASS_REQUIRE=never ssh-add -x </dev/null; echo "rc=$?"
+echo "--remove-smartcard"; ssh-add -e /usr/lib/x86_64-linux-gnu/opensc-pkcs11.so; echo "rc=$?"
+echo "--add"; ssh-keygen -q -t ed25519 -N '' -f /tmp/mine && ssh-add /tmp/mine; echo "rc=$?"
+echo "--agents"; ls /proc | grep -c '^[0-9]' ; ps -eo comm | grep -c ssh-agent
+echo "--after"; {world.ssh_command()} root@{GH} echo still-signs
+"""
+    r = world.ws.run("sh", "-c", script, timeout=60)
+    assert r.returncode == 0, r.describe()
+    out = r.out
+    assert RAN in out, r.describe()
+    assert "BEGIN OPENSSH PRIVATE KEY" not in out and world.user_key.splitlines()[1] not in out
+    # ssh-add -L shows the public key only.
+    listed = out.split("--list\n")[1].split("--remove-all")[0]
+    assert world.user_pub.split()[1] in listed, out
+    for step in ("--remove-all", "--lock", "--remove-smartcard", "--add"):
+        part = out.split(step + "\n")[1].split("\n--")[0]
+        assert "rc=1" in part or "rc=2" in part, (step, out)
+    agents = out.split("--agents\n")[1].splitlines()[1]
+    assert agents.strip() == "0", out  # no ssh-agent process is visible inside
+    assert "still-signs" in out, out  # the refusals left the agent's keys in place
+    refused = [x for x in world.ws.records() if x.get("event") == "ssh_agent"]
+    messages = sorted(x.get("message", "") for x in refused if x["refused"] == "message")
+    assert {"remove_all_identities", "lock", "remove_smartcard_key", "add_identity"} <= set(
+        messages), refused
+    agent_line = [l for l in out.splitlines() if l.startswith("agent:")][0]
+    sock = agent_line.split(":", 1)[1]
+    assert sock and not os.path.exists(sock), "the socket is left on the host"
+
+
+def test_other_hosts_are_refused_the_connection_and_the_signature(world):
+    script = f"""echo {RAN}
+echo "--direct"; {world.ssh_command()} root@{EVIL} echo reached-evil; echo "rc=$?"
+echo "--jump"; {world.ssh_command()} -o ProxyJump=root@{GH} -o StrictHostKeyChecking=no \
+  -o UserKnownHostsFile=/dev/null -p {world.evil.port} root@127.0.0.1 echo reached-evil; echo "rc=$?"
+echo "--allowed"; {world.ssh_command()} root@{GH} echo reached-github
+"""
+    r = world.ws.run("sh", "-c", script, timeout=90)
+    assert r.returncode == 0, r.describe()
+    assert RAN in r.out and "reached-github" in r.out, r.describe()
+    assert "reached-evil" not in r.out.replace("echo reached-evil", ""), r.describe()
+    assert "Permission denied (publickey)" in r.err, r.err
+    # The evil server accepts the same key from outside (the refusal is the agent's).
+    outside = subprocess.run(
+        ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+         "-o", "UserKnownHostsFile=/dev/null", "-o", "IdentitiesOnly=yes",
+         "-i", str(world.home / ".ssh" / "id_ed25519"), "-p", str(world.evil.port),
+         "root@127.0.0.1", "echo", "outside-ok"], capture_output=True, text=True, timeout=30,
+        stdin=subprocess.DEVNULL, env={"PATH": os.environ["PATH"], "HOME": str(world.home)})
+    assert "outside-ok" in outside.stdout, outside.stderr
+    assert not world.evil.accepted() or all("127.0.0.1" in x for x in world.evil.accepted())
+    recs = world.ws.records()
+    direct = [x for x in recs if x.get("host") == EVIL and x.get("port") == 22]
+    assert direct and direct[0]["decision"] == "deny", recs
+    hidden = [x for x in recs if x.get("event") == "ssh_agent" and x["refused"] == "key_hidden"]
+    assert hidden, [x for x in recs if x.get("event") == "ssh_agent"]
+    assert hidden[0]["host_key"] == world.evil.host_key_fingerprint, hidden
+    assert hidden[0]["host"] is None  # through the jump host: no tunnel of the session carried it
+    jump = [x for x in recs if x.get("ssh") and x["host"] == GH]
+    assert len(jump) == 2 and all(x["ssh"]["key"] == world.key_fp for x in jump), jump
