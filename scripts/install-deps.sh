@@ -18,7 +18,7 @@ if [[ ${1:-} != --build ]]; then
     openssl python3 python3-pytest python3-requests git gh iproute2 zstd brotli tmux
     python3-boto3 awscli python3-google-auth python3-pip python3-setuptools
     clang libclang-rt-14-dev llvm-14
-    redis-server haproxy rsyslog
+    redis-server haproxy rsyslog openssh-client openssh-server
     nghttp2-client python3-grpcio python3-h2
     chromium chromium-driver python3-selenium
   )

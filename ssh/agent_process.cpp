@@ -79,8 +79,9 @@ std::vector<std::string> host_keys_in(const std::string& keygen, const std::stri
 
 // The keeper: told by the kernel when the broker dies (or by the broker at the end), it ends the
 // agent and removes its socket and directory. Only async-signal-safe calls after fork.
-[[noreturn]] void keep(pid_t broker, const char* agent, char* const argv[], const char* socket,
-                       const char* dir) {
+// `files`: what the directory holds (the socket, the known_hosts files), null-terminated.
+[[noreturn]] void keep(pid_t broker, const char* agent, char* const argv[],
+                       const char* const files[], const char* dir) {
   sigset_t waited;
   sigemptyset(&waited);
   sigaddset(&waited, SIGTERM);
@@ -111,7 +112,7 @@ std::vector<std::string> host_keys_in(const std::string& keygen, const std::stri
       int status = 0;
       if (pid > 0 && signo == SIGCHLD && ::waitpid(pid, &status, WNOHANG) == 0) continue;
       if (pid > 0 && signo == SIGTERM) ::waitpid(pid, &status, 0);
-      ::unlink(socket);
+      for (const char* const* f = files; *f; ++f) ::unlink(*f);
       ::rmdir(dir);
       ::_exit(0);
     }
@@ -154,10 +155,17 @@ void agent_process::start_keeper(const std::string& agent) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Everything the directory will hold, named before the fork (nothing is allocated after it).
+  static constexpr const char* held[] = {"/agent.sock", "/known_hosts", "/policy_known_hosts"};
+  std::vector<std::string> names;
+  for (const char* name : held) names.push_back(dir_ + name);
+  std::vector<const char*> files;
+  for (const auto& name : names) files.push_back(name.c_str());
+  files.push_back(nullptr);
   const pid_t broker = ::getpid();
   keeper_ = ::fork();
   if (keeper_ < 0) throw std::runtime_error("cannot start the ssh agent's keeper");
-  if (keeper_ == 0) keep(broker, agent.c_str(), argv.data(), socket_.c_str(), dir_.c_str());
+  if (keeper_ == 0) keep(broker, agent.c_str(), argv.data(), files.data(), dir_.c_str());
   const auto deadline = std::chrono::steady_clock::now() + agent_start_time;
   struct stat st {};
   while (::stat(socket_.c_str(), &st) < 0 || !S_ISSOCK(st.st_mode)) {

@@ -30,6 +30,7 @@
 #include "sandbox/capture_net.hpp"
 #include "sandbox/child_session.hpp"
 #include "sandbox/env_policy.hpp"
+#include "sandbox/host_files.hpp"
 #include "sandbox/private_dirs.hpp"
 #include "sandbox/program_check.hpp"
 #include "sandbox/sandbox_init.hpp"
@@ -153,6 +154,7 @@ struct wrapping {
   std::unique_ptr<ssh::agent_process> ssh_agent;
   std::string ssh_socket;
   int ssh_listener = -1;
+  std::string ssh_known_hosts;  // the policy's host keys, shown to the command's ssh
   std::string home, cwd;
   std::shared_ptr<live::live_session> ctx;
   std::unique_ptr<session::control_socket> control;
@@ -291,6 +293,12 @@ void start_ssh_agent(wrapping& w) {
     w.ssh_socket.clear();
     return;
   }
+  if (!plan.host_keys.empty() && w.netns()) {
+    std::string lines;
+    for (const auto& line : plan.host_keys) lines += line + "\n";
+    w.ssh_known_hosts = (w.dir->path() / "ssh_known_hosts").string();
+    base::write_file_atomically(w.ssh_known_hosts, lines, 0644, base::durability::session);
+  }
   const auto& agent = *w.ssh_agent;
   for (const auto& host : agent.hosts_without_key())
     std::cerr << "broker: warning: ssh: no known host key for " << host
@@ -308,6 +316,7 @@ void start_ssh_agent(wrapping& w) {
 child_files write_child_files(wrapping& w) {
   child_files out;
   if (!w.ssh_socket.empty()) out.session_files.push_back(w.ssh_socket);
+  if (!w.ssh_known_hosts.empty()) out.session_files.push_back(w.ssh_known_hosts);
   for (auto& v : w.setup.credentials->dummy_variables())
     out.dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
   // What the child reads from the session directory, which is itself hidden from it.
@@ -362,6 +371,27 @@ void add_capture_files(wrapping& w, sandbox::launch_options& launch) {
   }
 }
 
+// With the session's agent, what the command's ssh reads of host keys: the user's known_hosts,
+// read-only (the agent's keys are bound to the host keys known at the start), and the policy's
+// "host_keys" through a copy of the system's ssh_config that names them too.
+void add_ssh_files(wrapping& w, sandbox::launch_options& launch) {
+  std::error_code ec;
+  for (const char* name : {"/.ssh/known_hosts", "/.ssh/known_hosts2"}) {
+    const auto path = w.home + name;
+    if (!w.home.empty() && std::filesystem::is_regular_file(path, ec))
+      launch.read_only.push_back(path);
+  }
+  const std::string system_config = "/etc/ssh/ssh_config";
+  if (w.ssh_known_hosts.empty() || !std::filesystem::is_regular_file(system_config, ec)) return;
+  std::string text = "# broker: the policy's \"ssh\": {\"host_keys\"} besides the system's\n"
+                     "GlobalKnownHostsFile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2 " +
+                     w.ssh_known_hosts + "\n";
+  if (auto original = sandbox::read_regular_file(system_config, 1 << 20)) text += *original;
+  const auto copy = w.dir->path() / "ssh_config";
+  base::write_file_atomically(copy, text, 0644, base::durability::session);
+  launch.etc_files.emplace_back(copy.string(), system_config);
+}
+
 // What the command sees of the file system (session_files.hpp).
 void add_file_system(wrapping& w, const sandbox::env_plan& plan, const child_files& files,
                      sandbox::launch_options& launch) {
@@ -396,6 +426,7 @@ void launch_child(wrapping& w) {
   launch.proxy_port = w.port;
   if (w.netns()) add_capture_files(w, launch);
   add_file_system(w, plan, files, launch);
+  if (w.netns() && w.ssh_agent) add_ssh_files(w, launch);
   w.child->launch(launch);
   if (!w.netns()) return;
   // The command's view holds the socket now (bound in); the host's path goes, so that nothing of

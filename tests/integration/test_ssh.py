@@ -20,7 +20,8 @@ from conftest import BROKER_BIN
 from ssh_server import SshServer, available, fingerprint, keygen
 from test_wrap import API, PY, WrapSession, github_policy
 
-pytestmark = pytest.mark.skipif(not available(), reason="needs openssh-server and openssh-client")
+# scripts/install-deps.sh installs both; a machine without them fails here, never skips.
+assert available(), "openssh-server and openssh-client are needed (scripts/install-deps.sh)"
 
 RAN = "command-ran"
 GH, EVIL = "github.com", "evil.example"
@@ -48,6 +49,7 @@ class World:
                                           {"host": EVIL}, *extra_rules]})
         if ssh_section:
             policy["ssh"] = ssh_section
+        self.policy, self.ws_pki, self.ws_port = policy, pki, tls_upstream.port
         self.ws = WrapSession(tmp_path, pki, tls_upstream.port, policy=policy,
                               connect=[f"{GH}:22:127.0.0.1:{self.gh.port}",
                                        f"{EVIL}:22:127.0.0.1:{self.evil.port}"])
@@ -184,3 +186,88 @@ echo "--allowed"; {world.ssh_command()} root@{GH} echo reached-github
     assert hidden[0]["host"] is None  # through the jump host: no tunnel of the session carried it
     jump = [x for x in recs if x.get("ssh") and x["host"] == GH]
     assert len(jump) == 2 and all(x["ssh"]["key"] == world.key_fp for x in jump), jump
+
+
+def broker_agents():
+    """The session agents' processes: pid -> the socket it serves."""
+    out = subprocess.run(["pgrep", "-a", "-f", "ssh-agent -D -a /tmp/broker-ssh-"],
+                         capture_output=True, text=True).stdout
+    return {int(line.split()[0]): line.split()[-1] for line in out.splitlines()}
+
+
+def wait_for(predicate, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_two_sessions_have_separate_agents_and_a_killed_broker_leaves_none(world, tmp_path):
+    before = broker_agents()
+    script = (f"echo {RAN}; echo \"agent:$SSH_AUTH_SOCK\"; "
+              f"{world.ssh_command()} root@{GH} echo signed; sleep 60")
+    second_dir = tmp_path / "second"
+    second_dir.mkdir()
+    second = WrapSession(second_dir, world.ws_pki, world.ws_port, policy=world.policy,
+                         connect=world.ws.connect[1:])
+    sessions = [world.ws, second]
+    procs = [ws.popen("sh", "-c", script, env={"HOME": str(world.home)}) for ws in sessions]
+    try:
+        signed = lambda ws: (ws.dir / "popen.stdout").read_bytes().count(b"\nsigned\n") == 1
+        assert wait_for(lambda: all(signed(ws) for ws in sessions)), [
+            (ws.dir / "popen.stderr").read_bytes()[-2000:] for ws in sessions]
+        agents = {pid: sock for pid, sock in broker_agents().items() if pid not in before}
+        assert len(agents) == 2, agents  # one each
+        assert len(set(agents.values())) == 2 and all(Path(s).is_socket() for s in agents.values())
+        inside = [(ws.dir / "popen.stdout").read_text().split("agent:")[1].split()[0]
+                  for ws in sessions]
+        assert inside[0] != inside[1], inside
+
+        procs[0].kill()  # SIGKILL: no clean-up of its own
+        procs[0].wait(timeout=10)
+        assert wait_for(lambda: len(set(broker_agents()) & set(agents)) == 1), broker_agents()
+        gone = [sock for pid, sock in agents.items() if pid not in broker_agents()]
+        assert len(gone) == 1
+        assert not Path(gone[0]).exists() and not Path(gone[0]).parent.exists(), gone
+        # The session's own socket was bound into the command's view and gone from the host's
+        # since; only the killed broker's control socket is left of it.
+        left_behind = [p for p in world.ws.runtime.rglob("*") if p.is_socket()]
+        assert [p.name for p in left_behind] == ["control.sock"], left_behind
+        assert not Path(inside[0]).exists()
+
+        procs[1].terminate()  # the second ends as a session ends: its agent with it
+        procs[1].wait(timeout=20)
+        assert wait_for(lambda: not set(broker_agents()) & set(agents)), broker_agents()
+        assert not any(Path(s).parent.exists() for s in agents.values())
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for ws in sessions:
+            ws.popen_output()
+
+
+def test_the_policys_host_keys_are_the_agents_and_the_commands(tmp_path, pki, tls_upstream):
+    w = World(tmp_path, pki, tls_upstream, extra_rules=[{"host": "git.corp.example", "ssh": True}])
+    try:
+        # The user's known_hosts lacks github.com: the policy names its key.
+        (w.home / ".ssh" / "known_hosts").write_text(w.evil.known_hosts_line(EVIL) + "\n")
+        policy = dict(w.policy, ssh={"host_keys": [w.gh.known_hosts_line(GH)]})
+        w.ws.policy_file.write_text(json.dumps(policy))
+        script = f"""echo {RAN}
+echo "--list"; ssh-add -l
+echo "--write"; echo x >> ~/.ssh/known_hosts; echo "rc=$?"
+echo "--ssh"; ssh -o BatchMode=yes -o UserKnownHostsFile=/dev/null root@{GH} echo trusted-by-policy
+"""
+        r = w.ws.run("sh", "-c", script, timeout=60)
+        assert r.returncode == 0, r.describe()
+        assert RAN in r.out and "trusted-by-policy" in r.out, r.describe()
+        assert w.key_fp in r.out.split("--list\n")[1], r.out
+        assert "rc=0" not in r.out.split("--write\n")[1].split("--ssh")[0], r.out
+        assert "no known host key for git.corp.example" in r.err, r.err
+        assert "holds 1 key, for github.com only" in r.err, r.err
+        assert (w.home / ".ssh" / "known_hosts").read_text() == w.evil.known_hosts_line(EVIL) + "\n"
+    finally:
+        w.close()
