@@ -103,8 +103,11 @@ std::optional<github_remote> parse_github_remote(std::string_view url) {
     authority = authority.substr(0, path);
     if (const auto at = authority.rfind('@'); at != std::string_view::npos)
       authority.remove_prefix(at + 1);
-    if (const auto colon = authority.find(':'); colon != std::string_view::npos)
+    out.ssh = name == "ssh" || name == "git+ssh";
+    if (const auto colon = authority.find(':'); colon != std::string_view::npos) {
+      out.ssh = out.ssh && authority.substr(colon + 1) == "22";
       authority = authority.substr(0, colon);
+    }
     out.host = base::lower(authority);
   } else {
     // scp-like: [USER@]HOST:PATH (a ':' before any '/').
@@ -115,6 +118,7 @@ std::optional<github_remote> parse_github_remote(std::string_view url) {
     std::string_view host = url.substr(0, colon);
     if (const auto at = host.rfind('@'); at != std::string_view::npos) host.remove_prefix(at + 1);
     out.host = base::lower(host);
+    out.ssh = true;
     rest = url.substr(colon + 1);
   }
   if (out.host.empty()) return std::nullopt;

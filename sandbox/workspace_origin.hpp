@@ -15,6 +15,7 @@ namespace broker::sandbox {
 struct github_remote {
   std::string host;  // lower-case
   config::repo_pattern repo;
+  bool ssh = false;  // ssh://, git+ssh:// or scp-like, on port 22
 };
 
 // A remote URL's host and OWNER/REPO: https://HOST/OWNER/REPO[.git], ssh://[USER@]HOST[:PORT]/

@@ -38,8 +38,9 @@ std::string expand_home(const std::string& path, const std::string& home) {
   return path;
 }
 
-// Every key in ~/.ssh whose public half is beside it ("id_ed25519" with "id_ed25519.pub").
-std::vector<std::string> default_keys(const std::string& home) {
+}  // namespace
+
+std::vector<std::string> user_keys(const std::string& home) {
   std::vector<std::string> keys;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(home + "/.ssh", ec)) {
@@ -52,6 +53,8 @@ std::vector<std::string> default_keys(const std::string& home) {
   std::sort(keys.begin(), keys.end());
   return keys;
 }
+
+namespace {
 
 // The key lines ("TYPE BASE64") `file` has for `name`, as ssh-keygen -F finds them (hashed
 // names too); revoked and certificate-authority lines are not host keys.
@@ -220,7 +223,7 @@ void agent_process::load_keys(const agent_plan& plan) {
   if (add.empty()) throw std::runtime_error("ssh-add is not installed (openssh-client)");
   std::vector<std::string> keys;
   for (const auto& k : plan.keys) keys.push_back(expand_home(k, plan.home));
-  if (plan.keys.empty()) keys = default_keys(plan.home);
+  if (plan.keys.empty()) keys = user_keys(plan.home);
   std::vector<std::string> hosts;
   for (const auto& d : plan.hosts)
     if (std::find(unknown_hosts_.begin(), unknown_hosts_.end(), known_hosts_name(d)) ==

@@ -57,6 +57,9 @@ class agent_process {
   std::vector<std::string> not_loaded_;
 };
 
+// Every key in ~/.ssh whose public half is beside it ("id_ed25519" with "id_ed25519.pub").
+std::vector<std::string> user_keys(const std::string& home);
+
 // The host-key lookup name of a destination in known_hosts: "github.com", or "[host]:2222".
 std::string known_hosts_name(const config::destination& d);
 

@@ -244,6 +244,31 @@ void scope_to_workspace(wrapping& w) {
                "github credentials scoped to {}/{}", origin.host, origin.repo.text());
 }
 
+// With no policy written (the default's agent profiles), an SSH origin on GitHub, GitLab or
+// Bitbucket and keys in ~/.ssh: an ssh rule for that host (docs/agents.md), so that git pushes
+// over SSH as it does outside.
+void allow_ssh_origin(wrapping& w) {
+  auto layers = w.setup.policy->layers();
+  if (layers.size() != 1 || layers[0].source != "<default>") return;
+  if (ssh::user_keys(w.home).empty()) return;
+  sandbox::github_remote origin;
+  try {
+    origin = sandbox::workspace_origin(w.cwd);
+  } catch (const std::runtime_error&) {
+    return;  // no repository, or no origin: nothing to add
+  }
+  static const char* const hosts[] = {"github.com", "gitlab.com", "bitbucket.org"};
+  if (!origin.ssh || std::find(std::begin(hosts), std::end(hosts), origin.host) == std::end(hosts))
+    return;
+  config::rule r;
+  r.name = "allow[" + std::to_string(layers[0].allow.size()) + "]";
+  r.host = config::host_pattern::parse(origin.host);
+  r.ports = {22};
+  r.tunnel = r.ssh = true;
+  layers[0].allow.push_back(std::move(r));
+  w.setup.policy = std::make_shared<config::policy_set>(std::move(layers));
+}
+
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
   w.setup =
@@ -253,6 +278,7 @@ void start_session(wrapping& w) {
   std::error_code ec;
   w.cwd = std::filesystem::current_path(ec).string();
   if (w.c.scope_to_workspace) scope_to_workspace(w);
+  allow_ssh_origin(w);
   check_programs(w);
   start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (docs/agents.md).

@@ -271,3 +271,42 @@ echo "--ssh"; ssh -o BatchMode=yes -o UserKnownHostsFile=/dev/null root@{GH} ech
         assert (w.home / ".ssh" / "known_hosts").read_text() == w.evil.known_hosts_line(EVIL) + "\n"
     finally:
         w.close()
+
+
+def test_no_policy_written_an_ssh_origin_pushes(world, tmp_path):
+    """The default policy's agent profiles: keys in ~/.ssh and an SSH origin on github.com add
+    the ssh rule for it (docs/agents.md)."""
+    origin = Path(f"/tmp/broker-ssh-origin-{os.getpid()}-{time.monotonic_ns()}.git")
+    try:
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(origin)], check=True)
+        clone = tmp_path / "clone"
+        subprocess.run(["git", "init", "-q", "-b", "main", str(clone)], check=True)
+        subprocess.run(["git", "-C", str(clone), "remote", "add", "origin",
+                        f"root@{GH}:{origin}"], check=True)
+        (clone / "file").write_text("x\n")
+        argv = [BROKER_BIN, "wrap", "--connect-to", f"{GH}:22:127.0.0.1:{world.gh.port}",
+                "--log-dir", str(world.ws.logs), "--", "sh", "-c",
+                f"echo {RAN}; export GIT_SSH_COMMAND='{world.ssh_command()}'; git add file && "
+                "git -c user.name=a -c user.email=a@example.test commit -qm from-default && "
+                "git push -q origin main && echo pushed"]
+        p = subprocess.run(argv, cwd=clone, env=world.ws.env(), capture_output=True, timeout=90,
+                           stdin=subprocess.DEVNULL)
+        out, err = p.stdout.decode(), p.stderr.decode()
+        assert p.returncode == 0 and RAN in out and "pushed" in out, (out, err)
+        assert "holds 1 key, for github.com only" in err, err
+        assert subprocess.run(["git", "-C", str(origin), "log", "-1", "--format=%s"],
+                              capture_output=True, text=True).stdout.strip() == "from-default"
+        conns = [x for x in world.ws.records() if x.get("ssh")]
+        assert conns and conns[0]["ssh"]["key"] == world.key_fp, conns
+
+        # Without an SSH origin nothing is added: port 22 stays closed.
+        subprocess.run(["git", "-C", str(clone), "remote", "set-url", "origin",
+                        "https://github.com/org/repo.git"], check=True)
+        p = subprocess.run(argv[:-1] + [f"echo {RAN}; echo \"sock:$SSH_AUTH_SOCK\"; "
+                                        f"{world.ssh_command()} root@{GH} echo reached"],
+                           cwd=clone, env=world.ws.env(), capture_output=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        out = p.stdout.decode()
+        assert RAN in out and "sock:\n" in out and "reached" not in out.replace("echo reached", "")
+    finally:
+        subprocess.run(["rm", "-rf", str(origin)])

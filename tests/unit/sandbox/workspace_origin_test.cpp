@@ -49,6 +49,21 @@ TEST_CASE("scope-to-workspace: remote URL forms", "[wrap][scope]") {
   CHECK(named("./org/web") == "-");
 }
 
+TEST_CASE("a remote URL says whether git reaches it over SSH on port 22", "[wrap][scope][ssh]") {
+  const auto ssh = [](const char* url) {
+    auto r = parse_github_remote(url);
+    return r && r->ssh;
+  };
+  CHECK(ssh("git@github.com:org/web.git"));
+  CHECK(ssh("ssh://git@gitlab.com/org/web.git"));
+  CHECK(ssh("ssh://git@github.com:22/org/web.git"));
+  CHECK(ssh("git+ssh://git@bitbucket.org/org/web"));
+  CHECK_FALSE(ssh("ssh://git@github.com:2222/org/web.git"));
+  CHECK_FALSE(ssh("https://github.com/org/web.git"));
+  CHECK_FALSE(ssh("git://github.com/org/web.git"));
+  CHECK(named("git@github.com:/srv/web.git") == "github.com srv/web");
+}
+
 TEST_CASE("scope-to-workspace: the origin is read from the repository", "[wrap][scope]") {
   broker::test::temp_dir t;
   repository(t.path / "w",
