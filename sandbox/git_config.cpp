@@ -42,7 +42,7 @@ std::optional<std::string> run_git(std::vector<std::string> args) {
   if (git.empty()) return std::nullopt;
   base::program_run run;
   run.program = git;
-  run.args = {"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+  run.args = {"-c", "core.fsmonitor=false", "-c",        "core.hooksPath=/dev/null",
               "-c", "safe.directory=*",     "--no-pager"};
   run.args.insert(run.args.end(), args.begin(), args.end());
   run.env = {"PATH=/usr/local/bin:/usr/bin:/bin",

@@ -409,9 +409,10 @@ void add_ssh_files(wrapping& w, sandbox::launch_options& launch) {
   }
   const std::string system_config = "/etc/ssh/ssh_config";
   if (w.ssh_known_hosts.empty() || !std::filesystem::is_regular_file(system_config, ec)) return;
-  std::string text = "# broker: the policy's \"ssh\": {\"host_keys\"} besides the system's\n"
-                     "GlobalKnownHostsFile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2 " +
-                     w.ssh_known_hosts + "\n";
+  std::string text =
+      "# broker: the policy's \"ssh\": {\"host_keys\"} besides the system's\n"
+      "GlobalKnownHostsFile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2 " +
+      w.ssh_known_hosts + "\n";
   if (auto original = sandbox::read_regular_file(system_config, 1 << 20)) text += *original;
   const auto copy = w.dir->path() / "ssh_config";
   base::write_file_atomically(copy, text, 0644, base::durability::session);

@@ -100,7 +100,8 @@ TEST_CASE("ssh section: keys and host keys", "[config][policy][ssh]") {
   CHECK(e.key == "ssh.host_keys[0]");
   CHECK(e.line == 2);
   // The blob's own type must be the one named.
-  e = error_of(R"({"ssh": {"host_keys": ["github.com ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIKy1VruJmNg1uNSzYj0TX/8ZBmMt2qkjX8C6hSAwMY7C"]}})");
+  e = error_of(
+      R"({"ssh": {"host_keys": ["github.com ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIKy1VruJmNg1uNSzYj0TX/8ZBmMt2qkjX8C6hSAwMY7C"]}})");
   CHECK(e.message.find("not base64 of a \"ssh-rsa\" key") != std::string::npos);
   e = error_of(R"({"ssh": {"host_keys": ["@revoked github.com ssh-ed25519 AAAA"]}})");
   CHECK(e.thrown);
@@ -109,9 +110,10 @@ TEST_CASE("ssh section: keys and host keys", "[config][policy][ssh]") {
 }
 
 TEST_CASE("ssh rule: beside a credential bound to the same host's HTTPS", "[config][policy][ssh]") {
-  const auto p = parse_policy(R"({"allow": [{"host": "github.com"}, {"host": "github.com", "ssh": true}],
+  const auto p =
+      parse_policy(R"({"allow": [{"host": "github.com"}, {"host": "github.com", "ssh": true}],
     "credentials": {"gh": {"type": "github", "env": ["GITHUB_TOKEN"], "hosts": ["github.com"]}}})",
-                              "p.json");
+                   "p.json");
   const policy_set set({p});
   CHECK(set.check_connect(at("github.com", 22)).ssh);
   const auto https = set.check_connect(at("github.com", 443));

@@ -64,8 +64,8 @@ TEST_CASE("agent messages: the allowlist", "[ssh]") {
 
 TEST_CASE("agent messages: everything else is refused by name", "[ssh]") {
   CHECK(read_client_message("\x13").name == "remove_all_identities");  // ssh-add -D
-  CHECK(read_client_message("\x16pw").name == "lock");                // ssh-add -x
-  CHECK(read_client_message("\x15").name == "remove_smartcard_key");  // ssh-add -e
+  CHECK(read_client_message("\x16pw").name == "lock");                 // ssh-add -x
+  CHECK(read_client_message("\x15").name == "remove_smartcard_key");   // ssh-add -e
   CHECK(read_client_message("\x11key").name == "add_identity");
   CHECK(read_client_message("\x19key").name == "add_id_constrained");
   CHECK(read_client_message("\xc8").name == "unknown");

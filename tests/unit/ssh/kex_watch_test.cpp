@@ -41,7 +41,7 @@ std::string server_stream(std::uint8_t reply_type = 31) {
   std::string s = "a banner line first\r\nSSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u6\r\n";
   s += packet(std::string(1, '\x14') + std::string(200, 'i'));  // KEXINIT
   s += packet(message(reply_type, {host_key(), std::string(32, 'q'), "the-signature"}));
-  s += packet(std::string(1, '\x15'));                          // NEWKEYS
+  s += packet(std::string(1, '\x15'));  // NEWKEYS
   s += "encrypted bytes that are never read";
   return s;
 }
