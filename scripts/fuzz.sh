@@ -29,7 +29,7 @@ declare -A smoke_runs=(
   [chunk_resigner]=10000 [chunked_decoder]=20000 [content_decoder]=1200 [dns_message]=150000
   [graphql]=15000 [mcp_reader]=20000
   [h2_client_session]=20000 [h2_server_session]=70000 [llm_usage]=3000 [policy_loader]=20000
-  [request_parser]=25000 [scrubber]=50000 [settings_merge]=30000 [sigv4_parsers]=30000
+  [request_parser]=25000 [scrubber]=50000 [settings_merge]=30000 [sigv4_parsers]=30000 [ssh_wire]=30000
   [websocket_reader]=25000
 )
 targets=()
