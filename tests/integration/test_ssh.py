@@ -310,3 +310,34 @@ def test_no_policy_written_an_ssh_origin_pushes(world, tmp_path):
         assert RAN in out and "sock:\n" in out and "reached" not in out.replace("echo reached", "")
     finally:
         subprocess.run(["rm", "-rf", str(origin)])
+
+
+# A client that speaks the agent protocol itself: it lists the keys, then asks for a signature of
+# data of its choosing on a connection bound to no server.
+_SIGN_ANYTHING = r"""
+import os, socket, struct
+s = socket.socket(socket.AF_UNIX); s.connect(os.environ["SSH_AUTH_SOCK"])
+def ask(payload):
+    s.sendall(struct.pack(">I", len(payload)) + payload)
+    n = struct.unpack(">I", s.recv(4))[0]; r = b""
+    while len(r) < n: r += s.recv(n - len(r))
+    return r
+listed = ask(b"\x0b")
+count = struct.unpack(">I", listed[1:5])[0]
+blob_len = struct.unpack(">I", listed[5:9])[0]
+blob = listed[9:9 + blob_len]
+data = b"exfiltrate-this-with-a-signature"
+answer = ask(b"\x0d" + struct.pack(">I", len(blob)) + blob + struct.pack(">I", len(data)) + data
+             + struct.pack(">I", 0))
+print("keys", count, "answer", answer[0])
+"""
+
+
+def test_a_signature_of_anything_on_an_unbound_connection_is_refused(world):
+    r = world.ws.run(PY, "-c", _SIGN_ANYTHING, timeout=60)
+    assert r.returncode == 0, r.describe()
+    assert "keys 1 answer 5" in r.out, r.describe()  # SSH_AGENT_FAILURE
+    refused = [x for x in world.ws.records() if x.get("event") == "ssh_agent"]
+    assert [x["refused"] for x in refused] == ["sign"], refused
+    assert refused[0]["key"] == world.key_fp and refused[0]["host_key"] is None, refused
+    assert refused[0]["exe"] and refused[0]["exe"].endswith(("python3", "python3.11")), refused
