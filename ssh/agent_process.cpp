@@ -137,17 +137,27 @@ agent_process::agent_process(const agent_plan& plan) {
   dir_ = dir;
   socket_ = dir_ + "/agent.sock";
   start_keeper(agent);
-  write_known_hosts(plan);
-  load_keys(plan);
-  list_keys();
+  try {
+    write_known_hosts(plan);
+    load_keys(plan);
+    list_keys();
+  } catch (...) {
+    stop();
+    throw;
+  }
 }
 
 agent_process::~agent_process() {
+  stop();
+}
+
+void agent_process::stop() {
   if (keeper_ > 0) {
     ::kill(keeper_, SIGTERM);
     int status = 0;
     while (::waitpid(keeper_, &status, 0) < 0 && errno == EINTR) {
     }
+    keeper_ = -1;
   }
   std::error_code ec;
   fs::remove_all(dir_, ec);
@@ -175,10 +185,13 @@ void agent_process::start_keeper(const std::string& agent) {
     int status = 0;
     if (::waitpid(keeper_, &status, WNOHANG) == keeper_) {
       keeper_ = -1;
+      stop();
       throw std::runtime_error("ssh-agent ended at start");
     }
-    if (std::chrono::steady_clock::now() > deadline)
+    if (std::chrono::steady_clock::now() > deadline) {
+      stop();
       throw std::runtime_error("ssh-agent made no socket within 5 s");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

@@ -44,6 +44,8 @@ class agent_process {
 
  private:
   void start_keeper(const std::string& agent);
+  // Ends the agent (through its keeper) and removes its directory.
+  void stop();
   void write_known_hosts(const agent_plan& plan);
   void load_keys(const agent_plan& plan);
   void list_keys();

@@ -334,9 +334,13 @@ void start_ssh_agent(wrapping& w) {
     std::cerr << "broker: warning: ssh: " << key << " did not load (a passphrase not given?)\n";
   std::string hosts;
   for (const auto& h : agent.hosts()) hosts += (hosts.empty() ? "" : ", ") + h;
-  std::cerr << "broker: ssh: the session's agent holds " << agent.keys().size()
-            << (agent.keys().size() == 1 ? " key" : " keys") << ", for "
-            << (hosts.empty() ? "no host" : hosts) << " only (SSH_AUTH_SOCK)\n";
+  if (hosts.empty())
+    std::cerr << "broker: ssh: the session's agent holds no key: no host its rules allow has a "
+                 "known host key\n";
+  else
+    std::cerr << "broker: ssh: the session's agent holds " << agent.keys().size()
+              << (agent.keys().size() == 1 ? " key" : " keys") << ", for " << hosts
+              << " only (SSH_AUTH_SOCK)\n";
 }
 
 child_files write_child_files(wrapping& w) {
