@@ -690,6 +690,16 @@ CODEX_TOOL = ["codex", "exec", "--skip-git-repo-check", "--color", "never", "--s
 CLAUDE_TOOL = ["claude", "-p", "Fetch the guide.", "--allowedTools", "Bash"]
 
 
+def tool_agent(fake, agent):
+    """(command, environment, model host, real key) of Claude Code or Codex running one turn
+    whose tool call `fake` asks for, `fake` accepting the agent's real key."""
+    if agent == "claude":
+        fake.accept("anthropic_key", ANTHROPIC_KEY)
+        return CLAUDE_TOOL, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, ANTHROPIC, ANTHROPIC_KEY
+    fake.accept("openai", CODEX_KEY)
+    return CODEX_TOOL, {"CODEX_API_KEY": CODEX_KEY}, OPENAI, CODEX_KEY
+
+
 class AskedRun:
     """`broker wrap --ask -- agent` running in the background, its stderr read as it comes."""
 
@@ -758,13 +768,7 @@ def assert_asked_and_decided(run, decision, scope=None):
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_an_agent_waits_while_a_person_approves_its_fetch(make_fake, sessions, agent):
     fake = make_fake(tool_call=FETCH_DOCS, ws="refuse")
-    if agent == "claude":
-        fake.accept("anthropic_key", ANTHROPIC_KEY)
-        cmd, env, host, real = CLAUDE_TOOL, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, ANTHROPIC, \
-            ANTHROPIC_KEY
-    else:
-        fake.accept("openai", CODEX_KEY)
-        cmd, env, host, real = CODEX_TOOL, {"CODEX_API_KEY": CODEX_KEY}, OPENAI, CODEX_KEY
+    cmd, env, host, real = tool_agent(fake, agent)
     s = sessions(fake)
     asked = AskedRun(s, f"{agent}-ask", cmd, env)
     ask_id = asked.wait_ask()

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from ssh_server import SshServer, fingerprint, keygen
-from test_real_agents import (ANTHROPIC, ANTHROPIC_KEY, CLAUDE_TOOL, CODEX_KEY, CODEX_TOOL,  # noqa: F401
-                              OPENAI, _agents_installed, agents_pki, assert_no_leaks,
-                              assert_turn_done, fake_apis, make_fake, sessions, tool_results)
+from test_real_agents import (_agents_installed, agents_pki, assert_no_leaks,  # noqa: F401
+                              assert_turn_done, make_fake, sessions, tool_agent, tool_results)
 
 GH = "github.com"
 
@@ -27,13 +26,7 @@ def test_an_agent_pushes_over_ssh_with_the_users_key_it_never_holds(make_fake, s
         push = ("GIT_SSH_COMMAND=\"ssh -F $HOME/ssh_config\" git push -q origin main "
                 "&& echo pushed-over-ssh")
         fake = make_fake(tool_call=push, ws="refuse")
-        if agent == "claude":
-            fake.accept("anthropic_key", ANTHROPIC_KEY)
-            cmd, env, host, real = CLAUDE_TOOL, {"ANTHROPIC_API_KEY": ANTHROPIC_KEY}, ANTHROPIC, \
-                ANTHROPIC_KEY
-        else:
-            fake.accept("openai", CODEX_KEY)
-            cmd, env, host, real = CODEX_TOOL, {"CODEX_API_KEY": CODEX_KEY}, OPENAI, CODEX_KEY
+        cmd, env, host, real = tool_agent(fake, agent)
         s = sessions(fake)
         name = f"{agent}-ssh"
         d, home, runtime, logs, work = s.prepare(name)
