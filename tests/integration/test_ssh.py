@@ -341,3 +341,30 @@ def test_a_signature_of_anything_on_an_unbound_connection_is_refused(world):
     assert [x["refused"] for x in refused] == ["sign"], refused
     assert refused[0]["key"] == world.key_fp and refused[0]["host_key"] is None, refused
     assert refused[0]["exe"] and refused[0]["exe"].endswith(("python3", "python3.11")), refused
+
+
+def test_an_encrypted_key_loads_through_the_users_askpass(tmp_path, pki, tls_upstream):
+    w = World(tmp_path, pki, tls_upstream)
+    try:
+        key = w.home / ".ssh" / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-p", "-N", "open sesame", "-f", str(key)],
+                       check=True, stdin=subprocess.DEVNULL)
+        askpass = tmp_path / "askpass.sh"
+        askpass.write_text("#!/bin/sh\necho 'open sesame'\n")
+        askpass.chmod(0o700)
+        script = (f"echo {RAN}; ssh-add -l; echo askpass-vars:$(env | grep -c '^SSH_ASKPASS='); "
+                  f"{w.ssh_command()} root@{GH} echo signed-encrypted")
+        r = w.ws.run("sh", "-c", script, timeout=60,
+                     env={"SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force"})
+        assert r.returncode == 0, r.describe()
+        assert RAN in r.out and "signed-encrypted" in r.out and w.key_fp in r.out, r.describe()
+        assert "holds 1 key" in r.err, r.err
+        # The passphrase program is the broker's to run, not the command's.
+        assert "askpass-vars:0" in r.out, r.out
+
+        # With no way to ask, the key is left out and wrap says so.
+        r = w.ws.run("sh", "-c", f"echo {RAN}; ssh-add -l; echo rc=$?", timeout=60)
+        assert RAN in r.out and "rc=1" in r.out, r.describe()
+        assert f"{key} did not load" in r.err, r.err
+    finally:
+        w.close()
