@@ -22,7 +22,9 @@
 #  11. the MCP reader (issue 53): tools/call requests/s through an "mcp" rule beside the same
 #      host without it;
 #  12. new client processes inside `broker wrap` against the same outside (issue 55): 30 curl
-#      and 30 git ls-remote in a row.
+#      and 30 git ls-remote in a row;
+#  13. a model's streamed answer (issue 55): 200 SSE events through the broker beside direct,
+#      HTTP/1.1 and HTTP/2: added TTFB, added delay per event, CPU per event.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -87,3 +89,7 @@ run mcp "$root/bench/mcp.sh" "$broker" "$rounds"
 section "12. new client processes inside wrap, $rounds rounds: 30 in a row against outside" \
   "(guard: inside <= 1.10x)"
 run clients "$root/bench/wrap_clients.sh" "$broker" "$rounds"
+section "13. a model's streamed answer (issue 55), $rounds rounds: 200 SSE events 20 ms apart," \
+  "direct and through the broker (intercepted, key swapped, scrubbed, metered, --audit-sync" \
+  "batch) over HTTP/1.1 and HTTP/2 (goals: TTFB within 1 ms, p99 per event within 0.3 ms)"
+run sse /usr/bin/python3 "$root/bench/sse_stream.py" --rounds "$rounds" --h2 "$broker"
