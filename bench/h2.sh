@@ -9,6 +9,8 @@
 #               haproxy: the same h2load to haproxy 2.6 terminating TLS with h2 on both sides in front
 #               of the same nginx (no policy, swap, scrubbing or audit): what a TLS-to-TLS HTTP/2
 #               proxy gets on this machine, the anchor for the broker's ratio (issue 32).
+#               nghttpx: the same, nghttpx terminating TLS with h2 on both sides (issue 55: every
+#               contender of the HTTP/2 table speaks h2).
 #   gRPC unary  calls/s of a python grpcio client (8 threads) to a grpcio server on TLS, direct
 #               vs through `broker serve` (grpc.http_proxy), intercepted, h2 both sides.
 #   idle h2     broker RSS per idle intercepted HTTP/2 connection: N clients through CONNECT,
@@ -24,7 +26,7 @@ N=${N:-20000} IDLE=${IDLE:-500} CALLS=${CALLS:-2000}
 PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; for f in nginx haproxy; do
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; for f in nginx haproxy nghttpx; do
       [[ -f $work/$f.pid ]] && kill "$(cat "$work/$f.pid")" 2>/dev/null; done; wait 2>/dev/null
       rm -rf "$work"' EXIT
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
@@ -78,6 +80,15 @@ backend be
 HA
   haproxy -D -f "$work/haproxy.cfg" -p "$work/haproxy.pid" || hport=
 fi
+nport=
+if command -v nghttpx > /dev/null; then
+  nport=$(free_port)
+  nghttpx --daemon --pid-file="$work/nghttpx.pid" --conf=/dev/null \
+    --frontend="127.0.0.1,$nport" --backend="127.0.0.1,$port;;tls;sni=api.example.test;proto=h2" \
+    --cacert="$PEERS/upstream-ca.pem" --workers=2 --no-ocsp --no-via \
+    --errorlog-file="$work/nghttpx.err" "$PEERS/leaf.key" "$PEERS/leaf.pem" < /dev/null || nport=
+  for _ in $(seq 50); do [[ -z $nport ]] || [[ -s $work/nghttpx.pid ]] && break; sleep 0.1; done
+fi
 
 # h2load's requests/s, or nan when any request failed.
 h2rate() { # h2load args...
@@ -89,6 +100,9 @@ h2rate() { # h2load args...
 direct_h2load() { h2rate h2load -n "$N" "$@" "https://127.0.0.1:$port/small"; }
 haproxy_h2load() {
   if [[ -n $hport ]]; then h2rate h2load -n "$N" "$@" "https://127.0.0.1:$hport/small"; else echo nan; fi
+}
+nghttpx_h2load() {
+  if [[ -n $nport ]]; then h2rate h2load -n "$N" "$@" "https://127.0.0.1:$nport/small"; else echo nan; fi
 }
 broker_h2load() {
   h2rate "$broker" wrap --policy "$work/mitm.json" --log-dir "$work/wrap-logs" "${map[@]}" \
@@ -148,9 +162,11 @@ for round in $(seq "$rounds"); do
   echo "c1 direct $(direct_h2load -c 1 -m 10)" >> "$work/results"
   echo "c1 broker $(broker_h2load -c 1 -m 10)" >> "$work/results"
   echo "c1 haproxy $(haproxy_h2load -c 1 -m 10)" >> "$work/results"
+  echo "c1 nghttpx $(nghttpx_h2load -c 1 -m 10)" >> "$work/results"
   echo "c8 direct $(direct_h2load -c 8 -m 10)" >> "$work/results"
   echo "c8 broker $(broker_h2load -c 8 -m 10)" >> "$work/results"
   echo "c8 haproxy $(haproxy_h2load -c 8 -m 10)" >> "$work/results"
+  echo "c8 nghttpx $(nghttpx_h2load -c 8 -m 10)" >> "$work/results"
   echo "grpc direct $(grpc_rate - "$PEERS/upstream-ca.pem")" >> "$work/results"
   echo "grpc broker $(grpc_rate "$grpc_proxy" "$work/ca/ca.pem")" >> "$work/results"
 done
@@ -207,10 +223,15 @@ rows = [line.split() for line in open(sys.argv[1])]
 def med(metric, who):
     xs = [float(r[2]) for r in rows if r[0] == metric and r[1] == who and r[2] != "nan"]
     return statistics.median(xs) if xs else math.nan
-print(f"{'':14} {'direct':>10} {'broker':>10} {'ratio':>7} goal    {'haproxy':>10} {'ratio':>7}")
+print(f"{'':14} {'direct':>10} {'broker':>10} {'ratio':>7} goal    {'haproxy':>10} {'ratio':>7}"
+      f" {'nghttpx':>10} {'ratio':>7}")
 for metric, label in (("c1", "h2load c1 m10"), ("c8", "h2load c8 m10"), ("grpc", "gRPC unary")):
-    d, b, h = med(metric, "direct"), med(metric, "broker"), med(metric, "haproxy")
-    anchor = f"{h:10.0f} {h / d:7.2f}" if metric != "grpc" else ""
+    d, b = med(metric, "direct"), med(metric, "broker")
+    anchor = ""
+    if metric != "grpc":
+        for peer in ("haproxy", "nghttpx"):
+            h = med(metric, peer)
+            anchor += f"{h:10.0f} {h / d:7.2f} "
     print(f"{label:14} {d:10.0f} {b:10.0f} {b / d:7.2f} >= 0.6  {anchor}")
 print(f"{'idle h2 conn':14} {sys.argv[2]:>10} KiB of broker RSS each ({sys.argv[3]} connections), goal <= 64 KiB")
 PY

@@ -4,6 +4,10 @@
 # (bench/yardstick.sh) can move a ratio by ±0.3; interleaving spreads the noise over everyone. It
 # also reports the CPU each proxy spent per request (on this VM it moves between runs about as
 # much as a rate does).
+# Every contender speaks HTTP/1.1 (curl --http1.1; issue 55): curl would otherwise negotiate h2
+# with the broker's MITM and with nghttpx, whose "new connection" column would then reuse one
+# connection and whose keep-alive columns would run over h2 while the rest run HTTP/1.1. The
+# HTTP/2 table is bench/h2.sh's.
 # SYNC_MODES="none every" adds a MITM contender for each --audit-sync mode named (broker-mitm is
 # the default, batch): what making the log durable costs on each column (issue 50).
 # Needs the peers of ../shared/bench up (bench/yardstick.sh starts them) and curl.
@@ -78,10 +82,10 @@ measure() { # metric pargs ca -> prints a rate
   # A contender that fails (a peer not running) must not show up as fast: its figures are void.
   # shellcheck disable=SC2086
   if ! case $metric in
-    ka1) curl -sf $pargs --cacert "$ca" -K "$work/ka.cfg" ;;
-    ka8) curl -sf -Z --parallel-max 8 $pargs --cacert "$ca" -K "$work/ka.cfg" 2>/dev/null ;;
-    newc) curl -sf -H 'Connection: close' $pargs --cacert "$ca" -K "$work/newc.cfg" ;;
-    bulk) curl -sf $pargs --cacert "$ca" -o /dev/null "$U/big" ;;
+    ka1) curl -sf --http1.1 $pargs --cacert "$ca" -K "$work/ka.cfg" ;;
+    ka8) curl -sf --http1.1 -Z --parallel-max 8 $pargs --cacert "$ca" -K "$work/ka.cfg" 2>/dev/null ;;
+    newc) curl -sf --http1.1 -H 'Connection: close' $pargs --cacert "$ca" -K "$work/newc.cfg" ;;
+    bulk) curl -sf --http1.1 $pargs --cacert "$ca" -o /dev/null "$U/big" ;;
   esac; then
     echo nan
     return

@@ -3,8 +3,9 @@
 // (class 4002, OCSF 1.8.0): a request, refusal or tunnel with its method as the activity, its URL,
 // status, bytes and time, the policy's verdict as action and disposition (a refusal's code in
 // status_code), and the session, its user and the client process as the actor. A record the
-// class cannot express (session_start, session_end, approval, policy_reload, admin, kept_out) is
-// still one event: activity Other, named after the record, with the whole record in `unmapped`.
+// class cannot express (session_start, session_end, approval, policy_reload, admin, kept_out,
+// ssh_agent) is still one event: activity Other, named after the record, with the whole record in
+// `unmapped`.
 // tests/integration/ocsf/ holds the field list every event is checked against, and its source.
 #pragma once
 
