@@ -92,4 +92,4 @@ run clients "$root/bench/wrap_clients.sh" "$broker" "$rounds"
 section "13. a model's streamed answer (issue 55), $rounds rounds: 200 SSE events 20 ms apart," \
   "direct and through the broker (intercepted, key swapped, scrubbed, metered, --audit-sync" \
   "batch) over HTTP/1.1 and HTTP/2 (goals: TTFB within 1 ms, p99 per event within 0.3 ms)"
-run sse /usr/bin/python3 "$root/bench/sse_stream.py" --rounds "$rounds" --h2 "$broker"
+run sse /usr/bin/python3 "$root/bench/sse_stream.py" --rounds "$rounds" --h2 --tunnel "$broker"

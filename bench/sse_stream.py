@@ -12,7 +12,10 @@ over HTTP/1.1, as the direct client does). Each event's delay is when the client
 less when the upstream wrote it (one machine, one monotonic clock). The broker's CPU is its
 threads' run time (/proc/PID/task/*/schedstat, in ns) over the stream, per event.
 
-  bench/sse_stream.py [--events N] [--interval MS] [--rounds R] [--h2] BROKER [BROKER...]
+  bench/sse_stream.py [--events N] [--interval MS] [--rounds R] [--h2] [--tunnel] BROKER...
+
+--tunnel adds each broker's tunnel (no interception, the bytes relayed untouched): the floor one
+more loopback hop sets on this machine, which the goals' added delay includes.
 
 Prints, per contender and round: TTFB (request sent → first body byte) and the events' delay
 (p50, p99, max); then each broker's added TTFB and added delay per event (p50, p99, max) against
@@ -234,10 +237,12 @@ def pct(values, p):
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
-def start_broker(binary: str, work: Path, port: int, pki: Path):
+def start_broker(binary: str, work: Path, port: int, pki: Path, tunnel: bool = False):
     policy = {"version": 1, "allow": [{"host": HOST, "ports": [port]}],
               "credentials": {"openai": {"type": "bearer", "env": ["OPENAI_API_KEY"],
                                          "hosts": [HOST]}}}
+    if tunnel:  # the floor: the same hop, its bytes relayed untouched
+        policy = {"version": 1, "allow": [{"host": HOST, "ports": [port], "tunnel": True}]}
     work.mkdir(parents=True, exist_ok=True)
     (work / "policy.json").write_text(json.dumps(policy))
     env = {"PATH": os.environ["PATH"], "HOME": str(work), "OPENAI_API_KEY": REAL_KEY}
@@ -275,6 +280,8 @@ def main():
     ap.add_argument("--interval", type=float, default=20.0, help="ms between events")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--h2", action="store_true", help="also through each broker over HTTP/2")
+    ap.add_argument("--tunnel", action="store_true",
+                    help="also through each broker's tunnel (no interception): the hop's floor")
     ap.add_argument("brokers", nargs="+")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="sse-bench-"))
@@ -292,6 +299,11 @@ def main():
             clients[f"{label} h1"] = (Client(port, ca, bport), dummy, proc.pid)
             if args.h2:
                 clients[f"{label} h2"] = (H2Client(port, ca, bport), dummy, proc.pid)
+            if args.tunnel:
+                proc, tport, _, _ = start_broker(b, work / f"tunnel{i}", port, work, tunnel=True)
+                procs.append(proc)
+                clients[f"{label} tunnel"] = (Client(port, work / "ca.pem", tport), REAL_KEY,
+                                              proc.pid)
         # A first stream each, not counted: every broker has its upstream connection (and the
         # direct client its TLS session) before the measured rounds, as a running agent has.
         for name, (client, key, pid) in clients.items():
@@ -323,9 +335,15 @@ def main():
                   f"+{statistics.median(added[100]) * 1e3:.3f} ms; CPU {cpu / 1e3:.1f} µs/event "
                   f"({met})")
     finally:
+        # The clients' connections first: a broker drains what is open before it ends.
+        for client, _, _ in locals().get("clients", {}).values():
+            client.sock.close()
         for p in procs:
             p.terminate()
-            p.wait(10)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
         shutil.rmtree(work, ignore_errors=True)
 
 
