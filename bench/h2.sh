@@ -86,7 +86,8 @@ if command -v nghttpx > /dev/null; then
   nghttpx --daemon --pid-file="$work/nghttpx.pid" --conf=/dev/null \
     --frontend="127.0.0.1,$nport" --backend="127.0.0.1,$port;;tls;sni=api.example.test;proto=h2" \
     --cacert="$PEERS/upstream-ca.pem" --workers=2 --no-ocsp --no-via \
-    --errorlog-file="$work/nghttpx.err" "$PEERS/leaf.key" "$PEERS/leaf.pem" < /dev/null || nport=
+    --errorlog-file="$work/nghttpx.err" "$PEERS/leaf.key" "$PEERS/leaf.pem" < /dev/null \
+    2>> "$work/nghttpx.err" || nport=
   for _ in $(seq 50); do [[ -z $nport ]] || [[ -s $work/nghttpx.pid ]] && break; sleep 0.1; done
 fi
 
