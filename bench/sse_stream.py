@@ -101,18 +101,37 @@ class Upstream(ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
+def read_some(sock):
+    """(bytes, when they came) of the next read of a TLS socket; the stream must not end."""
+    if not sock.pending():
+        select.select([sock], [], [], 30)
+    piece = sock.recv(65536)
+    if not piece:
+        raise RuntimeError("connection closed mid-stream")
+    return piece, time.monotonic()
+
+
+def connect_through(proxy_port: int, port: int):
+    """A TCP connection through a broker's CONNECT to HOST:port, answered 200."""
+    raw = socket.create_connection(("127.0.0.1", proxy_port))
+    raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    raw.sendall(f"CONNECT {HOST}:{port} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return raw
+
+
 class Client:
     """One keep-alive HTTPS connection, directly or through a broker's CONNECT."""
 
     def __init__(self, port: int, cafile: Path, proxy_port: int = None):
-        raw = socket.create_connection(("127.0.0.1", proxy_port or port))
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if proxy_port:
-            raw.sendall(f"CONNECT {HOST}:{port} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += raw.recv(4096)
-            assert head.startswith(b"HTTP/1.1 200"), head
+            raw = connect_through(proxy_port, port)
+        else:
+            raw = socket.create_connection(("127.0.0.1", port))
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         ctx = ssl.create_default_context(cafile=str(cafile))
         self.sock = ctx.wrap_socket(raw, server_hostname=HOST)
         self.port = port
@@ -128,12 +147,7 @@ class Client:
         self.sock.sendall(req)
         buf, head_done, ttfb, events, body_bytes = b"", False, None, [], b""
         while True:
-            if not self.sock.pending():
-                select.select([self.sock], [], [], 30)
-            piece = self.sock.recv(65536)
-            now = time.monotonic()
-            if not piece:
-                raise RuntimeError("connection closed mid-stream")
+            piece, now = read_some(self.sock)
             buf += piece
             if not head_done:
                 if b"\r\n\r\n" not in buf:
@@ -165,13 +179,7 @@ class H2Client:
     def __init__(self, port: int, cafile: Path, proxy_port: int):
         import h2.config
         import h2.connection
-        raw = socket.create_connection(("127.0.0.1", proxy_port))
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        raw.sendall(f"CONNECT {HOST}:{port} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            head += raw.recv(4096)
-        assert head.startswith(b"HTTP/1.1 200"), head
+        raw = connect_through(proxy_port, port)
         ctx = ssl.create_default_context(cafile=str(cafile))
         ctx.set_alpn_protocols(["h2"])
         self.sock = ctx.wrap_socket(raw, server_hostname=HOST)
@@ -197,12 +205,7 @@ class H2Client:
         self.sock.sendall(self.conn.data_to_send())
         ttfb, events, body_bytes = None, [], b""
         while True:
-            if not self.sock.pending():
-                select.select([self.sock], [], [], 30)
-            piece = self.sock.recv(65536)
-            now = time.monotonic()
-            if not piece:
-                raise RuntimeError("connection closed mid-stream")
+            piece, now = read_some(self.sock)
             for ev in self.conn.receive_data(piece):
                 if isinstance(ev, h2.events.ResponseReceived):
                     status = dict(ev.headers).get(b":status")
