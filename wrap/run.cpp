@@ -248,8 +248,8 @@ void scope_to_workspace(wrapping& w) {
 // Bitbucket and keys in ~/.ssh: an ssh rule for that host (docs/agents.md), so that git pushes
 // over SSH as it does outside.
 void allow_ssh_origin(wrapping& w) {
-  auto layers = w.setup.policy->layers();
-  if (layers.size() != 1 || layers[0].source != "<default>") return;
+  const auto& written = w.setup.policy->layers();
+  if (written.size() != 1 || written[0].source != "<default>") return;
   if (ssh::user_keys(w.home).empty()) return;
   sandbox::github_remote origin;
   try {
@@ -260,6 +260,7 @@ void allow_ssh_origin(wrapping& w) {
   static const char* const hosts[] = {"github.com", "gitlab.com", "bitbucket.org"};
   if (!origin.ssh || std::find(std::begin(hosts), std::end(hosts), origin.host) == std::end(hosts))
     return;
+  auto layers = written;
   config::rule r;
   r.name = "allow[" + std::to_string(layers[0].allow.size()) + "]";
   r.host = config::host_pattern::parse(origin.host);
