@@ -334,11 +334,16 @@ print("keys", count, "answer", answer[0])
 
 
 def test_a_signature_of_anything_on_an_unbound_connection_is_refused(world):
-    r = world.ws.run(PY, "-c", _SIGN_ANYTHING, timeout=60)
+    script = (f"{PY} -c '{_SIGN_ANYTHING}'; echo data > /tmp/commit; "
+              "ssh-keygen -Y sign -n git -f ~/.ssh/id_ed25519.pub /tmp/commit; "
+              "echo keygen-rc=$?; ls /tmp/commit.sig 2>&1; true")
+    r = world.ws.run("sh", "-c", script, timeout=60)
     assert r.returncode == 0, r.describe()
     assert "keys 1 answer 5" in r.out, r.describe()  # SSH_AGENT_FAILURE
+    # git's SSH commit signing asks the agent the same way: refused too.
+    assert "keygen-rc=0" not in r.out and "No such file" in r.out, r.describe()
     refused = [x for x in world.ws.records() if x.get("event") == "ssh_agent"]
-    assert [x["refused"] for x in refused] == ["sign"], refused
+    assert [x["refused"] for x in refused] == ["sign", "sign"], refused
     assert refused[0]["key"] == world.key_fp and refused[0]["host_key"] is None, refused
     assert refused[0]["exe"] and refused[0]["exe"].endswith(("python3", "python3.11")), refused
 
