@@ -188,11 +188,28 @@ echo "--allowed"; {world.ssh_command()} root@{GH} echo reached-github
     assert len(jump) == 2 and all(x["ssh"]["key"] == world.key_fp for x in jump), jump
 
 
-def broker_agents():
-    """The session agents' processes: pid -> the socket it serves."""
-    out = subprocess.run(["pgrep", "-a", "-f", "ssh-agent -D -a /tmp/broker-ssh-"],
-                         capture_output=True, text=True).stdout
-    return {int(line.split()[0]): line.split()[-1] for line in out.splitlines()}
+def children(pid: int) -> list:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def agents_of(broker: int) -> dict:
+    """The session agents a broker started (its keeper's child): pid -> the socket it serves.
+    Other tests' sessions may run meanwhile; their agents are not these."""
+    out = {}
+    for keeper in children(broker):
+        for agent in children(keeper):
+            args = Path(f"/proc/{agent}/cmdline").read_bytes().split(b"\0")
+            if len(args) >= 4 and args[0].endswith(b"ssh-agent") and args[2] == b"-a":
+                out[agent] = args[3].decode()
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ssh-agent")
+    except OSError:
+        return False
 
 
 def wait_for(predicate, timeout=20):
@@ -205,7 +222,6 @@ def wait_for(predicate, timeout=20):
 
 
 def test_two_sessions_have_separate_agents_and_a_killed_broker_leaves_none(world, tmp_path):
-    before = broker_agents()
     script = (f"echo {RAN}; echo \"agent:$SSH_AUTH_SOCK\"; "
               f"{world.ssh_command()} root@{GH} echo signed; sleep 60")
     second_dir = tmp_path / "second"
@@ -218,19 +234,20 @@ def test_two_sessions_have_separate_agents_and_a_killed_broker_leaves_none(world
         signed = lambda ws: (ws.dir / "popen.stdout").read_bytes().count(b"\nsigned\n") == 1
         assert wait_for(lambda: all(signed(ws) for ws in sessions)), [
             (ws.dir / "popen.stderr").read_bytes()[-2000:] for ws in sessions]
-        agents = {pid: sock for pid, sock in broker_agents().items() if pid not in before}
-        assert len(agents) == 2, agents  # one each
-        assert len(set(agents.values())) == 2 and all(Path(s).is_socket() for s in agents.values())
+        mine = [agents_of(p.pid) for p in procs]
+        assert [len(a) for a in mine] == [1, 1], mine  # one each
+        (first_agent, first_sock), = mine[0].items()
+        (second_agent, second_sock), = mine[1].items()
+        assert first_sock != second_sock and Path(first_sock).is_socket()
         inside = [(ws.dir / "popen.stdout").read_text().split("agent:")[1].split()[0]
                   for ws in sessions]
         assert inside[0] != inside[1], inside
 
         procs[0].kill()  # SIGKILL: no clean-up of its own
         procs[0].wait(timeout=10)
-        assert wait_for(lambda: len(set(broker_agents()) & set(agents)) == 1), broker_agents()
-        gone = [sock for pid, sock in agents.items() if pid not in broker_agents()]
-        assert len(gone) == 1
-        assert not Path(gone[0]).exists() and not Path(gone[0]).parent.exists(), gone
+        assert wait_for(lambda: not alive(first_agent)), "the killed broker's agent still runs"
+        assert not Path(first_sock).exists() and not Path(first_sock).parent.exists()
+        assert alive(second_agent) and Path(second_sock).is_socket()
         # The session's own socket was bound into the command's view and gone from the host's
         # since; only the killed broker's control socket is left of it.
         left_behind = [p for p in world.ws.runtime.rglob("*") if p.is_socket()]
@@ -239,8 +256,8 @@ def test_two_sessions_have_separate_agents_and_a_killed_broker_leaves_none(world
 
         procs[1].terminate()  # the second ends as a session ends: its agent with it
         procs[1].wait(timeout=20)
-        assert wait_for(lambda: not set(broker_agents()) & set(agents)), broker_agents()
-        assert not any(Path(s).parent.exists() for s in agents.values())
+        assert wait_for(lambda: not alive(second_agent)), "the second session's agent still runs"
+        assert not Path(second_sock).parent.exists()
     finally:
         for p in procs:
             if p.poll() is None:
