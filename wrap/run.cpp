@@ -30,7 +30,6 @@
 #include "sandbox/capture_net.hpp"
 #include "sandbox/child_session.hpp"
 #include "sandbox/env_policy.hpp"
-#include "sandbox/host_files.hpp"
 #include "sandbox/private_dirs.hpp"
 #include "sandbox/program_check.hpp"
 #include "sandbox/sandbox_init.hpp"
@@ -42,8 +41,8 @@
 #include "session/log.hpp"
 #include "session/session_dir.hpp"
 #include "ssh/agent_filter.hpp"
-#include "ssh/agent_process.hpp"
 #include "wrap/ask_notice.hpp"
+#include "wrap/ssh_setup.hpp"
 
 extern char** environ;
 
@@ -150,11 +149,7 @@ struct wrapping {
   std::filesystem::path log_dir;
   std::unique_ptr<session::audit_log> audit;
   std::unique_ptr<sandbox::session_files> files;  // what the command sees, and judged at the end
-  // With ssh rules: the session's agent, and the socket the command reaches it by (its filter's).
-  std::unique_ptr<ssh::agent_process> ssh_agent;
-  std::string ssh_socket;
-  int ssh_listener = -1;
-  std::string ssh_known_hosts;  // the policy's host keys, shown to the command's ssh
+  ssh_setup ssh;  // with ssh rules: the session's agent and the socket to it
   std::string home, cwd;
   std::shared_ptr<live::live_session> ctx;
   std::unique_ptr<session::control_socket> control;
@@ -244,32 +239,6 @@ void scope_to_workspace(wrapping& w) {
                "github credentials scoped to {}/{}", origin.host, origin.repo.text());
 }
 
-// With no policy written (the default's agent profiles), an SSH origin on GitHub, GitLab or
-// Bitbucket and keys in ~/.ssh: an ssh rule for that host (docs/agents.md), so that git pushes
-// over SSH as it does outside.
-void allow_ssh_origin(wrapping& w) {
-  const auto& written = w.setup.policy->layers();
-  if (written.size() != 1 || written[0].source != "<default>") return;
-  if (ssh::user_keys(w.home).empty()) return;
-  sandbox::github_remote origin;
-  try {
-    origin = sandbox::workspace_origin(w.cwd);
-  } catch (const std::runtime_error&) {
-    return;  // no repository, or no origin: nothing to add
-  }
-  static const char* const hosts[] = {"github.com", "gitlab.com", "bitbucket.org"};
-  if (!origin.ssh || std::find(std::begin(hosts), std::end(hosts), origin.host) == std::end(hosts))
-    return;
-  auto layers = written;
-  config::rule r;
-  r.name = "allow[" + std::to_string(layers[0].allow.size()) + "]";
-  r.host = config::host_pattern::parse(origin.host);
-  r.ports = {22};
-  r.tunnel = r.ssh = true;
-  layers[0].allow.push_back(std::move(r));
-  w.setup.policy = std::make_shared<config::policy_set>(std::move(layers));
-}
-
 // The options, policy and credentials, the isolation, the session CA and directory.
 void start_session(wrapping& w) {
   w.setup =
@@ -279,7 +248,7 @@ void start_session(wrapping& w) {
   std::error_code ec;
   w.cwd = std::filesystem::current_path(ec).string();
   if (w.c.scope_to_workspace) scope_to_workspace(w);
-  allow_ssh_origin(w);
+  w.setup.policy = with_ssh_origin(w.setup.policy, w.home, w.cwd);
   check_programs(w);
   start_child(w);
   // Only a netns child can be shown dummy copies of the agents' login files (docs/agents.md).
@@ -297,57 +266,10 @@ void start_session(wrapping& w) {
   w.log_dir = live::log_dir_or_default(w.c.common.log_dir);
 }
 
-// SSH (docs/security-model.md, "SSH"): with ssh rules, the session's agent, loaded with the
-// user's keys bound to the hosts the rules allow, and the socket the command reaches it by.
-void start_ssh_agent(wrapping& w) {
-  ssh::agent_plan plan;
-  plan.hosts = w.setup.policy->ssh_destinations();
-  if (plan.hosts.empty()) return;
-  plan.home = w.home;
-  for (const auto& layer : w.setup.policy->layers()) {
-    plan.keys.insert(plan.keys.end(), layer.ssh.keys.begin(), layer.ssh.keys.end());
-    plan.host_keys.insert(plan.host_keys.end(), layer.ssh.host_keys.begin(),
-                          layer.ssh.host_keys.end());
-  }
-  plan.interactive = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
-  try {
-    w.ssh_agent = std::make_unique<ssh::agent_process>(plan);
-    w.ssh_socket = (w.dir->path() / "ssh-agent.sock").string();
-    w.ssh_listener = ssh::agent_listener(w.ssh_socket);
-  } catch (const std::exception& e) {
-    std::cerr << "broker: warning: ssh: " << e.what() << "; ssh inside has no keys\n";
-    w.ssh_agent.reset();
-    w.ssh_socket.clear();
-    return;
-  }
-  if (!plan.host_keys.empty() && w.netns()) {
-    std::string lines;
-    for (const auto& line : plan.host_keys) lines += line + "\n";
-    w.ssh_known_hosts = (w.dir->path() / "ssh_known_hosts").string();
-    base::write_file_atomically(w.ssh_known_hosts, lines, 0644, base::durability::session);
-  }
-  const auto& agent = *w.ssh_agent;
-  for (const auto& host : agent.hosts_without_key())
-    std::cerr << "broker: warning: ssh: no known host key for " << host
-              << " (in ~/.ssh/known_hosts, /etc/ssh/ssh_known_hosts or the policy's "
-                 "\"ssh\": {\"host_keys\"}); the agent signs for no key there\n";
-  for (const auto& key : agent.keys_not_loaded())
-    std::cerr << "broker: warning: ssh: " << key << " did not load (a passphrase not given?)\n";
-  std::string hosts;
-  for (const auto& h : agent.hosts()) hosts += (hosts.empty() ? "" : ", ") + h;
-  if (hosts.empty())
-    std::cerr << "broker: ssh: the session's agent holds no key: no host its rules allow has a "
-                 "known host key\n";
-  else
-    std::cerr << "broker: ssh: the session's agent holds " << agent.keys().size()
-              << (agent.keys().size() == 1 ? " key" : " keys") << ", for " << hosts
-              << " only (SSH_AUTH_SOCK)\n";
-}
-
 child_files write_child_files(wrapping& w) {
   child_files out;
-  if (!w.ssh_socket.empty()) out.session_files.push_back(w.ssh_socket);
-  if (!w.ssh_known_hosts.empty()) out.session_files.push_back(w.ssh_known_hosts);
+  if (!w.ssh.socket.empty()) out.session_files.push_back(w.ssh.socket);
+  if (!w.ssh.known_hosts.empty()) out.session_files.push_back(w.ssh.known_hosts);
   for (auto& v : w.setup.credentials->dummy_variables())
     out.dummies.push_back({std::move(v.name), std::move(v.value), std::move(v.credential)});
   // What the child reads from the session directory, which is itself hidden from it.
@@ -373,7 +295,7 @@ child_files write_child_files(wrapping& w) {
 sandbox::env_plan plan_environment(wrapping& w, const child_files& files) {
   const std::string url = "http://127.0.0.1:" + std::to_string(w.port);
   auto session_vars = session::child_environment(url, w.dir->bundle().string(), {});
-  if (!w.ssh_socket.empty()) session_vars.emplace_back("SSH_AUTH_SOCK", w.ssh_socket);
+  if (!w.ssh.socket.empty()) session_vars.emplace_back("SSH_AUTH_SOCK", w.ssh.socket);
   auto rules = sandbox::merge_env_rules(w.setup.policy->layers());
   for (auto& name : w.setup.credentials->displaced_variables()) rules.strip.push_back(name);
   auto plan =
@@ -402,28 +324,6 @@ void add_capture_files(wrapping& w, sandbox::launch_options& launch) {
   }
 }
 
-// With the session's agent, what the command's ssh reads of host keys: the user's known_hosts,
-// read-only (the agent's keys are bound to the host keys known at the start), and the policy's
-// "host_keys" through a copy of the system's ssh_config that names them too.
-void add_ssh_files(wrapping& w, sandbox::launch_options& launch) {
-  std::error_code ec;
-  for (const char* name : {"/.ssh/known_hosts", "/.ssh/known_hosts2"}) {
-    const auto path = w.home + name;
-    if (!w.home.empty() && std::filesystem::is_regular_file(path, ec))
-      launch.read_only.push_back(path);
-  }
-  const std::string system_config = "/etc/ssh/ssh_config";
-  if (w.ssh_known_hosts.empty() || !std::filesystem::is_regular_file(system_config, ec)) return;
-  std::string text =
-      "# broker: the policy's \"ssh\": {\"host_keys\"} besides the system's\n"
-      "GlobalKnownHostsFile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2 " +
-      w.ssh_known_hosts + "\n";
-  if (auto original = sandbox::read_regular_file(system_config, 1 << 20)) text += *original;
-  const auto copy = w.dir->path() / "ssh_config";
-  base::write_file_atomically(copy, text, 0644, base::durability::session);
-  launch.etc_files.emplace_back(copy.string(), system_config);
-}
-
 // What the command sees of the file system (session_files.hpp).
 void add_file_system(wrapping& w, const sandbox::env_plan& plan, const child_files& files,
                      sandbox::launch_options& launch) {
@@ -448,7 +348,7 @@ void launch_child(wrapping& w) {
   // The audit log's directory exists before the child does, so that it can be hidden.
   w.audit = live::open_audit(w.c.common, w.session_id());
   if (!w.netns()) w.listener = base::loopback_listener(w.port);
-  start_ssh_agent(w);
+  w.ssh = start_ssh(*w.setup.policy, w.home, w.dir->path(), w.netns());
   const auto files = write_child_files(w);
   const auto plan = plan_environment(w, files);
   sandbox::launch_options launch;
@@ -458,12 +358,12 @@ void launch_child(wrapping& w) {
   launch.proxy_port = w.port;
   if (w.netns()) add_capture_files(w, launch);
   add_file_system(w, plan, files, launch);
-  if (w.netns() && w.ssh_agent) add_ssh_files(w, launch);
+  if (w.netns() && w.ssh.agent) add_ssh_files(w.ssh, w.home, w.dir->path(), launch);
   w.child->launch(launch);
   if (!w.netns()) return;
   // The command's view holds the socket now (bound in); the host's path goes, so that nothing of
   // it is left behind whatever ends the broker.
-  if (!w.ssh_socket.empty()) ::unlink(w.ssh_socket.c_str());
+  if (!w.ssh.socket.empty()) ::unlink(w.ssh.socket.c_str());
   std::vector<std::string> warnings;
   w.files->launched(*w.child, warnings);
   for (const auto& warning : warnings) std::cerr << "broker: warning: " << warning << "\n";
@@ -533,10 +433,10 @@ void start_proxy(wrapping& w) {
                  e.what());
   }
   w.server = std::make_unique<proxy::server>(w.ctx, w.listener, 2);
-  if (w.ssh_listener >= 0)
+  if (w.ssh.listener >= 0)
     w.ssh_filter = std::make_unique<ssh::agent_filter>(
-        std::exchange(w.ssh_listener, -1), w.ssh_agent->socket(),
-        static_cast<std::uint32_t>(w.ssh_agent->keys().size()), w.ctx);
+        std::exchange(w.ssh.listener, -1), w.ssh.agent->socket(),
+        static_cast<std::uint32_t>(w.ssh.agent->keys().size()), w.ctx);
   if (w.capture.listener >= 0)
     w.server->add_capture(w.capture.listener, w.capture.dns_udp, w.capture.dns_tcp);
 }
@@ -557,7 +457,7 @@ void end_session(wrapping& w, std::thread& serving, int code) {
                                                                std::chrono::seconds(1)));
   serving.join();
   w.ssh_filter.reset();
-  w.ssh_agent.reset();
+  w.ssh.agent.reset();
   auto& audit = w.ctx->audit_log();
   sandbox::report_kept_out(kept, w.session_id(), audit);
   audit.end(session::end_record(live::session_end_of(*w.ctx, code)));
