@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "base/digest.hpp"
 #include "base/text.hpp"
 #include "brokers/provider_text.hpp"
 #include "brokers/sigv4.hpp"
@@ -68,7 +69,7 @@ provider_request assume_role_request(const config::assume_role_spec& role,
   std::vector<std::string> signed_headers;
   for (const auto& h : headers) signed_headers.push_back(h.name);
   const std::string canonical = sigv4::canonical_request("POST", "/", headers, signed_headers,
-                                                         sigv4::sha256_hex(body), "sts", false);
+                                                         base::sha256_hex(body), "sts", false);
   const sigv4::signing_key key(long_lived.secret_access_key.expose(), scope);
   sigv4::authorization a;
   a.credential = {std::string(long_lived.access_key_id.expose()), scope};

@@ -2,6 +2,7 @@
 // client sent it (checked with the dummy secret) and once with the real key id and session token
 // in place (signed with the real secret). Everything else the client signed stays as it was.
 #include "brokers/aws_signing.hpp"
+#include "base/digest.hpp"
 #include "base/text.hpp"
 
 #include <algorithm>
@@ -181,9 +182,9 @@ std::string aws_scope_refusal(const aws_identity& id, const sigv4::credential_sc
 void aws_signed_request::resign(std::string_view method, std::string& target,
                                 std::vector<http::header_field>& headers, std::string_view body) {
   if (hash_from_body_) {
-    payload_hash_ = sigv4::sha256_hex(body);
+    payload_hash_ = base::sha256_hex(body);
   } else if (needs_body_ && base::is_lower_hex(payload_hash_, 64) &&
-             sigv4::sha256_hex(body) != payload_hash_) {
+             base::sha256_hex(body) != payload_hash_) {
     throw sigv4_error("the body does not match its x-amz-content-sha256");
   }
   auto signed_headers = check_as_sent(method, target, headers);

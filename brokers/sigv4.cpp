@@ -3,6 +3,7 @@
 // Canonicalization follows what AWS verifies and botocore signs (the AWS SigV4 test suite is the
 // reference): a client's signature must verify here exactly as it would at AWS.
 #include "brokers/sigv4.hpp"
+#include "base/digest.hpp"
 #include "base/text.hpp"
 
 #include <openssl/crypto.h>
@@ -307,7 +308,7 @@ std::string canonical_request(std::string_view method, std::string_view target,
 std::string string_to_sign(std::string_view amz_date, const credential_scope& scope,
                            std::string_view canonical) {
   return std::string(algorithm) + "\n" + std::string(amz_date) + "\n" + scope.text() + "\n" +
-         sha256_hex(canonical);
+         base::sha256_hex(canonical);
 }
 
 signing_key::signing_key(std::string_view secret_access_key, const credential_scope& scope) {
@@ -335,15 +336,6 @@ std::string signing_key::sign(std::string_view text) const {
   digest mac{};
   hmac_sha256(key_.data(), key_.size(), text, mac);
   return base::hex_encode(mac.data(), mac.size());
-}
-
-std::string sha256_hex(std::string_view data) {
-  digest md{};
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_sha256(), nullptr) != 1 ||
-      len != md.size())
-    throw std::runtime_error("EVP_Digest(sha256) failed");
-  return base::hex_encode(md.data(), md.size());
 }
 
 sha256_stream::sha256_stream() : ctx_(EVP_MD_CTX_new()) {

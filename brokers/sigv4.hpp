@@ -114,8 +114,6 @@ class signing_key {
   std::array<unsigned char, 32> key_{};
 };
 
-// Lower-case hex SHA-256.
-std::string sha256_hex(std::string_view data);
 inline constexpr std::string_view empty_sha256 =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "base/digest.hpp"
 #include "base/text.hpp"
 #include "brokers/sigv4.hpp"
 
@@ -144,7 +145,7 @@ void chunk_resigner::read_data_crlf(std::string_view& in, std::string& out) {
 // and releases it with the real signature in place of the dummy one.
 void chunk_resigner::release_chunk(std::string& out) {
   std::string_view data(pending_.data() + header_len_, chunk_size_);
-  std::string hashes = std::string(empty_sha256) + "\n" + sha256_hex(data);
+  std::string hashes = std::string(empty_sha256) + "\n" + base::sha256_hex(data);
   std::string real = advance_chain("AWS4-HMAC-SHA256-PAYLOAD", hashes, chunk_signature_);
   const std::size_t signature_at = header_len_ - crlf.size() - real.size();
   out.append(pending_, 0, signature_at);
@@ -182,7 +183,7 @@ void chunk_resigner::read_trailer(std::string_view& in, std::string& out) {
     // The trailer string to sign hashes the trailer lines as "name:value\n" each.
     std::string canonical(pending_, 0, line_start_);
     std::erase(canonical, '\r');
-    std::string real = advance_chain("AWS4-HMAC-SHA256-TRAILER", sha256_hex(canonical), sent);
+    std::string real = advance_chain("AWS4-HMAC-SHA256-TRAILER", base::sha256_hex(canonical), sent);
     out.append(pending_, 0, line_start_);
     out.append(trailer_signature_key).append(real).append(crlf);
     pending_.clear();

@@ -8,6 +8,7 @@
 
 #include <openssl/evp.h>
 
+#include "base/digest.hpp"
 #include "base/text.hpp"
 #include "config/located_json.hpp"
 #include "config/policy_sections.hpp"
@@ -26,14 +27,6 @@ std::string format_error(const std::string& file, int line, const std::string& k
   out += ": ";
   if (!key.empty()) out += key + ": ";
   return out + message;
-}
-
-std::string sha256_hex(std::string_view bytes) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1)
-    throw std::runtime_error("EVP_Digest(sha256) failed");
-  return base::hex_encode(digest.data(), length);
 }
 
 }  // namespace
@@ -60,7 +53,7 @@ policy parse_policy(std::string_view text, const std::string& source) {
 
   policy p;
   p.source = source;
-  p.sha256 = sha256_hex(text);
+  p.sha256 = base::sha256_hex(text);
   if (auto mode = root.find("enforcement")) {
     const std::string value = mode->as_string();
     if (value == "audit")

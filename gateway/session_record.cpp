@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "base/digest.hpp"
 #include "base/text.hpp"
 #include "brokers/families.hpp"
 #include "http/message.hpp"
@@ -112,7 +113,7 @@ std::string new_dummy_seed() {
 }
 
 std::string token_sha256(const base::secret& token) {
-  return session::sha256_hex(token.expose());
+  return base::sha256_hex(token.expose());
 }
 
 std::optional<proxy_credential> parse_proxy_authorization(std::string_view value) {

@@ -1,18 +1,18 @@
 #include "live/ssh_joins.hpp"
 
-#include "session/audit_log.hpp"
+#include "base/digest.hpp"
 
 namespace broker::live {
 
 void ssh_joins::opened(std::string_view signature, std::string host, std::uint16_t port) {
-  const auto digest = session::sha256_hex(signature);
+  const auto digest = base::sha256_hex(signature);
   std::lock_guard lock(mutex_);
   if (open_.size() >= max_open) return;
   open_[digest] = joined{std::move(host), port, {}, {}};
 }
 
 std::optional<ssh_joins::joined> ssh_joins::closed(std::string_view signature) {
-  const auto digest = session::sha256_hex(signature);
+  const auto digest = base::sha256_hex(signature);
   std::lock_guard lock(mutex_);
   auto it = open_.find(digest);
   if (it == open_.end()) return std::nullopt;
@@ -22,7 +22,7 @@ std::optional<ssh_joins::joined> ssh_joins::closed(std::string_view signature) {
 }
 
 std::optional<ssh_joins::joined> ssh_joins::find(std::string_view signature) const {
-  const auto digest = session::sha256_hex(signature);
+  const auto digest = base::sha256_hex(signature);
   std::lock_guard lock(mutex_);
   auto it = open_.find(digest);
   if (it == open_.end()) return std::nullopt;
@@ -30,7 +30,7 @@ std::optional<ssh_joins::joined> ssh_joins::find(std::string_view signature) con
 }
 
 void ssh_joins::signed_with(std::string_view signature, std::string key, std::string user) {
-  const auto digest = session::sha256_hex(signature);
+  const auto digest = base::sha256_hex(signature);
   std::lock_guard lock(mutex_);
   auto it = open_.find(digest);
   if (it == open_.end()) return;

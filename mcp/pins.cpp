@@ -3,13 +3,14 @@
 
 #include <openssl/evp.h>
 
+#include "base/digest.hpp"
 #include "base/text.hpp"
 
 namespace broker::mcp {
 namespace {
 
 std::string sha256_of(const nlohmann::json& value) {
-  return sha256_hex(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return base::sha256_hex(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 const nlohmann::json& field(const nlohmann::json& tool, const char* key) {
@@ -20,13 +21,6 @@ const nlohmann::json& field(const nlohmann::json& tool, const char* key) {
 }
 
 }  // namespace
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(data.data(), data.size(), digest, &size, EVP_sha256(), nullptr);
-  return base::hex_encode(digest, size);
-}
 
 tool_digest digest_of(const nlohmann::json& tool) {
   return {sha256_of(field(tool, "description")), sha256_of(field(tool, "inputSchema")),

@@ -24,9 +24,6 @@ using tool_digest = config::mcp_tool_pin;
 
 tool_digest digest_of(const nlohmann::json& tool);
 
-// SHA-256 of `data`, lower-case hex (the pins' digests, a call's arguments_sha256).
-std::string sha256_hex(std::string_view data);
-
 // The fields of `now` that differ from `pinned`, as MCP names them ("description",
 // "inputSchema", "annotations"); empty when none.
 std::vector<std::string> changed_fields(const tool_digest& pinned, const tool_digest& now);

@@ -1,5 +1,6 @@
 // judge_request (request_judge.hpp).
 #include "mcp/request_judge.hpp"
+#include "base/digest.hpp"
 
 namespace broker::mcp {
 namespace {
@@ -18,7 +19,7 @@ call_record record_of(const client_body& body) {
   r.kind = first->kind;
   r.target = first->target;
   if (first->kind == call_kind::tool && !first->arguments.is_null())
-    r.arguments_sha256 = sha256_hex(first->arguments.dump());
+    r.arguments_sha256 = base::sha256_hex(first->arguments.dump());
   if (!body.batch && first->request())
     r.id = first->id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;

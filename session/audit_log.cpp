@@ -111,10 +111,6 @@ bool wants_room(int err) {
 
 }  // namespace
 
-std::string sha256_hex(std::string_view data) {
-  return sha256_of(data, {});
-}
-
 std::string chain_hash(std::string_view prev_hex, std::string_view record_without_hash) {
   return sha256_of(prev_hex, record_without_hash);
 }

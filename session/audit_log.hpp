@@ -203,9 +203,6 @@ class audit_log {
 inline constexpr std::string_view zero_hash =
     "0000000000000000000000000000000000000000000000000000000000000000";
 
-// SHA-256 hex of `data` (lower-case).
-std::string sha256_hex(std::string_view data);
-
 // The chain rule, shared by writer and verifier: hash = SHA-256(prev_hex + record_without_hash)
 // where record_without_hash is the exact line text with its trailing `,"hash":"<hex>"` removed.
 std::string chain_hash(std::string_view prev_hex, std::string_view record_without_hash);

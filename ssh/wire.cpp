@@ -1,7 +1,6 @@
 #include "ssh/wire.hpp"
 
-#include <openssl/evp.h>
-
+#include "base/digest.hpp"
 #include "base/text.hpp"
 
 namespace broker::ssh {
@@ -52,11 +51,11 @@ void put_string(std::string& out, std::string_view value) {
 }
 
 std::string fingerprint(std::string_view key_blob) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(key_blob.data(), key_blob.size(), digest, &size, EVP_sha256(), nullptr);
-  return "SHA256:" + base::base64_encode(std::string_view(reinterpret_cast<char*>(digest), size),
-                                         base::base64_alphabet::standard, false);
+  const auto digest = base::sha256(key_blob);
+  return "SHA256:" +
+         base::base64_encode(
+             std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()),
+             base::base64_alphabet::standard, false);
 }
 
 std::string_view key_type(std::string_view key_blob) {

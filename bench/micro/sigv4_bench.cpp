@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "base/secret.hpp"
 #include "bench/micro/fake_session.hpp"
 #include "brokers/aws_signing.hpp"
@@ -86,7 +87,7 @@ aws_request sts_get_caller_identity(const client_credentials& c) {
                  {"Content-Length", std::to_string(body.size())}},
                 body};
   sdk_sign(r, c, {"20261201", "us-east-1", "sts"},
-           {"content-type", "host", "x-amz-date", "x-amz-security-token"}, sigv4::sha256_hex(body));
+           {"content-type", "host", "x-amz-date", "x-amz-security-token"}, base::sha256_hex(body));
   return r;
 }
 

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "brokers/sigv4.hpp"
 #include "fuzz_support.hpp"
 
@@ -57,7 +58,7 @@ std::string build(const sigv4::signing_key& key, std::string previous, const bod
   all.emplace_back();
   for (const std::string& data : all) {
     previous = key.sign("AWS4-HMAC-SHA256-PAYLOAD" + prefix + previous + "\n" +
-                        std::string(sigv4::empty_sha256) + "\n" + sigv4::sha256_hex(data));
+                        std::string(sigv4::empty_sha256) + "\n" + base::sha256_hex(data));
     body += hex_size(data.size()) + ";chunk-signature=" + previous + "\r\n";
     if (!data.empty()) body += data + "\r\n";
   }
@@ -69,7 +70,7 @@ std::string build(const sigv4::signing_key& key, std::string previous, const bod
     }
     body += "x-amz-trailer-signature:" +
             key.sign("AWS4-HMAC-SHA256-TRAILER" + prefix + previous + "\n" +
-                     sigv4::sha256_hex(canonical)) +
+                     base::sha256_hex(canonical)) +
             "\r\n";
   }
   return body + "\r\n";

@@ -1,5 +1,6 @@
 // STS AssumeRole for aws-sigv4 "assume_role": the signed request and STS's answer.
 #include "brokers/aws_assume_role.hpp"
+#include "base/digest.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -52,8 +53,8 @@ TEST_CASE("assume_role: the request is a signed AssumeRole with the session poli
   std::vector<broker::http::header_field> headers{{"content-type", header_of(r, "content-type")},
                                                   {"host", "sts.amazonaws.com"},
                                                   {"x-amz-date", "20261207T030000Z"}};
-  const std::string canonical = sigv4::canonical_request("POST", "/", headers, a->signed_headers,
-                                                         sigv4::sha256_hex(r.body), "sts", false);
+  const std::string canonical = sigv4::canonical_request(
+      "POST", "/", headers, a->signed_headers, broker::base::sha256_hex(r.body), "sts", false);
   const sigv4::signing_key key("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", a->credential.scope);
   CHECK(a->signature ==
         key.sign(sigv4::string_to_sign("20261207T030000Z", a->credential.scope, canonical)));

@@ -1,4 +1,5 @@
 #include "brokers/aws_signing.hpp"
+#include "base/digest.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -25,12 +26,12 @@ aws_request s3_put(const std::string& body) {
                 "/uploads/file.bin",
                 {{"Host", "example-bucket.s3.amazonaws.com"},
                  {"Content-Length", std::to_string(body.size())},
-                 {"X-Amz-Content-Sha256", sigv4::sha256_hex(body)},
+                 {"X-Amz-Content-Sha256", broker::base::sha256_hex(body)},
                  {"X-Amz-Date", request_date}},
                 body};
   sdk_sign(r, dummy_key_id, dummy_secret, s3_scope,
            {"content-length", "host", "x-amz-content-sha256", "x-amz-date"},
-           sigv4::sha256_hex(body));
+           broker::base::sha256_hex(body));
   return r;
 }
 
@@ -198,8 +199,9 @@ TEST_CASE("aws signing: a body that does not match what was signed is refused",
     CHECK(header(r, "authorization")->value ==
           expected_authorization(r, s3_scope,
                                  {"content-length", "host", "x-amz-content-sha256", "x-amz-date"},
-                                 sigv4::sha256_hex("the original content")));
-    CHECK(header(r, "x-amz-content-sha256")->value == sigv4::sha256_hex("the original content"));
+                                 broker::base::sha256_hex("the original content")));
+    CHECK(header(r, "x-amz-content-sha256")->value ==
+          broker::base::sha256_hex("the original content"));
   }
 }
 
@@ -412,7 +414,7 @@ TEST_CASE("aws signing: an STS form POST is verified and signed over its body",
   CHECK(header(r, "authorization")->value ==
         expected_authorization(r, sts_scope,
                                {"content-type", "host", "x-amz-date", "x-amz-security-token"},
-                               sigv4::sha256_hex(sts_form)));
+                               broker::base::sha256_hex(sts_form)));
   CHECK(header(r, "x-amz-security-token")->value == real_token);
   CHECK_FALSE(header(r, "x-amz-content-sha256"));  // none added
   CHECK(r.body == sts_form);
@@ -442,9 +444,9 @@ std::string chunked_body(const std::vector<std::string>& chunks, std::string_vie
                          std::string previous) {
   std::string body;
   auto element = [&](const std::string& data) {
-    const std::string to_sign = "AWS4-HMAC-SHA256-PAYLOAD\n" + request_date + "\n" +
-                                s3_scope.text() + "\n" + previous + "\n" +
-                                std::string(sigv4::empty_sha256) + "\n" + sigv4::sha256_hex(data);
+    const std::string to_sign =
+        "AWS4-HMAC-SHA256-PAYLOAD\n" + request_date + "\n" + s3_scope.text() + "\n" + previous +
+        "\n" + std::string(sigv4::empty_sha256) + "\n" + broker::base::sha256_hex(data);
     previous = independent_signature(secret_key, s3_scope, to_sign);
     char size[20];
     std::snprintf(size, sizeof size, "%zx", data.size());

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "brokers/aws_broker.hpp"
 #include "brokers/aws_signing.hpp"
 #include "brokers/credential_set.hpp"
@@ -176,7 +177,8 @@ inline aws_request sts_post(bool with_token, const std::string& body = sts_form)
     r.headers.push_back({"X-Amz-Security-Token", dummy_token});
     signed_headers.push_back("x-amz-security-token");
   }
-  sdk_sign(r, dummy_key_id, dummy_secret, sts_scope, signed_headers, sigv4::sha256_hex(body));
+  sdk_sign(r, dummy_key_id, dummy_secret, sts_scope, signed_headers,
+           broker::base::sha256_hex(body));
   return r;
 }
 

@@ -1,4 +1,5 @@
 #include "brokers/request_plan.hpp"
+#include "base/digest.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -58,7 +59,7 @@ TEST_CASE("request plan: a body the signature covers is asked for whole first",
     CHECK(header(r, "Authorization")->value ==
           expected_authorization(r, sts_scope,
                                  {"content-type", "host", "x-amz-date", "x-amz-security-token"},
-                                 broker::brokers::sigv4::sha256_hex(r.body)));
+                                 broker::base::sha256_hex(r.body)));
   }
   SECTION("a body altered on the way: refused with the family's sentence, head untouched") {
     const aws_request before = r;

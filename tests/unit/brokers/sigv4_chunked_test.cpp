@@ -1,3 +1,4 @@
+#include "base/digest.hpp"
 #include "brokers/sigv4.hpp"
 
 #include <catch2/catch.hpp>
@@ -48,7 +49,7 @@ std::string build_chunked(const chunk_chain& c, std::string seed,
                           const std::vector<std::string>* trailers = nullptr) {
   auto chunk_sts = [&](const std::string& prev, const std::string& data) {
     return "AWS4-HMAC-SHA256-PAYLOAD\n" + c.amz_date + "\n" + c.scope.text() + "\n" + prev + "\n" +
-           empty_hash + "\n" + sigv4::sha256_hex(data);
+           empty_hash + "\n" + broker::base::sha256_hex(data);
   };
   std::string body;
   std::string prev = std::move(seed);
@@ -66,7 +67,7 @@ std::string build_chunked(const chunk_chain& c, std::string seed,
       canonical += line + "\n";
     }
     std::string sts = "AWS4-HMAC-SHA256-TRAILER\n" + c.amz_date + "\n" + c.scope.text() + "\n" +
-                      prev + "\n" + sigv4::sha256_hex(canonical);
+                      prev + "\n" + broker::base::sha256_hex(canonical);
     body += "x-amz-trailer-signature:" + c.key.sign(sts) + "\r\n";
   }
   body += "\r\n";
@@ -234,7 +235,7 @@ TEST_CASE("sigv4: chunk_resigner refuses broken bodies and releases nothing of t
   }
   SECTION("a chunk signature chained from another seed") {
     auto keys = f.keys();
-    keys.dummy_seed = sigv4::sha256_hex("another seed");
+    keys.dummy_seed = broker::base::sha256_hex("another seed");
     expect_failure(keys, body, expected, 0);
   }
   SECTION("chunks in another order, each with its own signature") {

@@ -1,4 +1,5 @@
 #include "brokers/sigv4.hpp"
+#include "base/digest.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -172,7 +173,7 @@ std::vector<suite_case> suite_cases() {
         {"X-Amz-Date", "20150830T123600Z"},
         {"Content-Length", "13"}},
        {"content-type", "host", "x-amz-date"},
-       sigv4::sha256_hex("Param1=value1"),
+       broker::base::sha256_hex("Param1=value1"),
        "POST\n/\n\ncontent-type:application/x-www-form-urlencoded\nhost:example.amazonaws.com\n"
        "x-amz-date:20150830T123600Z\n\ncontent-type;host;x-amz-date\n"
        "9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e",
@@ -473,7 +474,7 @@ TEST_CASE("sigv4: parse_authorization refuses malformed values", "[brokers][sigv
 TEST_CASE("sigv4: format_authorization round-trips", "[brokers][sigv4]") {
   sigv4::authorization a{{"AKIAEXAMPLE", {"20240102", "eu-west-3", "sts"}},
                          {"content-type", "host", "x-amz-date", "x-amz-security-token"},
-                         sigv4::sha256_hex("anything")};
+                         broker::base::sha256_hex("anything")};
   std::string text = sigv4::format_authorization(a);
   CHECK(text ==
         "AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20240102/eu-west-3/sts/aws4_request, "
@@ -557,7 +558,7 @@ TEST_CASE("sigv4: a signature verifies only under its key and for what it signed
         suite_date, suite_scope,
         sigv4::canonical_request("PUT", target, h, signed_headers, payload, "service", false)));
   };
-  const std::string payload = sigv4::sha256_hex("body");
+  const std::string payload = broker::base::sha256_hex("body");
   const std::string sent = sign(key_a, headers("example.amazonaws.com", payload), payload);
 
   CHECK(sigv4::signatures_equal(sent,
@@ -566,7 +567,7 @@ TEST_CASE("sigv4: a signature verifies only under its key and for what it signed
       sent, sign(key_b, headers("example.amazonaws.com", payload), payload)));
   CHECK_FALSE(
       sigv4::signatures_equal(sent, sign(key_a, headers("evil.amazonaws.com", payload), payload)));
-  const std::string other_payload = sigv4::sha256_hex("other body");
+  const std::string other_payload = broker::base::sha256_hex("other body");
   CHECK_FALSE(sigv4::signatures_equal(
       sent, sign(key_a, headers("example.amazonaws.com", payload), other_payload)));
   CHECK_FALSE(sigv4::signatures_equal(
@@ -589,13 +590,13 @@ TEST_CASE("sigv4: a signature verifies only under its key and for what it signed
 }
 
 TEST_CASE("sigv4: sha256 one-shot and incremental", "[brokers][sigv4]") {
-  CHECK(sigv4::sha256_hex("") == sigv4::empty_sha256);
-  CHECK(sigv4::sha256_hex("abc") ==
+  CHECK(broker::base::sha256_hex("") == sigv4::empty_sha256);
+  CHECK(broker::base::sha256_hex("abc") ==
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   const std::string text(100000, 'q');
   sigv4::sha256_stream s;
   for (std::size_t at = 0; at < text.size(); at += 777)
     s.update(std::string_view(text).substr(at, 777));
-  CHECK(s.hex_digest() == sigv4::sha256_hex(text));
+  CHECK(s.hex_digest() == broker::base::sha256_hex(text));
   CHECK(s.hex_digest() == sigv4::empty_sha256);  // a finished stream starts over
 }

@@ -1,4 +1,5 @@
 #include "session/audit_log.hpp"
+#include "base/digest.hpp"
 
 #include <sys/stat.h>
 
@@ -62,8 +63,8 @@ unsigned mode_of(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("sha256_hex and chain_hash", "[audit_log]") {
+  using broker::base::sha256_hex;
   using broker::session::chain_hash;
-  using broker::session::sha256_hex;
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(chain_hash("a", "bc") == sha256_hex("abc"));
