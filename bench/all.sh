@@ -2,7 +2,8 @@
 # Every tracked performance figure of broker in one run (issue 15); the README's performance
 # section is its output. In order:
 #   1. the interleaved yardstick: direct, squid ssl-bump, broker tunnel and broker MITM, haproxy
-#      and nghttpx (TLS-terminating, the practical limit for TLS-in/TLS-out work)
+#      and nghttpx (TLS-terminating, the practical limit for TLS-in/TLS-out work), and srt
+#      (Anthropic's sandbox-runtime) tunnelling and terminating TLS with credential injection
 #      (keep-alive on 1 and 8 connections, new connection per request, bulk), ratios to direct;
 #   2. transparent capture beside the explicit proxy inside one `broker wrap` (docs/architecture.md);
 #   3. `broker wrap -- true` over `true`;
@@ -37,7 +38,7 @@ export PEERS=${PEERS:-/tmp/peers}
 skip=" ${SKIP:-} "
 
 need=(nginx-light tinyproxy squid-openssl mitmproxy haproxy nghttp2-proxy curl libbenchmark-dev nghttp2-client python3-grpcio
-  python3-h2)
+  python3-h2 bubblewrap socat ripgrep nodejs npm redis-server)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,6 +28,8 @@ for mode in ${SYNC_MODES:-}; do
   start_contender "mitm-$mode" "$port" "$work/mitm.json" --upstream-ca "$PEERS/upstream-ca.pem" \
     --audit-sync "$mode"
 done
+# Anthropic's sandbox-runtime (Claude Code's sandbox) tunnelling and terminating TLS: srt_contenders.
+source "$root/bench/srt.sh"
 
 N=2000 NC=200
 urls() { for i in $(seq "$1"); do printf 'url = "%s/small?i=%d"\noutput = "/dev/null"\n' "$U" "$i"; done; }
@@ -49,12 +51,13 @@ for mode in ${SYNC_MODES:-}; do
   port=$((port + 1))
   contenders+=("broker-mitm-$mode|-x http://127.0.0.1:$port|$work/ca/ca.pem")
 done
+contenders+=("${srt_contenders[@]}")
 now() { date +%s.%N; }
 # CPU a proxy spent (µs, user and system, every thread of its processes and their children).
 pids_of() {
   local file
   case $1 in
-    broker-*) file=$work/$1.pid ;;
+    broker-* | srt-*) file=$work/$1.pid ;;
     haproxy) file=$PEERS/haproxy-tls.pid ;;
     nghttpx) file=$PEERS/nghttpx.pid ;;
     squid) file=$PEERS/squid.pid ;;
