@@ -160,6 +160,23 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::ask_person(
 
 asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
                                                   const request_target& to) {
+  // Once swapped, the head and target hold real values: they are wiped however this exchange
+  // ends (a client reset, a cancelled coroutine), not only when it ends well.
+  forward_plan plan{to.path_and_query};
+  const base::wipe_on_exit wipe_swapped([&] {
+    if (!plan.holds_real) return;
+    for (auto& h : head.headers) base::wipe(h.value);
+    base::wipe(plan.target);
+  });
+  // The checks and the refusals they may answer with run in a frame of their own, gone before the
+  // response: this frame stays for as long as the response streams (minutes for a model's).
+  if (auto ended = co_await decide(head, to, plan)) co_return *ended;
+  co_return co_await send_upstream(head, plan.target, to, plan.where, *plan.policy);
+}
+
+asio::awaitable<std::optional<next_step>> http_exchange::decide(http::message_head& head,
+                                                                const request_target& to,
+                                                                forward_plan& out) {
   const auto& dest = to.dest;
   if (!s_.io.ctx.audit_ok())
     co_return co_await refuse(live::refusal::audit_unavailable(), to.keep_after_refusal);
@@ -167,8 +184,8 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   if (auto why = malformed_for_proxying(head, s_.websocket))
     co_return co_await refuse(live::refusal::bad_request(*why), false);
 
-  const auto policy = s_.io.ctx.policy();
-  if (auto refused = co_await admit(*policy, head, to))
+  out.policy = s_.io.ctx.policy();
+  if (auto refused = co_await admit(*out.policy, head, to))
     co_return co_await refuse(*refused, to.keep_after_refusal);
   if (auto refused = co_await admit_shared(dest.host))
     co_return co_await refuse(*refused, to.keep_after_refusal);
@@ -176,18 +193,11 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
 
   // The brokers: refuse what must not leave, swap what may (docs/policy.md).
   const auto& credentials = s_.io.ctx.credentials();
-  std::string target = to.path_and_query;
-  // Once swapped, the head and target hold real values: they are wiped however this exchange
-  // ends (a client reset, a cancelled coroutine), not only when it ends well.
-  bool holds_real = false;
-  const base::wipe_on_exit wipe_swapped([&] {
-    if (!holds_real) return;
-    for (auto& h : head.headers) base::wipe(h.value);
-    base::wipe(target);
-  });
+  std::string& target = out.target;
   s_.loopback = loopback_destination(s_.io.ctx, dest);
-  brokers::request_context where{dest.host, to.scheme == "http", s_.loopback,
-                                 s_.entry.client.get()};
+  brokers::request_context& where = out.where;
+  where =
+      brokers::request_context{dest.host, to.scheme == "http", s_.loopback, s_.entry.client.get()};
   // An MCP client's POST is read and judged before its credentials are planned: a credential
   // with "mcp_tools" is swapped only on a call of its tools.
   const bool mcp_post = carries_mcp_calls(head);
@@ -201,7 +211,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   }
   auto& plan =
       s_.plan.emplace(credentials.plan(where, head.method, target, head.headers, head.has_body));
-  holds_real = plan.holds_real();
+  out.holds_real = plan.holds_real();
   s_.entry.credential = plan.credential();
   if (plan.decision().refused())
     co_return co_await refuse(credential_refusal(credentials, plan.decision(), where),
@@ -231,7 +241,7 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   s_.scrub_patterns = plan.response_patterns();
   if (!credentials.empty()) ask_for_identity(head);
   if (s_.websocket) drop_extension_offers(head);
-  co_return co_await send_upstream(head, target, to, where, *policy);
+  co_return std::nullopt;
 }
 
 asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
@@ -257,6 +267,13 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
                                                         const request_target& to,
                                                         const brokers::request_context& where,
                                                         const config::policy_set& policy) {
+  // As in forward: the dial and its refusals in a frame that is gone before the response.
+  if (auto ended = co_await find_upstream(head, to, policy)) co_return *ended;
+  co_return co_await request_relay(*this).run(head, target, to, where);
+}
+
+asio::awaitable<std::optional<next_step>> http_exchange::find_upstream(
+    const http::message_head& head, const request_target& to, const config::policy_set& policy) {
   const bool https = to.scheme == "https";
   const std::string key = to.scheme + "://" + to_string(to.dest);
   // HTTP/2 up when the upstream offers it; not for a WebSocket (no extended CONNECT), nor where
@@ -296,7 +313,7 @@ asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head
     co_return co_await refuse(
         live::refusal::upstream_unreachable(s_.entry.host, "no HTTP/2 stream could start"),
         to.keep_after_refusal);
-  co_return co_await request_relay(*this).run(head, target, to, where);
+  co_return std::nullopt;
 }
 
 std::unique_ptr<upstream_side> http_exchange::pooled_upstream(const std::string& key, bool may_h2,

@@ -159,11 +159,29 @@ class http_exchange {
   // whole before anything goes up: the refusal when either fails.
   asio::awaitable<std::optional<live::refusal>> prepare_body(http::message_head& head,
                                                              const brokers::request_context& where);
+  // What forward's checks leave for the send: the target as the brokers left it, where it goes,
+  // the policy that admitted it, and whether the head and target now hold real values.
+  struct forward_plan {
+    std::string target;
+    brokers::request_context where{};
+    std::shared_ptr<const config::policy_set> policy;
+    bool holds_real = false;
+  };
+  // forward's checks, in order: the audit, the head, policy and budgets, the brokers' plan, the
+  // body. nullopt when the request goes up (`out` filled); else how the exchange ended (refused,
+  // or answered by the broker itself).
+  asio::awaitable<std::optional<next_step>> decide(http::message_head& head,
+                                                   const request_target& to, forward_plan& out);
   // The request, as the brokers left it (`target` too), to an upstream from the pool or a new one.
   asio::awaitable<next_step> send_upstream(const http::message_head& head,
                                            const std::string& target, const request_target& to,
                                            const brokers::request_context& where,
                                            const config::policy_set& policy);
+  // send_upstream's upstream (s_.upstream): pooled or dialed; nullopt when found, else how the
+  // exchange ended (refused).
+  asio::awaitable<std::optional<next_step>> find_upstream(const http::message_head& head,
+                                                          const request_target& to,
+                                                          const config::policy_set& policy);
   // A stream of a pooled HTTP/2 connection (`may_h2`), else an idle HTTP/1.1 connection (not for
   // gRPC); null when neither.
   std::unique_ptr<upstream_side> pooled_upstream(const std::string& key, bool may_h2, bool grpc);

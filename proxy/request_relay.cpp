@@ -61,23 +61,27 @@ asio::awaitable<bool> request_relay::send_whole_body() {
   co_return true;
 }
 
+struct request_relay::body_scan_state {
+  body_scan_state(brokers::body_scan c, const std::vector<http::content_coding>& codings)
+      : checks(std::move(c)), scan(checks.patterns()), search(scan, codings) {}
+  brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
+  brokers::stream_scrubber scan;
+  body_search search;  // refers to scan
+};
+
 asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::request_context& where,
                                                               bool client_keep_alive) {
   const auto& credentials = s_.io.ctx.credentials();
-  brokers::body_scan checks;  // the scrubber's patterns view into it: declared first, outlives it
-  std::optional<brokers::stream_scrubber> scan;
-  std::optional<body_search> search;  // refers to scan
-  if (!credentials.empty()) {
-    scan.emplace((checks = credentials.request_body_scan(where)).patterns());
-    search.emplace(*scan, s_.body_codings);
-  }
+  std::unique_ptr<body_scan_state> scan;
+  if (!credentials.empty())
+    scan = std::make_unique<body_scan_state>(credentials.request_body_scan(where), s_.body_codings);
   bool body_done = false;
   std::optional<live::refusal> refused;
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
     next_step next = next_step::close;
-    co_await base::race(pump_request_body(search ? &*search : nullptr, body_done),
+    co_await base::race(pump_request_body(scan, body_done),
                         relay_response_into(client_keep_alive, next));
     if (body_done) {
       release_upstream();
@@ -91,7 +95,7 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
     // None of the value's bytes went up; the upstream saw a request that never ends.
     s_.upstream.reset();
     if (s_.response_started) throw upstream_error("request body refused mid-response");
-    const auto decision = checks.decision(e.pattern);
+    const auto decision = scan->checks.decision(e.pattern);  // thrown before the body was through
     s_.entry.credential = decision.credential;
     refused = live::refusal::of(decision, s_.entry.host, where.plaintext);
   } catch (const client_gone&) {
@@ -130,7 +134,9 @@ struct request_relay::scan_buffers {
   std::string released, rewritten;
 };
 
-asio::awaitable<void> request_relay::pump_request_body(body_search* search, bool& done) {
+asio::awaitable<void> request_relay::pump_request_body(std::unique_ptr<body_scan_state>& scan,
+                                                       bool& done) {
+  body_search* search = scan ? &scan->search : nullptr;
   // Unsearched, the body goes up as the client framed it (the head went up with its framing).
   const bool as_framed = !search && s_.io.client.carries_wire() && s_.upstream->carries_wire();
   scan_buffers buffers;
@@ -146,6 +152,7 @@ asio::awaitable<void> request_relay::pump_request_body(body_search* search, bool
     if (piece.last) break;
   }
   done = true;
+  scan.reset();
   s_.io.timer.arm(ex_.timeouts().upstream, live::waiting_for::upstream);
   co_await base::hold_until_cancelled();
 }

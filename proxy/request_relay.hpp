@@ -6,6 +6,7 @@
 // (body_search.cpp).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -47,8 +48,11 @@ class request_relay {
   asio::awaitable<next_step> relay_while_pumping(const brokers::request_context& where,
                                                  bool client_keep_alive);
   void release_upstream();
-  // The request body up, searched when `search` is set (the session brokers credentials).
-  asio::awaitable<void> pump_request_body(body_search* search, bool& done);
+  // What the request body is searched with when the session brokers credentials: let go of once
+  // the body is through, while the response may stream on for minutes.
+  struct body_scan_state;
+  // The request body up, searched when `scan` is set; `scan` is reset once the body is through.
+  asio::awaitable<void> pump_request_body(std::unique_ptr<body_scan_state>& scan, bool& done);
   // What a scanned request body reuses from one piece to the next.
   struct scan_buffers;
   // A piece decoded, searched and rewritten before it goes up; throws before a value goes up.
