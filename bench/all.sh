@@ -25,7 +25,9 @@
 #  12. new client processes inside `broker wrap` against the same outside (issue 55): 30 curl
 #      and 30 git ls-remote in a row;
 #  13. a model's streamed answer (issue 55): 200 SSE events through the broker beside direct,
-#      HTTP/1.1 and HTTP/2: added TTFB, added delay per event, CPU per event.
+#      HTTP/1.1 and HTTP/2: added TTFB, added delay per event, CPU per event;
+#  14. a team gateway holding thousands of streamed answers open for minutes (issue 55): RSS per
+#      stream, CPU per event, Redis round trips per event, errors, the console's answer times.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -94,3 +96,8 @@ section "13. a model's streamed answer (issue 55), $rounds rounds: 200 SSE event
   "direct and through the broker (intercepted, key swapped, scrubbed, metered, --audit-sync" \
   "batch) over HTTP/1.1 and HTTP/2 (goals: TTFB within 1 ms, p99 per event within 0.3 ms)"
 run sse /usr/bin/python3 "$root/bench/sse_stream.py" --rounds "$rounds" --h2 --tunnel "$broker"
+section "14. a gateway holding agents' streamed answers (issue 55): 10 streams a session, an SSE" \
+  "event a second each, budgets and metering on, 5 minutes at 1,000 / 5,000 / 9,900 streams" \
+  "on one replica and 10,000 on two behind haproxy (goals: <= 32 KiB a stream, 0 errors," \
+  "console <= 200 ms)"
+run streams /usr/bin/python3 "$root/bench/gateway_streams.py" "$broker"
