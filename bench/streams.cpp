@@ -23,10 +23,10 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -100,7 +100,8 @@ asio::awaitable<void> serve_h1(ssl::stream<tcp::socket>& s, const serve_options&
     http::request<http::string_body> request;
     co_await http::async_read(s, buffer, request, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;
-    co_await asio::async_write(s, asio::buffer(head), asio::redirect_error(asio::use_awaitable, ec));
+    co_await asio::async_write(s, asio::buffer(head),
+                               asio::redirect_error(asio::use_awaitable, ec));
     // Paced from the answer's start, so one late write does not shift the rest.
     const auto start = clock_type::now();
     for (int i = 0; i < o.events && !ec; ++i) {
@@ -176,7 +177,8 @@ class h2_connection : public std::enable_shared_from_this<h2_connection> {
       if (n < 0) break;
       if (!out.empty()) {
         error_code ec;
-        co_await asio::async_write(s_, asio::buffer(out), asio::redirect_error(asio::use_awaitable, ec));
+        co_await asio::async_write(s_, asio::buffer(out),
+                                   asio::redirect_error(asio::use_awaitable, ec));
         if (ec) break;
         continue;
       }
@@ -206,21 +208,24 @@ class h2_connection : public std::enable_shared_from_this<h2_connection> {
     }
   }
 
-  static ssize_t read_data(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
-                           uint32_t* flags, nghttp2_data_source* source, void*) {
+  static ssize_t read_data(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
+                           nghttp2_data_source* source, void*) {
     auto* a = static_cast<answer*>(source->ptr);
     const std::size_t n = std::min(length, a->pending.size());
     std::memcpy(buf, a->pending.data(), n);
     a->pending.erase(0, n);
-    if (a->pending.empty() && a->done) *flags |= NGHTTP2_DATA_FLAG_EOF;
-    else if (n == 0) return NGHTTP2_ERR_DEFERRED;
+    if (a->pending.empty() && a->done)
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+    else if (n == 0)
+      return NGHTTP2_ERR_DEFERRED;
     return static_cast<ssize_t>(n);
   }
 
   static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
     auto* self = static_cast<h2_connection*>(user);
-    const bool request_ended = (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-                               (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    const bool request_ended =
+        (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
     if (!request_ended) return 0;
     const int32_t id = frame->hd.stream_id;
     auto a = std::make_shared<answer>();
@@ -260,7 +265,8 @@ class h2_connection : public std::enable_shared_from_this<h2_connection> {
 asio::awaitable<void> serve_connection(ssl::stream<tcp::socket> s, const serve_options& o,
                                        serve_counts& counts) {
   error_code ec;
-  co_await s.async_handshake(ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+  co_await s.async_handshake(ssl::stream_base::server,
+                             asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return;
   ++counts.connections;
   const unsigned char* alpn = nullptr;
@@ -302,8 +308,9 @@ int serve(const serve_options& o) {
         for (;;) {
           auto socket = co_await acceptor.async_accept(asio::use_awaitable);
           socket.set_option(tcp::no_delay(true));
-          asio::co_spawn(io, serve_connection(ssl::stream<tcp::socket>(std::move(socket), tls), o, counts),
-                         asio::detached);
+          asio::co_spawn(
+              io, serve_connection(ssl::stream<tcp::socket>(std::move(socket), tls), o, counts),
+              asio::detached);
         }
       },
       asio::detached);
@@ -365,8 +372,9 @@ class streams {
     for (auto next = clock_type::now() + 1s; !signalled && clock_type::now() < end; next += 1s) {
       tick.expires_at(std::min(next, end));
       co_await tick.async_wait(asio::as_tuple(asio::use_awaitable));
-      std::printf("{\"event\":\"tick\",\"open\":%ld,\"events\":%ld,\"answers\":%ld,\"errors\":%ld}\n",
-                  open_, events_, counts_.ok, counts_.errors);
+      std::printf(
+          "{\"event\":\"tick\",\"open\":%ld,\"events\":%ld,\"answers\":%ld,\"errors\":%ld}\n",
+          open_, events_, counts_.ok, counts_.errors);
       std::fflush(stdout);
     }
     signals.cancel();
@@ -377,10 +385,11 @@ class streams {
     std::printf("{\"event\":\"done\",\"streams\":%d,\"open\":%ld,\"events\":%ld,\"answers\":%ld",
                 total_, open_, events_, counts_.ok);
     print_errors(counts_);
-    std::printf(",\"delay_p50_ms\":%.3f,\"delay_p99_ms\":%.3f,\"delay_max_ms\":%.3f,"
-                "\"cpu_seconds\":%.2f}\n",
-                percentile(delays_, 50), percentile(delays_, 99),
-                delays_.empty() ? 0.0 : ms(delays_.back()), cpu_seconds());
+    std::printf(
+        ",\"delay_p50_ms\":%.3f,\"delay_p99_ms\":%.3f,\"delay_max_ms\":%.3f,"
+        "\"cpu_seconds\":%.2f}\n",
+        percentile(delays_, 50), percentile(delays_, 99),
+        delays_.empty() ? 0.0 : ms(delays_.back()), cpu_seconds());
     std::fflush(stdout);
   }
 
@@ -399,7 +408,8 @@ class streams {
 
   route route_of(int k) const {
     route r = o_;
-    r.proxy_authorization = sessions_[static_cast<std::size_t>(k / o_.per_session)].proxy_authorization;
+    r.proxy_authorization =
+        sessions_[static_cast<std::size_t>(k / o_.per_session)].proxy_authorization;
     return r;
   }
 
@@ -419,12 +429,14 @@ class streams {
 
   asio::awaitable<void> stream(int k, std::size_t slot, std::shared_ptr<connection> c) {
     const std::string& dummy = sessions_[static_cast<std::size_t>(k / o_.per_session)].dummy;
-    const std::string body = R"({"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},)"
-                             R"("messages":[{"role":"user","content":"go on"}]})";
-    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: " + o_.host +
-                                "\r\nAuthorization: Bearer " + dummy +
-                                "\r\nContent-Type: application/json\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body;
+    const std::string body =
+        R"({"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},)"
+        R"("messages":[{"role":"user","content":"go on"}]})";
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: " + o_.host + "\r\nAuthorization: Bearer " +
+        dummy +
+        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n\r\n" + body;
     while (!stopping_) {
       if (!c) {
         asio::steady_timer pause(io_, 1s);  // a refusing proxy answers at once: no spinning
@@ -550,8 +562,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--key", so.key, "private key (PEM)")->required();
   serve_cmd->add_option("--events", so.events, "events an answer")->capture_default_str();
   serve_cmd->add_option("--interval", so.interval, "seconds between events")->capture_default_str();
-  serve_cmd->add_option("--max-streams", so.max_streams,
-                        "HTTP/2's concurrent streams a connection (0: no HTTP/2, HTTP/1.1 only)")
+  serve_cmd
+      ->add_option("--max-streams", so.max_streams,
+                   "HTTP/2's concurrent streams a connection (0: no HTTP/2, HTTP/1.1 only)")
       ->capture_default_str();
   auto* run_cmd = app.add_subcommand("run", "streams through a proxy, K for each session");
   run_cmd->add_option("--proxy", ro.proxy, "proxy HOST:PORT (an IP address)")->required();
