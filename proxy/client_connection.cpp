@@ -89,9 +89,23 @@ asio::awaitable<void> client_connection::run() {
   c_.client.socket().set_option(tcp::no_delay(true), ignored);
   attribute();
   std::string failure;
+  bool expired = false;
+  c_.deadline.start(shared_from_this(), [this, &expired] {
+    expired = true;
+    cancel_.emit(asio::cancellation_type::terminal);
+  });
   try {
-    if (co_await base::race(serve(), c_.deadline.watch()) == 1)
+    co_await serve();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  c_.deadline.stop();
+  try {
+    if (expired) {
+      failure.clear();  // what the cancellation threw is the timeout, handled here
+      co_await asio::this_coro::reset_cancellation_state();
       co_await expire(c_.deadline.waiting());
+    }
   } catch (const std::exception& e) {
     failure = e.what();
   }

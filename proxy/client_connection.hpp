@@ -20,7 +20,7 @@
 
 namespace broker::proxy {
 
-class client_connection {
+class client_connection : public std::enable_shared_from_this<client_connection> {
  public:
   // `pool` belongs to the thread whose io_context owns `socket`. `captured`: accepted on the
   // transparent-capture listener, where the address the client dialed is the target.
@@ -34,6 +34,8 @@ class client_connection {
   // the connection's executor.
   void drain(bool now);
   asio::any_io_executor executor() { return c_.client.get_executor(); }
+  // Bound to the spawn of run(): the deadline cancels the connection's work through it.
+  asio::cancellation_slot cancel_slot() { return cancel_.slot(); }
   const session::log_tag& tag() const { return c_.tag; }
 
  private:
@@ -74,6 +76,10 @@ class client_connection {
   asio::awaitable<void> serve_h2();
 
   client_parts c_;
+  // The deadline's expiry emits it (a terminal cancellation of what run() awaits), as an HTTP/2
+  // stream's does: a race of serve() with the deadline's watch would keep two more coroutines
+  // for the connection's life.
+  asio::cancellation_signal cancel_;
   h1_request_loop h1_{c_};
   std::optional<interception> intercept_;
   h2_connection* h2_ = nullptr;          // while serve_h2() runs

@@ -130,17 +130,20 @@ struct server::impl {
     auto work = conn->run();
     // The completion handler owns the connection until run() has finished: the coroutine may
     // start later, on another thread.
-    asio::co_spawn(executor, std::move(work), [this, conn](std::exception_ptr) {
-      // run() catches everything it can expect; whatever is left ends just this connection.
-      bool trim = false;
-      {
-        std::lock_guard lock(mutex);
-        live.erase(conn.get());
-        --ctx->counters().active_connections;
-        trim = burst_drained(live.size());
-      }
-      if (trim) give_back_memory();
-    });
+    auto slot = conn->cancel_slot();
+    asio::co_spawn(executor, std::move(work),
+                   asio::bind_cancellation_slot(slot, [this, conn](std::exception_ptr) {
+                     // run() catches everything it can expect; whatever is left ends just this
+                     // connection.
+                     bool trim = false;
+                     {
+                       std::lock_guard lock(mutex);
+                       live.erase(conn.get());
+                       --ctx->counters().active_connections;
+                       trim = burst_drained(live.size());
+                     }
+                     if (trim) give_back_memory();
+                   }));
   }
 
   asio::awaitable<void> signals() {
