@@ -58,6 +58,7 @@ WARM = float(os.environ.get("WARM", 10))
 EVENTS = int(os.environ.get("EVENTS", 60))
 INTERVAL = float(os.environ.get("INTERVAL", 1))
 REPLICAS2 = os.environ.get("REPLICAS2", "1") == "1"
+CLIENTS = os.environ.get("CLIENTS", "h1 h2").split()
 
 
 def free_port():
@@ -134,9 +135,9 @@ def timed_get(url, headers):
 class Run:
     """One level: Redis, the upstream, the gateways (and haproxy), the sessions, the streams."""
 
-    def __init__(self, streams_bin, pki, work, streams, replicas):
+    def __init__(self, streams_bin, pki, work, streams, replicas, client="h1"):
         self.streams_bin, self.pki, self.work = streams_bin, pki, work
-        self.streams, self.replicas = streams, replicas
+        self.streams, self.replicas, self.client = streams, replicas, client
         self.sessions = max(1, streams // PER_SESSION)
         self.procs = []
 
@@ -242,7 +243,8 @@ class Run:
         client = self.spawn(
             [self.streams_bin, "run", "--proxy", self.proxy, "--target", f"{HOST}:443", "--ca",
              str(self.work / "ca" / "ca.pem"), "--sessions", str(self.work / "sessions"),
-             "--per-session", str(PER_SESSION), "--duration", str(DURATION)],
+             "--per-session", str(PER_SESSION), "--duration", str(DURATION)]
+            + (["--h2"] if self.client == "h2" else []),
             stdout=subprocess.PIPE, stderr=open(self.work / "client.err", "wb"), text=True)
         state = {"tick": None, "ready": None, "done": None}
         got = threading.Event()
@@ -282,6 +284,7 @@ class Run:
         events = b["events"] - a["events"]
         return {
             "streams": self.streams, "sessions": self.sessions, "replicas": self.replicas,
+            "client": self.client,
             "made_s": self.made_s, "setup_s": state["ready"]["setup_seconds"],
             "open": b["open"], "seconds": b["t"] - a["t"], "events": events,
             "answers": b["answers"] - a["answers"],
@@ -326,36 +329,37 @@ def main():
     pki = top / "pki"
     pki.mkdir()
     make_pki(pki)
-    plan = [(n, 1) for n in LEVELS] + ([(STREAMS2, 2)] if REPLICAS2 else [])
+    plan = [(n, 1, c) for c in CLIENTS for n in LEVELS] + \
+        ([(STREAMS2, 2, c) for c in CLIENTS] if REPLICAS2 else [])
     print(f"broker {BROKER}; {PER_SESSION} streams a session, an answer of {EVENTS} events one "
           f"every {INTERVAL:g} s, {DURATION:g} s a run (window from {WARM:g} s after set-up)")
     print("goals: <= 32 KiB a stream, 0 errors, console <= 200 ms")
     rows = []
     try:
-        for streams, replicas in plan:
-            work = top / f"{streams}-{replicas}"
+        for streams, replicas, client in plan:
+            work = top / f"{streams}-{replicas}-{client}"
             work.mkdir()
-            run = Run(streams_bin, pki, work, streams, replicas)
+            run = Run(streams_bin, pki, work, streams, replicas, client)
             try:
                 run.start()
                 rows.append(run.measure())
             finally:
                 run.stop()
             r = rows[-1]
-            print(f"  {streams} streams, {replicas} replica(s): {r['sessions']} sessions made in "
+            print(f"  {streams} streams over {client}, {replicas} replica(s): {r['sessions']} sessions made in "
                   f"{r['made_s']:.1f} s, streams set up in {r['setup_s']:.1f} s, "
                   f"{r['events'] / r['seconds']:.0f} events/s, console {r['statuses']}"
                   + (f", first error: {r['first_error']}" if r["errors"] else ""), flush=True)
     finally:
         shutil.rmtree(top, ignore_errors=True)
     print()
-    print("| streams | sessions | replicas | open | errors | RSS MiB (none open) | KiB/stream "
+    print("| client | streams | sessions | replicas | open | errors | RSS MiB (none open) | KiB/stream "
           "| CPU µs/event | gateway CPU | Redis rt/event | rt/answer | Redis reads/event "
           "| console JSON p50/max ms | page p50/max ms | delay p50/p99/max ms |")
-    print("|" + "---|" * 15)
+    print("|" + "---|" * 16)
     for r in rows:
         j, p = r["json_ms"], r["page_ms"]
-        print(f"| {r['streams']:,} | {r['sessions']:,} | {r['replicas']} | {r['open']:,} "
+        print(f"| {r['client']} | {r['streams']:,} | {r['sessions']:,} | {r['replicas']} | {r['open']:,} "
               f"| {r['errors']} | {r['rss_mib']:.0f} ({r['rss0_mib']:.0f}) "
               f"| {r['kib_per_stream']:.1f} | {r['cpu_us_event']:.0f} "
               f"| {r['cpu_share'] * 100:.0f}% | {r['rt_event']:.3f} | {r['rt_answer']:.2f} "

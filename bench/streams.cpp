@@ -329,6 +329,7 @@ struct run_options : route {
   int per_session = 10;
   double duration = 300;
   int concurrency = 64;
+  bool h2 = false;  // a session's streams on one HTTP/2 connection (ALPN h2 in the tunnel)
 };
 
 struct session_line {
@@ -395,14 +396,21 @@ class streams {
 
  private:
   // Sets up streams in turn (at most `concurrency` at once); each goes on in its own coroutine.
+  // Over HTTP/2 a session's streams share its one connection, set up in turn the same way.
   asio::awaitable<void> worker() {
-    while (next_ < total_) {
+    const int units = o_.h2 ? static_cast<int>(sessions_.size()) : total_;
+    while (next_ < units) {
       const int k = next_++;
       live_.emplace_back();
       const std::size_t slot = live_.size() - 1;
-      auto c = co_await connect(k);
+      auto c = co_await connect(o_.h2 ? k * o_.per_session : k);
       live_[slot] = c;
-      asio::co_spawn(io_, stream(k, slot, c), asio::detached);
+      if (o_.h2) {
+        asio::co_spawn(io_, h2_streams(k, slot, c), asio::detached);
+      } else {
+        if (c) ++open_;
+        asio::co_spawn(io_, stream(k, slot, c), asio::detached);
+      }
     }
   }
 
@@ -418,7 +426,6 @@ class streams {
     auto c = std::make_shared<connection>(io_, tls_);
     try {
       co_await open_connection(c, route_of(k));
-      ++open_;
       co_return c;
     } catch (const std::exception& e) {
       counts_.fail(e, c->step, c->timed_out);
@@ -443,6 +450,7 @@ class streams {
         co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
         if (stopping_) break;
         c = co_await connect(k);
+        if (c) ++open_;
         live_[slot] = c;
         continue;
       }
@@ -485,6 +493,188 @@ class streams {
       take_events(pending);
     }
     disarm(c);
+  }
+
+  // A session's streams over one HTTP/2 connection (nghttp2): per_session requests at once, each
+  // answered as a stream of events, the next request as soon as one ends. One reader, one writer.
+  class h2_client : public std::enable_shared_from_this<h2_client> {
+   public:
+    h2_client(streams& owner, std::shared_ptr<connection> c, const session_line& session)
+        : owner_(owner), c_(std::move(c)), login_(session), wake_(owner.io_) {}
+    ~h2_client() { nghttp2_session_del(session_); }
+
+    // Until the connection ends (or the run does).
+    asio::awaitable<void> run() {
+      nghttp2_session_callbacks* cb = nullptr;
+      nghttp2_session_callbacks_new(&cb);
+      nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+      nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+      nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+      nghttp2_session_client_new(&session_, cb, this);
+      nghttp2_session_callbacks_del(cb);
+      nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+      for (int i = 0; i < owner_.o_.per_session; ++i) submit();
+      auto self = shared_from_this();
+      asio::co_spawn(owner_.io_, write_loop(), asio::detached);
+      char block[16384];
+      for (;;) {
+        error_code ec;
+        const std::size_t n = co_await c_->stream.async_read_some(
+            asio::buffer(block), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          if (!owner_.stopping_) owner_.counts_.fail(boost::system::system_error(ec), "h2", false);
+          break;
+        }
+        if (nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(block), n) < 0) {
+          owner_.counts_.fail(std::runtime_error("HTTP/2 protocol error"), "h2", false);
+          break;
+        }
+        wake_.cancel();
+      }
+      ended_ = true;
+      wake_.cancel();
+    }
+
+   private:
+    struct request {
+      std::size_t sent = 0;  // of the body
+      int status = 0;
+      std::string pending;  // event bytes not yet whole
+    };
+
+    void submit() {
+      const std::string& host = owner_.o_.host;
+      const std::string auth = "Bearer " + login_.dummy;
+      const std::string length = std::to_string(body().size());
+      auto nv = [](std::string_view name, std::string_view value) {
+        return nghttp2_nv{(uint8_t*)name.data(), (uint8_t*)value.data(), name.size(), value.size(),
+                          NGHTTP2_NV_FLAG_NONE};
+      };
+      const nghttp2_nv head[] = {
+          nv(":method", "POST"),       nv(":scheme", "https"),
+          nv(":authority", host),      nv(":path", "/v1/chat/completions"),
+          nv("authorization", auth),   nv("content-type", "application/json"),
+          nv("content-length", length)};
+      auto r = std::make_unique<request>();
+      nghttp2_data_provider provider{};
+      provider.source.ptr = r.get();
+      provider.read_callback = read_body;
+      const int32_t id =
+          nghttp2_submit_request(session_, nullptr, head, std::size(head), &provider, nullptr);
+      if (id > 0) requests_[id] = std::move(r);
+      wake_.cancel();
+    }
+
+    asio::awaitable<void> write_loop() {
+      auto self = shared_from_this();
+      std::string out;
+      while (!ended_) {
+        out.clear();
+        const uint8_t* data = nullptr;
+        ssize_t n;
+        while ((n = nghttp2_session_mem_send(session_, &data)) > 0)
+          out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+        if (n < 0) break;
+        if (!out.empty()) {
+          error_code ec;
+          co_await asio::async_write(c_->stream, asio::buffer(out),
+                                     asio::redirect_error(asio::use_awaitable, ec));
+          if (ec) break;
+          continue;
+        }
+        wake_.expires_at(clock_type::time_point::max());
+        co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
+      }
+      c_->close();
+    }
+
+    static const std::string& body() {
+      static const std::string b =
+          R"({"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},)"
+          R"("messages":[{"role":"user","content":"go on"}]})";
+      return b;
+    }
+    static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
+                             uint32_t* flags, nghttp2_data_source* source, void*) {
+      auto* r = static_cast<request*>(source->ptr);
+      const std::size_t n = std::min(length, body().size() - r->sent);
+      std::memcpy(buf, body().data() + r->sent, n);
+      r->sent += n;
+      if (r->sent == body().size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+      return static_cast<ssize_t>(n);
+    }
+    static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                         size_t namelen, const uint8_t* value, size_t valuelen, uint8_t,
+                         void* user) {
+      auto* self = static_cast<h2_client*>(user);
+      const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+      if (n != ":status") return 0;
+      if (auto it = self->requests_.find(frame->hd.stream_id); it != self->requests_.end())
+        it->second->status =
+            std::atoi(std::string(reinterpret_cast<const char*>(value), valuelen).c_str());
+      return 0;
+    }
+    static int on_data(nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t len,
+                       void* user) {
+      auto* self = static_cast<h2_client*>(user);
+      if (auto it = self->requests_.find(id); it != self->requests_.end()) {
+        it->second->pending.append(reinterpret_cast<const char*>(data), len);
+        self->owner_.take_events(it->second->pending);
+      }
+      return 0;
+    }
+    static int on_close(nghttp2_session*, int32_t id, uint32_t error, void* user) {
+      auto* self = static_cast<h2_client*>(user);
+      auto it = self->requests_.find(id);
+      if (it == self->requests_.end()) return 0;
+      const int status = it->second->status;
+      self->requests_.erase(it);
+      if (self->owner_.stopping_ || self->ended_) return 0;
+      if (error != NGHTTP2_NO_ERROR || status != 200)
+        self->owner_.counts_.fail(
+            std::runtime_error(error ? "stream reset" : "POST answered " + std::to_string(status)),
+            "stream", false);
+      else
+        ++self->owner_.counts_.ok;
+      self->submit();
+      return 0;
+    }
+
+    streams& owner_;
+    std::shared_ptr<connection> c_;
+    const session_line& login_;  // the session's proxy credential and dummy
+    asio::steady_timer wake_;
+    nghttp2_session* session_ = nullptr;
+    std::map<int32_t, std::unique_ptr<request>> requests_;
+    bool ended_ = false;
+  };
+
+  // A session's streams over HTTP/2, reconnecting after a pause when its connection fails.
+  asio::awaitable<void> h2_streams(int s, std::size_t slot, std::shared_ptr<connection> c) {
+    while (!stopping_) {
+      if (!c) {
+        asio::steady_timer pause(io_, 1s);
+        co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+        if (stopping_) break;
+        c = co_await connect(s * o_.per_session);
+        live_[slot] = c;
+        continue;
+      }
+      const unsigned char* alpn = nullptr;
+      unsigned length = 0;
+      SSL_get0_alpn_selected(c->stream.native_handle(), &alpn, &length);
+      if (length == 2 && alpn[0] == 'h' && alpn[1] == '2') {
+        open_ += o_.per_session;
+        co_await std::make_shared<h2_client>(*this, c, sessions_[static_cast<std::size_t>(s)])
+            ->run();
+        open_ -= o_.per_session;
+      } else {
+        counts_.fail(std::runtime_error("the proxy's TLS did not choose h2"), "ALPN", false);
+      }
+      c->close();
+      c = nullptr;
+      live_[slot] = nullptr;
+    }
   }
 
   // Each whole event ("...\n\n") out of `pending`: counted, and its delay kept.
@@ -539,6 +729,8 @@ int run(run_options& o) {
   tls.set_verify_mode(ssl::verify_peer);
   tls.load_verify_file(o.ca);
   SSL_CTX_set_mode(tls.native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  static constexpr unsigned char h2_only[] = "\x02h2";
+  if (o.h2) SSL_CTX_set_alpn_protos(tls.native_handle(), h2_only, sizeof h2_only - 1);
   asio::io_context io(1);
   streams s(io, tls, o, std::move(sessions));
   asio::co_spawn(io, s.run(), [&io](std::exception_ptr e) {
@@ -576,6 +768,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--concurrency", ro.concurrency, "streams being set up at once")
       ->capture_default_str();
   run_cmd->add_option("--timeout", ro.step_timeout, "seconds for each step")->capture_default_str();
+  run_cmd->add_flag("--h2", ro.h2, "a session's streams on one HTTP/2 connection");
   CLI11_PARSE(app, argc, argv);
   std::signal(SIGPIPE, SIG_IGN);
   try {
