@@ -1,7 +1,8 @@
 // A connection's watchdog: one timer per connection, re-armed by storing a new expiry (cheap on
-// the hot path); `watch()` returns when the expiry passes, and is raced with the connection's
-// work so that the expiry cancels whatever the connection is waiting for. `Waiting` names what
-// the connection waits for (an enum of the room that uses it), for it to say when time ran out.
+// the hot path). start() runs a callback when the expiry passes, which cancels whatever the
+// connection (or an HTTP/2 stream) is waiting for through its cancellation slot; `watch()`
+// returns then instead, for a short step raced with it. `Waiting` names what the connection
+// waits for (an enum of the room that uses it), for it to say when time ran out.
 #pragma once
 
 #include <chrono>
@@ -30,8 +31,8 @@ class deadline {
   }
   Waiting waiting() const { return waiting_; }
 
-  // The same watch as a callback, for work that is cancelled rather than raced (one race per
-  // HTTP/2 stream is two spawned coroutines and a parallel group): `expired()` runs once, when
+  // The same watch as a callback, for work that is cancelled rather than raced (a race is two
+  // spawned coroutines and a parallel group for the work's life): `expired()` runs once, when
   // the expiry passes, unless stop() (or another start()) comes first. `keep` (a shared_ptr to
   // whatever holds this deadline) lives until the wait is over.
   template <class Keep, class Expired>
