@@ -47,6 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sse_stream import HOST, REAL_KEY, make_pki  # noqa: E402  (the same fake host and PKI)
+from console_scale import control as console_control, free_port, rss_kib  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = str(Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build" / "broker").resolve())
@@ -61,33 +62,11 @@ REPLICAS2 = os.environ.get("REPLICAS2", "1") == "1"
 CLIENTS = os.environ.get("CLIENTS", "h1 h2").split()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def control(sock, line):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.connect(str(sock))
-        s.sendall(line.encode() + b"\n")
-        out = b""
-        while not out.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            out += chunk
-    answer = json.loads(out)
+    answer = console_control(sock, line)
     if "error" in answer:
         sys.exit(f"control {line.split()[0]}: {answer['error']}")
     return answer
-
-
-def rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def cpu_ns(pid):

@@ -10,9 +10,6 @@
 
 namespace bench {
 
-namespace http = boost::beast::http;
-using boost::system::error_code;
-
 void counters::fail(const std::exception& e, const char* step, bool timed_out) {
   const bool was_refused = dynamic_cast<const connect_refused*>(&e) != nullptr;
   if (was_refused) ++refused;

@@ -12,13 +12,16 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 
 namespace bench {
 
 namespace asio = boost::asio;
 namespace ssl = asio::ssl;
+namespace http = boost::beast::http;
 using tcp = asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
+using error_code = boost::system::error_code;
 
 // Where a connection goes: the proxy, and the tunnel's target through it.
 struct route {

@@ -32,10 +32,6 @@
 
 #include "load_client.hpp"
 
-namespace asio = boost::asio;
-namespace ssl = asio::ssl;
-namespace http = boost::beast::http;
-using boost::system::error_code;
 using namespace bench;
 using namespace std::chrono_literals;
 

@@ -40,10 +40,6 @@
 
 #include "load_client.hpp"
 
-namespace asio = boost::asio;
-namespace ssl = asio::ssl;
-namespace http = boost::beast::http;
-using boost::system::error_code;
 using namespace bench;
 using namespace std::chrono_literals;
 
@@ -121,6 +117,31 @@ asio::awaitable<void> serve_h1(ssl::stream<tcp::socket>& s, const serve_options&
   }
 }
 
+// Sends what an HTTP/2 session has to say until `ended`, the session is done, or the socket
+// fails; waits on `wake` (cancelled by whoever gives the session more to say) when it has nothing.
+asio::awaitable<void> send_h2_output(nghttp2_session* session, ssl::stream<tcp::socket>& s,
+                                     asio::steady_timer& wake, const bool& ended) {
+  std::string out;
+  while (!ended) {
+    out.clear();
+    const uint8_t* data = nullptr;
+    ssize_t n;
+    while ((n = nghttp2_session_mem_send(session, &data)) > 0)
+      out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    if (n < 0) co_return;
+    if (!out.empty()) {
+      error_code ec;
+      co_await asio::async_write(s, asio::buffer(out),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      continue;
+    }
+    if (!nghttp2_session_want_read(session) && !nghttp2_session_want_write(session)) co_return;
+    wake.expires_at(clock_type::time_point::max());
+    co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+}
+
 // An HTTP/2 connection (nghttp2): one reader feeding the session, one writer sending what it has
 // to say, and each answer's events paced by a coroutine of its own that hands them to the
 // session's data source.
@@ -167,25 +188,7 @@ class h2_connection : public std::enable_shared_from_this<h2_connection> {
 
   asio::awaitable<void> write_loop() {
     auto self = shared_from_this();
-    std::string out;
-    while (!closed_) {
-      out.clear();
-      const uint8_t* data = nullptr;
-      ssize_t n;
-      while ((n = nghttp2_session_mem_send(session_, &data)) > 0)
-        out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-      if (n < 0) break;
-      if (!out.empty()) {
-        error_code ec;
-        co_await asio::async_write(s_, asio::buffer(out),
-                                   asio::redirect_error(asio::use_awaitable, ec));
-        if (ec) break;
-        continue;
-      }
-      if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)) break;
-      wake_.expires_at(clock_type::time_point::max());
-      co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
-    }
+    co_await send_h2_output(session_, s_, wake_, closed_);
     error_code ignored;
     s_.next_layer().close(ignored);
   }
@@ -567,24 +570,7 @@ class streams {
 
     asio::awaitable<void> write_loop() {
       auto self = shared_from_this();
-      std::string out;
-      while (!ended_) {
-        out.clear();
-        const uint8_t* data = nullptr;
-        ssize_t n;
-        while ((n = nghttp2_session_mem_send(session_, &data)) > 0)
-          out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-        if (n < 0) break;
-        if (!out.empty()) {
-          error_code ec;
-          co_await asio::async_write(c_->stream, asio::buffer(out),
-                                     asio::redirect_error(asio::use_awaitable, ec));
-          if (ec) break;
-          continue;
-        }
-        wake_.expires_at(clock_type::time_point::max());
-        co_await wake_.async_wait(asio::as_tuple(asio::use_awaitable));
-      }
+      co_await send_h2_output(session_, c_->stream, wake_, ended_);
       c_->close();
     }
 
