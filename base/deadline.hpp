@@ -39,6 +39,16 @@ class deadline {
   void start(Keep keep, Expired expired) {
     wait_for(++generation_, std::move(keep), std::move(expired));
   }
+  // start() for work spawned with `signal`'s slot bound: the expiry sets `expired` and emits a
+  // terminal cancellation, which ends the work wherever it waits. Both outlive the wait or a
+  // stop() before they go.
+  template <class Keep>
+  void cancel_on_expiry(Keep keep, asio::cancellation_signal& signal, bool& expired) {
+    start(std::move(keep), [&signal, &expired] {
+      expired = true;
+      signal.emit(asio::cancellation_type::terminal);
+    });
+  }
   void stop() {
     ++generation_;
     timer_.cancel();

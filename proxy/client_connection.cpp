@@ -90,19 +90,15 @@ asio::awaitable<void> client_connection::run() {
   attribute();
   std::string failure;
   bool expired = false;
-  c_.deadline.start(shared_from_this(), [this, &expired] {
-    expired = true;
-    cancel_.emit(asio::cancellation_type::terminal);
-  });
+  c_.deadline.cancel_on_expiry(shared_from_this(), cancel_, expired);
   try {
     co_await serve();
   } catch (const std::exception& e) {
-    failure = e.what();
+    if (!expired) failure = e.what();  // what the cancellation threw is the timeout, below
   }
   c_.deadline.stop();
   try {
     if (expired) {
-      failure.clear();  // what the cancellation threw is the timeout, handled here
       co_await asio::this_coro::reset_cancellation_state();
       co_await expire(c_.deadline.waiting());
     }

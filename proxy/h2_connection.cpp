@@ -322,10 +322,7 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       // The deadline cancels the exchange (through the stream's cancellation slot, as a reset by
       // the client does) rather than racing it: a race is two coroutines spawned per stream.
       bool expired = false;
-      st->deadline.start(st, [&expired, &stream = *st] {
-        expired = true;
-        stream.cancel.emit(asio::cancellation_type::terminal);
-      });
+      st->deadline.cancel_on_expiry(st, st->cancel, expired);
       std::exception_ptr failure;
       try {
         // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.

@@ -130,20 +130,20 @@ struct server::impl {
     auto work = conn->run();
     // The completion handler owns the connection until run() has finished: the coroutine may
     // start later, on another thread.
-    auto slot = conn->cancel_slot();
+    auto ended = [this, conn](std::exception_ptr) {
+      // run() catches everything it can expect; whatever is left ends just this connection.
+      bool trim = false;
+      {
+        std::lock_guard lock(mutex);
+        live.erase(conn.get());
+        --ctx->counters().active_connections;
+        trim = burst_drained(live.size());
+      }
+      if (trim) give_back_memory();
+    };
+    // Bound to the connection's slot: its deadline cancels run()'s work through it.
     asio::co_spawn(executor, std::move(work),
-                   asio::bind_cancellation_slot(slot, [this, conn](std::exception_ptr) {
-                     // run() catches everything it can expect; whatever is left ends just this
-                     // connection.
-                     bool trim = false;
-                     {
-                       std::lock_guard lock(mutex);
-                       live.erase(conn.get());
-                       --ctx->counters().active_connections;
-                       trim = burst_drained(live.size());
-                     }
-                     if (trim) give_back_memory();
-                   }));
+                   asio::bind_cancellation_slot(conn->cancel_slot(), std::move(ended)));
   }
 
   asio::awaitable<void> signals() {
