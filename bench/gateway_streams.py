@@ -20,8 +20,8 @@ Measured over the window (from WARM s after every stream is set up to 3 s before
                 counters and budgets) and the sessions page's HTML, answer times (goal <= 200 ms),
   delay         each event's delay from the upstream's write to the client's read (p50/p99/max).
 The upstream offers HTTP/2, as api.openai.com does: the gateway multiplexes the answers over a
-few upstream connections (100 streams each), and each client stream is one client connection.
-Each LEVELS entry is a run with one replica; REPLICAS2=1 adds STREAMS2 streams with two replicas
+few upstream connections (100 streams each). Each CLIENTS entry runs every level: h1, each stream
+its own client connection; h2, a session's streams on one HTTP/2 connection. Each LEVELS entry is a run with one replica; REPLICAS2=1 adds STREAMS2 streams with two replicas
 on the same Redis behind haproxy (TCP, round robin; two haproxy processes on one port,
 SO_REUSEPORT), the sessions shared. On a machine whose descriptors are capped at 20,000 a
 process (a container's hard limit root cannot raise), one replica holds at most 9,968 client
@@ -29,7 +29,7 @@ connections (two descriptors each, kept for a tunnel or an HTTP/1.1 upstream): h
 
 Usage: bench/gateway_streams.py [path/to/broker]
   env: LEVELS="1000 5000 9900" (streams) STREAMS2=10000 PER_SESSION=10 DURATION=300 WARM=10
-       EVENTS=60 INTERVAL=1 REPLICAS2=1 STREAMS=path/to/bench/streams
+       EVENTS=60 INTERVAL=1 REPLICAS2=1 CLIENTS="h1 h2" STREAMS=path/to/bench/streams
 """
 import json
 import os
@@ -145,7 +145,6 @@ class Run:
                          "--key", str(self.pki / "leaf.key"), "--events", str(EVENTS),
                          "--interval", str(INTERVAL)], stdout=subprocess.PIPE, text=True)
         up_port = json.loads(up.stdout.readline())["port"]
-        self.upstream = up
         (w / "team.json").write_text(json.dumps(
             {"version": 1, "allow": [{"host": HOST, "ports": [443]}],
              "credentials": {"openai": {"type": "bearer", "env": ["OPENAI_API_KEY"],
