@@ -46,6 +46,17 @@ def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_links(pid: int) -> list:
+    """What each descriptor is, for a failure's message; one closed meanwhile is left out."""
+    links = []
+    for n in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{n}"))
+        except FileNotFoundError:
+            pass
+    return sorted(links)
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -83,9 +94,7 @@ class Footprint:
         while fd_count(self.pid) > self.fds and time.monotonic() < deadline:
             time.sleep(0.1)
         fds = fd_count(self.pid)
-        links = sorted(os.readlink(f"/proc/{self.pid}/fd/{n}")
-                       for n in os.listdir(f"/proc/{self.pid}/fd"))
-        assert fds <= self.fds, f"{what}: {fds} descriptors, {self.fds} before: {links}"
+        assert fds <= self.fds, f"{what}: {fds} descriptors, {self.fds} before: {fd_links(self.pid)}"
         rss = rss_kib(self.pid)
         assert self.sanitized or rss <= self.rss + RSS_TOLERANCE_KIB, \
             f"{what}: RSS {rss} KiB, {self.rss} KiB before (tolerance {RSS_TOLERANCE_KIB})"
