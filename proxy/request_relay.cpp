@@ -80,9 +80,9 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
-    next_step next = next_step::close;
-    co_await base::race(pump_request_body(scan, body_done),
-                        relay_response_into(client_keep_alive, next));
+    // The pump ends once the body is through, its frames freed while the response streams on.
+    const next_step next = co_await base::beside(pump_request_body(scan, body_done),
+                                                 relay_response(client_keep_alive));
     if (body_done) {
       release_upstream();
       co_return next;
@@ -125,10 +125,6 @@ asio::awaitable<next_step> request_relay::relay_response(bool client_keep_alive)
   co_return co_await response_relay(ex_).run(s_.entry.method, client_keep_alive);
 }
 
-asio::awaitable<void> request_relay::relay_response_into(bool client_keep_alive, next_step& next) {
-  next = co_await relay_response(client_keep_alive);
-}
-
 // What a scanned request body reuses from one piece to the next.
 struct request_relay::scan_buffers {
   std::string released, rewritten;
@@ -154,7 +150,6 @@ asio::awaitable<void> request_relay::pump_request_body(std::unique_ptr<body_scan
   done = true;
   scan.reset();
   s_.io.timer.arm(ex_.timeouts().upstream, live::waiting_for::upstream);
-  co_await base::hold_until_cancelled();
 }
 
 asio::awaitable<void> request_relay::pump_scanned_piece(const client_side::body_piece& piece,

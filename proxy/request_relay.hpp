@@ -63,8 +63,6 @@ class request_relay {
   asio::awaitable<void> write_request_body(std::string_view data, bool last, bool framed = false);
   // The response down (response_relay.hpp); what the client's connection does next.
   asio::awaitable<next_step> relay_response(bool client_keep_alive);
-  // The same, its result stored, to race the request body's pump (race() takes void coroutines).
-  asio::awaitable<void> relay_response_into(bool client_keep_alive, next_step& next);
 
   http_exchange& ex_;
   exchange_state& s_;
