@@ -117,6 +117,7 @@ struct h2_client_session::callbacks {
       if (head.status >= 200) st->final_head = true;
       head.has_body = !end_stream;
       take_content_length(head);
+      head.fit();
       s.handler_.on_response(id, std::move(head), end_stream);
     } else if (frame->hd.type == NGHTTP2_DATA && end_stream) {
       if (!st->final_head) {

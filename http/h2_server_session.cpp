@@ -141,6 +141,7 @@ struct h2_server_session::callbacks {
           s.handler_.on_head_too_large(id);
           return 0;
         }
+        st->request.head.fit();
         s.deliver_request(id, *st, end_stream);
       } else if (!st->too_large) {
         auto trailers = std::move(st->request.head.headers);

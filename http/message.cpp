@@ -47,6 +47,11 @@ bool for_each_element(std::string_view list, Each each) {
 
 }  // namespace
 
+void message_head::fit() {
+  // A few fields spare are kept: a move into a smaller block costs an allocation.
+  if (headers.capacity() - headers.size() >= 4) headers.shrink_to_fit();
+}
+
 bool message_head::has_token(std::string_view name, std::string_view token) const {
   for (const auto& h : headers) {
     if (!iequals(h.name, name)) continue;

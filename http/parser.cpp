@@ -97,6 +97,7 @@ struct parser::impl {
     h.upgrade = p->upgrade != 0;
     h.chunked = (p->flags & F_CHUNKED) != 0;
     if (p->flags & F_CONTENT_LENGTH) h.content_length = p->content_length;
+    h.fit();
     // Transfer codings, looked at once the head is whole (most messages have none).
     if (h.find("transfer-encoding")) {
       const auto codings = h.list("transfer-encoding");

@@ -142,6 +142,9 @@ TEST_CASE("h2 client: a request goes up with its pseudo-headers; the response co
   CHECK_FALSE(seen.head.find("connection"));  // connection-specific: never on HTTP/2
   CHECK_FALSE(seen.head.find("te"));          // only "trailers" may go
   CHECK(p.served.bodies[id] == "hello world");
+  // A whole head gives back the room reserved while its fields came (it lives as long as the
+  // exchange): on both sides.
+  CHECK(seen.head.headers.capacity() - seen.head.headers.size() <= 3);
 
   message_head ok;
   ok.status = 200;
@@ -153,6 +156,7 @@ TEST_CASE("h2 client: a request goes up with its pseudo-headers; the response co
   REQUIRE(p.told.heads[id].size() == 1);
   CHECK(p.told.heads[id][0].status == 200);
   CHECK(p.told.heads[id][0].has_body);
+  CHECK(p.told.heads[id][0].headers.capacity() - p.told.heads[id][0].headers.size() <= 3);
   CHECK(p.told.bodies[id] == "body");
   REQUIRE(p.told.trailers[id].size() == 1);
   CHECK(p.told.trailers[id][0].value == "0");

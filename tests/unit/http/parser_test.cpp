@@ -39,6 +39,19 @@ TEST_CASE("request head is parsed and stops at the head's end", "[http_parser]")
   CHECK(body.consumed == 3);
 }
 
+TEST_CASE("a whole head keeps no more room than its fields need, give or take three",
+          "[http_parser]") {
+  // Heads live as long as their exchange (a streamed answer's for minutes): the room reserved
+  // while parsing is given back.
+  for (const int fields : {2, 12, 16, 40}) {
+    http::parser p(http::parser::kind::request);
+    REQUIRE(feed_all(p, many_fields(fields)).status == http::parse_status::head_complete);
+    const auto& headers = p.head().headers;
+    CHECK(headers.size() == static_cast<std::size_t>(fields));
+    CHECK(headers.capacity() - headers.size() <= 3);
+  }
+}
+
 TEST_CASE("a head split at every byte parses the same", "[http_parser]") {
   const std::string wire = "GET http://a.test/p HTTP/1.1\r\nHost: a.test\r\nX-Long: abcdef\r\n\r\n";
   for (std::size_t split = 1; split < wire.size(); ++split) {
