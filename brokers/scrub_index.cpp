@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -59,8 +60,7 @@ std::size_t find_from(std::string_view text, std::string_view needle, std::size_
 // is held back nowhere unless a value holds a control byte.
 enum class held_class : std::uint8_t { token, punctuation, blank, other };
 
-held_class class_of(char ch) {
-  const auto c = static_cast<unsigned char>(ch);
+constexpr held_class class_of(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))
     return held_class::token;
   switch (c) {
@@ -81,6 +81,19 @@ held_class class_of(char ch) {
   }
 }
 
+// Each byte's class, looked up: an index is built for every answer and every record, and its
+// held classes are a bit each rather than a table of 256 made each time.
+constexpr auto byte_classes = [] {
+  std::array<std::uint8_t, 256> classes{};
+  for (std::size_t b = 0; b < classes.size(); ++b)
+    classes[b] = static_cast<std::uint8_t>(class_of(static_cast<unsigned char>(b)));
+  return classes;
+}();
+
+constexpr std::uint8_t class_bit(char c) {
+  return static_cast<std::uint8_t>(1u << byte_classes[static_cast<unsigned char>(c)]);
+}
+
 template <class T>
 void cleanse(std::vector<T>& v) {
   if (!v.empty()) ::explicit_bzero(v.data(), v.size() * sizeof(T));
@@ -92,19 +105,17 @@ scrub_index::scrub_index(std::vector<scrub_pattern> patterns, search how)
     : patterns_(std::move(patterns)) {
   if (patterns_.size() >= max_count) throw std::invalid_argument("too many scrub patterns");
   std::size_t shortest_hashed = 0;
-  bool classes[4] = {true, false, false, false};  // by held_class; token bytes are always held
+  held_classes_ = class_bit('a');  // token bytes are always held
   for (const scrub_pattern& p : patterns_) {
     if (p.find.empty()) throw std::invalid_argument("scrub pattern is empty");
     if (p.replacement.size() != p.find.size())
       throw std::invalid_argument("scrub replacement differs in length from its pattern");
     longest_ = std::max(longest_, p.find.size());
-    for (const char c : p.find) classes[static_cast<std::size_t>(class_of(c))] = true;
+    for (const char c : p.find) held_classes_ |= class_bit(c);
     if (p.find.size() >= gram)
       shortest_hashed =
           shortest_hashed == 0 ? p.find.size() : std::min(shortest_hashed, p.find.size());
   }
-  for (std::size_t b = 0; b < 256; ++b)
-    holds_[b] = classes[static_cast<std::size_t>(class_of(static_cast<char>(b)))];
   if (how == search::automatic)
     how = patterns_.size() <= max_direct ? search::direct : search::hashed;
   if (how == search::direct) shortest_hashed = 0;
@@ -228,6 +239,10 @@ void scrub_index::each_occurrence(std::string_view text, void (*report)(void*, s
         report(found, s.pattern);
     }
   }
+}
+
+bool scrub_index::holds(char c) const {
+  return (held_classes_ & class_bit(c)) != 0;
 }
 
 std::size_t scrub_index::hold_from(std::string_view text, std::size_t from) const {

@@ -65,7 +65,7 @@ class scrub_index {
   std::size_t hold_from(std::string_view text, std::size_t from) const;
   // Whether a byte at the end of a text that may go on is held back: every byte of the class
   // (held_class) of a byte of some pattern, and the token bytes always.
-  bool holds(char c) const { return holds_[static_cast<unsigned char>(c)]; }
+  bool holds(char c) const;
 
   // Every occurrence of every pattern in `text`, overlapping ones included: found(pattern
   // index) once per occurrence, in no particular order. find() gives the match to replace; a
@@ -83,7 +83,7 @@ class scrub_index {
 
   std::vector<scrub_pattern> patterns_;
   std::size_t longest_ = 0;
-  bool holds_[256] = {};
+  std::uint8_t held_classes_ = 0;      // a bit for each held_class (scrub_index.cpp) held
   std::vector<std::uint32_t> direct_;  // patterns searched by themselves, by index
 
   // A pattern of length L >= stride_ + 3 that starts at s has, at offset p - s < stride_, the 4
