@@ -38,48 +38,9 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-port=$(free_port)
-cat > "$work/nginx.conf" <<NG
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx.err;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$port ssl http2;
-    server_name api.example.test;
-    ssl_certificate $PEERS/leaf.pem;
-    ssl_certificate_key $PEERS/leaf.key;
-    root $PEERS/www;
-  }
-}
-NG
-nginx -c "$work/nginx.conf" -e "$work/nginx.err" || die "nginx did not start"
+source "$root/bench/h2_peers.sh"
 map=(--connect-to "api.example.test:8443:127.0.0.1:$port" --upstream-ca "$PEERS/upstream-ca.pem")
 
-hport=
-if command -v haproxy > /dev/null; then
-  hport=$(free_port)
-  cat "$PEERS/leaf.pem" "$PEERS/leaf.key" > "$work/haproxy-leaf.pem"
-  cat > "$work/haproxy.cfg" <<HA
-global
-    maxconn 4096
-    nbthread 2
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-frontend fe
-    bind 127.0.0.1:$hport ssl crt $work/haproxy-leaf.pem alpn h2,http/1.1
-    default_backend be
-backend be
-    server nginx 127.0.0.1:$port ssl verify required ca-file $PEERS/upstream-ca.pem sni str(api.example.test) alpn h2
-HA
-  haproxy -D -f "$work/haproxy.cfg" -p "$work/haproxy.pid" || hport=
-fi
 nport=
 if command -v nghttpx > /dev/null; then
   nport=$(free_port)
