@@ -28,6 +28,8 @@
 #      HTTP/1.1 and HTTP/2: added TTFB, added delay per event, CPU per event;
 #  14. a team gateway holding thousands of streamed answers open for minutes (issue 55): RSS per
 #      stream, CPU per event, Redis round trips per event, errors, the console's answer times.
+#  15. where an HTTP/2 request's CPU goes at h2load -c 8 (issue 55): the broker beside haproxy,
+#      each part of the work in microseconds a request, from a perf profile of each.
 # It installs what it needs (Debian packages: the ../shared/bench peers, libbenchmark-dev), sets
 # the peers up on loopback, and builds build/ and build-bench/. Figures are medians of rounds
 # where a script takes rounds; on a 2-core machine run it with nothing else running.
@@ -40,7 +42,7 @@ export PEERS=${PEERS:-/tmp/peers}
 skip=" ${SKIP:-} "
 
 need=(nginx-light tinyproxy squid-openssl mitmproxy haproxy nghttp2-proxy curl libbenchmark-dev nghttp2-client python3-grpcio
-  python3-h2 bubblewrap socat ripgrep nodejs npm redis-server)
+  python3-h2 bubblewrap socat ripgrep nodejs npm redis-server linux-perf)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -101,3 +103,6 @@ section "14. a gateway holding agents' streamed answers (issue 55): 10 streams a
   "on one replica and 10,000 on two behind haproxy (goals: <= 32 KiB a stream, 0 errors," \
   "console <= 200 ms)"
 run streams /usr/bin/python3 "$root/bench/gateway_streams.py" "$broker"
+section "15. where an HTTP/2 request's CPU goes at h2load -c 8 -m 10, $rounds rounds: the broker" \
+  "beside haproxy, by part of the work (goal: level with haproxy, or each microsecond named)"
+run profile "$root/bench/h2_profile.sh" "$broker" "$rounds"
