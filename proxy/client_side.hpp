@@ -58,6 +58,9 @@ class client_side {
     bool last = false;
   };
   virtual asio::awaitable<body_piece> read_body(bool decode) = 0;
+  // The whole request body is here, at most `bytes` of it, none read yet: reading it never waits
+  // for the client (nor does learning that the client reset its stream).
+  virtual bool body_here(std::size_t bytes) const = 0;
 
   // An interim (1xx) response, passed on at once.
   virtual asio::awaitable<void> send_interim(const http::message_head& head) = 0;

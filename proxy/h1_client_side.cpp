@@ -22,6 +22,14 @@ bool h1_client_side::keep_alive() const {
   return request_ && request_->keep_alive() && !draining_;
 }
 
+bool h1_client_side::body_here(std::size_t bytes) const {
+  // Only a Content-Length body says where it ends before it is read; none of it is read yet.
+  if (!request_) return false;
+  const auto& head = request_->head();
+  return !head.chunked && head.content_length && *head.content_length <= bytes &&
+         in_.size() - lent_ >= *head.content_length;
+}
+
 asio::awaitable<client_side::body_piece> h1_client_side::read_body(bool decode) {
   end();
   for (;;) {

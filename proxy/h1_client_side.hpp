@@ -34,6 +34,7 @@ class h1_client_side final : public client_side {
   bool flushes_records() const override { return false; }
   void record_staged() override {}  // never: records are written at once here
   asio::awaitable<body_piece> read_body(bool decode) override;
+  bool body_here(std::size_t bytes) const override;
   asio::awaitable<void> send_interim(const http::message_head& head) override;
   asio::awaitable<void> send_head(const http::message_head& head, bool keep_alive,
                                   bool complete) override;

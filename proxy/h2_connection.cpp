@@ -70,6 +70,10 @@ class h2_connection::h2_stream final : public client_side {
     co_return body_piece{taken_, {}, body_done_};
   }
 
+  bool body_here(std::size_t bytes) const override {
+    return gone || (body_done_ && pending_.size() <= bytes);
+  }
+
   asio::awaitable<void> send_interim(const http::message_head&) override {
     co_return;  // 1xx are HTTP/1.1's business here (100-continue); an h2 client does not wait
   }

@@ -13,6 +13,11 @@ inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;
 // fast they go) before it waits: what bounds a connection's memory with a slow reader, both
 // toward clients (h2_connection) and toward upstreams (h2_upstream).
 inline constexpr std::size_t max_unsent_per_h2_stream = 256 * 1024;
+// A request body this small that is all here already (an API call's JSON comes with its head)
+// goes up before the response is read, in the exchange's own frame: so few bytes that writing
+// them never waits on an upstream that answers before it reads (an HTTP/2 stream's first window
+// is 64 KiB). Any other body is pumped beside the response.
+inline constexpr std::size_t inline_request_body_bytes = 16 * 1024;
 // A tunnel direction switches from copying to splice(2) after this many reads in a row of at
 // least splice_read_bytes: a bulk transfer. Small exchanges (API calls, a TLS handshake) stay on
 // the copy path, which is cheaper than splice for a few hundred bytes at a time.

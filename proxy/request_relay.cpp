@@ -80,9 +80,17 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
-    // The pump ends once the body is through, its frames freed while the response streams on.
-    const next_step next = co_await base::beside(pump_request_body(scan, body_done),
-                                                 relay_response(client_keep_alive));
+    // A small body that is all here goes up in this frame before the response is read (no
+    // second coroutine beside the response); any other is pumped beside it, the pump's frames
+    // freed once the body is through while the response streams on.
+    next_step next = next_step::close;
+    if (s_.io.client.body_here(limits::inline_request_body_bytes)) {
+      co_await pump_request_body(scan, body_done);
+      next = co_await relay_response(client_keep_alive);
+    } else {
+      next = co_await base::beside(pump_request_body(scan, body_done),
+                                   relay_response(client_keep_alive));
+    }
     if (body_done) {
       release_upstream();
       co_return next;

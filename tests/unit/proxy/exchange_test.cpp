@@ -27,10 +27,13 @@ namespace {
 
 using test::faults;
 
-// A client side that plays a request body and takes the response, failing as told.
+// A client side that plays a request body and takes the response, failing as told. `here`: it
+// says the whole body is here before it is read (as a small body that came with its head), so the
+// exchange sends it before reading the response rather than beside it.
 class scripted_client final : public client_side {
  public:
-  scripted_client(std::string body, faults f) : body_(std::move(body)), f_(f) {}
+  scripted_client(std::string body, faults f, bool here = false)
+      : body_(std::move(body)), f_(f), here_(here) {}
 
   bool keep_alive() const override { return true; }
   bool carries_wire() const override { return false; }
@@ -47,6 +50,10 @@ class scripted_client final : public client_side {
     const std::string_view data = std::string_view(body_).substr(at_, n);
     at_ += n;
     co_return body_piece{data, {}, at_ == body_.size()};
+  }
+  bool body_here(std::size_t bytes) const override {
+    asked_here = true;
+    return here_ && at_ == 0 && body_.size() <= bytes;
   }
   asio::awaitable<void> send_interim(const http::message_head& head) override {
     write_step();
@@ -98,6 +105,7 @@ class scripted_client final : public client_side {
   bool ended = false;
   bool failed = false;
   bool used_after_failure = false;
+  mutable bool asked_here = false;
 
  private:
   void step() {
@@ -114,6 +122,7 @@ class scripted_client final : public client_side {
 
   std::string body_;
   faults f_;
+  bool here_;
   std::size_t at_ = 0;
   int reads_ = 0, writes_ = 0;
 };
@@ -231,8 +240,10 @@ TEST_CASE("an exchange reads and relays bodies handed over one byte at a time",
   const auto response =
       GENERATE(chunked_response(), std::string("HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n"
                                                "0123456789abcdefghijklmnop"));
-  scripted_client client(kBody, faults{1, 0, 0});
+  const bool here = GENERATE(false, true);
+  scripted_client client(kBody, faults{1, 0, 0}, here);
   const auto out = run_exchange(client, kBody, response, faults{1, 0, 0});
+  CHECK(client.asked_here);
   CHECK(out.thrown.empty());
   CHECK(out.next == next_step::keep_alive);
   CHECK(client.status == 200);
@@ -251,7 +262,8 @@ TEST_CASE("a client that fails a read mid-body ends its exchange with one record
   // refusal (the record said "refused", decision deny, for a request that had reached the
   // upstream with its credential), and nothing is written to the client that went away.
   const int fail_read = GENERATE(1, 2, 5, 8);
-  scripted_client client(kBody, faults{8, fail_read, 0});
+  const bool here = GENERATE(false, true);
+  scripted_client client(kBody, faults{8, fail_read, 0}, here);
   const auto out = run_exchange(client, kBody, chunked_response(), faults{});
   CHECK_FALSE(out.pooled);
   CHECK_FALSE(out.thrown.empty());  // the connection ends
@@ -268,12 +280,13 @@ TEST_CASE("a client that fails a write gets nothing more, and the exchange is re
   // The upstream's answer in pieces, so the client side is written to several times; each of
   // those writes fails in turn.
   const faults upstream{20, 0, 0};
-  scripted_client clean(kBody, faults{});
+  const bool here = GENERATE(false, true);
+  scripted_client clean(kBody, faults{}, here);
   run_exchange(clean, kBody, chunked_response(), upstream);
   REQUIRE(clean.writes() >= 3);
   for (int fail_write = 1; fail_write <= clean.writes(); ++fail_write) {
     INFO("the write that fails: " << fail_write);
-    scripted_client client(kBody, faults{0, 0, fail_write});
+    scripted_client client(kBody, faults{0, 0, fail_write}, here);
     const auto out = run_exchange(client, kBody, chunked_response(), upstream);
     CHECK_FALSE(client.used_after_failure);
     CHECK_FALSE(out.thrown.empty());  // the connection ends
@@ -289,7 +302,8 @@ TEST_CASE("an upstream that resets mid-response never leaves a short body lookin
   // Written 20 bytes at a time, reset in place of the Nth write: inside the head (N = 1..3),
   // then inside the body.
   const int fail_write = GENERATE(1, 2, 3, 4, 5, 6);
-  scripted_client client(kBody, faults{});
+  const bool here = GENERATE(false, true);
+  scripted_client client(kBody, faults{}, here);
   const auto out = run_exchange(client, kBody, chunked_response(), faults{20, 0, fail_write});
   CHECK_FALSE(out.pooled);
   REQUIRE(out.records.size() == 1);
