@@ -100,21 +100,37 @@ asio::awaitable<h1_request_loop::binding> h1_request_loop::bind_session(
   co_return keep ? binding::refused_keep : binding::refused_close;
 }
 
+std::optional<std::string> h1_request_loop::inner_path(const interception& inside,
+                                                       const http::message_head& head) {
+  auto checked = check_inner_request(
+      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
+  if (auto* path = std::get_if<std::string>(&checked)) return std::move(*path);
+  return std::nullopt;
+}
+
+asio::awaitable<next_step> h1_request_loop::refuse_inner(const http::message_head& head,
+                                                         const interception& inside,
+                                                         bool keep_after_refusal) {
+  const auto checked = check_inner_request(
+      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
+  // What follows a CONNECT is the client's tunnel, never a request head: the connection ends.
+  co_return co_await exchange_->refuse(std::get<live::refusal>(checked),
+                                       keep_after_refusal && head.method != "CONNECT");
+}
+
 asio::awaitable<next_step> h1_request_loop::serve_inner(http::parser& request,
                                                         const interception& inside) {
   const http::message_head& head = request.head();
   auto& ex = begin_exchange(head.method);
   ex.identify(inside.scheme, inside.dest, head.target);
   const bool keep_after_refusal = request.keep_alive() && !head.has_body && !c_.draining;
-  const auto checked = check_inner_request(
-      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
-  // What follows a CONNECT is the client's tunnel, never a request head: the connection ends.
-  if (const auto* refused = std::get_if<live::refusal>(&checked))
-    co_return co_await ex.refuse(*refused, keep_after_refusal && head.method != "CONNECT");
-  const auto& path = std::get<std::string>(checked);
-  ex.entry().target = path;
+  // The check's refusal is made and sent in a frame of its own: this one lives as long as the
+  // response, a streamed answer's for minutes.
+  auto path = inner_path(inside, head);
+  if (!path) co_return co_await refuse_inner(head, inside, keep_after_refusal);
+  ex.entry().target = *path;
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
-  const request_target to{inside.dest, inside.scheme, path, keep_after_refusal};
+  const request_target to{inside.dest, inside.scheme, std::move(*path), keep_after_refusal};
   co_return co_await ex.forward(request.head(), to);
 }
 

@@ -76,7 +76,7 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
   if (!credentials.empty())
     scan = std::make_unique<body_scan_state>(credentials.request_body_scan(where), s_.body_codings);
   bool body_done = false;
-  std::optional<live::refusal> refused;
+  std::exception_ptr refused;  // the body's refusal, answered in a frame of its own (refuse_body)
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished.
@@ -99,34 +99,49 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
     // resynchronized, so both connections end here.
     s_.upstream.reset();
     co_return next_step::close;
-  } catch (const value_in_body& e) {
-    // None of the value's bytes went up; the upstream saw a request that never ends.
-    s_.upstream.reset();
-    if (s_.response_started) throw upstream_error("request body refused mid-response");
-    const auto decision = scan->checks.decision(e.pattern);  // thrown before the body was through
-    s_.entry.credential = decision.credential;
-    refused = live::refusal::of(decision, s_.entry.host, where.plaintext);
   } catch (const client_gone&) {
     // The upstream has the head and what body came: allowed, cut short, and no one to answer.
     s_.upstream.reset();
     throw;
+  } catch (const value_in_body&) {
+    refused = std::current_exception();
+  } catch (const body_error&) {
+    refused = std::current_exception();
+  } catch (const body_unreadable&) {
+    refused = std::current_exception();
+  } catch (const brokers::body_refused_error&) {
+    refused = std::current_exception();
+  }
+  // None of the refused bytes went up; the upstream saw a request that never ends.
+  s_.upstream.reset();
+  co_return co_await refuse_body(refused, scan.get(), where);
+}
+
+asio::awaitable<next_step> request_relay::refuse_body(std::exception_ptr refused,
+                                                      const body_scan_state* scan,
+                                                      const brokers::request_context& where) {
+  // Once the response has begun, only the connection's end can tell the client.
+  std::optional<live::refusal> answer;
+  try {
+    std::rethrow_exception(refused);
+  } catch (const value_in_body& e) {
+    if (s_.response_started) throw upstream_error("request body refused mid-response");
+    const auto decision = scan->checks.decision(e.pattern);  // thrown before the body was through
+    s_.entry.credential = decision.credential;
+    answer = live::refusal::of(decision, s_.entry.host, where.plaintext);
   } catch (const body_error& e) {
-    s_.upstream.reset();
     if (s_.response_started) throw;
-    refused = live::refusal::bad_request(std::string("malformed request body: ") + e.what());
+    answer = live::refusal::bad_request(std::string("malformed request body: ") + e.what());
   } catch (const body_unreadable& e) {
     // A coded body the broker could not search through: its unsearched bytes never went up.
-    s_.upstream.reset();
     if (s_.response_started) throw upstream_error("request body refused mid-response");
-    refused = e.answer;
+    answer = e.answer;
   } catch (const brokers::body_refused_error& e) {
-    // The body's rewriter refused a piece (a chunk whose signature does not verify): none of
-    // it went up, and the upstream's request never ends.
-    s_.upstream.reset();
+    // The body's rewriter refused a piece (a chunk whose signature does not verify).
     if (s_.response_started) throw upstream_error("request body refused mid-response");
-    refused = live::refusal::of(e.decision(), s_.entry.host, where.plaintext);
+    answer = live::refusal::of(e.decision(), s_.entry.host, where.plaintext);
   }
-  co_return co_await ex_.refuse(*refused, false);
+  co_return co_await ex_.refuse(*answer, false);
 }
 
 asio::awaitable<next_step> request_relay::relay_response(bool client_keep_alive) {

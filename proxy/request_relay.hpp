@@ -6,6 +6,7 @@
 // (body_search.cpp).
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +52,11 @@ class request_relay {
   // What the request body is searched with when the session brokers credentials: let go of once
   // the body is through, while the response may stream on for minutes.
   struct body_scan_state;
+  // A request body refused (`refused`: what the pump threw) answered as its refusal, or, once
+  // the response has begun, the connection ended; in a frame of its own, since the pump's caller
+  // lives as long as the response.
+  asio::awaitable<next_step> refuse_body(std::exception_ptr refused, const body_scan_state* scan,
+                                         const brokers::request_context& where);
   // The request body up, searched when `scan` is set; `scan` is reset once the body is through.
   asio::awaitable<void> pump_request_body(std::unique_ptr<body_scan_state>& scan, bool& done);
   // What a scanned request body reuses from one piece to the next.

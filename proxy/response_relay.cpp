@@ -25,7 +25,7 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
   if (mcp_event_stream(*response.head)) reframe_as_chunked(*response.head);
   const http::message_head& head = *response.head;
   if (head.status == 101) co_return co_await websocket_relay(ex_).run(head);
-  if (auto refused = coded_body_refusal(head)) co_return co_await ex_.refuse(*refused, false);
+  if (coded_body_refused(head)) co_return co_await refuse_coded_body(head);
   // A body delimited by the upstream's close is delimited the same way for the client.
   const bool until_close = head.has_body && !head.chunked && !head.content_length;
   const bool keep_client = client_keep_alive && !until_close && s_.io.client.keep_alive();
@@ -40,8 +40,7 @@ asio::awaitable<next_step> response_relay::run(const std::string& method, bool c
   if (response.complete) {
     s_.upstream_reusable = true;
     // Nothing of the response has gone out: the client is told why it gets none.
-    if (!ex_.finish(head.status, true))
-      co_return co_await ex_.refuse(live::refusal::audit_unavailable(), false);
+    if (!ex_.finish(head.status, true)) co_return co_await refuse_unrecorded();
     co_await s_.io.client.send_head(head, keep_client, true);
   } else {
     co_await s_.io.client.send_head(head, keep_client, false);
@@ -180,11 +179,20 @@ asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& h
   co_return true;
 }
 
-std::optional<live::refusal> response_relay::coded_body_refusal(
-    const http::message_head& head) const {
-  if (!head.has_body || s_.scrub_patterns.empty()) return std::nullopt;
+asio::awaitable<next_step> response_relay::refuse_coded_body(const http::message_head& head) {
+  co_return co_await ex_.refuse(coded_body_refusal(head), false);
+}
+
+asio::awaitable<next_step> response_relay::refuse_unrecorded() {
+  co_return co_await ex_.refuse(live::refusal::audit_unavailable(), false);
+}
+
+bool response_relay::coded_body_refused(const http::message_head& head) const {
+  return head.has_body && !s_.scrub_patterns.empty() && !http::coded_body(head).empty();
+}
+
+live::refusal response_relay::coded_body_refusal(const http::message_head& head) const {
   const std::string coding = http::coded_body(head);
-  if (coding.empty()) return std::nullopt;
   // It was asked for identity; a coded body could carry a real value past the scrubber.
   return live::refusal::upstream_protocol_error(
       s_.entry.host, "compressed or coded response (" + coding +
@@ -236,7 +244,7 @@ struct response_relay::body_relay {
   const http::message_head& head;
   session::llm_usage_meter* meter;                // null when the body is not metered
   std::optional<brokers::stream_scrubber> scrub;  // empty when there is nothing to scrub
-  std::optional<mcp::sse_filter> mcp;             // an MCP server's event stream
+  std::unique_ptr<mcp::sse_filter> mcp;  // an MCP server's event stream (in the frame: 240 B)
   bool as_framed;  // the upstream's bytes go to the client as they came, framing and all
   std::string released;
   std::string filtered;
@@ -245,11 +253,12 @@ struct response_relay::body_relay {
 asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
                                                  session::llm_usage_meter* meter) {
   auto& up = *s_.upstream;
-  body_relay body{head, meter, std::nullopt, std::nullopt, false, {}, {}};
+  body_relay body{head, meter, std::nullopt, nullptr, false, {}, {}};
   if (!s_.scrub_patterns.empty()) body.scrub.emplace(s_.scrub_patterns);
   if (mcp_event_stream(head))
-    body.mcp.emplace(s_.mcp, mcp::server_pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()},
-                     s_.entry.mcp ? s_.mcp_call_id : std::string());
+    body.mcp = std::make_unique<mcp::sse_filter>(
+        s_.mcp, mcp::server_pins{&s_.io.ctx.mcp_pins(), s_.mcp_server()},
+        s_.entry.mcp ? s_.mcp_call_id : std::string());
   body.as_framed = !body.scrub && !body.mcp && s_.io.client.carries_wire() && up.carries_wire();
   const bool decode = body.scrub || body.meter || body.mcp || !body.as_framed;
   for (;;) {

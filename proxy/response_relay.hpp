@@ -65,8 +65,14 @@ class response_relay {
   void note_tools_hidden(std::size_t n, const std::vector<std::string>& changed);
   // What the server's answer said of the request, into the record.
   void note_outcome(const mcp::call_outcome& o);
-  // A coded body cannot be scrubbed: the refusal when the response has one and must be.
-  std::optional<live::refusal> coded_body_refusal(const http::message_head& head) const;
+  // A coded body cannot be scrubbed: whether the response has one and must be refused, and the
+  // refusal then.
+  bool coded_body_refused(const http::message_head& head) const;
+  live::refusal coded_body_refusal(const http::message_head& head) const;
+  // The refusals run() may end with, each in a frame of its own that ends with it: run()'s frame
+  // lives as long as the response, a streamed answer's for minutes.
+  asio::awaitable<next_step> refuse_coded_body(const http::message_head& head);
+  asio::awaitable<next_step> refuse_unrecorded();
   // LLM API answers are metered as they pass (docs/audit-log.md llm_tokens); errors carry no usage.
   std::optional<session::llm_usage_meter> usage_meter(const http::message_head& head) const;
   asio::awaitable<void> relay_body(const http::message_head& head, session::llm_usage_meter* meter);
