@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 
 namespace broker::http {
 
@@ -48,8 +49,15 @@ bool for_each_element(std::string_view list, Each each) {
 }  // namespace
 
 void message_head::fit() {
-  // A few fields spare are kept: a move into a smaller block costs an allocation.
-  if (headers.capacity() - headers.size() >= 4) headers.shrink_to_fit();
+  // Moved into a block with room for two more fields: a proxy adds one or two to a request
+  // (Accept-Encoding: identity), which would otherwise double the block. A head with no more
+  // spare than that stays where it is.
+  constexpr std::size_t spare = 2;
+  if (headers.capacity() - headers.size() <= spare + 1) return;
+  std::vector<header_field> fitted;
+  fitted.reserve(headers.size() + spare);
+  std::move(headers.begin(), headers.end(), std::back_inserter(fitted));
+  headers.swap(fitted);
 }
 
 bool message_head::has_token(std::string_view name, std::string_view token) const {

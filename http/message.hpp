@@ -41,8 +41,9 @@ struct message_head {
   // of a list-based header are one comma-separated list); whitespace trimmed, empty elements
   // dropped. Views into the head.
   std::vector<std::string_view> list(std::string_view name) const;
-  // Once the head is whole: the room reserved for fields it did not use is given back. A head
-  // lives as long as its exchange, a streamed answer's for minutes.
+  // Once the head is whole: the room reserved for fields it did not use is given back, but for
+  // two (a proxy adds a field or two). A head lives as long as its exchange, a streamed answer's
+  // for minutes.
   void fit();
 };
 
