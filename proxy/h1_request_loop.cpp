@@ -100,14 +100,6 @@ asio::awaitable<h1_request_loop::binding> h1_request_loop::bind_session(
   co_return keep ? binding::refused_keep : binding::refused_close;
 }
 
-std::optional<std::string> h1_request_loop::inner_path(const interception& inside,
-                                                       const http::message_head& head) {
-  auto checked = check_inner_request(
-      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
-  if (auto* path = std::get_if<std::string>(&checked)) return std::move(*path);
-  return std::nullopt;
-}
-
 asio::awaitable<next_step> h1_request_loop::refuse_inner(const http::message_head& head,
                                                          const interception& inside,
                                                          bool keep_after_refusal) {
@@ -126,7 +118,8 @@ asio::awaitable<next_step> h1_request_loop::serve_inner(http::parser& request,
   const bool keep_after_refusal = request.keep_alive() && !head.has_body && !c_.draining;
   // The check's refusal is made and sent in a frame of its own: this one lives as long as the
   // response, a streamed answer's for minutes.
-  auto path = inner_path(inside, head);
+  auto path = inner_request_path(
+      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
   if (!path) co_return co_await refuse_inner(head, inside, keep_after_refusal);
   ex.entry().target = *path;
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.

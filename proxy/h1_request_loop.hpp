@@ -50,9 +50,7 @@ class h1_request_loop {
   asio::awaitable<binding> bind_session(const http::parser& request);
   // A request inside an interception, held to its target (check_inner_request).
   asio::awaitable<next_step> serve_inner(http::parser& request, const interception& inside);
-  // The path it goes up with, or nullopt when the check refuses it; then its refusal.
-  static std::optional<std::string> inner_path(const interception& inside,
-                                               const http::message_head& head);
+  // Its refusal, made and answered in a frame of its own (inner_request_path).
   asio::awaitable<next_step> refuse_inner(const http::message_head& head,
                                           const interception& inside, bool keep_after_refusal);
   // An absolute-form http:// request (RFC 9112 §3.2.2): its URI read into the destination it

@@ -303,6 +303,27 @@ void h2_connection::on_reset(std::int32_t id, std::uint32_t) {
   if (auto it = streams_.find(id); it != streams_.end()) it->second->end();
 }
 
+inner_request h2_connection::inner_request_of(const h2_stream& st) {
+  const auto& head = st.request.head;
+  return {.method = head.method,
+          .target = head.target,
+          .host = head.find("host"),
+          .scheme = st.request.scheme,
+          .authority = st.request.authority,
+          .http2 = true};
+}
+
+asio::awaitable<void> h2_connection::refuse_inner(http_exchange& ex, const h2_stream& st) {
+  co_await ex.refuse(std::get<live::refusal>(check_inner_request(s_.target, inner_request_of(st))),
+                     true);
+}
+
+void h2_connection::expire_stream(http_exchange& ex, h2_stream& st) {
+  const auto refused = ex.expire(st.deadline.waiting(), cut_short_);
+  if (refused && !st.gone)
+    st.refuse_now(*refused, s_.ctx->scrub(ex.entry().host), s_.ctx->session_id());
+}
+
 asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st) {
   auto& ctx = *s_.ctx;
   auto& head = st->request.head;
@@ -313,14 +334,11 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
   entry.captured = s_.captured;
   entry.http2 = true;
   try {
-    const auto checked = check_inner_request(target, {.method = head.method,
-                                                      .target = head.target,
-                                                      .host = head.find("host"),
-                                                      .scheme = st->request.scheme,
-                                                      .authority = st->request.authority,
-                                                      .http2 = true});
-    if (const auto* refused = std::get_if<live::refusal>(&checked)) {
-      co_await ex.refuse(*refused, true);
+    // The check's refusal is made and answered in a frame of its own: this one lives as long as
+    // the response.
+    auto path = inner_request_path(target, inner_request_of(*st));
+    if (!path) {
+      co_await refuse_inner(ex, *st);
     } else {
       st->deadline.arm(ctx.options().timeouts.body, live::waiting_for::request_body);
       // The deadline cancels the exchange (through the stream's cancellation slot, as a reset by
@@ -330,7 +348,7 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       std::exception_ptr failure;
       try {
         // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
-        const request_target to{target.dest, "https", std::get<std::string>(checked), true};
+        const request_target to{target.dest, "https", std::move(*path), true};
         co_await ex.forward(head, to);
       } catch (...) {
         failure = std::current_exception();
@@ -338,10 +356,7 @@ asio::awaitable<void> h2_connection::serve_stream(std::shared_ptr<h2_stream> st)
       st->deadline.stop();
       // What the deadline's cancellation threw is its timeout, handled below.
       if (failure && !expired) std::rethrow_exception(failure);
-      if (expired) {
-        const auto refused = ex.expire(st->deadline.waiting(), cut_short_);
-        if (refused && !st->gone) st->refuse_now(*refused, ctx.scrub(entry.host), ctx.session_id());
-      }
+      if (expired) expire_stream(ex, *st);
     }
   } catch (const std::exception& e) {
     session::log(spdlog::level::debug, s_.tag, "stream {}: {}", st->id, ctx.scrub(e.what()));

@@ -24,6 +24,8 @@
 
 namespace broker::proxy {
 
+class http_exchange;
+
 class h2_connection final : private http::h2_server_session::handler {
  public:
   struct setup {
@@ -64,6 +66,11 @@ class h2_connection final : private http::h2_server_session::handler {
   asio::awaitable<void> writer();
   // One stream's exchange, from its checks to its record.
   asio::awaitable<void> serve_stream(std::shared_ptr<h2_stream> st);
+  // What serve_stream ends with on a refused request or an expired deadline, each made outside
+  // its frame, which lives as long as the response.
+  static inner_request inner_request_of(const h2_stream& st);
+  asio::awaitable<void> refuse_inner(http_exchange& ex, const h2_stream& st);
+  void expire_stream(http_exchange& ex, h2_stream& st);
   void wake_writer();
   // The reader stops (the session has nothing more to read).
   void stop_reading();

@@ -50,4 +50,10 @@ std::variant<std::string, live::refusal> check_inner_request(const interception&
   return path;
 }
 
+std::optional<std::string> inner_request_path(const interception& in, const inner_request& r) {
+  auto checked = check_inner_request(in, r);
+  if (auto* path = std::get_if<std::string>(&checked)) return std::move(*path);
+  return std::nullopt;
+}
+
 }  // namespace broker::proxy

@@ -38,5 +38,9 @@ struct inner_request {
 // a scheme, authority or Host that is not the connection's target (421 host_mismatch).
 std::variant<std::string, live::refusal> check_inner_request(const interception& in,
                                                              const inner_request& r);
+// The same check's path, or nullopt when it refuses the request: what a coroutine that lives as
+// long as the response keeps, rather than the check's 200-odd bytes (the refusal is made again
+// where it is answered).
+std::optional<std::string> inner_request_path(const interception& in, const inner_request& r);
 
 }  // namespace broker::proxy
