@@ -141,7 +141,6 @@ struct h2_server_session::callbacks {
           s.handler_.on_head_too_large(id);
           return 0;
         }
-        st->request.head.fit();
         s.deliver_request(id, *st, end_stream);
       } else if (!st->too_large) {
         auto trailers = std::move(st->request.head.headers);
@@ -282,6 +281,7 @@ void h2_server_session::deliver_request(std::int32_t id, stream_state& st, bool 
     head.headers.insert(head.headers.begin(), {"host", request.authority});
   head.has_body = !end_stream;
   take_content_length(head);
+  head.fit();  // after the fields added here
   h2_request out = std::move(request);
   request = {};
   handler_.on_request(id, std::move(out), end_stream);

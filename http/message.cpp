@@ -50,10 +50,11 @@ bool for_each_element(std::string_view list, Each each) {
 
 void message_head::fit() {
   // Moved into a block with room for two more fields: a proxy adds one or two to a request
-  // (Accept-Encoding: identity), which would otherwise double the block. A head with no more
-  // spare than that stays where it is.
+  // (Accept-Encoding: identity), which would otherwise double the block. A head with two or
+  // three spare stays where it is.
   constexpr std::size_t spare = 2;
-  if (headers.capacity() - headers.size() <= spare + 1) return;
+  const std::size_t room = headers.capacity() - headers.size();
+  if (room >= spare && room <= spare + 1) return;
   std::vector<header_field> fitted;
   fitted.reserve(headers.size() + spare);
   std::move(headers.begin(), headers.end(), std::back_inserter(fitted));

@@ -314,8 +314,9 @@ inner_request h2_connection::inner_request_of(const h2_stream& st) {
 }
 
 asio::awaitable<void> h2_connection::refuse_inner(http_exchange& ex, const h2_stream& st) {
-  co_await ex.refuse(std::get<live::refusal>(check_inner_request(s_.target, inner_request_of(st))),
-                     true);
+  // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.
+  const auto checked = check_inner_request(s_.target, inner_request_of(st));
+  co_await ex.refuse(std::get<live::refusal>(checked), true);
 }
 
 void h2_connection::expire_stream(http_exchange& ex, h2_stream& st) {

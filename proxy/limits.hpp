@@ -15,8 +15,9 @@ inline constexpr std::size_t relay_buffer_bytes = 64 * 1024;
 inline constexpr std::size_t max_unsent_per_h2_stream = 256 * 1024;
 // A request body this small that is all here already (an API call's JSON comes with its head)
 // goes up before the response is read, in the exchange's own frame: so few bytes that writing
-// them never waits on an upstream that answers before it reads (an HTTP/2 stream's first window
-// is 64 KiB). Any other body is pumped beside the response.
+// them never waits on an upstream that answers before it reads (an HTTP/2 stream takes up to
+// max_unsent_per_h2_stream before it waits, whatever the peer's window; on HTTP/1.1 they fit in
+// the socket's buffers). Any other body is pumped beside the response.
 inline constexpr std::size_t inline_request_body_bytes = 16 * 1024;
 // A tunnel direction switches from copying to splice(2) after this many reads in a row of at
 // least splice_read_bytes: a bulk transfer. Small exchanges (API calls, a TLS handshake) stay on

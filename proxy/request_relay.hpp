@@ -1,9 +1,9 @@
 // An exchange with its upstream, the request's half: the head and body go up while the response
-// comes down (response_relay), both streamed. With brokered credentials in the session,
-// the request body is decoded on the way and searched for values that must not leave (before any
-// of their bytes does), then framed again (same length, same coding). A body under a
-// Content-Encoding is searched through its decoding while its coded bytes go up as they came
-// (body_search.cpp).
+// comes down (response_relay), both streamed (a small body already here goes up first). With
+// brokered credentials in the session, the request body is decoded on the way and searched for
+// values that must not leave (before any of their bytes does), then framed again (same length, same
+// coding). A body under a Content-Encoding is searched through its decoding while its coded bytes
+// go up as they came (body_search.cpp).
 #pragma once
 
 #include <exception>
@@ -34,8 +34,8 @@ class request_relay {
   // The exchange's request half: its steps, and its state (http_exchange::state()).
   explicit request_relay(http_exchange& ex);
 
-  // The head up, then the body (held whole, or pumped while the response comes down); what the
-  // client's connection does next.
+  // The head up, then the body (held whole; small and all here, sent before the response is read;
+  // else pumped while the response comes down); what the client's connection does next.
   asio::awaitable<next_step> run(const http::message_head& request, const std::string& target,
                                  const request_target& to, const brokers::request_context& where);
 
@@ -45,7 +45,8 @@ class request_relay {
   // The body read whole (exchange_state::body) up after the head, then let go of; false when a
   // write failed.
   asio::awaitable<bool> send_whole_body();
-  // The request body pumped up while the response comes down.
+  // The request body up: before the response is read when it is small and all here
+  // (client_side::body_here), else pumped while the response comes down.
   asio::awaitable<next_step> relay_while_pumping(const brokers::request_context& where,
                                                  bool client_keep_alive);
   void release_upstream();

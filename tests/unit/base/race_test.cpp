@@ -114,6 +114,20 @@ TEST_CASE("beside: the main work's failure cancels the side and is rethrown", "[
   CHECK(side_ended);
 }
 
+TEST_CASE("beside: a side that ended well leaves the main work's failure to be rethrown",
+          "[race]") {
+  asio::io_context io;
+  bool side_ended = false, cancelled = false;
+  std::string failure;
+  const auto result =
+      run(io, beside(side(10ms, side_ended), main_work(60ms, true, side_ended, cancelled, true)),
+          failure);
+  CHECK_FALSE(result);
+  CHECK(failure == "main failed");
+  CHECK(side_ended);
+  CHECK_FALSE(cancelled);
+}
+
 TEST_CASE("race: the first to end, by an exception too, cancels the other", "[race]") {
   asio::io_context io;
   bool slow_ended = false, fast_ended = false;

@@ -43,13 +43,13 @@ TEST_CASE("a whole head keeps no more room than its fields need, give or take th
           "[http_parser]") {
   // Heads live as long as their exchange (a streamed answer's for minutes): the room reserved
   // while parsing is given back, but for the two fields a proxy may add.
-  for (const int fields : {2, 12, 16, 40}) {
+  for (const int fields : {2, 12, 15, 16, 40}) {
     http::parser p(http::parser::kind::request);
     REQUIRE(feed_all(p, many_fields(fields)).status == http::parse_status::head_complete);
     auto& headers = p.head().headers;
     CHECK(headers.size() == static_cast<std::size_t>(fields));
+    CHECK(headers.capacity() - headers.size() >= 2);
     CHECK(headers.capacity() - headers.size() <= 3);
-    if (fields == 16) continue;  // as reserved: already full
     const auto* block = headers.data();
     headers.push_back({"Accept-Encoding", "identity"});
     headers.push_back({"X-Two", "2"});
