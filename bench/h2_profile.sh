@@ -20,7 +20,9 @@ rounds=${2:-3}
 N=${N:-300000}
 PEERS=${PEERS:-/tmp/peers}
 work=$(mktemp -d)
-trap 'for f in nginx haproxy; do [[ -f $work/$f.pid ]] && kill "$(cat "$work/$f.pid")" 2>/dev/null
+load=
+trap '[[ -n $load ]] && kill "$load" 2>/dev/null
+      for f in nginx haproxy; do [[ -f $work/$f.pid ]] && kill "$(cat "$work/$f.pid")" 2>/dev/null
       done; wait 2>/dev/null; rm -rf "$work"' EXIT
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 for tool in h2load haproxy perf; do command -v $tool > /dev/null || die "$tool not found"; done
@@ -33,10 +35,11 @@ source "$root/bench/h2_peers.sh"
 [[ -n $hport ]] || die "haproxy did not start"
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# One run of `who` (broker|haproxy); prints its CPU us a request over the window. With a second
-# argument, the window is profiled into $work/WHO.script instead of slept through.
+# One run of `who` (broker|haproxy); prints its CPU us a request over the window, or nan when a
+# request failed or the run ended inside the window (raise N). With a second argument, the
+# window is profiled into $work/WHO.data instead of slept through.
 measure() {
-  local who=$1 profile=${2:-} load pid
+  local who=$1 profile=${2:-} pid
   if [[ $who == haproxy ]]; then
     h2load -n "$N" -c 8 -m 10 "https://127.0.0.1:$hport/small" > "$work/h2load.out" 2>&1 &
     load=$!
@@ -54,12 +57,16 @@ measure() {
   c0=$(cpu_ticks "$pid") t0=$(date +%s.%N)
   if [[ -n $profile ]]; then
     perf record -q -F 2000 --call-graph dwarf,16384 -o "$work/$who.data" -p "$pid" -- sleep 2 \
-      > /dev/null 2>&1
+      > /dev/null 2> "$work/perf.err" || die "perf record failed: $(tail -1 "$work/perf.err")"
   else
     sleep 3
   fi
-  c1=$(cpu_ticks "$pid") t1=$(date +%s.%N)
+  local running=1
+  kill -0 "$load" 2> /dev/null || running=0
+  c1=$(cpu_ticks "$pid" 2> /dev/null || true) t1=$(date +%s.%N)
   wait "$load" || true
+  load=
+  [[ $running == 1 && -n $c1 ]] || { echo nan; return; }
   grep -q "$N succeeded, 0 failed" "$work/h2load.out" || { echo nan; return; }
   local rate
   rate=$(grep -o 'finished in [0-9.]*[a-z]*, [0-9.]* req/s' "$work/h2load.out" | awk '{print $4}')

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Names what a proxy's CPU a request goes to, from `perf script -F tid,period,ip,sym,dso` of a
-`perf record --call-graph dwarf` (bench/h2_profile.sh). Each sample goes to the first frame,
-from the leaf up, that names a part of the work (broker's and haproxy's own function names), so
-the OpenSSL, kernel, malloc or nghttp2 time under a part is that part's; a sample under none is
-"other". The shares are scaled to the CPU a request measured beside the profile.
+`perf record --call-graph dwarf` (bench/h2_profile.sh). Each sample, weighed by its period, goes
+to the first frame, from the leaf up, that names a part of the work (broker's and haproxy's own
+function names), so the OpenSSL, kernel, malloc or nghttp2 time under a part is that part's; a
+sample under none is "other". The shares are scaled to the CPU a request measured beside the
+profile.
 
 Usage: profile_classify.py broker|haproxy SCRIPT_OUTPUT US_PER_REQUEST
-Prints one JSON object: {"part": us_per_request, ...} and "runs" {"what runs": us...}.
+Prints one JSON object: {"samples": n, "parts": {part: us a request}, "runs": {what runs: us}}.
 """
 import collections
 import json
@@ -19,7 +20,7 @@ PARTS = {
         ("audit record", r"live_session::record|exchange_record|audit_log::|append_json_string|"
                          r"text_scrubber|audit_entry"),
         ("response scrub and meter", r"scrub_head|stream_scrubber|scrub_value|llm_usage|"
-                                     r"relay_piece|usage_meter"),
+                                     r"usage_meter"),
         ("policy and credential swap", r"config::|brokers::credential_set|brokers::request|"
                                        r"check_and_swap|http_exchange::decide|http_exchange::admit|"
                                        r"request_text|request_plan|admission|budget"),
@@ -58,38 +59,42 @@ def what_runs(sym, dso):
 
 
 def samples(path):
-    current = None
+    """Each sample's period and frames (symbol, object), leaf first."""
+    period, frames = 0, None
     for line in open(path, errors="replace"):
         if not line.startswith("\t"):
             if line.strip():
-                if current:
-                    yield current
-                current = []
+                if frames:
+                    yield period, frames
+                fields = line.split()
+                period = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 1
+                frames = []
             continue
         m = re.match(r"\t\s*[0-9a-f]+ (.*?)(?: \((.*)\))?\s*$", line)
-        if m and current is not None:
-            current.append((m.group(1), m.group(2) or ""))
-    if current:
-        yield current
+        if m and frames is not None:
+            frames.append((m.group(1), m.group(2) or ""))
+    if frames:
+        yield period, frames
 
 
 def main():
     who, path, us = sys.argv[1], sys.argv[2], float(sys.argv[3])
     parts, runs = collections.Counter(), collections.Counter()
-    n = 0
-    for frames in samples(path):
+    n = total = 0
+    for period, frames in samples(path):
         n += 1
+        total += period
         # Inlined frames carry no object: what runs is the first frame that has one.
         real = next(((s, d) for s, d in frames if d and d != "inlined"), frames[0])
-        runs[what_runs(*real)] += 1
+        runs[what_runs(*real)] += period
         part = "other"
         for sym, _ in frames:
             hit = next((name for name, rx in PARTS[who] if re.search(rx, sym)), None)
             if hit:
                 part = hit
                 break
-        parts[part] += 1
-    scale = us / max(n, 1)
+        parts[part] += period
+    scale = us / max(total, 1)
     print(json.dumps({"samples": n,
                       "parts": {k: round(c * scale, 2) for k, c in parts.items()},
                       "runs": {k: round(c * scale, 2) for k, c in runs.items()}}))
