@@ -100,11 +100,19 @@ asio::awaitable<h1_request_loop::binding> h1_request_loop::bind_session(
   co_return keep ? binding::refused_keep : binding::refused_close;
 }
 
+namespace {
+
+// What check_inner_request reads of an HTTP/1.1 request: its target carries scheme and authority.
+inner_request inner_request_of(const http::message_head& head) {
+  return {.method = head.method, .target = head.target, .host = head.find("host")};
+}
+
+}  // namespace
+
 asio::awaitable<next_step> h1_request_loop::refuse_inner(const http::message_head& head,
                                                          const interception& inside,
                                                          bool keep_after_refusal) {
-  const auto checked = check_inner_request(
-      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
+  const auto checked = check_inner_request(inside, inner_request_of(head));
   // What follows a CONNECT is the client's tunnel, never a request head: the connection ends.
   co_return co_await exchange_->refuse(std::get<live::refusal>(checked),
                                        keep_after_refusal && head.method != "CONNECT");
@@ -118,8 +126,7 @@ asio::awaitable<next_step> h1_request_loop::serve_inner(http::parser& request,
   const bool keep_after_refusal = request.keep_alive() && !head.has_body && !c_.draining;
   // The check's refusal is made and sent in a frame of its own: this one lives as long as the
   // response, a streamed answer's for minutes.
-  auto path = inner_request_path(
-      inside, {.method = head.method, .target = head.target, .host = head.find("host")});
+  auto path = inner_request_path(inside, inner_request_of(head));
   if (!path) co_return co_await refuse_inner(head, inside, keep_after_refusal);
   ex.entry().target = *path;
   // Named, not a temporary in the co_await: GCC 12 destroys such temporaries twice.

@@ -180,7 +180,12 @@ asio::awaitable<bool> response_relay::relay_rewritten_body(http::message_head& h
 }
 
 asio::awaitable<next_step> response_relay::refuse_coded_body(const http::message_head& head) {
-  co_return co_await ex_.refuse(coded_body_refusal(head), false);
+  // It was asked for identity; a coded body could carry a real value past the scrubber.
+  const auto refused = live::refusal::upstream_protocol_error(
+      s_.entry.host, "compressed or coded response (" + http::coded_body(head) +
+                         ") to a request that asked for identity; the broker scrubs "
+                         "real values from responses and cannot read through a coding");
+  co_return co_await ex_.refuse(refused, false);
 }
 
 asio::awaitable<next_step> response_relay::refuse_unrecorded() {
@@ -189,15 +194,6 @@ asio::awaitable<next_step> response_relay::refuse_unrecorded() {
 
 bool response_relay::coded_body_refused(const http::message_head& head) const {
   return head.has_body && !s_.scrub_patterns.empty() && !http::coded_body(head).empty();
-}
-
-live::refusal response_relay::coded_body_refusal(const http::message_head& head) const {
-  const std::string coding = http::coded_body(head);
-  // It was asked for identity; a coded body could carry a real value past the scrubber.
-  return live::refusal::upstream_protocol_error(
-      s_.entry.host, "compressed or coded response (" + coding +
-                         ") to a request that asked for identity; the broker scrubs "
-                         "real values from responses and cannot read through a coding");
 }
 
 std::optional<session::llm_usage_meter> response_relay::usage_meter(

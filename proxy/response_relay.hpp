@@ -65,10 +65,8 @@ class response_relay {
   void note_tools_hidden(std::size_t n, const std::vector<std::string>& changed);
   // What the server's answer said of the request, into the record.
   void note_outcome(const mcp::call_outcome& o);
-  // A coded body cannot be scrubbed: whether the response has one and must be refused, and the
-  // refusal then.
+  // A coded body cannot be scrubbed: whether the response has one and must be refused.
   bool coded_body_refused(const http::message_head& head) const;
-  live::refusal coded_body_refusal(const http::message_head& head) const;
   // The refusals run() may end with, each in a frame of its own that ends with it: run()'s frame
   // lives as long as the response, a streamed answer's for minutes.
   asio::awaitable<next_step> refuse_coded_body(const http::message_head& head);
