@@ -171,7 +171,9 @@ asio::awaitable<next_step> http_exchange::forward(http::message_head& head,
   // The checks and the refusals they may answer with run in a frame of their own, gone before the
   // response: this frame stays for as long as the response streams (minutes for a model's).
   if (auto ended = co_await decide(head, to, plan)) co_return *ended;
-  co_return co_await send_upstream(head, plan.target, to, plan.where, *plan.policy);
+  // As the checks: the dial and its refusals in a frame that is gone before the response.
+  if (auto ended = co_await find_upstream(head, to, *plan.policy)) co_return *ended;
+  co_return co_await request_relay(*this).run(head, plan.target, to, plan.where);
 }
 
 asio::awaitable<std::optional<next_step>> http_exchange::decide(http::message_head& head,
@@ -260,16 +262,6 @@ asio::awaitable<std::optional<live::refusal>> http_exchange::prepare_body(
     if (auto refused = read_body_codings(head, need, s_.body_codings)) co_return refused;
   if (need) co_return co_await whole_body_reader(*this).read(head, where, *need);
   co_return std::nullopt;
-}
-
-asio::awaitable<next_step> http_exchange::send_upstream(const http::message_head& head,
-                                                        const std::string& target,
-                                                        const request_target& to,
-                                                        const brokers::request_context& where,
-                                                        const config::policy_set& policy) {
-  // As in forward: the dial and its refusals in a frame that is gone before the response.
-  if (auto ended = co_await find_upstream(head, to, policy)) co_return *ended;
-  co_return co_await request_relay(*this).run(head, target, to, where);
 }
 
 asio::awaitable<std::optional<next_step>> http_exchange::find_upstream(

@@ -172,13 +172,8 @@ class http_exchange {
   // or answered by the broker itself).
   asio::awaitable<std::optional<next_step>> decide(http::message_head& head,
                                                    const request_target& to, forward_plan& out);
-  // The request, as the brokers left it (`target` too), to an upstream from the pool or a new one.
-  asio::awaitable<next_step> send_upstream(const http::message_head& head,
-                                           const std::string& target, const request_target& to,
-                                           const brokers::request_context& where,
-                                           const config::policy_set& policy);
-  // send_upstream's upstream (s_.upstream): pooled or dialed; nullopt when found, else how the
-  // exchange ended (refused).
+  // The request's upstream (s_.upstream), from the pool or dialed; nullopt when found, else how
+  // the exchange ended (refused).
   asio::awaitable<std::optional<next_step>> find_upstream(const http::message_head& head,
                                                           const request_target& to,
                                                           const config::policy_set& policy);

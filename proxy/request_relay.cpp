@@ -35,12 +35,17 @@ asio::awaitable<next_step> request_relay::run(const http::message_head& request,
     co_return co_await refuse_unsent(ec);
   const bool sent_whole = s_.body.has_value();
   if (sent_whole && !co_await send_whole_body()) co_return next_step::close;
-  if (!request.has_body || sent_whole) {
-    const auto next = co_await relay_response(client_keep_alive);
-    release_upstream();
-    co_return next;
+  if (request.has_body && !sent_whole) {
+    // A body that is not all here, or is large, is pumped up while the response comes down.
+    if (!s_.io.client.body_here(limits::inline_request_body_bytes))
+      co_return co_await relay_while_pumping(where, client_keep_alive);
+    // A small one that is all here (an API call's JSON) goes up first, in a frame gone before
+    // the response: this one lives as long as the response, a streamed answer's for minutes.
+    if (auto ended = co_await send_body_here(where)) co_return *ended;
   }
-  co_return co_await relay_while_pumping(where, client_keep_alive);
+  const auto next = co_await response_relay(ex_).run(s_.entry.method, client_keep_alive);
+  release_upstream();
+  co_return next;
 }
 
 asio::awaitable<next_step> request_relay::refuse_unsent(const error_code& ec) {
@@ -69,28 +74,39 @@ struct request_relay::body_scan_state {
   body_search search;  // refers to scan
 };
 
+std::unique_ptr<request_relay::body_scan_state> request_relay::body_scan(
+    const brokers::request_context& where) const {
+  const auto& credentials = s_.io.ctx.credentials();
+  if (credentials.empty()) return nullptr;
+  return std::make_unique<body_scan_state>(credentials.request_body_scan(where), s_.body_codings);
+}
+
+asio::awaitable<std::optional<next_step>> request_relay::send_body_here(
+    const brokers::request_context& where) {
+  auto scan = body_scan(where);
+  bool body_done = false;
+  std::exception_ptr failed;  // answered in a frame of its own (refuse_body)
+  try {
+    co_await pump_request_body(scan, body_done);
+    co_return std::nullopt;
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  co_return co_await refuse_body(failed, scan.get(), where);
+}
+
 asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::request_context& where,
                                                               bool client_keep_alive) {
-  const auto& credentials = s_.io.ctx.credentials();
-  std::unique_ptr<body_scan_state> scan;
-  if (!credentials.empty())
-    scan = std::make_unique<body_scan_state>(credentials.request_body_scan(where), s_.body_codings);
+  auto scan = body_scan(where);
   bool body_done = false;
-  std::exception_ptr refused;  // the body's refusal, answered in a frame of its own (refuse_body)
+  std::exception_ptr failed;  // answered in a frame of its own (refuse_body)
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
-    // released here, once both have finished.
-    // A small body that is all here goes up in this frame before the response is read (no
-    // second coroutine beside the response); any other is pumped beside it, the pump's frames
-    // freed once the body is through while the response streams on.
-    next_step next = next_step::close;
-    if (s_.io.client.body_here(limits::inline_request_body_bytes)) {
-      co_await pump_request_body(scan, body_done);
-      next = co_await relay_response(client_keep_alive);
-    } else {
-      next = co_await base::beside(pump_request_body(scan, body_done),
-                                   relay_response(client_keep_alive));
-    }
+    // released here, once both have finished. The pump's frames are freed once the body is
+    // through, while the response streams on.
+    response_relay response(ex_);
+    const next_step next = co_await base::beside(pump_request_body(scan, body_done),
+                                                 response.run(s_.entry.method, client_keep_alive));
     if (body_done) {
       release_upstream();
       co_return next;
@@ -99,31 +115,25 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
     // resynchronized, so both connections end here.
     s_.upstream.reset();
     co_return next_step::close;
-  } catch (const client_gone&) {
-    // The upstream has the head and what body came: allowed, cut short, and no one to answer.
-    s_.upstream.reset();
-    throw;
-  } catch (const value_in_body&) {
-    refused = std::current_exception();
-  } catch (const body_error&) {
-    refused = std::current_exception();
-  } catch (const body_unreadable&) {
-    refused = std::current_exception();
-  } catch (const brokers::body_refused_error&) {
-    refused = std::current_exception();
+  } catch (...) {
+    failed = std::current_exception();
   }
-  // None of the refused bytes went up; the upstream saw a request that never ends.
-  s_.upstream.reset();
-  co_return co_await refuse_body(refused, scan.get(), where);
+  co_return co_await refuse_body(failed, scan.get(), where);
 }
 
 asio::awaitable<next_step> request_relay::refuse_body(std::exception_ptr refused,
                                                       const body_scan_state* scan,
                                                       const brokers::request_context& where) {
+  // Whatever ended the exchange, its upstream is not used again: a client gone left it with the
+  // head and what body came (allowed, cut short, no one to answer); a refused body's bytes never
+  // went up, so it saw a request that never ends. Anything else is rethrown as it came.
+  s_.upstream.reset();
   // Once the response has begun, only the connection's end can tell the client.
   std::optional<live::refusal> answer;
   try {
     std::rethrow_exception(refused);
+  } catch (const client_gone&) {
+    throw;  // a body_error, but no one is left to answer
   } catch (const value_in_body& e) {
     if (s_.response_started) throw upstream_error("request body refused mid-response");
     const auto decision = scan->checks.decision(e.pattern);  // thrown before the body was through
@@ -142,10 +152,6 @@ asio::awaitable<next_step> request_relay::refuse_body(std::exception_ptr refused
     answer = live::refusal::of(e.decision(), s_.entry.host, where.plaintext);
   }
   co_return co_await ex_.refuse(*answer, false);
-}
-
-asio::awaitable<next_step> request_relay::relay_response(bool client_keep_alive) {
-  co_return co_await response_relay(ex_).run(s_.entry.method, client_keep_alive);
 }
 
 // What a scanned request body reuses from one piece to the next.

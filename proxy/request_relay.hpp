@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -45,17 +46,21 @@ class request_relay {
   // The body read whole (exchange_state::body) up after the head, then let go of; false when a
   // write failed.
   asio::awaitable<bool> send_whole_body();
-  // The request body up: before the response is read when it is small and all here
-  // (client_side::body_here), else pumped while the response comes down.
+  // A small request body that is all here (client_side::body_here) up before the response is
+  // read; nullopt when it went, else how the exchange ended (its refusal).
+  asio::awaitable<std::optional<next_step>> send_body_here(const brokers::request_context& where);
+  // Any other request body pumped up while the response comes down.
   asio::awaitable<next_step> relay_while_pumping(const brokers::request_context& where,
                                                  bool client_keep_alive);
   void release_upstream();
   // What the request body is searched with when the session brokers credentials: let go of once
   // the body is through, while the response may stream on for minutes.
   struct body_scan_state;
-  // A request body refused (`refused`: what the pump threw) answered as its refusal, or, once
-  // the response has begun, the connection ended; in a frame of its own, since the pump's caller
-  // lives as long as the response.
+  // What the body is searched with (nullptr: the session brokers no credential).
+  std::unique_ptr<body_scan_state> body_scan(const brokers::request_context& where) const;
+  // The exchange ended by what the pump or the response threw (`refused`): a refused request body
+  // answered as its refusal, or, once the response has begun, the connection ended; anything else
+  // rethrown. In a frame of its own, since the pump's caller may live as long as the response.
   asio::awaitable<next_step> refuse_body(std::exception_ptr refused, const body_scan_state* scan,
                                          const brokers::request_context& where);
   // The request body up, searched when `scan` is set; `scan` is reset once the body is through.
@@ -68,8 +73,6 @@ class request_relay {
   // Request body bytes to the upstream (framed by it, or `framed` already); a failed write ends
   // the exchange.
   asio::awaitable<void> write_request_body(std::string_view data, bool last, bool framed = false);
-  // The response down (response_relay.hpp); what the client's connection does next.
-  asio::awaitable<next_step> relay_response(bool client_keep_alive);
 
   http_exchange& ex_;
   exchange_state& s_;
