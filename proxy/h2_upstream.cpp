@@ -92,6 +92,7 @@ class h2_upstream::stream_side final : public upstream_side {
     if (heads_.empty()) co_return response_head{nullptr, false, response_head::failure::closed, {}};
     auto [head, complete] = std::move(heads_.front());
     heads_.erase(heads_.begin());
+    if (heads_.empty()) heads_.shrink_to_fit();  // none waiting: no room held for the body's life
     head_ = std::move(head);
     head_.reason = std::string(http::status_text(head_.status));
     // Without a length of its own, an HTTP/1.1 client gets the body chunked (not until close).
@@ -107,7 +108,13 @@ class h2_upstream::stream_side final : public upstream_side {
 
   asio::awaitable<body_piece> read_body(bool) override {
     give_back_taken();
-    while (data_.empty() && !ended_ && !reset_ && !c_->closed_) co_await wait();
+    if (data_.empty() && !ended_ && !reset_ && !c_->closed_) {
+      // Waiting, perhaps for long (a streamed answer's next event): no buffer held meanwhile.
+      std::string().swap(data_);
+      std::string().swap(taken_);
+      do co_await wait();
+      while (data_.empty() && !ended_ && !reset_ && !c_->closed_);
+    }
     if (data_.empty() && !ended_)
       throw upstream_error(reset_ ? "the upstream reset the stream (HTTP/2 error " +
                                         std::to_string(reset_code_) + ")"

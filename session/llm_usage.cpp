@@ -93,7 +93,8 @@ struct llm_usage_meter::state {
   sse_reader events;
   std::string body;  // a JSON body while it fits max_json_body
   bool body_too_large = false;
-  usage_scanner scanner;  // a JSON body that did not fit
+  // A JSON body that did not fit, or did not parse; made only then (a stream never needs one).
+  std::unique_ptr<usage_scanner> scanner;
   std::optional<llm_usage> result;
 
   state(llm_api a, body_kind k) : api(a), kind(k) {}
@@ -107,22 +108,28 @@ struct llm_usage_meter::state {
         return;
       }
       body_too_large = true;
-      scanner.scan(body);
+      scanner = std::make_unique<usage_scanner>();
+      scanner->scan(body);
       std::string().swap(body);
     }
-    scanner.scan(piece);
+    scanner->scan(piece);
   }
 
   void finish_json() {
     if (!body_too_large) {
       const bool parsed = tally_body(api, body, counts);
-      if (!parsed) scanner.scan(body);  // malformed, perhaps cut: its usage may still be whole
+      if (parsed) {
+        std::string().swap(body);
+        return;
+      }
+      // Malformed, perhaps cut: its usage may still be whole.
+      scanner = std::make_unique<usage_scanner>();
+      scanner->scan(body);
       std::string().swap(body);
-      if (parsed) return;
     }
-    if (!scanner.last_usage().empty()) tally_usage_object(api, scanner.last_usage(), counts);
-    tally_model(scanner.raw_model(), counts);
-    tally_text_bytes(scanner.value_bytes(), counts);
+    if (!scanner->last_usage().empty()) tally_usage_object(api, scanner->last_usage(), counts);
+    tally_model(scanner->raw_model(), counts);
+    tally_text_bytes(scanner->value_bytes(), counts);
   }
 };
 

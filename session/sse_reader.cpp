@@ -13,6 +13,12 @@ void release_if_large(std::string& s) {
   if (s.capacity() > kept_capacity) std::string().swap(s);
 }
 
+// Between pieces a stream mostly waits (a model's next event, seconds away): a buffer with
+// nothing in it then holds no memory.
+void release_if_empty(std::string& s) {
+  if (s.empty()) std::string().swap(s);
+}
+
 }  // namespace
 
 sse_reader::sse_reader(std::size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
@@ -27,7 +33,7 @@ void sse_reader::feed(std::string_view piece, const event_handler& on_event) {
     const std::size_t end = piece.find_first_of("\r\n", pos);
     if (end == std::string_view::npos) {
       carry_partial(piece.substr(pos));
-      return;
+      break;
     }
     const std::string_view tail = piece.substr(pos, end - pos);
     if (line_too_long_) {
@@ -50,6 +56,17 @@ void sse_reader::feed(std::string_view piece, const event_handler& on_event) {
       }
     }
   }
+  release_if_empty(line_);
+  release_if_empty(type_);
+  release_if_empty(data_);
+}
+
+std::size_t sse_reader::held_bytes() const {
+  // What a string holds beyond its own object (its short-string room is no allocation).
+  const auto allocated = [](const std::string& s) {
+    return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+  };
+  return allocated(line_) + allocated(type_) + allocated(data_);
 }
 
 void sse_reader::finish(const event_handler& on_event) {

@@ -33,6 +33,10 @@ class sse_reader {
   // blank line still dispatch: a stream cut right after its usage chunk should not lose it.
   void finish(const event_handler& on_event);
 
+  // The bytes its buffers hold: none between pieces unless a line or an event is unfinished (a
+  // long-lived stream waits most of its life between events).
+  std::size_t held_bytes() const;
+
  private:
   void take_line(std::string_view line, const event_handler& on_event);
   void carry_partial(std::string_view part);

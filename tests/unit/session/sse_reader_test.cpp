@@ -103,3 +103,23 @@ TEST_CASE("SSE limit and BOM agree however the first line is split", "[sse_reade
   // A BOM after a dropped first line is an unknown field, not the blank line ending the event.
   CHECK(read_every_way("xxxxxxxxxx\n\xEF\xBB\xBF\ndata: a\n\ndata: b\n\n", 8) == events{"|b"});
 }
+
+TEST_CASE("SSE holds no buffer between pieces unless an event is unfinished", "[sse_reader]") {
+  sse_reader reader;
+  std::vector<std::string> got;
+  const auto on = [&](std::string_view, std::string_view data) { got.emplace_back(data); };
+  const std::string event = "event: delta\ndata: " + std::string(200, 'x') + "\n\n";
+  reader.feed(event, on);
+  CHECK(got.size() == 1);
+  CHECK(reader.held_bytes() == 0);
+  // Cut inside a line, then inside an event: what is unfinished is held, then let go of.
+  reader.feed(event.substr(0, 40), on);
+  CHECK(reader.held_bytes() >= 40 - 19);
+  reader.feed(event.substr(40, event.size() - 41), on);
+  CHECK(got.size() == 1);
+  CHECK(reader.held_bytes() >= 200);
+  reader.feed("\n", on);
+  CHECK(got.size() == 2);
+  CHECK(got.back() == std::string(200, 'x'));
+  CHECK(reader.held_bytes() == 0);
+}
