@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/boxed.hpp"
 #include "base/json_text.hpp"
 #include "config/policy_set.hpp"
 #include "config/program_identity.hpp"
@@ -73,7 +74,7 @@ struct audit_entry {
     std::string outcome;
     std::optional<long long> error_code;
   };
-  std::optional<mcp_call> mcp;
+  base::boxed<mcp_call> mcp;  // on the heap: most exchanges have none
   // A tunnel an ssh rule allowed (docs/audit-log.md, "SSH"): the server's host key, read from the
   // key exchange, and the key the session's agent signed with for it and the user it
   // authenticated as (empty: it signed nothing for this connection).
@@ -82,7 +83,7 @@ struct audit_entry {
     std::string key;
     std::string user;
   };
-  std::optional<ssh_connection> ssh;
+  base::boxed<ssh_connection> ssh;
 };
 
 // Text a client or upstream chose (host, path) with every real secret value replaced by its
