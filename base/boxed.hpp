@@ -13,9 +13,9 @@ template <class T>
 class boxed {
  public:
   boxed() = default;
-  boxed(std::nullopt_t) {}  // NOLINT: as std::optional
+  boxed(std::nullopt_t) {}                                       // NOLINT: as std::optional
   boxed(T value) : p_(std::make_unique<T>(std::move(value))) {}  // NOLINT: as std::optional
-  boxed(std::optional<T> value)                                   // NOLINT: as std::optional
+  boxed(std::optional<T> value)                                  // NOLINT: as std::optional
       : p_(value ? std::make_unique<T>(std::move(*value)) : nullptr) {}
   boxed(const boxed& other) : p_(other.p_ ? std::make_unique<T>(*other.p_) : nullptr) {}
   boxed(boxed&&) noexcept = default;

@@ -85,12 +85,12 @@ asio::awaitable<std::optional<next_step>> request_relay::send_body_here(
     const brokers::request_context& where) {
   auto scan = body_scan(where);
   bool body_done = false;
-  std::exception_ptr failed;  // answered in a frame of its own (refuse_body)
+  std::exception_ptr failed;  // a refused body, answered in a frame of its own (refuse_body)
   try {
     co_await pump_request_body(scan, body_done);
     co_return std::nullopt;
   } catch (...) {
-    failed = std::current_exception();
+    failed = body_refusal();
   }
   co_return co_await refuse_body(failed, scan.get(), where);
 }
@@ -99,7 +99,7 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
                                                               bool client_keep_alive) {
   auto scan = body_scan(where);
   bool body_done = false;
-  std::exception_ptr failed;  // answered in a frame of its own (refuse_body)
+  std::exception_ptr failed;  // a refused body, answered in a frame of its own (refuse_body)
   try {
     // Neither side destroys the upstream connection while the other may be using it; it is
     // released here, once both have finished. The pump's frames are freed once the body is
@@ -116,24 +116,36 @@ asio::awaitable<next_step> request_relay::relay_while_pumping(const brokers::req
     s_.upstream.reset();
     co_return next_step::close;
   } catch (...) {
-    failed = std::current_exception();
+    failed = body_refusal();
   }
   co_return co_await refuse_body(failed, scan.get(), where);
+}
+
+std::exception_ptr request_relay::body_refusal() {
+  // Whatever ended the exchange, its upstream is not used again: a client gone left it with the
+  // head and what body came (allowed, cut short, no one to answer); a refused body's bytes never
+  // went up, so it saw a request that never ends. Let go of here, before any co_await, which a
+  // cancelled exchange would not get past.
+  s_.upstream.reset();
+  try {
+    throw;
+  } catch (const client_gone&) {
+    throw;  // a body_error, but no one is left to answer
+  } catch (const value_in_body&) {
+  } catch (const body_error&) {
+  } catch (const body_unreadable&) {
+  } catch (const brokers::body_refused_error&) {
+  }
+  return std::current_exception();
 }
 
 asio::awaitable<next_step> request_relay::refuse_body(std::exception_ptr refused,
                                                       const body_scan_state* scan,
                                                       const brokers::request_context& where) {
-  // Whatever ended the exchange, its upstream is not used again: a client gone left it with the
-  // head and what body came (allowed, cut short, no one to answer); a refused body's bytes never
-  // went up, so it saw a request that never ends. Anything else is rethrown as it came.
-  s_.upstream.reset();
   // Once the response has begun, only the connection's end can tell the client.
   std::optional<live::refusal> answer;
   try {
     std::rethrow_exception(refused);
-  } catch (const client_gone&) {
-    throw;  // a body_error, but no one is left to answer
   } catch (const value_in_body& e) {
     if (s_.response_started) throw upstream_error("request body refused mid-response");
     const auto decision = scan->checks.decision(e.pattern);  // thrown before the body was through

@@ -58,9 +58,13 @@ class request_relay {
   struct body_scan_state;
   // What the body is searched with (nullptr: the session brokers no credential).
   std::unique_ptr<body_scan_state> body_scan(const brokers::request_context& where) const;
-  // The exchange ended by what the pump or the response threw (`refused`): a refused request body
-  // answered as its refusal, or, once the response has begun, the connection ended; anything else
-  // rethrown. In a frame of its own, since the pump's caller may live as long as the response.
+  // In a handler of what the pump or the response threw: the upstream let go of, and the
+  // exception returned when it refuses the request body; anything else (a client gone, a failed
+  // upstream, a cancellation) rethrown as it came.
+  std::exception_ptr body_refusal();
+  // A refused request body (`refused`, from body_refusal) answered as its refusal, or, once the
+  // response has begun, the connection ended. In a frame of its own, since the pump's caller may
+  // live as long as the response.
   asio::awaitable<next_step> refuse_body(std::exception_ptr refused, const body_scan_state* scan,
                                          const brokers::request_context& where);
   // The request body up, searched when `scan` is set; `scan` is reset once the body is through.
