@@ -64,6 +64,13 @@ scan_result scan(const scan_input& in, scrub_index::cursor& at, Plain plain, Mat
   return r;
 }
 
+// A scan's scratch, one per thread and reset by each scan: a scrubber or a header value does not
+// keep one of its own between scans.
+scrub_index::cursor& scratch_cursor() {
+  thread_local scrub_index::cursor at;
+  return at;
+}
+
 std::shared_ptr<const scrub_index> index_of(std::vector<scrub_pattern> patterns) {
   if (patterns.empty()) return nullptr;
   return std::make_shared<const scrub_index>(std::move(patterns));
@@ -91,21 +98,31 @@ std::optional<std::size_t> stream_scrubber::feed(std::string_view in, std::strin
 
   const std::vector<scrub_pattern>& patterns = index_->patterns();
   scan_result r = scan(
-      scan_input{buf, *index_, true}, cursor_, [&](std::string_view bytes) { out.append(bytes); },
+      scan_input{buf, *index_, true}, scratch_cursor(),
+      [&](std::string_view bytes) { out.append(bytes); },
       [&](std::size_t i, std::size_t) { out.append(patterns[i].replacement); });
   matches_ += r.count;
   if (joined)
     held_.erase(0, r.keep_from);
   else
     held_.assign(in.substr(r.keep_from));
+  // Nothing held back: the buffer (which may have held the start of a value) wiped and let go.
+  if (held_.empty() && held_allocation() != 0) {
+    base::wipe(held_);
+    std::string().swap(held_);
+  }
   return r.first;
+}
+
+std::size_t stream_scrubber::held_allocation() const {
+  return held_.capacity() > std::string().capacity() ? held_.capacity() + 1 : 0;
 }
 
 std::optional<std::size_t> stream_scrubber::finish(std::string& out) {
   if (held_.empty()) return std::nullopt;
   const std::vector<scrub_pattern>& patterns = index_->patterns();
   scan_result r = scan(
-      scan_input{held_, *index_, false}, cursor_,
+      scan_input{held_, *index_, false}, scratch_cursor(),
       [&](std::string_view bytes) { out.append(bytes); },
       [&](std::size_t i, std::size_t) { out.append(patterns[i].replacement); });
   matches_ += r.count;
@@ -122,9 +139,9 @@ std::size_t scrub_value(std::string& value, const std::vector<scrub_pattern>& pa
 std::size_t scrub_value(std::string& value, const scrub_index& index) {
   if (index.patterns().empty() || value.empty()) return 0;
   const std::vector<scrub_pattern>& patterns = index.patterns();
-  // One per thread, reset by the scan: a response head's every name and value is scrubbed, and
-  // a cursor of its own was an allocation and a free for each of them.
-  thread_local scrub_index::cursor at;
+  // A response head's every name and value is scrubbed: a cursor of its own was an allocation
+  // and a free for each of them.
+  scrub_index::cursor& at = scratch_cursor();
   // Same lengths, so each match is overwritten in place; the scan never looks behind itself.
   scan_result r = scan(
       scan_input{value, index, false}, at, [](std::string_view) {},

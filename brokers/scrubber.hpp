@@ -49,13 +49,15 @@ class stream_scrubber {
 
   bool active() const { return index_ != nullptr; }
   std::size_t held() const { return held_.size(); }
+  // The bytes its buffer takes: none while nothing is held back (a long-lived stream's scrubber
+  // holds nothing between pieces that end outside a pattern's bytes).
+  std::size_t held_allocation() const;
   std::size_t matches() const { return matches_; }
 
  private:
   std::shared_ptr<const scrub_index> index_;  // null when there are no patterns
   std::string held_;
   std::size_t matches_ = 0;
-  scrub_index::cursor cursor_;  // scratch per feed
 };
 
 // Replaces every pattern in one complete value (a header field); returns how many were replaced.

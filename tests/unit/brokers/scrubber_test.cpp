@@ -606,3 +606,24 @@ TEST_CASE("scrub_index::each reports every occurrence, overlapping ones included
     }
   }
 }
+
+TEST_CASE("scrubber holds no buffer while nothing is held back", "[brokers][scrubber]") {
+  const std::string real = "ghp_REALREALREALREALREALREALREALREAL1234";
+  const std::string dummy(real.size(), 'x');
+  const std::vector<scrub_pattern> patterns{{real, dummy}};
+  stream_scrubber s(patterns);
+  std::string out;
+  s.feed("data: {\"text\": \"hello\"}\n\n", out);
+  CHECK(s.held() == 0);
+  CHECK(s.held_allocation() == 0);
+  // A piece ending in a long start of the value: held back, in a buffer of its own.
+  s.feed("data: " + real.substr(0, 30), out);
+  CHECK(s.held() >= 30);
+  CHECK(s.held_allocation() > 0);
+  s.feed(real.substr(30) + "\n\n", out);
+  CHECK(s.held() == 0);
+  CHECK(s.held_allocation() == 0);
+  s.finish(out);
+  CHECK(out.find(real) == std::string::npos);
+  CHECK(out.find(dummy) != std::string::npos);
+}
