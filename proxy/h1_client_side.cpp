@@ -83,7 +83,9 @@ asio::awaitable<void> h1_client_side::send_wire(std::string_view framed) {
 asio::awaitable<void> h1_client_side::flush() {
   if (wire_.empty()) co_return;
   co_await write_all(client_, wire_);
-  wire_.clear();
+  // Let go of, not kept for the next piece: a streamed answer's connection waits most of its
+  // life for the next event.
+  std::string().swap(wire_);
 }
 
 asio::awaitable<void> h1_client_side::send_refusal(const live::refusal& r, std::string_view host,

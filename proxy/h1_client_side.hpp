@@ -61,7 +61,7 @@ class h1_client_side final : public client_side {
   std::size_t lent_ = 0;  // bytes of in_ the last body piece points into
   std::string decoded_;
   bool chunked_ = false;  // the response head sent says chunked
-  std::string wire_;      // a head held back, then framed body bytes
+  std::string wire_;      // a head held back, then framed body bytes; none once written
 };
 
 }  // namespace broker::proxy

@@ -234,8 +234,8 @@ void response_relay::note_tools_hidden(std::size_t n, const std::vector<std::str
   all.insert(all.end(), changed.begin(), changed.end());
 }
 
-// A response body on its way down: what it passes through, and the buffers it reuses from one
-// piece to the next.
+// A response body on its way down: what it passes through, and the buffers it reuses while its
+// pieces keep coming.
 struct response_relay::body_relay {
   const http::message_head& head;
   session::llm_usage_meter* meter;                // null when the body is not metered
@@ -260,7 +260,12 @@ asio::awaitable<void> response_relay::relay_body(const http::message_head& head,
   for (;;) {
     // The head goes out with the first body bytes when they are already here (one write, one
     // TLS record, one wake-up of the client); with nothing to go with, alone rather than wait.
-    if (!up.has_buffered()) co_await s_.io.client.flush();
+    if (!up.has_buffered()) {
+      co_await s_.io.client.flush();
+      // The next piece may be seconds away (a model's next event): no buffer held meanwhile.
+      std::string().swap(body.released);
+      std::string().swap(body.filtered);
+    }
     const auto piece = co_await up.read_body(decode);
     co_await relay_piece(body, piece);
     if (piece.last) {
