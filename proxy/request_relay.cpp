@@ -5,6 +5,7 @@
 #include <array>
 
 #include "base/race.hpp"
+#include "base/secret.hpp"
 #include "brokers/scrubber.hpp"
 #include "proxy/body_search.hpp"
 #include "proxy/http_exchange.hpp"
@@ -24,7 +25,7 @@ void request_relay::release_upstream() {
   s_.upstream.reset();
 }
 
-asio::awaitable<next_step> request_relay::run(const http::message_head& request,
+asio::awaitable<next_step> request_relay::run(http::message_head& request,
                                               const std::string& target, const request_target& to,
                                               const brokers::request_context& where) {
   const bool client_keep_alive = s_.io.client.keep_alive();
@@ -43,6 +44,10 @@ asio::awaitable<next_step> request_relay::run(const http::message_head& request,
     // the response: this one lives as long as the response, a streamed answer's for minutes.
     if (auto ended = co_await send_body_here(where)) co_return *ended;
   }
+  // The request is wholly up: its fields (real values, once swapped) are wiped and let go of
+  // rather than held for as long as the response streams.
+  for (auto& f : request.headers) base::wipe(f.value);
+  std::vector<http::header_field>().swap(request.headers);
   const auto next = co_await response_relay(ex_).run(s_.entry.method, client_keep_alive);
   release_upstream();
   co_return next;

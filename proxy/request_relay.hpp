@@ -36,8 +36,9 @@ class request_relay {
   explicit request_relay(http_exchange& ex);
 
   // The head up, then the body (held whole; small and all here, sent before the response is read;
-  // else pumped while the response comes down); what the client's connection does next.
-  asio::awaitable<next_step> run(const http::message_head& request, const std::string& target,
+  // else pumped while the response comes down); what the client's connection does next. Once the
+  // request is wholly up, its fields are wiped and let go of (the response may stream for minutes).
+  asio::awaitable<next_step> run(http::message_head& request, const std::string& target,
                                  const request_target& to, const brokers::request_context& where);
 
  private:

@@ -62,6 +62,7 @@ class scripted_client final : public client_side {
   }
   asio::awaitable<void> send_head(const http::message_head& head, bool, bool complete) override {
     write_step();
+    if (request) request_fields_at_response = request->headers.size();
     status = head.status;
     ended = complete;
     co_return;
@@ -106,6 +107,9 @@ class scripted_client final : public client_side {
   bool failed = false;
   bool used_after_failure = false;
   mutable bool asked_here = false;
+  // The request's head, and how many fields it still held when the response's head came down.
+  const http::message_head* request = nullptr;
+  std::optional<std::size_t> request_fields_at_response;
 
  private:
   void step() {
@@ -199,6 +203,7 @@ outcome run_exchange(scripted_client& client, const std::string& body, const std
   head.headers = {{"Host", "api.test"}, {"Content-Length", std::to_string(body.size())}};
   head.has_body = !body.empty();
   head.content_length = body.size();
+  client.request = &head;
   const request_target to{config::destination{"api.test", std::nullopt, 80}, "http", "/v1/things",
                           false};
   bool done = false;
@@ -247,6 +252,9 @@ TEST_CASE("an exchange reads and relays bodies handed over one byte at a time",
   CHECK(out.thrown.empty());
   CHECK(out.next == next_step::keep_alive);
   CHECK(client.status == 200);
+  // A request wholly up (its small body sent first) holds no fields while the response streams.
+  REQUIRE(client.request_fields_at_response);
+  CHECK((*client.request_fields_at_response == 0) == here);
   CHECK(client.body == "0123456789abcdefghijklmnop");  // decoded: this side frames it itself
   CHECK(client.ended);
   REQUIRE(out.records.size() == 1);
