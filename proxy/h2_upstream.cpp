@@ -112,8 +112,11 @@ class h2_upstream::stream_side final : public upstream_side {
       // Waiting, perhaps for long (a streamed answer's next event): no buffer held meanwhile.
       std::string().swap(data_);
       std::string().swap(taken_);
-      do co_await wait();
-      while (data_.empty() && !ended_ && !reset_ && !c_->closed_);
+      // Waited on here, not in wait(): no frame of its own for the whole wait.
+      do {
+        event_.expires_at(std::chrono::steady_clock::time_point::max());
+        co_await event_.async_wait(use_tuple);
+      } while (data_.empty() && !ended_ && !reset_ && !c_->closed_);
     }
     if (data_.empty() && !ended_)
       throw upstream_error(reset_ ? "the upstream reset the stream (HTTP/2 error " +
