@@ -20,6 +20,11 @@ namespace {
 
 constexpr auto forever = std::chrono::steady_clock::time_point::max();
 
+bool grpc_call(const http::message_head& request) {
+  const std::string* type = request.find("content-type");
+  return type && type->starts_with("application/grpc");
+}
+
 }  // namespace
 
 // One stream as its exchange sees it: the request body from the session, the response to it.
@@ -28,13 +33,16 @@ class h2_connection::h2_stream final : public client_side {
   h2_stream(h2_connection& c, std::int32_t id, http::h2_request r, bool end_stream)
       : id(id),
         request(std::move(r)),
+        grpc(grpc_call(request.head)),
         deadline(c.s_.client.get_executor()),
         c_(c),
         body_done_(end_stream),
         event_(c.s_.client.get_executor(), forever) {}
 
   const std::int32_t id;
-  http::h2_request request;
+  http::h2_request request;  // its fields let go of once the request is wholly up
+  // Told at the start: a refusal at any time is a gRPC status for a gRPC call.
+  const bool grpc;
   live::connection_deadline deadline;
   asio::cancellation_signal cancel;
   bool gone = false;      // reset by the client, or the connection ended
@@ -123,7 +131,7 @@ class h2_connection::h2_stream final : public client_side {
 
   // The refusal given to the session at once (no wait): also from outside the exchange.
   void refuse_now(const live::refusal& r, std::string_view host, std::string_view session) {
-    c_.respond_refused(id, request.head, r, host, session);
+    c_.respond_refused(id, grpc, r, host, session);
     answered = true;
     c_.wake_writer();
   }
@@ -273,16 +281,14 @@ void h2_connection::on_request(std::int32_t id, http::h2_request request, bool e
 }
 
 void h2_connection::on_head_too_large(std::int32_t id) {
-  respond_refused(id, {}, live::refusal::header_too_large(), s_.ctx->scrub(s_.target.dest.host),
+  respond_refused(id, false, live::refusal::header_too_large(), s_.ctx->scrub(s_.target.dest.host),
                   s_.ctx->session_id());
 }
 
-void h2_connection::respond_refused(std::int32_t id, const http::message_head& request,
-                                    const live::refusal& r, std::string_view host,
-                                    std::string_view session) {
+void h2_connection::respond_refused(std::int32_t id, bool grpc, const live::refusal& r,
+                                    std::string_view host, std::string_view session) {
   const std::string body = live::refusal_body(r, host, session);
-  const std::string* type = request.find("content-type");
-  if (type && type->starts_with("application/grpc")) {
+  if (grpc) {
     session_.respond(id, live::grpc_refusal_head(r, body), true);
     return;
   }

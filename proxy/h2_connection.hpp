@@ -74,10 +74,10 @@ class h2_connection final : private http::h2_server_session::handler {
   void wake_writer();
   // The reader stops (the session has nothing more to read).
   void stop_reading();
-  // A refusal as the stream's whole response: the JSON of docs/cli.md, or for a gRPC `request` the
+  // A refusal as the stream's whole response: the JSON of docs/cli.md, or for a `grpc` call the
   // gRPC status clients show.
-  void respond_refused(std::int32_t id, const http::message_head& request, const live::refusal& r,
-                       std::string_view host, std::string_view session);
+  void respond_refused(std::int32_t id, bool grpc, const live::refusal& r, std::string_view host,
+                       std::string_view session);
   // The connection's deadline: idle while no stream is open, else the streams' own.
   void arm_idle();
   // Streams waiting for the client's window: what they gave may have left.

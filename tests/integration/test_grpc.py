@@ -79,7 +79,7 @@ def grpc_server(pki):
     server.stop(0)
 
 
-def make_session(broker_factory, pki, port, allow_paths=None):
+def make_session(broker_factory, pki, port, allow_paths=None, args=None):
     rule = {"host": GITHUB, "ports": [port]}
     if allow_paths:
         rule["paths"] = allow_paths
@@ -89,7 +89,8 @@ def make_session(broker_factory, pki, port, allow_paths=None):
         "credentials": {"github": {"type": "github", "env": ["GITHUB_TOKEN"], "hosts": [GITHUB]}},
     }
     b = broker_factory(policy=policy, connect_to=[connect_to_arg(GITHUB, port)],
-                       upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL}, env_file=True)
+                       upstream_ca=pki.ca_cert, env={"GITHUB_TOKEN": REAL}, env_file=True,
+                       **({"args": args} if args else {}))
     b.dummy = b.session_env()["GITHUB_TOKEN"]
     return b
 
@@ -160,6 +161,21 @@ def test_a_refused_call_is_a_grpc_status_with_the_json_of_design_6(broker_factor
         doc = json.loads(urllib.parse.unquote(e.value.details()))
         assert doc["error"] == "policy_denied" and doc["host"] == GITHUB
         assert dict(e.value.trailing_metadata())["x-broker-error"] == "policy_denied"
+
+
+def test_a_call_refused_after_it_went_up_is_still_a_grpc_status(broker_factory, pki, grpc_server):
+    # The request is wholly up (its fields let go of) when the upstream's silence runs out: the
+    # refusal is still the gRPC status a client shows, with its credential swapped in.
+    session = make_session(broker_factory, pki, grpc_server.port, args=["--timeout", "upstream=1s"])
+    with channel(session, grpc_server.port) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            call(ch, "uu", "Slow")(b"", timeout=10,
+                                    metadata=(("authorization", f"Bearer {session.dummy}"),))
+    doc = json.loads(urllib.parse.unquote(e.value.details()))
+    assert doc["error"] == "upstream_timeout" and doc["host"] == GITHUB
+    assert dict(e.value.trailing_metadata())["x-broker-error"] == "upstream_timeout"
+    assert grpc_server.metadata[-1]["authorization"] == f"Bearer {REAL}"
+    assert_nothing_written_contains(session, REAL)
 
 
 def test_grpc_to_an_upstream_without_http2_is_unavailable(broker_factory, pki, tls_upstream):
