@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/heap_bytes.hpp"
 #include "base/secret.hpp"
 
 namespace broker::brokers {
@@ -115,7 +116,7 @@ std::optional<std::size_t> stream_scrubber::feed(std::string_view in, std::strin
 }
 
 std::size_t stream_scrubber::held_allocation() const {
-  return held_.capacity() > std::string().capacity() ? held_.capacity() + 1 : 0;
+  return base::heap_bytes(held_);
 }
 
 std::optional<std::size_t> stream_scrubber::finish(std::string& out) {

@@ -1,5 +1,7 @@
 #include "session/sse_reader.hpp"
 
+#include "base/heap_bytes.hpp"
+
 namespace broker::session {
 namespace {
 
@@ -62,11 +64,7 @@ void sse_reader::feed(std::string_view piece, const event_handler& on_event) {
 }
 
 std::size_t sse_reader::held_bytes() const {
-  // What a string holds beyond its own object (its short-string room is no allocation).
-  const auto allocated = [](const std::string& s) {
-    return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
-  };
-  return allocated(line_) + allocated(type_) + allocated(data_);
+  return base::heap_bytes(line_) + base::heap_bytes(type_) + base::heap_bytes(data_);
 }
 
 void sse_reader::finish(const event_handler& on_event) {
